@@ -1,0 +1,215 @@
+"""Differential-privacy noise in the conventions of ``jax.random``.
+
+Every function takes one key first, then the distribution's parameters, then
+``shape=()`` and ``dtype=None``; vector draws have shape ``(*shape, dim)``. Batch by
+``shape`` (one key, many draws) or by ``jax.vmap`` over split keys; a batch of keys
+passed as ``key`` is rejected. All functions work under ``jax.jit`` and ``jax.vmap``.
+
+Draws are produced in fixed-size chunks (``CHUNK`` samples, one split key each) so a
+batch of millions uses memory proportional to the output.
+
+``jax.random`` (Threefry) is a statistical generator, not a cryptographic one, and
+floating-point noise has known attacks (Mironov 2012): use this library for research,
+utility studies and benchmarks; a production release needs a cryptographically
+secure generator and a floating-point-safe mechanism.
+
+References:
+  M. Hardt, K. Talwar, "On the geometry of differential privacy", STOC 2010.
+  M. Joseph, M. Ribero, A. Yu, "Privately Counting Partially Ordered Data", ICLR 2025.
+  I. Mironov, "On significance of the least significant bits for differential
+  privacy", CCS 2012.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Sequence, Union
+
+import jax
+import jax.numpy as jnp
+
+from jaxdp import _checks
+from jaxdp import _poset_sampler
+from jaxdp.balls import LpBall, PosetBall
+from jaxdp.posets import Poset
+
+__all__ = ["poset_ball", "lp_ball", "knorm", "laplace", "CHUNK"]
+
+CHUNK = 1 << 15  # samples per chunk: bounds peak memory of large batches
+
+Ball = Union[PosetBall, LpBall]
+
+
+def poset_ball(key, poset: Poset, shape: Sequence[int] = (), dtype=None, *,
+               method: str = "auto") -> jax.Array:
+  """Exactly uniform points of the poset ball of ``poset``.
+
+  Args:
+    key: one PRNG key.
+    poset: a :class:`~jaxdp.Poset` on d elements.
+    shape: batch shape.
+    dtype: a floating dtype (default: JAX's default float).
+    method: ``"auto"``, ``"forest"`` (forests, d <= 128) or ``"general"`` (any
+      poset, d <= 22). Both are exact and agree in distribution.
+
+  Returns:
+    Array of shape ``(*shape, d + 1)``; coordinate 0 is the root.
+  """
+  ball = PosetBall(poset, method)
+  return _draw(key, ball, None, shape, dtype, uniform=True)
+
+
+def lp_ball(key, d: int, p: float, shape: Sequence[int] = (), dtype=None) -> jax.Array:
+  """Uniform points of the unit l_p ball in R^d.
+
+  p = 1, 2 and inf use direct constructions (normalised exponentials, a normal
+  direction with a U^(1/d) radius, a uniform cube); other p defer to
+  ``jax.random.ball``.
+
+  Returns:
+    Array of shape ``(*shape, d)``.
+  """
+  return _draw(key, LpBall(d, p), None, shape, dtype, uniform=True)
+
+
+def knorm(key, ball: Ball, eps, shape: Sequence[int] = (), dtype=None) -> jax.Array:
+  """K-norm mechanism noise ``R Z``: ``R ~ Gamma(dim + 1, scale=1/eps)``, Z uniform in K.
+
+  Its density is proportional to ``exp(-eps ||y||_K)``, so adding it to a statistic
+  of K-norm sensitivity 1 is eps-DP. For the poset ball the noise is built from
+  ``dim + 1`` exponentials on the vertices of a uniformly chosen simplex (no Gamma
+  sampler); for l_1 it is i.i.d. Laplace(1/eps), for l_2 a normal direction times a
+  Gamma(dim) radius.
+
+  Args:
+    key: one PRNG key.
+    ball: a :class:`~jaxdp.PosetBall` or :class:`~jaxdp.LpBall`.
+    eps: privacy parameter; a positive finite number, or a traced scalar (then a
+      non-positive or non-finite value yields NaN noise, never weaker noise).
+    shape: batch shape.
+    dtype: a floating dtype.
+
+  Returns:
+    Array of shape ``(*shape, ball.dim)``.
+
+  References:
+    Hardt & Talwar (2010), Section 4; Joseph, Ribero & Yu (2025), Section 3.
+  """
+  if not isinstance(ball, (PosetBall, LpBall)):
+    raise ValueError(
+        f"ball must be a jaxdp.PosetBall or jaxdp.LpBall; got {type(ball).__name__}.")
+  eps = _checks.check_positive(eps, "eps", allow_traced=True)
+  return _draw(key, ball, eps, shape, dtype, uniform=False)
+
+
+def laplace(key, scale, shape: Sequence[int] = (), dtype=None) -> jax.Array:
+  """I.i.d. Laplace noise with density ``exp(-|x| / scale) / (2 scale)``.
+
+  Args:
+    key: one PRNG key.
+    scale: positive finite scale b (sensitivity / eps); may be traced (a bad traced
+      value yields NaN).
+    shape: output shape.
+    dtype: a floating dtype.
+  """
+  _checks.check_key(key)
+  scale = _checks.check_positive(scale, "scale", allow_traced=True)
+  shape = _checks.check_shape(shape)
+  dtype = _checks.check_float_dtype(dtype)
+  return _laplace(key, scale, shape=shape, dtype=dtype)
+
+
+# ------------------------------------------------------------------ internals
+def _draw(key, ball, eps, shape, dtype, *, uniform: bool):
+  _checks.check_key(key)
+  shape = _checks.check_shape(shape)
+  dtype = _checks.check_float_dtype(dtype)
+  n = math.prod(shape)
+  if isinstance(ball, PosetBall):
+    method = ball.resolved_method
+    tables = (_poset_sampler.general_tables(ball.poset) if method == "general"
+              else _poset_sampler.forest_tables(ball.poset))
+    flat = _poset_kernel(key, tables, eps, poset=ball.poset, method=method, n=n,
+                         uniform=uniform, dtype=dtype)
+  else:
+    flat = _lp_kernel(key, eps, d=ball.d, p=ball.p, n=n, uniform=uniform, dtype=dtype)
+  return flat.reshape(*shape, ball.dim)
+
+
+def _compute_dtype(dtype):
+  return jnp.float64 if dtype == jnp.float64 else jnp.float32
+
+
+def _chunked(fn, key, n: int, dim: int, dtype):
+  """fn(key, m) -> (m, dim); n samples in CHUNK-sized pieces with split keys."""
+  if n == 0:
+    return jnp.zeros((0, dim), dtype)
+  if n <= CHUNK:
+    return fn(key, n)
+  num = -(-n // CHUNK)
+  out = jax.lax.map(lambda k: fn(k, CHUNK), jax.random.split(key, num))
+  return out.reshape(num * CHUNK, dim)[:n]
+
+
+@functools.partial(jax.jit, static_argnames=("poset", "method", "n", "uniform", "dtype"))
+def _poset_kernel(key, tables, eps, *, poset, method, n, uniform, dtype):
+  d = poset.d
+  cdt = _compute_dtype(dtype)
+
+  def fn(k, m):
+    k_obj, k_exp = jax.random.split(k)
+    seq, kk = _poset_sampler.objects(k_obj, tables, poset, method, m)
+    expo = jax.random.exponential(k_exp, (m, d + 2), cdt)
+    noise = _poset_sampler.chain_noise(seq, kk, expo, tables.up, cdt)
+    if uniform:
+      return noise / jnp.sum(expo, axis=1, keepdims=True)
+    return noise
+
+  out = _chunked(fn, key, n, d + 1, cdt)
+  if not uniform:
+    out = _checks.guard_positive(eps, out / eps)
+  return out.astype(dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("d", "p", "n", "uniform", "dtype"))
+def _lp_kernel(key, eps, *, d, p, n, uniform, dtype):
+  cdt = _compute_dtype(dtype)
+
+  def fn(k, m):
+    if not uniform and p == 1:
+      return jax.random.laplace(k, (m, d), cdt)      # Gamma(d+1) x unif(l1) = Laplace
+    k_dir, k_rad = jax.random.split(k)
+    if not uniform and p == 2:
+      g = jax.random.normal(k_dir, (m, d), cdt)
+      radius = jnp.sum(jax.random.exponential(k_rad, (m, d), cdt), axis=1)  # Gamma(d)
+      return g * (radius / jnp.linalg.norm(g, axis=1))[:, None]
+    if p == math.inf:
+      z = jax.random.uniform(k_dir, (m, d), cdt, minval=-1.0, maxval=1.0)
+    elif p == 2:
+      g = jax.random.normal(k_dir, (m, d), cdt)
+      r = jax.random.uniform(k_rad, (m,), cdt) ** (1.0 / d)
+      z = g * (r / jnp.linalg.norm(g, axis=1))[:, None]
+    elif p == 1:
+      lap = jax.random.laplace(k_dir, (m, d), cdt)
+      extra = jax.random.exponential(k_rad, (m,), cdt)
+      z = lap / (jnp.sum(jnp.abs(lap), axis=1) + extra)[:, None]
+    else:
+      z = jax.random.ball(k_dir, d, p, (m,), cdt)
+    if uniform:
+      return z
+    k_gam = jax.random.fold_in(k_rad, 1)
+    radius = jnp.sum(jax.random.exponential(k_gam, (m, d + 1), cdt), axis=1)
+    return z * radius[:, None]
+
+  out = _chunked(fn, key, n, d, cdt)
+  if not uniform:
+    out = _checks.guard_positive(eps, out / eps)
+  return out.astype(dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("shape", "dtype"))
+def _laplace(key, scale, *, shape, dtype):
+  cdt = _compute_dtype(dtype)
+  noise = jax.random.laplace(key, shape, cdt) * scale
+  return _checks.guard_positive(scale, noise).astype(dtype)

@@ -1,0 +1,26 @@
+"""Small statistical helpers for the exactness tests (stated tests, fixed keys)."""
+
+import numpy as np
+from scipy import stats
+
+
+def object_index(seq, k, ref_seq, ref_k):
+  """Maps sampled objects to their row in the exact enumeration (-1 if absent)."""
+  table = {(tuple(s), int(kk)): i for i, (s, kk) in enumerate(zip(ref_seq, ref_k))}
+  return np.array([table.get((tuple(s), int(kk)), -1) for s, kk in zip(seq, k)])
+
+
+def chi_square_uniform_pvalue(idx, num):
+  """Pearson chi-square p-value of category counts against the uniform law."""
+  counts = np.bincount(idx, minlength=num)
+  return stats.chisquare(counts).pvalue
+
+
+def second_moment_zscores(z, exact):
+  """z-scores of the sample E[Z_i Z_j] against the exact matrix (upper triangle)."""
+  z = np.asarray(z, np.float64)
+  iu = np.triu_indices(z.shape[1])
+  prods = z[:, iu[0]] * z[:, iu[1]]
+  mean = prods.mean(axis=0)
+  se = prods.std(axis=0, ddof=1) / np.sqrt(len(z))
+  return (mean - exact[iu]) / se

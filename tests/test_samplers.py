@@ -1,0 +1,313 @@
+"""Exactness, shapes and errors of the poset-ball, l_p-ball, K-norm and Laplace samplers.
+
+Statistical tests use fixed keys (deterministic) and state their test, sample size and
+threshold. Exactness is checked against exact enumeration of the triangulation's
+objects; the published insertion sampler is run through the same tests and must fail.
+"""
+
+import math
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import optimize, stats
+
+import jaxdp
+from jaxdp import Poset, PosetBall, LpBall
+from jaxdp import _poset_sampler, baselines
+from stats import chi_square_uniform_pvalue, object_index, second_moment_zscores
+
+P_MIN = 1e-4        # chi-square / KS p-value threshold for "consistent with exact"
+Z_MAX = 5.0         # largest |z| allowed for a second-moment entry
+FOREST_NAMES = ["a<c,b", "nhis1", "chain4", "antichain3"]
+
+
+def _methods(poset):
+  return ["forest", "general"] if poset.is_forest else ["general"]
+
+
+# ------------------------------------------------------------- exact enumeration
+def test_enumeration_counts_match_formula(posets):
+  # N(P) = sum_A e(A) e(P \ A); NHIS one section has N = 32 (design note 6).
+  assert jaxdp.enumerate_objects(posets["nhis1"])[0].shape[0] == 32
+  for name, p in posets.items():
+    seq, _ = jaxdp.enumerate_objects(p)
+    assert seq.shape[0] == round(PosetBall(p).num_objects()), name
+    assert len({(tuple(s), int(k)) for s, k in zip(*jaxdp.enumerate_objects(p))}) \
+        == seq.shape[0]
+
+
+def test_nhis1_exact_norm_ratio():
+  m = jaxdp.exact_second_moment(Poset.nhis(1))
+  assert np.trace(m[1:, 1:]) / (4 / 3) == pytest.approx(0.40625, abs=1e-12)
+
+
+def test_exact_volume_matches_convex_hull():
+  # vol(K) = 2 N(P) / D! (design note 6), checked with scipy's convex hull.
+  from scipy.spatial import ConvexHull
+  for p in [Poset.nhis(1), Poset.from_edges(3, [(1, 0)]),
+            Poset.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)])]:
+    f = p.filters().astype(float)
+    pts = np.concatenate([np.c_[np.ones(len(f)), f], -np.c_[np.ones(len(f)), f]])
+    vol = ConvexHull(pts).volume
+    assert vol == pytest.approx(2 * PosetBall(p).num_objects() / math.factorial(p.d + 1))
+
+
+# ------------------------------------------------------------- object frequencies
+@pytest.mark.parametrize("name", ["a<c,b", "nhis1", "diamond", "chain4", "antichain3",
+                                  "random6", "N-shape"])
+def test_object_frequencies_uniform(posets, name):
+  """Chi-square of sampled object counts vs uniform over all N(P) objects.
+
+  Sample size max(100_000, 60 N); pass if p > 1e-4. Both algorithms where they apply.
+  """
+  p = posets[name]
+  ref = jaxdp.enumerate_objects(p)
+  num = ref[0].shape[0]
+  n = max(100_000, 60 * num)
+  for i, method in enumerate(_methods(p)):
+    seq, k = _poset_sampler.sample_objects(jax.random.key(100 + i), p, method, n)
+    idx = object_index(np.asarray(seq), np.asarray(k), *ref)
+    assert (idx >= 0).all(), f"{method} produced an object outside the triangulation"
+    pval = chi_square_uniform_pvalue(idx, num)
+    assert pval > P_MIN, f"{name}/{method}: chi-square p = {pval:.2e}"
+
+
+@pytest.mark.parametrize("name", ["a<c,b", "nhis1"])
+def test_published_insertion_sampler_fails_the_same_test(posets, name):
+  """The same chi-square test (n = 100_000) rejects the published sampler (p < 1e-10)."""
+  p = posets[name]
+  probs = baselines.insertion_object_probabilities(p)
+  assert min(probs.values()) != max(probs.values())  # provably not uniform
+  ref = jaxdp.enumerate_objects(p)
+  seq, k = baselines.insertion_objects(np.random.default_rng(0), p, 100_000)
+  pval = chi_square_uniform_pvalue(object_index(seq, k, *ref), ref[0].shape[0])
+  assert pval < 1e-10
+
+
+def test_insertion_probabilities_match_design_note(posets):
+  # a < c, b free, inserted b, a, c: 4 objects at 1/12 and 12 at 1/18.
+  probs = sorted(baselines.insertion_object_probabilities(posets["a<c,b"]).values())
+  assert baselines.insertion_order(posets["a<c,b"]) == [2, 1, 0]
+  assert probs.count(probs[-1]) == 4 and float(probs[-1]) == pytest.approx(1 / 12)
+  assert probs.count(probs[0]) == 12 and float(probs[0]) == pytest.approx(1 / 18)
+
+
+# ------------------------------------------------------------- second moments
+@pytest.mark.parametrize("name", ["a<c,b", "nhis1", "diamond", "random6", "N-shape"])
+def test_second_moment_matches_exact(posets, name):
+  """z-scores of the sample E[Z Z^T] (n = 200_000) vs exact; all |z| < 5."""
+  p = posets[name]
+  exact = jaxdp.exact_second_moment(p)
+  for i, method in enumerate(_methods(p)):
+    z = jaxdp.random.poset_ball(jax.random.key(200 + i), p, (200_000,), method=method)
+    zs = second_moment_zscores(z, exact)
+    assert np.abs(zs).max() < Z_MAX, f"{name}/{method}: max |z| = {np.abs(zs).max():.1f}"
+
+
+def test_forest_and_general_agree_on_nhis2():
+  """Two-sample z-scores of E[Z Z^T] between the algorithms on NHIS (d = 11), n = 200_000
+  each; all |z| < 5 (66 entries)."""
+  p = Poset.nhis(2)
+  za = np.asarray(jaxdp.random.poset_ball(jax.random.key(1), p, (200_000,),
+                                          method="forest"), np.float64)
+  zb = np.asarray(jaxdp.random.poset_ball(jax.random.key(2), p, (200_000,),
+                                          method="general"), np.float64)
+  iu = np.triu_indices(p.d + 1)
+  pa, pb = za[:, iu[0]] * za[:, iu[1]], zb[:, iu[0]] * zb[:, iu[1]]
+  se = np.sqrt(pa.var(0) / len(pa) + pb.var(0) / len(pb))
+  assert np.abs((pa.mean(0) - pb.mean(0)) / se).max() < Z_MAX
+
+
+def test_points_lie_in_the_ball_and_radial_law():
+  """||Z||_K (by linear programming) is <= 1 and ||Z||_K^D ~ Uniform(0, 1) (KS,
+  n = 600, p > 1e-4); for K-norm noise Y = R Z, eps ||Y||_K = (eps R) ||Z||_K ~
+  Gamma(D + 1) Beta(D, 1) = Gamma(D), the radial law of density exp(-eps ||y||_K)
+  (KS, same)."""
+  p = Poset.from_edges(3, [(1, 0)])
+  f = p.filters().astype(float)
+  verts = np.concatenate([np.c_[np.ones(len(f)), f], -np.c_[np.ones(len(f)), f]])
+  dim = p.d + 1
+
+  def knorm_of(y):
+    res = optimize.linprog(np.ones(len(verts)), A_eq=verts.T, b_eq=y,
+                           bounds=(0, None), method="highs")
+    return res.fun
+
+  z = np.asarray(jaxdp.random.poset_ball(jax.random.key(3), p, (600,)), np.float64)
+  r = np.array([knorm_of(v) for v in z])
+  assert r.max() <= 1 + 1e-6
+  assert stats.kstest(r ** dim, "uniform").pvalue > P_MIN
+  eps = 0.7
+  y = np.asarray(jaxdp.random.knorm(jax.random.key(4), PosetBall(p), eps, (600,)),
+                 np.float64)
+  ry = np.array([knorm_of(v) for v in y]) * eps
+  assert stats.kstest(ry, stats.gamma(dim).cdf).pvalue > P_MIN
+
+
+def test_knorm_second_moment_scales():
+  """E[Y Y^T] = (D+1)(D+2)/eps^2 E[Z Z^T] for NHIS one section (n = 200_000, |z| < 5)."""
+  p = Poset.nhis(1)
+  eps = 0.5
+  dim = p.d + 1
+  exact = jaxdp.exact_second_moment(p) * (dim + 1) * (dim + 2) / eps ** 2
+  y = jaxdp.random.knorm(jax.random.key(5), PosetBall(p), eps, (200_000,))
+  assert np.abs(second_moment_zscores(y, exact)).max() < Z_MAX
+
+
+# ------------------------------------------------------------- l_p balls, Laplace
+@pytest.mark.parametrize("p", [1.0, 2.0, math.inf, 3.0])
+def test_lp_ball_uniform(p):
+  """Uniform in B_p^d: ||Z||_p^d ~ U(0,1) (KS, n = 50_000, p > 1e-4) and each
+  coordinate's sign is balanced (binomial z < 5)."""
+  d = 5
+  z = np.asarray(jaxdp.random.lp_ball(jax.random.key(7), d, p, (50_000,)), np.float64)
+  norm = np.max(np.abs(z), axis=1) if p == math.inf else \
+      np.sum(np.abs(z) ** p, axis=1) ** (1 / p)
+  assert norm.max() <= 1 + 1e-6
+  assert stats.kstest(norm ** d, "uniform").pvalue > P_MIN
+  pos = (z > 0).mean(axis=0)
+  assert np.all(np.abs(pos - 0.5) / np.sqrt(0.25 / len(z)) < Z_MAX)
+  if p in (1.0, 2.0, math.inf):
+    sq = (z ** 2).sum(1)
+    se = sq.std() / np.sqrt(len(sq))
+    assert abs(sq.mean() - LpBall(d, p).expected_sq_norm()) < Z_MAX * se
+
+
+@pytest.mark.parametrize("p", [1.0, 2.0, math.inf])
+def test_knorm_lp_radius_law(p):
+  """eps ||Y||_p ~ Gamma(d), the radial law of density exp(-eps ||y||_p) (KS,
+  n = 50_000, p > 1e-4)."""
+  d, eps = 4, 2.0
+  y = np.asarray(jaxdp.random.knorm(jax.random.key(8), LpBall(d, p), eps, (50_000,)),
+                 np.float64)
+  norm = np.max(np.abs(y), 1) if p == math.inf else np.sum(np.abs(y) ** p, 1) ** (1 / p)
+  assert stats.kstest(eps * norm, stats.gamma(d).cdf).pvalue > P_MIN
+
+
+def test_laplace_law():
+  """Laplace(scale) against its CDF (KS, n = 100_000, p > 1e-4)."""
+  x = np.asarray(jaxdp.random.laplace(jax.random.key(9), 2.5, (100_000,)), np.float64)
+  assert stats.kstest(x, stats.laplace(scale=2.5).cdf).pvalue > P_MIN
+
+
+# ------------------------------------------------------------- shapes, dtypes, jit
+@pytest.mark.parametrize("shape", [(), (3,), (2, 3)])
+def test_shapes_and_jit(shape):
+  p = Poset.nhis(1)
+  out = jaxdp.random.poset_ball(jax.random.key(0), p, shape)
+  chex.assert_shape(out, (*shape, 5))
+  jitted = jax.jit(lambda k: jaxdp.random.knorm(k, PosetBall(p), 1.0, shape))
+  chex.assert_shape(jitted(jax.random.key(0)), (*shape, 5))
+  chex.assert_shape(jaxdp.random.lp_ball(jax.random.key(0), 4, 2, shape), (*shape, 4))
+  chex.assert_shape(jaxdp.random.laplace(jax.random.key(0), 1.0, shape), shape)
+
+
+def test_jit_equals_eager_and_vmap_over_keys():
+  p = Poset.nhis(2)
+  key = jax.random.key(11)
+  eager = jaxdp.random.poset_ball(key, p, (7,))
+  traced = jax.jit(lambda k: jaxdp.random.poset_ball(k, p, (7,)))(key)
+  chex.assert_trees_all_close(eager, traced)
+  keys = jax.random.split(key, 4)
+  batched = jax.vmap(lambda k: jaxdp.random.knorm(k, PosetBall(p), 1.0))(keys)
+  chex.assert_shape(batched, (4, 12))
+  chex.assert_tree_all_finite(batched)
+
+
+def test_large_batch_is_chunked_and_reproducible():
+  p = Poset.nhis(1)
+  n = jaxdp.random.CHUNK + 5
+  a = jaxdp.random.poset_ball(jax.random.key(12), p, (n,))
+  b = jaxdp.random.poset_ball(jax.random.key(12), p, (n,))
+  chex.assert_trees_all_equal(a, b)
+  assert len(np.unique(np.asarray(a), axis=0)) == n  # no chunk repeats another
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.float16])
+def test_dtypes(dtype):
+  out = jaxdp.random.knorm(jax.random.key(0), PosetBall(Poset.nhis(1)), 1.0, (3,), dtype)
+  assert out.dtype == dtype
+  assert jaxdp.random.lp_ball(jax.random.key(0), 3, 1, (2,), dtype).dtype == dtype
+
+
+def test_typed_and_legacy_keys():
+  p = Poset.nhis(1)
+  a = jaxdp.random.poset_ball(jax.random.PRNGKey(0), p, (2,))
+  b = jaxdp.random.poset_ball(jax.random.key(0), p, (2,))
+  chex.assert_trees_all_close(a, b)
+
+
+def test_traced_bad_eps_gives_nan_not_weaker_noise():
+  f = jax.jit(lambda e: jaxdp.random.knorm(jax.random.key(0), PosetBall(Poset.nhis(1)),
+                                           e, (2,)))
+  assert np.isnan(np.asarray(f(-1.0))).all()
+  assert np.isnan(np.asarray(f(jnp.inf))).all()
+  assert np.isfinite(np.asarray(f(1.0))).all()
+
+
+# ------------------------------------------------------------- bad input
+@pytest.mark.parametrize("eps", [0.0, -1.0, float("nan"), float("inf"), "1", None])
+def test_bad_eps(eps):
+  with pytest.raises(ValueError, match="eps"):
+    jaxdp.random.knorm(jax.random.key(0), PosetBall(Poset.nhis(1)), eps)
+
+
+def test_bad_scale():
+  with pytest.raises(ValueError, match="scale"):
+    jaxdp.random.laplace(jax.random.key(0), 0.0)
+
+
+def test_batched_key_rejected():
+  keys = jax.random.split(jax.random.key(0), 3)
+  with pytest.raises(ValueError, match="single PRNG key"):
+    jaxdp.random.poset_ball(keys, Poset.nhis(1))
+  with pytest.raises(ValueError, match="single PRNG key"):
+    jaxdp.random.laplace(jax.random.split(jax.random.PRNGKey(0), 3), 1.0)
+  with pytest.raises(ValueError, match="PRNG key"):
+    jaxdp.random.laplace(123, 1.0)
+
+
+def test_int_dtype_rejected():
+  with pytest.raises(ValueError, match="floating dtype"):
+    jaxdp.random.poset_ball(jax.random.key(0), Poset.nhis(1), (2,), jnp.int32)
+
+
+def test_bad_shape_rejected():
+  with pytest.raises(ValueError, match="shape"):
+    jaxdp.random.lp_ball(jax.random.key(0), 3, 2, (-1,))
+
+
+def test_general_sampler_size_limit():
+  big = Poset.from_edges(_poset_sampler.GENERAL_MAX_D + 1,
+                         [(0, 1), (0, 2)])
+  assert not big.is_forest
+  with pytest.raises(ValueError, match=f"d <= {_poset_sampler.GENERAL_MAX_D}"):
+    jaxdp.random.poset_ball(jax.random.key(0), big)
+  with pytest.raises(ValueError, match="d <= "):
+    PosetBall(Poset.from_edges(_poset_sampler.GENERAL_MAX_D + 1, []), "general")
+
+
+def test_forest_method_needs_forest():
+  with pytest.raises(ValueError, match="forest"):
+    PosetBall(Poset.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)]), "forest")
+  with pytest.raises(ValueError, match="method"):
+    PosetBall(Poset.nhis(1), "fast")
+
+
+def test_large_forest_uses_forest_sampler():
+  # d = 40 is far beyond the general sampler; the forest sampler handles it.
+  p = Poset.from_parents([-1] + [i // 2 for i in range(39)])
+  assert PosetBall(p).resolved_method == "forest"
+  z = jaxdp.random.poset_ball(jax.random.key(0), p, (1000,))
+  chex.assert_shape(z, (1000, 41))
+  assert np.abs(np.asarray(z)).max() <= 1.0
+
+
+def test_bad_ball():
+  with pytest.raises(ValueError, match="p must be"):
+    LpBall(3, 0.5)
+  with pytest.raises(ValueError, match="ball must be"):
+    jaxdp.random.knorm(jax.random.key(0), "l2", 1.0)
