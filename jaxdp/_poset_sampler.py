@@ -111,6 +111,8 @@ def num_objects(poset: Poset) -> float:
 
 
 # ------------------------------------------------------------------ host tables
+# Tables are cached numpy arrays (never device arrays created during a trace); the
+# kernels receive them as jit arguments.
 @functools.lru_cache(maxsize=32)
 def general_tables(poset: Poset) -> GeneralTables:
   d = poset.d
@@ -127,10 +129,10 @@ def general_tables(poset: Poset) -> GeneralTables:
   strict = o & ~np.eye(d, dtype=bool)
   strict_up = (strict.astype(np.uint64) << np.arange(d, dtype=np.uint64)).sum(axis=1)
   return GeneralTables(
-      trie=jnp.asarray(trie, jnp.float32),
-      ext=jnp.asarray(e, jnp.float32),
-      strict_up=jnp.asarray(strict_up.astype(np.uint32)),
-      up=jnp.asarray(o))
+      trie=trie.astype(np.float32),
+      ext=e.astype(np.float32),
+      strict_up=strict_up.astype(np.uint32),
+      up=np.array(o))
 
 
 @functools.lru_cache(maxsize=32)
@@ -244,10 +246,10 @@ def forest_tables(poset: Poset) -> ForestTables:
   depth = (o & ~np.eye(d, dtype=bool)).sum(axis=1)
   # Tables are indexed by preorder position; up/depth by element.
   return ForestTables(
-      top_cdf=jnp.asarray(_cdf(log_top), jnp.float32),
-      node_cdf=jnp.asarray(node_cdf, jnp.float32),
-      up=jnp.asarray(o),
-      depth=jnp.asarray(depth, jnp.int32))
+      top_cdf=_cdf(log_top).astype(np.float32),
+      node_cdf=node_cdf.astype(np.float32),
+      up=np.array(o),
+      depth=depth.astype(np.int32))
 
 
 def _logsumexp(x):

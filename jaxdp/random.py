@@ -163,13 +163,10 @@ def _poset_kernel(key, tables, eps, *, poset, method, n, uniform, dtype):
     expo = jax.random.exponential(k_exp, (m, d + 2), cdt)
     noise = _poset_sampler.chain_noise(seq, kk, expo, tables.up, cdt)
     if uniform:
-      return noise / jnp.sum(expo, axis=1, keepdims=True)
-    return noise
+      return (noise / jnp.sum(expo, axis=1, keepdims=True)).astype(dtype)
+    return _scale(noise, eps, dtype)
 
-  out = _chunked(fn, key, n, d + 1, cdt)
-  if not uniform:
-    out = _checks.guard_positive(eps, out / eps)
-  return out.astype(dtype)
+  return _chunked(fn, key, n, d + 1, dtype)
 
 
 @functools.partial(jax.jit, static_argnames=("d", "p", "n", "uniform", "dtype"))
@@ -178,12 +175,12 @@ def _lp_kernel(key, eps, *, d, p, n, uniform, dtype):
 
   def fn(k, m):
     if not uniform and p == 1:
-      return jax.random.laplace(k, (m, d), cdt)      # Gamma(d+1) x unif(l1) = Laplace
+      return _scale(jax.random.laplace(k, (m, d), cdt), eps, dtype)  # Gamma x unif(l1)
     k_dir, k_rad = jax.random.split(k)
     if not uniform and p == 2:
       g = jax.random.normal(k_dir, (m, d), cdt)
       radius = jnp.sum(jax.random.exponential(k_rad, (m, d), cdt), axis=1)  # Gamma(d)
-      return g * (radius / jnp.linalg.norm(g, axis=1))[:, None]
+      return _scale(g * (radius / jnp.linalg.norm(g, axis=1))[:, None], eps, dtype)
     if p == math.inf:
       z = jax.random.uniform(k_dir, (m, d), cdt, minval=-1.0, maxval=1.0)
     elif p == 2:
@@ -197,15 +194,17 @@ def _lp_kernel(key, eps, *, d, p, n, uniform, dtype):
     else:
       z = jax.random.ball(k_dir, d, p, (m,), cdt)
     if uniform:
-      return z
+      return z.astype(dtype)
     k_gam = jax.random.fold_in(k_rad, 1)
     radius = jnp.sum(jax.random.exponential(k_gam, (m, d + 1), cdt), axis=1)
-    return z * radius[:, None]
+    return _scale(z * radius[:, None], eps, dtype)
 
-  out = _chunked(fn, key, n, d, cdt)
-  if not uniform:
-    out = _checks.guard_positive(eps, out / eps)
-  return out.astype(dtype)
+  return _chunked(fn, key, n, d, dtype)
+
+
+def _scale(noise, eps, dtype):
+  """noise / eps, NaN where a traced eps is not finite and positive."""
+  return _checks.guard_positive(eps, noise / eps).astype(dtype)
 
 
 @functools.partial(jax.jit, static_argnames=("shape", "dtype"))

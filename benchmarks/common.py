@@ -1,0 +1,59 @@
+"""Shared helpers for the benchmarks: timing, machine description, output files."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+
+def machine() -> dict:
+  """What the numbers were measured on."""
+  cpu = platform.processor() or platform.machine()
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("model name"):
+          cpu = line.split(":", 1)[1].strip()
+          break
+  except OSError:
+    pass
+  devices = jax.devices()
+  return {
+      "cpu": cpu,
+      "cpu_count": os.cpu_count(),
+      "platform": platform.platform(),
+      "python": platform.python_version(),
+      "jax": jax.__version__,
+      "numpy": np.__version__,
+      "backend": jax.default_backend(),
+      "devices": [f"{d.platform}:{getattr(d, 'device_kind', '')}" for d in devices],
+      "device_count": len(devices),
+  }
+
+
+def best_time(fn, repeats: int = 3) -> float:
+  """Best wall time of ``fn()`` (blocked until ready) after one warm-up call."""
+  jax.block_until_ready(fn())
+  best = float("inf")
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn())
+    best = min(best, time.perf_counter() - t0)
+  return best
+
+
+def write_results(out_dir: str | Path, name: str, payload: dict, table: str) -> None:
+  out = Path(out_dir)
+  out.mkdir(parents=True, exist_ok=True)
+  (out / f"{name}.json").write_text(json.dumps(payload, indent=2))
+  m = payload["machine"]
+  header = (f"# {name}\n\nMachine: {m['cpu']}, {m['cpu_count']} CPUs, backend "
+            f"{m['backend']} ({', '.join(m['devices'])}), jax {m['jax']}.\n\n")
+  (out / f"{name}.md").write_text(header + table + "\n")
+  print(header + table)

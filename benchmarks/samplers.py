@@ -1,0 +1,119 @@
+"""Samples per second of jaxdp's samplers, side by side with the RNG floor and the
+published sequential insertion sampler, at a batch of 10^6.
+
+  python benchmarks/samplers.py [--n 1000000] [--out results]
+
+Rows: poset ball and K-norm noise for NHIS three sections (d = 15, forest sampler), a
+random poset with d = 20 (general sampler), l_inf K-norm and Laplace at d = 16.
+"floor" is the time ``jax.random.uniform`` takes for the same number of samples times
+2(dim) floats (dim = d + 1 for posets); "x floor" is time / floor. The numpy insertion
+sampler runs one object at a time, so it is timed on fewer samples and scaled.
+Writes results/samplers.json and results/samplers.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import best_time, machine, write_results  # noqa: E402
+
+import jaxdp  # noqa: E402
+from jaxdp import LpBall, Poset, PosetBall, baselines  # noqa: E402
+
+
+def _floor(key, n, floats):
+  f = jax.jit(lambda k: jax.random.uniform(k, (n, floats)))
+  return best_time(lambda: f(key))
+
+
+def _peak_ratio(fn, key, out_bytes):
+  """XLA's compiled temporary + output bytes over the output's bytes."""
+  compiled = jax.jit(fn).lower(key).compile()
+  mem = compiled.memory_analysis()
+  if mem is None:
+    return None
+  return (mem.temp_size_in_bytes + mem.output_size_in_bytes) / out_bytes
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--n", type=int, default=1_000_000)
+  ap.add_argument("--numpy-n", type=int, default=5_000,
+                  help="samples for the sequential numpy baseline (scaled to --n)")
+  ap.add_argument("--out", default="results")
+  args = ap.parse_args(argv)
+  n = args.n
+  key = jax.random.key(0)
+  rows = []
+
+  nhis = Poset.nhis(3)
+  rand20 = Poset.random(jax.random.key(20), 20)
+  cases = [
+      ("poset_ball", "NHIS 3 sections (forest)", nhis, None),
+      ("knorm", "NHIS 3 sections (forest)", nhis, PosetBall(nhis)),
+      ("poset_ball", "NHIS 3 sections (general)", nhis, "general"),
+      ("poset_ball", f"random d=20 (general, {rand20.num_cover_edges} cover edges)",
+       rand20, None),
+      ("knorm", "random d=20 (general)", rand20, PosetBall(rand20)),
+  ]
+  for fn_name, label, poset, extra in cases:
+    dim = poset.d + 1
+    if fn_name == "poset_ball":
+      method = extra if isinstance(extra, str) else "auto"
+      f = jax.jit(lambda k, p=poset, m=method: jaxdp.random.poset_ball(k, p, (n,), method=m))
+    else:
+      f = jax.jit(lambda k, b=extra: jaxdp.random.knorm(k, b, 1.0, (n,)))
+    t = best_time(lambda: f(key))
+    floor = _floor(key, n, 2 * dim)
+    row = {"sampler": fn_name, "case": label, "d": poset.d, "n": n, "seconds": t,
+           "samples_per_s": n / t, "floor_seconds": floor, "x_floor": t / floor,
+           "peak_over_output": _peak_ratio(f, key, n * dim * 4)}
+    if fn_name == "poset_ball" and poset is nhis and extra is None:
+      rng = np.random.default_rng(0)
+      t0 = time.perf_counter()
+      baselines.insertion_poset_ball(rng, poset, args.numpy_n)
+      per = (time.perf_counter() - t0) / args.numpy_n
+      row["numpy_insertion_seconds"] = per * n
+      row["speedup_vs_numpy"] = per * n / t
+    rows.append(row)
+    print(row, flush=True)
+
+  for label, fn in [
+      ("knorm l_inf d=16", lambda k: jaxdp.random.knorm(k, LpBall(16, jnp.inf), 1.0, (n,))),
+      ("laplace d=16", lambda k: jaxdp.random.laplace(k, 1.0, (n, 16))),
+      ("jax.random.laplace d=16", lambda k: jax.random.laplace(k, (n, 16))),
+  ]:
+    f = jax.jit(fn)
+    t = best_time(lambda: f(key))
+    floor = _floor(key, n, 2 * 17)
+    rows.append({"sampler": label.split()[0], "case": label, "d": 16, "n": n,
+                 "seconds": t, "samples_per_s": n / t, "floor_seconds": floor,
+                 "x_floor": t / floor, "peak_over_output": _peak_ratio(f, key, n * 16 * 4)})
+    print(rows[-1], flush=True)
+
+  lines = ["| sampler | case | n | seconds | samples/s | floor s | x floor | "
+           "peak mem / output | numpy insertion s | speed-up vs numpy |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+  for r in rows:
+    peak = r["peak_over_output"]
+    lines.append(
+        f"| {r['sampler']} | {r['case']} | {r['n']:,} | {r['seconds']:.3f} | "
+        f"{r['samples_per_s']:,.0f} | {r['floor_seconds']:.3f} | {r['x_floor']:.2f} | "
+        f"{'' if peak is None else f'{peak:.2f}'} | "
+        f"{r.get('numpy_insertion_seconds', float('nan')):.0f} | "
+        f"{r.get('speedup_vs_numpy', float('nan')):,.0f} |".replace("| nan |", "| - |")
+        .replace("| nan |", "| - |"))
+  write_results(args.out, "samplers", {"machine": machine(), "rows": rows},
+                "\n".join(lines))
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,95 @@
+import jax
+import numpy as np
+import pytest
+from scipy import stats
+
+import jaxdp
+from jaxdp import Poset
+
+
+def test_constructors_agree_and_hash():
+  a = Poset.from_edges(3, [(0, 1), (1, 2)])
+  b = Poset.from_order([[1, 1, 1], [0, 1, 1], [0, 0, 1]])
+  c = Poset.from_parents([1, 2, -1])
+  assert a == b == c and hash(a) == hash(b) == hash(c)
+  assert {a: 1}[c] == 1
+  assert a.order.dtype == bool and not a.order.flags.writeable
+
+
+def test_nhis():
+  for sections, d in [(1, 4), (2, 11), (3, 15)]:
+    p = Poset.nhis(sections)
+    assert p.d == d and p.is_forest
+  p = Poset.nhis(1)
+  # q2 requires q1: a filter with q2 = yes has q1 = yes.
+  assert p.is_filter([1, 1, 0, 0]) and not p.is_filter([0, 1, 0, 0])
+  assert p.depth == 3 and len(p.filters()) == 7
+  with pytest.raises(ValueError, match="sections"):
+    Poset.nhis(4)
+
+
+def test_properties():
+  diamond = Poset.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)])
+  assert not diamond.is_forest and diamond.depth == 3
+  assert diamond.num_cover_edges == 4
+  assert len(diamond.filters()) == 6
+  anti = Poset.from_edges(3, [])
+  assert anti.is_forest and anti.depth == 1 and len(anti.filters()) == 8
+
+
+def test_filters_are_exactly_the_up_sets():
+  p = Poset.random(jax.random.key(3), 6)
+  filt = {tuple(r) for r in p.filters()}
+  for mask in range(1 << 6):
+    x = [(mask >> i) & 1 for i in range(6)]
+    assert p.is_filter(x) == (tuple(x) in filt)
+
+
+@pytest.mark.parametrize("edges,match", [
+    ([(0, 1), (1, 2), (2, 0)], r"cycle: p0 < p1 < p2 < p0"),
+    ([(0, 0)], "self-loop"),
+    ([(0, 5)], "out of range"),
+    ([(0,)], "pair"),
+])
+def test_bad_edges(edges, match):
+  with pytest.raises(ValueError, match=match):
+    Poset.from_edges(3, edges)
+
+
+@pytest.mark.parametrize("order,match", [
+    ([[1, 0, 0], [0, 1, 0]], "square"),
+    ([[1, 1], [1, 1]], "antisymmetric"),
+    ([[1, 1, 0], [0, 1, 1], [0, 0, 1]], r"not transitive: order\[0\]\[2\]"),
+    ([[0, 0], [0, 1]], "reflexive"),
+    ([[1, 2], [0, 1]], "0/1"),
+])
+def test_bad_order(order, match):
+  with pytest.raises(ValueError, match=match):
+    Poset.from_order(order)
+
+
+def test_bad_parents():
+  with pytest.raises(ValueError, match="parents"):
+    Poset.from_parents([3, -1])
+  with pytest.raises(ValueError, match="cycle"):
+    Poset.from_parents([1, 0])
+
+
+def test_random_is_reproducible_and_a_dag():
+  a = Poset.random(jax.random.key(0), 8)
+  b = Poset.random(jax.random.key(0), 8)
+  assert a == b and a.d == 8
+  adj = jaxdp.random_dags(jax.random.key(1), 6, 20)
+  assert adj.shape == (20, 6, 6)
+  for g in adj:  # from_edges raises on a cycle
+    Poset.from_edges(6, list(zip(*np.nonzero(g))))
+
+
+def test_melancon_chain_is_uniform_on_labelled_dags():
+  """There are 25 labelled DAGs on 3 nodes; 20_000 independent chains (90 steps each)
+  land on each equally often (chi-square, p > 1e-4)."""
+  adj = jaxdp.random_dags(jax.random.key(2), 3, 20_000)
+  codes = (adj.reshape(len(adj), -1) * (1 << np.arange(9))).sum(axis=1)
+  _, counts = np.unique(codes, return_counts=True)
+  assert len(counts) == 25
+  assert stats.chisquare(counts).pvalue > 1e-4
