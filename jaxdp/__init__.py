@@ -1,18 +1,64 @@
-"""jaxdp: exact, fast, batched differential-privacy noise for JAX."""
+"""jaxdp: exact, fast, batched differential-privacy noise for JAX.
+
+``jax.random`` is a statistical, not a cryptographic, generator: see the README before
+using jaxdp for a real release.
+"""
 
 from jaxdp import random
+from jaxdp.accounting import (
+    Accountant,
+    BudgetExceededError,
+    Curator,
+    Plan,
+    ReleaseRefusedError,
+    advanced_composition,
+    eps_for_group,
+    group_epsilon,
+    hypothesis_test_bound,
+    plan,
+    postprocess,
+    raise_if_refused,
+    release,
+    release_parallel,
+)
 from jaxdp.balls import LpBall, PosetBall, enumerate_objects, exact_second_moment
+from jaxdp.mechanisms import (
+    GaussianMechanism,
+    KNormMechanism,
+    LaplaceMechanism,
+    PosetCountMechanism,
+    group_cost,
+)
 from jaxdp.posets import Poset, random_dag, random_dags
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Accountant",
+    "BudgetExceededError",
+    "Curator",
+    "GaussianMechanism",
+    "KNormMechanism",
+    "LaplaceMechanism",
     "LpBall",
+    "Plan",
     "Poset",
     "PosetBall",
+    "PosetCountMechanism",
+    "ReleaseRefusedError",
+    "advanced_composition",
     "enumerate_objects",
+    "eps_for_group",
     "exact_second_moment",
+    "group_cost",
+    "group_epsilon",
+    "hypothesis_test_bound",
+    "plan",
+    "postprocess",
+    "raise_if_refused",
     "random",
     "random_dag",
     "random_dags",
+    "release",
+    "release_parallel",
 ]
