@@ -1,0 +1,135 @@
+"""Streaming Monte Carlo estimates of E[f(X)] over up to 10^9 draws, in bounded memory.
+
+Draws are made in chunks of ``chunk_size``; each chunk is cut into ``blocks`` equal
+blocks, sharded over the local devices with ``jax.sharding``. Every block returns
+its count, mean and sum of squared deviations; the host combines blocks in a fixed
+order in float64 (Chan et al.'s pairwise update). Memory does not grow with the
+number of draws, and because each block's key is ``fold_in(fold_in(key, chunk),
+block)`` and each block is reduced on one device, the estimate depends only on the
+key, the sizes and the functions, not on the number of devices.
+
+Multi-host: call ``jax.distributed.initialize()`` on every host first, then pass
+``devices=jax.devices()`` (all hosts' devices): the block axis is sharded over the
+global mesh and each host needs only the scalars that come back. Keep ``blocks`` a
+multiple of the global device count.
+
+References:
+  T. Chan, G. Golub, R. LeVeque, "Algorithms for computing the sample variance", 1983.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Callable, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from jaxdp import _checks
+
+__all__ = ["Estimate", "estimate"]
+
+
+class Estimate(NamedTuple):
+  """Monte Carlo estimate of E[f(X)] for each statistic."""
+  mean: np.ndarray
+  var: np.ndarray      # sample variance of f(X)
+  stderr: np.ndarray   # standard error of the mean
+  n: int
+
+
+def estimate(key, draw: Callable, statistic: Callable, num_samples: int, *,
+             chunk_size: int = 1 << 20, blocks: int = 16,
+             devices: Sequence | None = None, progress: bool | None = None) -> Estimate:
+  """Estimates E[statistic(draw)] from ``num_samples`` independent draws.
+
+  Args:
+    key: one PRNG key; the result is a deterministic function of it.
+    draw: ``draw(key, m)`` -> a batch of ``m`` draws (array or pytree with leading
+      axis m), traceable.
+    statistic: ``statistic(batch)`` -> ``(m,)`` or ``(m, k)`` values, traceable.
+    num_samples: total draws N (any positive int, up to 10^9 and beyond).
+    chunk_size: draws per device round trip; must be a multiple of ``blocks``.
+    blocks: blocks per chunk (the unit of sharding and of reduction).
+    devices: devices to shard over (default: all local devices). Only as many as
+      divide ``blocks`` are used.
+    progress: print progress to stderr (default: when the run takes over 3 s).
+
+  Returns:
+    An :class:`Estimate` with float64 mean, variance and standard error.
+  """
+  _checks.check_key(key)
+  num_samples = _checks.check_int(num_samples, "num_samples", minimum=1)
+  blocks = _checks.check_int(blocks, "blocks", minimum=1)
+  chunk_size = _checks.check_int(chunk_size, "chunk_size", minimum=blocks)
+  if chunk_size % blocks:
+    raise ValueError(f"chunk_size ({chunk_size}) must be a multiple of blocks ({blocks}).")
+  devices = list(jax.local_devices() if devices is None else devices)
+  if not devices:
+    raise ValueError("devices must not be empty.")
+  n_dev = max(k for k in range(1, len(devices) + 1) if blocks % k == 0)
+  mesh = Mesh(np.array(devices[:n_dev]), ("blocks",))
+  sharding = NamedSharding(mesh, PartitionSpec("blocks"))
+  block_size = chunk_size // blocks
+  run_chunk = _chunk_fn(draw, statistic, block_size, blocks, sharding)
+
+  num_chunks = -(-num_samples // chunk_size)
+  count = 0.0
+  mean = None
+  m2 = None
+  start = time.perf_counter()
+  last = start
+  for c in range(num_chunks):
+    valid = min(chunk_size, num_samples - c * chunk_size)
+    b_n, b_mean, b_m2 = jax.device_get(run_chunk(jax.random.fold_in(key, c), valid))
+    for n_b, mu_b, m2_b in zip(b_n, b_mean.astype(np.float64), b_m2.astype(np.float64)):
+      if n_b == 0:
+        continue
+      if mean is None:
+        count, mean, m2 = float(n_b), mu_b.copy(), m2_b.copy()
+        continue
+      total = count + n_b
+      delta = mu_b - mean
+      mean = mean + delta * (n_b / total)
+      m2 = m2 + m2_b + delta * delta * (count * n_b / total)
+      count = total
+    now = time.perf_counter()
+    show = progress if progress is not None else (now - start > 3.0)
+    if show and (now - last > 2.0 or c == num_chunks - 1):
+      rate = count / (now - start)
+      eta = (num_samples - count) / rate if rate > 0 else math.inf
+      print(f"[jaxdp.montecarlo] {int(count):,}/{num_samples:,} draws "
+            f"({rate:,.0f}/s, {eta:,.0f}s left)", file=sys.stderr, flush=True)
+      last = now
+  var = m2 / (count - 1) if count > 1 else np.full_like(m2, np.nan)
+  return Estimate(mean=mean, var=var, stderr=np.sqrt(var / count), n=int(count))
+
+
+def _chunk_fn(draw, statistic, block_size, blocks, sharding):
+  def one_block(key, block, valid):
+    x = draw(jax.random.fold_in(key, block), block_size)
+    v = jnp.asarray(statistic(x))
+    if v.ndim == 1:
+      v = v[:, None]
+    if v.shape[0] != block_size:
+      raise ValueError(
+          f"statistic must return one row per draw; got shape {v.shape} for a batch of "
+          f"{block_size}.")
+    v = v.astype(jnp.float32)
+    idx = block * block_size + jnp.arange(block_size)
+    w = (idx < valid).astype(v.dtype)[:, None]
+    n = jnp.sum(w[:, 0])
+    mu = jnp.sum(v * w, axis=0) / jnp.maximum(n, 1.0)
+    m2 = jnp.sum(w * (v - mu) ** 2, axis=0)
+    return n, mu, m2
+
+  @jax.jit
+  def run(key, valid):
+    ids = jax.lax.with_sharding_constraint(jnp.arange(blocks), sharding)
+    return jax.vmap(one_block, in_axes=(None, 0, None))(key, ids, valid)
+
+  return run
