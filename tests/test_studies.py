@@ -1,0 +1,147 @@
+"""Monte Carlo engine, studies, command line and examples."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxdp
+from jaxdp import montecarlo, studies
+from jaxdp.cli import main as cli_main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(args, env=None, timeout=300):
+  e = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+  return subprocess.run([sys.executable, *args], cwd=ROOT, env=e, capture_output=True,
+                        text=True, timeout=timeout)
+
+
+# ------------------------------------------------------------------ Monte Carlo
+def test_estimate_matches_exact_moment():
+  """NHIS-1 ratio from 400_003 draws (a partial last chunk) vs exact 0.40625: |z| < 5."""
+  p = jaxdp.Poset.nhis(1)
+  est = montecarlo.estimate(
+      jax.random.key(0), lambda k, m: jaxdp.random.poset_ball(k, p, (m,)),
+      lambda z: jnp.sum(z[:, 1:] ** 2, axis=1) / (4 / 3), 400_003, chunk_size=1 << 16)
+  assert est.n == 400_003
+  assert abs(est.mean[0] - 0.40625) / est.stderr[0] < 5
+
+
+def test_estimate_streams_exact_mean_and_variance():
+  # Statistic = the draw index, so mean and variance are known exactly.
+  draw = lambda k, m: jax.random.uniform(k, (m,))  # noqa: E731
+  est = montecarlo.estimate(jax.random.key(1), draw, lambda u: jnp.stack([u, u * u], 1),
+                            100_000, chunk_size=4096, blocks=8)
+  assert est.mean.shape == (2,)
+  assert abs(est.mean[0] - 0.5) < 5 * est.stderr[0]
+  assert est.var[0] == pytest.approx(1 / 12, rel=0.02)
+
+
+def test_estimate_same_on_1_and_4_devices():
+  code = (
+      "import jax, jax.numpy as jnp, jaxdp\n"
+      "from jaxdp import montecarlo\n"
+      "p = jaxdp.Poset.nhis(2)\n"
+      "assert len(jax.devices()) == 4\n"
+      "f = lambda devs: montecarlo.estimate(jax.random.key(3), "
+      "lambda k, m: jaxdp.random.poset_ball(k, p, (m,)), "
+      "lambda z: jnp.sum(z ** 2, 1), 200_000, chunk_size=1 << 15, devices=devs)\n"
+      "a, b = f(jax.devices()[:1]), f(jax.devices())\n"
+      "print(a.mean[0], b.mean[0])\n"
+      "assert a.mean[0] == b.mean[0] and a.var[0] == b.var[0]\n")
+  r = _run(["-c", code], env={"XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
+  assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_estimate_bad_arguments():
+  draw = lambda k, m: jnp.zeros(m)  # noqa: E731
+  with pytest.raises(ValueError, match="num_samples"):
+    montecarlo.estimate(jax.random.key(0), draw, lambda x: x, 0)
+  with pytest.raises(ValueError, match="multiple of blocks"):
+    montecarlo.estimate(jax.random.key(0), draw, lambda x: x, 10, chunk_size=100, blocks=16)
+  with pytest.raises(ValueError, match="one row per draw"):
+    montecarlo.estimate(jax.random.key(0), draw, lambda x: x[:3], 10, chunk_size=64)
+
+
+# ------------------------------------------------------------------ studies
+def test_poset_study_row_and_insertion_gap():
+  row = studies.poset_study(jax.random.key(0), jaxdp.Poset.nhis(3), num_samples=200_000,
+                            insertion_samples=5_000, noises=("poset", "linf"))
+  # NHIS-3: the exact ratio is about 0.372; the insertion sampler's is visibly higher.
+  assert row["exact_ratio"] == pytest.approx(0.372, abs=0.003)
+  assert row["difference_z"] > 5
+  assert abs(row["mse_linf"] - row["mse_linf_exact"]) < 5 * row["mse_linf_se"]
+  assert row["mse_poset"] < row["mse_linf"]
+
+
+def test_random_studies_small():
+  summary, per = studies.random_by_dimension(jax.random.key(0), dims=(4, 5),
+                                             posets_per_dim=3, num_samples=2000,
+                                             insertion_samples=50)
+  assert [g["d"] for g in summary] == [4, 5] and len(per) == 6
+  by_depth, by_edges, per = studies.random_by_structure(
+      jax.random.key(1), 5, num_posets=40, num_samples=500, min_group=1)
+  assert sum(g["posets"] for g in by_depth) == 40
+  assert all(0 < g["exact_ratio"] <= 1 for g in by_edges)
+
+
+# ------------------------------------------------------------------ command line
+def test_cli_poset_study_writes_files(tmp_path, capsys):
+  rc = cli_main(["poset", "--poset", "nhis1", "--samples", "20000",
+                 "--insertion-samples", "500", "--out", str(tmp_path), "--no-plot"])
+  assert rc == 0
+  out = capsys.readouterr().out
+  assert "nhis1" in out and "exact ratio" in out
+  data = json.loads((tmp_path / "poset.json").read_text())
+  assert data["results"][0]["d"] == 4
+  assert (tmp_path / "poset.csv").exists() and (tmp_path / "poset.md").exists()
+
+
+def test_cli_reads_poset_files(tmp_path, capsys):
+  (tmp_path / "p.json").write_text(json.dumps({"d": 3, "edges": [[0, 1], [0, 2]]}))
+  (tmp_path / "p.txt").write_text("1 1 1\n0 1 0\n0 0 1\n")
+  for f in ("p.json", "p.txt"):
+    assert cli_main(["sample", "--poset", str(tmp_path / f), "--samples", "100"]) == 0
+  assert "shape (100, 4)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["poset", "--poset", "nope"], "not nhis1"),
+    (["poset", "--poset", "random:x"], "random:D"),
+    (["nhis", "--sections", "4"], "--sections"),
+    (["nhis", "--mechanisms", "poset,gauss"], "unknown 'gauss'"),
+])
+def test_cli_bad_options_one_line_error(argv, msg, capsys):
+  assert cli_main(argv + ["--no-plot"]) == 2
+  err = capsys.readouterr().err.strip()
+  assert msg in err and "\n" not in err
+
+
+def test_cli_bad_files(tmp_path, capsys):
+  (tmp_path / "cyc.json").write_text(json.dumps({"d": 2, "edges": [[0, 1], [1, 0]]}))
+  (tmp_path / "broken.json").write_text("{oops")
+  for f, msg in [("cyc.json", "cycle"), ("broken.json", "invalid JSON")]:
+    assert cli_main(["sample", "--poset", str(tmp_path / f)]) == 2
+    assert msg in capsys.readouterr().err
+
+
+def test_cli_argparse_errors_exit_nonzero():
+  r = _run(["-m", "jaxdp", "nhis", "--eps", "-1"])
+  assert r.returncode == 2 and "--eps" in r.stderr
+
+
+# ------------------------------------------------------------------ examples
+@pytest.mark.parametrize("name", ["nhis_counts", "curator", "two_hospitals", "household",
+                                  "mmm_postprocessing", "montecarlo_sharded"])
+def test_example_runs(name):
+  r = _run([f"examples/{name}.py"], timeout=120)
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert r.stdout.strip()
