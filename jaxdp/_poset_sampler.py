@@ -283,6 +283,7 @@ def sample_objects(key, poset: Poset, method: str, n: int):
 
 @functools.partial(jax.jit, static_argnames=("poset", "method", "n"))
 def _objects_jit(key, tables, *, poset, method, n):
+  tables = jax.tree_util.tree_map(jnp.asarray, tables)  # numpy when jit is disabled
   return objects(key, tables, poset, method, n)
 
 

@@ -307,7 +307,10 @@ def plan(fn: Callable, acct: Accountant, *args, **kwargs) -> Plan:
 
   _PLAN.state = (acct, spent, rows)
   try:
-    jax.eval_shape(run, *abstract)
+    # disable_jit: jitted helpers inside fn are traced again (a compilation cache
+    # hit would otherwise skip their releases).
+    with jax.disable_jit():
+      jax.eval_shape(run, *abstract)
   finally:
     del _PLAN.state
   return Plan(spent[0] - float(acct.spent_eps), spent[1] - float(acct.spent_delta),

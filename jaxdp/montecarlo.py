@@ -53,7 +53,8 @@ def estimate(key, draw: Callable, statistic: Callable, num_samples: int, *,
       axis m), traceable.
     statistic: ``statistic(batch)`` -> ``(m,)`` or ``(m, k)`` values, traceable.
     num_samples: total draws N (any positive int, up to 10^9 and beyond).
-    chunk_size: draws per device round trip; must be a multiple of ``blocks``.
+    chunk_size: draws per device round trip; must be a multiple of ``blocks``
+      (lowered to fit ``num_samples`` when that is smaller).
     blocks: blocks per chunk (the unit of sharding and of reduction).
     devices: devices to shard over (default: all local devices). Only as many as
       divide ``blocks`` are used.
@@ -74,6 +75,7 @@ def estimate(key, draw: Callable, statistic: Callable, num_samples: int, *,
   n_dev = max(k for k in range(1, len(devices) + 1) if blocks % k == 0)
   mesh = Mesh(np.array(devices[:n_dev]), ("blocks",))
   sharding = NamedSharding(mesh, PartitionSpec("blocks"))
+  chunk_size = min(chunk_size, -(-num_samples // blocks) * blocks)
   block_size = chunk_size // blocks
   run_chunk = _chunk_fn(draw, statistic, block_size, blocks, sharding)
 
@@ -127,9 +129,27 @@ def _chunk_fn(draw, statistic, block_size, blocks, sharding):
     m2 = jnp.sum(w * (v - mu) ** 2, axis=0)
     return n, mu, m2
 
+  mesh = sharding.mesh
+
+  def per_device(key, ids, valid):
+    # Blocks are reduced one after another with the same unbatched code on every
+    # device, so each block's numbers do not depend on how many devices there are.
+    return jax.lax.map(lambda b: one_block(key, b, valid), ids)
+
+  spec = PartitionSpec("blocks")
+  mapped = _shard_map(per_device, mesh=mesh, in_specs=(PartitionSpec(), spec,
+                                                       PartitionSpec()),
+                      out_specs=(spec, spec, spec))
+
   @jax.jit
   def run(key, valid):
-    ids = jax.lax.with_sharding_constraint(jnp.arange(blocks), sharding)
-    return jax.vmap(one_block, in_axes=(None, 0, None))(key, ids, valid)
+    return mapped(key, jnp.arange(blocks), valid)
 
   return run
+
+
+def _shard_map(f, **kw):
+  if hasattr(jax, "shard_map"):
+    return jax.shard_map(f, **kw)
+  from jax.experimental.shard_map import shard_map  # older JAX
+  return shard_map(f, **kw)

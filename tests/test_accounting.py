@@ -338,3 +338,18 @@ def test_hypothesis_test_bound():
   assert jaxdp.hypothesis_test_bound(1.0, 0.2, delta=0.9) == 1.0
   with pytest.raises(ValueError, match="alpha"):
     jaxdp.hypothesis_test_bound(1.0, 1.5)
+
+
+def test_plan_sees_releases_inside_an_already_compiled_jit():
+  mech = PosetCountMechanism(Poset.nhis(1), 0.25)
+  data = np.ones((5, 4), np.int8)
+
+  @jax.jit
+  def five(acct, x):
+    for _ in range(5):
+      acct, _ = release(acct, mech, x)
+    return acct
+
+  five(_acct(), data)  # compiled and cached
+  p = jaxdp.plan(five, _acct(1.0), data)
+  assert p.eps == pytest.approx(1.0) and p.refused == (4,)
