@@ -68,7 +68,7 @@ def test_estimate_bad_arguments():
   with pytest.raises(ValueError, match="multiple of blocks"):
     montecarlo.estimate(jax.random.key(0), draw, lambda x: x, 10, chunk_size=100, blocks=16)
   with pytest.raises(ValueError, match="one row per draw"):
-    montecarlo.estimate(jax.random.key(0), draw, lambda x: x[:3], 10, chunk_size=64)
+    montecarlo.estimate(jax.random.key(0), draw, lambda x: x[:3], 1000, chunk_size=64)
 
 
 # ------------------------------------------------------------------ studies
