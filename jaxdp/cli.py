@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import sys
 import time
@@ -181,35 +182,23 @@ def _parser():
   return ap
 
 
-def _pos_int(s):
-  try:
-    v = int(s)
-  except ValueError:
-    raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}") from None
-  if v < 1:
-    raise argparse.ArgumentTypeError(f"expected a positive integer, got {s!r}")
-  return v
+def _number(cast, ok, what):
+  """An argparse type: ``cast`` the text, then require ``ok(value)``."""
+  def parse(s):
+    try:
+      v = cast(s)
+    except ValueError:
+      v = None
+    if v is None or not ok(v):
+      raise argparse.ArgumentTypeError(f"expected {what}, got {s!r}")
+    return v
+  return parse
 
 
-def _nonneg_int(s):
-  try:
-    v = int(s)
-  except ValueError:
-    raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {s!r}") from None
-  if v < 0:
-    raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {s!r}")
-  return v
-
-
-def _pos_float(s):
-  import math
-  try:
-    v = float(s)
-  except ValueError:
-    raise argparse.ArgumentTypeError(f"expected a positive number, got {s!r}") from None
-  if not (math.isfinite(v) and v > 0):
-    raise argparse.ArgumentTypeError(f"expected a positive finite number, got {s!r}")
-  return v
+_pos_int = _number(int, lambda v: v >= 1, "a positive integer")
+_nonneg_int = _number(int, lambda v: v >= 0, "an integer >= 0")
+_pos_float = _number(float, lambda v: math.isfinite(v) and v > 0,
+                     "a positive finite number")
 
 
 def _int_list(s, opt):

@@ -19,6 +19,7 @@ References:
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import time
@@ -27,7 +28,7 @@ from typing import Callable, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh, PartitionSpec
 
 from jaxdp import _checks
 
@@ -73,11 +74,9 @@ def estimate(key, draw: Callable, statistic: Callable, num_samples: int, *,
   if not devices:
     raise ValueError("devices must not be empty.")
   n_dev = max(k for k in range(1, len(devices) + 1) if blocks % k == 0)
-  mesh = Mesh(np.array(devices[:n_dev]), ("blocks",))
-  sharding = NamedSharding(mesh, PartitionSpec("blocks"))
   chunk_size = min(chunk_size, -(-num_samples // blocks) * blocks)
   block_size = chunk_size // blocks
-  run_chunk = _chunk_fn(draw, statistic, block_size, blocks, sharding)
+  run_chunk = _chunk_fn(draw, statistic, block_size, blocks, tuple(devices[:n_dev]))
 
   num_chunks = -(-num_samples // chunk_size)
   count = 0.0
@@ -111,7 +110,9 @@ def estimate(key, draw: Callable, statistic: Callable, num_samples: int, *,
   return Estimate(mean=mean, var=var, stderr=np.sqrt(var / count), n=int(count))
 
 
-def _chunk_fn(draw, statistic, block_size, blocks, sharding):
+@functools.lru_cache(maxsize=16)
+def _chunk_fn(draw, statistic, block_size, blocks, devices):
+  """The jitted per-chunk function, cached so repeated estimates compile once."""
   def one_block(key, block, valid):
     x = draw(jax.random.fold_in(key, block), block_size)
     v = jnp.asarray(statistic(x))
@@ -129,7 +130,7 @@ def _chunk_fn(draw, statistic, block_size, blocks, sharding):
     m2 = jnp.sum(w * (v - mu) ** 2, axis=0)
     return n, mu, m2
 
-  mesh = sharding.mesh
+  mesh = Mesh(np.array(devices), ("blocks",))
 
   def per_device(key, ids, valid):
     # Blocks are reduced one after another with the same unbatched code on every
