@@ -349,40 +349,33 @@ def _pyplot():
 
 
 def _plot_study(out, name, rows):
-  plt = _pyplot()
-  if plt is None:
-    return
-  fig, ax = plt.subplots(figsize=(6, 4))
-  x = range(len(rows))
-  ax.errorbar(x, [r["exact_ratio"] for r in rows],
-              yerr=[2 * r["exact_ratio_se"] for r in rows], fmt="o", label="exact sampler")
-  if all("insertion_ratio" in r for r in rows):
-    ax.errorbar(x, [r["insertion_ratio"] for r in rows],
-                yerr=[2 * r["insertion_ratio_se"] for r in rows], fmt="s",
-                label="published insertion sampler")
-  ax.set_xticks(list(x), [f"{r['poset']} (d={r['d']})" for r in rows])
-  ax.set_ylabel("E||Z||² / (d/3)  (±2 SE)")
-  ax.set_title("Poset ball vs l_inf ball: mean squared norm ratio")
-  ax.legend()
-  fig.tight_layout()
-  fig.savefig(Path(out) / f"{name}.png", dpi=120)
-  plt.close(fig)
+  labels = [f"{r['poset']} (d={r['d']})" for r in rows]
+  _plot(out, name, rows, list(range(len(rows))), "", "E||Z||² / (d/3)  (±2 SE)",
+        ticks=labels, line="")
 
 
 def _plot_groups(out, name, groups, field, label):
+  _plot(out, name, groups, [g[field] for g in groups], label,
+        "mean E||Z||² / (d/3)  (±2 SE)", line="-")
+
+
+def _plot(out, name, rows, xs, xlabel, ylabel, *, ticks=None, line=""):
+  """Exact vs insertion-sampler ratios with 2-SE bars, saved as NAME.png."""
   plt = _pyplot()
-  if plt is None or not groups:
+  if plt is None or not rows:
     return
   fig, ax = plt.subplots(figsize=(6, 4))
-  xs = [g[field] for g in groups]
-  ax.errorbar(xs, [g["exact_ratio"] for g in groups],
-              yerr=[2 * g["exact_ratio_se"] for g in groups], fmt="o-", label="exact sampler")
-  if all("insertion_ratio" in g for g in groups):
-    ax.errorbar(xs, [g["insertion_ratio"] for g in groups],
-                yerr=[2 * g["insertion_ratio_se"] for g in groups], fmt="s--",
-                label="published insertion sampler")
-  ax.set_xlabel(label)
-  ax.set_ylabel("mean E||Z||² / (d/3)  (±2 SE)")
+  series = [("exact_ratio", "o", "exact sampler"),
+            ("insertion_ratio", "s", "published insertion sampler")]
+  for col, marker, label in series:
+    if all(col in r for r in rows):
+      ax.errorbar(xs, [r[col] for r in rows], yerr=[2 * r[col + "_se"] for r in rows],
+                  fmt=marker + line, label=label)
+  if ticks:
+    ax.set_xticks(xs, ticks)
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(ylabel)
+  ax.set_title("Poset ball vs l_inf ball: mean squared norm ratio")
   ax.legend()
   fig.tight_layout()
   fig.savefig(Path(out) / f"{name}.png", dpi=120)
