@@ -24,8 +24,10 @@ Two exact algorithms choose the object:
 * ``forest`` (forests, d <= FOREST_MAX_D): the weight e(A) e(B) factorises over the
   tree by the hook-length formula, so a tree recursion over "how many A-elements lie in
   this subtree (and in the subtrees of its later siblings)" gives N(P) and lets A be
-  drawn top down; a uniform linear extension takes, as the next top, the current root
-  above a uniformly chosen remaining element (probability h(v) / |S|).
+  drawn top down. Uniform linear extensions of both parts come from distinct random
+  keys: top down, each element swaps in the smallest key of its part within its
+  subtree, which leaves a uniformly random heap order (the hook-length law); the
+  order of the keys is the extension.
 
 Discrete choices compare float32 uniforms with float32 conditional probabilities that
 were computed in float64, so each choice is exact up to float32 rounding (relative
@@ -65,7 +67,6 @@ class ForestTables(NamedTuple):
   node_cdf: jax.Array   # (d, d+1, 2(d+1)) float32: per preorder node, per budget m,
                         # CDF over options 2a + [node in A], a = A-count in its subtree
   up: jax.Array         # (d, d) bool
-  depth: jax.Array      # (d,) int32: number of elements strictly above
 
 
 # ------------------------------------------------------------------ method choice
@@ -242,14 +243,11 @@ def forest_tables(poset: Poset) -> ForestTables:
         if a <= s - 1:
           lw[2 * a] = c[a] - math.log(s - a) + rest
       node_cdf[i, m] = _cdf(lw)
-  o = poset.order
-  depth = (o & ~np.eye(d, dtype=bool)).sum(axis=1)
-  # Tables are indexed by preorder position; up/depth by element.
+  # node_cdf is indexed by preorder position, up by element.
   return ForestTables(
       top_cdf=_cdf(log_top).astype(np.float32),
       node_cdf=node_cdf.astype(np.float32),
-      up=np.array(o),
-      depth=depth.astype(np.int32))
+      up=np.array(poset.order))
 
 
 def _logsumexp(x):
@@ -349,12 +347,29 @@ def _objects_forest(key, t: ForestTables, pre, fc, ns, n: int):
       budget[ns[i]] = budget[i] - cnt
     in_b[i] = (1 - here).astype(jnp.uint32)
   # Uniform linear extensions of the induced forests on A and B at once: distinct
-  # random keys (random high bits, position in the low bits), then, top down in
-  # preorder, swap the smallest key of v's part within v's subtree into v. Each swap
-  # keeps the keys below v uniformly arranged, so the result is a uniformly random
-  # heap order of each part, i.e. a uniform linear extension (top = smallest key).
+  # random keys, then, top down in preorder, swap the smallest key of v's part within
+  # v's subtree into v. Each swap keeps the keys below v uniformly arranged, so the
+  # result is a uniformly random heap order of each part, i.e. a uniform linear
+  # extension (top = smallest key). Keys carry the element's position in their low
+  # bits so they are distinct; a tie of the random bits (which the position would
+  # break) is the only departure from exactness.
+  heap_order = _heap_order_columns if d <= _COLUMN_MAX_D else _heap_order_pairs
+  seq = heap_order(k_ext, in_b, fc, ns, n, d, jnp.asarray(pre, jnp.int32))
+  return seq, k
+
+
+# Up to this d the heap-order step works column by column (fastest on CPU; XLA's
+# compile time grows quickly beyond it). Keys are one 32-bit word: 31 - ceil(log2 d)
+# random bits, so a tie has probability below d^2 2^-(32 - ceil(log2 d)) < 7.5e-6.
+# Larger forests use two-word keys (ties below d^2 2^-57) and array slices.
+_COLUMN_MAX_D = 32
+
+
+def _heap_order_columns(key, in_b, fc, ns, n, d, labels):
+  """``labels`` (elements by preorder position) in A-then-B top-down order, working
+  with one (n,) column per element."""
   low = max(1, (d - 1).bit_length())
-  raw = jax.random.bits(k_ext, (n, d), jnp.uint32)
+  raw = jax.random.bits(key, (n, d), jnp.uint32)
   keys = [((raw[:, i] >> (low + 1)) << low) | jnp.uint32(i) for i in range(d)]
   size = _subtree_sizes(fc, ns)
   for i in range(d):
@@ -367,14 +382,47 @@ def _objects_forest(key, t: ForestTables, pre, fc, ns, n: int):
     for j, ok in zip(sub[1:], same[1:]):
       keys[j] = jnp.where(ok & (keys[j] == smallest), old, keys[j])
     keys[i] = smallest
-  # A (in_b = 0) first, each part top down. Positions by counting smaller keys
-  # (much faster than a sort on CPU for small d).
   sort_key = jnp.stack([keys[i] | (in_b[i] << 31) for i in range(d)], axis=1)
-  pos = jnp.sum(sort_key[:, None, :] < sort_key[:, :, None], axis=2)   # (n, d)
-  slot = jnp.arange(d, dtype=pos.dtype)
-  label = jnp.asarray(pre, jnp.int32)
-  seq = jnp.sum(jnp.where(pos[:, :, None] == slot, label[None, :, None], 0), axis=1)
-  return seq.astype(jnp.int32), k
+  return _order_from_keys(sort_key[:, None, :] < sort_key[:, :, None], labels)
+
+
+def _heap_order_pairs(key, in_b, fc, ns, n, d, labels):
+  """Same as :func:`_heap_order_columns` with two-word keys and array slices."""
+  low = max(1, (d - 1).bit_length())
+  raw = jax.random.bits(key, (2, n, d), jnp.uint32)
+  hi = raw[0] >> 1                                         # (n, d), preorder order
+  lo = ((raw[1] >> low) << low) | jnp.arange(d, dtype=jnp.uint32)
+  part = jnp.stack(in_b, axis=1)
+  top = jnp.uint32(0xFFFFFFFF)
+  size = _subtree_sizes(fc, ns)
+  for i in range(d):
+    if size[i] == 1:
+      continue
+    sub = slice(i, i + size[i])                            # v's subtree, preorder
+    h, l, b = hi[:, sub], lo[:, sub], part[:, sub]
+    same = b == b[:, :1]
+    min_h = jnp.min(jnp.where(same, h, top), axis=1, keepdims=True)
+    min_l = jnp.min(jnp.where(same & (h == min_h), l, top), axis=1, keepdims=True)
+    is_min = same & (l == min_l)                           # lo alone is unique
+    h = jnp.where(is_min, h[:, :1], h).at[:, 0].set(min_h[:, 0])
+    l = jnp.where(is_min, l[:, :1], l).at[:, 0].set(min_l[:, 0])
+    hi, lo = hi.at[:, sub].set(h), lo.at[:, sub].set(l)
+  part_hi = hi | (part << 31)
+  return _order_from_keys(_pair_less(part_hi[:, None, :], lo[:, None, :],
+                                     part_hi[:, :, None], lo[:, :, None]), labels)
+
+
+def _order_from_keys(smaller, labels):
+  """Column r holds the label whose key has rank r; ``smaller[:, x, y]`` = key_y <
+  key_x. Counting (much faster than a sort on CPU for small d)."""
+  pos = jnp.sum(smaller, axis=2)                           # (n, d) rank of each index
+  slot = jnp.arange(labels.shape[0], dtype=pos.dtype)
+  return jnp.sum(jnp.where(pos[:, :, None] == slot, labels[None, :, None], 0), axis=1)
+
+
+def _pair_less(a_hi, a_lo, b_hi, b_lo):
+  """(a_hi, a_lo) < (b_hi, b_lo) lexicographically."""
+  return (a_hi < b_hi) | ((a_hi == b_hi) & (a_lo < b_lo))
 
 
 def _subtree_sizes(fc, ns):

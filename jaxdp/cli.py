@@ -170,7 +170,7 @@ def _parser():
   p.add_argument("--d", type=_pos_int, default=10)
   p.add_argument("--posets", type=_pos_int, default=5000)
   p.add_argument("--min-group", type=_pos_int, default=100)
-  p.add_argument("--insertion-samples", type=_nonneg_int, default=0)
+  p.add_argument("--insertion-samples", type=_nonneg_int, default=200)
   p.set_defaults(func=_cmd_structure)
 
   p = sub.add_parser("sample", help="draw poset-ball points and summarise them")

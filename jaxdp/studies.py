@@ -184,7 +184,7 @@ def random_by_dimension(key, dims: Sequence[int] = (4, 6, 8, 10, 12), *,
 
 
 def random_by_structure(key, d: int = 10, *, num_posets: int = 5000,
-                        num_samples: int = 2_000, insertion_samples: int = 0,
+                        num_samples: int = 2_000, insertion_samples: int = 200,
                         min_group: int = 100):
   """Figure 3: the ratio for ``num_posets`` random posets of fixed d, by depth and
   by number of DAG edges (groups with fewer than ``min_group`` posets are dropped,
