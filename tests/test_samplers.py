@@ -311,3 +311,16 @@ def test_bad_ball():
     LpBall(3, 0.5)
   with pytest.raises(ValueError, match="ball must be"):
     jaxdp.random.knorm(jax.random.key(0), "l2", 1.0)
+
+
+@pytest.mark.parametrize("name", ["a<c,b", "nhis1", "chain4"])
+def test_forest_two_word_key_path_is_uniform(posets, name, monkeypatch):
+  """Forests with d > 32 use two-word keys; force that path on small forests and run
+  the object-frequency chi-square (n = 100_003, p > 1e-4)."""
+  monkeypatch.setattr(_poset_sampler, "_COLUMN_MAX_D", 0)
+  p = posets[name]
+  ref = jaxdp.enumerate_objects(p)
+  seq, k = _poset_sampler.sample_objects(jax.random.key(300), p, "forest", 100_003)
+  idx = object_index(np.asarray(seq), np.asarray(k), *ref)
+  assert (idx >= 0).all()
+  assert chi_square_uniform_pvalue(idx, ref[0].shape[0]) > P_MIN
