@@ -303,12 +303,15 @@ def _study_table(rows, noises, eps):
 
 
 def _group_table(groups, field):
-  lines = [f"| {field} | posets | exact ratio | insertion ratio |", "|---|---|---|---|"]
+  lines = [f"| {field} | posets | exact ratio | insertion ratio | insertion - exact "
+           "(paired) |", "|---|---|---|---|---|"]
   for g in groups:
     ins = (f"{g['insertion_ratio']:.4f} ± {g['insertion_ratio_se']:.4f}"
            if "insertion_ratio" in g else "-")
+    diff = (f"{g['difference']:+.4f} ± {g['difference_se']:.4f}"
+            if "difference" in g else "-")
     lines.append(f"| {g[field]} | {g['posets']} | {g['exact_ratio']:.4f} ± "
-                 f"{g['exact_ratio_se']:.4f} | {ins} |")
+                 f"{g['exact_ratio_se']:.4f} | {ins} | {diff} |")
   return "\n".join(lines)
 
 

@@ -210,6 +210,11 @@ def _group(rows, field):
         g[col] = float(vals.mean())
         g[col + "_se"] = float(vals.std(ddof=1) / math.sqrt(len(vals))) if len(vals) > 1 \
             else float("nan")
+    paired = np.array([r["insertion_ratio"] - r["exact_ratio"] for r in sel
+                       if "insertion_ratio" in r])
+    if paired.size > 1:  # same posets, so the paired difference is the sharper test
+      g["difference"] = float(paired.mean())
+      g["difference_se"] = float(paired.std(ddof=1) / math.sqrt(paired.size))
     out.append(g)
   return out
 
