@@ -145,13 +145,10 @@ def _chunked(fn, key, n: int, dim: int, dtype):
   """fn(key, m) -> (m, dim); n samples in CHUNK-sized pieces with split keys."""
   if n == 0:
     return jnp.zeros((0, dim), dtype)
-  # The barrier materialises each chunk once: without it XLA may fuse the sampler
-  # into every consumer of its output and run it several times.
   if n <= CHUNK:
-    return jax.lax.optimization_barrier(fn(key, n))
+    return fn(key, n)
   num = -(-n // CHUNK)
-  out = jax.lax.map(lambda k: jax.lax.optimization_barrier(fn(k, CHUNK)),
-                    jax.random.split(key, num))
+  out = jax.lax.map(lambda k: fn(k, CHUNK), jax.random.split(key, num))
   return out.reshape(num * CHUNK, dim)[:n]
 
 
