@@ -4,7 +4,7 @@
 using jaxdp for a real release.
 """
 
-from jaxdp import random
+from jaxdp import baselines, montecarlo, random, studies
 from jaxdp.accounting import (
     Accountant,
     BudgetExceededError,
@@ -47,12 +47,14 @@ __all__ = [
     "PosetCountMechanism",
     "ReleaseRefusedError",
     "advanced_composition",
+    "baselines",
     "enumerate_objects",
     "eps_for_group",
     "exact_second_moment",
     "group_cost",
     "group_epsilon",
     "hypothesis_test_bound",
+    "montecarlo",
     "plan",
     "postprocess",
     "raise_if_refused",
@@ -61,4 +63,5 @@ __all__ = [
     "random_dags",
     "release",
     "release_parallel",
+    "studies",
 ]
