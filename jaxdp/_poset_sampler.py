@@ -31,7 +31,10 @@ Two exact algorithms choose the object:
 
 Discrete choices compare float32 uniforms with float32 conditional probabilities that
 were computed in float64, so each choice is exact up to float32 rounding (relative
-error below 1e-6 per object), far below what any feasible sample can detect.
+error below 1e-6 per object). The forest sampler's random keys carry the element's
+position in their low bits; a tie of the random bits, which the position would break,
+has probability below 7.5e-6 for d <= 32 (one-word keys) and below d^2 2^-57 above
+(two-word keys). Both are far below what any feasible sample can detect.
 
 References:
   M. Joseph, M. Ribero, A. Yu, "Privately Counting Partially Ordered Data", ICLR 2025.
