@@ -151,22 +151,14 @@ def _top_down_extensions(o, elems):
 
 
 def simplex_vertices(poset: Poset, seq, k) -> np.ndarray:
-  """Vertices (D+1, D) of the simplex of one object, A's chain first."""
-  d = poset.d
-  o = poset.order
-  verts = []
-  f = np.zeros(d, bool)
-  verts.append(np.concatenate([[1.0], f]))
-  for s in range(d):
-    if s == k:
-      f = np.zeros(d, bool)
-      verts.append(-np.concatenate([[1.0], f]))
-    f = f | o[seq[s]]
-    sign = 1.0 if s < k else -1.0
-    verts.append(sign * np.concatenate([[1.0], f]))
-  if k == d:
-    verts.append(-np.concatenate([[1.0], np.zeros(d)]))
-  return np.array(verts)
+  """Vertices (D+1, D) of the simplex of one object: (1, 1_F0..Fk), -(1, 1_G0..Gl)."""
+  up = poset.order[np.asarray(seq)]
+  chains = []
+  for sign, rows in ((1.0, up[:k]), (-1.0, up[k:])):
+    filters = np.logical_or.accumulate(rows, axis=0) if len(rows) else rows
+    f = np.concatenate([np.zeros((1, poset.d), bool), filters])   # F_0 = {} first
+    chains.append(sign * np.concatenate([np.ones((len(f), 1)), f], axis=1))
+  return np.concatenate(chains)
 
 
 def exact_second_moment(poset: Poset) -> np.ndarray:

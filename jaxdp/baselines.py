@@ -24,6 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from jaxdp.balls import simplex_vertices
 from jaxdp.posets import Poset
 
 __all__ = ["insertion_order", "insertion_objects", "insertion_poset_ball",
@@ -87,23 +88,11 @@ def insertion_poset_ball(rng: np.random.Generator, poset: Poset, n: int) -> np.n
   Returns:
     ``(n, d + 1)`` float64, root first.
   """
-  o = poset.order
-  d = poset.d
   seq, ks = insertion_objects(rng, poset, n)
-  out = np.empty((n, d + 1))
+  out = np.empty((n, poset.d + 1))
   for t in range(n):
-    w = rng.exponential(size=d + 2)
-    w /= w.sum()
-    k = ks[t]
-    f = np.zeros(d)
-    coord = np.zeros(d)
-    for s in range(d):
-      if s == k:
-        f = np.zeros(d)
-      f = np.maximum(f, o[seq[t, s]])
-      coord += (w[s + 1] if s < k else -w[s + 2]) * f
-    out[t, 0] = w[:k + 1].sum() - w[k + 1:].sum()
-    out[t, 1:] = coord
+    w = rng.exponential(size=poset.d + 2)
+    out[t] = (w / w.sum()) @ simplex_vertices(poset, seq[t], int(ks[t]))
   return out
 
 
