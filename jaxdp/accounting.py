@@ -203,14 +203,9 @@ def release(acct: Accountant, mech, data):
       budget (or the advanced-composition bound for one release), before any data
       is read.
   """
-  eps, delta = mech.cost(acct.group_size)
-  _check_static_cost(acct, eps, delta)
-  key, sub = jax.random.split(acct.key)
-  ok, new = _charge(acct, eps, delta)
-  _record_plan(eps, delta)
+  ok, sub, acct = _spend(acct, *mech.cost(acct.group_size))
   out = mech.randomize(sub, data)
-  out = jax.tree_util.tree_map(lambda o: jnp.where(ok, o, jnp.nan), out)
-  return _commit(acct, new, ok, key), out
+  return acct, jax.tree_util.tree_map(lambda o: jnp.where(ok, o, jnp.nan), out)
 
 
 def release_parallel(acct: Accountant, pairs):
@@ -230,16 +225,10 @@ def release_parallel(acct: Accountant, pairs):
   costs = [m.cost(acct.group_size) for m, _ in pairs]
   if not costs:
     raise ValueError("pairs must hold at least one (mechanism, data) pair.")
-  eps = _max([c[0] for c in costs])
-  delta = _max([c[1] for c in costs])
-  _check_static_cost(acct, eps, delta)
-  key, sub = jax.random.split(acct.key)
-  ok, new = _charge(acct, eps, delta)
-  _record_plan(eps, delta)
+  ok, sub, acct = _spend(acct, _max([c[0] for c in costs]), _max([c[1] for c in costs]))
   keys = jax.random.split(sub, len(pairs))
-  outs = tuple(jnp.where(ok, m.randomize(k, x), jnp.nan)
-               for k, (m, x) in zip(keys, pairs))
-  return _commit(acct, new, ok, key), outs
+  return acct, tuple(jnp.where(ok, m.randomize(k, x), jnp.nan)
+                     for k, (m, x) in zip(keys, pairs))
 
 
 def raise_if_refused(output):
@@ -292,7 +281,9 @@ def plan(fn: Callable, acct: Accountant, *args, **kwargs) -> Plan:
     A :class:`Plan` with the totals it would spend and, per release, its cost and
     whether it would be refused.
   """
-  spent = [float(acct.spent_eps), float(acct.spent_delta)]
+  # The accountant's own dtype and rule (_allowed), so plan and release agree.
+  state = {"eps": np.asarray(acct.spent_eps), "delta": np.asarray(acct.spent_delta),
+           "answered": int(acct.answered)}
   rows = []
   leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
   is_array = [hasattr(x, "shape") and hasattr(x, "dtype") for x in leaves]
@@ -305,7 +296,7 @@ def plan(fn: Callable, acct: Accountant, *args, **kwargs) -> Plan:
     a, k = jax.tree_util.tree_unflatten(treedef, full)
     return fn(acct, *a, **k)
 
-  _PLAN.state = (acct, spent, rows)
+  _PLAN.state = (acct, state, rows)
   try:
     # disable_jit: jitted helpers inside fn are traced again (a compilation cache
     # hit would otherwise skip their releases).
@@ -313,8 +304,8 @@ def plan(fn: Callable, acct: Accountant, *args, **kwargs) -> Plan:
       jax.eval_shape(run, *abstract)
   finally:
     del _PLAN.state
-  return Plan(spent[0] - float(acct.spent_eps), spent[1] - float(acct.spent_delta),
-              tuple(rows))
+  return Plan(float(state["eps"]) - float(acct.spent_eps),
+              float(state["delta"]) - float(acct.spent_delta), tuple(rows))
 
 
 def _record_plan(eps, delta):
@@ -325,12 +316,13 @@ def _record_plan(eps, delta):
   if not (_checks.is_concrete(eps) and _checks.is_concrete(delta)):
     raise ValueError("plan() needs static (Python float) costs; this release's eps "
                      "is traced.")
-  eps, delta = float(eps), float(delta)
-  refused = (spent[0] + eps > acct.eps_budget) or (spent[1] + delta > acct.delta_budget)
-  if not refused:
-    spent[0] += eps
-    spent[1] += delta
-  rows.append((eps, delta, refused))
+  e = np.asarray(eps, spent["eps"].dtype)
+  d = np.asarray(delta, spent["delta"].dtype)
+  ok, new_eps, new_delta = _allowed(acct, spent["eps"], spent["delta"],
+                                    spent["answered"], e, d)
+  if ok:
+    spent.update(eps=new_eps, delta=new_delta, answered=spent["answered"] + 1)
+  rows.append((float(eps), float(delta), not bool(ok)))
 
 
 # ------------------------------------------------------------------ composition
@@ -477,28 +469,43 @@ def _check_static_cost(acct, eps, delta):
         "was read.")
 
 
-def _charge(acct, eps, delta):
-  """(ok, new spent) for charging (eps, delta): the Lemma 2.6 rule, or the caps."""
+def _spend(acct, eps, delta):
+  """What every release does before randomizing: refuse a static over-budget cost,
+  record the release for :func:`plan`, split the key and charge.
+
+  Returns:
+    ``(ok, key for the mechanism, the accountant after the charge)``.
+  """
+  _check_static_cost(acct, eps, delta)
+  _record_plan(eps, delta)
+  key, sub = jax.random.split(acct.key)
   f = acct.spent_eps.dtype
-  eps = jnp.asarray(eps, f)
-  delta = jnp.asarray(delta, f)
-  valid = jnp.isfinite(eps) & (eps > 0) & jnp.isfinite(delta) & (delta >= 0)
-  spent_eps = acct.spent_eps + eps
-  spent_delta = acct.spent_delta + delta
-  if acct.composition == "advanced":
-    ok = valid & (acct.answered < acct.max_releases) & (eps <= acct.eps_cap) & \
-        (delta <= acct.delta_cap)
-  else:
-    ok = valid & (spent_eps <= acct.eps_budget) & (spent_delta <= acct.delta_budget)
-  return ok, (spent_eps, spent_delta)
-
-
-def _commit(acct, new, ok, key):
-  spent_eps, spent_delta = new
-  return dataclasses.replace(
+  ok, spent_eps, spent_delta = _allowed(acct, acct.spent_eps, acct.spent_delta,
+                                        acct.answered, jnp.asarray(eps, f),
+                                        jnp.asarray(delta, f))
+  return ok, sub, dataclasses.replace(
       acct,
       spent_eps=jnp.where(ok, spent_eps, acct.spent_eps),
       spent_delta=jnp.where(ok, spent_delta, acct.spent_delta),
       answered=acct.answered + ok.astype(jnp.int32),
       refusals=acct.refusals + (~ok).astype(jnp.int32),
       key=key)
+
+
+def _allowed(acct, spent_eps, spent_delta, answered, eps, delta):
+  """The refusal rule: Lemma 2.6 (basic) or the advanced-composition caps.
+
+  Plain comparisons only, so the same code serves traced values (release) and numpy
+  scalars (plan). A NaN, infinite or non-positive cost is refused.
+
+  Returns:
+    ``(ok, spent_eps + eps, spent_delta + delta)``.
+  """
+  valid = (eps > 0) & (eps < math.inf) & (delta >= 0) & (delta < math.inf)
+  new_eps, new_delta = spent_eps + eps, spent_delta + delta
+  if acct.composition == "advanced":
+    ok = valid & (answered < acct.max_releases) & (eps <= acct.eps_cap) & \
+        (delta <= acct.delta_cap)
+  else:
+    ok = valid & (new_eps <= acct.eps_budget) & (new_delta <= acct.delta_budget)
+  return ok, new_eps, new_delta

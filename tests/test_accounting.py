@@ -353,3 +353,16 @@ def test_plan_sees_releases_inside_an_already_compiled_jit():
   five(_acct(), data)  # compiled and cached
   p = jaxdp.plan(five, _acct(1.0), data)
   assert p.eps == pytest.approx(1.0) and p.refused == (4,)
+
+
+def test_plan_applies_the_advanced_composition_rule():
+  acct = _acct(2.0, delta_budget=1e-5, composition="advanced", max_releases=2,
+               delta_prime=1e-6)
+
+  def three(a, x):
+    for _ in range(3):
+      a, _ = release(a, LaplaceMechanism(0.01), x)
+    return a
+
+  assert jaxdp.plan(three, acct, jnp.zeros(())).refused == (2,)
+  assert int(three(acct, jnp.zeros(())).refusals) == 1
