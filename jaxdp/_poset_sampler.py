@@ -440,6 +440,13 @@ def _subtree_sizes(fc, ns):
   return size
 
 
+def uniform_points(key, seq, k, up, dtype):
+  """Exactly uniform points of each object's simplex (so of the ball): Dirichlet(1)
+  weights from d + 2 exponentials on the vertices. Returns (n, d+1), root first."""
+  expo = jax.random.exponential(key, (seq.shape[0], seq.shape[1] + 2), dtype)
+  return chain_noise(seq, k, expo, up, dtype) / jnp.sum(expo, axis=1, keepdims=True)
+
+
 def chain_noise(seq, k, expo, up, dtype):
   """sum_i E_i v_i over the simplex of each object: (n, d+1), root first.
 

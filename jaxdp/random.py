@@ -161,14 +161,13 @@ def _poset_kernel(key, tables, eps, *, poset, method, n, uniform, dtype):
   def fn(k, m):
     k_obj, k_exp, k_rad = jax.random.split(k, 3)
     seq, kk = _poset_sampler.objects(k_obj, tables, poset, method, m)
-    expo = jax.random.exponential(k_exp, (m, d + 2), cdt)
-    noise = _poset_sampler.chain_noise(seq, kk, expo, tables.up, cdt)
-    z = noise / jnp.sum(expo, axis=1, keepdims=True)   # exactly uniform in the ball
+    z = _poset_sampler.uniform_points(k_exp, seq, kk, tables.up, cdt)
     if uniform:
       return z.astype(dtype)
     # K-norm noise R Z with an independent R ~ Gamma(D + 1), a sum of D + 1
-    # exponentials. (sum_i E_i v_i above is already R Z, but on XLA:CPU returning it
-    # undivided compiles to code about 2x slower than this; both are exact.)
+    # exponentials. (The undivided sum_i E_i v_i inside uniform_points is already
+    # R Z, but on XLA:CPU returning it compiles to code about 2x slower than this;
+    # both are exact.)
     radius = jnp.sum(jax.random.exponential(k_rad, (m, d + 2), cdt), axis=1)
     return _scale(z * radius[:, None], eps, dtype)
 

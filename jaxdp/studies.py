@@ -140,9 +140,7 @@ def _general_ratio_moments(key, tables, d, n):
   """Mean and second moment of ||Z_(1:)||^2 / (d/3), general sampler, tables as data."""
   k_obj, k_exp = jax.random.split(key)
   seq, k = _poset_sampler._objects_general(k_obj, tables, d, n)
-  expo = jax.random.exponential(k_exp, (n, d + 2))
-  z = _poset_sampler.chain_noise(seq, k, expo, tables.up, jnp.float32)
-  z = z / jnp.sum(expo, axis=1, keepdims=True)
+  z = _poset_sampler.uniform_points(k_exp, seq, k, tables.up, jnp.float32)
   r = jnp.sum(z[:, 1:] ** 2, axis=1) / (d / 3.0)
   return jnp.mean(r), jnp.mean(r * r)
 
