@@ -1,20 +1,31 @@
-"""Cost of budget-enforced releases: a batch of accountants scanning releases.
+"""Cost of budget-enforced releases, and of the fixes of the adversarial review.
 
   python benchmarks/accounting.py [--accountants 10000] [--releases 100] [--out results]
 
-``jax.vmap`` over accountants (each with its own traced eps sequence) of a
-``lax.scan`` of ``jaxdp.release`` with a Laplace mechanism on a 16-vector, beside the
-same noise drawn with no accounting. Writes results/accounting.{json,md}.
+In one run, side by side:
+
+* traced: ``jax.vmap`` over accountants (each with its own traced eps sequence) of a
+  ``lax.scan`` of ``jaxdp.release`` (Laplace on a 16-vector), against the same noise
+  drawn with no accounting and against jaxdp 0.1's rule (a float32 running total,
+  reimplemented here as the "before" reference);
+* eager: chained ``jaxdp.release`` calls from Python (the stale-state ledger runs on
+  each), and ``Session.count`` (row-wise query, exact count, callback check);
+* exact statistics: the poset counts of 10^6 NHIS-3 rows in int32 (now) against the
+  float32 sum of 0.1.
+
+Writes results/accounting.{json,md}.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import best_time, machine, write_results  # noqa: E402
@@ -22,16 +33,32 @@ from common import best_time, machine, write_results  # noqa: E402
 import jaxdp  # noqa: E402
 
 
+def _release_v01(state, eps, data):
+  """jaxdp 0.1's release rule: float32 spend, compared without tolerance."""
+  spent, key = state
+  key, sub = jax.random.split(key)
+  ok = (eps > 0) & (spent + eps <= 1.0)
+  noise = jax.random.laplace(sub, data.shape) / eps
+  return (jnp.where(ok, spent + eps, spent), key), jnp.where(ok, data + noise, jnp.nan)
+
+
+def _rate(n, seconds):
+  return {"releases": n, "seconds": seconds, "releases_per_s": n / seconds}
+
+
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--accountants", type=int, default=10_000)
-  ap.add_argument("--releases", type=int, default=100)
-  ap.add_argument("--out", default="results")
+  ap.add_argument("--accountants", type=int, default=10_000,
+                  help="accountants under vmap (default: 10000)")
+  ap.add_argument("--releases", type=int, default=100,
+                  help="releases per accountant in the scan (default: 100)")
+  ap.add_argument("--out", default="results", help="output folder (default: results)")
   args = ap.parse_args(argv)
   a, r = args.accountants, args.releases
   eps = jax.random.uniform(jax.random.key(0), (a, r), minval=0.005, maxval=0.02)
   mech = jaxdp.LaplaceMechanism(1.0)
   data = jnp.zeros(16)
+  rows = []
 
   def run(acct, eps_row):
     return jax.lax.scan(lambda s, e: jaxdp.release(s, mech.with_eps(e), data), acct,
@@ -40,15 +67,51 @@ def main(argv=None):
   accts = jax.vmap(lambda k: jaxdp.Accountant.create(1.0, key=k))(
       jax.random.split(jax.random.key(1), a))
   with_acct = jax.jit(jax.vmap(run))
-  t_acct = best_time(lambda: with_acct(accts, eps))
+  rows.append({"how": "traced: vmap(scan(release)), integer budget (now)",
+               **_rate(a * r, best_time(lambda: with_acct(accts, eps)))})
+  v01 = jax.jit(jax.vmap(lambda s, e: jax.lax.scan(
+      lambda st, x: _release_v01(st, x, data), s, e)))
+  init = (jnp.zeros(a), jax.random.split(jax.random.key(1), a))
+  rows.append({"how": "traced: same, float32 budget of 0.1 (before)",
+               **_rate(a * r, best_time(lambda: v01(init, eps)))})
   plain = jax.jit(lambda k: jax.random.laplace(k, (a, r, 16)) / eps[..., None])
-  t_plain = best_time(lambda: plain(jax.random.key(2)))
-  rows = [{"how": "vmap(scan(release)) with accountant", "releases": a * r,
-           "seconds": t_acct, "releases_per_s": a * r / t_acct},
-          {"how": "same Laplace noise, no accounting", "releases": a * r,
-           "seconds": t_plain, "releases_per_s": a * r / t_plain}]
+  rows.append({"how": "traced: same Laplace noise, no accounting",
+               **_rate(a * r, best_time(lambda: plain(jax.random.key(2))))})
+
+  n_eager = 300
+  acct = jaxdp.Accountant.create(1e6, key=jax.random.key(3))
+  acct, _ = jaxdp.release(acct, jaxdp.LaplaceMechanism(0.5), data)  # warm-up
+  t0 = time.perf_counter()
+  for _ in range(n_eager):
+    acct, out = jaxdp.release(acct, jaxdp.LaplaceMechanism(0.5), data)
+  jax.block_until_ready(out)
+  rows.append({"how": "eager: chained release calls (stale-key ledger on)",
+               **_rate(n_eager, time.perf_counter() - t0)})
+
+  n_session = 50
+  session = jaxdp.Session(np.arange(100_000), 1e6, key=jax.random.key(4))
+  session.count(lambda v: v < 10, 0.5)  # warm-up
+  t0 = time.perf_counter()
+  for i in range(n_session):
+    session.count(lambda v: v < 50_000, 0.5)
+  rows.append({"how": "eager: Session.count on 10^5 rows",
+               **_rate(n_session, time.perf_counter() - t0)})
+
+  poset = jaxdp.Poset.nhis(3)
+  filters = poset.filters()
+  big = jnp.asarray(filters[np.random.default_rng(0).integers(len(filters),
+                                                               size=1_000_000)])
+  mech3 = jaxdp.PosetCountMechanism(poset, 1.0)
+  exact = jax.jit(mech3.statistic)
+  old = jax.jit(lambda x: jnp.concatenate([jnp.full((1,), x.shape[0], jnp.float32),
+                                           jnp.sum(x, axis=0, dtype=jnp.float32)]))
+  rows.append({"how": "statistic: NHIS-3 counts of 10^6 rows, exact int32 + checks (now)",
+               **_rate(1, best_time(lambda: exact(big)))})
+  rows.append({"how": "statistic: same, float32 sum, no checks (0.1 without its checks)",
+               **_rate(1, best_time(lambda: old(big)))})
+
   lines = ["| how | releases | seconds | releases/s |", "|---|---|---|---|"]
-  lines += [f"| {x['how']} | {x['releases']:,} | {x['seconds']:.3f} | "
+  lines += [f"| {x['how']} | {x['releases']:,} | {x['seconds']:.4f} | "
             f"{x['releases_per_s']:,.0f} |" for x in rows]
   write_results(args.out, "accounting", {"machine": machine(), "rows": rows},
                 "\n".join(lines))

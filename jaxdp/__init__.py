@@ -8,9 +8,11 @@ from jaxdp import baselines, montecarlo, random, studies
 from jaxdp.accounting import (
     Accountant,
     BudgetExceededError,
-    Curator,
+    DataDependentCostError,
     Plan,
+    PlannedRelease,
     ReleaseRefusedError,
+    StaleAccountantError,
     advanced_composition,
     eps_for_group,
     group_epsilon,
@@ -19,7 +21,8 @@ from jaxdp.accounting import (
     postprocess,
     raise_if_refused,
     release,
-    release_parallel,
+    release_parallel_unchecked,
+    release_partitioned,
 )
 from jaxdp.balls import LpBall, PosetBall, enumerate_objects, exact_second_moment
 from jaxdp.mechanisms import (
@@ -30,22 +33,27 @@ from jaxdp.mechanisms import (
     group_cost,
 )
 from jaxdp.posets import Poset, random_dag, random_dags
+from jaxdp.session import Session, UnsafeQueryError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Accountant",
     "BudgetExceededError",
-    "Curator",
+    "DataDependentCostError",
     "GaussianMechanism",
     "KNormMechanism",
     "LaplaceMechanism",
     "LpBall",
     "Plan",
+    "PlannedRelease",
     "Poset",
     "PosetBall",
     "PosetCountMechanism",
     "ReleaseRefusedError",
+    "Session",
+    "StaleAccountantError",
+    "UnsafeQueryError",
     "advanced_composition",
     "baselines",
     "enumerate_objects",
@@ -62,6 +70,7 @@ __all__ = [
     "random_dag",
     "random_dags",
     "release",
-    "release_parallel",
+    "release_parallel_unchecked",
+    "release_partitioned",
     "studies",
 ]

@@ -119,3 +119,78 @@ def check_float_dtype(dtype: Any, name: str = "dtype"):
         f"{name} must be a floating dtype such as jnp.float32; got {dt}. Noise is "
         "real-valued; cast the result yourself if you need another type.")
   return jax.dtypes.canonicalize_dtype(dt)
+
+
+_F32 = np.finfo(np.float32)
+
+
+def check_eps(value: Any, name: str = "eps") -> Any:
+  """:func:`check_positive` for a privacy parameter, which must also be a normal
+  float32 number (noise and budgets are computed in float32: 1e-40 would become a
+  subnormal or 0, 1e39 infinity). Traced values pass through (see guard_positive)."""
+  v = check_positive(value, name, allow_traced=True)
+  if is_concrete(v) and not float(_F32.tiny) <= v <= float(_F32.max):
+    raise ValueError(
+        f"{name} must be between {float(_F32.tiny):.3g} and {float(_F32.max):.3g} "
+        f"(a normal float32 number); got {v!r}.")
+  return v
+
+
+def check_data(x: Any, name: str = "data"):
+  """Converts data to a JAX array and rejects what would be silently rounded.
+
+  float16 and bfloat16 are refused (bfloat16 stores 257 as 256); concrete NaN or
+  infinite values are refused (they would flow into the output and look like a
+  refusal).
+  """
+  arr = x if hasattr(x, "dtype") and hasattr(x, "shape") else np.asarray(x)
+  dt = jnp.dtype(arr.dtype)
+  if dt in (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16)):
+    raise ValueError(
+        f"{name} has dtype {dt}, which cannot hold counts exactly (bfloat16 stores 257 "
+        "as 256, float16 2049 as 2048); pass integers or float32/float64.")
+  if not (jnp.issubdtype(dt, jnp.integer) or jnp.issubdtype(dt, jnp.floating)
+          or dt == jnp.bool_):
+    raise ValueError(f"{name} must be numeric or bool; got dtype {dt}.")
+  if is_concrete(arr) and jnp.issubdtype(dt, jnp.floating):
+    bad = np.argwhere(~np.isfinite(np.asarray(arr)))
+    if bad.size:
+      raise ValueError(
+          f"{name} holds a non-finite value at index {tuple(int(i) for i in bad[0])}: "
+          "NaN or infinite data would make the output NaN while the budget is "
+          "spent. Clean the data first.")
+  return jnp.asarray(arr)
+
+
+def exact_limit(dtype) -> int:
+  """Largest integer below which every integer is exact in the float ``dtype``."""
+  return 2 ** (jnp.finfo(dtype).nmant + 1)
+
+
+def as_exact_float(x, name: str = "data"):
+  """Casts validated data to the default float dtype without silent rounding.
+
+  Integers beyond the float's exact range (2**24 for float32) are an error: when
+  concrete, naming the value; under jit, for any integer dtype whose range exceeds
+  it (cast after clipping, which keeps the sensitivity).
+  """
+  f = jnp.result_type(float)
+  if jnp.issubdtype(x.dtype, jnp.floating):
+    return x
+  limit = exact_limit(f)
+  if is_concrete(x):
+    big = np.argwhere(np.abs(np.asarray(x).astype(np.float64)) > limit)
+    if big.size:
+      i = tuple(int(j) for j in big[0])
+      raise ValueError(
+          f"{name} at index {i} is {np.asarray(x)[i]}, beyond {limit:,} = 2**"
+          f"{limit.bit_length() - 1}, the largest range {jnp.dtype(f)} holds "
+          "integers exactly in: noise would be added to a rounded statistic. Enable "
+          "x64 (jax.config.update('jax_enable_x64', True)) for float64 releases.")
+  elif x.dtype != jnp.bool_ and jnp.iinfo(x.dtype).max > limit:
+    raise ValueError(
+        f"{name} is a traced {x.dtype} array, which may hold integers beyond {limit:,}, "
+        f"where {jnp.dtype(f)} rounds; noise would be added to a rounded statistic. "
+        f"Clip and cast first (jnp.clip({name}, -{limit}, {limit}).astype(jnp.float32): "
+        "clipping keeps the sensitivity), use a narrower integer dtype, or enable x64.")
+  return x.astype(f)

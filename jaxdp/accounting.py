@@ -1,11 +1,11 @@
 """A functional privacy accountant that threads through jit-compiled query code.
 
 :class:`Accountant` is a pytree: its budgets, group size and composition rule are
-static fields (known at trace time; changing them retraces), while the spent
-(eps, delta), its PRNG key and the refusal count are leaves. :func:`release` takes an
-accountant, a mechanism and data and returns a new accountant and the output; nothing
-mutates, so it works under ``jit``, ``vmap`` (a batch of accountants), ``lax.scan``
-and across repeated jitted calls.
+static fields (known at trace time; changing them retraces), while what has been
+spent, its PRNG key and its counters are leaves. :func:`release` takes an accountant,
+a mechanism and data and returns a new accountant and the output; nothing mutates, so
+it works under ``jit``, ``vmap`` (a batch of accountants), ``lax.scan`` and across
+repeated jitted calls.
 
 The rules, from Dwork's chapter "Postprocessing, Composition and Group Privacy":
 
@@ -13,45 +13,67 @@ The rules, from Dwork's chapter "Postprocessing, Composition and Group Privacy":
   chosen from earlier answers and across datasets for people present in several.
 * Budget (Lemma 2.6): the curator answers until the first round whose cost would take
   the total past the budget, and refuses that round. The decision depends only on
-  the epsilons, never on the data, so refusing discloses nothing. A refused output
-  is a data-independent fill (NaN), the spent budget is unchanged and the refusal
-  count grows by one. Later, cheaper rounds may still be answered.
+  the privacy parameters, never on the data, so refusing discloses nothing. A refused
+  release returns a data-independent fill (NaN), spends nothing, sets
+  ``last_answered`` to False and adds one to ``refusals``. Later, cheaper rounds may
+  still be answered. (:func:`plan` rejects a cost computed from the data.)
 * Group privacy (Lemma 2.8): with ``group_size = k`` every release is charged its
   cost for groups of k (k eps for pure DP), resolved at trace time.
 * Postprocessing (Proposition 2.4): anything computed from released outputs without
   touching the data again is free; :func:`postprocess` marks such code.
+* Parallel composition: :func:`release_partitioned` splits one dataset by a partition
+  key, so disjointness holds by construction, and charges the largest part's cost.
 
-The accountant owns its key and splits it on every release, so no two releases
-share noise. ``jax.random`` is not a cryptographic generator: see the README.
+**Arithmetic.** Spending is counted in integer units, not floats (see
+:mod:`jaxdp._budget`): every cost > 0 spends at least one unit, nothing is answered
+once the budget is spent, and the costs of the answered releases add up to at most
+``eps_budget * (1 + 2**-20)`` (the slack forgives float32's rounding of decimals such
+as 0.1, so 10 x 0.1 fits 1.0).
+
+**Keys and stale state.** The accountant owns its key and splits it on every
+release, so releases threaded correctly never share noise. Releasing twice from the
+*same* accountant value would reuse its key (same noise, spend counted once). This is
+detected where JAX allows: eagerly, a second release from an accountant whose key
+was already used raises :class:`StaleAccountantError` (the check follows the key
+object, like JAX's own key-reuse checker: an accountant rebuilt from the key's raw
+bits is not recognised). Inside ``jit`` nothing is visible to Python; run trusted
+code once with ``jax.config.update("jax_debug_key_reuse", True)`` and JAX's checker
+raises ``KeyReuseError`` on a replay. For an untrusted analyst use
+:class:`jaxdp.Session`, which holds the data and the accountant and cannot be
+rewound.
 
 References:
   C. Dwork, "Differential privacy", ICALP 2006, and the chapter on postprocessing,
   composition and group privacy. C. Dwork, G. Rothblum, S. Vadhan, "Boosting and
   differential privacy", FOCS 2010 (advanced composition). L. Wasserman, S. Zhou,
-  "A statistical framework for differential privacy", JASA 2010.
+  "A statistical framework for differential privacy", JASA 2010. F. McSherry,
+  "Privacy integrated queries", SIGMOD 2009 (parallel composition).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
+import functools
 import math
-import os
-import threading
 from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdp import _checks
-from jaxdp.mechanisms import LaplaceMechanism, group_cost
+from jaxdp import _budget, _checks, _dependence
+from jaxdp import random as dprandom
+from jaxdp.mechanisms import (GaussianMechanism, KNormMechanism, LaplaceMechanism,
+                              PosetCountMechanism)
 
 __all__ = [
-    "Accountant", "BudgetExceededError", "ReleaseRefusedError", "release",
-    "release_parallel", "raise_if_refused", "postprocess", "plan", "Plan",
-    "advanced_composition", "hypothesis_test_bound", "group_epsilon",
-    "eps_for_group", "Curator",
+    "Accountant", "BudgetExceededError", "ReleaseRefusedError", "StaleAccountantError",
+    "DataDependentCostError", "release", "release_partitioned",
+    "release_parallel_unchecked", "raise_if_refused", "postprocess", "plan", "Plan",
+    "PlannedRelease", "advanced_composition", "hypothesis_test_bound",
+    "group_epsilon", "eps_for_group",
 ]
 
 COMPOSITIONS = ("basic", "advanced")
@@ -62,7 +84,19 @@ class BudgetExceededError(ValueError):
 
 
 class ReleaseRefusedError(RuntimeError):
-  """Raised by :func:`raise_if_refused` for a refused (NaN-filled) output."""
+  """A release was refused: its cost would take the total past the budget."""
+
+
+class StaleAccountantError(RuntimeError):
+  """A release from an accountant value whose key an earlier release already used."""
+
+
+class DataDependentCostError(ValueError):
+  """A release's eps or delta is computed from the data: the refusal would leak."""
+
+
+def _static(**kw):
+  return dataclasses.field(metadata=dict(static=True), **kw)
 
 
 @jax.tree_util.register_dataclass
@@ -70,35 +104,29 @@ class ReleaseRefusedError(RuntimeError):
 class Accountant:
   """Privacy budget state. Build with :meth:`create`.
 
-  Static fields: ``eps_budget``, ``delta_budget``, ``group_size``, ``composition``,
-  ``max_releases``, ``delta_prime`` and, for advanced composition, the per-release
-  caps ``eps_cap`` and ``delta_cap``. Leaves: ``spent_eps``, ``spent_delta``,
-  ``key``, ``refusals``, ``answered``.
-
-  Spending is accumulated in the default float dtype (float32 unless x64 is
-  enabled) and compared with the budget without tolerance.
+  Leaves (state): ``spent_units`` and ``spent_delta_units`` (int32 units of the
+  budgets, see the module docstring), ``key``, ``refusals``, ``answered`` and
+  ``last_answered`` (whether the most recent release was answered).
+  Static fields (configuration): ``eps_budget``, ``delta_budget``, ``group_size``,
+  ``composition``, ``max_releases``, ``delta_prime`` and the unit exponents fixed at
+  creation. Everything else (capacities, the advanced-composition caps, the spent
+  eps as a float) is derived from these on demand, so nothing can go stale.
   """
 
-  spent_eps: jax.Array
-  spent_delta: jax.Array
+  spent_units: jax.Array
+  spent_delta_units: jax.Array
   key: jax.Array
   refusals: jax.Array
   answered: jax.Array
-  eps_budget: float = dataclasses.field(metadata=dict(static=True), default=1.0)
-  delta_budget: float = dataclasses.field(metadata=dict(static=True), default=0.0)
-  group_size: int = dataclasses.field(metadata=dict(static=True), default=1)
-  composition: str = dataclasses.field(metadata=dict(static=True), default="basic")
-  max_releases: int = dataclasses.field(metadata=dict(static=True), default=0)
-  delta_prime: float = dataclasses.field(metadata=dict(static=True), default=0.0)
-  eps_cap: float = dataclasses.field(metadata=dict(static=True), default=math.inf)
-  delta_cap: float = dataclasses.field(metadata=dict(static=True), default=math.inf)
-
-  def __post_init__(self):
-    for name in ("eps_budget", "delta_budget", "delta_prime"):
-      if not isinstance(getattr(self, name), (int, float)) or isinstance(
-          getattr(self, name), bool):
-        raise ValueError(f"{name} must be a static Python number; got "
-                         f"{getattr(self, name)!r}.")
+  last_answered: jax.Array
+  eps_budget: float = _static(default=1.0)
+  delta_budget: float = _static(default=0.0)
+  group_size: int = _static(default=1)
+  composition: str = _static(default="basic")
+  max_releases: int = _static(default=0)
+  delta_prime: float = _static(default=0.0)
+  unit_exponent: int = _static(default=0)
+  delta_unit_exponent: int = _static(default=0)
 
   @classmethod
   def create(cls, eps_budget, *, delta_budget=0.0, group_size: int = 1, key=None,
@@ -107,12 +135,13 @@ class Accountant:
     """A fresh accountant.
 
     Args:
-      eps_budget: total epsilon allowed (finite, > 0).
+      eps_budget: total epsilon allowed (finite, in [2**-60, 2**60]).
       delta_budget: total delta allowed (>= 0, < 1).
       group_size: size k of the groups to protect; every release is charged its
         group cost (k eps for pure DP).
-      key: PRNG key the accountant owns and splits. ``None`` seeds from the
-        operating system's entropy (``os.urandom``).
+      key: PRNG key the accountant owns and splits. ``None`` draws a key carrying the
+        generator's full state from the operating system
+        (:func:`jaxdp.random.os_key`).
       composition: ``"basic"`` (Lemma 2.5, epsilons add; Lemma 2.6 refusals) or
         ``"advanced"`` (Dwork-Rothblum-Vadhan). Advanced composition needs the
         number of releases k and one fixed per-release eps declared in advance, so
@@ -126,12 +155,18 @@ class Accountant:
 
     Returns:
       The :class:`Accountant`.
+
+    Raises:
+      ValueError: for a budget, group size or option out of range.
     """
-    eps_budget = _checks.check_positive(eps_budget, "eps_budget")
+    eps_budget = _check_budget(eps_budget, "eps_budget")
     delta_budget = _check_delta(delta_budget, "delta_budget")
+    if 0 < delta_budget < _budget.MIN_BUDGET:
+      raise ValueError(f"delta_budget must be 0 or at least 2**-60; got {delta_budget!r}.")
     group_size = _checks.check_int(group_size, "group_size", minimum=1)
     if composition not in COMPOSITIONS:
       raise ValueError(f"composition must be one of {COMPOSITIONS}; got {composition!r}.")
+    eps_scale, delta_scale = eps_budget, delta_budget
     if composition == "advanced":
       if max_releases is None:
         raise ValueError("composition='advanced' needs max_releases (k, declared in "
@@ -143,27 +178,65 @@ class Accountant:
         raise ValueError(
             f"delta_prime ({delta_prime}) must not exceed delta_budget "
             f"({delta_budget}); advanced composition spends k delta + delta'.")
+      eps_cap, delta_cap = _advanced_caps(eps_budget, delta_budget, max_releases,
+                                          delta_prime)
+      # units large enough to count k releases at the caps
+      eps_scale = max(eps_budget, max_releases * eps_cap)
+      delta_scale = max(delta_budget, max_releases * delta_cap)
     else:
       max_releases = 0 if max_releases is None else _checks.check_int(
           max_releases, "max_releases", minimum=0)
       delta_prime = 0.0
     if key is None:
-      key = jax.random.key(int.from_bytes(os.urandom(8), "little") >> 1)
+      key = dprandom.os_key()
     else:
       _checks.check_key(key)
       if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         key = jax.random.wrap_key_data(key)
-    eps_cap, delta_cap = math.inf, math.inf
-    if composition == "advanced":
-      eps_cap, delta_cap = _advanced_caps(eps_budget, delta_budget, max_releases,
-                                          delta_prime)
-    f = jnp.result_type(float)
-    return cls(spent_eps=jnp.zeros((), f), spent_delta=jnp.zeros((), f), key=key,
-               refusals=jnp.zeros((), jnp.int32), answered=jnp.zeros((), jnp.int32),
+    zero = jnp.zeros((), jnp.int32)
+    return cls(spent_units=zero, spent_delta_units=zero, key=key, refusals=zero,
+               answered=zero, last_answered=jnp.ones((), bool),
                eps_budget=eps_budget, delta_budget=delta_budget,
                group_size=group_size, composition=composition,
-               max_releases=max_releases, delta_prime=delta_prime, eps_cap=eps_cap,
-               delta_cap=delta_cap)
+               max_releases=max_releases, delta_prime=delta_prime,
+               unit_exponent=_budget.unit_exponent(eps_scale),
+               delta_unit_exponent=_budget.unit_exponent(delta_scale))
+
+  # -------------------------------------------------------------- derived config
+  @property
+  def eps_capacity(self) -> int:
+    """The budget in units (int32-safe)."""
+    return min(_budget.capacity(self.eps_budget, self.unit_exponent), 2 ** 31 - 1)
+
+  @property
+  def delta_capacity(self) -> int:
+    return min(_budget.capacity(self.delta_budget, self.delta_unit_exponent),
+               2 ** 31 - 1)
+
+  @property
+  def eps_cap(self) -> float:
+    """Advanced composition: the per-release eps cap (inf under basic composition)."""
+    if self.composition != "advanced":
+      return math.inf
+    return _advanced_caps(self.eps_budget, self.delta_budget, self.max_releases,
+                          self.delta_prime)[0]
+
+  @property
+  def delta_cap(self) -> float:
+    if self.composition != "advanced":
+      return math.inf
+    return _advanced_caps(self.eps_budget, self.delta_budget, self.max_releases,
+                          self.delta_prime)[1]
+
+  @property
+  def spent_eps(self) -> jax.Array:
+    """Spent eps (units times the unit; at most the requested costs' sum)."""
+    return self.spent_units.astype(jnp.result_type(float)) * 2.0 ** self.unit_exponent
+
+  @property
+  def spent_delta(self) -> jax.Array:
+    return (self.spent_delta_units.astype(jnp.result_type(float))
+            * 2.0 ** self.delta_unit_exponent)
 
   def remaining(self):
     """``(eps, delta)`` left under basic composition."""
@@ -187,11 +260,12 @@ def release(acct: Accountant, mech, data):
 
   The charge is ``mech.cost(acct.group_size)``. If it would take the total past the
   budget, the release is refused (Lemma 2.6): the output is NaN with the mechanism's
-  output shape, spent is unchanged and ``refusals`` grows by one. The decision uses
-  only costs, never the data.
+  output shape, nothing is spent, ``last_answered`` is False and ``refusals`` grows
+  by one. The decision uses only costs, never the data.
 
   Args:
-    acct: the :class:`Accountant`.
+    acct: the :class:`Accountant` returned by the previous release (never an older
+      value: that would reuse its key).
     mech: a mechanism (see :mod:`jaxdp.mechanisms`).
     data: the mechanism's input.
 
@@ -200,20 +274,60 @@ def release(acct: Accountant, mech, data):
 
   Raises:
     BudgetExceededError: when the cost is known at trace time and exceeds the whole
-      budget (or the advanced-composition bound for one release), before any data
-      is read.
+      budget (or the advanced-composition cap for one release), before any data is
+      read.
+    StaleAccountantError: eagerly, when ``acct``'s key was already used.
   """
   ok, sub, acct = _spend(acct, *mech.cost(acct.group_size))
-  out = mech.randomize(sub, data)
-  return acct, jax.tree_util.tree_map(lambda o: jnp.where(ok, o, jnp.nan), out)
+  out = _fill_refused(ok, mech.randomize(sub, data))
+  return acct, _mark_if_planning(out)
 
 
-def release_parallel(acct: Accountant, pairs):
-  """Releases several mechanisms on **disjoint** parts of the data at the cost of one.
+def release_partitioned(acct: Accountant, mech, rows, part, num_parts: int):
+  """Parallel composition by construction: one release per part of one dataset.
 
-  Parallel composition: when each individual's data is in at most one part, the
-  joint release costs the maximum of the parts' costs. Disjointness is the
-  caller's responsibility (e.g. rows split by a public attribute).
+  Each row of ``rows`` belongs to exactly one part, ``part[i]`` (rows whose part is
+  outside ``[0, num_parts)`` are dropped), so adding or removing one person changes
+  one part's statistic only, and the whole release costs what one part costs.
+  Part statistics are sums over the part's rows:
+
+  * :class:`~jaxdp.PosetCountMechanism`: ``rows`` are 0/1 respondent rows; each part
+    gets its exact integer counts (n_j, c_1, ..., c_d).
+  * :class:`~jaxdp.LaplaceMechanism`, :class:`~jaxdp.GaussianMechanism`,
+    :class:`~jaxdp.KNormMechanism` with an :class:`~jaxdp.LpBall`: ``rows`` are
+    per-person contribution vectors ``(n, k)`` (or ``(n,)``), each clipped into the
+    mechanism's sensitivity ball (l_1, l_2, l_p norm at most ``sensitivity``) before
+    summing, so the sensitivity holds whatever the rows hold.
+
+  Args:
+    acct: the accountant.
+    mech: the mechanism applied to every part (fresh noise per part).
+    rows: the dataset's rows.
+    part: integer part index of each row, shape ``(n,)``.
+    num_parts: the number of parts (static).
+
+  Returns:
+    ``(acct, outputs)`` with outputs of shape ``(num_parts, dim)``, all NaN if refused.
+
+  References:
+    McSherry (2009), Theorem 4 (parallel composition).
+  """
+  num_parts = _checks.check_int(num_parts, "num_parts", minimum=1)
+  stat = mech.part_statistics(rows, part, num_parts)
+  noise_mech = mech.inner if isinstance(mech, PosetCountMechanism) else mech
+  ok, sub, acct = _spend(acct, *mech.cost(acct.group_size))
+  keys = jax.random.split(sub, num_parts)
+  out = jax.vmap(noise_mech.randomize)(keys, stat)
+  return acct, _mark_if_planning(_fill_refused(ok, out))
+
+
+def release_parallel_unchecked(acct: Accountant, pairs):
+  """Releases mechanisms on parts the **caller asserts** are disjoint, at the cost of one.
+
+  Nothing checks the assertion: if one person's data is in two parts, the true cost
+  is the sum, not the maximum, and the guarantee is void. Prefer
+  :func:`release_partitioned`, which makes the parts disjoint by construction. The
+  only check made is that no array object is passed twice.
 
   Args:
     acct: the accountant.
@@ -222,23 +336,34 @@ def release_parallel(acct: Accountant, pairs):
   Returns:
     ``(acct, outputs)`` with outputs a tuple, all NaN if refused.
   """
-  costs = [m.cost(acct.group_size) for m, _ in pairs]
-  if not costs:
+  if not pairs:
     raise ValueError("pairs must hold at least one (mechanism, data) pair.")
+  ids = [id(x) for _, x in pairs]
+  if len(set(ids)) != len(ids):
+    raise ValueError("pairs passes the same data object twice: parts that share data "
+                     "are not disjoint (the cost would be the sum). Use "
+                     "release_partitioned to split one dataset into parts.")
+  costs = [m.cost(acct.group_size) for m, _ in pairs]
   ok, sub, acct = _spend(acct, _max([c[0] for c in costs]), _max([c[1] for c in costs]))
   keys = jax.random.split(sub, len(pairs))
-  return acct, tuple(jnp.where(ok, m.randomize(k, x), jnp.nan)
-                     for k, (m, x) in zip(keys, pairs))
+  outs = tuple(m.randomize(k, x) for k, (m, x) in zip(keys, pairs))
+  return acct, _mark_if_planning(_fill_refused(ok, outs))
 
 
-def raise_if_refused(output):
-  """Outside jit: raises :class:`ReleaseRefusedError` if ``output`` is a refusal fill.
+def raise_if_refused(acct: Accountant, output=None):
+  """Outside jit: raises :class:`ReleaseRefusedError` if the last release was refused.
 
-  Returns the output unchanged otherwise. (A refused output is all NaN; a released
-  one is never NaN for finite data.)
+  Args:
+    acct: the accountant returned together with ``output``.
+    output: the release's output, returned unchanged when it was answered.
+
+  Returns:
+    ``output``.
   """
-  leaves = jax.tree_util.tree_leaves(output)
-  if leaves and all(bool(jnp.all(jnp.isnan(x))) for x in leaves):
+  if not isinstance(acct, Accountant):
+    raise TypeError("raise_if_refused takes the accountant returned with the output: "
+                    f"raise_if_refused(acct, output); got {type(acct).__name__}.")
+  if not bool(jnp.all(acct.last_answered)):
     raise ReleaseRefusedError(
         "the release was refused: its cost would exceed the remaining privacy budget "
         "(Dwork, Lemma 2.6).")
@@ -256,39 +381,68 @@ def postprocess(fn: Callable, *outputs, **kwargs):
 
 
 # ------------------------------------------------------------------ planning
+class PlannedRelease(NamedTuple):
+  """One release of a :class:`Plan`: its cost and whether it would be refused."""
+  eps: float
+  delta: float
+  refused: bool
+
+
 class Plan(NamedTuple):
   """What a query function would spend: totals and one row per release."""
   eps: float
   delta: float
-  releases: tuple  # ((eps, delta, refused), ...)
+  releases: tuple  # of PlannedRelease
 
   @property
   def refused(self) -> tuple:
-    return tuple(i for i, r in enumerate(self.releases) if r[2])
+    return tuple(i for i, r in enumerate(self.releases) if r.refused)
 
 
-_PLAN = threading.local()
+@dataclasses.dataclass
+class _PlanState:
+  acct: Accountant
+  spent: int
+  spent_delta: int
+  answered: int
+  rows: list
+  traced: list  # indices of releases whose cost is traced
+
+
+_PLAN: contextvars.ContextVar[_PlanState | None] = contextvars.ContextVar(
+    "jaxdp_plan", default=None)
 
 
 def plan(fn: Callable, acct: Accountant, *args, **kwargs) -> Plan:
-  """Traces ``fn(acct, *args)`` abstractly and reports what it would spend.
+  """Traces ``fn(acct, *args, **kwargs)`` abstractly and reports what it would spend.
 
-  No data is read: arrays in ``args`` are replaced by their shapes. Costs must be
-  static (Python floats) for the report; the refusal rule is applied in order as
-  :func:`release` would.
+  No data is read: arrays in ``args`` and ``kwargs`` are replaced by their shapes and
+  dtypes. The refusal rule is applied in order, as :func:`release` would (the same
+  integer arithmetic). Releases inside jitted helpers are seen (they are traced
+  again).
+
+  Args:
+    fn: the query function; its first argument is the accountant.
+    acct: the accountant to plan against (not consumed).
+    *args, **kwargs: the data and other arguments; every array among them is treated
+      as data.
 
   Returns:
-    A :class:`Plan` with the totals it would spend and, per release, its cost and
-    whether it would be refused.
+    A :class:`Plan` with the totals it would spend and one :class:`PlannedRelease`
+    per release.
+
+  Raises:
+    DataDependentCostError: a release's eps or delta depends on the data arguments
+      (its refusal would disclose something about the data). Costs computed from
+      earlier *released outputs* are fine (postprocessing).
+    ValueError: a release's cost is traced (not a Python number), so the plan
+      cannot be computed.
   """
-  # The accountant's own dtype and rule (_allowed), so plan and release agree.
-  state = {"eps": np.asarray(acct.spent_eps), "delta": np.asarray(acct.spent_delta),
-           "answered": int(acct.answered)}
-  rows = []
   leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
   is_array = [hasattr(x, "shape") and hasattr(x, "dtype") for x in leaves]
   abstract = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x, a in zip(leaves, is_array)
               if a]
+  names = _argument_names(args, kwargs)
 
   def run(*arrays):
     it = iter(arrays)
@@ -296,33 +450,65 @@ def plan(fn: Callable, acct: Accountant, *args, **kwargs) -> Plan:
     a, k = jax.tree_util.tree_unflatten(treedef, full)
     return fn(acct, *a, **k)
 
-  _PLAN.state = (acct, state, rows)
+  state = _PlanState(acct, int(acct.spent_units), int(acct.spent_delta_units),
+                     int(acct.answered), [], [])
+  token = _PLAN.set(state)
   try:
     # disable_jit: jitted helpers inside fn are traced again (a compilation cache
     # hit would otherwise skip their releases).
     with jax.disable_jit():
-      jax.eval_shape(run, *abstract)
+      closed = jax.make_jaxpr(run)(*abstract)
   finally:
-    del _PLAN.state
-  return Plan(float(state["eps"]) - float(acct.spent_eps),
-              float(state["delta"]) - float(acct.spent_delta), tuple(rows))
+    _PLAN.reset(token)
+  for i, inputs in sorted(_dependence.cost_dependence(closed.jaxpr).items()):
+    if inputs:
+      which = ", ".join(names[j] for j in sorted(inputs))
+      raise DataDependentCostError(
+          f"release #{i} has an eps or delta computed from the data ({which}): "
+          "whether it is refused would then disclose the data. Choose privacy "
+          "parameters from public values or from earlier released outputs only.")
+  if state.traced:
+    raise ValueError(
+        f"plan() needs static (Python number) costs; release #{state.traced[0]}'s "
+        "eps or delta is traced. Pass eps as a Python float to plan.")
+  e = _budget.to_float(state.spent - int(acct.spent_units), acct.unit_exponent)
+  d = _budget.to_float(state.spent_delta - int(acct.spent_delta_units),
+                       acct.delta_unit_exponent)
+  return Plan(e, d, tuple(state.rows))
 
 
-def _record_plan(eps, delta):
-  state = getattr(_PLAN, "state", None)
-  if state is None:
-    return
-  acct, spent, rows = state
+def _argument_names(args, kwargs):
+  """Names of the array leaves of (args, kwargs), in flattening order."""
+  names = []
+  for label, tree in [(f"argument {i}", a) for i, a in enumerate(args)] + \
+      [(f"argument {k!r}", v) for k, v in sorted(kwargs.items())]:
+    names += [label] * sum(hasattr(x, "shape") and hasattr(x, "dtype")
+                           for x in jax.tree_util.tree_leaves(tree))
+  return names
+
+
+def _plan_record(state: _PlanState, eps, delta):
+  """Applies the refusal rule to one release while planning; tags traced costs."""
+  index = len(state.rows)
   if not (_checks.is_concrete(eps) and _checks.is_concrete(delta)):
-    raise ValueError("plan() needs static (Python float) costs; this release's eps "
-                     "is traced.")
-  e = np.asarray(eps, spent["eps"].dtype)
-  d = np.asarray(delta, spent["delta"].dtype)
-  ok, new_eps, new_delta = _allowed(acct, spent["eps"], spent["delta"],
-                                    spent["answered"], e, d)
+    state.traced.append(index)
+    state.rows.append(PlannedRelease(math.nan, math.nan, False))
+    return _dependence.mark_cost(eps, index), _dependence.mark_cost(delta, index)
+  acct = state.acct
+  ve, ce = _budget.charge_host(eps, acct.unit_exponent, positive=True)
+  vd, cd = _budget.charge_host(delta, acct.delta_unit_exponent, positive=False)
+  ok = ve and vd and _allowed(acct, state.spent, state.spent_delta, state.answered,
+                              ce, cd)
   if ok:
-    spent.update(eps=new_eps, delta=new_delta, answered=spent["answered"] + 1)
-  rows.append((float(eps), float(delta), not bool(ok)))
+    state.spent += ce
+    state.spent_delta += cd
+    state.answered += 1
+  state.rows.append(PlannedRelease(float(eps), float(delta), not ok))
+  return eps, delta
+
+
+def _mark_if_planning(out):
+  return out if _PLAN.get() is None else _dependence.mark_released(out)
 
 
 # ------------------------------------------------------------------ composition
@@ -346,11 +532,13 @@ def advanced_composition(eps, delta, k: int, delta_prime: float):
     delta = _check_delta(delta, "delta")
   k = _checks.check_int(k, "k", minimum=1)
   delta_prime = _checks.check_positive(delta_prime, "delta_prime")
-  exp = math.exp if _checks.is_concrete(eps) else jnp.exp
+  exp = _exp if _checks.is_concrete(eps) else jnp.exp
   total = eps * math.sqrt(2 * k * math.log(1 / delta_prime)) + k * eps * (exp(eps) - 1)
   return total, k * delta + delta_prime
 
 
+
+@functools.lru_cache(maxsize=256)
 def _advanced_caps(eps_budget, delta_budget, k, delta_prime):
   """Largest per-release (eps, delta) whose k-fold composition fits the budget."""
   delta_cap = (delta_budget - delta_prime) / k
@@ -381,13 +569,14 @@ def hypothesis_test_bound(eps, alpha, delta: float = 0.0) -> float:
   if not 0 <= alpha <= 1:
     raise ValueError(f"alpha must be in [0, 1]; got {alpha}.")
   delta = _check_delta(delta, "delta")
-  return float(min(1.0, math.exp(eps) * alpha + delta,
-                   1 - math.exp(-eps) * (1 - alpha - delta)))
+  first = alpha * _exp(eps) + delta if alpha > 0 else delta
+  return float(min(1.0, first, 1 - math.exp(-eps) * (1 - alpha - delta)))
 
 
 def group_epsilon(eps, group_size: int) -> float:
   """The epsilon a group of ``group_size`` gets from per-person eps-DP: k eps."""
-  return group_cost(_checks.check_positive(eps, "eps"), 0.0, group_size)[0]
+  k = _checks.check_int(group_size, "group_size", minimum=1)
+  return k * _checks.check_positive(eps, "eps")
 
 
 def eps_for_group(target_eps, group_size: int) -> float:
@@ -396,45 +585,22 @@ def eps_for_group(target_eps, group_size: int) -> float:
   return _checks.check_positive(target_eps, "target_eps") / k
 
 
-# ------------------------------------------------------------------ curator
-class Curator:
-  """A host-side interactive curator with a budget (Dwork, Lemma 2.6).
-
-  ``count(predicate, eps)`` answers ``predicate(data).sum()`` plus Laplace(1/eps)
-  noise (a count has sensitivity 1), or returns ``None`` once a query would exceed
-  the budget. Refusals depend only on the epsilons asked for.
-
-  Example:
-    >>> c = Curator(np.arange(1000), eps_budget=1.0, key=jax.random.key(0))
-    >>> [c.count(lambda v: v < 500, 0.4) is None for _ in range(3)]
-    [False, False, True]
-  """
-
-  def __init__(self, data, eps_budget: float, key=None, *, group_size: int = 1):
-    self._data = np.asarray(data)
-    self.accountant = Accountant.create(eps_budget, key=key, group_size=group_size)
-
-  def count(self, predicate: Callable, eps: float):
-    """Noisy count of rows where ``predicate`` holds, or None if refused."""
-    mech = LaplaceMechanism(eps, 1.0)
-    true = np.asarray(predicate(self._data))
-    if true.shape[:1] != self._data.shape[:1] or true.dtype != bool:
-      raise ValueError("predicate must return one bool per row of the data.")
-    try:
-      self.accountant, out = release(self.accountant, mech, float(true.sum()))
-    except BudgetExceededError:
-      self.accountant = dataclasses.replace(self.accountant,
-                                            refusals=self.accountant.refusals + 1)
-      return None
-    out = float(out)
-    return None if math.isnan(out) else out
-
-  @property
-  def spent(self) -> float:
-    return float(self.accountant.spent_eps)
-
-
 # ------------------------------------------------------------------ internals
+def _exp(x: float) -> float:
+  """math.exp, with inf instead of OverflowError."""
+  try:
+    return math.exp(x)
+  except OverflowError:
+    return math.inf
+
+
+def _check_budget(value, name):
+  v = _checks.check_positive(value, name)
+  if not _budget.MIN_BUDGET <= v <= _budget.MAX_BUDGET:
+    raise ValueError(f"{name} must be between 2**-60 and 2**60; got {v!r}.")
+  return v
+
+
 def _check_delta(delta, name):
   if isinstance(delta, bool):
     raise ValueError(f"{name} must be a number in [0, 1); got {delta!r}.")
@@ -453,20 +619,49 @@ def _max(values):
   return jnp.max(jnp.stack([jnp.asarray(v) for v in values]))
 
 
+def _fill_refused(ok, out):
+  return jax.tree_util.tree_map(lambda o: jnp.where(ok, o, jnp.nan), out)
+
+
 def _check_static_cost(acct, eps, delta):
+  """Raises BudgetExceededError for a static cost that no state could answer."""
   if not (_checks.is_concrete(eps) and _checks.is_concrete(delta)):
     return
-  eps, delta = float(eps), float(delta)
-  limit = (min(acct.eps_budget, acct.eps_cap), min(acct.delta_budget, acct.delta_cap))
-  if eps > limit[0] or delta > limit[1]:
+  ve, ce = _budget.charge_host(eps, acct.unit_exponent, positive=True)
+  vd, cd = _budget.charge_host(delta, acct.delta_unit_exponent, positive=False)
+  e_limit, d_limit = _limits(acct)
+  if not (ve and vd) or ce > e_limit or cd > d_limit:
     what = ("the per-release cap of advanced composition over "
             f"{acct.max_releases} releases (eps={acct.eps_cap:g}, "
             f"delta={acct.delta_cap:g})" if acct.composition == "advanced" else
             f"the whole budget (eps={acct.eps_budget:g}, delta={acct.delta_budget:g})")
     raise BudgetExceededError(
-        f"one release costs (eps={eps:g}, delta={delta:g}) for groups of "
-        f"{acct.group_size}, more than {what}. Lower eps or raise the budget; no data "
-        "was read.")
+        f"one release costs (eps={float(eps):g}, delta={float(delta):g}) for groups "
+        f"of {acct.group_size}, more than {what}. Lower eps or raise the budget; no "
+        "data was read.")
+
+
+def _limits(acct):
+  """Largest single charge in units: the capacity, or the advanced caps."""
+  if acct.composition == "advanced":
+    return (math.floor(math.ldexp(acct.eps_cap, -acct.unit_exponent)),
+            math.floor(math.ldexp(acct.delta_cap, -acct.delta_unit_exponent)))
+  return acct.eps_capacity, acct.delta_capacity
+
+
+def _consume(key):
+  """Eager host ledger: marks the key object used; raises if it already was."""
+  if not _checks.is_concrete(key) or _PLAN.get() is not None:
+    return
+  if getattr(key, "_jaxdp_used", False):
+    raise StaleAccountantError(
+        "this accountant's key was already used by an earlier release: releasing "
+        "from a stale accountant value would reuse its noise and undercount the "
+        "spend. Always continue from the accountant that the last release returned.")
+  try:
+    object.__setattr__(key, "_jaxdp_used", True)
+  except (AttributeError, TypeError):  # pragma: no cover - key type without a dict
+    pass
 
 
 def _spend(acct, eps, delta):
@@ -476,36 +671,34 @@ def _spend(acct, eps, delta):
   Returns:
     ``(ok, key for the mechanism, the accountant after the charge)``.
   """
+  _consume(acct.key)
   _check_static_cost(acct, eps, delta)
-  _record_plan(eps, delta)
+  state = _PLAN.get()
+  if state is not None:
+    eps, delta = _plan_record(state, eps, delta)
   key, sub = jax.random.split(acct.key)
-  f = acct.spent_eps.dtype
-  ok, spent_eps, spent_delta = _allowed(acct, acct.spent_eps, acct.spent_delta,
-                                        acct.answered, jnp.asarray(eps, f),
-                                        jnp.asarray(delta, f))
+  ve, ce = _budget.charge(eps, acct.unit_exponent, positive=True)
+  vd, cd = _budget.charge(delta, acct.delta_unit_exponent, positive=False)
+  ok = ve & vd & _allowed(acct, acct.spent_units, acct.spent_delta_units,
+                          acct.answered, ce, cd)
   return ok, sub, dataclasses.replace(
       acct,
-      spent_eps=jnp.where(ok, spent_eps, acct.spent_eps),
-      spent_delta=jnp.where(ok, spent_delta, acct.spent_delta),
+      spent_units=jnp.where(ok, acct.spent_units + ce, acct.spent_units),
+      spent_delta_units=jnp.where(ok, acct.spent_delta_units + cd,
+                                  acct.spent_delta_units),
       answered=acct.answered + ok.astype(jnp.int32),
       refusals=acct.refusals + (~ok).astype(jnp.int32),
+      last_answered=jnp.broadcast_to(ok, jnp.shape(acct.last_answered)),
       key=key)
 
 
-def _allowed(acct, spent_eps, spent_delta, answered, eps, delta):
-  """The refusal rule: Lemma 2.6 (basic) or the advanced-composition caps.
+def _allowed(acct, spent, spent_delta, answered, ce, cd):
+  """The refusal rule on integer units: Lemma 2.6 (basic) or the advanced caps.
 
-  Plain comparisons only, so the same code serves traced values (release) and numpy
-  scalars (plan). A NaN, infinite or non-positive cost is refused.
-
-  Returns:
-    ``(ok, spent_eps + eps, spent_delta + delta)``.
+  Plain comparisons only, so the same code serves traced values (release) and Python
+  ints (plan); ``c <= capacity - spent`` cannot overflow int32.
   """
-  valid = (eps > 0) & (eps < math.inf) & (delta >= 0) & (delta < math.inf)
-  new_eps, new_delta = spent_eps + eps, spent_delta + delta
   if acct.composition == "advanced":
-    ok = valid & (answered < acct.max_releases) & (eps <= acct.eps_cap) & \
-        (delta <= acct.delta_cap)
-  else:
-    ok = valid & (new_eps <= acct.eps_budget) & (new_delta <= acct.delta_budget)
-  return ok, new_eps, new_delta
+    e_limit, d_limit = _limits(acct)
+    return (answered < acct.max_releases) & (ce <= e_limit) & (cd <= d_limit)
+  return (ce <= acct.eps_capacity - spent) & (cd <= acct.delta_capacity - spent_delta)

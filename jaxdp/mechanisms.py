@@ -50,8 +50,12 @@ def group_cost(eps, delta, group_size: int):
   """
   k = _checks.check_int(group_size, "group_size", minimum=1)
   if _checks.is_concrete(eps) and _checks.is_concrete(delta):
-    d = 0.0 if delta == 0 else k * math.exp((k - 1) * eps) * delta
-    return k * eps, d
+    if delta == 0:
+      return k * eps, 0.0
+    try:
+      return k * eps, k * math.exp((k - 1) * eps) * delta
+    except OverflowError:  # the group guarantee is void: delta >= 1
+      return k * eps, math.inf
   return k * eps, k * jnp.exp((k - 1) * eps) * delta
 
 
@@ -59,7 +63,7 @@ class _Mechanism:
   """Shared behaviour: eps validation, ``with_eps``, pure-DP ``cost``."""
 
   def _check_eps(self):
-    _checks.check_positive(self.eps, "eps", allow_traced=True)
+    _checks.check_eps(self.eps, "eps")
     if _checks.is_concrete(self.eps):
       object.__setattr__(self, "eps", float(self.eps))
 
@@ -93,10 +97,16 @@ class LaplaceMechanism(_Mechanism):
     object.__setattr__(self, "sensitivity",
                        _checks.check_positive(self.sensitivity, "sensitivity"))
 
+  norm = 1.0  # the sensitivity's norm (for clipping per-row contributions)
+
   def randomize(self, key, data):
-    data = _as_float_array(data, "data")
+    data = _statistic(data)
     noise = dprandom.laplace(key, 1.0, data.shape, data.dtype)
     return data + _checks.guard_positive(self.eps, noise * (self.sensitivity / self.eps))
+
+  def part_statistics(self, rows, part, num_parts):
+    """Per-part sums of rows clipped to l_1 norm ``sensitivity``."""
+    return _clipped_part_sums(rows, part, num_parts, self.norm, self.sensitivity)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,8 +134,20 @@ class KNormMechanism(_Mechanism):
     object.__setattr__(self, "sensitivity",
                        _checks.check_positive(self.sensitivity, "sensitivity"))
 
+  @property
+  def norm(self):
+    if isinstance(self.ball, PosetBall):
+      raise ValueError(
+          "per-row contributions cannot be clipped into a poset ball here; release "
+          "poset counts by part with PosetCountMechanism.")
+    return self.ball.p
+
+  def part_statistics(self, rows, part, num_parts):
+    """Per-part sums of rows clipped to K-norm ``sensitivity`` (l_p balls only)."""
+    return _clipped_part_sums(rows, part, num_parts, self.norm, self.sensitivity)
+
   def randomize(self, key, data):
-    data = _as_float_array(data, "data")
+    data = _statistic(data)
     if data.shape[-1:] != (self.ball.dim,):
       raise ValueError(
           f"data must have last dimension {self.ball.dim} (the ball's); got shape "
@@ -156,7 +178,7 @@ class GaussianMechanism(_Mechanism):
       raise ValueError(
           f"eps must be < 1 for the classical Gaussian mechanism; got {self.eps}. "
           "Use a smaller eps or a pure-DP mechanism.")
-    delta = _checks.check_positive(self.delta, "delta")
+    delta = _checks.check_eps(self.delta, "delta")
     if delta >= 1:
       raise ValueError(f"delta must be in (0, 1); got {delta}.")
     object.__setattr__(self, "delta", delta)
@@ -167,8 +189,14 @@ class GaussianMechanism(_Mechanism):
   def sigma(self):
     return self.sensitivity * math.sqrt(2 * math.log(1.25 / self.delta)) / self.eps
 
+  norm = 2.0
+
+  def part_statistics(self, rows, part, num_parts):
+    """Per-part sums of rows clipped to l_2 norm ``sensitivity``."""
+    return _clipped_part_sums(rows, part, num_parts, self.norm, self.sensitivity)
+
   def randomize(self, key, data):
-    data = _as_float_array(data, "data")
+    data = _statistic(data)
     _checks.check_key(key)
     noise = jax.random.normal(key, data.shape, data.dtype)
     ok = jnp.isfinite(self.eps) & (self.eps > 0) & (self.eps < 1)
@@ -232,11 +260,22 @@ class PosetCountMechanism(_Mechanism):
     return LaplaceMechanism(self.eps, float(d1))
 
   def statistic(self, data):
-    """(n, c_1..c_d) after validating (or clipping) the rows; float32."""
-    data = self._validated(data)
-    counts = jnp.sum(data, axis=0, dtype=jnp.float32)
-    n = jnp.asarray(data.shape[0], jnp.float32)
-    return jnp.concatenate([n[None], counts])
+    """(n, c_1..c_d) after validating (or clipping) the rows.
+
+    Counted exactly in integers and returned in the default float dtype, which holds
+    them exactly: more rows than that dtype's exact range (2**24 for float32) is an
+    error, never a rounded count.
+    """
+    rows, ok = self._validated(data)
+    return _exact_counts(jnp.sum(rows, axis=0), rows.shape[0], ok)
+
+  def part_statistics(self, data, part, num_parts):
+    """Exact (n_j, c_1..c_d) of the rows of each part j, shape ``(num_parts, d + 1)``."""
+    rows, ok = self._validated(data)
+    part = _part_index(part, rows.shape[0])
+    ext = jnp.concatenate([jnp.ones((rows.shape[0], 1), rows.dtype), rows], axis=1)
+    return _exact_counts(jax.ops.segment_sum(ext, part, num_parts), rows.shape[0], ok,
+                         with_n=False)
 
   def randomize(self, key, data):
     stat = self.statistic(data)
@@ -250,16 +289,14 @@ class PosetCountMechanism(_Mechanism):
       raise ValueError(
           f"data must have shape (n, {d}) (one 0/1 row per respondent); got "
           f"{tuple(data.shape)}.")
-    if not (jnp.issubdtype(data.dtype, jnp.integer) or jnp.issubdtype(data.dtype, bool)
-            or jnp.issubdtype(data.dtype, jnp.floating)):
-      raise ValueError(f"data must be numeric or bool 0/1; got dtype {data.dtype}.")
+    x = _checks.check_data(data)
     order = jnp.asarray(self.poset.order, jnp.float32)
-    x = jnp.asarray(data)
     binary = jnp.all((x == 0) | (x == 1), axis=1)
     xf = x.astype(jnp.float32)
     # violations[r, i] = number of j above i (p_i <= p_j) with x_j = 0, where x_i = 1
     missing = (1.0 - xf) @ order.T
     is_filter = jnp.all((xf == 0) | (missing == 0), axis=1)
+    passed = jnp.asarray(True)
     if _checks.is_concrete(x):
       nb = np.nonzero(~np.asarray(binary))[0]
       if nb.size:
@@ -278,14 +315,15 @@ class PosetCountMechanism(_Mechanism):
               "contains.")
     else:
       ok = jnp.all(binary) & (jnp.all(is_filter) | (self.on_invalid == "clip"))
-      xf = _runtime_check(ok, xf, binary, is_filter, self.on_invalid)
+      passed = _runtime_check(ok, binary, is_filter)
     if self.on_invalid == "clip":
-      xf = jnp.where((missing == 0)[:, :], xf, 0.0)
-    return xf
+      xf = jnp.where(missing == 0, xf, 0.0)
+    # the rows as exact integers, and whether the run-time check passed
+    return (xf * binary[:, None]).astype(_count_dtype()), passed
 
 
-def _runtime_check(ok, xf, binary, is_filter, on_invalid):
-  """Under jit: fail at run time if rows are bad; NaN data as a second guard."""
+def _runtime_check(ok, binary, is_filter):
+  """Under jit: fail at run time if rows are bad; False (NaN output) as a second guard."""
 
   def check(ok_, binary_, is_filter_):
     if not bool(ok_):
@@ -300,13 +338,69 @@ def _runtime_check(ok, xf, binary, is_filter, on_invalid):
 
   passed = jax.pure_callback(check, jax.ShapeDtypeStruct((), jnp.bool_), ok, binary,
                              is_filter, vmap_method="sequential")
-  return jnp.where(passed & ok, xf, jnp.nan)
+  return passed & ok
 
 
-def _as_float_array(data, name):
-  x = jnp.asarray(data)
-  if not jnp.issubdtype(x.dtype, jnp.floating):
-    if jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == jnp.bool_:
-      return x.astype(jnp.result_type(float))
-    raise ValueError(f"{name} must be numeric; got dtype {x.dtype}.")
-  return x
+def _statistic(data, name="data"):
+  """A statistic as the default float dtype: no float16, NaN or silent rounding."""
+  return _checks.as_exact_float(_checks.check_data(data, name), name)
+
+
+def _count_dtype():
+  return jnp.result_type(int)  # int32, or int64 with x64
+
+
+def _exact_counts(counts, n: int, ok, *, with_n: bool = True):
+  """Integer counts of n rows as the default float dtype, refusing what it rounds."""
+  f = jnp.result_type(float)
+  limit = min(_checks.exact_limit(f), int(jnp.iinfo(_count_dtype()).max))
+  if n > limit:
+    raise ValueError(
+        f"data has {n:,} rows, more than {limit:,}: counts that large are not exact "
+        f"in {jnp.dtype(f)} (noise would be added to a rounded count). Enable x64 "
+        "(jax.config.update('jax_enable_x64', True)) or split the data.")
+  if with_n:
+    counts = jnp.concatenate([jnp.full((1,), n, counts.dtype), counts])
+  return jnp.where(ok, counts.astype(f), jnp.nan)  # NaN: a failed run-time check
+
+
+def _part_index(part, n: int):
+  part = jnp.asarray(part)
+  if part.shape != (n,) or not jnp.issubdtype(part.dtype, jnp.integer):
+    raise ValueError(f"part must be an integer array of shape ({n},), one part index "
+                     f"per row; got {part.dtype}{tuple(part.shape)}.")
+  return part
+
+
+def _clipped_part_sums(rows, part, num_parts: int, p: float, bound: float):
+  """Per-part sums of rows, each row first scaled into the l_p ball of radius bound.
+
+  Scaling a row into the ball bounds what one person adds to one part's sum, so the
+  sum's l_p sensitivity is ``bound`` whatever the rows hold (sums in the default
+  float dtype).
+  """
+  x = _checks.check_data(rows, "rows")
+  if not jnp.issubdtype(x.dtype, jnp.floating) and \
+      x.shape[0] * bound > _checks.exact_limit(jnp.result_type(float)):
+    raise ValueError(
+        f"rows: {x.shape[0]:,} integer contributions of up to {bound:g} each can add "
+        f"up to more than {_checks.exact_limit(jnp.result_type(float)):,}, beyond the "
+        "exact range of the default float dtype. Enable x64 or split the data.")
+  x = x.astype(jnp.result_type(float))
+  x = jnp.where(jnp.isfinite(x), x, 0.0)  # a non-finite contribution counts as 0
+  scalar = x.ndim == 1
+  if scalar:
+    x = x[:, None]
+  if x.ndim != 2:
+    raise ValueError(f"rows must have shape (n,) or (n, k); got {tuple(x.shape)}.")
+  part = _part_index(part, x.shape[0])
+  a = jnp.abs(x)
+  if p == math.inf:
+    norm = jnp.max(a, axis=1)
+  elif p == 1:
+    norm = jnp.sum(a, axis=1)
+  else:
+    norm = jnp.sum(a ** p, axis=1) ** (1.0 / p)
+  factor = jnp.where(norm > bound, bound / jnp.where(norm > 0, norm, 1.0), 1.0)
+  sums = jax.ops.segment_sum(x * factor[:, None], part, num_parts)
+  return sums[:, 0] if scalar else sums

@@ -24,17 +24,19 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from typing import Sequence, Union
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxdp import _checks
 from jaxdp import _poset_sampler
 from jaxdp.balls import LpBall, PosetBall
 from jaxdp.posets import Poset
 
-__all__ = ["poset_ball", "lp_ball", "knorm", "laplace", "CHUNK"]
+__all__ = ["poset_ball", "lp_ball", "knorm", "laplace", "os_key", "CHUNK"]
 
 CHUNK = 1 << 15  # samples per chunk: bounds peak memory of large batches
 
@@ -118,6 +120,37 @@ def laplace(key, scale, shape: Sequence[int] = (), dtype=None) -> jax.Array:
   shape = _checks.check_shape(shape)
   dtype = _checks.check_float_dtype(dtype)
   return _laplace(key, scale, shape=shape, dtype=dtype)
+
+
+def os_key(impl=None, *, entropy: bytes | None = None) -> jax.Array:
+  """A typed key whose whole state comes from the operating system's entropy.
+
+  ``jax.random.key(seed)`` keeps only the low 32 bits of ``seed`` unless x64 is
+  enabled, so a key made from a 64-bit random seed has 32 bits of entropy and can be
+  brute-forced. This fills every word of the generator's key data instead
+  (``jax.random.wrap_key_data``): 64 bits for Threefry, the default.
+
+  Args:
+    impl: a ``jax.random`` PRNG implementation name or object (default: JAX's
+      default implementation).
+    entropy: for tests only: the exact key bytes (4 per 32-bit word of key data);
+      ``None`` reads ``os.urandom``.
+
+  Returns:
+    A scalar typed key.
+
+  Raises:
+    ValueError: ``entropy`` has the wrong length.
+  """
+  words = jax.random.key_data(jax.random.key(0, impl=impl)).shape
+  size = 4 * math.prod(words)
+  if entropy is None:
+    entropy = os.urandom(size)
+  elif not isinstance(entropy, (bytes, bytearray)) or len(entropy) != size:
+    raise ValueError(f"entropy must be {size} bytes for this generator's key; got "
+                     f"{entropy!r:.40}.")
+  data = np.frombuffer(bytes(entropy), dtype="<u4").astype(np.uint32).reshape(words)
+  return jax.random.wrap_key_data(data, impl=impl)
 
 
 # ------------------------------------------------------------------ internals

@@ -42,54 +42,70 @@ def test_scan_of_ten_releases_answers_exactly_six():
   assert float(acct.spent_eps) == pytest.approx(0.9)
 
 
-def _lemma_2_6_reference(eps_seq, budget):
-  """Plain-Python Lemma 2.6 with the accountant's float32 arithmetic."""
-  spent = np.float32(0)
-  answered = []
-  for e in eps_seq:
-    e = np.float32(e)
-    total = np.float32(spent + e)
-    if total <= budget:
-      spent = total
-      answered.append(True)
-    else:
-      answered.append(False)
-  return np.array(answered), spent
+SLACK = 2.0 ** -20  # documented bound: answered costs add up to <= budget (1 + 2^-20)
 
 
-def test_vmap_over_1000_accountants_matches_reference_exactly():
+def test_vmap_over_1000_accountants_matches_exact_lemma_2_6():
+  """1000 accountants x 12 random traced eps each, under jit(vmap(scan)).
+
+  Reference: Lemma 2.6 in exact rational arithmetic (Python fractions) on the eps
+  actually passed (float32 values). A release must be answered when the exact total
+  stays below budget (1 - 2^-20), refused when it exceeds budget (1 + 2^-20); in the
+  band between, the documented rounding decides (counted, must be rare). The spent
+  eps reported equals the exact sum of answered costs within a relative 2^-20.
+  """
+  from fractions import Fraction
   rng = np.random.default_rng(0)
   eps = rng.uniform(0.02, 0.6, size=(1000, 12)).astype(np.float32)
-  base = LaplaceMechanism(1.0)
 
   def run(acct, eps_row):
     def step(a, e):
-      a, out = release(a, base.with_eps(e), jnp.zeros(()))
-      return a, ~jnp.isnan(out)
+      a, out = release(a, LaplaceMechanism(1.0).with_eps(e), jnp.zeros(()))
+      return a, a.last_answered
     return jax.lax.scan(step, acct, eps_row)
 
   keys = jax.random.split(jax.random.key(1), 1000)
   accts = jax.vmap(lambda k: Accountant.create(1.0, key=k))(keys)
   accts, answered = jax.jit(jax.vmap(run))(accts, jnp.asarray(eps))
+  answered = np.asarray(answered)
+  lo, hi = Fraction(1) * (1 - Fraction(SLACK)), Fraction(1) * (1 + Fraction(SLACK))
+  in_band = 0
   for i in range(1000):
-    ref_answered, ref_spent = _lemma_2_6_reference(eps[i], 1.0)
-    np.testing.assert_array_equal(np.asarray(answered[i]), ref_answered)
-    assert np.float32(accts.spent_eps[i]) == ref_spent
-    assert int(accts.refusals[i]) == int((~ref_answered).sum())
+    spent = Fraction(0)
+    for j in range(12):
+      total = spent + Fraction(float(eps[i, j]))
+      if total <= lo:
+        assert answered[i, j], (i, j)
+      elif total > hi:
+        assert not answered[i, j], (i, j)
+      else:
+        in_band += 1
+      if answered[i, j]:
+        spent = total
+    reported = Fraction(float(accts.spent_eps[i]))
+    assert spent * (1 - Fraction(SLACK)) <= reported * (1 + Fraction(2.0 ** -23)) and \
+        reported <= spent * (1 + Fraction(2.0 ** -23)), i
+    assert int(accts.refusals[i]) == int((~answered[i]).sum())
+  assert in_band <= 3
 
 
-def test_refusal_fill_is_data_independent_and_spends_nothing():
-  acct = _acct(0.5)
-  acct, _ = release(acct, LaplaceMechanism(0.4), jnp.ones(4))
-  a1, out1 = release(acct, LaplaceMechanism(0.2), jnp.ones(4))
-  a2, out2 = release(acct, LaplaceMechanism(0.2), jnp.full(4, 7.0))
-  assert np.isnan(out1).all() and np.isnan(out2).all()
-  assert float(a1.spent_eps) == float(acct.spent_eps) == pytest.approx(0.4)
-  with pytest.raises(jaxdp.ReleaseRefusedError):
-    jaxdp.raise_if_refused(out1)
-  # A cheaper later round can still be answered.
-  a3, out3 = release(a1, LaplaceMechanism(0.1), jnp.ones(4))
-  assert np.isfinite(jaxdp.raise_if_refused(out3)).all()
+@pytest.mark.parametrize("jit", [False, True])
+def test_refusal_fill_is_data_independent_and_spends_nothing(jit):
+  rel = jax.jit(release, static_argnums=1) if jit else release
+  outs = []
+  for data in (jnp.ones(4), jnp.full(4, 7.0)):  # two runs, same key, different data
+    acct = _acct(0.5)
+    acct, _ = rel(acct, LaplaceMechanism(0.4), data)
+    a1, out1 = rel(acct, LaplaceMechanism(0.2), data)
+    outs.append(out1)
+    assert not bool(a1.last_answered) and int(a1.refusals) == 1
+    assert float(a1.spent_eps) == float(acct.spent_eps) == pytest.approx(0.4)
+    with pytest.raises(jaxdp.ReleaseRefusedError):
+      jaxdp.raise_if_refused(a1, out1)
+    # A cheaper later round can still be answered.
+    a3, out3 = rel(a1, LaplaceMechanism(0.1), data)
+    assert np.isfinite(jaxdp.raise_if_refused(a3, out3)).all()
+  assert np.isnan(outs[0]).all() and np.isnan(outs[1]).all()
 
 
 def test_single_release_over_budget_raises_at_trace_time():
@@ -148,17 +164,23 @@ def test_jit_matches_eager_and_does_not_retrace():
   assert float(acct.spent_eps) == pytest.approx(0.3)
 
 
-def test_parallel_composition_costs_the_maximum():
-  acct, outs = jaxdp.release_parallel(
+def test_unchecked_parallel_composition_costs_the_maximum():
+  acct, outs = jaxdp.release_parallel_unchecked(
       _acct(), [(LaplaceMechanism(0.3), jnp.zeros(2)), (LaplaceMechanism(0.5), jnp.ones(3))])
   assert float(acct.spent_eps) == pytest.approx(0.5) and len(outs) == 2
 
 
 def test_postprocessing_is_free():
-  acct, out = release(_acct(), LaplaceMechanism(0.5), jnp.ones(3))
-  before = float(acct.spent_eps)
-  jaxdp.postprocess(lambda y: jnp.clip(y, 0, None).sum(), out)
-  assert float(acct.spent_eps) == before
+  """The plan of a query that postprocesses a release costs that release only, and
+  postprocess (which never sees the accountant) returns fn's value."""
+  def query(acct, x):
+    acct, out = release(acct, LaplaceMechanism(0.5), x)
+    return acct, jaxdp.postprocess(lambda y: jnp.clip(y, 0, None).sum(), out)
+
+  p = jaxdp.plan(query, _acct(), jnp.ones(3))
+  assert len(p.releases) == 1 and p.eps == pytest.approx(0.5)
+  acct, total = query(_acct(), jnp.ones(3))
+  assert float(acct.spent_eps) == pytest.approx(0.5) and float(total) >= 0
 
 
 def test_plan_reports_spend_and_refusals_without_data():
@@ -319,18 +341,11 @@ def test_bad_budgets_and_options():
     GaussianMechanism(1.5, 1e-5)
   with pytest.raises(ValueError, match="single PRNG key"):
     Accountant.create(1.0, key=jax.random.split(jax.random.key(0), 2))
+  with pytest.raises(ValueError, match="eps_budget must be between"):
+    Accountant.create(1e-30)
 
 
-# ------------------------------------------------------------------ curator, interpretations
-def test_curator_answers_twice_then_refuses():
-  c = jaxdp.Curator(np.arange(1000), 1.0, key=jax.random.key(0))
-  answers = [c.count(lambda v: v < 500, 0.4), c.count(lambda v: v < 100, 0.4),
-             c.count(lambda v: v > 900, 0.4)]
-  assert answers[0] is not None and answers[1] is not None and answers[2] is None
-  assert c.spent == pytest.approx(0.8)
-  assert c.count(lambda v: v < 10, 5.0) is None  # more than the whole budget
-
-
+# ------------------------------------------------------------------ interpretations
 def test_hypothesis_test_bound():
   assert jaxdp.hypothesis_test_bound(math.log(2), 0.05) == pytest.approx(0.1)
   assert jaxdp.hypothesis_test_bound(math.log(2), 0.9) == pytest.approx(0.95)

@@ -139,7 +139,7 @@ def test_cli_argparse_errors_exit_nonzero():
 
 
 # ------------------------------------------------------------------ examples
-@pytest.mark.parametrize("name", ["nhis_counts", "curator", "two_hospitals", "household",
+@pytest.mark.parametrize("name", ["nhis_counts", "session", "two_hospitals", "household",
                                   "mmm_postprocessing", "montecarlo_sharded"])
 def test_example_runs(name):
   r = _run([f"examples/{name}.py"], timeout=120)
