@@ -16,6 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import accounting  # noqa: E402
+import float_attack  # noqa: E402
 import montecarlo  # noqa: E402
 import samplers  # noqa: E402
 from common import machine  # noqa: E402
@@ -32,8 +33,9 @@ def main(argv=None):
   montecarlo.main(["--out", args.out] + (["--n", "100000"] if q else []))
   accounting.main(["--out", args.out] +
                   (["--accountants", "100", "--releases", "10"] if q else []))
+  float_attack.main(["--out", args.out])
   parts = [Path(args.out, f"{n}.md").read_text() for n in ("samplers", "montecarlo",
-                                                             "accounting")]
+                                                             "accounting", "float_attack")]
   Path(args.out, "README.md").write_text("\n\n".join(parts))
   print(f"wrote {args.out}/README.md", flush=True)
 

@@ -497,8 +497,8 @@ def _plan_record(state: _PlanState, eps, delta):
   acct = state.acct
   ve, ce = _budget.charge_host(eps, acct.unit_exponent, positive=True)
   vd, cd = _budget.charge_host(delta, acct.delta_unit_exponent, positive=False)
-  ok = ve and vd and _allowed(acct, state.spent, state.spent_delta, state.answered,
-                              ce, cd)
+  ok = ve and vd and _allowed(_rule(acct), state.spent, state.spent_delta,
+                              state.answered, ce, cd)
   if ok:
     state.spent += ce
     state.spent_delta += cd
@@ -664,6 +664,24 @@ def _consume(key):
     pass
 
 
+class _Rule(NamedTuple):
+  """The static part of the refusal rule, derived from an accountant's config."""
+  composition: str
+  unit_exponent: int
+  delta_unit_exponent: int
+  eps_limit: int  # largest single charge: the capacity, or the advanced cap
+  delta_limit: int
+  eps_capacity: int
+  delta_capacity: int
+  max_releases: int
+
+
+def _rule(acct) -> _Rule:
+  return _Rule(acct.composition, acct.unit_exponent, acct.delta_unit_exponent,
+               *_limits(acct), acct.eps_capacity, acct.delta_capacity,
+               acct.max_releases)
+
+
 def _spend(acct, eps, delta):
   """What every release does before randomizing: refuse a static over-budget cost,
   record the release for :func:`plan`, split the key and charge.
@@ -677,28 +695,34 @@ def _spend(acct, eps, delta):
   if state is not None:
     eps, delta = _plan_record(state, eps, delta)
   key, sub = jax.random.split(acct.key)
-  ve, ce = _budget.charge(eps, acct.unit_exponent, positive=True)
-  vd, cd = _budget.charge(delta, acct.delta_unit_exponent, positive=False)
-  ok = ve & vd & _allowed(acct, acct.spent_units, acct.spent_delta_units,
-                          acct.answered, ce, cd)
+  ok, leaves = _charge((acct.spent_units, acct.spent_delta_units, acct.answered,
+                        acct.refusals, acct.last_answered), eps, delta, rule=_rule(acct))
+  spent, spent_delta, answered, refusals, last = leaves
   return ok, sub, dataclasses.replace(
-      acct,
-      spent_units=jnp.where(ok, acct.spent_units + ce, acct.spent_units),
-      spent_delta_units=jnp.where(ok, acct.spent_delta_units + cd,
-                                  acct.spent_delta_units),
-      answered=acct.answered + ok.astype(jnp.int32),
-      refusals=acct.refusals + (~ok).astype(jnp.int32),
-      last_answered=jnp.broadcast_to(ok, jnp.shape(acct.last_answered)),
-      key=key)
+      acct, spent_units=spent, spent_delta_units=spent_delta, answered=answered,
+      refusals=refusals, last_answered=last, key=key)
 
 
-def _allowed(acct, spent, spent_delta, answered, ce, cd):
+@functools.partial(jax.jit, static_argnames=("rule",))
+def _charge(leaves, eps, delta, *, rule: _Rule):
+  """The charge on the accountant's counters (one compiled call when eager)."""
+  spent, spent_delta, answered, refusals, last = leaves
+  ve, ce = _budget.charge(eps, rule.unit_exponent, positive=True)
+  vd, cd = _budget.charge(delta, rule.delta_unit_exponent, positive=False)
+  ok = ve & vd & _allowed(rule, spent, spent_delta, answered, ce, cd)
+  return ok, (jnp.where(ok, spent + ce, spent),
+              jnp.where(ok, spent_delta + cd, spent_delta),
+              answered + ok.astype(jnp.int32), refusals + (~ok).astype(jnp.int32),
+              jnp.broadcast_to(ok, jnp.shape(last)))
+
+
+def _allowed(rule: _Rule, spent, spent_delta, answered, ce, cd):
   """The refusal rule on integer units: Lemma 2.6 (basic) or the advanced caps.
 
   Plain comparisons only, so the same code serves traced values (release) and Python
   ints (plan); ``c <= capacity - spent`` cannot overflow int32.
   """
-  if acct.composition == "advanced":
-    e_limit, d_limit = _limits(acct)
-    return (answered < acct.max_releases) & (ce <= e_limit) & (cd <= d_limit)
-  return (ce <= acct.eps_capacity - spent) & (cd <= acct.delta_capacity - spent_delta)
+  if rule.composition == "advanced":
+    return (answered < rule.max_releases) & (ce <= rule.eps_limit) & \
+        (cd <= rule.delta_limit)
+  return (ce <= rule.eps_capacity - spent) & (cd <= rule.delta_capacity - spent_delta)

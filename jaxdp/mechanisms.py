@@ -260,11 +260,12 @@ class PosetCountMechanism(_Mechanism):
     return LaplaceMechanism(self.eps, float(d1))
 
   def statistic(self, data):
-    """(n, c_1..c_d) after validating (or clipping) the rows.
+    """(n, c_1..c_d) after validating (or clipping) the rows, exactly.
 
-    Counted exactly in integers and returned in the default float dtype, which holds
-    them exactly: more rows than that dtype's exact range (2**24 for float32) is an
-    error, never a rounded count.
+    The counts are sums of 0/1 values in the default float dtype, and there may be
+    at most as many rows as that dtype holds integers exactly (2**24 for float32,
+    2**53 with x64): every partial sum is then an integer it represents, so every
+    addition is exact in any order. More rows is an error, never a rounded count.
     """
     rows, ok = self._validated(data)
     return _exact_counts(jnp.sum(rows, axis=0), rows.shape[0], ok)
@@ -318,8 +319,8 @@ class PosetCountMechanism(_Mechanism):
       passed = _runtime_check(ok, binary, is_filter)
     if self.on_invalid == "clip":
       xf = jnp.where(missing == 0, xf, 0.0)
-    # the rows as exact integers, and whether the run-time check passed
-    return (xf * binary[:, None]).astype(_count_dtype()), passed
+    # 0/1 rows in the default float dtype, and whether the run-time check passed
+    return (xf * binary[:, None]).astype(jnp.result_type(float)), passed
 
 
 def _runtime_check(ok, binary, is_filter):
@@ -346,14 +347,14 @@ def _statistic(data, name="data"):
   return _checks.as_exact_float(_checks.check_data(data, name), name)
 
 
-def _count_dtype():
-  return jnp.result_type(int)  # int32, or int64 with x64
-
-
 def _exact_counts(counts, n: int, ok, *, with_n: bool = True):
-  """Integer counts of n rows as the default float dtype, refusing what it rounds."""
+  """Counts of n 0/1 rows (default float dtype), refusing n beyond its exact range.
+
+  Checked before any sum is used: with n within the range every partial sum is an
+  integer the dtype holds, so the sums are exact.
+  """
   f = jnp.result_type(float)
-  limit = min(_checks.exact_limit(f), int(jnp.iinfo(_count_dtype()).max))
+  limit = _checks.exact_limit(f)
   if n > limit:
     raise ValueError(
         f"data has {n:,} rows, more than {limit:,}: counts that large are not exact "
@@ -361,7 +362,7 @@ def _exact_counts(counts, n: int, ok, *, with_n: bool = True):
         "(jax.config.update('jax_enable_x64', True)) or split the data.")
   if with_n:
     counts = jnp.concatenate([jnp.full((1,), n, counts.dtype), counts])
-  return jnp.where(ok, counts.astype(f), jnp.nan)  # NaN: a failed run-time check
+  return jnp.where(ok, counts, jnp.nan)  # NaN: a failed run-time check
 
 
 def _part_index(part, n: int):

@@ -348,3 +348,40 @@ def test_overflowing_costs_give_inf_or_a_clear_error():
     release(acct, GaussianMechanism(0.5, 1e-5), jnp.zeros(()))
   assert jaxdp.hypothesis_test_bound(1000, 0.05) == 1.0
   assert jaxdp.advanced_composition(1000.0, 0.0, 5, 1e-6)[0] == math.inf
+
+
+def test_session_never_raises_on_a_data_row():
+  """A data-dependent error would disclose the data: invalid poset rows are clipped
+  (not reported), huge integer contributions are clipped to the exact range."""
+  p = Poset.nhis(1)
+  rows = np.array([[1, 1, 0, 0], [0, 1, 0, 0], [1, 0, 0, 7]])  # rows 1, 2 invalid
+  s = jaxdp.Session(rows, 10.0, key=jax.random.key(0))
+  out = s.poset_counts(p, 5.0, noise="laplace")
+  assert out.shape == (5,) and np.isfinite(out).all()
+  # the same statistic as the clipped exact counts: rows -> {q1,q2}, {}, {q1}
+  stat = PosetCountMechanism(p, 1.0, on_invalid="clip").statistic(
+      np.array([[1, 1, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0]]))
+  # Laplace(scale 5/5) per coordinate: all 5 within 10 w.p. > 1 - 3e-4
+  assert np.abs(out - np.asarray(stat)).max() < 10
+  big = jaxdp.Session(np.array([2 ** 40, 1, 2]), 10.0, key=jax.random.key(1))
+  assert math.isfinite(big.sum(lambda v: v, 1.0, bound=3.0))
+
+
+def test_session_histogram_is_disjoint_by_construction():
+  ages = np.array([15, 25, 25, 35, 35, 35, 99])
+  s = jaxdp.Session(ages, 1.0, key=jax.random.key(0))
+  hist = s.histogram(lambda v: v // 10 - 1, num_bins=3, eps=1.0)  # 99 -> bin 8: dropped
+  assert hist.shape == (3,) and s.spent == pytest.approx(1.0, rel=1e-5)
+  np.testing.assert_allclose(hist, [1, 2, 3], atol=25)  # Laplace(1): |.| < 25 w.p. 1 - 1e-10
+  with pytest.raises(ValueError, match="one integer per row"):
+    jaxdp.Session(ages, 1.0).histogram(lambda v: v / 10, num_bins=3, eps=0.1)
+
+
+def test_plan_counts_every_release_of_a_scan():
+  def query(acct, x):
+    return jax.lax.scan(lambda a, _: release(a, LaplaceMechanism(0.3), x), acct, None,
+                        length=4)
+
+  p = jaxdp.plan(query, Accountant.create(1.0, key=jax.random.key(0)), jnp.zeros(2))
+  assert [r.refused for r in p.releases] == [False, False, False, True]
+  assert p.eps == pytest.approx(0.9, rel=1e-5)
