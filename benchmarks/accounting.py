@@ -56,12 +56,11 @@ def main(argv=None):
   args = ap.parse_args(argv)
   a, r = args.accountants, args.releases
   eps = jax.random.uniform(jax.random.key(0), (a, r), minval=0.005, maxval=0.02)
-  mech = jaxdp.LaplaceMechanism(1.0)
   data = jnp.zeros(16)
   rows = []
 
   def run(acct, eps_row):
-    return jax.lax.scan(lambda s, e: jaxdp.release(s, mech.with_eps(e), data), acct,
+    return jax.lax.scan(lambda s, e: jaxdp.release(s, jaxdp.LaplaceMechanism(e), data), acct,
                         eps_row)
 
   accts = jax.vmap(lambda k: jaxdp.Accountant.create(1.0, key=k))(

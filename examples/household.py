@@ -19,10 +19,10 @@ def main():
   rng = np.random.default_rng(0)
   smokers = rng.random(3_000) < 0.2        # 1,000 households of 3 people
   print(f"per-person eps = {EPS}: a household of 3 is protected at "
-        f"{jaxdp.group_epsilon(EPS, 3):.1f}")
+        f"{jaxdp.group_cost(EPS, 0.0, 3)[0]:.1f}")
 
   # Protect households at EPS: per-person eps / 3, charged as a group of 3.
-  per_person = jaxdp.eps_for_group(EPS, 3)
+  per_person = EPS / 3
   acct = jaxdp.Accountant.create(EPS, group_size=3, key=jax.random.key(0))
   mech = jaxdp.LaplaceMechanism(per_person)
   acct, count = jaxdp.release(acct, mech, jnp.sum(smokers))

@@ -9,7 +9,6 @@ that tries to print rows to the host is refused before it runs.
 """
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 import jaxdp

@@ -13,10 +13,6 @@ from jaxdp.accounting import (
     PlannedRelease,
     ReleaseRefusedError,
     StaleAccountantError,
-    advanced_composition,
-    eps_for_group,
-    group_epsilon,
-    hypothesis_test_bound,
     plan,
     postprocess,
     raise_if_refused,
@@ -25,12 +21,13 @@ from jaxdp.accounting import (
     release_partitioned,
 )
 from jaxdp.balls import LpBall, PosetBall, enumerate_objects, exact_second_moment
+from jaxdp.composition import advanced_composition, group_cost, hypothesis_test_bound
 from jaxdp.mechanisms import (
     GaussianMechanism,
     KNormMechanism,
     LaplaceMechanism,
+    Mechanism,
     PosetCountMechanism,
-    group_cost,
 )
 from jaxdp.posets import Poset, random_dag, random_dags
 from jaxdp.session import Session, UnsafeQueryError
@@ -45,6 +42,7 @@ __all__ = [
     "KNormMechanism",
     "LaplaceMechanism",
     "LpBall",
+    "Mechanism",
     "Plan",
     "PlannedRelease",
     "Poset",
@@ -57,10 +55,8 @@ __all__ = [
     "advanced_composition",
     "baselines",
     "enumerate_objects",
-    "eps_for_group",
     "exact_second_moment",
     "group_cost",
-    "group_epsilon",
     "hypothesis_test_bound",
     "montecarlo",
     "plan",

@@ -194,3 +194,16 @@ def as_exact_float(x, name: str = "data"):
         f"Clip and cast first (jnp.clip({name}, -{limit}, {limit}).astype(jnp.float32): "
         "clipping keeps the sensitivity), use a narrower integer dtype, or enable x64.")
   return x.astype(f)
+
+
+def check_delta(delta, name: str) -> float:
+  """A delta in [0, 1) as a Python float, or ValueError naming ``name``."""
+  if isinstance(delta, bool):
+    raise ValueError(f"{name} must be a number in [0, 1); got {delta!r}.")
+  try:
+    v = float(delta)
+  except (TypeError, ValueError):
+    raise ValueError(f"{name} must be a number in [0, 1); got {delta!r}.") from None
+  if not (0 <= v < 1):
+    raise ValueError(f"{name} must be in [0, 1); got {v!r}.")
+  return v

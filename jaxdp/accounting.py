@@ -52,28 +52,25 @@ References:
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import dataclasses
 import functools
 import math
-from typing import Any, Callable, NamedTuple
+from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from jaxdp import _budget, _checks, _dependence
+from jaxdp.composition import _advanced_caps, advanced_composition
 from jaxdp import random as dprandom
-from jaxdp.mechanisms import (GaussianMechanism, KNormMechanism, LaplaceMechanism,
-                              PosetCountMechanism)
+from jaxdp.mechanisms import Mechanism, PosetCountMechanism
 
 __all__ = [
     "Accountant", "BudgetExceededError", "ReleaseRefusedError", "StaleAccountantError",
     "DataDependentCostError", "release", "release_partitioned",
     "release_parallel_unchecked", "raise_if_refused", "postprocess", "plan", "Plan",
-    "PlannedRelease", "advanced_composition", "hypothesis_test_bound",
-    "group_epsilon", "eps_for_group",
+    "PlannedRelease",
 ]
 
 COMPOSITIONS = ("basic", "advanced")
@@ -160,7 +157,7 @@ class Accountant:
       ValueError: for a budget, group size or option out of range.
     """
     eps_budget = _check_budget(eps_budget, "eps_budget")
-    delta_budget = _check_delta(delta_budget, "delta_budget")
+    delta_budget = _checks.check_delta(delta_budget, "delta_budget")
     if 0 < delta_budget < _budget.MIN_BUDGET:
       raise ValueError(f"delta_budget must be 0 or at least 2**-60; got {delta_budget!r}.")
     group_size = _checks.check_int(group_size, "group_size", minimum=1)
@@ -238,24 +235,39 @@ class Accountant:
     return (self.spent_delta_units.astype(jnp.result_type(float))
             * 2.0 ** self.delta_unit_exponent)
 
-  def remaining(self):
-    """``(eps, delta)`` left under basic composition."""
-    return self.eps_budget - self.spent_eps, self.delta_budget - self.spent_delta
+  def remaining(self) -> tuple[jax.Array, jax.Array]:
+    """The largest ``(eps, delta)`` one more release could be charged now.
 
-  def guarantee(self):
-    """The ``(eps, delta)`` guarantee of everything this accountant may answer.
-
-    Basic composition: the spent totals. Advanced: the bound for k releases at the
-    per-release caps (advanced or basic composition, whichever is smaller).
+    Basic composition: the budget minus what is spent. Advanced composition: the
+    per-release caps while fewer than ``max_releases`` were answered, else 0.
     """
+    f = jnp.result_type(float)
     if self.composition == "advanced":
-      k = self.max_releases
-      adv = advanced_composition(self.eps_cap, self.delta_cap, k, self.delta_prime)
-      return min(adv, (k * self.eps_cap, k * self.delta_cap))
-    return self.spent_eps, self.spent_delta
+      more = self.answered < self.max_releases
+      return (jnp.where(more, self.eps_cap, 0.0).astype(f),
+              jnp.where(more, self.delta_cap, 0.0).astype(f))
+    return ((self.eps_capacity - self.spent_units).astype(f) * 2.0 ** self.unit_exponent,
+            (self.delta_capacity - self.spent_delta_units).astype(f)
+            * 2.0 ** self.delta_unit_exponent)
+
+  def guarantee(self) -> tuple[jax.Array, jax.Array]:
+    """The ``(eps, delta)`` guarantee, as arrays in the default float dtype.
+
+    Basic composition: the spent totals (what was answered so far). Advanced: the
+    bound for everything the accountant may answer, the declared k releases at the
+    per-release caps (Dwork-Rothblum-Vadhan needs k fixed in advance), or basic
+    composition if that is smaller.
+    """
+    if self.composition != "advanced":
+      return self.spent_eps, self.spent_delta
+    k = self.max_releases
+    adv = advanced_composition(self.eps_cap, self.delta_cap, k, self.delta_prime)
+    f = jnp.result_type(float)
+    return tuple(jnp.asarray(v, f)
+                 for v in min(adv, (k * self.eps_cap, k * self.delta_cap)))
 
 
-def release(acct: Accountant, mech, data):
+def release(acct: Accountant, mech: Mechanism, data):
   """Charges ``mech``'s cost to ``acct`` and returns ``(new_acct, output)``.
 
   The charge is ``mech.cost(acct.group_size)``. If it would take the total past the
@@ -283,7 +295,7 @@ def release(acct: Accountant, mech, data):
   return acct, _mark_if_planning(out)
 
 
-def release_partitioned(acct: Accountant, mech, rows, part, num_parts: int):
+def release_partitioned(acct: Accountant, mech: Mechanism, rows, part, num_parts: int):
   """Parallel composition by construction: one release per part of one dataset.
 
   Each row of ``rows`` belongs to exactly one part, ``part[i]`` (rows whose part is
@@ -511,105 +523,11 @@ def _mark_if_planning(out):
   return out if _PLAN.get() is None else _dependence.mark_released(out)
 
 
-# ------------------------------------------------------------------ composition
-def advanced_composition(eps, delta, k: int, delta_prime: float):
-  """Dwork-Rothblum-Vadhan advanced composition.
-
-  The k-fold adaptive composition of (eps, delta)-DP mechanisms is
-  (eps sqrt(2 k ln(1/delta')) + k eps (e^eps - 1), k delta + delta')-DP for any
-  delta' > 0. It holds when k is fixed in advance and every mechanism is
-  (eps, delta)-DP for the same eps (use the largest); each may be chosen adaptively.
-  It beats basic composition (k eps) only for many small releases.
-
-  Returns:
-    ``(eps_total, delta_total)``.
-
-  References:
-    Dwork, Rothblum & Vadhan (2010); Dwork & Roth (2014), Theorem 3.20.
-  """
-  eps = _checks.check_positive(eps, "eps", allow_traced=True)
-  if _checks.is_concrete(delta):
-    delta = _check_delta(delta, "delta")
-  k = _checks.check_int(k, "k", minimum=1)
-  delta_prime = _checks.check_positive(delta_prime, "delta_prime")
-  exp = _exp if _checks.is_concrete(eps) else jnp.exp
-  total = eps * math.sqrt(2 * k * math.log(1 / delta_prime)) + k * eps * (exp(eps) - 1)
-  return total, k * delta + delta_prime
-
-
-
-@functools.lru_cache(maxsize=256)
-def _advanced_caps(eps_budget, delta_budget, k, delta_prime):
-  """Largest per-release (eps, delta) whose k-fold composition fits the budget."""
-  delta_cap = (delta_budget - delta_prime) / k
-  lo, hi = 0.0, eps_budget
-  for _ in range(200):  # bisection; advanced_composition is increasing in eps
-    mid = (lo + hi) / 2
-    if mid > 0 and advanced_composition(mid, delta_cap, k, delta_prime)[0] <= eps_budget:
-      lo = mid
-    else:
-      hi = mid
-  return max(lo, eps_budget / k), delta_cap
-
-
-# ------------------------------------------------------------------ interpretations
-def hypothesis_test_bound(eps, alpha, delta: float = 0.0) -> float:
-  """Largest power of any test about one individual at significance ``alpha``.
-
-  For an (eps, delta)-DP output, any test of H0 versus H1 about one person's value
-  with type I error alpha has power at most
-  min(e^eps alpha + delta, 1 - e^-eps (1 - alpha - delta)) (and at most 1): it
-  rejects with about the same probability whether or not the hypothesis is true.
-
-  References:
-    Wasserman & Zhou (2010); Kairouz, Oh & Viswanath (2015).
-  """
-  eps = _checks.check_positive(eps, "eps")
-  alpha = float(alpha)
-  if not 0 <= alpha <= 1:
-    raise ValueError(f"alpha must be in [0, 1]; got {alpha}.")
-  delta = _check_delta(delta, "delta")
-  first = alpha * _exp(eps) + delta if alpha > 0 else delta
-  return float(min(1.0, first, 1 - math.exp(-eps) * (1 - alpha - delta)))
-
-
-def group_epsilon(eps, group_size: int) -> float:
-  """The epsilon a group of ``group_size`` gets from per-person eps-DP: k eps."""
-  k = _checks.check_int(group_size, "group_size", minimum=1)
-  return k * _checks.check_positive(eps, "eps")
-
-
-def eps_for_group(target_eps, group_size: int) -> float:
-  """Per-person eps that protects groups of ``group_size`` at ``target_eps``."""
-  k = _checks.check_int(group_size, "group_size", minimum=1)
-  return _checks.check_positive(target_eps, "target_eps") / k
-
-
 # ------------------------------------------------------------------ internals
-def _exp(x: float) -> float:
-  """math.exp, with inf instead of OverflowError."""
-  try:
-    return math.exp(x)
-  except OverflowError:
-    return math.inf
-
-
 def _check_budget(value, name):
   v = _checks.check_positive(value, name)
   if not _budget.MIN_BUDGET <= v <= _budget.MAX_BUDGET:
     raise ValueError(f"{name} must be between 2**-60 and 2**60; got {v!r}.")
-  return v
-
-
-def _check_delta(delta, name):
-  if isinstance(delta, bool):
-    raise ValueError(f"{name} must be a number in [0, 1); got {delta!r}.")
-  try:
-    v = float(delta)
-  except (TypeError, ValueError):
-    raise ValueError(f"{name} must be a number in [0, 1); got {delta!r}.") from None
-  if not (0 <= v < 1):
-    raise ValueError(f"{name} must be in [0, 1); got {v!r}.")
   return v
 
 

@@ -1,17 +1,22 @@
-"""Differentially private mechanisms as immutable, hashable values.
+"""Differentially private mechanisms as pytrees.
 
-A mechanism holds its parameters (eps, sensitivity, ball, poset) as static
-configuration and has two methods:
+Every mechanism follows the :class:`Mechanism` protocol:
 
 * ``cost(group_size=1)`` -> ``(eps, delta)``: its privacy cost for groups of that
   size (Dwork, Lemma 2.8: an eps-DP mechanism is k eps-DP for groups of k; an
   (eps, delta)-DP one is (k eps, k e^((k-1) eps) delta)-DP).
 * ``randomize(key, data)``: one noisy answer. It does not charge anything; use
   :func:`jaxdp.release` with an :class:`~jaxdp.Accountant` to spend a budget.
+* ``part_statistics(rows, part, num_parts)``: the per-part statistics that
+  :func:`jaxdp.release_partitioned` noises.
 
-``mech.with_eps(eps)`` returns the same mechanism with another eps, which may be a
-traced value (one eps per replicate under ``vmap``); a traced eps that is not finite
-and positive produces NaN output, never weaker noise.
+A mechanism is a pytree: its numbers (eps, delta, sensitivity) are leaves and its
+structure (the ball, the poset, the noise kind, the invalid-row policy) is static.
+So a mechanism can be a ``jit`` argument, a ``vmap`` input (one eps per replicate) or
+a ``lax.scan`` carry, and ``LaplaceMechanism(eps)`` accepts a traced eps. A traced eps
+that is not finite and positive produces NaN output (and is refused by
+:func:`jaxdp.release`), never weaker noise. Arguments are validated when you build a
+mechanism, not when JAX rebuilds one from its leaves.
 
 References:
   C. Dwork, "Differential privacy", ICALP 2006; C. Dwork, A. Roth, "The Algorithmic
@@ -23,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
@@ -31,55 +36,81 @@ import numpy as np
 
 from jaxdp import _checks
 from jaxdp import random as dprandom
+from jaxdp.composition import group_cost
 from jaxdp.balls import LpBall, PosetBall
 from jaxdp.posets import Poset
 
-__all__ = ["LaplaceMechanism", "KNormMechanism", "GaussianMechanism",
-           "PosetCountMechanism", "group_cost", "COUNT_NOISES"]
+__all__ = ["Mechanism", "LaplaceMechanism", "KNormMechanism", "GaussianMechanism",
+           "PosetCountMechanism", "COUNT_NOISES"]
 
 COUNT_NOISES = ("poset", "linf", "l2", "laplace")
 
 
-def group_cost(eps, delta, group_size: int):
-  """(eps, delta)-DP for individuals -> the guarantee for groups of ``group_size``.
+@runtime_checkable
+class Mechanism(Protocol):
+  """What :func:`jaxdp.release`, :func:`jaxdp.release_partitioned` and
+  :func:`jaxdp.plan` need of a mechanism."""
 
-  Pure DP: ``k eps``. Approximate DP: ``(k eps, k e^((k-1) eps) delta)``.
+  def cost(self, group_size: int = 1) -> tuple[Any, Any]:
+    """``(eps, delta)`` for groups of ``group_size``."""
 
-  References:
-    Dwork (2006), Lemma 2.8; Dwork & Roth (2014), Theorem 2.2.
-  """
-  k = _checks.check_int(group_size, "group_size", minimum=1)
-  if _checks.is_concrete(eps) and _checks.is_concrete(delta):
-    if delta == 0:
-      return k * eps, 0.0
-    try:
-      return k * eps, k * math.exp((k - 1) * eps) * delta
-    except OverflowError:  # the group guarantee is void: delta >= 1
-      return k * eps, math.inf
-  return k * eps, k * jnp.exp((k - 1) * eps) * delta
+  def randomize(self, key: jax.Array, data: Any) -> jax.Array:
+    """One noisy answer (charges nothing)."""
+
+
+def _pytree(*leaves: str):
+  """Registers a frozen dataclass as a pytree: ``leaves`` are children, the other
+  fields static. Unflattening bypasses ``__init__``, so validation runs when a user
+  builds a mechanism, never on JAX's placeholders."""
+
+  def wrap(cls):
+    static = tuple(f.name for f in dataclasses.fields(cls) if f.name not in leaves)
+
+    def flatten(m):
+      return ([getattr(m, n) for n in leaves], tuple(getattr(m, n) for n in static))
+
+    def flatten_with_keys(m):
+      return ([(jax.tree_util.GetAttrKey(n), getattr(m, n)) for n in leaves],
+              tuple(getattr(m, n) for n in static))
+
+    def unflatten(aux, children):
+      m = object.__new__(cls)
+      for n, v in zip(leaves + static, list(children) + list(aux)):
+        object.__setattr__(m, n, v)
+      return m
+
+    jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
+    return cls
+
+  return wrap
 
 
 class _Mechanism:
-  """Shared behaviour: eps validation, ``with_eps``, pure-DP ``cost``."""
+  """Shared behaviour: parameter validation and the pure-DP ``cost``."""
 
   def _check_eps(self):
     _checks.check_eps(self.eps, "eps")
     if _checks.is_concrete(self.eps):
       object.__setattr__(self, "eps", float(self.eps))
 
-  def with_eps(self, eps):
-    """The same mechanism with privacy parameter ``eps`` (may be traced)."""
-    return dataclasses.replace(self, eps=eps)
+  def _check_sensitivity(self):
+    s = _checks.check_positive(self.sensitivity, "sensitivity", allow_traced=True)
+    object.__setattr__(self, "sensitivity", s)
 
   def cost(self, group_size: int = 1):
     """``(eps, delta)`` for groups of ``group_size`` (floats when eps is static)."""
     return group_cost(self.eps, getattr(self, "delta", 0.0), group_size)
 
-  @property
-  def eps_is_static(self) -> bool:
-    return _checks.is_concrete(self.eps)
+  def _guard(self, out):
+    """NaN where a traced eps or sensitivity is not finite and positive."""
+    values = (self.eps, self.sensitivity)
+    if all(_checks.is_concrete(v) for v in values):
+      return out
+    ok = jnp.all(jnp.asarray([jnp.isfinite(v) & (v > 0) for v in values]))
+    return jnp.where(ok, out, jnp.nan)
 
 
+@_pytree("eps", "sensitivity")
 @dataclasses.dataclass(frozen=True)
 class LaplaceMechanism(_Mechanism):
   """Adds i.i.d. Laplace(sensitivity / eps) noise to every entry of the statistic.
@@ -94,21 +125,21 @@ class LaplaceMechanism(_Mechanism):
 
   def __post_init__(self):
     self._check_eps()
-    object.__setattr__(self, "sensitivity",
-                       _checks.check_positive(self.sensitivity, "sensitivity"))
+    self._check_sensitivity()
 
   norm = 1.0  # the sensitivity's norm (for clipping per-row contributions)
 
   def randomize(self, key, data):
     data = _statistic(data)
     noise = dprandom.laplace(key, 1.0, data.shape, data.dtype)
-    return data + _checks.guard_positive(self.eps, noise * (self.sensitivity / self.eps))
+    return self._guard(data + noise * (self.sensitivity / self.eps))
 
   def part_statistics(self, rows, part, num_parts):
     """Per-part sums of rows clipped to l_1 norm ``sensitivity``."""
     return _clipped_part_sums(rows, part, num_parts, self.norm, self.sensitivity)
 
 
+@_pytree("eps", "sensitivity")
 @dataclasses.dataclass(frozen=True)
 class KNormMechanism(_Mechanism):
   """K-norm mechanism: adds noise of density proportional to exp(-eps ||y||_K / s).
@@ -131,8 +162,7 @@ class KNormMechanism(_Mechanism):
       raise ValueError(
           f"ball must be a jaxdp.PosetBall or jaxdp.LpBall; got {self.ball!r}.")
     self._check_eps()
-    object.__setattr__(self, "sensitivity",
-                       _checks.check_positive(self.sensitivity, "sensitivity"))
+    self._check_sensitivity()
 
   @property
   def norm(self):
@@ -153,9 +183,10 @@ class KNormMechanism(_Mechanism):
           f"data must have last dimension {self.ball.dim} (the ball's); got shape "
           f"{data.shape}.")
     noise = dprandom.knorm(key, self.ball, self.eps, data.shape[:-1], data.dtype)
-    return data + self.sensitivity * noise
+    return self._guard(data + self.sensitivity * noise)
 
 
+@_pytree("eps", "delta", "sensitivity")
 @dataclasses.dataclass(frozen=True)
 class GaussianMechanism(_Mechanism):
   """The classical Gaussian mechanism, (eps, delta)-DP for eps < 1.
@@ -169,25 +200,29 @@ class GaussianMechanism(_Mechanism):
   """
 
   eps: Any
-  delta: float
-  sensitivity: float = 1.0
+  delta: Any
+  sensitivity: Any = 1.0
 
   def __post_init__(self):
     self._check_eps()
-    if self.eps_is_static and not self.eps < 1:
+    if _checks.is_concrete(self.eps) and not self.eps < 1:
       raise ValueError(
           f"eps must be < 1 for the classical Gaussian mechanism; got {self.eps}. "
           "Use a smaller eps or a pure-DP mechanism.")
     delta = _checks.check_eps(self.delta, "delta")
-    if delta >= 1:
-      raise ValueError(f"delta must be in (0, 1); got {delta}.")
+    if _checks.is_concrete(delta):
+      if delta >= 1:
+        raise ValueError(f"delta must be in (0, 1); got {delta}.")
+      delta = float(delta)
     object.__setattr__(self, "delta", delta)
-    object.__setattr__(self, "sensitivity",
-                       _checks.check_positive(self.sensitivity, "sensitivity"))
+    self._check_sensitivity()
 
   @property
   def sigma(self):
-    return self.sensitivity * math.sqrt(2 * math.log(1.25 / self.delta)) / self.eps
+    """sensitivity sqrt(2 ln(1.25 / delta)) / eps (a float when all are static)."""
+    if all(_checks.is_concrete(v) for v in (self.eps, self.delta, self.sensitivity)):
+      return self.sensitivity * math.sqrt(2 * math.log(1.25 / self.delta)) / self.eps
+    return self.sensitivity * jnp.sqrt(2 * jnp.log(1.25 / self.delta)) / self.eps
 
   norm = 2.0
 
@@ -199,10 +234,12 @@ class GaussianMechanism(_Mechanism):
     data = _statistic(data)
     _checks.check_key(key)
     noise = jax.random.normal(key, data.shape, data.dtype)
-    ok = jnp.isfinite(self.eps) & (self.eps > 0) & (self.eps < 1)
+    ok = (jnp.isfinite(self.eps) & (self.eps > 0) & (self.eps < 1) & (self.delta > 0)
+          & (self.delta < 1) & jnp.isfinite(self.sensitivity) & (self.sensitivity > 0))
     return data + jnp.where(ok, noise * self.sigma, jnp.nan)
 
 
+@_pytree("eps")
 @dataclasses.dataclass(frozen=True)
 class PosetCountMechanism(_Mechanism):
   """Private counts of partially ordered 0/1 data: (n, c_1, ..., c_d) plus noise.
@@ -381,7 +418,7 @@ def _clipped_part_sums(rows, part, num_parts: int, p: float, bound: float):
   float dtype).
   """
   x = _checks.check_data(rows, "rows")
-  if not jnp.issubdtype(x.dtype, jnp.floating) and \
+  if not jnp.issubdtype(x.dtype, jnp.floating) and _checks.is_concrete(bound) and \
       x.shape[0] * bound > _checks.exact_limit(jnp.result_type(float)):
     raise ValueError(
         f"rows: {x.shape[0]:,} integer contributions of up to {bound:g} each can add "

@@ -3,6 +3,7 @@
 Statistical checks use fixed keys and state test, sample size and threshold.
 """
 
+import dataclasses
 import math
 
 import chex
@@ -60,7 +61,7 @@ def test_vmap_over_1000_accountants_matches_exact_lemma_2_6():
 
   def run(acct, eps_row):
     def step(a, e):
-      a, out = release(a, LaplaceMechanism(1.0).with_eps(e), jnp.zeros(()))
+      a, out = release(a, LaplaceMechanism(e), jnp.zeros(()))
       return a, a.last_answered
     return jax.lax.scan(step, acct, eps_row)
 
@@ -119,11 +120,41 @@ def test_single_release_over_budget_raises_at_trace_time():
 
 
 def test_traced_eps_over_budget_is_refused_not_raised():
-  f = jax.jit(lambda a, e: release(a, LaplaceMechanism(1.0).with_eps(e), jnp.zeros(2)))
+  f = jax.jit(lambda a, e: release(a, LaplaceMechanism(e), jnp.zeros(2)))
   acct, out = f(_acct(1.0), 3.0)
   assert np.isnan(out).all() and int(acct.refusals) == 1
   acct, out = f(_acct(1.0), -1.0)  # an invalid traced eps is refused too
   assert np.isnan(out).all() and float(acct.spent_eps) == 0
+
+
+def test_mechanisms_are_pytrees():
+  """eps and sensitivity are leaves (jit argument, vmap input and output, scan carry);
+  the ball, poset and policies are static. Unflattening does not re-validate."""
+  m = PosetCountMechanism(Poset.nhis(1), 0.5, noise="l2")
+  leaves, treedef = jax.tree_util.tree_flatten(m)
+  assert leaves == [0.5]
+  assert jax.tree_util.tree_unflatten(treedef, [object()]).noise == "l2"  # no checks
+  mechs = jax.vmap(LaplaceMechanism)(jnp.array([0.1, 0.2, 0.3]))
+  assert mechs.eps.shape == (3,) and isinstance(mechs, LaplaceMechanism)
+  accts = jax.vmap(lambda k: Accountant.create(0.25, key=k))(
+      jax.random.split(jax.random.key(0), 3))
+  accts, outs = jax.jit(jax.vmap(lambda a, mm: release(a, mm, jnp.zeros(2))))(accts, mechs)
+  assert np.asarray(accts.last_answered).tolist() == [True, True, False]
+
+  def step(carry, _):
+    a, mm = carry
+    a, _ = release(a, mm, jnp.zeros(()))
+    return (a, LaplaceMechanism(mm.eps * 2)), a.last_answered
+
+  (_, last), flags = jax.lax.scan(step, (_acct(1.0), LaplaceMechanism(0.1)), None,
+                                  length=4)  # 0.1, 0.2, 0.4 answered; 0.8 refused
+  assert np.asarray(flags).tolist() == [True, True, True, False]
+  assert float(last.eps) == pytest.approx(1.6)
+  traced = jax.jit(lambda m: m.randomize(jax.random.key(0), jnp.zeros(3)))(
+      LaplaceMechanism(0.5))  # a jit argument: eps traced
+  assert np.isfinite(np.asarray(traced)).all()
+  bad = jax.jit(lambda e: LaplaceMechanism(e).randomize(jax.random.key(0), jnp.zeros(3)))
+  assert np.isnan(np.asarray(bad(-1.0))).all()
 
 
 def test_group_size_charges_k_eps():
@@ -131,8 +162,7 @@ def test_group_size_charges_k_eps():
   assert float(acct.spent_eps) == pytest.approx(1.5)
   assert GaussianMechanism(0.5, 1e-6).cost(3) == pytest.approx(
       (1.5, 3 * math.exp(1.0) * 1e-6))
-  assert jaxdp.group_epsilon(0.5, 3) == pytest.approx(1.5)
-  assert jaxdp.eps_for_group(1.0, 3) == pytest.approx(1 / 3)
+  assert jaxdp.group_cost(0.5, 0.0, 3) == pytest.approx((1.5, 0.0))
 
 
 def test_keys_are_split_never_reused():
@@ -217,6 +247,23 @@ def test_advanced_accountant_answers_more_than_basic():
   assert adv.eps_cap > 0.01  # the cap advanced composition allows per release
   with pytest.raises(BudgetExceededError, match="per-release cap"):
     release(adv, LaplaceMechanism(0.05), jnp.zeros(()))
+
+
+def test_remaining_and_derived_config_never_go_stale():
+  a, _ = release(_acct(1.0), LaplaceMechanism(0.25), jnp.zeros(()))
+  assert float(a.remaining()[0]) == pytest.approx(0.75, rel=1e-5)
+  b = dataclasses.replace(a, eps_budget=2.0)  # capacities are derived, never stored
+  assert float(b.remaining()[0]) == pytest.approx(1.75, rel=1e-5)
+  adv = _acct(2.0, delta_budget=1e-5, composition="advanced", max_releases=2,
+              delta_prime=1e-6)
+  cap = adv.eps_cap
+  assert float(adv.remaining()[0]) == pytest.approx(cap)
+  for _ in range(2):
+    adv, _ = release(adv, LaplaceMechanism(0.01), jnp.zeros(()))
+  assert [float(v) for v in adv.remaining()] == [0.0, 0.0]
+  assert dataclasses.replace(adv, max_releases=4).eps_cap < cap
+  g = adv.guarantee()
+  assert all(isinstance(v, jax.Array) for v in g + _acct(1.0).guarantee())
 
 
 # ------------------------------------------------------------------ noise scales

@@ -89,7 +89,7 @@ def test_decimal_patterns_fit_exactly(count, eps, budget, how):
   def run(acct, e):
     flags = []
     for _ in range(count + 1):
-      acct, _ = release(acct, LaplaceMechanism(1.0).with_eps(e), jnp.zeros(()))
+      acct, _ = release(acct, LaplaceMechanism(e), jnp.zeros(()))
       flags.append(acct.last_answered)
     return acct, jnp.stack(flags)
 
@@ -100,7 +100,7 @@ def test_decimal_patterns_fit_exactly(count, eps, budget, how):
     acct, flags = jax.jit(lambda a: run(a, eps))(acct)
   elif how == "scan-traced":
     def step(a, e):
-      a, _ = release(a, LaplaceMechanism(1.0).with_eps(e), jnp.zeros(()))
+      a, _ = release(a, LaplaceMechanism(e), jnp.zeros(()))
       return a, a.last_answered
     acct, flags = jax.jit(lambda a, es: jax.lax.scan(step, a, es))(
         acct, jnp.full(count + 1, eps, jnp.float32))
@@ -243,10 +243,8 @@ def test_session_row_functions_see_one_row_and_nan_counts_as_zero():
 
 # ------------------------------------------------------------------ 5. data-dependent eps
 def test_plan_rejects_an_eps_computed_from_the_data():
-  mech = LaplaceMechanism(1.0)
-
   def query(acct, secret):
-    return release(acct, mech.with_eps(jnp.where(secret > 50, 0.5, 2.0)), secret)
+    return release(acct, LaplaceMechanism(jnp.where(secret > 50, 0.5, 2.0)), secret)
 
   acct = Accountant.create(1.0, key=jax.random.key(0))
   with pytest.raises(jaxdp.DataDependentCostError, match=r"release #0.*argument 0"):
@@ -255,7 +253,7 @@ def test_plan_rejects_an_eps_computed_from_the_data():
   def in_scan_and_jit(acct, secret):
     @jax.jit
     def helper(a, s):
-      return release(a, mech.with_eps(0.1 + 0 * jnp.sum(s)), s)
+      return release(a, LaplaceMechanism(0.1 + 0 * jnp.sum(s)), s)
     return jax.lax.scan(lambda a, _: helper(a, secret), acct, None, length=2)
 
   with pytest.raises(jaxdp.DataDependentCostError):
@@ -267,7 +265,7 @@ def test_plan_allows_eps_chosen_from_released_outputs():
   plan still needs static costs, so it says so)."""
   def query(acct, x):
     acct, y = release(acct, LaplaceMechanism(0.1), x)
-    return release(acct, LaplaceMechanism(1.0).with_eps(jnp.clip(y, 0.1, 0.5)), x)
+    return release(acct, LaplaceMechanism(jnp.clip(y, 0.1, 0.5)), x)
 
   acct = Accountant.create(1.0, key=jax.random.key(0))
   with pytest.raises(ValueError, match="needs static") as info:

@@ -1,0 +1,106 @@
+"""Composition mathematics: group privacy, advanced composition, interpretations.
+
+Pure functions of privacy parameters (Python floats, or traced values where noted);
+the accountant (:mod:`jaxdp.accounting`) applies them.
+
+References:
+  C. Dwork, "Differential privacy", ICALP 2006, and the chapter on postprocessing,
+  composition and group privacy (Lemma 2.8, group privacy). C. Dwork, G. Rothblum,
+  S. Vadhan, "Boosting and differential privacy", FOCS 2010. L. Wasserman, S. Zhou,
+  "A statistical framework for differential privacy", JASA 2010. P. Kairouz, S. Oh,
+  P. Viswanath, "The composition theorem for differential privacy", ICML 2015.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax.numpy as jnp
+
+from jaxdp import _checks
+
+__all__ = ["group_cost", "advanced_composition", "hypothesis_test_bound"]
+
+
+def group_cost(eps, delta, group_size: int):
+  """(eps, delta)-DP for individuals -> the guarantee for groups of ``group_size``.
+
+  Pure DP: ``k eps``. Approximate DP: ``(k eps, k e^((k-1) eps) delta)``.
+
+  References:
+    Dwork (2006), Lemma 2.8; Dwork & Roth (2014), Theorem 2.2.
+  """
+  k = _checks.check_int(group_size, "group_size", minimum=1)
+  if _checks.is_concrete(delta) and delta == 0:
+    return k * eps, 0.0
+  if _checks.is_concrete(eps) and _checks.is_concrete(delta):
+    return k * eps, k * _exp((k - 1) * eps) * delta  # inf: the guarantee is void
+  return k * eps, k * jnp.exp((k - 1) * eps) * delta
+
+
+def advanced_composition(eps, delta, k: int, delta_prime: float):
+  """Dwork-Rothblum-Vadhan advanced composition.
+
+  The k-fold adaptive composition of (eps, delta)-DP mechanisms is
+  (eps sqrt(2 k ln(1/delta')) + k eps (e^eps - 1), k delta + delta')-DP for any
+  delta' > 0. It holds when k is fixed in advance and every mechanism is
+  (eps, delta)-DP for the same eps (use the largest); each may be chosen adaptively.
+  It beats basic composition (k eps) only for many small releases.
+
+  Returns:
+    ``(eps_total, delta_total)``.
+
+  References:
+    Dwork, Rothblum & Vadhan (2010); Dwork & Roth (2014), Theorem 3.20.
+  """
+  eps = _checks.check_positive(eps, "eps", allow_traced=True)
+  if _checks.is_concrete(delta):
+    delta = _checks.check_delta(delta, "delta")
+  k = _checks.check_int(k, "k", minimum=1)
+  delta_prime = _checks.check_positive(delta_prime, "delta_prime")
+  exp = _exp if _checks.is_concrete(eps) else jnp.exp
+  total = eps * math.sqrt(2 * k * math.log(1 / delta_prime)) + k * eps * (exp(eps) - 1)
+  return total, k * delta + delta_prime
+
+
+@functools.lru_cache(maxsize=256)
+def _advanced_caps(eps_budget, delta_budget, k, delta_prime):
+  """Largest per-release (eps, delta) whose k-fold composition fits the budget."""
+  delta_cap = (delta_budget - delta_prime) / k
+  lo, hi = 0.0, eps_budget
+  for _ in range(200):  # bisection; advanced_composition is increasing in eps
+    mid = (lo + hi) / 2
+    if mid > 0 and advanced_composition(mid, delta_cap, k, delta_prime)[0] <= eps_budget:
+      lo = mid
+    else:
+      hi = mid
+  return max(lo, eps_budget / k), delta_cap
+
+
+def hypothesis_test_bound(eps, alpha, delta: float = 0.0) -> float:
+  """Largest power of any test about one individual at significance ``alpha``.
+
+  For an (eps, delta)-DP output, any test of H0 versus H1 about one person's value
+  with type I error alpha has power at most
+  min(e^eps alpha + delta, 1 - e^-eps (1 - alpha - delta)) (and at most 1): it
+  rejects with about the same probability whether or not the hypothesis is true.
+
+  References:
+    Wasserman & Zhou (2010); Kairouz, Oh & Viswanath (2015).
+  """
+  eps = _checks.check_positive(eps, "eps")
+  alpha = float(alpha)
+  if not 0 <= alpha <= 1:
+    raise ValueError(f"alpha must be in [0, 1]; got {alpha}.")
+  delta = _checks.check_delta(delta, "delta")
+  first = alpha * _exp(eps) + delta if alpha > 0 else delta
+  return float(min(1.0, first, 1 - math.exp(-eps) * (1 - alpha - delta)))
+
+
+def _exp(x: float) -> float:
+  """math.exp, with inf instead of OverflowError."""
+  try:
+    return math.exp(x)
+  except OverflowError:
+    return math.inf
