@@ -275,25 +275,36 @@ def _cdf(logw):
 
 
 # ------------------------------------------------------------------ kernels
-def sample_objects(key, poset: Poset, method: str, n: int):
-  """Draws ``n`` objects: ``seq`` (n, d) int32 elements in order of addition, ``k`` (n,)."""
+def sample_objects(key, poset: Poset, method: str, n: int, *,
+                   key_words: int | None = None):
+  """Draws ``n`` objects: ``seq`` (n, d) int32 elements in order of addition, ``k`` (n,).
+
+  ``key_words`` (forest sampler only, static): 1 or 2 32-bit words per heap key;
+  ``None`` picks 1 for d <= 32 and 2 above (see ``_COLUMN_MAX_D``).
+  """
   method = resolve_method(poset, method)
   tables = general_tables(poset) if method == "general" else forest_tables(poset)
-  return _objects_jit(key, tables, poset=poset, method=method, n=n)
+  return _objects_jit(key, tables, poset=poset, method=method, n=n,
+                      key_words=key_words)
 
 
-@functools.partial(jax.jit, static_argnames=("poset", "method", "n"))
-def _objects_jit(key, tables, *, poset, method, n):
+@functools.partial(jax.jit, static_argnames=("poset", "method", "n", "key_words"))
+def _objects_jit(key, tables, *, poset, method, n, key_words):
   tables = jax.tree_util.tree_map(jnp.asarray, tables)  # numpy when jit is disabled
-  return objects(key, tables, poset, method, n)
+  return objects(key, tables, poset, method, n, key_words=key_words)
 
 
-def objects(key, tables, poset: Poset, method: str, n: int):
+def objects(key, tables, poset: Poset, method: str, n: int, *,
+            key_words: int | None = None):
   """Traceable object sampler used by the public kernels."""
   if method == "general":
     return _objects_general(key, tables, poset.d, n)
   pre, fc, ns, _ = _forest_structure(poset)
-  return _objects_forest(key, tables, tuple(pre), tuple(fc), tuple(ns), n)
+  if key_words is None:
+    key_words = 1 if poset.d <= _COLUMN_MAX_D else 2
+  if key_words not in (1, 2):
+    raise ValueError(f"key_words must be 1 or 2; got {key_words!r}.")
+  return _objects_forest(key, tables, tuple(pre), tuple(fc), tuple(ns), n, key_words)
 
 
 def _objects_general(key, t: GeneralTables, d: int, n: int):
@@ -330,7 +341,7 @@ def _categorical(w, u, valid):
   return jnp.where(x >= d, last, x)  # u * total rounded up to total
 
 
-def _objects_forest(key, t: ForestTables, pre, fc, ns, n: int):
+def _objects_forest(key, t: ForestTables, pre, fc, ns, n: int, key_words: int):
   d = len(pre)
   k_top, k_node, k_ext = jax.random.split(key, 3)
   u_top = jax.random.uniform(k_top, (n,))
@@ -356,7 +367,7 @@ def _objects_forest(key, t: ForestTables, pre, fc, ns, n: int):
   # extension (top = smallest key). Keys carry the element's position in their low
   # bits so they are distinct; a tie of the random bits (which the position would
   # break) is the only departure from exactness.
-  heap_order = _heap_order_columns if d <= _COLUMN_MAX_D else _heap_order_pairs
+  heap_order = _heap_order_columns if key_words == 1 else _heap_order_pairs
   seq = heap_order(k_ext, in_b, fc, ns, n, d, jnp.asarray(pre, jnp.int32))
   return seq, k
 

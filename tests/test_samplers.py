@@ -17,7 +17,7 @@ from scipy import optimize, stats
 import jaxdp
 from jaxdp import Poset, PosetBall, LpBall
 from jaxdp import _poset_sampler, baselines
-from stats import chi_square_uniform_pvalue, object_index, second_moment_zscores
+from exactness import chi_square_uniform_pvalue, object_index, second_moment_zscores
 
 P_MIN = 1e-4        # chi-square / KS p-value threshold for "consistent with exact"
 Z_MAX = 5.0         # largest |z| allowed for a second-moment entry
@@ -315,12 +315,21 @@ def test_bad_ball():
 
 @pytest.mark.parametrize("name", ["a<c,b", "nhis1", "chain4"])
 def test_forest_two_word_key_path_is_uniform(posets, name, monkeypatch):
-  """Forests with d > 32 use two-word keys; force that path on small forests and run
-  the object-frequency chi-square (n = 100_003, p > 1e-4)."""
-  monkeypatch.setattr(_poset_sampler, "_COLUMN_MAX_D", 0)
+  """Forests with d > 32 use two-word keys; select that path on small forests (a
+  static argument, so no compilation cache can hide it) and run the object-frequency
+  chi-square (n = 100_000, p > 1e-4)."""
   p = posets[name]
   ref = jaxdp.enumerate_objects(p)
-  seq, k = _poset_sampler.sample_objects(jax.random.key(300), p, "forest", 100_003)
+  seq, k = _poset_sampler.sample_objects(jax.random.key(300), p, "forest", 100_000,
+                                         key_words=2)
+  calls, pairs = [], _poset_sampler._heap_order_pairs
+  monkeypatch.setattr(_poset_sampler, "_heap_order_pairs",
+                      lambda *a: calls.append(1) or pairs(*a))
+  jax.make_jaxpr(lambda key: _poset_sampler.objects(  # a fresh trace: no cache
+      key, jax.tree_util.tree_map(jnp.asarray, _poset_sampler.forest_tables(p)), p,
+      "forest", 8, key_words=2))(
+          jax.random.key(0))
+  assert calls  # key_words=2 does select the two-word path
   idx = object_index(np.asarray(seq), np.asarray(k), *ref)
   assert (idx >= 0).all()
   assert chi_square_uniform_pvalue(idx, ref[0].shape[0]) > P_MIN

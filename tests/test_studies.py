@@ -73,10 +73,14 @@ def test_estimate_bad_arguments():
 
 # ------------------------------------------------------------------ studies
 def test_poset_study_row_and_insertion_gap():
+  # NHIS-1: the exact ratio is 0.40625 = 13/32 (exact enumeration of its objects);
+  # the study's estimate (200,000 draws) must be within 5 standard errors.
+  one = studies.poset_study(jax.random.key(1), jaxdp.Poset.nhis(1), num_samples=200_000,
+                            insertion_samples=100, noises=("poset",))
+  assert abs(one["exact_ratio"] - 0.40625) < 5 * one["exact_ratio_se"]
   row = studies.poset_study(jax.random.key(0), jaxdp.Poset.nhis(3), num_samples=200_000,
                             insertion_samples=5_000, noises=("poset", "linf"))
-  # NHIS-3: the exact ratio is about 0.372; the insertion sampler's is visibly higher.
-  assert row["exact_ratio"] == pytest.approx(0.372, abs=0.003)
+  # NHIS-3: the published insertion sampler's ratio is visibly higher (biased).
   assert row["difference_z"] > 5
   assert abs(row["mse_linf"] - row["mse_linf_exact"]) < 5 * row["mse_linf_se"]
   assert row["mse_poset"] < row["mse_linf"]
