@@ -88,7 +88,7 @@ def main(argv=None):
 
   for label, fn in [
       ("knorm l_inf d=16", lambda k: jaxdp.random.knorm(k, LpBall(16, jnp.inf), 1.0, (n,))),
-      ("laplace d=16", lambda k: jaxdp.random.laplace(k, 1.0, (n, 16))),
+      ("laplace d=16", lambda k: jaxdp.random.laplace(k, (n, 16))),
       ("jax.random.laplace d=16", lambda k: jax.random.laplace(k, (n, 16))),
   ]:
     f = jax.jit(fn)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from typing import Any
 
 import jax
@@ -118,7 +119,14 @@ def check_float_dtype(dtype: Any, name: str = "dtype"):
     raise ValueError(
         f"{name} must be a floating dtype such as jnp.float32; got {dt}. Noise is "
         "real-valued; cast the result yourself if you need another type.")
-  return jax.dtypes.canonicalize_dtype(dt)
+  out = jax.dtypes.canonicalize_dtype(dt)
+  if out != dt:
+    warnings.warn(
+        f"Explicitly requested dtype {dt} is not available, and will be truncated to "
+        f"dtype {out}. To enable more dtypes, set the jax_enable_x64 configuration "
+        "option or the JAX_ENABLE_X64 shell environment variable.", UserWarning,
+        stacklevel=3)
+  return out
 
 
 _F32 = np.finfo(np.float32)

@@ -131,7 +131,7 @@ class LaplaceMechanism(_Mechanism):
 
   def randomize(self, key, data):
     data = _statistic(data)
-    noise = dprandom.laplace(key, 1.0, data.shape, data.dtype)
+    noise = dprandom.laplace(key, data.shape, data.dtype)
     return self._guard(data + noise * (self.sensitivity / self.eps))
 
   def part_statistics(self, rows, part, num_parts):
@@ -232,8 +232,7 @@ class GaussianMechanism(_Mechanism):
 
   def randomize(self, key, data):
     data = _statistic(data)
-    _checks.check_key(key)
-    noise = jax.random.normal(key, data.shape, data.dtype)
+    noise = dprandom.gaussian(key, data.shape, data.dtype)
     ok = (jnp.isfinite(self.eps) & (self.eps > 0) & (self.eps < 1) & (self.delta > 0)
           & (self.delta < 1) & jnp.isfinite(self.sensitivity) & (self.sensitivity > 0))
     return data + jnp.where(ok, noise * self.sigma, jnp.nan)

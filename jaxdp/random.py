@@ -36,7 +36,7 @@ from jaxdp import _poset_sampler
 from jaxdp.balls import LpBall, PosetBall
 from jaxdp.posets import Poset
 
-__all__ = ["poset_ball", "lp_ball", "knorm", "laplace", "os_key", "CHUNK"]
+__all__ = ["poset_ball", "lp_ball", "knorm", "laplace", "gaussian", "os_key", "CHUNK"]
 
 CHUNK = 1 << 15  # samples per chunk: bounds peak memory of large batches
 
@@ -105,21 +105,32 @@ def knorm(key, ball: Ball, eps, shape: Sequence[int] = (), dtype=None) -> jax.Ar
   return _draw(key, ball, eps, shape, dtype, uniform=False)
 
 
-def laplace(key, scale, shape: Sequence[int] = (), dtype=None) -> jax.Array:
+def laplace(key, shape: Sequence[int] = (), dtype=None, *, scale=1.0) -> jax.Array:
   """I.i.d. Laplace noise with density ``exp(-|x| / scale) / (2 scale)``.
+
+  The signature follows ``jax.random.laplace(key, shape, dtype)``; ``scale`` is
+  keyword-only and broadcasts against ``shape``.
 
   Args:
     key: one PRNG key.
-    scale: positive finite scale b (sensitivity / eps); may be traced (a bad traced
-      value yields NaN).
     shape: output shape.
     dtype: a floating dtype.
+    scale: positive finite scale b (sensitivity / eps): a number or an array that
+      broadcasts to ``shape``; may be traced (a bad traced value yields NaN there).
+
+  Returns:
+    Array of shape ``shape``.
   """
-  _checks.check_key(key)
-  scale = _checks.check_positive(scale, "scale", allow_traced=True)
-  shape = _checks.check_shape(shape)
-  dtype = _checks.check_float_dtype(dtype)
-  return _laplace(key, scale, shape=shape, dtype=dtype)
+  return _scaled(_laplace, key, shape, dtype, scale)
+
+
+def gaussian(key, shape: Sequence[int] = (), dtype=None, *, scale=1.0) -> jax.Array:
+  """I.i.d. normal noise with mean 0 and standard deviation ``scale``.
+
+  As :func:`laplace`: ``jax.random.normal``'s signature with a keyword-only,
+  broadcasting ``scale`` (the Gaussian mechanism's sigma).
+  """
+  return _scaled(_gaussian, key, shape, dtype, scale)
 
 
 def os_key(impl=None, *, entropy: bytes | None = None) -> jax.Array:
@@ -245,8 +256,33 @@ def _scale(noise, eps, dtype):
   return _checks.guard_positive(eps, noise / eps).astype(dtype)
 
 
+def _scaled(kernel, key, shape, dtype, scale):
+  """Validates (key, shape, dtype, scale) and runs a scaled noise kernel."""
+  _checks.check_key(key)
+  shape = _checks.check_shape(shape)
+  dtype = _checks.check_float_dtype(dtype)
+  if _checks.is_concrete(scale):
+    arr = np.asarray(scale)
+    if arr.ndim == 0:
+      scale = _checks.check_positive(scale, "scale")
+    elif not (np.issubdtype(arr.dtype, np.number) and np.all(np.isfinite(arr))
+              and np.all(arr > 0)):
+      raise ValueError(f"scale must hold positive finite numbers; got {scale!r}.")
+  try:
+    np.broadcast_shapes(np.shape(scale), shape)
+  except ValueError:
+    raise ValueError(f"scale of shape {np.shape(scale)} does not broadcast to shape "
+                     f"{shape}.") from None
+  return kernel(key, jnp.asarray(scale), shape=shape, dtype=dtype)
+
+
 @functools.partial(jax.jit, static_argnames=("shape", "dtype"))
 def _laplace(key, scale, *, shape, dtype):
-  cdt = _compute_dtype(dtype)
-  noise = jax.random.laplace(key, shape, cdt) * scale
+  noise = jax.random.laplace(key, shape, _compute_dtype(dtype)) * scale
+  return _checks.guard_positive(scale, noise).astype(dtype)
+
+
+@functools.partial(jax.jit, static_argnames=("shape", "dtype"))
+def _gaussian(key, scale, *, shape, dtype):
+  noise = jax.random.normal(key, shape, _compute_dtype(dtype)) * scale
   return _checks.guard_positive(scale, noise).astype(dtype)

@@ -187,10 +187,29 @@ def test_knorm_lp_radius_law(p):
   assert stats.kstest(eps * norm, stats.gamma(d).cdf).pvalue > P_MIN
 
 
-def test_laplace_law():
-  """Laplace(scale) against its CDF (KS, n = 100_000, p > 1e-4)."""
-  x = np.asarray(jaxdp.random.laplace(jax.random.key(9), 2.5, (100_000,)), np.float64)
+def test_laplace_and_gaussian_laws():
+  """Laplace(scale) and N(0, scale^2) against their CDFs (KS, n = 100_000, p > 1e-4),
+  also with a broadcast array of scales (each column its own scale)."""
+  x = np.asarray(jaxdp.random.laplace(jax.random.key(9), (100_000,), scale=2.5), np.float64)
   assert stats.kstest(x, stats.laplace(scale=2.5).cdf).pvalue > P_MIN
+  g = np.asarray(jaxdp.random.gaussian(jax.random.key(10), (100_000, 2),
+                                       scale=jnp.array([0.5, 3.0])), np.float64)
+  assert stats.kstest(g[:, 0], stats.norm(scale=0.5).cdf).pvalue > P_MIN
+  assert stats.kstest(g[:, 1], stats.norm(scale=3.0).cdf).pvalue > P_MIN
+
+
+def test_noise_signatures_follow_jax_random():
+  key = jax.random.key(0)
+  np.testing.assert_array_equal(jaxdp.random.laplace(key, (3,), jnp.float32),
+                                jax.random.laplace(key, (3,), jnp.float32))
+  np.testing.assert_array_equal(jaxdp.random.gaussian(key, (3,)), jax.random.normal(key, (3,)))
+  with pytest.raises(ValueError, match="does not broadcast"):
+    jaxdp.random.laplace(key, (3,), scale=jnp.ones(2))
+  with pytest.raises(ValueError, match="scale"):
+    jaxdp.random.gaussian(key, (2,), scale=np.array([1.0, -1.0]))
+  if not jax.config.jax_enable_x64:
+    with pytest.warns(UserWarning, match="float64 is not available"):
+      jaxdp.random.laplace(key, (2,), jnp.float64)
 
 
 # ------------------------------------------------------------- shapes, dtypes, jit
@@ -202,7 +221,7 @@ def test_shapes_and_jit(shape):
   jitted = jax.jit(lambda k: jaxdp.random.knorm(k, PosetBall(p), 1.0, shape))
   chex.assert_shape(jitted(jax.random.key(0)), (*shape, 5))
   chex.assert_shape(jaxdp.random.lp_ball(jax.random.key(0), 4, 2, shape), (*shape, 4))
-  chex.assert_shape(jaxdp.random.laplace(jax.random.key(0), 1.0, shape), shape)
+  chex.assert_shape(jaxdp.random.laplace(jax.random.key(0), shape), shape)
 
 
 def test_jit_equals_eager_and_vmap_over_keys():
@@ -257,7 +276,7 @@ def test_bad_eps(eps):
 
 def test_bad_scale():
   with pytest.raises(ValueError, match="scale"):
-    jaxdp.random.laplace(jax.random.key(0), 0.0)
+    jaxdp.random.laplace(jax.random.key(0), scale=0.0)
 
 
 def test_batched_key_rejected():
@@ -265,9 +284,9 @@ def test_batched_key_rejected():
   with pytest.raises(ValueError, match="single PRNG key"):
     jaxdp.random.poset_ball(keys, Poset.nhis(1))
   with pytest.raises(ValueError, match="single PRNG key"):
-    jaxdp.random.laplace(jax.random.split(jax.random.PRNGKey(0), 3), 1.0)
+    jaxdp.random.laplace(jax.random.split(jax.random.PRNGKey(0), 3))
   with pytest.raises(ValueError, match="PRNG key"):
-    jaxdp.random.laplace(123, 1.0)
+    jaxdp.random.laplace(123)
 
 
 def test_int_dtype_rejected():
