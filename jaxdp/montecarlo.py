@@ -32,7 +32,30 @@ from jax.sharding import Mesh, PartitionSpec
 
 from jaxdp import _checks
 
-__all__ = ["Estimate", "estimate"]
+__all__ = ["Estimate", "Moments", "estimate", "merge_moments"]
+
+
+class Moments(NamedTuple):
+  """Count, mean and sum of squared deviations of a set of values (per statistic)."""
+  n: float
+  mean: np.ndarray
+  m2: np.ndarray
+
+
+def merge_moments(a: Moments, b: Moments) -> Moments:
+  """The moments of the union of two disjoint sets of values (float64).
+
+  Chan, Golub & LeVeque's pairwise update: exact in real arithmetic, and stable (no
+  sum of squares is ever formed). An empty side (n = 0) returns the other.
+  """
+  if b.n == 0:
+    return a
+  if a.n == 0:
+    return b
+  total = a.n + b.n
+  delta = b.mean - a.mean
+  return Moments(total, a.mean + delta * (b.n / total),
+                 a.m2 + b.m2 + delta * delta * (a.n * b.n / total))
 
 
 class Estimate(NamedTuple):
@@ -53,6 +76,10 @@ def estimate(key, draw: Callable, statistic: Callable, num_samples: int, *,
     draw: ``draw(key, m)`` -> a batch of ``m`` draws (array or pytree with leading
       axis m), traceable.
     statistic: ``statistic(batch)`` -> ``(m,)`` or ``(m, k)`` values, traceable.
+      The compiled chunk function is cached on ``(draw, statistic, sizes,
+      devices)``: pass the same function objects, or hashable callables that compare
+      equal (module-level functions, frozen dataclasses with ``__call__``), to reuse
+      it; a new lambda on every call compiles again.
     num_samples: total draws N (any positive int, up to 10^9 and beyond).
     chunk_size: draws per device round trip; must be a multiple of ``blocks``
       (lowered to fit ``num_samples`` when that is smaller).
@@ -79,25 +106,15 @@ def estimate(key, draw: Callable, statistic: Callable, num_samples: int, *,
   run_chunk = _chunk_fn(draw, statistic, block_size, blocks, tuple(devices[:n_dev]))
 
   num_chunks = -(-num_samples // chunk_size)
-  count = 0.0
-  mean = None
-  m2 = None
+  acc = Moments(0.0, None, None)
   start = time.perf_counter()
   last = start
   for c in range(num_chunks):
     valid = min(chunk_size, num_samples - c * chunk_size)
     b_n, b_mean, b_m2 = jax.device_get(run_chunk(jax.random.fold_in(key, c), valid))
     for n_b, mu_b, m2_b in zip(b_n, b_mean.astype(np.float64), b_m2.astype(np.float64)):
-      if n_b == 0:
-        continue
-      if mean is None:
-        count, mean, m2 = float(n_b), mu_b.copy(), m2_b.copy()
-        continue
-      total = count + n_b
-      delta = mu_b - mean
-      mean = mean + delta * (n_b / total)
-      m2 = m2 + m2_b + delta * delta * (count * n_b / total)
-      count = total
+      acc = merge_moments(acc, Moments(float(n_b), mu_b, m2_b))
+    count = acc.n
     now = time.perf_counter()
     show = progress if progress is not None else (now - start > 3.0)
     if show and (now - last > 2.0 or c == num_chunks - 1):
@@ -106,13 +123,15 @@ def estimate(key, draw: Callable, statistic: Callable, num_samples: int, *,
       print(f"[jaxdp.montecarlo] {int(count):,}/{num_samples:,} draws "
             f"({rate:,.0f}/s, {eta:,.0f}s left)", file=sys.stderr, flush=True)
       last = now
+  mean, m2 = acc.mean, acc.m2
   var = m2 / (count - 1) if count > 1 else np.full_like(m2, np.nan)
   return Estimate(mean=mean, var=var, stderr=np.sqrt(var / count), n=int(count))
 
 
 @functools.lru_cache(maxsize=16)
 def _chunk_fn(draw, statistic, block_size, blocks, devices):
-  """The jitted per-chunk function, cached so repeated estimates compile once."""
+  """The jitted per-chunk function, cached (by value for hashable callables) so
+  repeated estimates compile once."""
   def one_block(key, block, valid):
     x = draw(jax.random.fold_in(key, block), block_size)
     v = jnp.asarray(statistic(x))

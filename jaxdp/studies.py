@@ -13,6 +13,7 @@ References:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import Sequence
@@ -23,7 +24,7 @@ import numpy as np
 
 from jaxdp import _poset_sampler, baselines, montecarlo
 from jaxdp import random as dprandom
-from jaxdp.balls import LpBall, PosetBall
+from jaxdp.balls import LpBall
 from jaxdp.mechanisms import COUNT_NOISES, PosetCountMechanism
 from jaxdp.posets import Poset, random_dags
 
@@ -38,13 +39,39 @@ def norm_ratio(key, poset: Poset, num_samples: int, *, chunk_size: int = 1 << 20
   Returns:
     ``(ratio, stderr)``.
   """
-  d = poset.d
   chunk_size = min(chunk_size, _round_up(num_samples, 16))
   est = montecarlo.estimate(
-      key, lambda k, m: dprandom.poset_ball(k, poset, (m,)),
-      lambda z: jnp.sum(z[:, 1:] ** 2, axis=1) / (d / 3.0),
+      key, _PosetBallDraw(poset), _SquaredNorm(1, poset.d / 3.0),
       num_samples, chunk_size=chunk_size, devices=devices, progress=progress)
   return float(est.mean[0]), float(est.stderr[0])
+
+
+# Draws and statistics as frozen dataclasses: equal values hash equal, so repeated
+# studies reuse montecarlo's compiled chunk function instead of compiling again.
+@dataclasses.dataclass(frozen=True)
+class _PosetBallDraw:
+  poset: Poset
+
+  def __call__(self, key, m):
+    return dprandom.poset_ball(key, self.poset, (m,))
+
+
+@dataclasses.dataclass(frozen=True)
+class _NoiseDraw:
+  mech: object  # a count mechanism's inner noise mechanism (hashable)
+  dim: int
+
+  def __call__(self, key, m):
+    return self.mech.randomize(key, jnp.zeros((m, self.dim)))  # the noise itself
+
+
+@dataclasses.dataclass(frozen=True)
+class _SquaredNorm:
+  start: int    # first coordinate counted
+  scale: float  # divided by
+
+  def __call__(self, z):
+    return jnp.sum(z[:, self.start:] ** 2, axis=1) / self.scale
 
 
 def insertion_norm_ratio(seed: int, poset: Poset, num_samples: int):
@@ -86,13 +113,8 @@ def mechanism_mse(key, poset: Poset, eps: float, noises: Sequence[str],
   out = {}
   for i, noise in enumerate(noises):
     inner = PosetCountMechanism(poset, eps, noise=noise).inner
-    dim = poset.d + 1
-
-    def draw(k, m, inner=inner):
-      return inner.randomize(k, jnp.zeros((m, dim)))   # the noise itself
-
     est = montecarlo.estimate(
-        jax.random.fold_in(key, i), draw, lambda y: jnp.sum(y ** 2, axis=1),
+        jax.random.fold_in(key, i), _NoiseDraw(inner, poset.d + 1), _SquaredNorm(0, 1.0),
         num_samples, chunk_size=min(1 << 18, _round_up(num_samples, 16)),
         devices=devices, progress=progress)
     out[noise] = (float(est.mean[0]), float(est.stderr[0]), exact_mse(poset, eps, noise))

@@ -72,6 +72,34 @@ def test_estimate_bad_arguments():
 
 
 # ------------------------------------------------------------------ studies
+def test_merge_moments_equals_the_moments_of_the_union():
+  """merge_moments over random splits equals numpy's mean and M2 of all values
+  (float64, relative 1e-12)."""
+  rng = np.random.default_rng(0)
+  x = rng.normal(3.0, 2.0, size=(1000, 2))
+  cuts = np.sort(rng.choice(np.arange(1, 1000), size=7, replace=False))
+  acc = montecarlo.Moments(0.0, None, None)
+  for part in np.split(x, cuts):
+    mu = part.mean(0)
+    acc = montecarlo.merge_moments(acc, montecarlo.Moments(float(len(part)), mu,
+                                                           ((part - mu) ** 2).sum(0)))
+  acc = montecarlo.merge_moments(acc, montecarlo.Moments(0.0, np.zeros(2), np.zeros(2)))
+  assert acc.n == 1000
+  np.testing.assert_allclose(acc.mean, x.mean(0), rtol=1e-12)
+  np.testing.assert_allclose(acc.m2, ((x - x.mean(0)) ** 2).sum(0), rtol=1e-12)
+
+
+def test_repeated_studies_reuse_the_compiled_chunk():
+  p = jaxdp.Poset.nhis(1)
+  studies.norm_ratio(jax.random.key(0), p, 4096)
+  before = montecarlo._chunk_fn.cache_info()
+  studies.norm_ratio(jax.random.key(1), p, 4096)
+  studies.mechanism_mse(jax.random.key(2), p, 1.0, ("linf",), 4096)
+  studies.mechanism_mse(jax.random.key(3), p, 1.0, ("linf",), 4096)
+  after = montecarlo._chunk_fn.cache_info()
+  assert after.hits - before.hits == 2 and after.misses - before.misses == 1
+
+
 def test_poset_study_row_and_insertion_gap():
   # NHIS-1: the exact ratio is 0.40625 = 13/32 (exact enumeration of its objects);
   # the study's estimate (200,000 draws) must be within 5 standard errors.
