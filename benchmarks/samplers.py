@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import best_time, machine, write_results  # noqa: E402
 
 import jaxdp  # noqa: E402
-from jaxdp import LpBall, Poset, PosetBall, baselines  # noqa: E402
+from jaxdp import LpBall, Poset, PosetBall  # noqa: E402
+from jaxdp.experiments import baselines  # noqa: E402
 
 
 def _floor(key, n, floats):

@@ -1,10 +1,12 @@
 """jaxdp: exact, fast, batched differential-privacy noise for JAX.
 
 ``jax.random`` is a statistical, not a cryptographic, generator: see the README before
-using jaxdp for a real release.
+using jaxdp for a real release. The paper's experiments (studies, the published
+insertion sampler, the command line) live in :mod:`jaxdp.experiments`, which this
+package does not import.
 """
 
-from jaxdp import baselines, montecarlo, random, studies
+from jaxdp import montecarlo, random
 from jaxdp.accounting import (
     Accountant,
     BudgetExceededError,
@@ -53,7 +55,6 @@ __all__ = [
     "StaleAccountantError",
     "UnsafeQueryError",
     "advanced_composition",
-    "baselines",
     "enumerate_objects",
     "exact_second_moment",
     "group_cost",
@@ -68,5 +69,4 @@ __all__ = [
     "release",
     "release_parallel_unchecked",
     "release_partitioned",
-    "studies",
 ]

@@ -1,7 +1,7 @@
-"""``python -m jaxdp``: see :mod:`jaxdp.cli`."""
+"""``python -m jaxdp``: see :mod:`jaxdp.experiments.cli`."""
 
 import sys
 
-from jaxdp.cli import main
+from jaxdp.experiments.cli import main
 
 sys.exit(main())

@@ -1,4 +1,10 @@
-"""Argument validation shared by the public API (runs outside tracing)."""
+"""Argument validation shared by the public API (runs outside tracing).
+
+One wording: the message names the argument, the bad value and what to do. A wrong
+*type* raises :class:`ArgTypeError`, a ``TypeError`` (that is also a ``ValueError``,
+so code written against jaxdp 0.1's ``except ValueError`` keeps working); a wrong
+*value* raises ``ValueError``.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,10 @@ import jax.numpy as jnp
 import numpy as np
 
 
+class ArgTypeError(TypeError, ValueError):
+  """An argument of the wrong type (a TypeError; also a ValueError for 0.1 code)."""
+
+
 def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
   """Returns ``value`` as a Python int, or raises ValueError naming ``name``."""
   if isinstance(value, bool) or not isinstance(value, numbers.Integral):
@@ -19,7 +29,7 @@ def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
         jnp.issubdtype(np.asarray(value).dtype, np.integer):
       value = int(value)
     else:
-      raise ValueError(f"{name} must be an integer; got {value!r}.")
+      raise ArgTypeError(f"{name} must be an integer; got {value!r}.")
   value = int(value)
   if minimum is not None and value < minimum:
     raise ValueError(f"{name} must be >= {minimum}; got {value}.")
@@ -48,17 +58,17 @@ def check_positive(value: Any, name: str, *, allow_traced: bool = False,
       raise ValueError(f"{name} must be a scalar; got shape {jnp.shape(value)}.")
     if not jnp.issubdtype(jnp.result_type(value), jnp.floating) and \
         not jnp.issubdtype(jnp.result_type(value), jnp.integer):
-      raise ValueError(f"{name} must be a real number; got dtype {jnp.result_type(value)}.")
+      raise ArgTypeError(f"{name} must be a real number; got dtype {jnp.result_type(value)}.")
     return value
   if isinstance(value, bool):
-    raise ValueError(f"{name} must be a positive finite number; got {value!r}.")
+    raise ArgTypeError(f"{name} must be a positive finite number; got {value!r}.")
   try:
     arr = np.asarray(value)
   except Exception:  # pragma: no cover - exotic objects
-    raise ValueError(f"{name} must be a positive finite number; got {value!r}.") from None
+    raise ArgTypeError(f"{name} must be a positive finite number; got {value!r}.") from None
   if arr.ndim != 0 or not (np.issubdtype(arr.dtype, np.floating)
                            or np.issubdtype(arr.dtype, np.integer)):
-    raise ValueError(f"{name} must be a positive finite scalar; got {value!r}.")
+    raise ArgTypeError(f"{name} must be a positive finite scalar; got {value!r}.")
   v = float(arr)
   if not math.isfinite(v) or v <= 0:
     raise ValueError(f"{name} must be a positive finite number; got {v!r}. {hint}".strip())
@@ -88,7 +98,7 @@ def check_key(key: Any, name: str = "key") -> None:
         raise ValueError(
             f"{name} must be a single PRNG key; got a batch of raw keys with shape "
             f"{key.shape}. Pass one key and use shape=..., or jax.vmap over the keys.")
-  raise ValueError(
+  raise ArgTypeError(
       f"{name} must be a PRNG key from jax.random.key(seed) (or a legacy "
       f"jax.random.PRNGKey); got {type(key).__name__} "
       f"{getattr(key, 'dtype', '')}{getattr(key, 'shape', '')}.")
@@ -101,7 +111,7 @@ def check_shape(shape: Any, name: str = "shape") -> tuple[int, ...]:
   try:
     out = tuple(check_int(s, name, minimum=0) for s in shape)
   except TypeError:
-    raise ValueError(f"{name} must be a tuple of non-negative ints; got {shape!r}.") from None
+    raise ArgTypeError(f"{name} must be a tuple of non-negative ints; got {shape!r}.") from None
   except ValueError:
     raise ValueError(f"{name} must be a tuple of non-negative ints; got {shape!r}.") from None
   return out
@@ -114,9 +124,9 @@ def check_float_dtype(dtype: Any, name: str = "dtype"):
   try:
     dt = jnp.dtype(dtype)
   except TypeError:
-    raise ValueError(f"{name} must be a floating dtype; got {dtype!r}.") from None
+    raise ArgTypeError(f"{name} must be a floating dtype; got {dtype!r}.") from None
   if not jnp.issubdtype(dt, jnp.floating):
-    raise ValueError(
+    raise ArgTypeError(
         f"{name} must be a floating dtype such as jnp.float32; got {dt}. Noise is "
         "real-valued; cast the result yourself if you need another type.")
   out = jax.dtypes.canonicalize_dtype(dt)
@@ -154,12 +164,12 @@ def check_data(x: Any, name: str = "data"):
   arr = x if hasattr(x, "dtype") and hasattr(x, "shape") else np.asarray(x)
   dt = jnp.dtype(arr.dtype)
   if dt in (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16)):
-    raise ValueError(
+    raise ArgTypeError(
         f"{name} has dtype {dt}, which cannot hold counts exactly (bfloat16 stores 257 "
         "as 256, float16 2049 as 2048); pass integers or float32/float64.")
   if not (jnp.issubdtype(dt, jnp.integer) or jnp.issubdtype(dt, jnp.floating)
           or dt == jnp.bool_):
-    raise ValueError(f"{name} must be numeric or bool; got dtype {dt}.")
+    raise ArgTypeError(f"{name} must be numeric or bool; got dtype {dt}.")
   if is_concrete(arr) and jnp.issubdtype(dt, jnp.floating):
     bad = np.argwhere(~np.isfinite(np.asarray(arr)))
     if bad.size:
@@ -207,11 +217,11 @@ def as_exact_float(x, name: str = "data"):
 def check_delta(delta, name: str) -> float:
   """A delta in [0, 1) as a Python float, or ValueError naming ``name``."""
   if isinstance(delta, bool):
-    raise ValueError(f"{name} must be a number in [0, 1); got {delta!r}.")
+    raise ArgTypeError(f"{name} must be a number in [0, 1); got {delta!r}.")
   try:
     v = float(delta)
   except (TypeError, ValueError):
-    raise ValueError(f"{name} must be a number in [0, 1); got {delta!r}.") from None
+    raise ArgTypeError(f"{name} must be a number in [0, 1); got {delta!r}.") from None
   if not (0 <= v < 1):
     raise ValueError(f"{name} must be in [0, 1); got {v!r}.")
   return v

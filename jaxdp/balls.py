@@ -45,7 +45,7 @@ class PosetBall:
 
   def __post_init__(self):
     if not isinstance(self.poset, Poset):
-      raise ValueError(f"poset must be a jaxdp.Poset; got {type(self.poset).__name__}.")
+      raise _checks.ArgTypeError(f"poset must be a jaxdp.Poset; got {type(self.poset).__name__}.")
     _poset_sampler.resolve_method(self.poset, self.method)
 
   @property

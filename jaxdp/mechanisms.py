@@ -159,7 +159,7 @@ class KNormMechanism(_Mechanism):
 
   def __post_init__(self):
     if not isinstance(self.ball, (PosetBall, LpBall)):
-      raise ValueError(
+      raise _checks.ArgTypeError(
           f"ball must be a jaxdp.PosetBall or jaxdp.LpBall; got {self.ball!r}.")
     self._check_eps()
     self._check_sensitivity()
@@ -272,7 +272,7 @@ class PosetCountMechanism(_Mechanism):
 
   def __post_init__(self):
     if not isinstance(self.poset, Poset):
-      raise ValueError(f"poset must be a jaxdp.Poset; got {self.poset!r}.")
+      raise _checks.ArgTypeError(f"poset must be a jaxdp.Poset; got {self.poset!r}.")
     self._check_eps()
     if self.noise not in COUNT_NOISES:
       raise ValueError(f"noise must be one of {COUNT_NOISES}; got {self.noise!r}.")

@@ -25,7 +25,7 @@ import numpy as np
 
 from jaxdp import _checks
 
-__all__ = ["Poset", "random_dag"]
+__all__ = ["Poset", "random_dag", "random_dags"]
 
 # Largest d for which ``Poset.filters()`` enumerates (2^d candidate sets).
 MAX_ENUMERATE_D = 24

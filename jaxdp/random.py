@@ -99,7 +99,7 @@ def knorm(key, ball: Ball, eps, shape: Sequence[int] = (), dtype=None) -> jax.Ar
     Hardt & Talwar (2010), Section 4; Joseph, Ribero & Yu (2025), Section 3.
   """
   if not isinstance(ball, (PosetBall, LpBall)):
-    raise ValueError(
+    raise _checks.ArgTypeError(
         f"ball must be a jaxdp.PosetBall or jaxdp.LpBall; got {type(ball).__name__}.")
   eps = _checks.check_positive(eps, "eps", allow_traced=True)
   return _draw(key, ball, eps, shape, dtype, uniform=False)

@@ -197,7 +197,7 @@ class Session:
   def _rowwise(self, fn: Callable, name: str):
     """Applies ``fn`` to each row separately, after refusing host callbacks."""
     if not callable(fn):
-      raise ValueError(f"{name} must be a function of one row; got {fn!r}.")
+      raise _checks.ArgTypeError(f"{name} must be a function of one row; got {fn!r}.")
     batched = jax.vmap(fn)
     jaxpr = jax.make_jaxpr(batched)(jax.ShapeDtypeStruct(self._data.shape,
                                                          self._data.dtype))

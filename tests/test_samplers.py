@@ -16,7 +16,8 @@ from scipy import optimize, stats
 
 import jaxdp
 from jaxdp import Poset, PosetBall, LpBall
-from jaxdp import _poset_sampler, baselines
+from jaxdp import _poset_sampler
+from jaxdp.experiments import baselines
 from exactness import chi_square_uniform_pvalue, object_index, second_moment_zscores
 
 P_MIN = 1e-4        # chi-square / KS p-value threshold for "consistent with exact"

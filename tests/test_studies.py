@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import jaxdp
-from jaxdp import montecarlo, studies
-from jaxdp.cli import main as cli_main
+from jaxdp import montecarlo
+from jaxdp.experiments import studies
+from jaxdp.experiments.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,7 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdp import _poset_sampler, baselines, montecarlo
+from jaxdp import _poset_sampler, montecarlo
+from jaxdp.experiments import baselines
 from jaxdp import random as dprandom
 from jaxdp.balls import LpBall
 from jaxdp.mechanisms import COUNT_NOISES, PosetCountMechanism

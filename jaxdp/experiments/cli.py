@@ -46,7 +46,7 @@ def main(argv=None) -> int:
 # ------------------------------------------------------------------ commands
 def _cmd_study(args) -> int:
   import jax
-  from jaxdp import studies
+  from jaxdp.experiments import studies
 
   if args.command in (None, "nhis"):
     args.command = "nhis"
@@ -75,7 +75,7 @@ def _cmd_study(args) -> int:
 
 def _cmd_dims(args) -> int:
   import jax
-  from jaxdp import studies
+  from jaxdp.experiments import studies
 
   summary, per = studies.random_by_dimension(
       jax.random.key(args.seed), _int_list(args.dims, "--dims"),
@@ -91,7 +91,7 @@ def _cmd_dims(args) -> int:
 
 def _cmd_structure(args) -> int:
   import jax
-  from jaxdp import studies
+  from jaxdp.experiments import studies
 
   by_depth, by_edges, per = studies.random_by_structure(
       jax.random.key(args.seed), args.d, num_posets=args.posets,
