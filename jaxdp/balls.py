@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from jaxdp import _checks
-from jaxdp import _poset_sampler
+from jaxdp import _poset_tables
 from jaxdp.posets import Poset
 
 __all__ = ["PosetBall", "LpBall", "enumerate_objects", "exact_second_moment"]
@@ -46,7 +46,7 @@ class PosetBall:
   def __post_init__(self):
     if not isinstance(self.poset, Poset):
       raise _checks.ArgTypeError(f"poset must be a jaxdp.Poset; got {type(self.poset).__name__}.")
-    _poset_sampler.resolve_method(self.poset, self.method)
+    _poset_tables.resolve_method(self.poset, self.method)
 
   @property
   def dim(self) -> int:
@@ -56,11 +56,11 @@ class PosetBall:
   @property
   def resolved_method(self) -> str:
     """The algorithm that ``method`` selects for this poset."""
-    return _poset_sampler.resolve_method(self.poset, self.method)
+    return _poset_tables.resolve_method(self.poset, self.method)
 
   def num_objects(self) -> float:
     """N(P): number of simplices in the triangulation (volume is 2 N(P) / D!)."""
-    return _poset_sampler.num_objects(self.poset)
+    return _poset_tables.num_objects(self.poset)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +116,7 @@ def enumerate_objects(poset: Poset):
   Raises:
     ValueError: if the poset has more than ``MAX_OBJECTS`` objects.
   """
-  n_obj = _poset_sampler.num_objects(poset)
+  n_obj = _poset_tables.num_objects(poset)
   if n_obj > MAX_OBJECTS:
     raise ValueError(
         f"this poset has {n_obj:.3g} objects; enumerate_objects supports at most "

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
-from jaxdp import _poset_sampler
+from jaxdp import _poset_kernels
 from jaxdp.balls import LpBall, PosetBall
 from jaxdp.posets import Poset
 
@@ -171,10 +171,8 @@ def _draw(key, ball, eps, shape, dtype, *, uniform: bool):
   dtype = _checks.check_float_dtype(dtype)
   n = math.prod(shape)
   if isinstance(ball, PosetBall):
-    method = ball.resolved_method
-    tables = (_poset_sampler.general_tables(ball.poset) if method == "general"
-              else _poset_sampler.forest_tables(ball.poset))
-    flat = _poset_kernel(key, tables, eps, poset=ball.poset, method=method, n=n,
+    _, tables, layout = _poset_kernels.tables_and_layout(ball.poset, ball.method)
+    flat = _poset_kernel(key, tables, eps, d=ball.poset.d, layout=layout, n=n,
                          uniform=uniform, dtype=dtype)
   else:
     flat = _lp_kernel(key, eps, d=ball.d, p=ball.p, n=n, uniform=uniform, dtype=dtype)
@@ -196,16 +194,17 @@ def _chunked(fn, key, n: int, dim: int, dtype):
   return out.reshape(num * CHUNK, dim)[:n]
 
 
-@functools.partial(jax.jit, static_argnames=("poset", "method", "n", "uniform", "dtype"))
-def _poset_kernel(key, tables, eps, *, poset, method, n, uniform, dtype):
-  d = poset.d
+@functools.partial(jax.jit, static_argnames=("d", "layout", "n", "uniform", "dtype"))
+def _poset_kernel(key, tables, eps, *, d, layout, n, uniform, dtype):
+  # Static: d and the forest layout (None: general sampler); the tables are data, so
+  # posets of one size (or one forest shape) share this compilation.
   tables = jax.tree_util.tree_map(jnp.asarray, tables)  # numpy when jit is disabled
   cdt = _compute_dtype(dtype)
 
   def fn(k, m):
     k_obj, k_exp, k_rad = jax.random.split(k, 3)
-    seq, kk = _poset_sampler.objects(k_obj, tables, poset, method, m)
-    z = _poset_sampler.uniform_points(k_exp, seq, kk, tables.up, cdt)
+    seq, kk = _poset_kernels.objects(k_obj, tables, d, layout, m)
+    z = _poset_kernels.uniform_points(k_exp, seq, kk, tables.up, cdt)
     if uniform:
       return z.astype(dtype)
     # K-norm noise R Z with an independent R ~ Gamma(D + 1), a sum of D + 1

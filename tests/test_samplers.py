@@ -16,7 +16,7 @@ from scipy import optimize, stats
 
 import jaxdp
 from jaxdp import Poset, PosetBall, LpBall
-from jaxdp import _poset_sampler
+from jaxdp import _poset_kernels, _poset_tables
 from jaxdp.experiments import baselines
 from exactness import chi_square_uniform_pvalue, object_index, second_moment_zscores
 
@@ -69,7 +69,7 @@ def test_object_frequencies_uniform(posets, name):
   num = ref[0].shape[0]
   n = max(100_000, 60 * num)
   for i, method in enumerate(_methods(p)):
-    seq, k = _poset_sampler.sample_objects(jax.random.key(100 + i), p, method, n)
+    seq, k = _poset_kernels.sample_objects(jax.random.key(100 + i), p, method, n)
     idx = object_index(np.asarray(seq), np.asarray(k), *ref)
     assert (idx >= 0).all(), f"{method} produced an object outside the triangulation"
     pval = chi_square_uniform_pvalue(idx, num)
@@ -301,13 +301,13 @@ def test_bad_shape_rejected():
 
 
 def test_general_sampler_size_limit():
-  big = Poset.from_edges(_poset_sampler.GENERAL_MAX_D + 1,
+  big = Poset.from_edges(_poset_tables.GENERAL_MAX_D + 1,
                          [(0, 1), (0, 2)])
   assert not big.is_forest
-  with pytest.raises(ValueError, match=f"d <= {_poset_sampler.GENERAL_MAX_D}"):
+  with pytest.raises(ValueError, match=f"d <= {_poset_tables.GENERAL_MAX_D}"):
     jaxdp.random.poset_ball(jax.random.key(0), big)
   with pytest.raises(ValueError, match="d <= "):
-    PosetBall(Poset.from_edges(_poset_sampler.GENERAL_MAX_D + 1, []), "general")
+    PosetBall(Poset.from_edges(_poset_tables.GENERAL_MAX_D + 1, []), "general")
 
 
 def test_forest_method_needs_forest():
@@ -340,16 +340,38 @@ def test_forest_two_word_key_path_is_uniform(posets, name, monkeypatch):
   chi-square (n = 100_000, p > 1e-4)."""
   p = posets[name]
   ref = jaxdp.enumerate_objects(p)
-  seq, k = _poset_sampler.sample_objects(jax.random.key(300), p, "forest", 100_000,
+  seq, k = _poset_kernels.sample_objects(jax.random.key(300), p, "forest", 100_000,
                                          key_words=2)
-  calls, pairs = [], _poset_sampler._heap_order_pairs
-  monkeypatch.setattr(_poset_sampler, "_heap_order_pairs",
+  calls, pairs = [], _poset_kernels._heap_order_pairs
+  monkeypatch.setattr(_poset_kernels, "_heap_order_pairs",
                       lambda *a: calls.append(1) or pairs(*a))
-  jax.make_jaxpr(lambda key: _poset_sampler.objects(  # a fresh trace: no cache
-      key, jax.tree_util.tree_map(jnp.asarray, _poset_sampler.forest_tables(p)), p,
-      "forest", 8, key_words=2))(
+  tables = jax.tree_util.tree_map(jnp.asarray, _poset_tables.forest_tables(p))
+  jax.make_jaxpr(lambda key: _poset_kernels.objects(  # a fresh trace: no cache
+      key, tables, p.d, _poset_tables.forest_layout(p), 8, key_words=2))(
           jax.random.key(0))
   assert calls  # key_words=2 does select the two-word path
   idx = object_index(np.asarray(seq), np.asarray(k), *ref)
   assert (idx >= 0).all()
   assert chi_square_uniform_pvalue(idx, ref[0].shape[0]) > P_MIN
+
+
+def test_posets_of_one_size_share_one_compilation():
+  """Tables are data: only d and the forest layout are static, so new posets of the
+  same size (general) or the same forest shape do not recompile the kernel."""
+  from jaxdp import random as dprandom
+  posets = [Poset.random(jax.random.key(i), 7) for i in range(5)]
+  before = dprandom._poset_kernel._cache_size()
+  for i, p in enumerate(posets):
+    dprandom.poset_ball(jax.random.key(i), p, (123,), method="general")
+  assert dprandom._poset_kernel._cache_size() - before == 1
+  # two forests of one shape (a root with two children), elements labelled apart
+  f1, f2 = Poset.from_parents([-1, 0, 0]), Poset.from_parents([1, -1, 1])
+  assert _poset_tables.forest_layout(f1) == _poset_tables.forest_layout(f2)
+  before = dprandom._poset_kernel._cache_size()
+  z1 = dprandom.poset_ball(jax.random.key(0), f1, (5000,))
+  z2 = dprandom.poset_ball(jax.random.key(0), f2, (5000,))
+  assert dprandom._poset_kernel._cache_size() - before == 1
+  # same random numbers, relabelled poset: the draws are the same up to relabelling
+  # (element 0 of f1 is element 1 of f2)
+  np.testing.assert_array_equal(np.asarray(z1)[:, [0, 1, 2, 3]],
+                                np.asarray(z2)[:, [0, 2, 1, 3]])

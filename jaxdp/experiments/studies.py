@@ -14,7 +14,6 @@ References:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Sequence
 
@@ -22,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdp import _poset_sampler, montecarlo
+from jaxdp import montecarlo
 from jaxdp.experiments import baselines
 from jaxdp import random as dprandom
 from jaxdp.balls import LpBall
@@ -158,12 +157,10 @@ def nhis_study(key, sections: Sequence[int] = (1, 2, 3), **kw):
 
 
 # ------------------------------------------------------------------ random posets
-@functools.partial(jax.jit, static_argnames=("d", "n"))
-def _general_ratio_moments(key, tables, d, n):
-  """Mean and second moment of ||Z_(1:)||^2 / (d/3), general sampler, tables as data."""
-  k_obj, k_exp = jax.random.split(key)
-  seq, k = _poset_sampler._objects_general(k_obj, tables, d, n)
-  z = _poset_sampler.uniform_points(k_exp, seq, k, tables.up, jnp.float32)
+@jax.jit
+def _ratio_moments(z):
+  """Mean and second moment of ||Z_(1:)||^2 / (d/3) over uniform draws ``z``."""
+  d = z.shape[-1] - 1
   r = jnp.sum(z[:, 1:] ** 2, axis=1) / (d / 3.0)
   return jnp.mean(r), jnp.mean(r * r)
 
@@ -174,9 +171,11 @@ def _random_poset_rows(key, d, num_posets, num_samples, insertion_samples):
   for i, g in enumerate(adj):
     edges = [(int(a), int(b)) for a, b in zip(*np.nonzero(g))]
     poset = Poset.from_edges(d, edges, name=f"random{d}-{i}")
-    tables = _poset_sampler.general_tables(poset)
-    m1, m2 = jax.device_get(_general_ratio_moments(jax.random.fold_in(key, i + 1),
-                                                   tables, d, num_samples))
+    # the public sampler: its tables are data, so all posets of this d share one
+    # compilation
+    z = dprandom.poset_ball(jax.random.fold_in(key, i + 1), poset, (num_samples,),
+                            method="general")
+    m1, m2 = jax.device_get(_ratio_moments(z))
     m1, m2 = float(m1), float(m2)
     se = math.sqrt(max(m2 - m1 * m1, 0.0) / max(num_samples - 1, 1))
     row = {"d": d, "poset": i, "dag_edges": len(edges), "depth": poset.depth,

@@ -1,4 +1,6 @@
-"""Exact uniform sampling of the poset ball: host-side tables and batched kernels.
+"""Exact uniform sampling of the poset ball, part 1: host-side tables (numpy).
+
+The traced kernels that use these tables are in :mod:`jaxdp._poset_kernels`.
 
 The poset ball of a poset P on d elements is K = conv{+-(1, 1_F) : F a filter}, a
 polytope in R^(d+1). It is tiled by equal-volume simplices, one per *object*
@@ -48,7 +50,6 @@ import math
 from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxdp.posets import Poset
@@ -70,6 +71,23 @@ class ForestTables(NamedTuple):
   node_cdf: jax.Array   # (d, d+1, 2(d+1)) float32: per preorder node, per budget m,
                         # CDF over options 2a + [node in A], a = A-count in its subtree
   up: jax.Array         # (d, d) bool
+  labels: jax.Array     # (d,) int32: the element at each preorder position
+
+
+class ForestLayout(NamedTuple):
+  """The shape of a forest in preorder (hashable: the kernels' static argument).
+
+  Positions are preorder positions; -1 means none. Forests with the same layout
+  share one compiled kernel; which element sits at each position is data
+  (``ForestTables.labels``).
+  """
+  first_child: tuple
+  next_sibling: tuple
+  subtree_size: tuple
+
+  @property
+  def d(self) -> int:
+    return len(self.first_child)
 
 
 # ------------------------------------------------------------------ method choice
@@ -164,8 +182,14 @@ def _extension_counts(poset: Poset) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=32)
+def forest_layout(poset: Poset) -> ForestLayout:
+  """The forest's preorder layout: first-child and next-sibling links, subtree sizes."""
+  return _forest_structure(poset)[1]
+
+
+@functools.lru_cache(maxsize=32)
 def _forest_structure(poset: Poset):
-  """Preorder of the forest with first-child / next-sibling links (preorder positions)."""
+  """``(preorder, layout)``: the elements in preorder, and the :class:`ForestLayout`."""
   parents = poset.parents
   d = poset.d
   children = [[] for _ in range(d)]
@@ -188,7 +212,7 @@ def _forest_structure(poset: Poset):
         visit(children[v])
 
   visit(roots)
-  return pre, fc, ns, _subtree_sizes(fc, ns)
+  return tuple(pre), ForestLayout(tuple(fc), tuple(ns), tuple(_subtree_sizes(fc, ns)))
 
 
 @functools.lru_cache(maxsize=32)
@@ -203,7 +227,8 @@ def _forest_logs(poset: Poset):
   prod_{u in A} 1/h_A(u) prod_{u in B} 1/h_B(u) over subtree assignments with m
   A-elements, so k!(d-k)! X(k) = sum_{|A|=k} e(A) e(B) by the hook-length formula.
   """
-  pre, fc, ns, size = _forest_structure(poset)
+  lay = forest_layout(poset)
+  fc, ns, size = lay.first_child, lay.next_sibling, lay.subtree_size
   d = poset.d
   log_x = [None] * d
   log_c = [None] * d
@@ -229,7 +254,8 @@ def _forest_logs(poset: Poset):
 @functools.lru_cache(maxsize=32)
 def forest_tables(poset: Poset) -> ForestTables:
   d = poset.d
-  pre, fc, ns, size = _forest_structure(poset)
+  pre, lay = _forest_structure(poset)
+  ns, size = lay.next_sibling, lay.subtree_size
   log_top, log_c, log_x, _ = _forest_logs(poset)
   node_cdf = np.ones((d, d + 1, 2 * (d + 1)), dtype=np.float64)
   for i in range(d):
@@ -250,7 +276,8 @@ def forest_tables(poset: Poset) -> ForestTables:
   return ForestTables(
       top_cdf=_cdf(log_top).astype(np.float32),
       node_cdf=node_cdf.astype(np.float32),
-      up=np.array(poset.order))
+      up=np.array(poset.order),
+      labels=np.asarray(pre, np.int32))
 
 
 def _logsumexp(x):
@@ -274,171 +301,6 @@ def _cdf(logw):
   return c
 
 
-# ------------------------------------------------------------------ kernels
-def sample_objects(key, poset: Poset, method: str, n: int, *,
-                   key_words: int | None = None):
-  """Draws ``n`` objects: ``seq`` (n, d) int32 elements in order of addition, ``k`` (n,).
-
-  ``key_words`` (forest sampler only, static): 1 or 2 32-bit words per heap key;
-  ``None`` picks 1 for d <= 32 and 2 above (see ``_COLUMN_MAX_D``).
-  """
-  method = resolve_method(poset, method)
-  tables = general_tables(poset) if method == "general" else forest_tables(poset)
-  return _objects_jit(key, tables, poset=poset, method=method, n=n,
-                      key_words=key_words)
-
-
-@functools.partial(jax.jit, static_argnames=("poset", "method", "n", "key_words"))
-def _objects_jit(key, tables, *, poset, method, n, key_words):
-  tables = jax.tree_util.tree_map(jnp.asarray, tables)  # numpy when jit is disabled
-  return objects(key, tables, poset, method, n, key_words=key_words)
-
-
-def objects(key, tables, poset: Poset, method: str, n: int, *,
-            key_words: int | None = None):
-  """Traceable object sampler used by the public kernels."""
-  if method == "general":
-    return _objects_general(key, tables, poset.d, n)
-  pre, fc, ns, _ = _forest_structure(poset)
-  if key_words is None:
-    key_words = 1 if poset.d <= _COLUMN_MAX_D else 2
-  if key_words not in (1, 2):
-    raise ValueError(f"key_words must be 1 or 2; got {key_words!r}.")
-  return _objects_forest(key, tables, tuple(pre), tuple(fc), tuple(ns), n, key_words)
-
-
-def _objects_general(key, t: GeneralTables, d: int, n: int):
-  k_trie, k_ext = jax.random.split(key)
-  u = jax.random.uniform(k_trie, (n, d))
-  v = jax.random.uniform(k_ext, (n, d))
-  a = jnp.zeros((n,), jnp.int32)
-  for level in range(d):
-    p = t.trie[(1 << level) - 1 + a]
-    a = 2 * a + (u[:, level] < p).astype(jnp.int32)
-  a = a.astype(jnp.uint32)
-  k = jax.lax.population_count(a).astype(jnp.int32)
-  bits = jnp.left_shift(jnp.uint32(1), jnp.arange(d, dtype=jnp.uint32))
-  rest = a ^ jnp.uint32((1 << d) - 1)
-  s_set = a
-  seq = []
-  for s in range(d):
-    s_set = jnp.where(k == s, rest, s_set)
-    member = (s_set[:, None] & bits) != 0
-    top = member & ((s_set[:, None] & t.strict_up[None, :]) == 0)
-    w = jnp.where(top, t.ext[(s_set[:, None] ^ bits).astype(jnp.int32)], 0.0)
-    x = _categorical(w, v[:, s], top)
-    s_set = s_set ^ bits[x]
-    seq.append(x)
-  return jnp.stack(seq, axis=1), k
-
-
-def _categorical(w, u, valid):
-  """Index i with probability w_i / sum(w) (w >= 0), by inverse CDF with uniform u."""
-  d = w.shape[1]
-  c = jnp.cumsum(w, axis=1)
-  x = jnp.sum(c <= (u * c[:, -1])[:, None], axis=1).astype(jnp.int32)
-  last = (d - 1 - jnp.argmax(valid[:, ::-1], axis=1)).astype(jnp.int32)
-  return jnp.where(x >= d, last, x)  # u * total rounded up to total
-
-
-def _objects_forest(key, t: ForestTables, pre, fc, ns, n: int, key_words: int):
-  d = len(pre)
-  k_top, k_node, k_ext = jax.random.split(key, 3)
-  u_top = jax.random.uniform(k_top, (n,))
-  u = jax.random.uniform(k_node, (n, d))
-  k = jnp.sum(t.top_cdf[None, :] <= u_top[:, None], axis=1).astype(jnp.int32)
-  k = jnp.minimum(k, d)
-  budget = [None] * d
-  budget[0] = k
-  in_b = [None] * d                                      # by preorder position
-  for i in range(d):
-    row = t.node_cdf[i][budget[i]]                         # (n, 2(d+1))
-    opt = jnp.sum(row <= u[:, i:i + 1], axis=1).astype(jnp.int32)
-    cnt, here = opt // 2, opt % 2
-    if fc[i] >= 0:
-      budget[fc[i]] = cnt - here
-    if ns[i] >= 0:
-      budget[ns[i]] = budget[i] - cnt
-    in_b[i] = (1 - here).astype(jnp.uint32)
-  # Uniform linear extensions of the induced forests on A and B at once: distinct
-  # random keys, then, top down in preorder, swap the smallest key of v's part within
-  # v's subtree into v. Each swap keeps the keys below v uniformly arranged, so the
-  # result is a uniformly random heap order of each part, i.e. a uniform linear
-  # extension (top = smallest key). Keys carry the element's position in their low
-  # bits so they are distinct; a tie of the random bits (which the position would
-  # break) is the only departure from exactness.
-  heap_order = _heap_order_columns if key_words == 1 else _heap_order_pairs
-  seq = heap_order(k_ext, in_b, fc, ns, n, d, jnp.asarray(pre, jnp.int32))
-  return seq, k
-
-
-# Up to this d the heap-order step works column by column (fastest on CPU; XLA's
-# compile time grows quickly beyond it). Keys are one 32-bit word: 31 - ceil(log2 d)
-# random bits, so a tie has probability below d^2 2^-(32 - ceil(log2 d)) < 7.5e-6.
-# Larger forests use two-word keys (ties below d^2 2^-57) and array slices.
-_COLUMN_MAX_D = 32
-
-
-def _heap_order_columns(key, in_b, fc, ns, n, d, labels):
-  """``labels`` (elements by preorder position) in A-then-B top-down order, working
-  with one (n,) column per element."""
-  low = max(1, (d - 1).bit_length())
-  raw = jax.random.bits(key, (n, d), jnp.uint32)
-  keys = [((raw[:, i] >> (low + 1)) << low) | jnp.uint32(i) for i in range(d)]
-  size = _subtree_sizes(fc, ns)
-  for i in range(d):
-    sub = range(i, i + size[i])                            # v's subtree, preorder
-    same = [in_b[j] == in_b[i] for j in sub]
-    smallest = keys[i]
-    for j, ok in zip(sub, same):
-      smallest = jnp.where(ok, jnp.minimum(smallest, keys[j]), smallest)
-    old = keys[i]
-    for j, ok in zip(sub[1:], same[1:]):
-      keys[j] = jnp.where(ok & (keys[j] == smallest), old, keys[j])
-    keys[i] = smallest
-  sort_key = jnp.stack([keys[i] | (in_b[i] << 31) for i in range(d)], axis=1)
-  return _order_from_keys(sort_key[:, None, :] < sort_key[:, :, None], labels)
-
-
-def _heap_order_pairs(key, in_b, fc, ns, n, d, labels):
-  """Same as :func:`_heap_order_columns` with two-word keys and array slices."""
-  low = max(1, (d - 1).bit_length())
-  raw = jax.random.bits(key, (2, n, d), jnp.uint32)
-  hi = raw[0] >> 1                                         # (n, d), preorder order
-  lo = ((raw[1] >> low) << low) | jnp.arange(d, dtype=jnp.uint32)
-  part = jnp.stack(in_b, axis=1)
-  top = jnp.uint32(0xFFFFFFFF)
-  size = _subtree_sizes(fc, ns)
-  for i in range(d):
-    if size[i] == 1:
-      continue
-    sub = slice(i, i + size[i])                            # v's subtree, preorder
-    h, l, b = hi[:, sub], lo[:, sub], part[:, sub]
-    same = b == b[:, :1]
-    min_h = jnp.min(jnp.where(same, h, top), axis=1, keepdims=True)
-    min_l = jnp.min(jnp.where(same & (h == min_h), l, top), axis=1, keepdims=True)
-    is_min = same & (l == min_l)                           # lo alone is unique
-    h = jnp.where(is_min, h[:, :1], h).at[:, 0].set(min_h[:, 0])
-    l = jnp.where(is_min, l[:, :1], l).at[:, 0].set(min_l[:, 0])
-    hi, lo = hi.at[:, sub].set(h), lo.at[:, sub].set(l)
-  part_hi = hi | (part << 31)
-  return _order_from_keys(_pair_less(part_hi[:, None, :], lo[:, None, :],
-                                     part_hi[:, :, None], lo[:, :, None]), labels)
-
-
-def _order_from_keys(smaller, labels):
-  """Column r holds the label whose key has rank r; ``smaller[:, x, y]`` = key_y <
-  key_x. Counting (much faster than a sort on CPU for small d)."""
-  pos = jnp.sum(smaller, axis=2)                           # (n, d) rank of each index
-  slot = jnp.arange(labels.shape[0], dtype=pos.dtype)
-  return jnp.sum(jnp.where(pos[:, :, None] == slot, labels[None, :, None], 0), axis=1)
-
-
-def _pair_less(a_hi, a_lo, b_hi, b_lo):
-  """(a_hi, a_lo) < (b_hi, b_lo) lexicographically."""
-  return (a_hi < b_hi) | ((a_hi == b_hi) & (a_lo < b_lo))
-
-
 def _subtree_sizes(fc, ns):
   """Subtree size of every preorder position, from first-child / next-sibling links."""
   d = len(fc)
@@ -449,29 +311,3 @@ def _subtree_sizes(fc, ns):
       size[i] += size[j]
       j = ns[j]
   return size
-
-
-def uniform_points(key, seq, k, up, dtype):
-  """Exactly uniform points of each object's simplex (so of the ball): Dirichlet(1)
-  weights from d + 2 exponentials on the vertices. Returns (n, d+1), root first."""
-  expo = jax.random.exponential(key, (seq.shape[0], seq.shape[1] + 2), dtype)
-  return chain_noise(seq, k, expo, up, dtype) / jnp.sum(expo, axis=1, keepdims=True)
-
-
-def chain_noise(seq, k, expo, up, dtype):
-  """sum_i E_i v_i over the simplex of each object: (n, d+1), root first.
-
-  A's vertices (1, 1_F0..Fk) take E[0..k], B's -(1, 1_G0..Gl) take E[k+1..d+1].
-  Coordinate j accumulates E_i over the chain filters containing j.
-  """
-  n, d = seq.shape
-  f = jnp.zeros((n, d), bool)
-  coord = jnp.zeros((n, d), dtype)
-  for s in range(d):
-    is_a = s < k
-    f = jnp.where((k == s)[:, None], False, f) | up[seq[:, s]]
-    coeff = jnp.where(is_a, expo[:, s + 1], -expo[:, s + 2])
-    coord = coord + coeff[:, None] * f.astype(dtype)
-  idx = jnp.arange(d + 2)
-  root = jnp.sum(jnp.where(idx[None, :] <= k[:, None], expo, -expo), axis=1)
-  return jnp.concatenate([root[:, None], coord], axis=1)
