@@ -346,9 +346,9 @@ class PosetCountMechanism(_Mechanism):
           r = int(bad[0])
           raise ValueError(
               f"data row {r} = {np.asarray(x[r]).astype(int).tolist()} is not a "
-              f"filter of the poset ({bad.size} such rows): a 1 at some element "
-              "needs 1s at every element above it. Fix the data, or pass "
-              "on_invalid='clip' to replace each row by the largest filter it "
+              f"filter of the poset ({bad.size} such rows): "
+              f"{self.poset.explain_violation(np.asarray(x[r]))}. Fix the data, or "
+              "pass on_invalid='clip' to replace each row by the largest filter it "
               "contains.")
     else:
       ok = jnp.all(binary) & (jnp.all(is_filter) | (self.on_invalid == "clip"))

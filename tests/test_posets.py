@@ -1,3 +1,5 @@
+import json
+
 import jax
 import numpy as np
 import pytest
@@ -93,3 +95,47 @@ def test_melancon_chain_is_uniform_on_labelled_dags():
   _, counts = np.unique(codes, return_counts=True)
   assert len(counts) == 25
   assert stats.chisquare(counts).pvalue > 1e-4
+
+
+def test_prerequisites_by_name_and_edge_direction():
+  """'q2 requires q1' is p_q2 <= p_q1: the edge (q2, q1). NHIS section 1 said by name."""
+  p = Poset.from_prerequisites({"q1": [], "q2": ["q1"], "q3": ["q2"], "q4": ["q1"]})
+  assert p == Poset.nhis(1) and p.labels == ("q1", "q2", "q3", "q4")
+  assert p.order[1, 0] and not p.order[0, 1]
+  assert p.is_filter([1, 1, 0, 0]) and not p.is_filter([0, 1, 0, 0])
+  assert p.explain_violation([0, 1, 0, 0]) == "'q2' is 1 but 'q1', which it requires, is 0"
+  with pytest.raises(TypeError, match=r"write \['q1'\]"):
+    Poset.from_prerequisites({"q2": "q1"})
+  with pytest.raises(ValueError, match="distinct"):
+    Poset.from_edges(2, [], labels=("a", "a"))
+
+
+def test_empty_poset_is_a_clear_error():
+  with pytest.raises(ValueError, match="d must be >= 1"):
+    Poset.from_edges(0, [])
+  with pytest.raises(ValueError, match="at least one element"):
+    Poset(())
+
+
+def test_load_formats_and_errors(tmp_path):
+  nhis1 = Poset.nhis(1)
+  files = {
+      "order.json": json.dumps({"order": nhis1.order.astype(int).tolist(),
+                                "labels": ["a", "b", "c", "d"]}),
+      "edges.json": json.dumps({"d": 4, "edges": [[1, 0], [2, 1], [3, 0]]}),
+      "requires.json": json.dumps({"requires": {"q1": [], "q2": ["q1"], "q3": ["q2"],
+                                                "q4": ["q1"]}}),
+      "edges.txt": "# NHIS 1\nd 4\n1 0\n2 1\n3 0\n",
+      "order.txt": "\n".join(" ".join(str(int(v)) for v in row) for row in nhis1.order),
+  }
+  for name, text in files.items():
+    (tmp_path / name).write_text(text)
+    p = Poset.load(tmp_path / name)
+    assert p == nhis1 and p.name == name.split(".")[0], name
+  assert Poset.load(tmp_path / "order.json").labels == ("a", "b", "c", "d")
+  (tmp_path / "bad.json").write_text(json.dumps({"d": 2.5, "edges": []}))
+  with pytest.raises(ValueError, match=r"bad.json: 'd' must be an integer; got 2.5"):
+    Poset.load(tmp_path / "bad.json")
+  (tmp_path / "cycle.txt").write_text("d 2\n0 1\n1 0\n")
+  with pytest.raises(ValueError, match="cycle.txt: edges contain a cycle"):
+    Poset.load(tmp_path / "cycle.txt")

@@ -260,25 +260,10 @@ def _load_poset(src):
   path = Path(src)
   if not path.is_file():
     raise UsageError(f"--poset {src!r}: not nhis1|nhis2|nhis3, random:D, or a file")
-  text = path.read_text()
-  name = path.stem
   try:
-    if path.suffix == ".json":
-      obj = json.loads(text)
-      if "order" in obj:
-        return Poset.from_order(obj["order"], name=name)
-      if "edges" in obj and "d" in obj:
-        return Poset.from_edges(int(obj["d"]), obj["edges"], name=name)
-      raise UsageError(f"{src}: JSON needs 'order', or 'd' and 'edges'")
-    lines = [ln.split() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
-    if lines and lines[0][0] == "d":
-      return Poset.from_edges(int(lines[0][1]), [tuple(map(int, ln)) for ln in lines[1:]],
-                              name=name)
-    return Poset.from_order([[int(v) for v in ln] for ln in lines], name=name)
-  except json.JSONDecodeError as e:
-    raise UsageError(f"{src}: invalid JSON ({e.msg} at line {e.lineno})") from None
-  except (ValueError, TypeError, KeyError) as e:
-    raise UsageError(f"{src}: {e}") from None
+    return Poset.load(path)
+  except ValueError as e:
+    raise UsageError(str(e)) from None
 
 
 # ------------------------------------------------------------------ output
