@@ -25,10 +25,10 @@ def main():
     est = montecarlo.estimate(jax.random.key(0), draw, ratio, 2_000_000,
                               chunk_size=1 << 18, devices=jax.devices()[:n_dev])
     results[n_dev] = est
-    print(f"{n_dev} device(s): ratio = {est.mean[0]:.6f} ± {est.stderr[0]:.6f} "
+    print(f"{n_dev} device(s): ratio = {est.mean:.6f} ± {est.stderr:.6f} "
           f"({est.n:,} draws)")
   first, last = results[min(results)], results[max(results)]
-  assert first.mean[0] == last.mean[0], "estimates differ across device counts"
+  assert first.mean == last.mean, "estimates differ across device counts"
   print("identical estimates on every device count")
 
 

@@ -59,7 +59,8 @@ def merge_moments(a: Moments, b: Moments) -> Moments:
 
 
 class Estimate(NamedTuple):
-  """Monte Carlo estimate of E[f(X)] for each statistic."""
+  """Monte Carlo estimate of E[f(X)] for each statistic: scalars (0-d arrays) when
+  the statistic gives one value per draw, ``(k,)`` arrays for ``k`` values."""
   mean: np.ndarray
   var: np.ndarray      # sample variance of f(X)
   stderr: np.ndarray   # standard error of the mean
@@ -89,7 +90,8 @@ def estimate(key, draw: Callable, statistic: Callable, num_samples: int, *,
     progress: print progress to stderr (default: when the run takes over 3 s).
 
   Returns:
-    An :class:`Estimate` with float64 mean, variance and standard error.
+    An :class:`Estimate` with float64 mean, variance and standard error (scalars
+    for a statistic with one value per draw).
   """
   _checks.check_key(key)
   num_samples = _checks.check_int(num_samples, "num_samples", minimum=1)
@@ -104,6 +106,7 @@ def estimate(key, draw: Callable, statistic: Callable, num_samples: int, *,
   chunk_size = min(chunk_size, -(-num_samples // blocks) * blocks)
   block_size = chunk_size // blocks
   run_chunk = _chunk_fn(draw, statistic, block_size, blocks, tuple(devices[:n_dev]))
+  scalar = len(jax.eval_shape(lambda k: statistic(draw(k, block_size)), key).shape) == 1
 
   num_chunks = -(-num_samples // chunk_size)
   acc = Moments(0.0, None, None)
@@ -125,7 +128,11 @@ def estimate(key, draw: Callable, statistic: Callable, num_samples: int, *,
       last = now
   mean, m2 = acc.mean, acc.m2
   var = m2 / (count - 1) if count > 1 else np.full_like(m2, np.nan)
-  return Estimate(mean=mean, var=var, stderr=np.sqrt(var / count), n=int(count))
+  stderr = np.sqrt(var / count)
+  if scalar:
+    mean, var, stderr = mean[0], var[0], stderr[0]
+  return Estimate(mean=np.asarray(mean), var=np.asarray(var), stderr=np.asarray(stderr),
+                  n=int(count))
 
 
 @functools.lru_cache(maxsize=16)

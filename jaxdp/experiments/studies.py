@@ -43,7 +43,7 @@ def norm_ratio(key, poset: Poset, num_samples: int, *, chunk_size: int = 1 << 20
   est = montecarlo.estimate(
       key, _PosetBallDraw(poset), _SquaredNorm(1, poset.d / 3.0),
       num_samples, chunk_size=chunk_size, devices=devices, progress=progress)
-  return float(est.mean[0]), float(est.stderr[0])
+  return float(est.mean), float(est.stderr)
 
 
 # Draws and statistics as frozen dataclasses: equal values hash equal, so repeated
@@ -117,7 +117,7 @@ def mechanism_mse(key, poset: Poset, eps: float, noises: Sequence[str],
         jax.random.fold_in(key, i), _NoiseDraw(inner, poset.d + 1), _SquaredNorm(0, 1.0),
         num_samples, chunk_size=min(1 << 18, _round_up(num_samples, 16)),
         devices=devices, progress=progress)
-    out[noise] = (float(est.mean[0]), float(est.stderr[0]), exact_mse(poset, eps, noise))
+    out[noise] = (float(est.mean), float(est.stderr), exact_mse(poset, eps, noise))
   return out
 
 
