@@ -69,7 +69,8 @@ class Estimate(NamedTuple):
 
 def estimate(key, draw: Callable, statistic: Callable, num_samples: int, *,
              chunk_size: int = 1 << 20, blocks: int = 16,
-             devices: Sequence | None = None, progress: bool | None = None) -> Estimate:
+             devices: Sequence | None = None, progress: bool | None = None,
+             label: str = "") -> Estimate:
   """Estimates E[statistic(draw)] from ``num_samples`` independent draws.
 
   Args:
@@ -88,6 +89,7 @@ def estimate(key, draw: Callable, statistic: Callable, num_samples: int, *,
     devices: devices to shard over (default: all local devices). Only as many as
       divide ``blocks`` are used.
     progress: print progress to stderr (default: when the run takes over 3 s).
+    label: what is being estimated, shown in the progress lines.
 
   Returns:
     An :class:`Estimate` with float64 mean, variance and standard error (scalars
@@ -123,7 +125,8 @@ def estimate(key, draw: Callable, statistic: Callable, num_samples: int, *,
     if show and (now - last > 2.0 or c == num_chunks - 1):
       rate = count / (now - start)
       eta = (num_samples - count) / rate if rate > 0 else math.inf
-      print(f"[jaxdp.montecarlo] {int(count):,}/{num_samples:,} draws "
+      print(f"[jaxdp.montecarlo{': ' + label if label else ''}] "
+            f"{int(count):,}/{num_samples:,} draws "
             f"({rate:,.0f}/s, {eta:,.0f}s left)", file=sys.stderr, flush=True)
       last = now
   mean, m2 = acc.mean, acc.m2

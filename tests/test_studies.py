@@ -133,9 +133,27 @@ def test_cli_poset_study_writes_files(tmp_path, capsys):
   assert rc == 0
   out = capsys.readouterr().out
   assert "nhis1" in out and "exact ratio" in out
-  data = json.loads((tmp_path / "poset.json").read_text())
+  data = json.loads((tmp_path / "poset_nhis1.json").read_text())  # named after input
   assert data["results"][0]["d"] == 4
-  assert (tmp_path / "poset.csv").exists() and (tmp_path / "poset.md").exists()
+  assert (tmp_path / "poset_nhis1.csv").exists() and (tmp_path / "poset_nhis1.md").exists()
+
+
+def test_cli_streams_samples_and_checks_limits_up_front(tmp_path, capsys):
+  out = tmp_path / "z.npy"
+  assert cli_main(["sample", "--poset", "nhis1", "--samples", "1e4", "--chunk", "3000",
+                   "--out", str(out)]) == 0
+  z = np.load(out)
+  assert z.shape == (10_000, 5) and np.isfinite(z).all() and len(np.unique(z[:, 1])) > 9000
+  assert cli_main(["dims", "--dims", "4,30", "--no-plot", "--out", str(tmp_path)]) == 2
+  assert "1 <= d <= 22" in capsys.readouterr().err
+  assert cli_main(["structure", "--posets", "5", "--samples", "100",
+                   "--insertion-samples", "0", "--no-plot", "--out", str(tmp_path)]) == 0
+  captured = capsys.readouterr()
+  assert "lower --min-group" in captured.out
+  assert "structure.csv" not in captured.err  # no rows: no CSV, and none listed
+  assert cli_main(["poset", "--poset", "nhis1", "--samples", "100", "--no-plot",
+                   "--insertion-samples", "0", "--out", "/dev/null/x"]) == 2
+  assert "cannot write" in capsys.readouterr().err
 
 
 def test_cli_reads_poset_files(tmp_path, capsys):

@@ -7,9 +7,13 @@
   jaxdp structure            random posets of fixed d by depth and edges (Figure 3)
   jaxdp sample --poset SRC   draw poset-ball noise and print its shape and E||Z||^2
 
-A poset file is JSON ({"order": [[0/1, ...], ...]} or {"d": D, "edges": [[i, j], ...]}
-with (i, j) meaning p_i < p_j) or text: a square 0/1 order matrix, one row per line,
-or lines "i j" (an edge list; first line "d D").
+A poset file is JSON ({"order": [[0/1, ...], ...]}, {"d": D, "edges": [[i, j], ...]}
+with (i, j) meaning p_i < p_j, i.e. "i requires j", or {"requires": {"q2": ["q1"]}}),
+or text: a square 0/1 order matrix, one row per line, or "d D" then "i j" edge lines.
+See jaxdp.Poset.load.
+
+Outputs go to out/<command>/ by default (an ignored folder: running a study never
+changes the published results/), named after the command or the poset.
 """
 
 from __future__ import annotations
@@ -67,9 +71,11 @@ def _cmd_study(args) -> int:
   print(table)
   print(f"\n{args.samples:,} exact draws per poset, {args.insertion_samples:,} from the "
         f"published insertion sampler; {elapsed:.1f} s on {_machine_line()}.")
-  _write(args.out, args.command, rows, table)
+  name = args.command if args.command == "nhis" else f"poset_{posets[0].name or 'file'}"
+  written = _write(args.out, name, rows, table)
   if not args.no_plot:
-    _plot_study(args.out, args.command, rows)
+    written += _plot_study(args.out, name, rows)
+  _report(args.out, written)
   return 0
 
 
@@ -77,15 +83,19 @@ def _cmd_dims(args) -> int:
   import jax
   from jaxdp.experiments import studies
 
+  dims = _int_list(args.dims, "--dims")
+  for d in dims:
+    _check_random_d(d, "--dims")
   summary, per = studies.random_by_dimension(
-      jax.random.key(args.seed), _int_list(args.dims, "--dims"),
+      jax.random.key(args.seed), dims,
       posets_per_dim=args.posets, num_samples=args.samples,
       insertion_samples=args.insertion_samples)
   table = _group_table(summary, "d")
   print(table)
-  _write(args.out, "dims", summary, table, extra={"per_poset": per})
+  written = _write(args.out, "dims", summary, table, extra={"per_poset": per})
   if not args.no_plot:
-    _plot_groups(args.out, "dims", summary, "d", "dimension d")
+    written += _plot_groups(args.out, "dims", summary, "d", "dimension d")
+  _report(args.out, written)
   return 0
 
 
@@ -93,59 +103,102 @@ def _cmd_structure(args) -> int:
   import jax
   from jaxdp.experiments import studies
 
+  _check_random_d(args.d, "--d")
   by_depth, by_edges, per = studies.random_by_structure(
       jax.random.key(args.seed), args.d, num_posets=args.posets,
       num_samples=args.samples, insertion_samples=args.insertion_samples,
       min_group=args.min_group)
   table = _group_table(by_depth, "depth") + "\n\n" + _group_table(by_edges, "dag_edges")
+  if not by_depth and not by_edges:
+    table = (f"No group has at least --min-group {args.min_group} posets (of "
+             f"{args.posets}); lower --min-group or raise --posets.")
   print(table)
-  _write(args.out, "structure", {"by_depth": by_depth, "by_edges": by_edges}, table,
-         extra={"per_poset": per})
+  written = _write(args.out, "structure", {"by_depth": by_depth, "by_edges": by_edges},
+                   table, extra={"per_poset": per})
   if not args.no_plot:
-    _plot_groups(args.out, "structure_depth", by_depth, "depth", "depth")
-    _plot_groups(args.out, "structure_edges", by_edges, "dag_edges", "DAG edges")
+    written += _plot_groups(args.out, "structure_depth", by_depth, "depth", "depth")
+    written += _plot_groups(args.out, "structure_edges", by_edges, "dag_edges",
+                            "DAG edges")
+  _report(args.out, written)
   return 0
 
 
 def _cmd_sample(args) -> int:
   import jax
   import jax.numpy as jnp
+  import numpy as np
 
   import jaxdp
 
   poset = _load_poset(args.poset)
-  z = jaxdp.random.poset_ball(jax.random.key(args.seed), poset, (args.samples,))
-  sq = float(jnp.mean(jnp.sum(z[:, 1:] ** 2, axis=1)))
-  print(f"poset {poset!r}: {args.samples:,} exactly uniform points of its poset ball, "
-        f"shape {tuple(z.shape)}, E||Z_(1:)||^2 = {sq:.5f} "
-        f"(ratio to the l_inf cube's d/3: {sq / (poset.d / 3):.5f})")
+  n, dim = args.samples, poset.d + 1
+  target = None
+  if args.out:
+    path = Path(args.out)
+    try:
+      path.parent.mkdir(parents=True, exist_ok=True)
+      target = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32,
+                                         shape=(n, dim))
+    except OSError as e:
+      raise UsageError(f"--out {args.out}: cannot write ({e.strerror})") from None
+  key = jax.random.key(args.seed)
+  total, done, last = 0.0, 0, time.perf_counter()
+  while done < n:  # in chunks: memory stays bounded whatever --samples is
+    m = min(args.chunk, n - done)
+    z = jaxdp.random.poset_ball(jax.random.fold_in(key, done // args.chunk), poset, (m,))
+    total += float(jnp.sum(z[:, 1:] ** 2))
+    if target is not None:
+      target[done:done + m] = np.asarray(z)
+    done += m
+    now = time.perf_counter()
+    if now - last > 2.0 and done < n:
+      print(f"[jaxdp sample] {done:,}/{n:,} poset-ball points drawn"
+            + (f" into {args.out}" if target is not None else ""), file=sys.stderr,
+            flush=True)
+      last = now
+  if target is not None:
+    target.flush()
+  sq = total / n
+  print(f"poset {poset!r}: {n:,} exactly uniform points of its poset ball, "
+        f"shape ({n}, {dim}), E||Z_(1:)||^2 = {sq:.5f} "
+        f"(ratio to the l_inf cube's d/3: {sq / (poset.d / 3):.5f})"
+        + (f"; wrote {args.out}" if target is not None else ""))
   return 0
+
+
+def _check_random_d(d, opt):
+  """Random posets use the general sampler (2^d tables): check d before any work."""
+  from jaxdp._poset_tables import GENERAL_MAX_D
+  if not 1 <= d <= GENERAL_MAX_D:
+    raise UsageError(f"{opt} {d}: random posets need 1 <= d <= {GENERAL_MAX_D} (the exact "
+                     "sampler for a general poset holds tables of 2^d entries)")
 
 
 # ------------------------------------------------------------------ parsing
 def _parser():
+  fmt = _HelpFormatter
   ap = argparse.ArgumentParser(
       prog="jaxdp", description="Exact poset-ball DP noise: utility studies.",
-      epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+      epilog=__doc__.split("\n\n", 1)[1], formatter_class=fmt)
   ap.set_defaults(func=_cmd_study, command="nhis", sections="1,2,3", poset=None,
                   samples=1_000_000, insertion_samples=20_000, eps=1.0,
-                  mechanisms=",".join(NOISES), out="results/nhis", devices=None,
+                  mechanisms=",".join(NOISES), out="out/nhis", devices=None,
                   seed=0, no_plot=False)
   sub = ap.add_subparsers(dest="command")
 
   def common(p, samples, out):
     p.add_argument("--samples", type=_pos_int, default=samples,
-                   help=f"exact-sampler draws (default {samples:,})")
-    p.add_argument("--out", default=out, help=f"output directory (default {out})")
+                   help="exact-sampler draws per poset (1e6 and 1_000_000 work)")
+    p.add_argument("--out", default=out, help="output directory")
     p.add_argument("--devices", type=_pos_int, default=None,
                    help="number of devices to shard over (on CPU, that many host "
-                        "devices are created)")
-    p.add_argument("--seed", type=int, default=0)
+                        "devices are created; default: all local devices)")
+    p.add_argument("--seed", type=int, default=0, help="PRNG seed of the study")
     p.add_argument("--no-plot", action="store_true", help="skip PNG plots")
 
   for name, help_ in [("nhis", "NHIS posets (Figure 4)"), ("poset", "one poset")]:
-    p = sub.add_parser(name, help=help_)
-    common(p, 1_000_000, f"results/{name}")
+    p = sub.add_parser(name, help=help_, formatter_class=fmt)
+    common(p, 1_000_000, f"out/{name}")
     if name == "nhis":
       p.add_argument("--sections", default="1,2,3", help="comma list from 1,2,3")
     else:
@@ -153,33 +206,53 @@ def _parser():
                      help="nhis1|nhis2|nhis3, random:D[:SEED], or a JSON/text file")
     p.add_argument("--insertion-samples", type=_nonneg_int, default=20_000,
                    help="draws from the published insertion sampler (0: skip)")
-    p.add_argument("--eps", type=_pos_float, default=1.0)
+    p.add_argument("--eps", type=_pos_float, default=1.0,
+                   help="eps of the count mechanisms whose MSE is estimated")
     p.add_argument("--mechanisms", default=",".join(NOISES),
                    help=f"comma list from {','.join(NOISES)} (empty: none)")
     p.set_defaults(func=_cmd_study)
 
-  p = sub.add_parser("dims", help="random posets by dimension (Figure 2)")
-  common(p, 20_000, "results/dims")
-  p.add_argument("--dims", default="4,6,8,10,12")
+  p = sub.add_parser("dims", help="random posets by dimension (Figure 2)",
+                     formatter_class=fmt)
+  common(p, 20_000, "out/dims")
+  p.add_argument("--dims", default="4,6,8,10,12",
+                 help="comma list of dimensions d (1 to 22)")
   p.add_argument("--posets", type=_pos_int, default=20, help="random posets per d")
-  p.add_argument("--insertion-samples", type=_nonneg_int, default=1_000)
+  p.add_argument("--insertion-samples", type=_nonneg_int, default=1_000,
+                 help="insertion-sampler draws per poset (0: skip)")
   p.set_defaults(func=_cmd_dims)
 
-  p = sub.add_parser("structure", help="random posets by depth and edges (Figure 3)")
-  common(p, 2_000, "results/structure")
-  p.add_argument("--d", type=_pos_int, default=10)
-  p.add_argument("--posets", type=_pos_int, default=5000)
-  p.add_argument("--min-group", type=_pos_int, default=100)
-  p.add_argument("--insertion-samples", type=_nonneg_int, default=200)
+  p = sub.add_parser("structure", help="random posets by depth and edges (Figure 3)",
+                     formatter_class=fmt)
+  common(p, 2_000, "out/structure")
+  p.add_argument("--d", type=_pos_int, default=10, help="dimension (1 to 22)")
+  p.add_argument("--posets", type=_pos_int, default=5000, help="random posets")
+  p.add_argument("--min-group", type=_pos_int, default=100,
+                 help="drop groups with fewer posets (as the paper does)")
+  p.add_argument("--insertion-samples", type=_nonneg_int, default=200,
+                 help="insertion-sampler draws per poset (0: skip)")
   p.set_defaults(func=_cmd_structure)
 
-  p = sub.add_parser("sample", help="draw poset-ball points and summarise them")
-  p.add_argument("--poset", default="nhis3")
-  p.add_argument("--samples", type=_pos_int, default=1_000_000)
-  p.add_argument("--seed", type=int, default=0)
-  p.add_argument("--devices", type=_pos_int, default=None)
+  p = sub.add_parser("sample", help="draw poset-ball points (streamed to a .npy file)",
+                     formatter_class=fmt)
+  p.add_argument("--poset", default="nhis3",
+                 help="nhis1|nhis2|nhis3, random:D[:SEED], or a JSON/text file")
+  p.add_argument("--samples", type=_pos_int, default=1_000_000, help="points to draw")
+  p.add_argument("--out", default=None,
+                 help="write the points to this .npy file, chunk by chunk (default: "
+                      "only summarise)")
+  p.add_argument("--chunk", type=_pos_int, default=1 << 20,
+                 help="points per chunk (bounds memory)")
+  p.add_argument("--seed", type=int, default=0, help="PRNG seed")
+  p.add_argument("--devices", type=_pos_int, default=None,
+                 help="number of host devices to create (CPU)")
   p.set_defaults(func=_cmd_sample)
   return ap
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter,
+                     argparse.RawDescriptionHelpFormatter):
+  """Every option's help shows its default; the epilog keeps its line breaks."""
 
 
 def _number(cast, ok, what):
@@ -195,8 +268,19 @@ def _number(cast, ok, what):
   return parse
 
 
-_pos_int = _number(int, lambda v: v >= 1, "a positive integer")
-_nonneg_int = _number(int, lambda v: v >= 0, "an integer >= 0")
+def _integer(s):
+  """An integer written as 1000000, 1_000_000 or 1e6 (but not 2.5)."""
+  try:
+    return int(s)
+  except ValueError:
+    v = float(s)
+    if not v.is_integer():
+      raise
+    return int(v)
+
+
+_pos_int = _number(_integer, lambda v: v >= 1, "a positive integer")
+_nonneg_int = _number(_integer, lambda v: v >= 0, "an integer >= 0")
 _pos_float = _number(float, lambda v: math.isfinite(v) and v > 0,
                      "a positive finite number")
 
@@ -305,23 +389,35 @@ def _machine_line():
   return f"{os.cpu_count()} CPU cores, {jax.default_backend()} ({len(jax.devices())} device(s))"
 
 
-def _write(out, name, rows, table, extra=None):
+def _write(out, name, rows, table, extra=None) -> list:
+  """Writes NAME.json, NAME.md and (when there are rows) NAME.csv; returns the names."""
   out = Path(out)
-  out.mkdir(parents=True, exist_ok=True)
   payload = {"results": rows, "machine": _machine_line()}
   if extra:
     payload.update(extra)
-  (out / f"{name}.json").write_text(json.dumps(payload, indent=2))
-  (out / f"{name}.md").write_text(table + "\n")
-  flat = rows if isinstance(rows, list) else [dict(r, group=k) for k, v in rows.items()
-                                              for r in v]
-  if flat:
-    keys = sorted({k for r in flat for k in r})
-    with open(out / f"{name}.csv", "w", newline="") as f:
-      w = csv.DictWriter(f, fieldnames=keys)
-      w.writeheader()
-      w.writerows(flat)
-  print(f"\nwrote {out}/{name}.json, .csv, .md", file=sys.stderr)
+  written = []
+  try:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(payload, indent=2))
+    written.append(f"{name}.json")
+    (out / f"{name}.md").write_text(table + "\n")
+    written.append(f"{name}.md")
+    flat = rows if isinstance(rows, list) else [dict(r, group=k) for k, v in rows.items()
+                                                for r in v]
+    if flat:
+      keys = sorted({k for r in flat for k in r})
+      with open(out / f"{name}.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(flat)
+      written.append(f"{name}.csv")
+  except OSError as e:
+    raise UsageError(f"--out {out}: cannot write ({e.strerror})") from None
+  return written
+
+
+def _report(out, written):
+  print(f"\nwrote {', '.join(str(Path(out) / w) for w in written)}", file=sys.stderr)
 
 
 def _pyplot():
@@ -336,22 +432,22 @@ def _pyplot():
     return None
 
 
-def _plot_study(out, name, rows):
+def _plot_study(out, name, rows) -> list:
   labels = [f"{r['poset']} (d={r['d']})" for r in rows]
-  _plot(out, name, rows, list(range(len(rows))), "", "E||Z||² / (d/3)  (±2 SE)",
-        ticks=labels, line="")
+  return _plot(out, name, rows, list(range(len(rows))), "", "E||Z||² / (d/3)  (±2 SE)",
+               ticks=labels, line="")
 
 
-def _plot_groups(out, name, groups, field, label):
-  _plot(out, name, groups, [g[field] for g in groups], label,
-        "mean E||Z||² / (d/3)  (±2 SE)", line="-")
+def _plot_groups(out, name, groups, field, label) -> list:
+  return _plot(out, name, groups, [g[field] for g in groups], label,
+               "mean E||Z||² / (d/3)  (±2 SE)", line="-")
 
 
 def _plot(out, name, rows, xs, xlabel, ylabel, *, ticks=None, line=""):
   """Exact vs insertion-sampler ratios with 2-SE bars, saved as NAME.png."""
   plt = _pyplot()
   if plt is None or not rows:
-    return
+    return []
   fig, ax = plt.subplots(figsize=(6, 4))
   series = [("exact_ratio", "o", "exact sampler"),
             ("insertion_ratio", "s", "published insertion sampler")]
@@ -368,6 +464,7 @@ def _plot(out, name, rows, xs, xlabel, ylabel, *, ticks=None, line=""):
   fig.tight_layout()
   fig.savefig(Path(out) / f"{name}.png", dpi=120)
   plt.close(fig)
+  return [f"{name}.png"]
 
 
 if __name__ == "__main__":  # pragma: no cover

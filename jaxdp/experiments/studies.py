@@ -42,7 +42,8 @@ def norm_ratio(key, poset: Poset, num_samples: int, *, chunk_size: int = 1 << 20
   chunk_size = min(chunk_size, _round_up(num_samples, 16))
   est = montecarlo.estimate(
       key, _PosetBallDraw(poset), _SquaredNorm(1, poset.d / 3.0),
-      num_samples, chunk_size=chunk_size, devices=devices, progress=progress)
+      num_samples, chunk_size=chunk_size, devices=devices, progress=progress,
+      label=f"{poset.name or 'poset'}: exact-sampler E||Z||^2 ratio")
   return float(est.mean), float(est.stderr)
 
 
@@ -116,7 +117,8 @@ def mechanism_mse(key, poset: Poset, eps: float, noises: Sequence[str],
     est = montecarlo.estimate(
         jax.random.fold_in(key, i), _NoiseDraw(inner, poset.d + 1), _SquaredNorm(0, 1.0),
         num_samples, chunk_size=min(1 << 18, _round_up(num_samples, 16)),
-        devices=devices, progress=progress)
+        devices=devices, progress=progress,
+        label=f"{poset.name or 'poset'}: MSE of {noise} noise at eps {eps:g}")
     out[noise] = (float(est.mean), float(est.stderr), exact_mse(poset, eps, noise))
   return out
 
