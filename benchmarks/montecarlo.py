@@ -41,8 +41,8 @@ def main(argv=None):
     est = montecarlo.estimate(jax.random.key(1), draw, stat, args.n, **kw)
     t = time.perf_counter() - t0
     rows.append({"how": f"montecarlo.estimate, {devs} device(s)", "n": args.n,
-                 "seconds": t, "draws_per_s": args.n / t, "estimate": float(est.mean[0]),
-                 "stderr": float(est.stderr[0])})
+                 "seconds": t, "draws_per_s": args.n / t, "estimate": float(est.mean),
+                 "stderr": float(est.stderr)})
   f = jax.jit(lambda k: stat(jaxdp.random.poset_ball(k, p, (args.n,))).mean())
   jax.block_until_ready(f(jax.random.key(0)))
   t0 = time.perf_counter()
