@@ -184,15 +184,17 @@ class Accountant:
       max_releases = 0 if max_releases is None else _checks.check_int(
           max_releases, "max_releases", minimum=0)
       delta_prime = 0.0
-    if key is None:
-      key = dprandom.os_key()
-    else:
-      _checks.check_key(key)
-      if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-        key = jax.random.wrap_key_data(key)
-    zero = jnp.zeros((), jnp.int32)
+    with jax.ensure_compile_time_eval():  # concrete even when created inside a trace
+      if key is None:
+        key = dprandom.os_key()
+      else:
+        _checks.check_key(key)
+        if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+          key = jax.random.wrap_key_data(key)
+      zero = jnp.zeros((), jnp.int32)
+      last = jnp.ones((), bool)
     return cls(spent_units=zero, spent_delta_units=zero, key=key, refusals=zero,
-               answered=zero, last_answered=jnp.ones((), bool),
+               answered=zero, last_answered=last,
                eps_budget=eps_budget, delta_budget=delta_budget,
                group_size=group_size, composition=composition,
                max_releases=max_releases, delta_prime=delta_prime,
@@ -462,8 +464,11 @@ def plan(fn: Callable, acct: Accountant, *args, **kwargs) -> Plan:
     a, k = jax.tree_util.tree_unflatten(treedef, full)
     return fn(acct, *a, **k)
 
-  state = _PlanState(acct, int(acct.spent_units), int(acct.spent_delta_units),
-                     int(acct.answered), [], [])
+  leaves = (acct.spent_units, acct.spent_delta_units, acct.answered)
+  if not all(_checks.is_concrete(v) for v in leaves):
+    raise ValueError("plan() needs an accountant whose state is known (not traced): "
+                     "plan before the run, with the accountant you will pass to it.")
+  state = _PlanState(acct, *(int(v) for v in leaves), [], [])
   token = _PLAN.set(state)
   try:
     # disable_jit: jitted helpers inside fn are traced again (a compilation cache

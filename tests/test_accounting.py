@@ -428,3 +428,19 @@ def test_plan_applies_the_advanced_composition_rule():
 
   assert jaxdp.plan(three, acct, jnp.zeros(())).refused == (2,)
   assert int(three(acct, jnp.zeros(())).refusals) == 1
+
+
+def test_nested_plan():
+  """A plan inside a planned function keeps its own rows (a contextvar; 0.1 crashed)."""
+  m = LaplaceMechanism(0.3)
+
+  def inner(a, x):
+    return release(a, m, x)
+
+  def outer(a, x):
+    p = jaxdp.plan(inner, Accountant.create(1.0, key=jax.random.key(1)), x)
+    assert len(p.releases) == 1
+    return release(a, m, x)[0]
+
+  p = jaxdp.plan(outer, _acct(1.0), jnp.zeros(2))
+  assert len(p.releases) == 1 and p.eps == pytest.approx(0.3, rel=1e-5)
