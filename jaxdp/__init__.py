@@ -10,12 +10,8 @@ from jaxdp import montecarlo, random
 from jaxdp.accounting import (
     Accountant,
     BudgetExceededError,
-    DataDependentCostError,
-    Plan,
-    PlannedRelease,
     ReleaseRefusedError,
     StaleAccountantError,
-    plan,
     postprocess,
     raise_if_refused,
     release,
@@ -31,6 +27,7 @@ from jaxdp.mechanisms import (
     Mechanism,
     PosetCountMechanism,
 )
+from jaxdp.planning import DataDependentCostError, Plan, PlannedRelease, plan
 from jaxdp.posets import Poset, random_dag, random_dags
 from jaxdp.session import Session, UnsafeQueryError
 

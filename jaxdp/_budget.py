@@ -33,6 +33,7 @@ multiplications and a subtraction, so static and traced costs give the same unit
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -95,3 +96,42 @@ def charge_host(x: float, exponent: int, *, positive: bool):
     relieved = scaled - scaled * np.float32(2.0 ** -SLACK_BITS)
     units = int(np.ceil(np.minimum(relieved, _CLIP)))
   return True, (max(units, 1) if x > 0 else 0)
+
+
+# ------------------------------------------------------------------ the rule
+def limits(acct):
+  """Largest single charge in units: the capacity, or the advanced caps."""
+  if acct.composition == "advanced":
+    return (math.floor(math.ldexp(acct.eps_cap, -acct.unit_exponent)),
+            math.floor(math.ldexp(acct.delta_cap, -acct.delta_unit_exponent)))
+  return acct.eps_capacity, acct.delta_capacity
+
+
+class Rule(NamedTuple):
+  """The static part of the refusal rule, derived from an accountant's config."""
+  composition: str
+  unit_exponent: int
+  delta_unit_exponent: int
+  eps_limit: int  # largest single charge: the capacity, or the advanced cap
+  delta_limit: int
+  eps_capacity: int
+  delta_capacity: int
+  max_releases: int
+
+
+def rule_of(acct) -> Rule:
+  return Rule(acct.composition, acct.unit_exponent, acct.delta_unit_exponent,
+               *limits(acct), acct.eps_capacity, acct.delta_capacity,
+               acct.max_releases)
+
+
+def allowed(rule: Rule, spent, spent_delta, answered, ce, cd):
+  """The refusal rule on integer units: Lemma 2.6 (basic) or the advanced caps.
+
+  Plain comparisons only, so the same code serves traced values (release) and Python
+  ints (plan); ``c <= capacity - spent`` cannot overflow int32.
+  """
+  if rule.composition == "advanced":
+    return (answered < rule.max_releases) & (ce <= rule.eps_limit) & \
+        (cd <= rule.delta_limit)
+  return (ce <= rule.eps_capacity - spent) & (cd <= rule.delta_capacity - spent_delta)

@@ -52,25 +52,23 @@ References:
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import functools
 import math
-from typing import Callable, NamedTuple
+from typing import Callable
 
 import jax
 import jax.numpy as jnp
 
-from jaxdp import _budget, _checks, _dependence
+from jaxdp import _budget, _checks, planning
 from jaxdp.composition import _advanced_caps, advanced_composition
 from jaxdp import random as dprandom
 from jaxdp.mechanisms import Mechanism, PosetCountMechanism
 
 __all__ = [
     "Accountant", "BudgetExceededError", "ReleaseRefusedError", "StaleAccountantError",
-    "DataDependentCostError", "release", "release_partitioned",
-    "release_parallel_unchecked", "raise_if_refused", "postprocess", "plan", "Plan",
-    "PlannedRelease",
+    "release", "release_partitioned", "release_parallel_unchecked", "raise_if_refused",
+    "postprocess",
 ]
 
 COMPOSITIONS = ("basic", "advanced")
@@ -86,10 +84,6 @@ class ReleaseRefusedError(RuntimeError):
 
 class StaleAccountantError(RuntimeError):
   """A release from an accountant value whose key an earlier release already used."""
-
-
-class DataDependentCostError(ValueError):
-  """A release's eps or delta is computed from the data: the refusal would leak."""
 
 
 def _static(**kw):
@@ -294,7 +288,7 @@ def release(acct: Accountant, mech: Mechanism, data):
   """
   ok, sub, acct = _spend(acct, *mech.cost(acct.group_size))
   out = _fill_refused(ok, mech.randomize(sub, data))
-  return acct, _mark_if_planning(out)
+  return acct, planning.mark_if_planning(out)
 
 
 def release_partitioned(acct: Accountant, mech: Mechanism, rows, part, num_parts: int):
@@ -332,7 +326,7 @@ def release_partitioned(acct: Accountant, mech: Mechanism, rows, part, num_parts
   ok, sub, acct = _spend(acct, *mech.cost(acct.group_size))
   keys = jax.random.split(sub, num_parts)
   out = jax.vmap(noise_mech.randomize)(keys, stat)
-  return acct, _mark_if_planning(_fill_refused(ok, out))
+  return acct, planning.mark_if_planning(_fill_refused(ok, out))
 
 
 def release_parallel_unchecked(acct: Accountant, pairs):
@@ -361,7 +355,7 @@ def release_parallel_unchecked(acct: Accountant, pairs):
   ok, sub, acct = _spend(acct, _max([c[0] for c in costs]), _max([c[1] for c in costs]))
   keys = jax.random.split(sub, len(pairs))
   outs = tuple(m.randomize(k, x) for k, (m, x) in zip(keys, pairs))
-  return acct, _mark_if_planning(_fill_refused(ok, outs))
+  return acct, planning.mark_if_planning(_fill_refused(ok, outs))
 
 
 def raise_if_refused(acct: Accountant, output=None):
@@ -394,141 +388,6 @@ def postprocess(fn: Callable, *outputs, **kwargs):
   return fn(*outputs, **kwargs)
 
 
-# ------------------------------------------------------------------ planning
-class PlannedRelease(NamedTuple):
-  """One release of a :class:`Plan`: its cost and whether it would be refused."""
-  eps: float
-  delta: float
-  refused: bool
-
-
-class Plan(NamedTuple):
-  """What a query function would spend: totals and one row per release."""
-  eps: float
-  delta: float
-  releases: tuple  # of PlannedRelease
-
-  @property
-  def refused(self) -> tuple:
-    return tuple(i for i, r in enumerate(self.releases) if r.refused)
-
-
-@dataclasses.dataclass
-class _PlanState:
-  acct: Accountant
-  spent: int
-  spent_delta: int
-  answered: int
-  rows: list
-  traced: list  # indices of releases whose cost is traced
-
-
-_PLAN: contextvars.ContextVar[_PlanState | None] = contextvars.ContextVar(
-    "jaxdp_plan", default=None)
-
-
-def plan(fn: Callable, acct: Accountant, *args, **kwargs) -> Plan:
-  """Traces ``fn(acct, *args, **kwargs)`` abstractly and reports what it would spend.
-
-  No data is read: arrays in ``args`` and ``kwargs`` are replaced by their shapes and
-  dtypes. The refusal rule is applied in order, as :func:`release` would (the same
-  integer arithmetic). Releases inside jitted helpers are seen (they are traced
-  again).
-
-  Args:
-    fn: the query function; its first argument is the accountant.
-    acct: the accountant to plan against (not consumed).
-    *args, **kwargs: the data and other arguments; every array among them is treated
-      as data.
-
-  Returns:
-    A :class:`Plan` with the totals it would spend and one :class:`PlannedRelease`
-    per release.
-
-  Raises:
-    DataDependentCostError: a release's eps or delta depends on the data arguments
-      (its refusal would disclose something about the data). Costs computed from
-      earlier *released outputs* are fine (postprocessing).
-    ValueError: a release's cost is traced (not a Python number), so the plan
-      cannot be computed.
-  """
-  leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
-  is_array = [hasattr(x, "shape") and hasattr(x, "dtype") for x in leaves]
-  abstract = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x, a in zip(leaves, is_array)
-              if a]
-  names = _argument_names(args, kwargs)
-
-  def run(*arrays):
-    it = iter(arrays)
-    full = [next(it) if a else x for x, a in zip(leaves, is_array)]
-    a, k = jax.tree_util.tree_unflatten(treedef, full)
-    return fn(acct, *a, **k)
-
-  leaves = (acct.spent_units, acct.spent_delta_units, acct.answered)
-  if not all(_checks.is_concrete(v) for v in leaves):
-    raise ValueError("plan() needs an accountant whose state is known (not traced): "
-                     "plan before the run, with the accountant you will pass to it.")
-  state = _PlanState(acct, *(int(v) for v in leaves), [], [])
-  token = _PLAN.set(state)
-  try:
-    # disable_jit: jitted helpers inside fn are traced again (a compilation cache
-    # hit would otherwise skip their releases).
-    with jax.disable_jit():
-      closed = jax.make_jaxpr(run)(*abstract)
-  finally:
-    _PLAN.reset(token)
-  for i, inputs in sorted(_dependence.cost_dependence(closed.jaxpr).items()):
-    if inputs:
-      which = ", ".join(names[j] for j in sorted(inputs))
-      raise DataDependentCostError(
-          f"release #{i} has an eps or delta computed from the data ({which}): "
-          "whether it is refused would then disclose the data. Choose privacy "
-          "parameters from public values or from earlier released outputs only.")
-  if state.traced:
-    raise ValueError(
-        f"plan() needs static (Python number) costs; release #{state.traced[0]}'s "
-        "eps or delta is traced. Pass eps as a Python float to plan.")
-  e = _budget.to_float(state.spent - int(acct.spent_units), acct.unit_exponent)
-  d = _budget.to_float(state.spent_delta - int(acct.spent_delta_units),
-                       acct.delta_unit_exponent)
-  return Plan(e, d, tuple(state.rows))
-
-
-def _argument_names(args, kwargs):
-  """Names of the array leaves of (args, kwargs), in flattening order."""
-  names = []
-  for label, tree in [(f"argument {i}", a) for i, a in enumerate(args)] + \
-      [(f"argument {k!r}", v) for k, v in sorted(kwargs.items())]:
-    names += [label] * sum(hasattr(x, "shape") and hasattr(x, "dtype")
-                           for x in jax.tree_util.tree_leaves(tree))
-  return names
-
-
-def _plan_record(state: _PlanState, eps, delta):
-  """Applies the refusal rule to one release while planning; tags traced costs."""
-  index = len(state.rows)
-  if not (_checks.is_concrete(eps) and _checks.is_concrete(delta)):
-    state.traced.append(index)
-    state.rows.append(PlannedRelease(math.nan, math.nan, False))
-    return _dependence.mark_cost(eps, index), _dependence.mark_cost(delta, index)
-  acct = state.acct
-  ve, ce = _budget.charge_host(eps, acct.unit_exponent, positive=True)
-  vd, cd = _budget.charge_host(delta, acct.delta_unit_exponent, positive=False)
-  ok = ve and vd and _allowed(_rule(acct), state.spent, state.spent_delta,
-                              state.answered, ce, cd)
-  if ok:
-    state.spent += ce
-    state.spent_delta += cd
-    state.answered += 1
-  state.rows.append(PlannedRelease(float(eps), float(delta), not ok))
-  return eps, delta
-
-
-def _mark_if_planning(out):
-  return out if _PLAN.get() is None else _dependence.mark_released(out)
-
-
-# ------------------------------------------------------------------ internals
 def _check_budget(value, name):
   v = _checks.check_positive(value, name)
   if not _budget.MIN_BUDGET <= v <= _budget.MAX_BUDGET:
@@ -552,7 +411,7 @@ def _check_static_cost(acct, eps, delta):
     return
   ve, ce = _budget.charge_host(eps, acct.unit_exponent, positive=True)
   vd, cd = _budget.charge_host(delta, acct.delta_unit_exponent, positive=False)
-  e_limit, d_limit = _limits(acct)
+  e_limit, d_limit = _budget.limits(acct)
   if not (ve and vd) or ce > e_limit or cd > d_limit:
     what = ("the per-release cap of advanced composition over "
             f"{acct.max_releases} releases (eps={acct.eps_cap:g}, "
@@ -564,17 +423,9 @@ def _check_static_cost(acct, eps, delta):
         "data was read.")
 
 
-def _limits(acct):
-  """Largest single charge in units: the capacity, or the advanced caps."""
-  if acct.composition == "advanced":
-    return (math.floor(math.ldexp(acct.eps_cap, -acct.unit_exponent)),
-            math.floor(math.ldexp(acct.delta_cap, -acct.delta_unit_exponent)))
-  return acct.eps_capacity, acct.delta_capacity
-
-
 def _consume(key):
   """Eager host ledger: marks the key object used; raises if it already was."""
-  if not _checks.is_concrete(key) or _PLAN.get() is not None:
+  if not _checks.is_concrete(key) or planning.current() is not None:
     return
   if getattr(key, "_jaxdp_used", False):
     raise StaleAccountantError(
@@ -587,24 +438,6 @@ def _consume(key):
     pass
 
 
-class _Rule(NamedTuple):
-  """The static part of the refusal rule, derived from an accountant's config."""
-  composition: str
-  unit_exponent: int
-  delta_unit_exponent: int
-  eps_limit: int  # largest single charge: the capacity, or the advanced cap
-  delta_limit: int
-  eps_capacity: int
-  delta_capacity: int
-  max_releases: int
-
-
-def _rule(acct) -> _Rule:
-  return _Rule(acct.composition, acct.unit_exponent, acct.delta_unit_exponent,
-               *_limits(acct), acct.eps_capacity, acct.delta_capacity,
-               acct.max_releases)
-
-
 def _spend(acct, eps, delta):
   """What every release does before randomizing: refuse a static over-budget cost,
   record the release for :func:`plan`, split the key and charge.
@@ -614,12 +447,12 @@ def _spend(acct, eps, delta):
   """
   _consume(acct.key)
   _check_static_cost(acct, eps, delta)
-  state = _PLAN.get()
+  state = planning.current()
   if state is not None:
-    eps, delta = _plan_record(state, eps, delta)
+    eps, delta = planning.record(state, eps, delta)
   key, sub = jax.random.split(acct.key)
   ok, leaves = _charge((acct.spent_units, acct.spent_delta_units, acct.answered,
-                        acct.refusals, acct.last_answered), eps, delta, rule=_rule(acct))
+                        acct.refusals, acct.last_answered), eps, delta, rule=_budget.rule_of(acct))
   spent, spent_delta, answered, refusals, last = leaves
   return ok, sub, dataclasses.replace(
       acct, spent_units=spent, spent_delta_units=spent_delta, answered=answered,
@@ -627,25 +460,13 @@ def _spend(acct, eps, delta):
 
 
 @functools.partial(jax.jit, static_argnames=("rule",))
-def _charge(leaves, eps, delta, *, rule: _Rule):
+def _charge(leaves, eps, delta, *, rule: _budget.Rule):
   """The charge on the accountant's counters (one compiled call when eager)."""
   spent, spent_delta, answered, refusals, last = leaves
   ve, ce = _budget.charge(eps, rule.unit_exponent, positive=True)
   vd, cd = _budget.charge(delta, rule.delta_unit_exponent, positive=False)
-  ok = ve & vd & _allowed(rule, spent, spent_delta, answered, ce, cd)
+  ok = ve & vd & _budget.allowed(rule, spent, spent_delta, answered, ce, cd)
   return ok, (jnp.where(ok, spent + ce, spent),
               jnp.where(ok, spent_delta + cd, spent_delta),
               answered + ok.astype(jnp.int32), refusals + (~ok).astype(jnp.int32),
               jnp.broadcast_to(ok, jnp.shape(last)))
-
-
-def _allowed(rule: _Rule, spent, spent_delta, answered, ce, cd):
-  """The refusal rule on integer units: Lemma 2.6 (basic) or the advanced caps.
-
-  Plain comparisons only, so the same code serves traced values (release) and Python
-  ints (plan); ``c <= capacity - spent`` cannot overflow int32.
-  """
-  if rule.composition == "advanced":
-    return (answered < rule.max_releases) & (ce <= rule.eps_limit) & \
-        (cd <= rule.delta_limit)
-  return (ce <= rule.eps_capacity - spent) & (cd <= rule.delta_capacity - spent_delta)

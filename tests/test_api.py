@@ -20,14 +20,14 @@ def test_importing_jaxdp_does_not_import_the_experiments():
 def test_all_is_complete_and_resolves():
   for name in jaxdp.__all__:
     assert getattr(jaxdp, name) is not None
-  from jaxdp import accounting, balls, composition, mechanisms, posets, session
-  for module in (accounting, balls, composition, mechanisms, posets, session):
+  from jaxdp import accounting, balls, composition, mechanisms, planning, posets, session
+  for module in (accounting, balls, composition, mechanisms, planning, posets, session):
     missing = [n for n in module.__all__ if n not in jaxdp.__all__ and
                n not in ("COUNT_NOISES",)]
     assert not missing, (module.__name__, missing)
   public = {n for n in dir(jaxdp) if not n.startswith("_")}
-  modules = {"accounting", "balls", "composition", "mechanisms", "posets", "session",
-             "montecarlo", "random", "experiments"}  # submodules once imported
+  modules = {"accounting", "balls", "composition", "mechanisms", "planning", "posets",
+             "session", "montecarlo", "random", "experiments"}  # submodules once imported
   assert public - set(jaxdp.__all__) <= modules
 
 
