@@ -26,9 +26,10 @@ The rules, from Dwork's chapter "Postprocessing, Composition and Group Privacy":
 
 **Arithmetic.** Spending is counted in integer units, not floats (see
 :mod:`jaxdp._budget`): every cost > 0 spends at least one unit, nothing is answered
-once the budget is spent, and the costs of the answered releases add up to at most
+once all units are spent, and the costs of the answered releases add up to at most
 ``eps_budget * (1 + 2**-20)`` (the slack forgives float32's rounding of decimals such
-as 0.1, so 10 x 0.1 fits 1.0).
+as 0.1, so 10 x 0.1 fits 1.0; a release of exactly the budget is charged all but
+2**-22 of it, which tiny releases may still use within that bound).
 
 **Keys and stale state.** The accountant owns its key and splits it on every
 release, so releases threaded correctly never share noise. Releasing twice from the
@@ -61,8 +62,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxdp import _budget, _checks, planning
-from jaxdp.composition import _advanced_caps, advanced_composition
 from jaxdp import random as dprandom
+from jaxdp.composition import _advanced_caps, advanced_composition
 from jaxdp.mechanisms import Mechanism, PosetCountMechanism
 
 __all__ = [
@@ -286,9 +287,10 @@ def release(acct: Accountant, mech: Mechanism, data):
       read.
     StaleAccountantError: eagerly, when ``acct``'s key was already used.
   """
-  ok, sub, acct = _spend(acct, *mech.cost(acct.group_size))
+  ok, sub, new = _spend(acct, *mech.cost(acct.group_size))
   out = _fill_refused(ok, mech.randomize(sub, data))
-  return acct, planning.mark_if_planning(out)
+  _mark_used(acct.key)
+  return new, planning.mark_if_planning(out)
 
 
 def release_partitioned(acct: Accountant, mech: Mechanism, rows, part, num_parts: int):
@@ -321,12 +323,13 @@ def release_partitioned(acct: Accountant, mech: Mechanism, rows, part, num_parts
     McSherry (2009), Theorem 4 (parallel composition).
   """
   num_parts = _checks.check_int(num_parts, "num_parts", minimum=1)
+  ok, sub, new = _spend(acct, *mech.cost(acct.group_size))
   stat = mech.part_statistics(rows, part, num_parts)
   noise_mech = mech.inner if isinstance(mech, PosetCountMechanism) else mech
-  ok, sub, acct = _spend(acct, *mech.cost(acct.group_size))
   keys = jax.random.split(sub, num_parts)
   out = jax.vmap(noise_mech.randomize)(keys, stat)
-  return acct, planning.mark_if_planning(_fill_refused(ok, out))
+  _mark_used(acct.key)
+  return new, planning.mark_if_planning(_fill_refused(ok, out))
 
 
 def release_parallel_unchecked(acct: Accountant, pairs):
@@ -352,10 +355,11 @@ def release_parallel_unchecked(acct: Accountant, pairs):
                      "are not disjoint (the cost would be the sum). Use "
                      "release_partitioned to split one dataset into parts.")
   costs = [m.cost(acct.group_size) for m, _ in pairs]
-  ok, sub, acct = _spend(acct, _max([c[0] for c in costs]), _max([c[1] for c in costs]))
+  ok, sub, new = _spend(acct, _max([c[0] for c in costs]), _max([c[1] for c in costs]))
   keys = jax.random.split(sub, len(pairs))
   outs = tuple(m.randomize(k, x) for k, (m, x) in zip(keys, pairs))
-  return acct, planning.mark_if_planning(_fill_refused(ok, outs))
+  _mark_used(acct.key)
+  return new, planning.mark_if_planning(_fill_refused(ok, outs))
 
 
 def raise_if_refused(acct: Accountant, output=None):
@@ -423,19 +427,28 @@ def _check_static_cost(acct, eps, delta):
         "data was read.")
 
 
-def _consume(key):
-  """Eager host ledger: marks the key object used; raises if it already was."""
-  if not _checks.is_concrete(key) or planning.current() is not None:
-    return
-  if getattr(key, "_jaxdp_used", False):
+def _ledger(key) -> bool:
+  """Whether the eager host ledger applies: a concrete key, not while planning."""
+  return _checks.is_concrete(key) and planning.current() is None
+
+
+def _check_unused(key):
+  """Eager host ledger: raises if an earlier release already used this key object."""
+  if _ledger(key) and getattr(key, "_jaxdp_used", False):
     raise StaleAccountantError(
         "this accountant's key was already used by an earlier release: releasing "
         "from a stale accountant value would reuse its noise and undercount the "
         "spend. Always continue from the accountant that the last release returned.")
-  try:
-    object.__setattr__(key, "_jaxdp_used", True)
-  except (AttributeError, TypeError):  # pragma: no cover - key type without a dict
-    pass
+
+
+def _mark_used(key):
+  """Eager host ledger: marks the key object used, once its release has produced
+  output (a release that raised on bad input leaves the accountant usable)."""
+  if _ledger(key):
+    try:
+      object.__setattr__(key, "_jaxdp_used", True)
+    except (AttributeError, TypeError):  # pragma: no cover - key type without a dict
+      pass
 
 
 def _spend(acct, eps, delta):
@@ -445,7 +458,7 @@ def _spend(acct, eps, delta):
   Returns:
     ``(ok, key for the mechanism, the accountant after the charge)``.
   """
-  _consume(acct.key)
+  _check_unused(acct.key)
   _check_static_cost(acct, eps, delta)
   state = planning.current()
   if state is not None:

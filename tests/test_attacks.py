@@ -191,6 +191,15 @@ def test_replaying_a_stale_accountant_raises_eagerly():
             GaussianMechanism(0.5, 1e-5), jnp.asarray(4.0))
 
 
+def test_a_release_that_fails_on_bad_input_leaves_the_accountant_usable():
+  acct = Accountant.create(10.0, key=jax.random.key(0))
+  mech = PosetCountMechanism(Poset.nhis(1), 1.0)
+  with pytest.raises(ValueError, match="not a filter"):
+    release(acct, mech, np.array([[0, 1, 0, 0]]))
+  acct, out = release(acct, mech, np.array([[1, 1, 0, 0]]))  # the fixed data
+  assert np.isfinite(np.asarray(out)).all()
+
+
 def test_replaying_a_stale_accountant_under_jit_is_caught_by_jax_key_reuse():
   f = jax.jit(lambda a, x: release(a, LaplaceMechanism(0.2), x))
   with jax.debug_key_reuse(True):
