@@ -360,21 +360,28 @@ class PosetCountMechanism(_Mechanism):
 
 
 def _runtime_check(ok, binary, is_filter):
-  """Under jit: fail at run time if rows are bad; False (NaN output) as a second guard."""
+  """Under jit: fail at run time if rows are bad; False (NaN output) as a second guard.
+
+  One host call per batch under ``vmap`` (``broadcast_all``): the callback sees every
+  dataset of the batch at once and names the first bad row of the first bad one.
+  """
 
   def check(ok_, binary_, is_filter_):
-    if not bool(ok_):
-      nb = np.nonzero(~np.asarray(binary_))[0]
-      if nb.size:
-        raise ValueError(f"data must hold 0/1 values; row {int(nb[0])} does not.")
-      bad = np.nonzero(~np.asarray(is_filter_))[0]
-      raise ValueError(
-          f"data row {int(bad[0])} is not a filter of the poset ({bad.size} such rows); "
-          "fix the data or use on_invalid='clip'.")
-    return np.asarray(True)
+    ok_, binary_, is_filter_ = (np.asarray(v) for v in (ok_, binary_, is_filter_))
+    if ok_.all():
+      return np.ones(ok_.shape, bool)
+    first = np.unravel_index(int(np.argmin(ok_.ravel())), ok_.shape)
+    where = f" (batch element {tuple(int(i) for i in first)})" if ok_.ndim else ""
+    nb = np.nonzero(~binary_[first])[0]
+    if nb.size:
+      raise ValueError(f"data must hold 0/1 values; row {int(nb[0])} does not{where}.")
+    bad = np.nonzero(~is_filter_[first])[0]
+    raise ValueError(
+        f"data row {int(bad[0])} is not a filter of the poset ({bad.size} such rows)"
+        f"{where}; fix the data or use on_invalid='clip'.")
 
   passed = jax.pure_callback(check, jax.ShapeDtypeStruct((), jnp.bool_), ok, binary,
-                             is_filter, vmap_method="sequential")
+                             is_filter, vmap_method="broadcast_all")
   return passed & ok
 
 

@@ -327,6 +327,12 @@ def test_invalid_rows_raise_with_row_named():
     jax.block_until_ready(jax.jit(release, static_argnums=1)(_acct(), mech, bad))
   with pytest.raises(ValueError, match="0/1"):
     release(_acct(), mech, np.array([[1, 2, 0, 0]]))
+  # under jit(vmap): one host check for the batch, naming the bad dataset
+  good = np.array([[1, 1, 0, 0], [1, 0, 0, 0]])
+  batched = jax.jit(jax.vmap(mech.statistic))
+  np.testing.assert_array_equal(batched(np.stack([good, good]))[1], [2, 2, 1, 0, 0])
+  with pytest.raises(Exception, match=r"row 1 is not a filter.*batch element \(1,\)"):
+    jax.block_until_ready(batched(np.stack([good, bad])))
 
 
 def test_clip_replaces_rows_by_largest_contained_filter():
