@@ -264,6 +264,11 @@ def test_remaining_and_derived_config_never_go_stale():
   assert dataclasses.replace(adv, max_releases=4).eps_cap < cap
   g = adv.guarantee()
   assert all(isinstance(v, jax.Array) for v in g + _acct(1.0).guarantee())
+  # configuration is static (hashable aux data), state the leaves; unflattening with
+  # placeholders runs no validation
+  leaves, treedef = jax.tree_util.tree_flatten(_acct(1.0))
+  assert len(leaves) == 6 and hash(treedef)
+  assert jax.tree_util.tree_unflatten(treedef, [object()] * 6).eps_budget == 1.0
 
 
 # ------------------------------------------------------------------ noise scales
