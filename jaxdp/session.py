@@ -19,7 +19,9 @@ Queries are built so that their sensitivity holds whatever the analyst writes:
 * parallel composition splits the held data by a row-wise part index, so the parts
   are disjoint by construction;
 * a function that calls back to the host (``jax.debug.print``, ``pure_callback``,
-  ``io_callback``) could copy rows out, and is refused before it runs.
+  ``io_callback``) could copy rows out, and is refused before it runs;
+* only jaxdp's own mechanism classes are accepted (a subclass could override the
+  noise), and their parameters are validated again.
 
 A refused release raises :class:`~jaxdp.ReleaseRefusedError` (the refusal depends only
 on the eps asked for, so raising discloses nothing) and counts in ``refusals``.
@@ -46,10 +48,14 @@ import numpy as np
 from jaxdp import _checks
 from jaxdp.accounting import (Accountant, BudgetExceededError, ReleaseRefusedError,
                               release_partitioned)
-from jaxdp.mechanisms import LaplaceMechanism, PosetCountMechanism
+from jaxdp.mechanisms import (GaussianMechanism, KNormMechanism, LaplaceMechanism,
+                              PosetCountMechanism)
 from jaxdp.posets import Poset
 
 __all__ = ["Session", "UnsafeQueryError"]
+
+
+_MECHANISMS = (LaplaceMechanism, GaussianMechanism, KNormMechanism, PosetCountMechanism)
 
 
 class UnsafeQueryError(ValueError):
@@ -135,6 +141,11 @@ class Session:
     """
     if (by is None) != (num_parts is None):
       raise ValueError("by and num_parts go together: pass both or neither.")
+    if type(mech) not in _MECHANISMS:  # a subclass could override randomize or cost
+      raise _checks.ArgTypeError(
+          f"mech must be one of jaxdp's mechanisms "
+          f"({', '.join(m.__name__ for m in _MECHANISMS)}); got {type(mech).__name__}.")
+    mech = dataclasses.replace(mech)  # validated again (a pytree may skip validation)
     contrib = self._rowwise(rows, "rows") if rows is not None else self._data
     if isinstance(mech, PosetCountMechanism):
       # never raise on (or print) a row: answers other than 1 count as 0, and each

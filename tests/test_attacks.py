@@ -240,6 +240,22 @@ def test_session_refuses_host_callbacks():
   assert s.answered == 0 and s.spent == 0
 
 
+def test_session_accepts_only_jaxdp_mechanisms_with_valid_parameters():
+  s = jaxdp.Session(np.arange(10.0), 1.0, key=jax.random.key(0))
+
+  class NoNoise(LaplaceMechanism):
+    def randomize(self, key, data):
+      return data  # an analyst's "mechanism" that adds nothing
+
+  with pytest.raises(TypeError, match="one of jaxdp's mechanisms"):
+    s.release(NoNoise(0.1), lambda r: r)
+  _, treedef = jax.tree_util.tree_flatten(LaplaceMechanism(0.1))
+  forged = jax.tree_util.tree_unflatten(treedef, [-1.0, 1.0])  # eps check bypassed
+  with pytest.raises(ValueError, match="eps"):
+    s.release(forged, lambda r: r)
+  assert s.answered == 0 and s.spent == 0
+
+
 def test_session_row_functions_see_one_row_and_nan_counts_as_zero():
   s = jaxdp.Session(np.arange(12.0).reshape(6, 2), 10.0, key=jax.random.key(0))
   shapes = []
