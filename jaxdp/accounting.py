@@ -63,7 +63,8 @@ import jax.numpy as jnp
 
 from jaxdp import _budget, _checks, planning
 from jaxdp import random as dprandom
-from jaxdp.composition import _advanced_caps, advanced_composition
+from jaxdp.composition import (_advanced_caps, advanced_composition, zcdp_budget,
+                               zcdp_epsilon)
 from jaxdp.mechanisms import Mechanism, PosetCountMechanism
 
 __all__ = [
@@ -72,7 +73,7 @@ __all__ = [
     "postprocess",
 ]
 
-COMPOSITIONS = ("basic", "advanced")
+COMPOSITIONS = ("basic", "advanced", "zcdp")
 
 
 class BudgetExceededError(ValueError):
@@ -141,6 +142,14 @@ class Accountant:
         ``advanced_composition(eps*, delta*, k, delta_prime)`` within the budget
         (or budget / k if that is larger), delta* = (delta_budget - delta') / k.
         It answers at most k releases, each costing at most the caps.
+        ``"zcdp"``: a zero-concentrated-DP privacy filter. Each release is charged
+        its rho (``mech.zcdp_cost``: (k eps)^2 / 2 for pure DP, (k Delta)^2 /
+        (2 sigma^2) for Gaussian noise) against the largest rho whose conversion
+        (:func:`jaxdp.composition.zcdp_epsilon`, Canonne-Kamath-Steinke) fits
+        ``(eps_budget, delta_budget)``. Valid for adaptively chosen parameters: a
+        sum of rho_i below rho bounds every Renyi order at once, and the Renyi filter
+        of Feldman & Zrnic (2021, Theorem 3.1) holds at each order. 92 releases of
+        Laplace(0.1) fit (5, 1e-6), against 50 under basic composition.
       max_releases: for advanced composition, the number k of releases declared in
         advance.
       delta_prime: for advanced composition, the slack delta' > 0.
@@ -179,6 +188,12 @@ class Accountant:
       max_releases = 0 if max_releases is None else _checks.check_int(
           max_releases, "max_releases", minimum=0)
       delta_prime = 0.0
+    if composition == "zcdp":
+      if not delta_budget > 0:
+        raise ValueError("composition='zcdp' needs delta_budget > 0: the budget is the "
+                         "rho whose (eps, delta) conversion fits (eps_budget, "
+                         "delta_budget).")
+      eps_scale, delta_scale = zcdp_budget(eps_budget, delta_budget), 0.0
     with jax.ensure_compile_time_eval():  # concrete even when created inside a trace
       if key is None:
         key = dprandom.os_key()
@@ -198,12 +213,22 @@ class Accountant:
 
   # -------------------------------------------------------------- derived config
   @property
+  def rho_budget(self) -> float:
+    """zCDP: the rho budget derived from (eps_budget, delta_budget); else nan."""
+    if self.composition != "zcdp":
+      return math.nan
+    return zcdp_budget(self.eps_budget, self.delta_budget)
+
+  @property
   def eps_capacity(self) -> int:
-    """The budget in units (int32-safe)."""
-    return min(_budget.capacity(self.eps_budget, self.unit_exponent), 2 ** 31 - 1)
+    """The budget in units (int32-safe): of eps, or of rho under zCDP."""
+    budget = self.rho_budget if self.composition == "zcdp" else self.eps_budget
+    return min(_budget.capacity(budget, self.unit_exponent), 2 ** 31 - 1)
 
   @property
   def delta_capacity(self) -> int:
+    if self.composition == "zcdp":
+      return 0  # delta enters through the conversion, not per release
     return min(_budget.capacity(self.delta_budget, self.delta_unit_exponent),
                2 ** 31 - 1)
 
@@ -224,11 +249,23 @@ class Accountant:
 
   @property
   def spent_eps(self) -> jax.Array:
-    """Spent eps (units times the unit; at most the requested costs' sum)."""
+    """Spent eps (units times the unit; at most the requested costs' sum). Under
+    zCDP: the eps of the spent rho at ``delta_budget``."""
+    units = self.spent_units.astype(jnp.result_type(float)) * 2.0 ** self.unit_exponent
+    if self.composition == "zcdp":
+      return jnp.asarray(zcdp_epsilon(units, self.delta_budget), units.dtype)
+    return units
+
+  @property
+  def spent_rho(self) -> jax.Array:
+    """zCDP: the spent rho."""
     return self.spent_units.astype(jnp.result_type(float)) * 2.0 ** self.unit_exponent
 
   @property
   def spent_delta(self) -> jax.Array:
+    if self.composition == "zcdp":
+      return jnp.where(self.spent_units > 0, self.delta_budget, 0.0).astype(
+          jnp.result_type(float))
     return (self.spent_delta_units.astype(jnp.result_type(float))
             * 2.0 ** self.delta_unit_exponent)
 
@@ -236,9 +273,13 @@ class Accountant:
     """The largest ``(eps, delta)`` one more release could be charged now.
 
     Basic composition: the budget minus what is spent. Advanced composition: the
-    per-release caps while fewer than ``max_releases`` were answered, else 0.
+    per-release caps while fewer than ``max_releases`` were answered, else 0. zCDP:
+    the pure eps whose rho (eps^2 / 2) is left, and 0.
     """
     f = jnp.result_type(float)
+    if self.composition == "zcdp":
+      left = (self.eps_capacity - self.spent_units).astype(f) * 2.0 ** self.unit_exponent
+      return jnp.sqrt(2 * left), jnp.zeros((), f)
     if self.composition == "advanced":
       more = self.answered < self.max_releases
       return (jnp.where(more, self.eps_cap, 0.0).astype(f),
@@ -250,7 +291,8 @@ class Accountant:
   def guarantee(self) -> tuple[jax.Array, jax.Array]:
     """The ``(eps, delta)`` guarantee, as arrays in the default float dtype.
 
-    Basic composition: the spent totals (what was answered so far). Advanced: the
+    Basic composition and zCDP: the spent totals (what was answered so far; under
+    zCDP the conversion of the spent rho, with delta_budget). Advanced: the
     bound for everything the accountant may answer, the declared k releases at the
     per-release caps (Dwork-Rothblum-Vadhan needs k fixed in advance), or basic
     composition if that is smaller.
@@ -267,7 +309,8 @@ class Accountant:
 def release(acct: Accountant, mech: Mechanism, data):
   """Charges ``mech``'s cost to ``acct`` and returns ``(new_acct, output)``.
 
-  The charge is ``mech.cost(acct.group_size)``. If it would take the total past the
+  The charge is ``mech.cost(acct.group_size)`` (``mech.zcdp_cost`` under zCDP). If
+  it would take the total past the
   budget, the release is refused (Lemma 2.6): the output is NaN with the mechanism's
   output shape, nothing is spent, ``last_answered`` is False and ``refusals`` grows
   by one. The decision uses only costs, never the data.
@@ -287,7 +330,7 @@ def release(acct: Accountant, mech: Mechanism, data):
       read.
     StaleAccountantError: eagerly, when ``acct``'s key was already used.
   """
-  ok, sub, new = _spend(acct, *mech.cost(acct.group_size))
+  ok, sub, new = _spend(acct, *_cost(acct, mech))
   out = _fill_refused(ok, mech.randomize(sub, data))
   _mark_used(acct.key)
   return new, planning.mark_if_planning(out)
@@ -323,7 +366,7 @@ def release_partitioned(acct: Accountant, mech: Mechanism, rows, part, num_parts
     McSherry (2009), Theorem 4 (parallel composition).
   """
   num_parts = _checks.check_int(num_parts, "num_parts", minimum=1)
-  ok, sub, new = _spend(acct, *mech.cost(acct.group_size))
+  ok, sub, new = _spend(acct, *_cost(acct, mech))
   stat = mech.part_statistics(rows, part, num_parts)
   noise_mech = mech.inner if isinstance(mech, PosetCountMechanism) else mech
   keys = jax.random.split(sub, num_parts)
@@ -354,7 +397,7 @@ def release_parallel_unchecked(acct: Accountant, pairs):
     raise ValueError("pairs passes the same data object twice: parts that share data "
                      "are not disjoint (the cost would be the sum). Use "
                      "release_partitioned to split one dataset into parts.")
-  costs = [m.cost(acct.group_size) for m, _ in pairs]
+  costs = [_cost(acct, m) for m, _ in pairs]
   ok, sub, new = _spend(acct, _max([c[0] for c in costs]), _max([c[1] for c in costs]))
   keys = jax.random.split(sub, len(pairs))
   outs = tuple(m.randomize(k, x) for k, (m, x) in zip(keys, pairs))
@@ -405,6 +448,14 @@ def _max(values):
   return jnp.max(jnp.stack([jnp.asarray(v) for v in values]))
 
 
+def _cost(acct, mech):
+  """``mech``'s cost in the accountant's currency: ``(eps, delta)``, or ``(rho, 0)``
+  under zCDP."""
+  if acct.composition == "zcdp":
+    return mech.zcdp_cost(acct.group_size), 0.0
+  return mech.cost(acct.group_size)
+
+
 def _fill_refused(ok, out):
   return jax.tree_util.tree_map(lambda o: jnp.where(ok, o, jnp.nan), out)
 
@@ -417,14 +468,20 @@ def _check_static_cost(acct, eps, delta):
   vd, cd = _budget.charge_host(delta, acct.delta_unit_exponent, positive=False)
   e_limit, d_limit = _budget.limits(acct)
   if not (ve and vd) or ce > e_limit or cd > d_limit:
-    what = ("the per-release cap of advanced composition over "
-            f"{acct.max_releases} releases (eps={acct.eps_cap:g}, "
-            f"delta={acct.delta_cap:g})" if acct.composition == "advanced" else
-            f"the whole budget (eps={acct.eps_budget:g}, delta={acct.delta_budget:g})")
+    if acct.composition == "advanced":
+      what = ("the per-release cap of advanced composition over "
+              f"{acct.max_releases} releases (eps={acct.eps_cap:g}, "
+              f"delta={acct.delta_cap:g})")
+    elif acct.composition == "zcdp":
+      what = (f"the whole zCDP budget (rho={acct.rho_budget:g}, from eps="
+              f"{acct.eps_budget:g} at delta={acct.delta_budget:g})")
+    else:
+      what = f"the whole budget (eps={acct.eps_budget:g}, delta={acct.delta_budget:g})"
+    cost = (f"rho={float(eps):g}" if acct.composition == "zcdp" else
+            f"(eps={float(eps):g}, delta={float(delta):g})")
     raise BudgetExceededError(
-        f"one release costs (eps={float(eps):g}, delta={float(delta):g}) for groups "
-        f"of {acct.group_size}, more than {what}. Lower eps or raise the budget; no "
-        "data was read.")
+        f"one release costs {cost} for groups of {acct.group_size}, more than {what}. "
+        "Lower eps or raise the budget; no data was read.")
 
 
 def _ledger(key) -> bool:

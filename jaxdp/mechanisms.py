@@ -54,6 +54,9 @@ class Mechanism(Protocol):
   def cost(self, group_size: int = 1) -> tuple[Any, Any]:
     """``(eps, delta)`` for groups of ``group_size``."""
 
+  def zcdp_cost(self, group_size: int = 1) -> Any:
+    """rho (zero-concentrated DP) for groups of ``group_size``."""
+
   def randomize(self, key: jax.Array, data: Any) -> jax.Array:
     """One noisy answer (charges nothing)."""
 
@@ -100,6 +103,15 @@ class _Mechanism:
   def cost(self, group_size: int = 1):
     """``(eps, delta)`` for groups of ``group_size`` (floats when eps is static)."""
     return group_cost(self.eps, getattr(self, "delta", 0.0), group_size)
+
+  def zcdp_cost(self, group_size: int = 1):
+    """rho for groups of ``group_size``: a k eps-DP mechanism is (k eps)^2 / 2-zCDP.
+
+    References:
+      Bun & Steinke (2016), Proposition 1.4.
+    """
+    k = _checks.check_int(group_size, "group_size", minimum=1)
+    return (k * self.eps) ** 2 / 2
 
   def _guard(self, out):
     """NaN where a traced eps or sensitivity is not finite and positive."""
@@ -216,6 +228,16 @@ class GaussianMechanism(_Mechanism):
       delta = float(delta)
     object.__setattr__(self, "delta", delta)
     self._check_sensitivity()
+
+  def zcdp_cost(self, group_size: int = 1):
+    """rho = (k sensitivity)^2 / (2 sigma^2): a group of k moves the statistic by at
+    most k sensitivity (sensitivity scaling, tighter than Lemma 2.8).
+
+    References:
+      Bun & Steinke (2016), Proposition 1.6.
+    """
+    k = _checks.check_int(group_size, "group_size", minimum=1)
+    return (k * self.sensitivity) ** 2 / (2 * self.sigma ** 2)
 
   @property
   def sigma(self):

@@ -23,6 +23,7 @@ from typing import Callable, NamedTuple
 import jax
 
 from jaxdp import _budget, _checks, _dependence
+from jaxdp.composition import zcdp_epsilon
 
 __all__ = ["plan", "Plan", "PlannedRelease", "DataDependentCostError"]
 
@@ -32,14 +33,19 @@ class DataDependentCostError(ValueError):
 
 
 class PlannedRelease(NamedTuple):
-  """One release of a :class:`Plan`: its cost and whether it would be refused."""
+  """One release of a :class:`Plan`: its cost and whether it would be refused.
+
+  Under a zCDP accountant the cost is ``rho`` (``eps`` and ``delta`` are nan and 0).
+  """
   eps: float
   delta: float
   refused: bool
+  rho: float = math.nan
 
 
 class Plan(NamedTuple):
-  """What a query function would spend: totals and one row per release."""
+  """What a query function would spend: totals and one row per release (under zCDP,
+  ``eps`` converts the planned rho at the accountant's ``delta_budget``)."""
   eps: float
   delta: float
   releases: tuple  # of PlannedRelease
@@ -132,6 +138,8 @@ def plan(fn: Callable, acct, *args, **kwargs) -> Plan:
   e = _budget.to_float(state.spent - int(acct.spent_units), acct.unit_exponent)
   d = _budget.to_float(state.spent_delta - int(acct.spent_delta_units),
                        acct.delta_unit_exponent)
+  if acct.composition == "zcdp":  # the planned rho, converted at delta_budget
+    e, d = zcdp_epsilon(e, acct.delta_budget), (acct.delta_budget if e > 0 else 0.0)
   return Plan(e, d, tuple(state.rows))
 
 
@@ -161,7 +169,10 @@ def record(state: _PlanState, eps, delta):
     state.spent += ce
     state.spent_delta += cd
     state.answered += 1
-  state.rows.append(PlannedRelease(float(eps), float(delta), not ok))
+  if acct.composition == "zcdp":
+    state.rows.append(PlannedRelease(math.nan, 0.0, not ok, rho=float(eps)))
+  else:
+    state.rows.append(PlannedRelease(float(eps), float(delta), not ok))
   return eps, delta
 
 
