@@ -130,10 +130,10 @@ def zcdp_epsilon(rho, delta: float):
     raise ValueError("delta must be > 0 to convert zCDP to (eps, delta)-DP.")
   a = _ALPHAS
   tail = (math.log(1 / delta) + (a - 1) * np.log1p(-1 / a) - np.log(a)) / (a - 1)
-  if _checks.is_concrete(rho):
+  if _checks.is_concrete(rho) and np.ndim(rho) == 0:
     rho = float(rho)
     return 0.0 if rho <= 0 else float(np.min(a * rho + tail))
-  rho = jnp.asarray(rho)
+  rho = jnp.asarray(rho)  # traced, or a batch (e.g. of vmapped accountants)
   return jnp.where(rho > 0, jnp.min(a * rho[..., None] + tail, axis=-1), 0.0)
 
 

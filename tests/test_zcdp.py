@@ -75,6 +75,11 @@ def test_traced_costs_and_gaussian_group_scaling():
       make(), 0.3)
   assert int(static.spent_units) == int(traced.spent_units) > 0
   assert float(static.spent_rho) == pytest.approx(0.045, rel=1e-5)
+  batch = jax.vmap(lambda k: Accountant.create(5.0, delta_budget=1e-6, composition="zcdp",
+                                               key=k))(jax.random.split(jax.random.key(3), 2))
+  batch, _ = jax.vmap(lambda a: release(a, LaplaceMechanism(0.3), jnp.zeros(())))(batch)
+  np.testing.assert_allclose(np.asarray(batch.spent_eps),
+                             [zcdp_epsilon(float(static.spent_rho), 1e-6)] * 2, rtol=1e-5)
 
 
 def test_bad_zcdp_budgets_and_over_budget_release():
