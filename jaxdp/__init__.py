@@ -19,7 +19,13 @@ from jaxdp.accounting import (
     release_partitioned,
 )
 from jaxdp.balls import LpBall, PosetBall, enumerate_objects, exact_second_moment
-from jaxdp.composition import advanced_composition, group_cost, hypothesis_test_bound
+from jaxdp.composition import (
+    advanced_composition,
+    group_cost,
+    hypothesis_test_bound,
+    zcdp_budget,
+    zcdp_epsilon,
+)
 from jaxdp.mechanisms import (
     GaussianMechanism,
     KNormMechanism,
@@ -66,4 +72,6 @@ __all__ = [
     "release",
     "release_parallel_unchecked",
     "release_partitioned",
+    "zcdp_budget",
+    "zcdp_epsilon",
 ]
