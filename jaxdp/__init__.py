@@ -23,6 +23,8 @@ from jaxdp.composition import (
     advanced_composition,
     group_cost,
     hypothesis_test_bound,
+    optimal_composition_delta,
+    optimal_composition_epsilon,
     zcdp_budget,
     zcdp_epsilon,
 )
@@ -62,6 +64,8 @@ __all__ = [
     "exact_second_moment",
     "group_cost",
     "hypothesis_test_bound",
+    "optimal_composition_delta",
+    "optimal_composition_epsilon",
     "montecarlo",
     "plan",
     "postprocess",

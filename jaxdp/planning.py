@@ -23,7 +23,7 @@ from typing import Callable, NamedTuple
 import jax
 
 from jaxdp import _budget, _checks, _dependence
-from jaxdp.composition import zcdp_epsilon
+from jaxdp.composition import optimal_composition_epsilon, zcdp_epsilon
 
 __all__ = ["plan", "Plan", "PlannedRelease", "DataDependentCostError"]
 
@@ -49,6 +49,39 @@ class Plan(NamedTuple):
   eps: float
   delta: float
   releases: tuple  # of PlannedRelease
+
+  def epsilon(self, delta: float) -> float:
+    """The tightest eps jaxdp can prove for this fixed plan at ``delta``.
+
+    The plan's parameters are known before the run, so fixed-sequence composition
+    theorems apply (the queries may still be adaptive). Pure-DP plans: the smallest
+    of basic composition, the zCDP conversion of sum eps_i^2 / 2 and, when every
+    release has the same eps, the Kairouz-Oh-Viswanath optimum (for 100 x 0.1 at 1e-6:
+    4.7746, against 10 basic). Plans with delta_i > 0: basic composition when the
+    deltas fit in ``delta``, else inf. zCDP plans: the conversion of the planned rho.
+    Refused releases cost nothing. (A privacy-loss-distribution figure for
+    mechanism-specific plans is not implemented.)
+
+    References:
+      Kairouz, Oh & Viswanath (2015); Bun & Steinke (2016); Canonne, Kamath &
+      Steinke (2020).
+    """
+    delta = _checks.check_delta(delta, "delta")
+    rows = [r for r in self.releases if not r.refused]
+    if not rows:
+      return 0.0
+    if any(not math.isnan(r.rho) for r in rows):
+      return zcdp_epsilon(sum(r.rho for r in rows), delta) if delta > 0 else math.inf
+    used = sum(r.delta for r in rows)
+    eps = [r.eps for r in rows]
+    if used > 0:
+      return sum(eps) if used <= delta else math.inf
+    best = sum(eps)
+    if delta > 0:
+      best = min(best, zcdp_epsilon(sum(e * e / 2 for e in eps), delta))
+      if len(set(eps)) == 1:
+        best = min(best, optimal_composition_epsilon(eps[0], len(eps), delta))
+    return best
 
   @property
   def refused(self) -> tuple:

@@ -1,0 +1,75 @@
+"""Optimal composition of fixed pure-DP plans (issue 10, item 2, homogeneous part)."""
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxdp
+from jaxdp import Accountant, LaplaceMechanism, release
+from jaxdp.composition import optimal_composition_delta, optimal_composition_epsilon
+
+
+def _hockey_stick_bruteforce(eps, k, eps_total):
+  """sup over events of P(S) - e^eps_total Q(S) for k-fold randomized response, by
+  enumerating all 2^k outcomes (an independent reference: no closed form)."""
+  p = math.exp(eps) / (1 + math.exp(eps))
+  total = 0.0
+  for x in itertools.product((0, 1), repeat=k):
+    ones = sum(x)
+    pp = p ** ones * (1 - p) ** (k - ones)
+    qq = (1 - p) ** ones * p ** (k - ones)
+    total += max(0.0, pp - math.exp(eps_total) * qq)
+  return total
+
+
+@pytest.mark.parametrize("eps,k", [(0.1, 10), (0.5, 8), (1.0, 6), (0.3, 12)])
+def test_closed_form_equals_enumeration(eps, k):
+  for eps_total in np.linspace(0, k * eps, 7):
+    assert optimal_composition_delta(eps, k, float(eps_total)) == pytest.approx(
+        _hockey_stick_bruteforce(eps, k, float(eps_total)), rel=1e-9, abs=1e-15)
+
+
+def test_the_design_note_figure_and_plan_epsilon():
+  """100 x Laplace(0.1) at delta 1e-6: the KOV optimum 4.7746 (dp_accounting's
+  from_privacy_parameters(0.1, 0).self_compose(100) gives 4.7746 as well)."""
+  assert optimal_composition_epsilon(0.1, 100, 1e-6) == pytest.approx(4.7746, abs=1e-4)
+
+  def query(acct, x):
+    for _ in range(100):
+      acct, _ = release(acct, LaplaceMechanism(0.1), x)
+    return acct
+
+  p = jaxdp.plan(query, Accountant.create(20.0, key=jax.random.key(0)), jnp.zeros(()))
+  assert p.epsilon(1e-6) == pytest.approx(4.7746, abs=1e-4)
+  assert p.epsilon(0.0) == pytest.approx(10.0)   # pure: basic composition is optimal
+  # heterogeneous: the zCDP conversion or basic composition, whichever is smaller
+  def mixed(acct, x):
+    for e in (0.1, 0.2) * 30:
+      acct, _ = release(acct, LaplaceMechanism(e), x)
+    return acct
+
+  pm = jaxdp.plan(mixed, Accountant.create(20.0, key=jax.random.key(0)), jnp.zeros(()))
+  rho = 30 * (0.1 ** 2 + 0.2 ** 2) / 2
+  assert pm.epsilon(1e-6) == pytest.approx(min(9.0, jaxdp.zcdp_epsilon(rho, 1e-6)))
+  assert pm.epsilon(1e-6) < 9.0
+
+
+def test_plan_epsilon_counts_only_answered_releases_and_approximate_ones():
+  def query(acct, x):
+    for _ in range(3):
+      acct, _ = release(acct, LaplaceMechanism(0.4), x)
+    return acct
+
+  p = jaxdp.plan(query, Accountant.create(1.0, key=jax.random.key(0)), jnp.zeros(()))
+  assert p.refused == (2,) and p.epsilon(0.0) == pytest.approx(0.8)
+
+  def gauss(acct, x):
+    return release(acct, jaxdp.GaussianMechanism(0.5, 1e-5), x)[0]
+
+  pg = jaxdp.plan(gauss, Accountant.create(1.0, delta_budget=1e-4,
+                                           key=jax.random.key(0)), jnp.zeros(()))
+  assert pg.epsilon(1e-4) == pytest.approx(0.5) and pg.epsilon(1e-6) == math.inf
