@@ -27,6 +27,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, Protocol, runtime_checkable
 
@@ -201,26 +202,44 @@ class KNormMechanism(_Mechanism):
 @_pytree("eps", "delta", "sensitivity")
 @dataclasses.dataclass(frozen=True)
 class GaussianMechanism(_Mechanism):
-  """The classical Gaussian mechanism, (eps, delta)-DP for eps < 1.
+  """The Gaussian mechanism, (eps, delta)-DP.
 
-  sigma = sensitivity * sqrt(2 ln(1.25 / delta)) / eps (Dwork & Roth, Theorem A.1),
-  which requires 0 < eps < 1 and 0 < delta < 1.
+  ``calibration="classical"`` (default): sigma = sensitivity sqrt(2 ln(1.25 / delta)) /
+  eps (Dwork & Roth, Theorem A.1), which requires 0 < eps < 1. ``"analytic"``: the
+  smallest sigma with Phi(D/(2 sigma) - eps sigma/D) - e^eps Phi(-D/(2 sigma) -
+  eps sigma/D) <= delta (Balle & Wang 2018, Theorem 8; exact, any eps > 0, always at
+  most the classical sigma); eps, delta and sensitivity must then be static.
 
   Attributes:
     eps, delta: privacy parameters.
     sensitivity: l_2 sensitivity of the statistic.
+    calibration: ``"classical"`` or ``"analytic"`` (static).
+
+  References:
+    B. Balle, Y.-X. Wang, "Improving the Gaussian mechanism for differential privacy:
+    analytical calibration and optimal denoising", ICML 2018.
   """
 
   eps: Any
   delta: Any
   sensitivity: Any = 1.0
+  calibration: str = "classical"
 
   def __post_init__(self):
     self._check_eps()
-    if _checks.is_concrete(self.eps) and not self.eps < 1:
+    if self.calibration not in ("classical", "analytic"):
+      raise ValueError(f"calibration must be 'classical' or 'analytic'; got "
+                       f"{self.calibration!r}.")
+    if self.calibration == "classical" and _checks.is_concrete(self.eps) and \
+        not self.eps < 1:
       raise ValueError(
           f"eps must be < 1 for the classical Gaussian mechanism; got {self.eps}. "
-          "Use a smaller eps or a pure-DP mechanism.")
+          "Use calibration='analytic' (any eps > 0), a smaller eps, or a pure-DP "
+          "mechanism.")
+    if self.calibration == "analytic" and not all(
+        _checks.is_concrete(v) for v in (self.eps, self.delta, self.sensitivity)):
+      raise ValueError("calibration='analytic' needs static eps, delta and "
+                       "sensitivity (sigma is solved for on the host).")
     delta = _checks.check_eps(self.delta, "delta")
     if _checks.is_concrete(delta):
       if delta >= 1:
@@ -241,7 +260,12 @@ class GaussianMechanism(_Mechanism):
 
   @property
   def sigma(self):
-    """sensitivity sqrt(2 ln(1.25 / delta)) / eps (a float when all are static)."""
+    """The noise's standard deviation (a float when eps, delta, sensitivity are static)."""
+    if self.calibration == "analytic":
+      if not all(_checks.is_concrete(v) for v in (self.eps, self.delta, self.sensitivity)):
+        raise ValueError("calibration='analytic' needs static eps, delta and sensitivity; "
+                         "pass the mechanism as a static jit argument.")
+      return self.sensitivity * _analytic_sigma(float(self.eps), float(self.delta))
     if all(_checks.is_concrete(v) for v in (self.eps, self.delta, self.sensitivity)):
       return self.sensitivity * math.sqrt(2 * math.log(1.25 / self.delta)) / self.eps
     return self.sensitivity * jnp.sqrt(2 * jnp.log(1.25 / self.delta)) / self.eps
@@ -255,7 +279,8 @@ class GaussianMechanism(_Mechanism):
   def randomize(self, key, data):
     data = _statistic(data)
     noise = dprandom.gaussian(key, data.shape, data.dtype)
-    ok = (jnp.isfinite(self.eps) & (self.eps > 0) & (self.eps < 1) & (self.delta > 0)
+    eps_max = jnp.inf if self.calibration == "analytic" else 1.0
+    ok = (jnp.isfinite(self.eps) & (self.eps > 0) & (self.eps < eps_max) & (self.delta > 0)
           & (self.delta < 1) & jnp.isfinite(self.sensitivity) & (self.sensitivity > 0))
     return data + jnp.where(ok, noise * self.sigma, jnp.nan)
 
@@ -405,6 +430,35 @@ def _runtime_check(ok, binary, is_filter):
   passed = jax.pure_callback(check, jax.ShapeDtypeStruct((), jnp.bool_), ok, binary,
                              is_filter, vmap_method="broadcast_all")
   return passed & ok
+
+
+def _normal_cdf(x: float) -> float:
+  return 0.5 * math.erfc(-x / math.sqrt(2))
+
+
+def _analytic_delta(eps: float, s: float) -> float:
+  """delta of Gaussian noise of standard deviation s on sensitivity 1 at eps
+  (Balle & Wang 2018, Theorem 8)."""
+  a, b = 1 / (2 * s) - eps * s, -1 / (2 * s) - eps * s
+  tail = _normal_cdf(b)
+  second = 0.0 if tail == 0.0 else math.exp(min(eps + math.log(tail), 700.0))
+  return _normal_cdf(a) - second
+
+
+@functools.lru_cache(maxsize=256)
+def _analytic_sigma(eps: float, delta: float) -> float:
+  """The smallest standard deviation (sensitivity 1) that is (eps, delta)-DP; rounded
+  up, so the returned sigma is never below the exact one."""
+  lo, hi = 1e-6, 1.0
+  while _analytic_delta(eps, hi) > delta:  # delta(sigma) decreases in sigma
+    hi *= 2
+  for _ in range(200):
+    mid = (lo + hi) / 2
+    if _analytic_delta(eps, mid) <= delta:
+      hi = mid
+    else:
+      lo = mid
+  return hi
 
 
 def _statistic(data, name="data"):

@@ -73,3 +73,31 @@ def test_plan_epsilon_counts_only_answered_releases_and_approximate_ones():
   pg = jaxdp.plan(gauss, Accountant.create(1.0, delta_budget=1e-4,
                                            key=jax.random.key(0)), jnp.zeros(()))
   assert pg.epsilon(1e-4) == pytest.approx(0.5) and pg.epsilon(1e-6) == math.inf
+
+
+@pytest.mark.parametrize("eps,delta", [(0.5, 1e-5), (1.0, 1e-6), (3.0, 1e-9), (0.05, 1e-3)])
+def test_analytic_gaussian_is_exact_against_scipy(eps, delta):
+  """Balle-Wang: the analytic sigma meets delta exactly (scipy's normal CDF as an
+  independent reference): delta(sigma) <= delta < delta(sigma (1 - 1e-6))."""
+  from scipy.stats import norm
+
+  def exact_delta(s):
+    return norm.cdf(1 / (2 * s) - eps * s) - math.exp(eps) * norm.cdf(-1 / (2 * s) - eps * s)
+
+  m = jaxdp.GaussianMechanism(eps, delta, sensitivity=2.0, calibration="analytic")
+  s = m.sigma / 2.0
+  assert exact_delta(s) <= delta * (1 + 1e-9) and exact_delta(s * (1 - 1e-6)) > delta
+  if eps < 1:
+    assert m.sigma < jaxdp.GaussianMechanism(eps, delta, sensitivity=2.0).sigma
+  assert m.zcdp_cost() == pytest.approx(4.0 / (2 * m.sigma ** 2))
+
+
+def test_analytic_gaussian_allows_eps_above_one_and_has_its_variance():
+  with pytest.raises(ValueError, match="calibration='analytic'"):
+    jaxdp.GaussianMechanism(2.0, 1e-5)
+  m = jaxdp.GaussianMechanism(2.0, 1e-5, calibration="analytic")
+  x = np.asarray(m.randomize(jax.random.key(7), jnp.zeros(200_000)), np.float64)
+  # sample variance vs sigma^2: z < 5 with Var(s^2) ~ 2 sigma^4 / n
+  assert abs(x.var() - m.sigma ** 2) / (math.sqrt(2 / len(x)) * m.sigma ** 2) < 5
+  with pytest.raises(ValueError, match="static"):
+    jax.jit(lambda mm: mm.sigma)(m)
