@@ -76,14 +76,9 @@ def advanced_composition(eps, delta, k: int, delta_prime: float):
 def _advanced_caps(eps_budget, delta_budget, k, delta_prime):
   """Largest per-release (eps, delta) whose k-fold composition fits the budget."""
   delta_cap = (delta_budget - delta_prime) / k
-  lo, hi = 0.0, eps_budget
-  for _ in range(200):  # bisection; advanced_composition is increasing in eps
-    mid = (lo + hi) / 2
-    if mid > 0 and advanced_composition(mid, delta_cap, k, delta_prime)[0] <= eps_budget:
-      lo = mid
-    else:
-      hi = mid
-  return max(lo, eps_budget / k), delta_cap
+  cap = _bisect(lambda e: e > 0 and advanced_composition(e, delta_cap, k, delta_prime)[0]
+                <= eps_budget, 0.0, eps_budget)  # advanced_composition grows with eps
+  return max(cap, eps_budget / k), delta_cap
 
 
 def hypothesis_test_bound(eps, alpha, delta: float = 0.0) -> float:
@@ -104,6 +99,21 @@ def hypothesis_test_bound(eps, alpha, delta: float = 0.0) -> float:
   delta = _checks.check_delta(delta, "delta")
   first = alpha * _exp(eps) + delta if alpha > 0 else delta
   return float(min(1.0, first, 1 - math.exp(-eps) * (1 - alpha - delta)))
+
+
+def _bisect(feasible, good: float, bad: float, *, steps: int = 200) -> float:
+  """The boundary of a monotone predicate, on its feasible side.
+
+  ``feasible(good)`` holds (or is the side to return) and ``feasible(bad)`` does not;
+  ``good`` may lie above or below ``bad``. Returns the last feasible point found.
+  """
+  for _ in range(steps):
+    mid = (good + bad) / 2
+    if feasible(mid):
+      good = mid
+    else:
+      bad = mid
+  return good
 
 
 def _exp(x: float) -> float:
@@ -141,14 +151,7 @@ def zcdp_epsilon(rho, delta: float):
 @functools.lru_cache(maxsize=256)
 def zcdp_budget(eps: float, delta: float) -> float:
   """The largest rho whose :func:`zcdp_epsilon` at ``delta`` is at most ``eps``."""
-  lo, hi = 0.0, eps
-  for _ in range(200):  # zcdp_epsilon is increasing in rho
-    mid = (lo + hi) / 2
-    if zcdp_epsilon(mid, delta) <= eps:
-      lo = mid
-    else:
-      hi = mid
-  return lo
+  return _bisect(lambda r: zcdp_epsilon(r, delta) <= eps, 0.0, eps)  # increasing in rho
 
 
 def optimal_composition_delta(eps: float, k: int, eps_total: float) -> float:
@@ -180,13 +183,7 @@ def optimal_composition_delta(eps: float, k: int, eps_total: float) -> float:
 def optimal_composition_epsilon(eps: float, k: int, delta: float) -> float:
   """The least eps_total with :func:`optimal_composition_delta` at most ``delta``."""
   delta = _checks.check_delta(delta, "delta")
-  lo, hi = 0.0, k * eps
-  if optimal_composition_delta(eps, k, lo) <= delta:
+  if optimal_composition_delta(eps, k, 0.0) <= delta:
     return 0.0
-  for _ in range(100):  # the delta is decreasing in eps_total
-    mid = (lo + hi) / 2
-    if optimal_composition_delta(eps, k, mid) <= delta:
-      hi = mid
-    else:
-      lo = mid
-  return hi
+  return _bisect(lambda e: optimal_composition_delta(eps, k, e) <= delta,  # decreasing
+                 k * eps, 0.0, steps=100)

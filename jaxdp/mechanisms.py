@@ -37,7 +37,7 @@ import numpy as np
 
 from jaxdp import _checks
 from jaxdp import random as dprandom
-from jaxdp.composition import group_cost
+from jaxdp.composition import _bisect, group_cost
 from jaxdp.balls import LpBall, PosetBall
 from jaxdp.posets import Poset
 
@@ -116,11 +116,10 @@ class _Mechanism:
 
   def _guard(self, out):
     """NaN where a traced eps or sensitivity is not finite and positive."""
-    values = (self.eps, self.sensitivity)
-    if all(_checks.is_concrete(v) for v in values):
-      return out
-    ok = jnp.all(jnp.asarray([jnp.isfinite(v) & (v > 0) for v in values]))
-    return jnp.where(ok, out, jnp.nan)
+    for v in (self.eps, self.sensitivity):
+      if not _checks.is_concrete(v):
+        out = _checks.guard_positive(v, out)
+    return out
 
 
 @_pytree("eps", "sensitivity")
@@ -449,16 +448,10 @@ def _analytic_delta(eps: float, s: float) -> float:
 def _analytic_sigma(eps: float, delta: float) -> float:
   """The smallest standard deviation (sensitivity 1) that is (eps, delta)-DP; rounded
   up, so the returned sigma is never below the exact one."""
-  lo, hi = 1e-6, 1.0
+  hi = 1.0
   while _analytic_delta(eps, hi) > delta:  # delta(sigma) decreases in sigma
     hi *= 2
-  for _ in range(200):
-    mid = (lo + hi) / 2
-    if _analytic_delta(eps, mid) <= delta:
-      hi = mid
-    else:
-      lo = mid
-  return hi
+  return _bisect(lambda s: _analytic_delta(eps, s) <= delta, hi, 1e-6)
 
 
 def _statistic(data, name="data"):
