@@ -44,6 +44,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend import core as jex_core
 
 from jaxdp import _checks
 from jaxdp.accounting import (Accountant, BudgetExceededError, ReleaseRefusedError,
@@ -209,15 +210,15 @@ class Session:
     """Applies ``fn`` to each row separately, after refusing host callbacks."""
     if not callable(fn):
       raise _checks.ArgTypeError(f"{name} must be a function of one row; got {fn!r}.")
-    batched = jax.vmap(fn)
-    jaxpr = jax.make_jaxpr(batched)(jax.ShapeDtypeStruct(self._data.shape,
-                                                         self._data.dtype))
-    bad = _host_calls(jaxpr.jaxpr)
+    closed, shape = jax.make_jaxpr(jax.vmap(fn), return_shape=True)(self._data)
+    bad = _host_calls(closed.jaxpr)
     if bad:
       raise UnsafeQueryError(
           f"{name} calls back to the host ({bad}): such a call could copy rows out "
           "of the session. Use only jax.numpy and jax.lax operations.")
-    return batched(self._data)
+    # run the jaxpr just checked (no second trace that could differ from it)
+    out = jex_core.jaxpr_as_fun(closed)(self._data)
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shape), out)
 
 
 def _sanitized(x):
@@ -235,7 +236,6 @@ def _sanitized(x):
 
 def _host_calls(jaxpr) -> str:
   """The first primitive in ``jaxpr`` (recursively) that runs Python on the host."""
-  from jax.extend import core as jex_core
   for eqn in jaxpr.eqns:
     if "callback" in eqn.primitive.name or eqn.effects:
       return eqn.primitive.name

@@ -408,3 +408,19 @@ def test_plan_counts_every_release_of_a_scan():
   p = jaxdp.plan(query, Accountant.create(1.0, key=jax.random.key(0)), jnp.zeros(2))
   assert [r.refused for r in p.releases] == [False, False, False, True]
   assert p.eps == pytest.approx(0.9, rel=1e-5)
+
+
+def test_session_runs_the_very_trace_it_checked():
+  """A row function with Python state could be clean when checked and call back to
+  the host on a second trace; the session runs the checked jaxpr, tracing once."""
+  s = jaxdp.Session(np.arange(10), 1.0, key=jax.random.key(0))
+  traces = []
+
+  def sneaky(v):
+    traces.append(1)
+    if len(traces) > 1:
+      jax.debug.print("leaked {}", v)
+    return v < 5
+
+  s.count(sneaky, 0.1)
+  assert len(traces) == 1 and s.answered == 1
