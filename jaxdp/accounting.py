@@ -251,23 +251,22 @@ class Accountant:
   def spent_eps(self) -> jax.Array:
     """Spent eps (units times the unit; at most the requested costs' sum). Under
     zCDP: the eps of the spent rho at ``delta_budget``."""
-    units = self.spent_units.astype(jnp.result_type(float)) * 2.0 ** self.unit_exponent
+    spent = _in_cost(self.spent_units, self.unit_exponent)
     if self.composition == "zcdp":
-      return jnp.asarray(zcdp_epsilon(units, self.delta_budget), units.dtype)
-    return units
+      return jnp.asarray(zcdp_epsilon(spent, self.delta_budget), spent.dtype)
+    return spent
 
   @property
   def spent_rho(self) -> jax.Array:
     """zCDP: the spent rho."""
-    return self.spent_units.astype(jnp.result_type(float)) * 2.0 ** self.unit_exponent
+    return _in_cost(self.spent_units, self.unit_exponent)
 
   @property
   def spent_delta(self) -> jax.Array:
     if self.composition == "zcdp":
       return jnp.where(self.spent_units > 0, self.delta_budget, 0.0).astype(
           jnp.result_type(float))
-    return (self.spent_delta_units.astype(jnp.result_type(float))
-            * 2.0 ** self.delta_unit_exponent)
+    return _in_cost(self.spent_delta_units, self.delta_unit_exponent)
 
   def remaining(self) -> tuple[jax.Array, jax.Array]:
     """The largest ``(eps, delta)`` one more release could be charged now.
@@ -277,16 +276,15 @@ class Accountant:
     the pure eps whose rho (eps^2 / 2) is left, and 0.
     """
     f = jnp.result_type(float)
+    left = _in_cost(self.eps_capacity - self.spent_units, self.unit_exponent)
     if self.composition == "zcdp":
-      left = (self.eps_capacity - self.spent_units).astype(f) * 2.0 ** self.unit_exponent
       return jnp.sqrt(2 * left), jnp.zeros((), f)
     if self.composition == "advanced":
       more = self.answered < self.max_releases
       return (jnp.where(more, self.eps_cap, 0.0).astype(f),
               jnp.where(more, self.delta_cap, 0.0).astype(f))
-    return ((self.eps_capacity - self.spent_units).astype(f) * 2.0 ** self.unit_exponent,
-            (self.delta_capacity - self.spent_delta_units).astype(f)
-            * 2.0 ** self.delta_unit_exponent)
+    return left, _in_cost(self.delta_capacity - self.spent_delta_units,
+                          self.delta_unit_exponent)
 
   def guarantee(self) -> tuple[jax.Array, jax.Array]:
     """The ``(eps, delta)`` guarantee, as arrays in the default float dtype.
@@ -446,6 +444,11 @@ def _max(values):
   if all(_checks.is_concrete(v) for v in values):
     return max(float(v) for v in values)
   return jnp.max(jnp.stack([jnp.asarray(v) for v in values]))
+
+
+def _in_cost(units, exponent: int) -> jax.Array:
+  """Integer units as a cost in the default float dtype."""
+  return jnp.asarray(units).astype(jnp.result_type(float)) * 2.0 ** exponent
 
 
 def _cost(acct, mech):
