@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import accounting  # noqa: E402
 import float_attack  # noqa: E402
 import montecarlo  # noqa: E402
+import recompile  # noqa: E402
 import samplers  # noqa: E402
 from common import machine  # noqa: E402
 
@@ -34,8 +35,9 @@ def main(argv=None):
   accounting.main(["--out", args.out] +
                   (["--accountants", "100", "--releases", "10"] if q else []))
   float_attack.main(["--out", args.out])
-  parts = [Path(args.out, f"{n}.md").read_text() for n in ("samplers", "montecarlo",
-                                                             "accounting", "float_attack")]
+  recompile.main(["--out", args.out] + (["--posets", "5"] if q else []))
+  parts = [Path(args.out, f"{n}.md").read_text()
+           for n in ("samplers", "montecarlo", "accounting", "float_attack", "recompile")]
   Path(args.out, "README.md").write_text("\n\n".join(parts))
   print(f"wrote {args.out}/README.md", flush=True)
 
