@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import math
-import os
+import secrets
 from typing import Sequence, Union
 
 import jax
@@ -33,10 +33,12 @@ import numpy as np
 
 from jaxdp import _checks
 from jaxdp import _poset_kernels
+from jaxdp.chacha import CHACHA20
 from jaxdp.balls import LpBall, PosetBall
 from jaxdp.posets import Poset
 
-__all__ = ["poset_ball", "lp_ball", "knorm", "laplace", "gaussian", "os_key", "CHUNK"]
+__all__ = ["poset_ball", "lp_ball", "knorm", "laplace", "gaussian", "os_key", "secure_key",
+           "is_secure_key", "CHUNK"]
 
 CHUNK = 1 << 15  # samples per chunk: bounds peak memory of large batches
 
@@ -144,8 +146,8 @@ def os_key(impl=None, *, entropy: bytes | None = None) -> jax.Array:
   Args:
     impl: a ``jax.random`` PRNG implementation name or object (default: JAX's
       default implementation).
-    entropy: for tests only: the exact key bytes (4 per 32-bit word of key data);
-      ``None`` reads ``os.urandom``.
+    entropy: for tests only: the exact key bytes (4 per 32-bit word of key data,
+      little-endian); ``None`` reads the OS generator (``secrets.token_bytes``).
 
   Returns:
     A scalar typed key.
@@ -153,10 +155,10 @@ def os_key(impl=None, *, entropy: bytes | None = None) -> jax.Array:
   Raises:
     ValueError: ``entropy`` has the wrong length.
   """
-  words = jax.random.key_data(jax.random.key(0, impl=impl)).shape
+  words = _key_shape(impl)
   size = 4 * math.prod(words)
   if entropy is None:
-    entropy = os.urandom(size)
+    entropy = secrets.token_bytes(size)
   elif not isinstance(entropy, (bytes, bytearray)) or len(entropy) != size:
     raise ValueError(f"entropy must be {size} bytes for this generator's key; got "
                      f"{entropy!r:.40}.")
@@ -164,7 +166,46 @@ def os_key(impl=None, *, entropy: bytes | None = None) -> jax.Array:
   return jax.random.wrap_key_data(data, impl=impl)
 
 
+def secure_key(seed: bytes | None = None) -> jax.Array:
+  """A ChaCha20 key (:data:`jaxdp.chacha.CHACHA20`) for releases meant to be published.
+
+  ``jax.random.bits(secure_key(K), (n,), jnp.uint32)`` is the RFC 8439 keystream of
+  key ``K`` (nonce 0, block counter 0, 1, ...) as little-endian words; every
+  ``jax.random`` function and jaxdp sampler accepts the key. See :mod:`jaxdp.chacha`
+  for what the generator is and is not.
+
+  Args:
+    seed: ``None`` (use this): 32 bytes from ``secrets.token_bytes``. A 32-byte
+      ``bytes`` value: that key, for tests and test vectors only (a release whose key
+      is known is not private).
+
+  Returns:
+    A scalar typed key of implementation ``chacha20``.
+
+  Raises:
+    ValueError: ``seed`` is not ``None`` or exactly 32 bytes.
+  """
+  if seed is not None and not (isinstance(seed, (bytes, bytearray)) and len(seed) == 32):
+    raise ValueError(
+        f"seed must be None (32 bytes from the OS: use this for releases) or exactly "
+        f"32 bytes; got {type(seed).__name__} {seed!r:.40}.")
+  return os_key(CHACHA20, entropy=seed)
+
+
+def is_secure_key(key) -> bool:
+  """Whether ``key`` is a typed ChaCha20 key (as :func:`secure_key` makes)."""
+  return (isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+          and jax.random.key_impl(key) == CHACHA20)
+
+
 # ------------------------------------------------------------------ internals
+def _key_shape(impl) -> tuple[int, ...]:
+  if impl is CHACHA20:
+    return (8,)  # its seed function refuses integers by design
+  return jax.random.key_data(jax.random.key(0, impl=impl)).shape
+
+
+
 def _draw(key, ball, eps, shape, dtype, *, uniform: bool):
   _checks.check_key(key)
   shape = _checks.check_shape(shape)

@@ -1,0 +1,163 @@
+"""ChaCha20 as a JAX PRNG: RFC 8439 vectors, an independent implementation, streams.
+
+References: RFC 8439 sections 2.3.2, 2.4.2 and appendix A.1 (the vectors below are
+copied from the RFC); the ``cryptography`` package (OpenSSL) as a second
+implementation.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxdp import chacha
+from jaxdp import random as dprandom
+
+
+def _hex(s):
+  return bytes.fromhex(s.replace(" ", "").replace("\n", ""))
+
+
+def _stream_bytes(key_bytes, n_bytes):
+  k = dprandom.secure_key(key_bytes)
+  return np.asarray(jax.random.bits(k, (n_bytes,), jnp.uint8)).tobytes()
+
+
+def _words(b):
+  return np.frombuffer(b, "<u4")
+
+
+A1 = [  # (key, counter, 64-byte keystream block) from RFC 8439 appendix A.1, nonce 0
+    (bytes(32), 0,
+     "76b8e0ada0f13d90405d6ae55386bd28bdd219b8a08ded1aa836efcc8b770dc7"
+     "da41597c5157488d7724e03fb8d84a376a43b8f41518a11cc387b669b2ee6586"),
+    (bytes(32), 1,
+     "9f07e7be5551387a98ba977c732d080dcb0f29a048e3656912c6533e32ee7aed"
+     "29b721769ce64e43d57133b074d839d531ed1f28510afb45ace10a1f4b794d6f"),
+    (bytes(31) + b"\x01", 1,
+     "3aeb5224ecf849929b9d828db1ced4dd832025e8018b8160b82284f3c949aa5a"
+     "8eca00bbb4a73bdad192b5c42f73f2fd4e273644c8b36125a64addeb006c13a0"),
+    (b"\x00\xff" + bytes(30), 2,
+     "72d54dfbf12ec44b362692df94137f328fea8da73990265ec1bbbea1ae9af0ca"
+     "13b25aa26cb4a648cb9b9d1be65b2c0924a66c54d545ec1b7374f4872e99f096"),
+]
+
+
+@pytest.mark.parametrize("key,counter,expected", A1)
+def test_rfc8439_a1_keystream_through_jax_random_bits(key, counter, expected):
+  got = _stream_bytes(key, 64 * (counter + 1))[64 * counter:]
+  assert got.hex() == expected
+
+
+def test_rfc8439_232_block_function():
+  key = _words(bytes(range(32)))
+  nonce = _words(_hex("000000090000004a00000000"))
+  out = np.asarray(chacha.block(key, jnp.array([1], jnp.uint32), tuple(nonce)))[0]
+  assert [f"{int(w):08x}" for w in out] == (
+      "e4e7f110 15593bd1 1fdd0f50 c47120a3 c7f4d1c7 0368c033 9aaa2204 4e6cd4c3 "
+      "466482d2 09aa9f07 05d7c214 a2028bd9 d19c12b5 b94e16de e883d0cb 4e3c50a2").split()
+
+
+def test_rfc8439_242_encryption():
+  key = _words(bytes(range(32)))
+  nonce = tuple(_words(_hex("000000000000004a00000000")))
+  plain = (b"Ladies and Gentlemen of the class of '99: If I could offer you only one "
+           b"tip for the future, sunscreen would be it.")
+  blocks = np.asarray(chacha.block(key, jnp.array([1, 2], jnp.uint32), nonce))
+  stream = blocks.astype("<u4").tobytes()
+  cipher = bytes(p ^ s for p, s in zip(plain, stream))
+  assert cipher[:48].hex() == (
+      "6e2e359a2568f98041ba0728dd0d6981e97e7aec1d4360c20a27afccfd9fae0b"
+      "f91b65c5524733ab8f593dabcd62b357")
+  assert len(cipher) == 114
+
+
+def test_matches_an_independent_implementation_on_random_keys():
+  """OpenSSL's ChaCha20 (via ``cryptography``) on 8 random keys, 5 blocks each, and
+  the 8-, 16-, 32- and 64-bit views of the stream."""
+  algorithms = pytest.importorskip("cryptography.hazmat.primitives.ciphers").algorithms
+  from cryptography.hazmat.primitives.ciphers import Cipher
+  rng = np.random.default_rng(20261130)
+  for _ in range(8):
+    key = rng.bytes(32)
+    enc = Cipher(algorithms.ChaCha20(key, bytes(16)), mode=None).encryptor()
+    ref = enc.update(bytes(320))
+    k = dprandom.secure_key(key)
+    assert _stream_bytes(key, 320) == ref
+    w32 = np.asarray(jax.random.bits(k, (80,), jnp.uint32)).astype("<u4").tobytes()
+    w16 = np.asarray(jax.random.bits(k, (160,), jnp.uint16)).astype("<u2").tobytes()
+    assert w32 == ref and w16 == ref
+    with jax.enable_x64(True):
+      w64 = np.asarray(jax.random.bits(k, (40,), jnp.uint64)).astype("<u8").tobytes()
+    assert w64 == ref
+    # an odd length is a prefix of the stream
+    assert np.asarray(jax.random.bits(k, (7,), jnp.uint32)).astype("<u4").tobytes() == \
+        ref[:28]
+
+
+def test_large_draws_use_the_chunked_path_and_stay_the_stream():
+  """More than CPU_CHUNK blocks (the chunked path on CPU) equals block-by-block."""
+  k = dprandom.secure_key(bytes(range(32)))
+  n_blocks = chacha.CPU_CHUNK + 3
+  bits = np.asarray(jax.random.bits(k, (16 * n_blocks - 5,), jnp.uint32))
+  for i in (0, chacha.CPU_CHUNK - 1, chacha.CPU_CHUNK, n_blocks - 1):
+    ref = np.asarray(chacha.block(jax.random.key_data(k), jnp.array([i], jnp.uint32),
+                                  (0, 0, 0)))[0]
+    got = bits[16 * i:16 * (i + 1)]
+    np.testing.assert_array_equal(got, ref[:got.size])
+
+
+def test_split_and_fold_in_streams_do_not_collide():
+  """4096 split children, 4096 fold_in children and the parent: 8193 distinct 256-bit
+  keys, and the first 64 bits of their 8193 streams are distinct (a collision of
+  random 64-bit values among 8193 has probability 2e-12)."""
+  k = dprandom.secure_key(bytes(range(32)))
+  children = jax.random.split(k, 4096)
+  folded = jax.vmap(lambda i: jax.random.fold_in(k, i))(jnp.arange(4096, dtype=jnp.uint32))
+  keys = jnp.concatenate([children, folded, k[None]])
+  data = np.asarray(jax.random.key_data(keys))
+  assert len({row.tobytes() for row in data}) == 8193
+  first = np.asarray(jax.vmap(lambda kk: jax.random.bits(kk, (2,), jnp.uint32))(keys))
+  assert len({row.tobytes() for row in first}) == 8193
+  # split is a prefix-consistent counter: split(k, 3) are the first 3 of split(k, 4096)
+  np.testing.assert_array_equal(jax.random.key_data(jax.random.split(k, 3)), data[:3])
+  # fold_in(k, x) differs from split child x (their own nonces)
+  assert not np.array_equal(data[5], data[4096 + 5])
+
+
+def test_jax_random_functions_accept_the_key_under_jit_and_vmap():
+  k = dprandom.secure_key(bytes(32))
+  u = jax.jit(lambda kk: jax.random.uniform(kk, (100_000,)))(k)
+  assert 0 <= float(u.min()) and float(u.max()) < 1
+  assert abs(float(u.mean()) - 0.5) < 5 * (1 / 12 / 1e5) ** 0.5
+  z = jax.vmap(lambda kk: jax.random.normal(kk, (1000,)))(jax.random.split(k, 50))
+  assert z.shape == (50, 1000) and abs(float(z.mean())) < 5 / (5e4) ** 0.5
+  assert dprandom.is_secure_key(k) and not dprandom.is_secure_key(jax.random.key(0))
+
+
+def test_byte_frequencies_pass_a_chi_square_test():
+  """2^20 keystream bytes of a fixed key: chi-square over 256 cells, 255 dof; the
+  statistic must lie in [180, 340] (two-sided p about 1e-5)."""
+  b = np.frombuffer(_stream_bytes(bytes(range(1, 33)), 1 << 20), np.uint8)
+  counts = np.bincount(b, minlength=256)
+  e = b.size / 256
+  chi2 = float(((counts - e) ** 2 / e).sum())
+  assert 180 < chi2 < 340, chi2
+
+
+def test_integer_seeds_and_bad_seed_bytes_are_refused():
+  with pytest.raises(TypeError, match="secure_key"):
+    jax.random.key(0, impl=chacha.CHACHA20)
+  for bad in (b"short", bytes(33), "x" * 32, 12345):
+    with pytest.raises(ValueError, match="32 bytes"):
+      dprandom.secure_key(bad)
+  a, b = dprandom.secure_key(), dprandom.secure_key()
+  assert not np.array_equal(jax.random.key_data(a), jax.random.key_data(b))
+
+
+def test_streams_longer_than_2_32_blocks_are_an_error():
+  k = dprandom.secure_key(bytes(32))
+  with pytest.raises(ValueError, match="2\\*\\*32-block"):
+    jax.jit(lambda kk: jax.random.bits(kk, (16 * 2**32 + 1,), jnp.uint32)).lower(k)
+  with pytest.raises(ValueError, match="2\\*\\*32-block"):
+    jax.jit(lambda kk: jax.random.split(kk, 2**32 + 1)).lower(k)
