@@ -6,7 +6,7 @@ insertion sampler, the command line) live in :mod:`jaxdp.experiments`, which thi
 package does not import.
 """
 
-from jaxdp import montecarlo, random
+from jaxdp import chacha, exact, montecarlo, random
 from jaxdp.accounting import (
     Accountant,
     BudgetExceededError,

@@ -311,3 +311,66 @@ def _subtree_sizes(fc, ns):
       size[i] += size[j]
       j = ns[j]
   return size
+
+
+# ------------------------------------------------------------------ exact integer tables
+EXACT_MAX_OBJECTS = 1 << 62  # N(P) bound for the exact sampler's int64 ranks
+
+
+class ExactTables(NamedTuple):
+  """Integer tables for the exact sampler (ranks in [0, N(P)) unrank to objects)."""
+  trie_left: jax.Array  # (2^d - 1,) int64: objects whose next bit of A is 0, per prefix
+  ext: jax.Array        # (2^d,) int64: e(S)
+  strict_up: jax.Array  # (d,) uint32
+  up: jax.Array         # (d, d) bool
+
+
+@functools.lru_cache(maxsize=32)
+def exact_tables(poset: Poset) -> tuple[ExactTables, int]:
+  """``(tables, N(P))`` with every count an exact integer.
+
+  Raises:
+    ValueError: d > GENERAL_MAX_D, or N(P) >= 2^62 (ranks would not fit in int64).
+  """
+  d = poset.d
+  if d > GENERAL_MAX_D:
+    raise ValueError(
+        f"the exact poset-ball sampler supports d <= {GENERAL_MAX_D} (integer tables "
+        f"over all 2^d subsets); got d = {d}.")
+  approx = num_objects(poset)
+  if approx >= EXACT_MAX_OBJECTS / 2:
+    raise ValueError(
+        f"the exact poset-ball sampler needs N(P) < 2^61 objects (64-bit integer ranks); "
+        f"this poset has N(P) ~ {approx:.3g}. Split it into independent components.")
+  e = _extension_counts_int(poset)
+  full = (1 << d) - 1
+  w = e * e[full ^ np.arange(1 << d)]         # every product <= N(P) < 2^61
+  total = int(w.sum())
+  trie_left = np.empty((1 << d) - 1, dtype=np.int64)
+  for level in range(d):
+    sums = w.reshape(1 << (level + 1), -1).sum(axis=1)
+    trie_left[(1 << level) - 1:(1 << (level + 1)) - 1] = sums[0::2]
+  general = general_tables(poset)
+  return ExactTables(trie_left=trie_left, ext=e, strict_up=general.strict_up,
+                     up=general.up), total
+
+
+def _extension_counts_int(poset: Poset) -> np.ndarray:
+  """e(S) for every subset S as exact int64 (callers bound N(P) < 2^61 first, and
+  e(S) <= e(S) e(P \\ S) <= N(P))."""
+  d = poset.d
+  strict_up = general_tables(poset).strict_up.astype(np.int64)
+  masks = np.arange(1 << d, dtype=np.int64)
+  pop = np.zeros(1 << d, dtype=np.int64)
+  for x in range(d):
+    pop += (masks >> x) & 1
+  e = np.zeros(1 << d, dtype=np.int64)
+  e[0] = 1
+  for size in range(1, d + 1):
+    layer = masks[pop == size]
+    acc = np.zeros(layer.shape, dtype=np.int64)
+    for x in range(d):
+      sel = ((layer >> x) & 1).astype(bool) & ((layer & strict_up[x]) == 0)
+      acc[sel] += e[layer[sel] ^ (1 << x)]
+    e[layer] = acc
+  return e

@@ -120,11 +120,12 @@ class Accountant:
   delta_prime: float = _static(default=0.0)
   unit_exponent: int = _static(default=0)
   delta_unit_exponent: int = _static(default=0)
+  secure: bool = _static(default=False)
 
   @classmethod
   def create(cls, eps_budget, *, delta_budget=0.0, group_size: int = 1, key=None,
              composition: str = "basic", max_releases: int | None = None,
-             delta_prime: float = 0.0) -> "Accountant":
+             delta_prime: float = 0.0, secure: bool = False) -> "Accountant":
     """A fresh accountant.
 
     Args:
@@ -153,6 +154,11 @@ class Accountant:
       max_releases: for advanced composition, the number k of releases declared in
         advance.
       delta_prime: for advanced composition, the slack delta' > 0.
+      secure: releases meant to be published. The key is a ChaCha20 key from the
+        OS (:func:`jaxdp.random.secure_key`; a ``key`` passed in must be one), and
+        every release must use an exact, float-safe mechanism (``exact=True``):
+        any other is refused with a ValueError when the release is traced, before
+        anything is spent or drawn.
 
     Returns:
       The :class:`Accountant`.
@@ -194,9 +200,15 @@ class Accountant:
                          "rho whose (eps, delta) conversion fits (eps_budget, "
                          "delta_budget).")
       eps_scale, delta_scale = zcdp_budget(eps_budget, delta_budget), 0.0
+    if not isinstance(secure, bool):
+      raise _checks.ArgTypeError(f"secure must be True or False; got {secure!r}.")
     with jax.ensure_compile_time_eval():  # concrete even when created inside a trace
       if key is None:
-        key = dprandom.os_key()
+        key = dprandom.secure_key() if secure else dprandom.os_key()
+      elif secure and not dprandom.is_secure_key(key):
+        raise ValueError(
+            "secure=True needs a ChaCha20 key: pass key=None (a fresh key from the OS) "
+            "or jaxdp.random.secure_key(); got a key of another generator.")
       else:
         _checks.check_key(key)
         if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
@@ -209,7 +221,7 @@ class Accountant:
                group_size=group_size, composition=composition,
                max_releases=max_releases, delta_prime=delta_prime,
                unit_exponent=_budget.unit_exponent(eps_scale),
-               delta_unit_exponent=_budget.unit_exponent(delta_scale))
+               delta_unit_exponent=_budget.unit_exponent(delta_scale), secure=secure)
 
   # -------------------------------------------------------------- derived config
   @property
@@ -453,14 +465,29 @@ def _in_cost(units, exponent: int) -> jax.Array:
 
 def _cost(acct, mech):
   """``mech``'s cost in the accountant's currency: ``(eps, delta)``, or ``(rho, 0)``
-  under zCDP."""
+  under zCDP. A secure accountant first refuses a mechanism that is not exact."""
+  if acct.secure and getattr(mech, "exact", False) is not True:
+    raise ValueError(
+        f"this accountant is secure (releases to publish) and refuses "
+        f"{type(mech).__name__} without exact=True: float noise leaks through which "
+        "floats it can produce. Use an exact mechanism (LaplaceMechanism, "
+        "KNormMechanism or PosetCountMechanism with exact=True, or "
+        "DiscreteGaussianMechanism).")
   if acct.composition == "zcdp":
     return mech.zcdp_cost(acct.group_size), 0.0
   return mech.cost(acct.group_size)
 
 
 def _fill_refused(ok, out):
-  return jax.tree_util.tree_map(lambda o: jnp.where(ok, o, jnp.nan), out)
+  """NaN in refused float outputs; the dtype's minimum in refused integer outputs
+  (exact releases keep their integer dtype)."""
+
+  def fill(o):
+    o = jnp.asarray(o)
+    bad = jnp.iinfo(o.dtype).min if jnp.issubdtype(o.dtype, jnp.integer) else jnp.nan
+    return jnp.where(ok, o, bad)
+
+  return jax.tree_util.tree_map(fill, out)
 
 
 def _check_static_cost(acct, eps, delta):

@@ -36,7 +36,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
+from jaxdp import exact
 from jaxdp import random as dprandom
+from jaxdp._poset_tables import exact_tables
 from jaxdp.composition import _bisect, group_cost
 from jaxdp.balls import LpBall, PosetBall
 from jaxdp.posets import Poset
@@ -45,6 +47,7 @@ __all__ = ["Mechanism", "LaplaceMechanism", "KNormMechanism", "GaussianMechanism
            "PosetCountMechanism", "COUNT_NOISES"]
 
 COUNT_NOISES = ("poset", "linf", "l2", "laplace")
+EXACT_COUNT_NOISES = ("poset", "laplace")
 
 
 @runtime_checkable
@@ -127,27 +130,57 @@ class _Mechanism:
 class LaplaceMechanism(_Mechanism):
   """Adds i.i.d. Laplace(sensitivity / eps) noise to every entry of the statistic.
 
+  With ``exact=True`` the release is safe to publish from floating-point hardware:
+  the statistic is an integer array (or is snapped to the grid ``grid = 2**-k``) and
+  the noise is the exact rounding of real Laplace noise to that grid
+  (:func:`jaxdp.exact.laplace`), so the output is ``statistic + integer noise``,
+  an int32 array (a float array of grid multiples when ``grid`` is given). Snapping
+  moves each of the m entries by at most half a grid step, so the noise is scaled
+  for sensitivity ``sensitivity + m * grid``. Refused exact releases hold int32's
+  minimum (or NaN on a grid).
+
   Attributes:
     eps: privacy parameter (> 0).
     sensitivity: l_1 sensitivity of the whole statistic (> 0).
+    exact: the publishable, float-safe form (static).
+    grid: for ``exact=True`` on a real-valued statistic: a power of two 2**-k
+      (static). ``None``: the statistic must have an integer dtype.
   """
 
   eps: Any
   sensitivity: float = 1.0
+  exact: bool = False
+  grid: float | None = None
 
   def __post_init__(self):
     self._check_eps()
     self._check_sensitivity()
+    _check_exact_options(self.exact, self.grid)
 
   norm = 1.0  # the sensitivity's norm (for clipping per-row contributions)
 
   def randomize(self, key, data):
+    if self.exact:
+      return self._randomize_exact(key, data)
     data = _statistic(data)
     noise = dprandom.laplace(key, data.shape, data.dtype)
     return self._guard(data + noise * (self.sensitivity / self.eps))
 
+  def _randomize_exact(self, key, data):
+    units, slack = _grid_units(data, self.grid)
+    scale = _exact_scale(self.sensitivity / (self.grid or 1.0) + slack, self.eps)
+    out = _exact_guard(self.eps, units + exact.laplace(key, units.shape, scale=scale))
+    return out if self.grid is None else self._guard(
+        out.astype(jnp.result_type(float)) * self.grid)
+
   def part_statistics(self, rows, part, num_parts):
-    """Per-part sums of rows clipped to l_1 norm ``sensitivity``."""
+    """Per-part sums of rows clipped to l_1 norm ``sensitivity``.
+
+    Exact releases without a grid need integer (or bool) rows and keep integer sums:
+    a row whose l_1 norm exceeds ``sensitivity`` counts as 0 (scaling it would leave
+    the integers)."""
+    if self.exact and self.grid is None:
+      return _integer_part_sums(rows, part, num_parts, self.sensitivity)
     return _clipped_part_sums(rows, part, num_parts, self.norm, self.sensitivity)
 
 
@@ -168,6 +201,7 @@ class KNormMechanism(_Mechanism):
   ball: Any
   eps: Any
   sensitivity: float = 1.0
+  exact: bool = False
 
   def __post_init__(self):
     if not isinstance(self.ball, (PosetBall, LpBall)):
@@ -175,6 +209,12 @@ class KNormMechanism(_Mechanism):
           f"ball must be a jaxdp.PosetBall or jaxdp.LpBall; got {self.ball!r}.")
     self._check_eps()
     self._check_sensitivity()
+    _check_exact_options(self.exact, None)
+    if self.exact and not (isinstance(self.ball, PosetBall) or self.ball.p == 1):
+      raise ValueError(
+          f"exact=True is available for the poset ball and the l_1 ball (i.i.d. "
+          f"Laplace); got {self.ball!r}. Its noise is not a signed sum of "
+          "exponentials, which the exact sampler rounds; use the poset or l_1 ball.")
 
   @property
   def norm(self):
@@ -189,13 +229,25 @@ class KNormMechanism(_Mechanism):
     return _clipped_part_sums(rows, part, num_parts, self.norm, self.sensitivity)
 
   def randomize(self, key, data):
+    if self.exact:
+      units, _ = _grid_units(data, None)
+      self._check_dim(units)
+      scale = _exact_scale(self.sensitivity, self.eps)
+      if isinstance(self.ball, PosetBall):
+        noise = exact.poset_knorm(key, self.ball.poset, scale, units.shape[:-1])
+      else:
+        noise = exact.laplace(key, units.shape, scale=scale)
+      return _exact_guard(self.eps, units + noise)
     data = _statistic(data)
+    self._check_dim(data)
+    noise = dprandom.knorm(key, self.ball, self.eps, data.shape[:-1], data.dtype)
+    return self._guard(data + self.sensitivity * noise)
+
+  def _check_dim(self, data):
     if data.shape[-1:] != (self.ball.dim,):
       raise ValueError(
           f"data must have last dimension {self.ball.dim} (the ball's); got shape "
           f"{data.shape}.")
-    noise = dprandom.knorm(key, self.ball, self.eps, data.shape[:-1], data.dtype)
-    return self._guard(data + self.sensitivity * noise)
 
 
 @_pytree("eps", "delta", "sensitivity")
@@ -315,6 +367,7 @@ class PosetCountMechanism(_Mechanism):
   eps: Any
   noise: str = "poset"
   on_invalid: str = "raise"
+  exact: bool = False
 
   def __post_init__(self):
     if not isinstance(self.poset, Poset):
@@ -322,6 +375,12 @@ class PosetCountMechanism(_Mechanism):
     self._check_eps()
     if self.noise not in COUNT_NOISES:
       raise ValueError(f"noise must be one of {COUNT_NOISES}; got {self.noise!r}.")
+    _check_exact_options(self.exact, None)
+    if self.exact and self.noise not in EXACT_COUNT_NOISES:
+      raise ValueError(
+          f"exact=True supports noise in {EXACT_COUNT_NOISES}; got {self.noise!r}.")
+    if self.exact and self.noise == "poset":
+      exact_tables(self.poset)  # the exact sampler's limits, checked now
     if self.on_invalid not in ("raise", "clip"):
       raise ValueError(f"on_invalid must be 'raise' or 'clip'; got {self.on_invalid!r}.")
 
@@ -334,12 +393,12 @@ class PosetCountMechanism(_Mechanism):
     """The mechanism that noises the (d + 1,) count vector."""
     d1 = self.dim
     if self.noise == "poset":
-      return KNormMechanism(PosetBall(self.poset), self.eps)
+      return KNormMechanism(PosetBall(self.poset), self.eps, exact=self.exact)
     if self.noise == "linf":
       return KNormMechanism(LpBall(d1, math.inf), self.eps)
     if self.noise == "l2":
       return KNormMechanism(LpBall(d1, 2.0), self.eps, math.sqrt(d1))
-    return LaplaceMechanism(self.eps, float(d1))
+    return LaplaceMechanism(self.eps, float(d1), exact=self.exact)
 
   def statistic(self, data):
     """(n, c_1..c_d) after validating (or clipping) the rows, exactly.
@@ -350,15 +409,17 @@ class PosetCountMechanism(_Mechanism):
     addition is exact in any order. More rows is an error, never a rounded count.
     """
     rows, ok = self._validated(data)
-    return _exact_counts(jnp.sum(rows, axis=0), rows.shape[0], ok)
+    counts = _exact_counts(jnp.sum(rows, axis=0), rows.shape[0], ok)
+    return _as_int_counts(counts) if self.exact else counts
 
   def part_statistics(self, data, part, num_parts):
     """Exact (n_j, c_1..c_d) of the rows of each part j, shape ``(num_parts, d + 1)``."""
     rows, ok = self._validated(data)
     part = _part_index(part, rows.shape[0])
     ext = jnp.concatenate([jnp.ones((rows.shape[0], 1), rows.dtype), rows], axis=1)
-    return _exact_counts(jax.ops.segment_sum(ext, part, num_parts), rows.shape[0], ok,
-                         with_n=False)
+    counts = _exact_counts(jax.ops.segment_sum(ext, part, num_parts), rows.shape[0], ok,
+                           with_n=False)
+    return _as_int_counts(counts) if self.exact else counts
 
   def randomize(self, key, data):
     stat = self.statistic(data)
@@ -516,4 +577,98 @@ def _clipped_part_sums(rows, part, num_parts: int, p: float, bound: float):
     norm = jnp.sum(a ** p, axis=1) ** (1.0 / p)
   factor = jnp.where(norm > bound, bound / jnp.where(norm > 0, norm, 1.0), 1.0)
   sums = jax.ops.segment_sum(x * factor[:, None], part, num_parts)
+  return sums[:, 0] if scalar else sums
+
+
+# ------------------------------------------------------------------ exact releases
+def _check_exact_options(is_exact, grid):
+  if not isinstance(is_exact, bool):
+    raise _checks.ArgTypeError(f"exact must be True or False; got {is_exact!r}.")
+  if grid is None:
+    return
+  if not is_exact:
+    raise ValueError("grid is an option of exact=True releases; pass exact=True too.")
+  g = _checks.check_positive(grid, "grid")
+  if math.frexp(g)[0] != 0.5 or not 2.0 ** -60 <= g <= 2.0 ** 20:
+    raise ValueError(f"grid must be a power of two 2**-k (between 2**-60 and 2**20) so "
+                     f"snapping is exact; got {grid!r}.")
+
+
+def _grid_units(data, grid):
+  """The statistic in int32 grid units, and the snapping slack in units.
+
+  ``grid`` None: ``data`` must have an integer dtype (no snapping, slack 0).
+  Otherwise real data is snapped to the nearest multiple of ``grid`` (exact: grid
+  is a power of two), each entry moving by at most half a unit, so neighbouring
+  statistics differ by at most ``sensitivity / grid + m`` units in l_1 (slack m,
+  the number of entries). Units are clipped to +-2^30, a 1-Lipschitz map that
+  keeps the sensitivity and leaves room for the noise in int32.
+  """
+  if not hasattr(data, "dtype"):
+    data = np.asarray(data)
+  x = _checks.check_data(data)
+  if grid is None:
+    if not jnp.issubdtype(x.dtype, jnp.integer):
+      raise ValueError(
+          f"exact=True needs an integer statistic (counts); got dtype {x.dtype}. Cast "
+          "counts to an integer dtype, or pass grid=2.0**-k to snap a real-valued "
+          "statistic to a grid.")
+    return jnp.clip(x, -exact.LIMIT, exact.LIMIT).astype(jnp.int32), 0
+  xf = _checks.as_exact_float(x)
+  xf = jnp.where(jnp.isfinite(xf), xf, 0.0)  # a non-finite statistic counts as 0
+  units = jnp.clip(jnp.round(xf / grid), -exact.LIMIT, exact.LIMIT)
+  return units.astype(jnp.int32), math.prod(x.shape)
+
+
+def _exact_scale(units, eps):
+  """The Laplace / K-norm scale units / eps, rounded up so the noise is never
+  narrower than the privacy analysis assumes (a static eps: two float64 ulps up; a
+  traced eps: float32 arithmetic, 2^-20 relative up; NaN if eps is bad)."""
+  if _checks.is_concrete(eps) and _checks.is_concrete(units):
+    scale = math.nextafter(math.nextafter(float(units) / float(eps), math.inf), math.inf)
+    if scale > exact.MAX_SCALE:
+      raise ValueError(
+          f"exact noise of scale {scale:g} (sensitivity in grid units / eps) exceeds "
+          f"{exact.MAX_SCALE:g}; use a larger eps or a coarser grid.")
+    return scale
+  scale = jnp.asarray(units, jnp.float32) / eps * (1 + 2.0 ** -20)
+  return _checks.guard_positive(eps, scale)
+
+
+def _exact_guard(eps, out):
+  """int32's minimum where a traced eps is not finite and positive (the exact
+  samplers' sentinel, which adding the statistic would have moved)."""
+  if _checks.is_concrete(eps):
+    return out
+  ok = jnp.isfinite(eps) & (eps > 0)
+  return jnp.where(ok, out, jnp.iinfo(out.dtype).min)
+
+
+def _as_int_counts(counts):
+  """Exact float counts (NaN after a failed run-time check) as int32 (int32's minimum
+  for NaN), clipped to +-2^30 (1-Lipschitz, so the sensitivity holds)."""
+  ok = jnp.isfinite(counts)
+  c = jnp.clip(jnp.where(ok, counts, 0), -exact.LIMIT, exact.LIMIT).astype(jnp.int32)
+  return jnp.where(ok, c, jnp.iinfo(jnp.int32).min)
+
+
+def _integer_part_sums(rows, part, num_parts: int, bound):
+  """Per-part int32 sums of integer rows; rows of l_1 norm above ``bound`` count as 0."""
+  x = _checks.check_data(rows, "rows")
+  if not (jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == jnp.bool_):
+    raise ValueError(
+        f"rows: an exact release without a grid sums integer contributions; got dtype "
+        f"{x.dtype}. Return integers (or booleans) per row, or give the mechanism "
+        "grid=2.0**-k.")
+  if _checks.is_concrete(bound) and x.shape[0] * float(bound) >= exact.LIMIT:
+    raise ValueError(f"rows: {x.shape[0]:,} contributions of l_1 norm up to {bound:g} "
+                     "could overflow int32 sums; split the data.")
+  x = x.astype(jnp.int32)
+  scalar = x.ndim == 1
+  x2 = x[:, None] if scalar else x
+  if x2.ndim != 2:
+    raise ValueError(f"rows must have shape (n,) or (n, k); got {tuple(x.shape)}.")
+  keep = jnp.sum(jnp.abs(x2), axis=1) <= bound
+  sums = jax.ops.segment_sum(jnp.where(keep[:, None], x2, 0), _part_index(part, x.shape[0]),
+                             num_parts)
   return sums[:, 0] if scalar else sums

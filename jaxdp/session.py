@@ -74,6 +74,9 @@ class Session:
       :meth:`jaxdp.Accountant.create`.
     key: the PRNG key; ``None`` (the default, and the only choice for a real release)
       draws one from the operating system.
+    secure: releases meant to be published: a ChaCha20 key and exact, integer (or
+      grid) noise for every query (see ``secure`` in
+      :meth:`jaxdp.Accountant.create`).
 
   Example:
     >>> s = Session(np.arange(1000), eps_budget=1.0)
@@ -83,7 +86,7 @@ class Session:
 
   def __init__(self, data, eps_budget, *, delta_budget=0.0, group_size: int = 1,
                key=None, composition: str = "basic", max_releases=None,
-               delta_prime: float = 0.0):
+               delta_prime: float = 0.0, secure: bool = False):
     self._data = _checks.check_data(data)
     if self._data.ndim not in (1, 2):
       raise ValueError(f"data must be 1-D or 2-D (one row per person); got shape "
@@ -91,7 +94,7 @@ class Session:
     self._acct = Accountant.create(eps_budget, delta_budget=delta_budget,
                                    group_size=group_size, key=key,
                                    composition=composition, max_releases=max_releases,
-                                   delta_prime=delta_prime)
+                                   delta_prime=delta_prime, secure=secure)
 
   # -------------------------------------------------------------- read-only state
   @property
@@ -106,6 +109,11 @@ class Session:
   @property
   def eps_budget(self) -> float:
     return self._acct.eps_budget
+
+  @property
+  def secure(self) -> bool:
+    """Whether releases are publishable (ChaCha20 key, exact mechanisms only)."""
+    return self._acct.secure
 
   @property
   def answered(self) -> int:
@@ -153,6 +161,9 @@ class Session:
       # row is replaced by the largest filter it contains (row-wise, stable)
       mech = dataclasses.replace(mech, on_invalid="clip")
       contrib = (contrib == 1).astype(jnp.int8)
+    elif getattr(mech, "exact", False) and getattr(mech, "grid", 0) is None and (
+        jnp.issubdtype(contrib.dtype, jnp.integer) or contrib.dtype == jnp.bool_):
+      pass  # integer contributions of an exact release: summed exactly as int32
     else:
       contrib = _sanitized(contrib)
     if by is None:
@@ -176,17 +187,28 @@ class Session:
     return out if by is not None else out[0]
 
   def count(self, predicate: Callable, eps: float):
-    """Noisy number of rows where ``predicate(row)`` holds (Laplace, sensitivity 1)."""
-    return float(self.release(LaplaceMechanism(eps), lambda r: predicate(r).astype(bool)))
+    """Noisy number of rows where ``predicate(row)`` holds (Laplace, sensitivity 1):
+    a float, or an exact int in a secure session."""
+    out = self.release(LaplaceMechanism(eps, exact=self.secure),
+                       lambda r: predicate(r).astype(bool))
+    return int(out) if self.secure else float(out)
 
   def histogram(self, bin_of: Callable, num_bins: int, eps: float):
     """Noisy counts of rows per bin (``bin_of(row)`` in ``[0, num_bins)``), cost eps."""
-    return self.release(LaplaceMechanism(eps), lambda r: jnp.ones((), bool), by=bin_of,
-                        num_parts=num_bins)
+    return self.release(LaplaceMechanism(eps, exact=self.secure),
+                        lambda r: jnp.ones((), bool), by=bin_of, num_parts=num_bins)
 
-  def sum(self, value_of: Callable, eps: float, *, bound: float):
-    """Noisy sum of ``value_of(row)``, each value clipped to ``[-bound, bound]``."""
-    return float(self.release(LaplaceMechanism(eps, bound), value_of))
+  def sum(self, value_of: Callable, eps: float, *, bound: float,
+          grid: float | None = None):
+    """Noisy sum of ``value_of(row)``, each value clipped to ``[-bound, bound]``.
+
+    In a secure session the sum is exact on a grid: ``grid=2.0**-k`` for real values
+    (the noise is scaled for the snapping, see :class:`~jaxdp.LaplaceMechanism`), or
+    integer values and ``grid=None``.
+    """
+    mech = LaplaceMechanism(eps, bound, exact=self.secure, grid=grid if self.secure
+                            else None)
+    return float(self.release(mech, value_of))
 
   def poset_counts(self, poset: Poset, eps: float, *, noise: str = "poset",
                    columns: Callable | None = None,
@@ -202,7 +224,8 @@ class Session:
       columns: a function of one row giving its d answers; ``None``: the row itself.
       by, num_parts: as for :meth:`release`.
     """
-    mech = PosetCountMechanism(poset, eps, noise=noise, on_invalid="clip")
+    mech = PosetCountMechanism(poset, eps, noise=noise, on_invalid="clip",
+                               exact=self.secure)
     return self.release(mech, columns, by=by, num_parts=num_parts)
 
   # -------------------------------------------------------------- internals

@@ -27,7 +27,7 @@ def test_all_is_complete_and_resolves():
     assert not missing, (module.__name__, missing)
   public = {n for n in dir(jaxdp) if not n.startswith("_")}
   modules = {"accounting", "balls", "composition", "mechanisms", "planning", "posets",
-             "session", "montecarlo", "random", "experiments"}  # submodules once imported
+             "session", "montecarlo", "random", "experiments", "chacha", "exact"}  # submodules once imported
   assert public - set(jaxdp.__all__) <= modules
 
 

@@ -1,0 +1,347 @@
+"""Exact, float-safe noise (jaxdp.exact) and publishable releases.
+
+Independent references: brute-force enumeration of poset-ball objects, mpmath at
+200 bits for the exponentials, closed-form probabilities of rounded Laplace noise,
+and the float sampler (already audited) for the K-norm noise's law.
+"""
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+import jaxdp
+from jaxdp import exact, _poset_kernels
+from jaxdp import random as dprandom
+from jaxdp._poset_tables import exact_tables
+
+mpmath = pytest.importorskip("mpmath")
+KEY = bytes(range(32))
+
+
+def _key(i=0):
+  return jax.random.fold_in(dprandom.secure_key(KEY), i)
+
+
+def _small_posets():
+  n_poset = jaxdp.Poset.from_edges(4, [(0, 2), (1, 2), (1, 3)])  # an N: not a forest
+  diamond = jaxdp.Poset.from_edges(5, [(0, 1), (0, 2), (1, 3), (2, 3), (4, 3)])
+  return [jaxdp.Poset.nhis(1), jaxdp.Poset.from_edges(4, [(0, 1), (1, 2), (2, 3)]),
+          jaxdp.Poset.from_edges(4, []), n_poset, diamond,
+          jaxdp.Poset.random(jax.random.key(3), 6)]
+
+
+def _brute_objects(poset):
+  """Every object (A, ext(A) top down, ext(B) top down) by enumerating permutations."""
+  d = poset.d
+  strict = poset.order & ~np.eye(d, dtype=bool)       # strict[x, y]: x below y
+
+  def top_down(seq):
+    return all(not strict[seq[t], seq[u]] for t in range(len(seq))
+               for u in range(t + 1, len(seq)))
+
+  objs = set()
+  for mask in range(1 << d):
+    a = [x for x in range(d) if mask >> x & 1]
+    b = [x for x in range(d) if not mask >> x & 1]
+    for pa in itertools.permutations(a):
+      if top_down(pa):
+        for pb in itertools.permutations(b):
+          if top_down(pb):
+            objs.add((len(a),) + pa + pb)
+  return objs
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_unranking_is_a_bijection_onto_all_objects(index):
+  """Every rank in [0, N(P)) unranks to a distinct object and all objects are hit,
+  with N(P) from brute force: a uniform rank is an exactly uniform object."""
+  poset = _small_posets()[index]
+  tables, total = exact_tables(poset)
+  brute = _brute_objects(poset)
+  assert total == len(brute)
+  with jax.enable_x64(True):
+    t = jax.tree_util.tree_map(jnp.asarray, tables)
+    seq, size_a = exact.unrank(jnp.arange(total, dtype=jnp.int64), t, poset.d)
+  got = {(int(k),) + tuple(int(v) for v in s) for s, k in zip(np.asarray(seq),
+                                                            np.asarray(size_a))}
+  assert got == brute
+
+
+def test_uniform_below_is_uniform_and_in_range():
+  """10^6 ranks below N = 3 * 2^40 + 5 (acceptance about 3/4 per round): all in
+  range; the top bit splits 2/3 : 1/3 (z-test, |z| < 5); the low 3 bits are uniform
+  (chi-square, 7 dof, p > 1e-4)."""
+  total = 3 * 2**40 + 5
+  with jax.enable_x64(True):
+    r = np.asarray(exact.uniform_below(_key(1), total, 1_000_000))
+  assert r.min() >= 0 and r.max() < total
+  high = np.mean(r >= 2**41)
+  p = (total - 2**41) / total
+  assert abs(high - p) / math.sqrt(p * (1 - p) / r.size) < 5
+  assert stats.chisquare(np.bincount(r & 7, minlength=8)).pvalue > 1e-4
+
+
+def test_coefficients_match_the_float_samplers_chain_construction():
+  """Row i of the coefficient matrix is vertex i: checked against chain_noise (the
+  audited float construction) on unit weights for 2000 NHIS-3 objects."""
+  poset = jaxdp.Poset.nhis(3)
+  tables, total = exact_tables(poset)
+  d = poset.d
+  with jax.enable_x64(True):
+    t = jax.tree_util.tree_map(jnp.asarray, tables)
+    rank = exact.uniform_below(_key(2), total, 2000)
+    seq, size_a = exact.unrank(rank, t, d)
+    coeff = np.asarray(exact.simplex_coefficients(seq, size_a, t.up))
+    for i in range(d + 2):
+      unit = jnp.zeros((2000, d + 2)).at[:, i].set(1.0)
+      ref = _poset_kernels.chain_noise(seq, size_a, unit, t.up, jnp.float64)
+      np.testing.assert_array_equal(coeff[:, i, :], np.asarray(ref))
+
+
+def test_platform_log_error_is_far_below_the_margin():
+  """The one assumption: float64 log has relative error <= 2^-44 on the inputs the
+  fast pass uses (1 - j 2^-52). Measured on 4 * 10^5 inputs (uniform j, log-uniform
+  j, and the extremes) against mpmath at 200 bits; the margin is 2^-40."""
+  rng = np.random.default_rng(7)
+  j = np.concatenate([rng.integers(0, 2**52, 200_000, dtype=np.uint64),
+                      (2.0 ** -rng.uniform(0, 52, 200_000) * 2**52).astype(np.uint64),
+                      np.array([0, 1, 2, 2**52 - 1, 2**52 - 2, 2**51], np.uint64)])
+  u = 1.0 - j.astype(np.float64) * 2.0 ** -52
+  with jax.enable_x64(True):
+    got = np.asarray(jax.jit(jnp.log)(jnp.asarray(u)))
+  mpmath.mp.prec = 200
+  worst = 0.0
+  for ui, gi in zip(u[::4], got[::4]):
+    ref = mpmath.log(mpmath.mpf(float(ui)))
+    if ref != 0:
+      worst = max(worst, float(abs((mpmath.mpf(float(gi)) - ref) / ref)))
+  assert worst <= 2.0 ** -44, worst
+
+
+def _reference_round(words, extra, coeff, scale):
+  """round(scale * sum_i c_i E_i) with V_i's digits j (52) then extra (192 bits) and
+  the rest at the midpoint, in mpmath at 300 bits."""
+  mpmath.mp.prec = 300
+  es = []
+  for w, x in zip(words, extra):
+    big = (int(w[0]) << 20) | (int(w[1]) >> 12)
+    for v in x:
+      big = (big << 32) | int(v)
+    v = (mpmath.mpf(big) + mpmath.mpf(0.5)) / mpmath.mpf(2) ** 244
+    es.append(-mpmath.log(1 - v))
+  out = []
+  for c in np.asarray(coeff).T:
+    val = mpmath.mpf(float(scale)) * mpmath.fsum(int(ci) * e for ci, e in zip(c, es))
+    out.append(int(mpmath.floor(val + mpmath.mpf(0.5))))
+  return out
+
+
+def test_laplace_fast_pass_matches_high_precision_on_1e5_samples():
+  """10^5 random word pairs x 5 scales (0.37 to 2^20): every settled fast-pass
+  integer equals the mpmath rounding of the ideal value with the same 52 digits and
+  random further digits; at most 10 of the 10^5 are unsettled."""
+  rng = np.random.default_rng(11)
+  n = 100_000
+  words = rng.integers(0, 2**32, (n, 1, 2), dtype=np.uint64).astype(np.uint32)
+  extra = rng.integers(0, 2**32, (n, 1, exact.REFINE_WORDS),
+                       dtype=np.uint64).astype(np.uint32)
+  scales = np.array([0.37, 1.0, 3.0, 1000.0, 2.0**20])[np.arange(n) % 5]
+  with jax.enable_x64(True):
+    k, settled, coeff = jax.jit(jax.vmap(lambda w, s: exact.laplace_round(w[None], s)))(
+        jnp.asarray(words), jnp.asarray(scales))
+  k, settled, coeff = np.asarray(k)[:, 0, 0], np.asarray(settled)[:, 0], np.asarray(coeff)
+  assert np.sum(~settled) <= 10
+  for i in np.nonzero(settled)[0]:
+    assert k[i] == _reference_round(words[i], extra[i], coeff[i, 0], scales[i])[0], i
+
+
+def test_poset_fast_pass_matches_high_precision_on_6000_samples():
+  """6000 NHIS-3 K-norm samples (17 exponentials, 16 coordinates each: 96,000
+  coordinates), half at scale 0.5 and half at 7: every settled integer equals
+  mpmath's, and at least 99.9% are settled."""
+  poset = jaxdp.Poset.nhis(3)
+  tables, total = exact_tables(poset)
+  n, d = 6000, poset.d
+  rng = np.random.default_rng(12)
+  words = rng.integers(0, 2**32, (n, d + 2, 2), dtype=np.uint64).astype(np.uint32)
+  extra = rng.integers(0, 2**32, (n, d + 2, exact.REFINE_WORDS),
+                       dtype=np.uint64).astype(np.uint32)
+  with jax.enable_x64(True):
+    t = jax.tree_util.tree_map(jnp.asarray, tables)
+    seq, size_a = exact.unrank(exact.uniform_below(_key(4), total, n), t, d)
+    coeff = exact.simplex_coefficients(seq, size_a, t.up)
+    outs = [jax.jit(exact.knorm_round)(jnp.asarray(words), coeff, s) for s in (0.5, 7.0)]
+  coeff = np.asarray(coeff)
+  for (k, settled), s, half in zip(outs, (0.5, 7.0), (slice(0, n // 2),
+                                                     slice(n // 2, n))):
+    k, settled = np.asarray(k), np.asarray(settled)
+    assert settled.mean() > 0.999
+    for i in np.arange(n)[half][settled[half]]:
+      assert list(k[i]) == _reference_round(words[i], extra[i], coeff[i], s), i
+
+
+def test_host_refinement_matches_high_precision():
+  """The decimal refinement (used when the fast pass cannot settle) against mpmath
+  on 300 Laplace and 100 poset samples with random digits."""
+  rng = np.random.default_rng(13)
+  for m, dim in ((300, 1), (100, 5)):
+    words = rng.integers(0, 2**32, (m, dim, 2), dtype=np.uint64).astype(np.uint32)
+    extra = rng.integers(0, 2**32, (m, dim, exact.REFINE_WORDS),
+                         dtype=np.uint64).astype(np.uint32)
+    coeff = rng.integers(-1, 2, (m, dim, 3)).astype(np.int8)
+    scale = 3.3
+    got = exact._host_refine(np.zeros((m, 3), np.int32), np.zeros(m, bool), words,
+                             extra, coeff, scale)
+    for i in range(m):
+      assert list(got[i]) == _reference_round(words[i], extra[i], coeff[i], scale)
+
+
+def test_forced_refinement_through_the_kernel_gives_the_same_release(monkeypatch):
+  """With the fast pass's margin widened to 2^-3 over 500 of the 4000 samples go to
+  the host refinement inside the jitted kernel; the released integers must equal
+  the normal run's from the same key (both are the exact rounding)."""
+  key = _key(5)
+  normal = np.asarray(exact.laplace(key, (4000,), scale=0.75))
+  jax.clear_caches()
+  monkeypatch.setattr(exact, "MARGIN", 2.0 ** -3)
+  calls = []
+  real = exact._host_refine
+  monkeypatch.setattr(exact, "_host_refine",
+                      lambda *a: calls.append(int(np.sum(~np.asarray(a[1])))) or real(*a))
+  forced = np.asarray(exact.laplace(key, (4000,), scale=0.75))
+  jax.clear_caches()
+  assert calls and calls[0] > 500
+  np.testing.assert_array_equal(forced, normal)
+
+
+def test_rounded_laplace_has_the_exact_probabilities():
+  """10^6 draws at scale 2 against P(k) = P(k - 1/2 < L < k + 1/2) in closed form:
+  chi-square over k in [-12, 12] plus both tails, p > 1e-4; mean within 5 sigma."""
+  b = 2.0
+  x = np.asarray(exact.laplace(_key(6), (1_000_000,), scale=b))
+  assert x.dtype == np.int32
+  ks = np.arange(-12, 13)
+  cdf = lambda t: np.where(t < 0, 0.5 * np.exp(t / b), 1 - 0.5 * np.exp(-t / b))
+  p = cdf(ks + 0.5) - cdf(ks - 0.5)
+  tail = cdf(-12.5)
+  probs = np.concatenate([[tail], p, [tail]])
+  counts = np.concatenate([[np.sum(x < -12)], [np.sum(x == k) for k in ks],
+                           [np.sum(x > 12)]])
+  assert stats.chisquare(counts, probs * x.size).pvalue > 1e-4
+  assert abs(x.mean()) < 5 * math.sqrt(2 * b * b / x.size)
+
+
+def test_exact_poset_noise_has_the_float_samplers_law_rounded():
+  """Two-sample chi-square per coordinate (17 tests, Bonferroni p > 1e-4 / 17) between
+  2 * 10^5 exact NHIS-2 draws and the float K-norm sampler's draws rounded, both at
+  scale 1.5; plus the same for the coordinate sum."""
+  poset = jaxdp.Poset.nhis(2)
+  n, s = 200_000, 1.5
+  ex = np.asarray(exact.poset_knorm(_key(7), poset, s, (n,))).astype(np.int64)
+  fl = np.rint(np.asarray(dprandom.knorm(jax.random.key(8), jaxdp.PosetBall(poset),
+                                         1 / s, (n,)))).astype(np.int64)
+  cols = [ex[:, c] for c in range(poset.d + 1)] + [ex.sum(1)]
+  refs = [fl[:, c] for c in range(poset.d + 1)] + [fl.sum(1)]
+  for a, b in zip(cols, refs):
+    lo, hi = np.percentile(np.concatenate([a, b]), [0.5, 99.5]).astype(int)
+    bins = np.arange(lo, hi + 2)
+    table = np.stack([np.histogram(np.clip(a, lo, hi), bins)[0],
+                      np.histogram(np.clip(b, lo, hi), bins)[0]])
+    table = table[:, table.sum(0) > 0]
+    assert stats.chi2_contingency(table)[1] > 1e-4 / len(cols)
+
+
+def test_exact_releases_translate_with_the_statistic():
+  """Same key, neighbouring data: the outputs differ by exactly the statistics'
+  difference (the integer noise does not depend on the data), so every output
+  reachable from one dataset is reachable from the other: no float attack."""
+  poset = jaxdp.Poset.nhis(3)
+  rows = np.asarray(poset.filters())[np.random.default_rng(0).integers(0, 50, 400)]
+  mech = jaxdp.PosetCountMechanism(poset, 0.7, exact=True)
+  key = _key(9)
+  a = np.asarray(mech.randomize(key, rows))
+  b = np.asarray(mech.randomize(key, rows[1:]))
+  np.testing.assert_array_equal(a - b, np.asarray(mech.statistic(rows)) -
+                                np.asarray(mech.statistic(rows[1:])))
+  lap = jaxdp.LaplaceMechanism(0.3, exact=True)
+  np.testing.assert_array_equal(np.asarray(lap.randomize(key, jnp.array([5, 9]))) -
+                                np.asarray(lap.randomize(key, jnp.array([4, 9]))), [1, 0])
+
+
+def test_traced_eps_under_jit_and_vmap_and_bad_eps_gives_the_sentinel():
+  mech = jaxdp.LaplaceMechanism(0.5, exact=True)
+  f = jax.jit(jax.vmap(lambda e, k: jaxdp.LaplaceMechanism(e, exact=True).randomize(
+      k, jnp.array([10, 20]))))
+  out = np.asarray(f(jnp.array([0.5, -1.0, jnp.nan]), jax.random.split(_key(10), 3)))
+  assert out.dtype == np.int32
+  assert np.all(np.abs(out[0] - [10, 20]) < 60)
+  assert np.all(out[1:] == np.iinfo(np.int32).min)
+  assert mech.randomize(_key(11), jnp.array([3])).dtype == jnp.int32
+
+
+def test_grid_release_charges_the_snapping():
+  """grid = 2^-4 on 3 entries of sensitivity 1: the noise scale is (16 + 3) / eps
+  units; the output holds exact multiples of the grid."""
+  mech = jaxdp.LaplaceMechanism(1.0, exact=True, grid=2.0 ** -4)
+  out = np.asarray(jax.vmap(lambda k: mech.randomize(k, jnp.array([0.1, 0.2, 0.3])))(
+      jax.random.split(_key(12), 20000)))
+  assert np.all(out * 16 == np.round(out * 16))
+  # variance of the noise in units: 2 * 19^2 (+ 1/12 from rounding)
+  var = np.var(out * 16 - np.round(np.array([0.1, 0.2, 0.3]) * 16), axis=0)
+  assert np.all(np.abs(var / (2 * 19.0 ** 2) - 1) < 0.06)
+
+
+def test_bad_exact_options_are_clear_errors():
+  with pytest.raises(ValueError, match="integer statistic"):
+    jaxdp.LaplaceMechanism(1.0, exact=True).randomize(_key(), jnp.array([1.5]))
+  with pytest.raises(ValueError, match="power of two"):
+    jaxdp.LaplaceMechanism(1.0, exact=True, grid=0.1)
+  with pytest.raises(ValueError, match="exact=True"):
+    jaxdp.LaplaceMechanism(1.0, grid=0.25)
+  with pytest.raises(ValueError, match="exceeds"):
+    jaxdp.LaplaceMechanism(1e-7, exact=True).randomize(_key(), jnp.array([1]))
+  with pytest.raises(ValueError, match="l_1 ball"):
+    jaxdp.KNormMechanism(jaxdp.LpBall(3, 2.0), 1.0, exact=True)
+  with pytest.raises(ValueError, match="noise in"):
+    jaxdp.PosetCountMechanism(jaxdp.Poset.nhis(1), 1.0, noise="linf", exact=True)
+  with pytest.raises(ValueError, match="N\\(P\\)"):
+    jaxdp.PosetCountMechanism(jaxdp.Poset.from_edges(21, []), 1.0, exact=True)
+  with pytest.raises(ValueError, match="scale"):
+    exact.laplace(_key(), (2,), scale=-1.0)
+
+
+def test_secure_accountant_refuses_float_mechanisms_and_other_keys():
+  acct = jaxdp.Accountant.create(1.0, secure=True)
+  assert dprandom.is_secure_key(acct.key)
+  with pytest.raises(ValueError, match="exact=True"):
+    jaxdp.release(acct, jaxdp.LaplaceMechanism(0.1), jnp.array([1.0]))
+  with pytest.raises(ValueError, match="exact=True"):
+    jax.jit(lambda a: jaxdp.release(a, jaxdp.GaussianMechanism(0.5, 1e-6),
+                                    jnp.array([1.0])))(acct)
+  assert float(acct.spent_eps) == 0.0
+  with pytest.raises(ValueError, match="ChaCha20"):
+    jaxdp.Accountant.create(1.0, secure=True, key=jax.random.key(0))
+  acct, out = jaxdp.release(acct, jaxdp.LaplaceMechanism(0.6, exact=True),
+                            jnp.array([3, 4]))
+  assert out.dtype == jnp.int32 and bool(acct.last_answered)
+  acct, out = jaxdp.release(acct, jaxdp.LaplaceMechanism(0.6, exact=True),
+                            jnp.array([3, 4]))
+  assert not bool(acct.last_answered)
+  assert np.all(np.asarray(out) == np.iinfo(np.int32).min)
+
+
+def test_secure_session_answers_with_integers():
+  s = jaxdp.Session(np.arange(1000), 3.0, secure=True)
+  c = s.count(lambda v: v < 500, 1.0)
+  assert isinstance(c, int) and abs(c - 500) < 40
+  h = s.histogram(lambda v: (v % 4).astype(jnp.int32), 4, 1.0)
+  assert h.dtype == np.int32 and np.all(np.abs(h - 250) < 40)
+  with pytest.raises(ValueError, match="exact=True"):
+    s.release(jaxdp.LaplaceMechanism(0.1), lambda v: v < 3)
+  total = s.sum(lambda v: v / 1000.0, 0.5, bound=1.0, grid=2.0 ** -6)
+  assert abs(total - 499.5) < 100 and total * 64 == round(total * 64)
