@@ -175,12 +175,14 @@ def _round_settled(lo, hi, spread, scale):
 
 
 def _settle(k, settled, words, coeff, scale, key):
-  """Refines unsettled samples on the host (only when there are any)."""
+  """Refines unsettled samples on the host (only when there are any). ``coeff`` is
+  the coefficient array or a function computing it (run only when refining)."""
 
   def refine(k):
+    c = coeff() if callable(coeff) else coeff
     extra = jax.random.bits(key, (*words.shape[:-1], REFINE_WORDS), jnp.uint32)
     return jax.pure_callback(_host_refine, jax.ShapeDtypeStruct(k.shape, jnp.int32),
-                             k, settled, words, extra, coeff, scale,
+                             k, settled, words, extra, c, scale,
                              vmap_method="broadcast_all")
 
   return lax.cond(jnp.all(settled), lambda k: k, refine, k)
@@ -212,10 +214,10 @@ def _poset_kernel(key, tables, traced, *, const, total, d, n):
       k_rank, k_bits, k_ref = jax.random.split(k_chunk, 3)
       rank = uniform_below(k_rank, total, m)
       seq, size_a = unrank(rank, t, d)
-      coeff = simplex_coefficients(seq, size_a, t.up)             # (m, d+2, d+1)
       words = jax.random.bits(k_bits, (m, d + 2, 2), jnp.uint32)
-      k, settled = knorm_round(words, coeff, s)
+      k, settled = chain_round(words, seq, size_a, t.up, s)
       settled = settled | jnp.isnan(s)
+      coeff = lambda: simplex_coefficients(seq, size_a, t.up)   # (m, d+2, d+1)
       return _settle(k, settled, words, coeff, s, k_ref)
 
     out = _chunked(chunk, key, n, d + 1)
@@ -238,13 +240,43 @@ def laplace_round(words, scale):
 def knorm_round(words, coeff, scale):
   """The fast pass for ``scale * sum_i coeff[i] E_i``: words (m, M, 2), coeff
   (m, M, D) in {-1, 0, 1} -> (k (m, D) int32, settled (m,): all D coordinates)."""
-  e_lo, e_hi = _exp_intervals(words)                              # (m, M)
-  pos = (coeff > 0).astype(jnp.float64)
-  neg = (coeff < 0).astype(jnp.float64)
-  lo = jnp.einsum("mic,mi->mc", pos, e_lo) - jnp.einsum("mic,mi->mc", neg, e_hi)
-  hi = jnp.einsum("mic,mi->mc", pos, e_hi) - jnp.einsum("mic,mi->mc", neg, e_lo)
-  spread = jnp.einsum("mic,mi->mc", pos + neg, e_hi)
+  e_lo, e_hi = (e[:, :, None] for e in _exp_intervals(words))     # (m, M, 1)
+  pos, neg = coeff > 0, coeff < 0
+  lo = jnp.sum(jnp.where(pos, e_lo, jnp.where(neg, -e_hi, 0.0)), axis=1)
+  hi = jnp.sum(jnp.where(pos, e_hi, jnp.where(neg, -e_lo, 0.0)), axis=1)
+  spread = jnp.sum(jnp.where(pos | neg, e_hi, 0.0), axis=1)
   k, settled = _round_settled(lo, hi, spread, scale)
+  return k, jnp.all(settled, axis=1)
+
+
+def chain_round(words, seq, size_a, up, scale):
+  """:func:`knorm_round` for the poset ball without the coefficient matrix: the
+  vertices' filters form chains, so coordinate j of ``sum_i c_i E_i`` accumulates
+  the E of every chain filter containing j (the float sampler's ``chain_noise``,
+  on intervals). Same results as ``knorm_round(words, simplex_coefficients(...))``."""
+  m, d = seq.shape
+  e_lo, e_hi = _exp_intervals(words)                              # (m, d + 2)
+  def step(i, state):
+    f, lo, hi, spread = state
+    in_a = (i < size_a)[:, None]
+    f = jnp.where((size_a == i)[:, None], False, f) | up[seq[:, i]]
+    ea_lo, ea_hi = e_lo[:, i + 1, None], e_hi[:, i + 1, None]   # A's F_(i+1)
+    eb_lo, eb_hi = e_lo[:, i + 2, None], e_hi[:, i + 2, None]   # B's G_(i-k+1)
+    lo = lo + jnp.where(f, jnp.where(in_a, ea_lo, -eb_hi), 0.0)
+    hi = hi + jnp.where(f, jnp.where(in_a, ea_hi, -eb_lo), 0.0)
+    spread = spread + jnp.where(f, jnp.where(in_a, ea_hi, eb_hi), 0.0)
+    return f, lo, hi, spread
+
+  zero = jnp.zeros((m, d), jnp.float64)
+  _, lo, hi, spread = lax.fori_loop(0, d, step, (jnp.zeros((m, d), bool), zero, zero,
+                                                 zero))
+  on_a = jnp.arange(d + 2)[None, :] <= size_a[:, None]           # root: +E on A
+  root_lo = jnp.sum(jnp.where(on_a, e_lo, -e_hi), axis=1, keepdims=True)
+  root_hi = jnp.sum(jnp.where(on_a, e_hi, -e_lo), axis=1, keepdims=True)
+  root_sp = jnp.sum(e_hi, axis=1, keepdims=True)
+  k, settled = _round_settled(jnp.concatenate([root_lo, lo], 1),
+                              jnp.concatenate([root_hi, hi], 1),
+                              jnp.concatenate([root_sp, spread], 1), scale)
   return k, jnp.all(settled, axis=1)
 
 
@@ -261,21 +293,26 @@ def _chunked(fn, key, n: int, dim: int | None = None):
 
 # ------------------------------------------------------------------ exact discrete parts
 def uniform_below(key, total: int, m: int):
-  """``m`` independent, exactly uniform int64 in [0, total) (total < 2^62): 64-bit
-  draws masked to total's bit length, each redrawn until below total (acceptance
-  >= 1/2 per round; the first accepted draw of each sample is uniform)."""
-  mask = np.uint64((1 << max(1, (total - 1).bit_length())) - 1)
+  """``m`` independent, exactly uniform int64 in [0, total) (0 < total < 2^61).
+
+  A 62-bit draw X is accepted when X < L = floor(2^62 / total) total, and then
+  X mod total is uniform (each residue has exactly L / total preimages below L).
+  Rejected samples are redrawn with fresh bits until all are accepted; acceptance
+  is above 1 - total / 2^62 (1 - 1.3e-7 for NHIS-3), so a second round is rare.
+  """
+  limit = ((1 << 62) // total) * total
 
   def draw(i):
     w = jax.random.bits(jax.random.fold_in(key, i), (m, 2), jnp.uint32).astype(jnp.uint64)
-    return (((w[:, 0] << np.uint64(32)) | w[:, 1]) & mask).astype(jnp.int64)
+    x = ((w[:, 0] & np.uint64(0x3FFFFFFF)) << np.uint64(32)) | w[:, 1]   # 62 bits
+    return x.astype(jnp.int64)
 
   def body(state):
-    r, i = state
-    return jnp.where(r < total, r, draw(i)), i + 1
+    x, i = state
+    return jnp.where(x < limit, x, draw(i)), i + 1
 
-  r, _ = lax.while_loop(lambda st: jnp.any(st[0] >= total), body, (draw(0), 1))
-  return r
+  x, _ = lax.while_loop(lambda st: jnp.any(st[0] >= limit), body, (draw(0), 1))
+  return x % total
 
 
 def unrank(rank, t: ExactTables, d: int):
@@ -303,23 +340,26 @@ def unrank(rank, t: ExactTables, d: int):
   r_a, r_b = r // e_b, r % e_b
   size_a = lax.population_count(a.astype(jnp.uint32)).astype(jnp.int32)
   bits = jnp.left_shift(jnp.uint32(1), jnp.arange(d, dtype=jnp.uint32))
-  s_set = a.astype(jnp.uint32)
-  rest = s_set ^ jnp.uint32(full)
-  q = r_a
-  seq = []
-  for step in range(d):
-    switch = size_a == step
+  rest = a.astype(jnp.uint32) ^ jnp.uint32(full)
+
+  def step(i, state):
+    s_set, q, seq = state
+    switch = size_a == i
     s_set = jnp.where(switch, rest, s_set)
     q = jnp.where(switch, r_b, q)
     member = (s_set[:, None] & bits) != 0
     top = member & ((s_set[:, None] & t.strict_up[None, :]) == 0)
     w = jnp.where(top, t.ext[(s_set[:, None] ^ bits).astype(jnp.int32)], 0)
     c = jnp.cumsum(w, axis=1)
-    x = jnp.sum(c <= q[:, None], axis=1).astype(jnp.int32)
-    q = q - jnp.take_along_axis(c - w, x[:, None], axis=1)[:, 0]
-    s_set = s_set ^ bits[x]
-    seq.append(x)
-  return jnp.stack(seq, axis=1), size_a
+    passed = c <= q[:, None]            # q lies beyond every extension through x
+    x = jnp.sum(passed, axis=1).astype(jnp.int32)
+    q = q - jnp.max(jnp.where(passed, c, 0), axis=1)
+    return s_set ^ bits[x], q, seq.at[:, i].set(x)
+
+  # a loop, not d unrolled steps: XLA:CPU fuses the unrolled graph badly
+  _, _, seq = lax.fori_loop(0, d, step, (a.astype(jnp.uint32), r_a,
+                                         jnp.zeros((m, d), jnp.int32)))
+  return seq, size_a
 
 
 def simplex_coefficients(seq, size_a, up):

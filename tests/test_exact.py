@@ -73,7 +73,7 @@ def test_unranking_is_a_bijection_onto_all_objects(index):
 
 
 def test_uniform_below_is_uniform_and_in_range():
-  """10^6 ranks below N = 3 * 2^40 + 5 (acceptance about 3/4 per round): all in
+  """10^6 ranks below N = 3 * 2^40 + 5 (62-bit draws, reduced mod N): all in
   range; the top bit splits 2/3 : 1/3 (z-test, |z| < 5); the low 3 bits are uniform
   (chi-square, 7 dof, p > 1e-4)."""
   total = 3 * 2**40 + 5
