@@ -190,9 +190,31 @@ def test_cli_argparse_errors_exit_nonzero():
 
 
 # ------------------------------------------------------------------ examples
-@pytest.mark.parametrize("name", ["nhis_counts", "session", "two_hospitals", "household",
-                                  "mmm_postprocessing", "montecarlo_sharded"])
+@pytest.mark.parametrize("name", ["nhis_counts", "nhis_counts --publishable", "session",
+                                  "two_hospitals", "household", "mmm_postprocessing",
+                                  "montecarlo_sharded"])
 def test_example_runs(name):
-  r = _run([f"examples/{name}.py"], timeout=120)
+  script, *extra = name.split()
+  r = _run([f"examples/{script}.py", *extra], timeout=120)
   assert r.returncode == 0, r.stderr[-2000:]
   assert r.stdout.strip()
+
+
+def test_cli_release_publishes_exact_integer_counts(tmp_path, capsys):
+  """`jaxdp release`: integer counts near the truth (|noise| < 40 at eps = 2), JSON
+  written; a file with the wrong number of columns is a one-line error."""
+  poset = jaxdp.Poset.nhis(1)
+  filters = np.asarray(poset.filters())
+  rows = filters[np.random.default_rng(0).integers(0, len(filters), 3000)]
+  np.save(tmp_path / "a.npy", rows)
+  out = tmp_path / "rel.json"
+  assert cli_main(["release", "--poset", "nhis1", "--data", str(tmp_path / "a.npy"),
+                   "--eps", "2", "--out", str(out)]) == 0
+  got = json.loads(out.read_text())["counts"]
+  truth = [3000] + rows.sum(0).tolist()
+  assert all(isinstance(v, int) for v in got.values())
+  assert all(abs(g - t) < 40 for g, t in zip(got.values(), truth))
+  np.savetxt(tmp_path / "bad.csv", rows[:, :3], fmt="%d", delimiter=",")
+  assert cli_main(["release", "--poset", "nhis1", "--data", str(tmp_path / "bad.csv"),
+                   "--eps", "1"]) == 2
+  assert "expected 4 columns" in capsys.readouterr().err
