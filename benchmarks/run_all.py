@@ -20,6 +20,7 @@ import float_attack  # noqa: E402
 import montecarlo  # noqa: E402
 import recompile  # noqa: E402
 import samplers  # noqa: E402
+import secure  # noqa: E402
 from common import machine  # noqa: E402
 
 
@@ -36,8 +37,10 @@ def main(argv=None):
                   (["--accountants", "100", "--releases", "10"] if q else []))
   float_attack.main(["--out", args.out])
   recompile.main(["--out", args.out] + (["--posets", "5"] if q else []))
+  secure.main(["--out", args.out] + (["--n", "20000", "--opendp-n", "1000"] if q else []))
   parts = [Path(args.out, f"{n}.md").read_text()
-           for n in ("samplers", "montecarlo", "accounting", "float_attack", "recompile")]
+           for n in ("samplers", "montecarlo", "accounting", "float_attack", "recompile",
+                     "secure")]
   Path(args.out, "README.md").write_text("\n\n".join(parts))
   print(f"wrote {args.out}/README.md", flush=True)
 

@@ -103,9 +103,9 @@ def main(argv=None):
   rows, payload = [], {"machine": machine(), "n": n}
 
   words = 1 << 24
-  bits = {name: _rate(lambda k=k: jax.jit(lambda kk: jax.random.bits(
-      kk, (words,), jnp.uint32))(k), words) for name, k in (("threefry", fry),
-                                                          ("chacha20", cc))}
+  draw_bits = jax.jit(lambda kk: jax.random.bits(kk, (words,), jnp.uint32))
+  bits = {name: _rate(lambda k=k: draw_bits(k), words)
+          for name, k in (("threefry", fry), ("chacha20", cc))}
   payload["bits_words_per_s"] = bits
   rows.append(("random bits (uint32 words)", "Threefry", bits["threefry"], None))
   rows.append(("random bits (uint32 words)", "ChaCha20", bits["chacha20"],

@@ -8,10 +8,11 @@ passed as ``key`` is rejected. All functions work under ``jax.jit`` and ``jax.vm
 Draws are produced in fixed-size chunks (``CHUNK`` samples, one split key each) so a
 batch of millions uses memory proportional to the output.
 
-``jax.random`` (Threefry) is a statistical generator, not a cryptographic one, and
-floating-point noise has known attacks (Mironov 2012): use this library for research,
-utility studies and benchmarks; a production release needs a cryptographically
-secure generator and a floating-point-safe mechanism.
+``jax.random``'s default generator (Threefry) is a statistical generator, not a
+cryptographic one, and floating-point noise has known attacks (Mironov 2012): the
+float samplers here are for research, utility studies and benchmarks. For a release
+to publish, use a ChaCha20 key (:func:`secure_key`) and the exact, integer-valued
+samplers of :mod:`jaxdp.exact` (``exact=True`` on the mechanisms).
 
 References:
   M. Hardt, K. Talwar, "On the geometry of differential privacy", STOC 2010.
