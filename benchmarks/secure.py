@@ -10,8 +10,10 @@ Rows (samples/s, best of 3 after a warm-up, one process):
   (two words per sample) as its floor;
 * NHIS-3 poset-ball K-norm noise at eps = 1: float ``jaxdp.random.knorm`` and exact
   ``jaxdp.exact.poset_knorm``, both with ChaCha20 keys;
+* discrete Gaussian: ``jaxdp.exact.discrete_gaussian`` at sigma 1 and 20 (batch n/10);
 * OpenDP (optional): ``make_laplace`` on a float vector (float-safe) and on an int
-  vector, one call for ``--opendp-n`` values.
+  vector, ``make_gaussian`` on an int vector (its discrete Gaussian), one call for
+  ``--opendp-n`` values.
 The refinement share is measured on the fast pass from ChaCha20 bits (samples it
 could not settle, which the host then refines). Memory is XLA's compiled temporary +
 output bytes over the output's bytes. Writes results/secure.json and .md.
@@ -79,10 +81,13 @@ def _opendp(n):
     return None
   dp.enable_features("contrib")
   out = {}
-  for name, t, metric in (("float", float, "l1_distance"), ("int", int, "l1_distance")):
-    m = dp.m.make_laplace(dp.vector_domain(dp.atom_domain(T=t, nan=False) if t is float
-                                           else dp.atom_domain(T=t)),
-                          getattr(dp, metric)(T=t), scale=1.0)
+  cases = (("float", float, "l1_distance", dp.m.make_laplace),
+           ("int", int, "l1_distance", dp.m.make_laplace),
+           ("gaussian_int", int, "l2_distance", dp.m.make_gaussian))
+  for name, t, metric, make in cases:
+    m = make(dp.vector_domain(dp.atom_domain(T=t, nan=False) if t is float
+                              else dp.atom_domain(T=t)),
+             getattr(dp, metric)(T=t), scale=1.0)
     data = [t(0)] * n
     m(data[:100])
     t0 = time.perf_counter()
@@ -138,12 +143,21 @@ def main(argv=None):
            ("NHIS-3 K-norm", "exact, ChaCha20", p["exact_chacha20"],
             p["exact_chacha20"] / p["float_chacha20"])]
 
+  dg = {}
+  for sigma in (1.0, 20.0):
+    dg[sigma] = _rate(lambda s=sigma: exact.discrete_gaussian(cc, (n // 10,), sigma=s),
+                      n // 10)
+    rows.append(("discrete Gaussian", f"exact, ChaCha20, sigma {sigma:g}", dg[sigma], None))
+  payload["discrete_gaussian_per_s"] = {str(k): v for k, v in dg.items()}
+
   od = _opendp(args.opendp_n)
   payload["opendp_laplace_per_s"] = od
   if od:
     rows += [("Laplace", "OpenDP make_laplace, float vector", od["float"],
               r["exact_chacha20"] / od["float"]),
-             ("Laplace", "OpenDP make_laplace, int vector", od["int"], None)]
+             ("Laplace", "OpenDP make_laplace, int vector", od["int"], None),
+             ("discrete Gaussian", "OpenDP make_gaussian, int vector, sigma 1",
+              od["gaussian_int"], dg[1.0] / od["gaussian_int"])]
 
   m_refine = 10_000_000
   share = {"laplace_scale_1": _unsettled_laplace(jax.random.fold_in(cc, 1), m_refine, 1.0),
@@ -158,7 +172,8 @@ def main(argv=None):
 
   lines = ["| what | sampler | per second | ratio |", "|---|---|---:|---:|"]
   ratio_note = {"ChaCha20": "x Threefry", "exact, ChaCha20": "x float (ChaCha20)",
-                "OpenDP make_laplace, float vector": "jaxdp exact / this"}
+                "OpenDP make_laplace, float vector": "jaxdp exact / this",
+                "OpenDP make_gaussian, int vector, sigma 1": "jaxdp exact / this"}
   for what, name, rate, ratio in rows:
     rtxt = f"{ratio:.2f} ({ratio_note.get(name, '')})" if ratio is not None else ""
     lines.append(f"| {what} | {name} | {rate:,.0f} | {rtxt} |")

@@ -29,6 +29,7 @@ from jaxdp.composition import (
     zcdp_epsilon,
 )
 from jaxdp.mechanisms import (
+    DiscreteGaussianMechanism,
     GaussianMechanism,
     KNormMechanism,
     LaplaceMechanism,
@@ -45,6 +46,7 @@ __all__ = [
     "Accountant",
     "BudgetExceededError",
     "DataDependentCostError",
+    "DiscreteGaussianMechanism",
     "GaussianMechanism",
     "KNormMechanism",
     "LaplaceMechanism",

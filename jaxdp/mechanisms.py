@@ -39,12 +39,12 @@ from jaxdp import _checks
 from jaxdp import exact
 from jaxdp import random as dprandom
 from jaxdp._poset_tables import exact_tables
-from jaxdp.composition import _bisect, group_cost
+from jaxdp.composition import _bisect, group_cost, zcdp_budget
 from jaxdp.balls import LpBall, PosetBall
 from jaxdp.posets import Poset
 
 __all__ = ["Mechanism", "LaplaceMechanism", "KNormMechanism", "GaussianMechanism",
-           "PosetCountMechanism", "COUNT_NOISES"]
+           "DiscreteGaussianMechanism", "PosetCountMechanism", "COUNT_NOISES"]
 
 COUNT_NOISES = ("poset", "linf", "l2", "laplace")
 EXACT_COUNT_NOISES = ("poset", "laplace")
@@ -334,6 +334,80 @@ class GaussianMechanism(_Mechanism):
     ok = (jnp.isfinite(self.eps) & (self.eps > 0) & (self.eps < eps_max) & (self.delta > 0)
           & (self.delta < 1) & jnp.isfinite(self.sensitivity) & (self.sensitivity > 0))
     return data + jnp.where(ok, noise * self.sigma, jnp.nan)
+
+
+@_pytree("eps", "delta", "sensitivity")
+@dataclasses.dataclass(frozen=True)
+class DiscreteGaussianMechanism(_Mechanism):
+  """The discrete Gaussian mechanism: integer statistic + N_Z(0, s^2), exact.
+
+  Publishable (``exact`` is always True): integer arithmetic and exact Bernoulli
+  trials only (:func:`jaxdp.exact.discrete_gaussian`). sigma is calibrated on the
+  host through zero-concentrated DP: rho is the largest value whose conversion
+  (:func:`jaxdp.composition.zcdp_epsilon`) is at most eps at ``delta``, sigma =
+  sensitivity / sqrt(2 rho), and the sampler's s^2 rounds sigma^2 up to a quarter.
+  Adding N_Z(0, s^2) to each entry of an integer statistic of l_2 sensitivity Delta
+  is Delta^2 / (2 s^2)-zCDP (CKS, Theorem 4; for vectors, by composition over the
+  entries, since the divergence bound holds for every integer shift).
+
+  Attributes:
+    eps, delta: the target (eps, delta) (static).
+    sensitivity: l_2 sensitivity of the integer statistic (static).
+
+  References:
+    C. Canonne, G. Kamath, T. Steinke, "The discrete Gaussian for differential
+    privacy", NeurIPS 2020.
+  """
+
+  eps: Any
+  delta: Any
+  sensitivity: Any = 1.0
+
+  exact = True
+  norm = 2.0
+
+  def __post_init__(self):
+    self._check_eps()
+    delta = _checks.check_eps(self.delta, "delta")
+    if not all(_checks.is_concrete(v) for v in (self.eps, delta, self.sensitivity)):
+      raise ValueError("DiscreteGaussianMechanism needs static eps, delta and "
+                       "sensitivity (sigma and the sampler's integer tables are set on "
+                       "the host).")
+    if not 0 < float(delta) < 1:
+      raise ValueError(f"delta must be in (0, 1); got {delta}.")
+    object.__setattr__(self, "delta", float(delta))
+    self._check_sensitivity()
+    if self.sigma > exact.MAX_SIGMA:
+      raise ValueError(
+          f"eps = {self.eps:g} at delta = {self.delta:g} and sensitivity "
+          f"{self.sensitivity:g} need sigma = {self.sigma:.4g}, above the exact "
+          f"sampler's {exact.MAX_SIGMA:g}; use a larger eps or a coarser statistic.")
+
+  @property
+  def sigma(self) -> float:
+    """sensitivity / sqrt(2 rho) (before the sampler rounds sigma^2 up to a quarter)."""
+    return _dg_sigma(float(self.eps), float(self.delta), float(self.sensitivity))
+
+  def zcdp_cost(self, group_size: int = 1):
+    """rho = (k sensitivity)^2 / (2 s^2) with the sampler's s^2 (at most the
+    calibrated rho for k = 1)."""
+    k = _checks.check_int(group_size, "group_size", minimum=1)
+    s2 = exact.sigma_quarters(self.sigma) / 4
+    return (k * self.sensitivity) ** 2 / (2 * s2)
+
+  def randomize(self, key, data):
+    units, _ = _grid_units(data, None)
+    return units + exact.discrete_gaussian(key, units.shape, sigma=self.sigma)
+
+  def part_statistics(self, rows, part, num_parts):
+    """Per-part int32 sums of integer rows; a row of l_2 norm above ``sensitivity``
+    counts as 0."""
+    return _integer_part_sums(rows, part, num_parts, self.sensitivity, p=2)
+
+
+@functools.lru_cache(maxsize=256)
+def _dg_sigma(eps: float, delta: float, sensitivity: float) -> float:
+  return sensitivity / math.sqrt(2 * zcdp_budget(eps, delta))
 
 
 @_pytree("eps")
@@ -652,15 +726,16 @@ def _as_int_counts(counts):
   return jnp.where(ok, c, jnp.iinfo(jnp.int32).min)
 
 
-def _integer_part_sums(rows, part, num_parts: int, bound):
-  """Per-part int32 sums of integer rows; rows of l_1 norm above ``bound`` count as 0."""
+def _integer_part_sums(rows, part, num_parts: int, bound, p: int = 1):
+  """Per-part int32 sums of integer rows; rows of l_p norm (p = 1 or 2) above
+  ``bound`` count as 0."""
   x = _checks.check_data(rows, "rows")
   if not (jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == jnp.bool_):
     raise ValueError(
         f"rows: an exact release without a grid sums integer contributions; got dtype "
         f"{x.dtype}. Return integers (or booleans) per row, or give the mechanism "
         "grid=2.0**-k.")
-  if _checks.is_concrete(bound) and x.shape[0] * float(bound) >= exact.LIMIT:
+  if x.shape[0] * float(bound) >= exact.LIMIT:
     raise ValueError(f"rows: {x.shape[0]:,} contributions of l_1 norm up to {bound:g} "
                      "could overflow int32 sums; split the data.")
   x = x.astype(jnp.int32)
@@ -668,7 +743,10 @@ def _integer_part_sums(rows, part, num_parts: int, bound):
   x2 = x[:, None] if scalar else x
   if x2.ndim != 2:
     raise ValueError(f"rows must have shape (n,) or (n, k); got {tuple(x.shape)}.")
-  keep = jnp.sum(jnp.abs(x2), axis=1) <= bound
+  if p == 1:
+    keep = jnp.sum(jnp.abs(x2), axis=1) <= bound
+  else:  # l_2, compared in integers: sum of squares <= bound^2
+    keep = jnp.sum(x2.astype(jnp.float32) ** 2, axis=1) <= float(bound) ** 2
   sums = jax.ops.segment_sum(jnp.where(keep[:, None], x2, 0), _part_index(part, x.shape[0]),
                              num_parts)
   return sums[:, 0] if scalar else sums

@@ -49,14 +49,15 @@ from jax.extend import core as jex_core
 from jaxdp import _checks
 from jaxdp.accounting import (Accountant, BudgetExceededError, ReleaseRefusedError,
                               release_partitioned)
-from jaxdp.mechanisms import (GaussianMechanism, KNormMechanism, LaplaceMechanism,
-                              PosetCountMechanism)
+from jaxdp.mechanisms import (DiscreteGaussianMechanism, GaussianMechanism, KNormMechanism,
+                              LaplaceMechanism, PosetCountMechanism)
 from jaxdp.posets import Poset
 
 __all__ = ["Session", "UnsafeQueryError"]
 
 
-_MECHANISMS = (LaplaceMechanism, GaussianMechanism, KNormMechanism, PosetCountMechanism)
+_MECHANISMS = (LaplaceMechanism, GaussianMechanism, KNormMechanism, PosetCountMechanism,
+               DiscreteGaussianMechanism)
 
 
 class UnsafeQueryError(ValueError):
@@ -161,7 +162,7 @@ class Session:
       # row is replaced by the largest filter it contains (row-wise, stable)
       mech = dataclasses.replace(mech, on_invalid="clip")
       contrib = (contrib == 1).astype(jnp.int8)
-    elif getattr(mech, "exact", False) and getattr(mech, "grid", 0) is None and (
+    elif getattr(mech, "exact", False) and getattr(mech, "grid", None) is None and (
         jnp.issubdtype(contrib.dtype, jnp.integer) or contrib.dtype == jnp.bool_):
       pass  # integer contributions of an exact release: summed exactly as int32
     else:

@@ -351,3 +351,73 @@ def test_secure_session_answers_with_integers():
     s.release(jaxdp.LaplaceMechanism(0.1), lambda v: v < 3)
   total = s.sum(lambda v: v / 1000.0, 0.5, bound=1.0, grid=2.0 ** -6)
   assert abs(total - 499.5) < 100 and total * 64 == round(total * 64)
+
+
+def _dg_pmf(a, ys):
+  w = np.exp(-(ys.astype(float) ** 2) / (2 * a / 4))
+  span = np.arange(-60 * int(math.sqrt(a) + 1), 60 * int(math.sqrt(a) + 1) + 1)
+  return w / np.exp(-(span.astype(float) ** 2) / (2 * a / 4)).sum()
+
+
+@pytest.mark.parametrize("sigma", [0.5, 1.7, 20.0])
+def test_discrete_gaussian_has_the_exact_probabilities(sigma):
+  """10^5 draws against P(y) proportional to exp(-y^2 / (2 s^2)), s^2 = ceil(4
+  sigma^2) / 4: chi-square over the values with expected count >= 5 plus both tails,
+  p > 1e-4; the variance within 5 standard errors of the exact one."""
+  n = 100_000
+  x = np.asarray(exact.discrete_gaussian(_key(20), (n,), sigma=sigma))
+  assert x.dtype == np.int32
+  a = exact.sigma_quarters(sigma)
+  lim = int(np.ceil(6 * math.sqrt(a / 4))) + 1
+  ys = np.arange(-lim, lim + 1)
+  p = _dg_pmf(a, ys)
+  keep = p * n >= 5
+  core = ys[keep]
+  lo, hi = core.min(), core.max()
+  probs = np.concatenate([[1 - p[ys >= lo].sum()], p[keep], [1 - p[ys <= hi].sum()]])
+  counts = np.concatenate([[np.sum(x < lo)], [np.sum(x == y) for y in core],
+                           [np.sum(x > hi)]])
+  tails = probs * n >= 1e-9
+  assert stats.chisquare(counts[tails], probs[tails] / probs[tails].sum() * n).pvalue > 1e-4
+  var = float((p * ys.astype(float) ** 2).sum())
+  fourth = float((p * ys.astype(float) ** 4).sum())
+  assert abs(np.mean(x.astype(float) ** 2) - var) < 5 * math.sqrt((fourth - var ** 2) / n)
+
+
+def test_sigma_is_rounded_up_to_a_quarter_exactly():
+  from fractions import Fraction
+  for sigma in (0.1, 0.5, 1 / 3, 1.7, 20.0, 2047.0):
+    a = exact.sigma_quarters(sigma)
+    assert Fraction(a, 4) >= Fraction(sigma) ** 2 > Fraction(a - 1, 4)
+  with pytest.raises(ValueError, match="at most"):
+    exact.sigma_quarters(3000.0)
+
+
+def test_discrete_gaussian_errors_rather_than_guessing(monkeypatch):
+  """With the exact range shrunk to |Y| <= 0, every nonzero candidate has only a
+  lower bound on gamma; one surviving the bounded trials must raise, not release."""
+  jax.clear_caches()
+  monkeypatch.setattr(exact, "_Y_MAX", 0)
+  with pytest.raises(Exception, match="nothing released"):
+    np.asarray(exact.discrete_gaussian(_key(21), (4000,), sigma=20.0))
+  jax.clear_caches()
+
+
+def test_discrete_gaussian_mechanism_costs_and_secure_release():
+  mech = jaxdp.DiscreteGaussianMechanism(0.5, 1e-6)
+  rho = jaxdp.zcdp_budget(0.5, 1e-6)
+  assert 0 < mech.zcdp_cost() <= rho and mech.cost() == (0.5, 1e-6)
+  assert mech.zcdp_cost(3) == pytest.approx(9 * mech.zcdp_cost())
+  acct = jaxdp.Accountant.create(2.0, delta_budget=1e-5, secure=True,
+                                 composition="zcdp")
+  answered = 0
+  for _ in range(40):
+    acct, out = jaxdp.release(acct, mech, jnp.array([100, 200]))
+    answered += bool(acct.last_answered)
+  assert out.dtype == jnp.int32
+  budget = jaxdp.zcdp_budget(2.0, 1e-5)
+  assert answered == math.floor(budget / mech.zcdp_cost() * (1 + 1e-6))
+  with pytest.raises(ValueError, match="above the exact"):
+    jaxdp.DiscreteGaussianMechanism(1e-4, 1e-6, 100.0)
+  with pytest.raises(ValueError, match="static"):
+    jax.jit(lambda e: jaxdp.DiscreteGaussianMechanism(e, 1e-6))(0.5)
