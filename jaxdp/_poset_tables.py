@@ -158,8 +158,10 @@ def general_tables(poset: Poset) -> GeneralTables:
 
 
 @functools.lru_cache(maxsize=32)
-def _extension_counts(poset: Poset) -> np.ndarray:
-  """e(S) for every subset S (bit x of S = element x), as float64."""
+def _extension_counts(poset: Poset, dtype=np.float64) -> np.ndarray:
+  """e(S) for every subset S (bit x of S = element x), as ``dtype`` (float64, or
+  int64 when the caller has bounded every count below 2^63: e(S) <= e(S) e(P \\ S)
+  <= N(P))."""
   d = poset.d
   o = poset.order
   strict = o & ~np.eye(d, dtype=bool)
@@ -168,11 +170,11 @@ def _extension_counts(poset: Poset) -> np.ndarray:
   pop = np.zeros(1 << d, dtype=np.int64)
   for x in range(d):
     pop += (masks >> x) & 1
-  e = np.zeros(1 << d, dtype=np.float64)
-  e[0] = 1.0
+  e = np.zeros(1 << d, dtype=dtype)
+  e[0] = 1
   for size in range(1, d + 1):
     layer = masks[pop == size]
-    acc = np.zeros(layer.shape, dtype=np.float64)
+    acc = np.zeros(layer.shape, dtype=dtype)
     for x in range(d):
       # x is removable as the top when it is in S and nothing above it is in S
       sel = ((layer >> x) & 1).astype(bool) & ((layer & strict_up[x]) == 0)
@@ -342,7 +344,7 @@ def exact_tables(poset: Poset) -> tuple[ExactTables, int]:
     raise ValueError(
         f"the exact poset-ball sampler needs N(P) < 2^61 objects (64-bit integer ranks); "
         f"this poset has N(P) ~ {approx:.3g}. Split it into independent components.")
-  e = _extension_counts_int(poset)
+  e = _extension_counts(poset, np.int64)  # every e(S) <= N(P) < 2^61: exact
   full = (1 << d) - 1
   w = e * e[full ^ np.arange(1 << d)]         # every product <= N(P) < 2^61
   total = int(w.sum())
@@ -353,24 +355,3 @@ def exact_tables(poset: Poset) -> tuple[ExactTables, int]:
   general = general_tables(poset)
   return ExactTables(trie_left=trie_left, ext=e, strict_up=general.strict_up,
                      up=general.up), total
-
-
-def _extension_counts_int(poset: Poset) -> np.ndarray:
-  """e(S) for every subset S as exact int64 (callers bound N(P) < 2^61 first, and
-  e(S) <= e(S) e(P \\ S) <= N(P))."""
-  d = poset.d
-  strict_up = general_tables(poset).strict_up.astype(np.int64)
-  masks = np.arange(1 << d, dtype=np.int64)
-  pop = np.zeros(1 << d, dtype=np.int64)
-  for x in range(d):
-    pop += (masks >> x) & 1
-  e = np.zeros(1 << d, dtype=np.int64)
-  e[0] = 1
-  for size in range(1, d + 1):
-    layer = masks[pop == size]
-    acc = np.zeros(layer.shape, dtype=np.int64)
-    for x in range(d):
-      sel = ((layer >> x) & 1).astype(bool) & ((layer & strict_up[x]) == 0)
-      acc[sel] += e[layer[sel] ^ (1 << x)]
-    e[layer] = acc
-  return e
