@@ -308,9 +308,7 @@ def uniform_below(key, total: int, m: int):
   limit = ((1 << 62) // total) * total
 
   def draw(i):
-    w = jax.random.bits(jax.random.fold_in(key, i), (m, 2), jnp.uint32).astype(jnp.uint64)
-    x = ((w[:, 0] & np.uint64(0x3FFFFFFF)) << np.uint64(32)) | w[:, 1]   # 62 bits
-    return x.astype(jnp.int64)
+    return _int62(jax.random.bits(jax.random.fold_in(key, i), (m, 2), jnp.uint32))
 
   def body(state):
     x, i = state
@@ -318,6 +316,14 @@ def uniform_below(key, total: int, m: int):
 
   x, _ = lax.while_loop(lambda st: jnp.any(st[0] >= limit), body, (draw(0), 1))
   return x % total
+
+
+def _int62(w):
+  """62-bit non-negative int64 from uint32 word pairs ``w[..., 0]`` (high; its top
+  two bits are not used) and ``w[..., 1]``."""
+  w = w.astype(jnp.uint64)
+  x = ((w[..., 0] & np.uint64(0x3FFFFFFF)) << np.uint64(32)) | w[..., 1]
+  return x.astype(jnp.int64)
 
 
 def unrank(rank, t: ExactTables, d: int):
@@ -487,10 +493,9 @@ def _discrete_gaussian(key, a: int, m: int):
 
   def step(st):
     phase, u, k, v, y, left, frac, big, bad, i = st
-    w = jax.random.bits(jax.random.fold_in(key, i), (m, 4), jnp.uint32).astype(jnp.uint64)
-    x1 = (((w[:, 0] & np.uint64(0x3FFFFFFF)) << np.uint64(32)) | w[:, 1]).astype(i64)
-    x2 = (((w[:, 2] & np.uint64(0x3FFFFFFF)) << np.uint64(32)) | w[:, 3]).astype(i64)
-    sign = (w[:, 0] >> np.uint64(31)) == 1
+    w = jax.random.bits(jax.random.fold_in(key, i), (m, 2, 2), jnp.uint32)
+    x1, x2 = _int62(w[:, 0]), _int62(w[:, 1])
+    sign = (w[:, 0, 0] >> 31) == 1                 # a bit x1 does not use
     q1 = jnp.where(phase == P_F, i64(den), i64(t))
     ok1, r1 = uniform(x1, q1)
     ok2, r2 = uniform(x2, k)
