@@ -17,7 +17,9 @@ How the exact rounding is computed (interval refining):
 * The noise is ``b * sum_i c_i E_i`` with integer coefficients ``c_i`` in {-1, 0, 1}
   (Laplace: one signed exponential; the poset-ball K-norm noise: ``D + 1``
   exponentials on the vertices of a uniformly chosen simplex, see
-  :mod:`jaxdp._poset_tables`), so every coordinate gets an interval. It is widened by
+  :mod:`jaxdp._poset_tables`), or ``b * R * Z`` for the l_inf ball (R a sum of
+  exponentials, Z = 2U - 1 with U's digits read like V's), so every coordinate
+  gets an interval. It is widened by
   ``MARGIN * b * sum_i |c_i| E_i`` (2^-40 relative), which bounds every float64
   rounding in the sum (at most 2^-47 relative for up to 64 terms) plus the
   platform's ``log`` error.
@@ -68,7 +70,7 @@ from jaxdp import _checks
 from jaxdp._poset_tables import ExactTables, exact_tables
 from jaxdp.posets import Poset
 
-__all__ = ["laplace", "poset_knorm", "discrete_gaussian", "MARGIN", "MAX_SCALE",
+__all__ = ["laplace", "poset_knorm", "linf_knorm", "discrete_gaussian", "MARGIN", "MAX_SCALE",
            "MAX_SIGMA"]
 
 MARGIN = 2.0 ** -40      # relative widening of the fast pass's intervals
@@ -134,6 +136,29 @@ def poset_knorm(key, poset: Poset, scale, shape=()) -> jax.Array:
   return out.reshape(*shape, poset.d + 1)
 
 
+def linf_knorm(key, d: int, scale, shape=()) -> jax.Array:
+  """Exactly rounded K-norm noise for the l_inf ball, int32 ``(*shape, d)``.
+
+  The ideal noise is ``scale * R * Z``: R ~ Gamma(d + 1) (a sum of d + 1
+  exponentials) and Z uniform in the cube [-1, 1]^d; each coordinate is rounded to
+  the nearest integer exactly (interval products, then the same refinement).
+
+  Args:
+    key: one PRNG key.
+    d: the dimension (>= 1).
+    scale: sensitivity / eps; Python number or traced scalar, at most ``MAX_SCALE``.
+    shape: batch shape.
+  """
+  _checks.check_key(key)
+  shape = _checks.check_shape(shape)
+  d = _checks.check_int(d, "d", minimum=1)
+  scale = _check_scale(scale)
+  traced, const = (None, scale) if isinstance(scale, float) else (scale, None)
+  with jax.enable_x64(True):
+    out = _linf_kernel(key, traced, const=const, d=d, n=math.prod(shape))
+  return out.reshape(*shape, d)
+
+
 # ------------------------------------------------------------------ checks
 def _check_scale(scale):
   if _checks.is_concrete(scale):
@@ -157,12 +182,18 @@ def _scale64(traced, const):
 def _exp_intervals(words):
   """(..., 2) uint32 words -> (E_lo, E_hi) float64 for ``E = -log(1 - V)``, V's first
   52 binary digits from the words (high word first). E_hi is inf when V may be 1."""
-  hi = words[..., 0].astype(jnp.uint64)
-  lo = words[..., 1].astype(jnp.uint64)
-  j = ((hi << np.uint64(20)) | (lo >> np.uint64(12))).astype(jnp.float64)  # exact
+  j = _digits52(words)
   u_hi = 1.0 - j * 2.0 ** -FAST_BITS          # exact: multiples of 2^-52 in (0, 1]
   u_lo = 1.0 - (j + 1.0) * 2.0 ** -FAST_BITS  # exact, may be 0
   return -jnp.log(u_hi), -jnp.log(u_lo)
+
+
+def _digits52(words):
+  """The first 52 binary digits of V (high word first) as an exact float64 integer j:
+  V lies in [j, j + 1) 2^-52."""
+  hi = words[..., 0].astype(jnp.uint64)
+  lo = words[..., 1].astype(jnp.uint64)
+  return ((hi << np.uint64(20)) | (lo >> np.uint64(12))).astype(jnp.float64)
 
 
 def _round_settled(lo, hi, spread, scale):
@@ -179,14 +210,17 @@ def _round_settled(lo, hi, spread, scale):
   return k.astype(jnp.int32), settled
 
 
-def _settle(k, settled, words, coeff, scale, key):
+def _settle(k, settled, words, coeff, scale, key, *, num_exp=None):
   """Refines unsettled samples on the host (only when there are any). ``coeff`` is
-  the coefficient array or a function computing it (run only when refining)."""
+  the coefficient array or a function computing it (run only when refining);
+  ``num_exp`` (the l_inf form) says the first rows of ``words`` are the radius'
+  exponentials and the rest the cube's uniforms (``coeff`` is then unused)."""
 
   def refine(k):
     c = coeff() if callable(coeff) else coeff
     extra = jax.random.bits(key, (*words.shape[:-1], REFINE_WORDS), jnp.uint32)
-    return jax.pure_callback(_host_refine, jax.ShapeDtypeStruct(k.shape, jnp.int32),
+    host = functools.partial(_host_refine, num_exp=num_exp)
+    return jax.pure_callback(host, jax.ShapeDtypeStruct(k.shape, jnp.int32),
                              k, settled, words, extra, c, scale,
                              vmap_method="broadcast_all")
 
@@ -227,6 +261,38 @@ def _poset_kernel(key, tables, traced, *, const, total, d, n):
 
     out = _chunked(chunk, key, n, d + 1)
     return jnp.where(jnp.isnan(s), jnp.iinfo(jnp.int32).min, out)
+
+
+@functools.partial(jax.jit, static_argnames=("const", "d", "n"))
+def _linf_kernel(key, traced, *, const, d, n):
+  with jax.enable_x64(True):
+    s = _scale64(traced, const)
+
+    def chunk(k_chunk, m):
+      k_bits, k_ref = jax.random.split(k_chunk)
+      words = jax.random.bits(k_bits, (m, 2 * d + 1, 2), jnp.uint32)
+      k, settled = linf_round(words, s, d)
+      settled = settled | jnp.isnan(s)
+      return _settle(k, settled, words, jnp.zeros((), jnp.int8), s, k_ref, num_exp=d + 1)
+
+    out = _chunked(chunk, key, n, d)
+    return jnp.where(jnp.isnan(s), jnp.iinfo(jnp.int32).min, out)
+
+
+def linf_round(words, scale, d: int):
+  """The fast pass for l_inf: words (m, 2d + 1, 2), the first d + 1 rows the radius'
+  exponentials, the last d the cube's uniforms (Z = 2U - 1, exact ends) -> (k (m, d)
+  int32, settled (m,)). The product of intervals takes the min and max of the four
+  corner products; the widening (``MARGIN * scale * R_hi``) bounds their rounding."""
+  e_lo, e_hi = _exp_intervals(words[:, :d + 1])
+  r_lo = jnp.sum(e_lo, axis=1, keepdims=True)
+  r_hi = jnp.sum(e_hi, axis=1, keepdims=True)
+  j = _digits52(words[:, d + 1:])
+  z_lo = j * 2.0 ** -(FAST_BITS - 1) - 1.0                       # exact
+  z_hi = (j + 1.0) * 2.0 ** -(FAST_BITS - 1) - 1.0                # exact
+  corners = jnp.stack([r_lo * z_lo, r_lo * z_hi, r_hi * z_lo, r_hi * z_hi])
+  k, settled = _round_settled(jnp.min(corners, 0), jnp.max(corners, 0), r_hi, scale)
+  return k, jnp.all(settled, axis=1)
 
 
 def laplace_round(words, scale):
@@ -622,11 +688,9 @@ def refine_sample(words, extra, coeff, scale: float) -> np.ndarray:
   """
   bounds = []
   for w, x in zip(words, extra):
-    j = (int(w[0]) << 20) | (int(w[1]) >> 12)
-    bounds.append(_refined_exponential(j, x))
+    bounds.append(_refined_exponential(_digits(w), x))
   b = decimal.Decimal(float(scale))
   out = []
-  half = decimal.Decimal("0.5")
   for c in np.asarray(coeff).T:
     lo = hi = decimal.Decimal(0)
     for ci, (e_lo, e_hi) in zip(c, bounds):
@@ -634,24 +698,58 @@ def refine_sample(words, extra, coeff, scale: float) -> np.ndarray:
         lo, hi = lo + e_lo, hi + e_hi
       elif ci < 0:
         lo, hi = lo - e_hi, hi - e_lo
-    lo, hi = _CTX.multiply(lo, b) - _SLACK, _CTX.multiply(hi, b) + _SLACK
-    mid = _CTX.add(_CTX.divide(_CTX.add(lo, hi), 2), half)
-    k = int(mid.to_integral_value(rounding=decimal.ROUND_FLOOR))
-    if not (k - half < lo and hi < k + half):
-      raise RuntimeError("exact noise: a sample could not be settled with 244 bits per "
-                         "uniform (probability below 2^-150); nothing was released.")
-    out.append(k)
+    out.append(_settled_integer(lo, hi, b))
   return np.asarray(out, np.int64)
 
 
-def _host_refine(k, settled, words, extra, coeff, scale):
+def refine_linf_sample(words, extra, scale: float, num_exp: int) -> np.ndarray:
+  """:func:`refine_sample` for l_inf noise ``scale * R * Z``: the first ``num_exp``
+  rows are R's exponentials, the others the cube's uniforms."""
+  r_lo = r_hi = decimal.Decimal(0)
+  for w, x in zip(words[:num_exp], extra[:num_exp]):
+    e_lo, e_hi = _refined_exponential(_digits(w), x)
+    r_lo, r_hi = r_lo + e_lo, r_hi + e_hi
+  b = decimal.Decimal(float(scale))
+  top = decimal.Decimal(1 << (_TOTAL_BITS - 1))
+  out = []
+  for w, x in zip(words[num_exp:], extra[num_exp:]):
+    big = _digits(w)
+    for v in x:
+      big = (big << 32) | int(v)
+    z_lo = _CTX.divide(big, top) - 1 - _SLACK          # Z = 2U - 1, U = big / 2^244
+    z_hi = _CTX.divide(big + 1, top) - 1 + _SLACK
+    corners = [_CTX.multiply(r, z) for r in (r_lo, r_hi) for z in (z_lo, z_hi)]
+    out.append(_settled_integer(min(corners), max(corners), b))
+  return np.asarray(out, np.int64)
+
+
+def _digits(w) -> int:
+  return (int(w[0]) << 20) | (int(w[1]) >> 12)
+
+
+def _settled_integer(lo, hi, b) -> int:
+  """round(b x) for x in [lo, hi] (decimal), or an error if the interval straddles."""
+  half = decimal.Decimal("0.5")
+  lo, hi = _CTX.multiply(lo, b) - _SLACK, _CTX.multiply(hi, b) + _SLACK
+  mid = _CTX.add(_CTX.divide(_CTX.add(lo, hi), 2), half)
+  k = int(mid.to_integral_value(rounding=decimal.ROUND_FLOOR))
+  if not (k - half < lo and hi < k + half):
+    raise RuntimeError("exact noise: a sample could not be settled with 244 bits per "
+                       "uniform (probability below 2^-150); nothing was released.")
+  return k
+
+
+def _host_refine(k, settled, words, extra, coeff, scale, *, num_exp=None):
   k, settled = np.array(k), np.asarray(settled)
   words, extra, coeff = np.asarray(words), np.asarray(extra), np.asarray(coeff)
   scale = np.asarray(scale, np.float64)
   scale = np.broadcast_to(scale.reshape(scale.shape + (1,) * (settled.ndim - scale.ndim)),
                           settled.shape)
   for idx in zip(*np.nonzero(~settled & (scale > 0))):  # NaN scale: sentinel output
-    k[idx] = refine_sample(words[idx], extra[idx], coeff[idx], float(scale[idx]))
+    if num_exp is None:
+      k[idx] = refine_sample(words[idx], extra[idx], coeff[idx], float(scale[idx]))
+    else:
+      k[idx] = refine_linf_sample(words[idx], extra[idx], float(scale[idx]), num_exp)
   if np.any(np.abs(k) >= LIMIT):
     raise RuntimeError("exact noise beyond +-2^30 (scale too large); nothing released.")
   return k.astype(np.int32)

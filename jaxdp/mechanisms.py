@@ -47,7 +47,7 @@ __all__ = ["Mechanism", "LaplaceMechanism", "KNormMechanism", "GaussianMechanism
            "DiscreteGaussianMechanism", "PosetCountMechanism", "COUNT_NOISES"]
 
 COUNT_NOISES = ("poset", "linf", "l2", "laplace")
-EXACT_COUNT_NOISES = ("poset", "laplace")
+EXACT_COUNT_NOISES = ("poset", "linf", "laplace")
 
 
 @runtime_checkable
@@ -210,11 +210,11 @@ class KNormMechanism(_Mechanism):
     self._check_eps()
     self._check_sensitivity()
     _check_exact_options(self.exact, None)
-    if self.exact and not (isinstance(self.ball, PosetBall) or self.ball.p == 1):
+    if self.exact and not (isinstance(self.ball, PosetBall) or self.ball.p in (1, math.inf)):
       raise ValueError(
-          f"exact=True is available for the poset ball and the l_1 ball (i.i.d. "
-          f"Laplace); got {self.ball!r}. Its noise is not a signed sum of "
-          "exponentials, which the exact sampler rounds; use the poset or l_1 ball.")
+          f"exact=True is available for the poset ball, the l_1 ball (i.i.d. Laplace) "
+          f"and the l_inf ball; got {self.ball!r}, whose noise the exact sampler "
+          "cannot bound in intervals yet (the l_2 ball needs normal variates).")
 
   @property
   def norm(self):
@@ -235,6 +235,8 @@ class KNormMechanism(_Mechanism):
       scale = _exact_scale(self.sensitivity, self.eps)
       if isinstance(self.ball, PosetBall):
         noise = exact.poset_knorm(key, self.ball.poset, scale, units.shape[:-1])
+      elif self.ball.p == math.inf:
+        noise = exact.linf_knorm(key, self.ball.d, scale, units.shape[:-1])
       else:
         noise = exact.laplace(key, units.shape, scale=scale)
       return _exact_guard(self.eps, units + noise)
@@ -469,7 +471,7 @@ class PosetCountMechanism(_Mechanism):
     if self.noise == "poset":
       return KNormMechanism(PosetBall(self.poset), self.eps, exact=self.exact)
     if self.noise == "linf":
-      return KNormMechanism(LpBall(d1, math.inf), self.eps)
+      return KNormMechanism(LpBall(d1, math.inf), self.eps, exact=self.exact)
     if self.noise == "l2":
       return KNormMechanism(LpBall(d1, 2.0), self.eps, math.sqrt(d1))
     return LaplaceMechanism(self.eps, float(d1), exact=self.exact)

@@ -311,10 +311,10 @@ def test_bad_exact_options_are_clear_errors():
     jaxdp.LaplaceMechanism(1.0, grid=0.25)
   with pytest.raises(ValueError, match="exceeds"):
     jaxdp.LaplaceMechanism(1e-7, exact=True).randomize(_key(), jnp.array([1]))
-  with pytest.raises(ValueError, match="l_1 ball"):
+  with pytest.raises(ValueError, match="l_inf ball"):
     jaxdp.KNormMechanism(jaxdp.LpBall(3, 2.0), 1.0, exact=True)
   with pytest.raises(ValueError, match="noise in"):
-    jaxdp.PosetCountMechanism(jaxdp.Poset.nhis(1), 1.0, noise="linf", exact=True)
+    jaxdp.PosetCountMechanism(jaxdp.Poset.nhis(1), 1.0, noise="l2", exact=True)
   with pytest.raises(ValueError, match="N\\(P\\)"):
     jaxdp.PosetCountMechanism(jaxdp.Poset.from_edges(21, []), 1.0, exact=True)
   with pytest.raises(ValueError, match="scale"):
@@ -351,6 +351,12 @@ def test_secure_session_answers_with_integers():
     s.release(jaxdp.LaplaceMechanism(0.1), lambda v: v < 3)
   total = s.sum(lambda v: v / 1000.0, 0.5, bound=1.0, grid=2.0 ** -6)
   assert abs(total - 499.5) < 100 and total * 64 == round(total * 64)
+  poset = jaxdp.Poset.nhis(1)
+  rows = np.asarray(poset.filters())[np.random.default_rng(1).integers(0, 6, 400)]
+  s2 = jaxdp.Session(rows, 2.0, secure=True)
+  counts = s2.poset_counts(poset, 1.0)
+  assert counts.dtype == np.int32
+  assert np.all(np.abs(counts - np.concatenate([[400], rows.sum(0)])) < 60)
 
 
 def _dg_pmf(a, ys):
@@ -439,3 +445,59 @@ def test_exact_poset_noise_covariance_is_the_continuous_law_plus_rounding():
   z = (prod.mean(axis=0) - ideal) / se
   assert np.all(np.abs(z) < 5), z
   assert np.all(np.abs(y.mean(0)) < 5 * y.std(0) / math.sqrt(n))
+
+
+def _reference_linf(words, extra, scale, d):
+  """round(scale * R * Z) in mpmath at 300 bits, digits then midpoints as above."""
+  mpmath.mp.prec = 300
+
+  def value(w, x):
+    big = (int(w[0]) << 20) | (int(w[1]) >> 12)
+    for v in x:
+      big = (big << 32) | int(v)
+    return (mpmath.mpf(big) + mpmath.mpf(0.5)) / mpmath.mpf(2) ** 244
+
+  r = mpmath.fsum(-mpmath.log(1 - value(w, x)) for w, x in zip(words[:d + 1],
+                                                               extra[:d + 1]))
+  return [int(mpmath.floor(mpmath.mpf(float(scale)) * r * (2 * value(w, x) - 1)
+                           + mpmath.mpf(0.5)))
+          for w, x in zip(words[d + 1:], extra[d + 1:])]
+
+
+def test_linf_fast_pass_and_refinement_match_high_precision():
+  """l_inf K-norm noise, d = 5, scales 0.6 and 9: 10,000 fast-pass samples (50,000
+  coordinates) and 200 host refinements equal mpmath's rounding."""
+  d, n = 5, 10_000
+  rng = np.random.default_rng(31)
+  words = rng.integers(0, 2**32, (n, 2 * d + 1, 2), dtype=np.uint64).astype(np.uint32)
+  extra = rng.integers(0, 2**32, (n, 2 * d + 1, exact.REFINE_WORDS),
+                       dtype=np.uint64).astype(np.uint32)
+  for s, part in ((0.6, slice(0, n // 2)), (9.0, slice(n // 2, n))):
+    with jax.enable_x64(True):
+      k, settled = jax.jit(exact.linf_round, static_argnums=2)(
+          jnp.asarray(words[part]), s, d)
+    k, settled = np.asarray(k), np.asarray(settled)
+    assert settled.mean() > 0.999
+    for i in np.nonzero(settled)[0]:
+      assert list(k[i]) == _reference_linf(words[part][i], extra[part][i], s, d)
+  got = exact._host_refine(np.zeros((200, d), np.int32), np.zeros(200, bool),
+                           words[:200], extra[:200], np.zeros((), np.int8), 2.5,
+                           num_exp=d + 1)
+  for i in range(200):
+    assert list(got[i]) == _reference_linf(words[i], extra[i], 2.5, d)
+
+
+def test_exact_linf_noise_has_the_ideal_second_moments():
+  """2 * 10^5 draws, d = 4, scale 2: E[Y Y^T] = ((d+1)(d+2) scale^2 / 3 + 1/12) I
+  (Gamma(d+1) radius, uniform cube, rounding), every entry within 5 standard errors;
+  and the linf count mechanism is accepted by a secure accountant."""
+  n, d, s = 200_000, 4, 2.0
+  y = np.asarray(exact.linf_knorm(_key(32), d, s, (n,))).astype(float)
+  ideal = np.eye(d) * ((d + 1) * (d + 2) * s * s / 3 + 1 / 12)
+  prod = y[:, :, None] * y[:, None, :]
+  z = (prod.mean(0) - ideal) / (prod.std(0) / math.sqrt(n))
+  assert np.all(np.abs(z) < 5), z
+  acct = jaxdp.Accountant.create(1.0, secure=True)
+  mech = jaxdp.PosetCountMechanism(jaxdp.Poset.nhis(1), 0.5, noise="linf", exact=True)
+  acct, out = jaxdp.release(acct, mech, np.ones((10, 4), np.int8))
+  assert out.dtype == jnp.int32 and bool(acct.last_answered)

@@ -317,8 +317,9 @@ def _parser():
   p.add_argument("--data", required=True,
                  help="answers: .npy (n, d) or CSV with d 0/1 columns")
   p.add_argument("--eps", type=_pos_float, required=True, help="privacy parameter")
-  p.add_argument("--noise", choices=("poset", "laplace"), default="poset",
-                 help="K-norm noise with the poset ball, or Laplace")
+  p.add_argument("--noise", choices=("poset", "linf", "laplace"), default="poset",
+                 help="K-norm noise with the poset ball (most accurate), the l_inf "
+                      "ball, or Laplace")
   p.add_argument("--on-invalid", choices=("raise", "clip"), default="raise",
                  help="rows that are not filters: refuse, or clip to the largest filter")
   p.add_argument("--out", default=None, help="also write the release as JSON here")
