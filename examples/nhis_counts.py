@@ -64,10 +64,11 @@ def publishable():
   poset, data = synthetic_nhis(np.random.default_rng(0), N)
   truth = np.concatenate([[N], data.sum(0)])
   print(f"{N} respondents; true counts: {truth.tolist()}\n")
-  acct = jaxdp.Accountant.create(2 * EPS, secure=True)   # ChaCha20 key from the OS
+  noises = jaxdp.mechanisms.EXACT_COUNT_NOISES
+  acct = jaxdp.Accountant.create(len(noises) * EPS, secure=True)  # ChaCha20 key, OS
   print(f"{'mechanism':>9} | one publishable release (first 5) | RMSE exact vs float "
         "(500 draws)")
-  for noise in jaxdp.mechanisms.EXACT_COUNT_NOISES:
+  for noise in noises:
     mech = jaxdp.PosetCountMechanism(poset, EPS, noise=noise, exact=True)
     acct, out = jaxdp.release(acct, mech, data)
     out = jaxdp.raise_if_refused(acct, out)
