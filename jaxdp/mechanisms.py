@@ -730,25 +730,29 @@ def _as_int_counts(counts):
 
 def _integer_part_sums(rows, part, num_parts: int, bound, p: int = 1):
   """Per-part int32 sums of integer rows; rows of l_p norm (p = 1 or 2) above
-  ``bound`` count as 0."""
+  ``bound`` count as 0.
+
+  The sums are taken in int64 and clipped to +-2^30 (a 1-Lipschitz map, so the
+  sensitivity holds): no row count can overflow them or raise an error that would
+  reveal it.
+  """
   x = _checks.check_data(rows, "rows")
   if not (jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == jnp.bool_):
     raise ValueError(
         f"rows: an exact release without a grid sums integer contributions; got dtype "
         f"{x.dtype}. Return integers (or booleans) per row, or give the mechanism "
         "grid=2.0**-k.")
-  if x.shape[0] * float(bound) >= exact.LIMIT:
-    raise ValueError(f"rows: {x.shape[0]:,} contributions of l_1 norm up to {bound:g} "
-                     "could overflow int32 sums; split the data.")
-  x = x.astype(jnp.int32)
   scalar = x.ndim == 1
   x2 = x[:, None] if scalar else x
   if x2.ndim != 2:
     raise ValueError(f"rows must have shape (n,) or (n, k); got {tuple(x.shape)}.")
-  if p == 1:
-    keep = jnp.sum(jnp.abs(x2), axis=1) <= bound
-  else:  # l_2, compared in integers: sum of squares <= bound^2
-    keep = jnp.sum(x2.astype(jnp.float32) ** 2, axis=1) <= float(bound) ** 2
-  sums = jax.ops.segment_sum(jnp.where(keep[:, None], x2, 0), _part_index(part, x.shape[0]),
-                             num_parts)
+  part = _part_index(part, x.shape[0])
+  with jax.enable_x64(True):
+    x2 = x2.astype(jnp.int64)
+    if p == 1:
+      keep = jnp.sum(jnp.abs(x2), axis=1) <= bound
+    else:  # l_2: the sum of squares against bound^2, in float64
+      keep = jnp.sum(x2.astype(jnp.float64) ** 2, axis=1) <= float(bound) ** 2
+    sums = jax.ops.segment_sum(jnp.where(keep[:, None], x2, 0), part, num_parts)
+    sums = jnp.clip(sums, -exact.LIMIT, exact.LIMIT).astype(jnp.int32)
   return sums[:, 0] if scalar else sums

@@ -502,3 +502,12 @@ def test_exact_linf_noise_has_the_ideal_second_moments():
   mech = jaxdp.PosetCountMechanism(jaxdp.Poset.nhis(1), 0.5, noise="linf", exact=True)
   acct, out = jaxdp.release(acct, mech, np.ones((10, 4), np.int8))
   assert out.dtype == jnp.int32 and bool(acct.last_answered)
+
+
+def test_exact_integer_sums_cannot_reveal_the_row_count():
+  """A secure session's integer sums are taken in int64 and clipped to +-2^30, so a
+  large row count times a large bound neither overflows nor raises (an error that
+  depended on the number of rows would let an analyst bisect for it)."""
+  s = jaxdp.Session(np.full(5000, 2**19, np.int32), 1.0, secure=True)
+  out = s.release(jaxdp.LaplaceMechanism(1.0, 2.0 ** 19, exact=True), lambda v: v)
+  assert abs(int(out) - 2**30) < 40 * 2**19
