@@ -75,10 +75,22 @@ def check_positive(value: Any, name: str, *, allow_traced: bool = False,
   return v
 
 
+def invalid_value(dtype):
+  """What marks an output as invalid (refused, or a bad traced parameter): NaN for a
+  float dtype, the dtype's minimum for an integer one (exact releases stay integer)."""
+  return jnp.iinfo(dtype).min if jnp.issubdtype(dtype, jnp.integer) else jnp.nan
+
+
+def mark_invalid(ok, out):
+  """``out`` where ``ok``, :func:`invalid_value` of its dtype elsewhere."""
+  out = jnp.asarray(out)
+  return jnp.where(ok, out, invalid_value(out.dtype))
+
+
 def guard_positive(value, out):
-  """Returns ``out`` where ``value`` is finite and > 0, NaN elsewhere (traced values)."""
-  ok = jnp.isfinite(value) & (value > 0)
-  return jnp.where(ok, out, jnp.nan)
+  """Returns ``out`` where ``value`` is finite and > 0, invalid elsewhere (traced
+  values): NaN, or the minimum of an integer ``out``."""
+  return mark_invalid(jnp.isfinite(value) & (value > 0), out)
 
 
 def check_key(key: Any, name: str = "key") -> None:

@@ -481,13 +481,7 @@ def _cost(acct, mech):
 def _fill_refused(ok, out):
   """NaN in refused float outputs; the dtype's minimum in refused integer outputs
   (exact releases keep their integer dtype)."""
-
-  def fill(o):
-    o = jnp.asarray(o)
-    bad = jnp.iinfo(o.dtype).min if jnp.issubdtype(o.dtype, jnp.integer) else jnp.nan
-    return jnp.where(ok, o, bad)
-
-  return jax.tree_util.tree_map(fill, out)
+  return jax.tree_util.tree_map(lambda o: _checks.mark_invalid(ok, o), out)
 
 
 def _check_static_cost(acct, eps, delta):

@@ -240,7 +240,7 @@ def _laplace_kernel(key, traced, *, const, n):
       return _settle(k, settled, words, coeff, s, k_ref)[:, 0]
 
     out = _chunked(chunk, key, n)
-    return jnp.where(jnp.isnan(s), jnp.iinfo(jnp.int32).min, out)
+    return _checks.mark_invalid(~jnp.isnan(s), out)
 
 
 @functools.partial(jax.jit, static_argnames=("const", "total", "d", "n"))
@@ -260,7 +260,7 @@ def _poset_kernel(key, tables, traced, *, const, total, d, n):
       return _settle(k, settled, words, coeff, s, k_ref)
 
     out = _chunked(chunk, key, n, d + 1)
-    return jnp.where(jnp.isnan(s), jnp.iinfo(jnp.int32).min, out)
+    return _checks.mark_invalid(~jnp.isnan(s), out)
 
 
 @functools.partial(jax.jit, static_argnames=("const", "d", "n"))
@@ -276,7 +276,7 @@ def _linf_kernel(key, traced, *, const, d, n):
       return _settle(k, settled, words, jnp.zeros((), jnp.int8), s, k_ref, num_exp=d + 1)
 
     out = _chunked(chunk, key, n, d)
-    return jnp.where(jnp.isnan(s), jnp.iinfo(jnp.int32).min, out)
+    return _checks.mark_invalid(~jnp.isnan(s), out)
 
 
 def linf_round(words, scale, d: int):
@@ -638,7 +638,7 @@ def _discrete_gaussian(key, a: int, m: int):
   passed = _raise_if(bad, "exact discrete Gaussian: a candidate beyond 2^18 survived "
                           "2^13 Bernoulli(1/e) trials (probability below e^-8192); "
                           "nothing released.")
-  return jnp.where(passed, y, jnp.iinfo(jnp.int32).min).astype(jnp.int32)
+  return _checks.mark_invalid(passed, y.astype(jnp.int32))
 
 
 def _raise_if(flag, message: str):

@@ -118,7 +118,8 @@ class _Mechanism:
     return (k * self.eps) ** 2 / 2
 
   def _guard(self, out):
-    """NaN where a traced eps or sensitivity is not finite and positive."""
+    """Invalid (NaN, or an integer output's minimum) where a traced eps or sensitivity
+    is not finite and positive."""
     for v in (self.eps, self.sensitivity):
       if not _checks.is_concrete(v):
         out = _checks.guard_positive(v, out)
@@ -169,9 +170,10 @@ class LaplaceMechanism(_Mechanism):
   def _randomize_exact(self, key, data):
     units, slack = _grid_units(data, self.grid)
     scale = _exact_scale(self.sensitivity / (self.grid or 1.0) + slack, self.eps)
-    out = _exact_guard(self.eps, units + exact.laplace(key, units.shape, scale=scale))
-    return out if self.grid is None else self._guard(
-        out.astype(jnp.result_type(float)) * self.grid)
+    out = units + exact.laplace(key, units.shape, scale=scale)
+    if self.grid is not None:
+      out = out.astype(jnp.result_type(float)) * self.grid
+    return self._guard(out)
 
   def part_statistics(self, rows, part, num_parts):
     """Per-part sums of rows clipped to l_1 norm ``sensitivity``.
@@ -239,7 +241,7 @@ class KNormMechanism(_Mechanism):
         noise = exact.linf_knorm(key, self.ball.d, scale, units.shape[:-1])
       else:
         noise = exact.laplace(key, units.shape, scale=scale)
-      return _exact_guard(self.eps, units + noise)
+      return self._guard(units + noise)
     data = _statistic(data)
     self._check_dim(data)
     noise = dprandom.knorm(key, self.ball, self.eps, data.shape[:-1], data.dtype)
@@ -711,21 +713,12 @@ def _exact_scale(units, eps):
   return _checks.guard_positive(eps, scale)
 
 
-def _exact_guard(eps, out):
-  """int32's minimum where a traced eps is not finite and positive (the exact
-  samplers' sentinel, which adding the statistic would have moved)."""
-  if _checks.is_concrete(eps):
-    return out
-  ok = jnp.isfinite(eps) & (eps > 0)
-  return jnp.where(ok, out, jnp.iinfo(out.dtype).min)
-
-
 def _as_int_counts(counts):
   """Exact float counts (NaN after a failed run-time check) as int32 (int32's minimum
   for NaN), clipped to +-2^30 (1-Lipschitz, so the sensitivity holds)."""
   ok = jnp.isfinite(counts)
   c = jnp.clip(jnp.where(ok, counts, 0), -exact.LIMIT, exact.LIMIT).astype(jnp.int32)
-  return jnp.where(ok, c, jnp.iinfo(jnp.int32).min)
+  return _checks.mark_invalid(ok, c)
 
 
 def _integer_part_sums(rows, part, num_parts: int, bound, p: int = 1):
