@@ -75,6 +75,21 @@ def check_positive(value: Any, name: str, *, allow_traced: bool = False,
   return v
 
 
+def clip_integers(x, limit: int):
+  """An integer array clipped to [-limit, limit], in its own dtype.
+
+  The bounds must be applied in a dtype that holds them: ``jnp.clip`` casts them to
+  ``x``'s dtype, which wraps (int8 values clipped to +-2^24 all become 0). Dtypes whose
+  range lies inside the bounds need no clip; unsigned ones only an upper bound.
+  """
+  info = jnp.iinfo(x.dtype)
+  if info.min >= -limit and info.max <= limit:
+    return x
+  if info.min == 0:
+    return jnp.minimum(x, jnp.asarray(limit, x.dtype))
+  return jnp.clip(x, jnp.asarray(-limit, x.dtype), jnp.asarray(limit, x.dtype))
+
+
 def invalid_value(dtype):
   """What marks an output as invalid (refused, or a bad traced parameter): NaN for a
   float dtype, the dtype's minimum for an integer one (exact releases stay integer)."""

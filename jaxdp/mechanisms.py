@@ -691,7 +691,7 @@ def _grid_units(data, grid):
           f"exact=True needs an integer statistic (counts); got dtype {x.dtype}. Cast "
           "counts to an integer dtype, or pass grid=2.0**-k to snap a real-valued "
           "statistic to a grid.")
-    return jnp.clip(x, -exact.LIMIT, exact.LIMIT).astype(jnp.int32), 0
+    return _checks.clip_integers(x, exact.LIMIT).astype(jnp.int32), 0
   xf = _checks.as_exact_float(x)
   xf = jnp.where(jnp.isfinite(xf), xf, 0.0)  # a non-finite statistic counts as 0
   units = jnp.clip(jnp.round(xf / grid), -exact.LIMIT, exact.LIMIT)

@@ -255,7 +255,7 @@ def _sanitized(x):
   if x.dtype == jnp.bool_:
     return x
   limit = _checks.exact_limit(f)
-  return jnp.clip(x, -limit, limit).astype(f)
+  return _checks.clip_integers(x, limit).astype(f)
 
 
 def _host_calls(jaxpr) -> str:

@@ -424,3 +424,15 @@ def test_session_runs_the_very_trace_it_checked():
 
   s.count(sneaky, 0.1)
   assert len(traces) == 1 and s.answered == 1
+
+
+@pytest.mark.parametrize("dtype", [jnp.int8, jnp.uint8, jnp.int16, jnp.uint32])
+def test_session_sums_keep_narrow_integer_contributions(dtype):
+  """Found in review: the session clipped integer contributions to float32's exact
+  range with bounds cast to the contribution's own dtype, which wraps: every int8 or
+  uint8 contribution became 0 (a sum of 999 was released as noise around 0). The sum
+  of v % 3 over 0..999 (999) must come out within 40 at eps = 1 (Laplace scale 5,
+  P(|noise| > 40) < 4e-4), as for int32 contributions."""
+  s = jaxdp.Session(np.arange(1000), 10.0, key=jax.random.key(3))
+  out = s.sum(lambda v: (v % 3).astype(dtype), 1.0, bound=5)
+  assert abs(out - 999) < 40

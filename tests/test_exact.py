@@ -511,3 +511,15 @@ def test_exact_integer_sums_cannot_reveal_the_row_count():
   s = jaxdp.Session(np.full(5000, 2**19, np.int32), 1.0, secure=True)
   out = s.release(jaxdp.LaplaceMechanism(1.0, 2.0 ** 19, exact=True), lambda v: v)
   assert abs(int(out) - 2**30) < 40 * 2**19
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.uint32])
+def test_exact_statistics_of_any_integer_dtype_keep_their_value(dtype):
+  """Found attacking the API: clipping to +-2^30 in the statistic's own dtype wrapped
+  the bounds (int8/uint8 statistics became 0, uint32 ones became 2^30). The release
+  must equal the int32 statistic's release from the same key."""
+  key = _key(40)
+  mech = jaxdp.LaplaceMechanism(1.0, exact=True)
+  ref = np.asarray(mech.randomize(key, jnp.array([5, 7, 100], jnp.int32)))
+  got = np.asarray(mech.randomize(key, jnp.array([5, 7, 100], dtype)))
+  np.testing.assert_array_equal(got, ref)
