@@ -66,9 +66,8 @@ def _unsettled_poset(key, poset, n, scale):
     def count(k):
       k1, k2 = jax.random.split(k)
       seq, size_a = exact.unrank(exact.uniform_below(k1, total, n), t, d)
-      coeff = exact.simplex_coefficients(seq, size_a, t.up)
       words = jax.random.bits(k2, (n, d + 2, 2), jnp.uint32)
-      return jnp.sum(~exact.knorm_round(words, coeff, scale)[1])
+      return jnp.sum(~exact.chain_round(words, seq, size_a, t.up, scale)[1])
 
     return int(count(key))
 

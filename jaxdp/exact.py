@@ -68,6 +68,7 @@ from jax import lax
 
 from jaxdp import _checks
 from jaxdp._poset_tables import ExactTables, exact_tables
+from jaxdp.random import _chunked
 from jaxdp.posets import Poset
 
 __all__ = ["laplace", "poset_knorm", "linf_knorm", "discrete_gaussian", "MARGIN", "MAX_SCALE",
@@ -210,21 +211,31 @@ def _round_settled(lo, hi, spread, scale):
   return k.astype(jnp.int32), settled
 
 
-def _settle(k, settled, words, coeff, scale, key, *, num_exp=None):
-  """Refines unsettled samples on the host (only when there are any). ``coeff`` is
-  the coefficient array or a function computing it (run only when refining);
-  ``num_exp`` (the l_inf form) says the first rows of ``words`` are the radius'
-  exponentials and the rest the cube's uniforms (``coeff`` is then unused)."""
+def _settle(k, settled, words, scale, key, refine_one, *operands):
+  """Refines unsettled samples on the host, only when there are any (a bad traced
+  scale needs none: its output is the sentinel).
+
+  ``refine_one(words_i, extra_i, scale, *operands_i)`` recomputes one sample from its
+  fast-pass words and 192 more digits per uniform; ``operands`` are per-sample arrays,
+  or functions computing them (run only when refining)."""
+  settled = settled | jnp.isnan(scale)
 
   def refine(k):
-    c = coeff() if callable(coeff) else coeff
+    ops = [o() if callable(o) else o for o in operands]
     extra = jax.random.bits(key, (*words.shape[:-1], REFINE_WORDS), jnp.uint32)
-    host = functools.partial(_host_refine, num_exp=num_exp)
-    return jax.pure_callback(host, jax.ShapeDtypeStruct(k.shape, jnp.int32),
-                             k, settled, words, extra, c, scale,
+    return jax.pure_callback(functools.partial(_host_refine, refine_one),
+                             jax.ShapeDtypeStruct(k.shape, jnp.int32),
+                             k, settled, words, extra, scale, *ops,
                              vmap_method="broadcast_all")
 
   return lax.cond(jnp.all(settled), lambda k: k, refine, k)
+
+
+def _run(chunk, key, scale, n: int, tail: tuple[int, ...]):
+  """``n`` samples from ``chunk(key, m)`` in chunks; the sentinel everywhere when a
+  traced scale is bad."""
+  out = _chunked(chunk, key, n, tail, jnp.int32, CHUNK)
+  return _checks.mark_invalid(~jnp.isnan(scale), out)
 
 
 @functools.partial(jax.jit, static_argnames=("const", "n"))
@@ -236,11 +247,9 @@ def _laplace_kernel(key, traced, *, const, n):
       k_bits, k_ref = jax.random.split(k_chunk)
       words = jax.random.bits(k_bits, (m, 1, 2), jnp.uint32)
       k, settled, coeff = laplace_round(words, s)
-      settled = settled | jnp.isnan(s)  # a bad traced scale: the sentinel, no refining
-      return _settle(k, settled, words, coeff, s, k_ref)[:, 0]
+      return _settle(k, settled, words, s, k_ref, refine_sample, coeff)[:, 0]
 
-    out = _chunked(chunk, key, n)
-    return _checks.mark_invalid(~jnp.isnan(s), out)
+    return _run(chunk, key, s, n, ())
 
 
 @functools.partial(jax.jit, static_argnames=("const", "total", "d", "n"))
@@ -255,12 +264,10 @@ def _poset_kernel(key, tables, traced, *, const, total, d, n):
       seq, size_a = unrank(rank, t, d)
       words = jax.random.bits(k_bits, (m, d + 2, 2), jnp.uint32)
       k, settled = chain_round(words, seq, size_a, t.up, s)
-      settled = settled | jnp.isnan(s)
       coeff = lambda: simplex_coefficients(seq, size_a, t.up)   # (m, d+2, d+1)
-      return _settle(k, settled, words, coeff, s, k_ref)
+      return _settle(k, settled, words, s, k_ref, refine_sample, coeff)
 
-    out = _chunked(chunk, key, n, d + 1)
-    return _checks.mark_invalid(~jnp.isnan(s), out)
+    return _run(chunk, key, s, n, (d + 1,))
 
 
 @functools.partial(jax.jit, static_argnames=("const", "d", "n"))
@@ -272,11 +279,10 @@ def _linf_kernel(key, traced, *, const, d, n):
       k_bits, k_ref = jax.random.split(k_chunk)
       words = jax.random.bits(k_bits, (m, 2 * d + 1, 2), jnp.uint32)
       k, settled = linf_round(words, s, d)
-      settled = settled | jnp.isnan(s)
-      return _settle(k, settled, words, jnp.zeros((), jnp.int8), s, k_ref, num_exp=d + 1)
+      refine = functools.partial(refine_linf_sample, num_exp=d + 1)
+      return _settle(k, settled, words, s, k_ref, refine)
 
-    out = _chunked(chunk, key, n, d)
-    return _checks.mark_invalid(~jnp.isnan(s), out)
+    return _run(chunk, key, s, n, (d,))
 
 
 def linf_round(words, scale, d: int):
@@ -349,17 +355,6 @@ def chain_round(words, seq, size_a, up, scale):
                               jnp.concatenate([root_hi, hi], 1),
                               jnp.concatenate([root_sp, spread], 1), scale)
   return k, jnp.all(settled, axis=1)
-
-
-def _chunked(fn, key, n: int, dim: int | None = None):
-  shape = (n,) if dim is None else (n, dim)
-  if n == 0:
-    return jnp.zeros(shape, jnp.int32)
-  if n <= CHUNK:
-    return fn(key, n)
-  num = -(-n // CHUNK)
-  out = lax.map(lambda k: fn(k, CHUNK), jax.random.split(key, num))
-  return out.reshape(num * CHUNK, *shape[1:])[:n]
 
 
 # ------------------------------------------------------------------ exact discrete parts
@@ -522,7 +517,7 @@ def _dg_kernel(key, *, quarters, n):
   with jax.enable_x64(True):
     def chunk(k, m):
       return _discrete_gaussian(k, quarters, m)
-    return _chunked(chunk, key, n)
+    return _chunked(chunk, key, n, (), jnp.int32, CHUNK)
 
 
 def _discrete_gaussian(key, a: int, m: int):
@@ -676,12 +671,12 @@ def _refined_exponential(j: int, extra) -> tuple[decimal.Decimal, decimal.Decima
   return e_lo - _SLACK, e_hi + _SLACK
 
 
-def refine_sample(words, extra, coeff, scale: float) -> np.ndarray:
+def refine_sample(words, extra, scale: float, coeff) -> np.ndarray:
   """Exact rounding of one sample from 244 digits per uniform, in ``decimal``.
 
   Args:
     words: (M, 2) uint32, the fast pass's words; extra: (M, REFINE_WORDS) uint32;
-    coeff: (M, D) integer coefficients; scale: the float64 scale (used exactly).
+    scale: the float64 scale (used exactly); coeff: (M, D) integer coefficients.
 
   Raises:
     RuntimeError: still unsettled (probability below 2^-150).
@@ -739,17 +734,17 @@ def _settled_integer(lo, hi, b) -> int:
   return k
 
 
-def _host_refine(k, settled, words, extra, coeff, scale, *, num_exp=None):
+def _host_refine(refine_one, k, settled, words, extra, scale, *operands):
+  """Host callback: ``refine_one`` for every unsettled sample with a valid scale."""
   k, settled = np.array(k), np.asarray(settled)
-  words, extra, coeff = np.asarray(words), np.asarray(extra), np.asarray(coeff)
+  words, extra = np.asarray(words), np.asarray(extra)
+  operands = [np.asarray(o) for o in operands]
   scale = np.asarray(scale, np.float64)
   scale = np.broadcast_to(scale.reshape(scale.shape + (1,) * (settled.ndim - scale.ndim)),
                           settled.shape)
   for idx in zip(*np.nonzero(~settled & (scale > 0))):  # NaN scale: sentinel output
-    if num_exp is None:
-      k[idx] = refine_sample(words[idx], extra[idx], coeff[idx], float(scale[idx]))
-    else:
-      k[idx] = refine_linf_sample(words[idx], extra[idx], float(scale[idx]), num_exp)
+    k[idx] = refine_one(words[idx], extra[idx], float(scale[idx]),
+                        *[o[idx] for o in operands])
   if np.any(np.abs(k) >= LIMIT):
     raise RuntimeError("exact noise beyond +-2^30 (scale too large); nothing released.")
   return k.astype(np.int32)

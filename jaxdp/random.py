@@ -225,15 +225,16 @@ def _compute_dtype(dtype):
   return jnp.float64 if dtype == jnp.float64 else jnp.float32
 
 
-def _chunked(fn, key, n: int, dim: int, dtype):
-  """fn(key, m) -> (m, dim); n samples in CHUNK-sized pieces with split keys."""
+def _chunked(fn, key, n: int, tail: tuple[int, ...], dtype, chunk: int = CHUNK):
+  """fn(key, m) -> (m, *tail); n samples in ``chunk``-sized pieces with split keys
+  (a sequential map: memory stays proportional to one chunk plus the output)."""
   if n == 0:
-    return jnp.zeros((0, dim), dtype)
-  if n <= CHUNK:
+    return jnp.zeros((0, *tail), dtype)
+  if n <= chunk:
     return fn(key, n)
-  num = -(-n // CHUNK)
-  out = jax.lax.map(lambda k: fn(k, CHUNK), jax.random.split(key, num))
-  return out.reshape(num * CHUNK, dim)[:n]
+  num = -(-n // chunk)
+  out = jax.lax.map(lambda k: fn(k, chunk), jax.random.split(key, num))
+  return out.reshape(num * chunk, *tail)[:n]
 
 
 @functools.partial(jax.jit, static_argnames=("d", "layout", "n", "uniform", "dtype"))
@@ -256,7 +257,7 @@ def _poset_kernel(key, tables, eps, *, d, layout, n, uniform, dtype):
     radius = jnp.sum(jax.random.exponential(k_rad, (m, d + 2), cdt), axis=1)
     return _scale(z * radius[:, None], eps, dtype)
 
-  return _chunked(fn, key, n, d + 1, dtype)
+  return _chunked(fn, key, n, (d + 1,), dtype)
 
 
 @functools.partial(jax.jit, static_argnames=("d", "p", "n", "uniform", "dtype"))
@@ -289,7 +290,7 @@ def _lp_kernel(key, eps, *, d, p, n, uniform, dtype):
     radius = jnp.sum(jax.random.exponential(k_gam, (m, d + 1), cdt), axis=1)
     return _scale(z * radius[:, None], eps, dtype)
 
-  return _chunked(fn, key, n, d, dtype)
+  return _chunked(fn, key, n, (d,), dtype)
 
 
 def _scale(noise, eps, dtype):

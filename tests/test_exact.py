@@ -5,6 +5,7 @@ Independent references: brute-force enumeration of poset-ball objects, mpmath at
 and the float sampler (already audited) for the K-norm noise's law.
 """
 
+import functools
 import itertools
 import math
 
@@ -201,8 +202,8 @@ def test_host_refinement_matches_high_precision():
                          dtype=np.uint64).astype(np.uint32)
     coeff = rng.integers(-1, 2, (m, dim, 3)).astype(np.int8)
     scale = 3.3
-    got = exact._host_refine(np.zeros((m, 3), np.int32), np.zeros(m, bool), words,
-                             extra, coeff, scale)
+    got = exact._host_refine(exact.refine_sample, np.zeros((m, 3), np.int32),
+                             np.zeros(m, bool), words, extra, scale, coeff)
     for i in range(m):
       assert list(got[i]) == _reference_round(words[i], extra[i], coeff[i], scale)
 
@@ -218,8 +219,7 @@ def test_forced_refinement_through_the_kernel_gives_the_same_release(monkeypatch
   calls = []
   real = exact._host_refine
   monkeypatch.setattr(exact, "_host_refine",
-                      lambda *a, **kw: calls.append(int(np.sum(~np.asarray(a[1]))))
-                      or real(*a, **kw))
+                      lambda *a: calls.append(int(np.sum(~np.asarray(a[2])))) or real(*a))
   forced = np.asarray(exact.laplace(key, (4000,), scale=0.75))
   jax.clear_caches()
   assert calls and calls[0] > 500
@@ -481,9 +481,9 @@ def test_linf_fast_pass_and_refinement_match_high_precision():
     assert settled.mean() > 0.999
     for i in np.nonzero(settled)[0]:
       assert list(k[i]) == _reference_linf(words[part][i], extra[part][i], s, d)
-  got = exact._host_refine(np.zeros((200, d), np.int32), np.zeros(200, bool),
-                           words[:200], extra[:200], np.zeros((), np.int8), 2.5,
-                           num_exp=d + 1)
+  refine = functools.partial(exact.refine_linf_sample, num_exp=d + 1)
+  got = exact._host_refine(refine, np.zeros((200, d), np.int32), np.zeros(200, bool),
+                           words[:200], extra[:200], 2.5)
   for i in range(200):
     assert list(got[i]) == _reference_linf(words[i], extra[i], 2.5, d)
 
