@@ -14,7 +14,8 @@ The rules, from Dwork's chapter "Postprocessing, Composition and Group Privacy":
 * Budget (Lemma 2.6): the curator answers until the first round whose cost would take
   the total past the budget, and refuses that round. The decision depends only on
   the privacy parameters, never on the data, so refusing discloses nothing. A refused
-  release returns a data-independent fill (NaN), spends nothing, sets
+  release returns a data-independent fill (NaN; an integer release: its dtype's
+  minimum), spends nothing, sets
   ``last_answered`` to False and adds one to ``refusals``. Later, cheaper rounds may
   still be answered. (:func:`plan` rejects a cost computed from the data.)
 * Group privacy (Lemma 2.8): with ``group_size = k`` every release is charged its
@@ -321,7 +322,8 @@ def release(acct: Accountant, mech: Mechanism, data):
 
   The charge is ``mech.cost(acct.group_size)`` (``mech.zcdp_cost`` under zCDP). If
   it would take the total past the
-  budget, the release is refused (Lemma 2.6): the output is NaN with the mechanism's
+  budget, the release is refused (Lemma 2.6): the output is NaN (an exact integer
+  release: its dtype's minimum) with the mechanism's
   output shape, nothing is spent, ``last_answered`` is False and ``refusals`` grows
   by one. The decision uses only costs, never the data.
 
@@ -370,7 +372,8 @@ def release_partitioned(acct: Accountant, mech: Mechanism, rows, part, num_parts
     num_parts: the number of parts (static).
 
   Returns:
-    ``(acct, outputs)`` with outputs of shape ``(num_parts, dim)``, all NaN if refused.
+    ``(acct, outputs)`` with outputs of shape ``(num_parts, dim)``, all invalid (NaN,
+    or an integer dtype's minimum) if refused.
 
   References:
     McSherry (2009), Theorem 4 (parallel composition).
@@ -398,7 +401,8 @@ def release_parallel_unchecked(acct: Accountant, pairs):
     pairs: a sequence of ``(mech, data_part)``.
 
   Returns:
-    ``(acct, outputs)`` with outputs a tuple, all NaN if refused.
+    ``(acct, outputs)`` with outputs a tuple, all invalid (NaN, or an integer dtype's
+    minimum) if refused.
   """
   if not pairs:
     raise ValueError("pairs must hold at least one (mechanism, data) pair.")
