@@ -6,7 +6,7 @@ insertion sampler, the command line) live in :mod:`jaxdp.experiments`, which thi
 package does not import.
 """
 
-from jaxdp import chacha, exact, montecarlo, random
+from jaxdp import chacha, exact, montecarlo, pld, random, renyi
 from jaxdp.accounting import (
     Accountant,
     BudgetExceededError,
@@ -36,7 +36,8 @@ from jaxdp.mechanisms import (
     Mechanism,
     PosetCountMechanism,
 )
-from jaxdp.planning import DataDependentCostError, Plan, PlannedRelease, plan
+from jaxdp.planning import (DataDependentCostError, Plan, PlannedRelease, events_epsilon,
+                            plan)
 from jaxdp.posets import Poset, random_dag, random_dags
 from jaxdp.session import Session, UnsafeQueryError
 
@@ -63,6 +64,7 @@ __all__ = [
     "UnsafeQueryError",
     "advanced_composition",
     "enumerate_objects",
+    "events_epsilon",
     "exact_second_moment",
     "group_cost",
     "hypothesis_test_bound",
@@ -70,11 +72,13 @@ __all__ = [
     "optimal_composition_epsilon",
     "montecarlo",
     "plan",
+    "pld",
     "postprocess",
     "raise_if_refused",
     "random",
     "random_dag",
     "random_dags",
+    "renyi",
     "release",
     "release_parallel_unchecked",
     "release_partitioned",

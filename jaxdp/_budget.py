@@ -65,17 +65,24 @@ def to_float(units, exponent: int) -> float:
   return math.ldexp(float(units), exponent)
 
 
-def charge(x, exponent: int, *, positive: bool):
+def _scale(exponent):
+  """2**-exponent in float32 (exact); a vector for a vector of exponents."""
+  return np.asarray(np.ldexp(1.0, -np.asarray(exponent)), np.float32)
+
+
+def charge(x, exponent, *, positive: bool):
   """Traced charge: ``(valid, units)`` with int32 ``units`` for a cost ``x``.
 
   Args:
-    x: the cost (a scalar, any float dtype; cast to float32).
-    exponent: the budget's unit exponent.
+    x: the cost (a scalar, any float dtype; cast to float32), or a vector of costs
+      (the Rényi filter: one per order) with a tuple of exponents; ``valid`` is then
+      one flag for the whole vector.
+    exponent: the budget's unit exponent (or one per entry of ``x``).
     positive: True for eps (must be > 0); False for delta (>= 0; 0 costs nothing).
   """
   x = jnp.asarray(x).astype(jnp.float32)
-  valid = (x > 0 if positive else x >= 0) & (x < jnp.inf)
-  scaled = x * np.float32(2.0 ** -exponent)
+  valid = jnp.all((x > 0 if positive else x >= 0) & (x < jnp.inf))
+  scaled = x * _scale(exponent)
   relieved = scaled - scaled * np.float32(2.0 ** -SLACK_BITS)
   units = jnp.ceil(jnp.minimum(relieved, _CLIP)).astype(jnp.int32)
   units = jnp.where(x > 0, jnp.maximum(units, 1), 0)
@@ -88,19 +95,22 @@ def charge_host(x: float, exponent: int, *, positive: bool):
   The same float32 operations in numpy, so static and traced costs agree unit for unit.
   """
   with np.errstate(over="ignore", invalid="ignore"):
-    x = np.float32(x)
-    valid = bool((x > 0 if positive else x >= 0) and x < np.inf)
+    x = np.asarray(x, np.float32)
+    valid = bool(np.all((x > 0 if positive else x >= 0) & (x < np.inf)))
     if not valid:
-      return False, 0
-    scaled = x * np.float32(2.0 ** -exponent)
+      return False, (0 if x.ndim == 0 else np.zeros(x.shape, np.int64))
+    scaled = x * _scale(exponent)
     relieved = scaled - scaled * np.float32(2.0 ** -SLACK_BITS)
-    units = int(np.ceil(np.minimum(relieved, _CLIP)))
-  return True, (max(units, 1) if x > 0 else 0)
+    units = np.ceil(np.minimum(relieved, _CLIP)).astype(np.int64)
+    units = np.where(x > 0, np.maximum(units, 1), 0)
+  return True, (int(units) if units.ndim == 0 else units)
 
 
 # ------------------------------------------------------------------ the rule
 def limits(acct):
   """Largest single charge in units: the capacity, or the advanced caps."""
+  if acct.composition == "rdp":
+    return acct.eps_capacity, 0
   if acct.composition == "advanced":
     return (math.floor(math.ldexp(acct.eps_cap, -acct.unit_exponent)),
             math.floor(math.ldexp(acct.delta_cap, -acct.delta_unit_exponent)))
@@ -108,25 +118,29 @@ def limits(acct):
 
 
 class Rule(NamedTuple):
-  """The static part of the refusal rule, derived from an accountant's config."""
+  """The static part of the refusal rule, derived from an accountant's config.
+
+  Under the Rényi filter ``unit_exponent`` and ``eps_capacity`` are tuples, one entry
+  per order."""
   composition: str
-  unit_exponent: int
+  unit_exponent: int | tuple
   delta_unit_exponent: int
-  eps_limit: int  # largest single charge: the capacity, or the advanced cap
+  eps_limit: int | tuple  # largest single charge: the capacity, or the advanced cap
   delta_limit: int
-  eps_capacity: int
+  eps_capacity: int | tuple
   delta_capacity: int
   max_releases: int
 
 
 def rule_of(acct) -> Rule:
   return Rule(acct.composition, acct.unit_exponent, acct.delta_unit_exponent,
-               *limits(acct), acct.eps_capacity, acct.delta_capacity,
-               acct.max_releases)
+              *limits(acct), acct.eps_capacity, acct.delta_capacity,
+              acct.max_releases)
 
 
 def allowed(rule: Rule, spent, spent_delta, answered, ce, cd):
-  """The refusal rule on integer units: Lemma 2.6 (basic) or the advanced caps.
+  """The refusal rule on integer units: Lemma 2.6 (basic), the advanced caps, or the
+  Rényi filter (some order still holds the charge).
 
   Plain comparisons only, so the same code serves traced values (release) and Python
   ints (plan); ``c <= capacity - spent`` cannot overflow int32.
@@ -134,4 +148,17 @@ def allowed(rule: Rule, spent, spent_delta, answered, ce, cd):
   if rule.composition == "advanced":
     return (answered < rule.max_releases) & (ce <= rule.eps_limit) & \
         (cd <= rule.delta_limit)
+  if rule.composition == "rdp":
+    return (ce <= np.asarray(rule.eps_capacity) - spent).any()
   return (ce <= rule.eps_capacity - spent) & (cd <= rule.delta_capacity - spent_delta)
+
+
+def add(rule: Rule, spent, ce):
+  """``spent + ce`` after an answered release. Under the Rényi filter an order the
+  charge does not fit is saturated at capacity + 1 (over budget for good; spent
+  stays monotone and never overflows int32)."""
+  if rule.composition == "rdp":
+    cap = np.asarray(rule.eps_capacity)
+    return np.where(ce <= cap - spent, spent + ce, cap + 1) if isinstance(spent, np.ndarray) \
+        else jnp.where(ce <= cap - spent, spent + ce, cap + 1).astype(spent.dtype)
+  return spent + ce

@@ -61,8 +61,9 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from jaxdp import _budget, _checks, planning
+from jaxdp import _budget, _checks, planning, renyi
 from jaxdp import random as dprandom
 from jaxdp.composition import (_advanced_caps, advanced_composition, zcdp_budget,
                                zcdp_epsilon)
@@ -74,7 +75,7 @@ __all__ = [
     "postprocess",
 ]
 
-COMPOSITIONS = ("basic", "advanced", "zcdp")
+COMPOSITIONS = ("basic", "advanced", "zcdp", "rdp", "planned")
 
 
 class BudgetExceededError(ValueError):
@@ -119,14 +120,17 @@ class Accountant:
   composition: str = _static(default="basic")
   max_releases: int = _static(default=0)
   delta_prime: float = _static(default=0.0)
-  unit_exponent: int = _static(default=0)
+  unit_exponent: int | tuple = _static(default=0)
   delta_unit_exponent: int = _static(default=0)
   secure: bool = _static(default=False)
+  orders: tuple = _static(default=())
+  planned: tuple = _static(default=())
 
   @classmethod
   def create(cls, eps_budget, *, delta_budget=0.0, group_size: int = 1, key=None,
              composition: str = "basic", max_releases: int | None = None,
-             delta_prime: float = 0.0, secure: bool = False) -> "Accountant":
+             delta_prime: float = 0.0, secure: bool = False,
+             orders=None, plan=None) -> "Accountant":
     """A fresh accountant.
 
     Args:
@@ -152,8 +156,42 @@ class Accountant:
         sum of rho_i below rho bounds every Renyi order at once, and the Renyi filter
         of Feldman & Zrnic (2021) holds at each order. 92 releases of
         Laplace(0.1) fit (5, 1e-6), against 50 under basic composition.
+        ``"rdp"``: a Rényi privacy filter over the fixed ``orders``. Each release is
+        charged its RDP curve (``mech.rdp_cost``: Laplace's own curve for
+        :class:`~jaxdp.LaplaceMechanism`, randomized response's for other pure-DP
+        mechanisms, alpha rho for Gaussian noise; see :mod:`jaxdp.renyi`); each of
+        the m orders kept gets delta_budget / m and the budget B_a whose
+        Canonne-Kamath-Steinke conversion at delta_budget / m is eps_budget
+        (:func:`jaxdp.renyi.filter_budgets`). A release is answered iff some order
+        still holds it within B_a. Valid for adaptively chosen parameters: at each
+        order exp((a-1)(L_t - sum of the charges)) is a supermartingale (Feldman &
+        Zrnic 2021, the Rényi filter), and since the run ends with some order
+        within its budget, the hockey-stick divergence at eps_budget is at most the
+        sum over orders of each order's CKS bound, delta_budget / m each (the union
+        bound over orders of Lécuyer 2021). One order (``orders=(a,)``) is Feldman
+        and Zrnic's filter at that order with all of delta: 100 releases of
+        Laplace(0.1) fit (5, 1e-6) at a = 6; the default 8 orders fit 89.
+        ``"planned"``: enforces a fixed plan (:func:`jaxdp.plan` of the query
+        function, run against any accountant) at its tightest figure,
+        ``plan.epsilon(delta_budget)`` (PLD, Kairouz-Oh-Viswanath, ...), which
+        must be at most ``eps_budget``. The i-th release (answered or refused) is
+        answered iff the plan answered its i-th release and the mechanism is
+        dominated by the planned one: the same kind (Laplace, Gaussian, zCDP) or
+        a Laplace / pure release on a pure row, with eps at most the planned eps
+        (sigma / sensitivity at least the planned one, rho at most). Valid because
+        the parameters are fixed before the run and a dominated mechanism's
+        privacy profile lies below the planned one's (Laplace: delta(eps') = 1 -
+        e^((eps' - eps) / 2) grows with eps; Gaussian: more noise is
+        postprocessing); composition preserves that order (Dong, Roth & Su
+        2022, f-DP composition). Anything else, or more releases than planned,
+        is refused.
       max_releases: for advanced composition, the number k of releases declared in
         advance.
+      plan: for ``composition="planned"``, the :class:`~jaxdp.Plan` to enforce.
+      orders: for ``composition="rdp"``, the Rényi orders (> 1) of the filter
+        (default :data:`jaxdp.renyi.DEFAULT_ORDERS`, 2, 4, ..., 256). Fewer orders
+        pay less for the union bound; orders whose budget would be <= 0 are
+        dropped.
       delta_prime: for advanced composition, the slack delta' > 0.
       secure: releases meant to be published. The key is a ChaCha20 key from the
         OS (:func:`jaxdp.random.secure_key`; a ``key`` passed in must be one), and
@@ -195,12 +233,32 @@ class Accountant:
       max_releases = 0 if max_releases is None else _checks.check_int(
           max_releases, "max_releases", minimum=0)
       delta_prime = 0.0
+    if composition in ("zcdp", "rdp") and not delta_budget > 0:
+      raise ValueError(f"composition={composition!r} needs delta_budget > 0: the budget "
+                       "is the one whose (eps, delta) conversion fits (eps_budget, "
+                       "delta_budget).")
     if composition == "zcdp":
-      if not delta_budget > 0:
-        raise ValueError("composition='zcdp' needs delta_budget > 0: the budget is the "
-                         "rho whose (eps, delta) conversion fits (eps_budget, "
-                         "delta_budget).")
       eps_scale, delta_scale = zcdp_budget(eps_budget, delta_budget), 0.0
+    if (plan is not None) != (composition == "planned"):
+      raise ValueError("composition='planned' needs plan=jaxdp.plan(...), and plan is "
+                       f"only for it; got composition={composition!r}, plan={plan!r}.")
+    planned = _planned_events(plan, eps_budget, delta_budget) if plan is not None \
+        else ()
+    if orders is not None and composition != "rdp":
+      raise ValueError(f"orders is for composition='rdp'; got composition="
+                       f"{composition!r}.")
+    if composition == "rdp":
+      orders, budgets = renyi.filter_budgets(
+          eps_budget, delta_budget,
+          renyi.check_orders(renyi.DEFAULT_ORDERS if orders is None else orders))
+      if not orders:
+        raise ValueError(
+            f"no Rényi order can hold anything within (eps={eps_budget:g}, delta="
+            f"{delta_budget:g}): each order's conversion alone exceeds eps_budget. "
+            "Raise the budget or pass larger orders.")
+      delta_scale = 0.0
+    else:
+      orders = ()
     if not isinstance(secure, bool):
       raise _checks.ArgTypeError(f"secure must be True or False; got {secure!r}.")
     with jax.ensure_compile_time_eval():  # concrete even when created inside a trace
@@ -216,13 +274,19 @@ class Accountant:
           key = jax.random.wrap_key_data(key)
       zero = jnp.zeros((), jnp.int32)
       last = jnp.ones((), bool)
-    return cls(spent_units=zero, spent_delta_units=zero, key=key, refusals=zero,
+      spent = jnp.zeros((len(orders),), jnp.int32) if orders else zero
+    if orders:
+      exponent = tuple(_budget.unit_exponent(b) for b in budgets)
+    else:
+      exponent = _budget.unit_exponent(eps_scale)
+    return cls(spent_units=spent, spent_delta_units=zero, key=key, refusals=zero,
                answered=zero, last_answered=last,
                eps_budget=eps_budget, delta_budget=delta_budget,
                group_size=group_size, composition=composition,
                max_releases=max_releases, delta_prime=delta_prime,
-               unit_exponent=_budget.unit_exponent(eps_scale),
-               delta_unit_exponent=_budget.unit_exponent(delta_scale), secure=secure)
+               unit_exponent=exponent,
+               delta_unit_exponent=_budget.unit_exponent(delta_scale), secure=secure,
+               orders=orders, planned=planned)
 
   # -------------------------------------------------------------- derived config
   @property
@@ -233,14 +297,25 @@ class Accountant:
     return zcdp_budget(self.eps_budget, self.delta_budget)
 
   @property
-  def eps_capacity(self) -> int:
-    """The budget in units (int32-safe): of eps, or of rho under zCDP."""
+  def rdp_budgets(self) -> tuple:
+    """Rényi filter: the budget B_a of each order in :attr:`orders`; else ()."""
+    if self.composition != "rdp":
+      return ()
+    return renyi.filter_budgets(self.eps_budget, self.delta_budget, self.orders)[1]
+
+  @property
+  def eps_capacity(self) -> int | tuple:
+    """The budget in units (int32-safe): of eps, of rho under zCDP, or one per order
+    under the Rényi filter."""
+    if self.composition == "rdp":
+      return tuple(min(_budget.capacity(b, e), 2 ** 31 - 1)
+                   for b, e in zip(self.rdp_budgets, self.unit_exponent))
     budget = self.rho_budget if self.composition == "zcdp" else self.eps_budget
     return min(_budget.capacity(budget, self.unit_exponent), 2 ** 31 - 1)
 
   @property
   def delta_capacity(self) -> int:
-    if self.composition == "zcdp":
+    if self.composition in ("zcdp", "rdp"):
       return 0  # delta enters through the conversion, not per release
     return min(_budget.capacity(self.delta_budget, self.delta_unit_exponent),
                2 ** 31 - 1)
@@ -263,11 +338,24 @@ class Accountant:
   @property
   def spent_eps(self) -> jax.Array:
     """Spent eps (units times the unit; at most the requested costs' sum). Under
-    zCDP: the eps of the spent rho at ``delta_budget``."""
+    zCDP: the eps of the spent rho at ``delta_budget``; under the Rényi filter: the
+    best order's conversion of the spent RDP at ``delta_budget`` (valid as such when
+    the parameters were fixed before the run; with adaptively chosen parameters the
+    filter guarantees ``(eps_budget, delta_budget)``)."""
     spent = _in_cost(self.spent_units, self.unit_exponent)
     if self.composition == "zcdp":
       return jnp.asarray(zcdp_epsilon(spent, self.delta_budget), spent.dtype)
+    if self.composition == "rdp":
+      best = renyi.rdp_epsilon(spent, self.orders, self.delta_budget)
+      return jnp.where(jnp.any(self.spent_units > 0, axis=-1),
+                       jnp.minimum(best, self.eps_budget), 0.0).astype(spent.dtype)
     return spent
+
+  @property
+  def spent_rdp(self) -> jax.Array:
+    """Rényi filter: the spent RDP at each order (an order over its budget shows
+    just above it)."""
+    return _in_cost(self.spent_units, self.unit_exponent)
 
   @property
   def spent_rho(self) -> jax.Array:
@@ -276,8 +364,10 @@ class Accountant:
 
   @property
   def spent_delta(self) -> jax.Array:
-    if self.composition == "zcdp":
-      return jnp.where(self.spent_units > 0, self.delta_budget, 0.0).astype(
+    if self.composition in ("zcdp", "rdp"):
+      spent = self.spent_units if self.composition == "zcdp" else \
+          jnp.any(self.spent_units > 0, axis=-1)
+      return jnp.where(spent > 0, self.delta_budget, 0.0).astype(
           jnp.result_type(float))
     return _in_cost(self.spent_delta_units, self.delta_unit_exponent)
 
@@ -286,10 +376,16 @@ class Accountant:
 
     Basic composition: the budget minus what is spent. Advanced composition: the
     per-release caps while fewer than ``max_releases`` were answered, else 0. zCDP:
-    the pure eps whose rho (eps^2 / 2) is left, and 0.
+    the pure eps whose rho (eps^2 / 2) is left, and 0. Rényi filter: a pure eps
+    that is surely answered (the largest sqrt(2 left_a / a) over the orders, since
+    any eps-DP curve is below a eps^2 / 2), and 0.
     """
     f = jnp.result_type(float)
-    left = _in_cost(self.eps_capacity - self.spent_units, self.unit_exponent)
+    left = _in_cost(jnp.asarray(self.eps_capacity) - self.spent_units, self.unit_exponent)
+    if self.composition == "rdp":
+      a = jnp.asarray(self.orders, f)
+      return (jnp.max(jnp.sqrt(2 * jnp.maximum(left, 0.0) / a), axis=-1),
+              jnp.zeros(jnp.shape(left)[:-1], f))
     if self.composition == "zcdp":
       return jnp.sqrt(2 * left), jnp.zeros((), f)
     if self.composition == "advanced":
@@ -308,6 +404,11 @@ class Accountant:
     per-release caps (Dwork-Rothblum-Vadhan needs k fixed in advance), or basic
     composition if that is smaller.
     """
+    if self.composition == "planned":
+      f = jnp.result_type(float)
+      eps = _planned_epsilon(self.planned, self.delta_budget)
+      return (jnp.where(self.answered > 0, eps, 0.0).astype(f),
+              jnp.where(self.answered > 0, self.delta_budget, 0.0).astype(f))
     if self.composition != "advanced":
       return self.spent_eps, self.spent_delta
     k = self.max_releases
@@ -320,7 +421,8 @@ class Accountant:
 def release(acct: Accountant, mech: Mechanism, data):
   """Charges ``mech``'s cost to ``acct`` and returns ``(new_acct, output)``.
 
-  The charge is ``mech.cost(acct.group_size)`` (``mech.zcdp_cost`` under zCDP). If
+  The charge is ``mech.cost(acct.group_size)`` (``mech.zcdp_cost`` under zCDP,
+  ``mech.rdp_cost`` at the accountant's orders under the Rényi filter). If
   it would take the total past the
   budget, the release is refused (Lemma 2.6): the output is NaN (an exact integer
   release: its dtype's minimum) with the mechanism's
@@ -342,7 +444,7 @@ def release(acct: Accountant, mech: Mechanism, data):
       read.
     StaleAccountantError: eagerly, when ``acct``'s key was already used.
   """
-  ok, sub, new = _spend(acct, *_cost(acct, mech))
+  ok, sub, new = _spend(acct, *_cost(acct, mech), _event(acct, mech))
   out = _fill_refused(ok, mech.randomize(sub, data))
   _mark_used(acct.key)
   return new, planning.mark_if_planning(out)
@@ -379,7 +481,7 @@ def release_partitioned(acct: Accountant, mech: Mechanism, rows, part, num_parts
     McSherry (2009), Theorem 4 (parallel composition).
   """
   num_parts = _checks.check_int(num_parts, "num_parts", minimum=1)
-  ok, sub, new = _spend(acct, *_cost(acct, mech))
+  ok, sub, new = _spend(acct, *_cost(acct, mech), _event(acct, mech))
   stat = mech.part_statistics(rows, part, num_parts)
   noise_mech = mech.inner if isinstance(mech, PosetCountMechanism) else mech
   keys = jax.random.split(sub, num_parts)
@@ -412,7 +514,8 @@ def release_parallel_unchecked(acct: Accountant, pairs):
                      "are not disjoint (the cost would be the sum). Use "
                      "release_partitioned to split one dataset into parts.")
   costs = [_cost(acct, m) for m, _ in pairs]
-  ok, sub, new = _spend(acct, _max([c[0] for c in costs]), _max([c[1] for c in costs]))
+  ok, sub, new = _spend(acct, _max([c[0] for c in costs]), _max([c[1] for c in costs]),
+                        _parallel_event([_event(acct, m) for m, _ in pairs]))
   keys = jax.random.split(sub, len(pairs))
   outs = tuple(m.randomize(k, x) for k, (m, x) in zip(keys, pairs))
   _mark_used(acct.key)
@@ -457,14 +560,19 @@ def _check_budget(value, name):
 
 
 def _max(values):
+  """The largest cost (elementwise for Rényi curves: parallel composition holds at
+  each order)."""
   if all(_checks.is_concrete(v) for v in values):
-    return max(float(v) for v in values)
-  return jnp.max(jnp.stack([jnp.asarray(v) for v in values]))
+    return np.max(np.stack([np.asarray(v, np.float64) for v in values]), axis=0) \
+        if np.ndim(values[0]) else max(float(v) for v in values)
+  return jnp.max(jnp.stack([jnp.asarray(v) for v in values]), axis=0)
 
 
-def _in_cost(units, exponent: int) -> jax.Array:
-  """Integer units as a cost in the default float dtype."""
-  return jnp.asarray(units).astype(jnp.result_type(float)) * 2.0 ** exponent
+def _in_cost(units, exponent) -> jax.Array:
+  """Integer units as a cost in the default float dtype (one exponent per entry
+  under the Rényi filter)."""
+  return jnp.asarray(units).astype(jnp.result_type(float)) * np.ldexp(
+      1.0, np.asarray(exponent))
 
 
 def _cost(acct, mech):
@@ -479,6 +587,8 @@ def _cost(acct, mech):
         "DiscreteGaussianMechanism).")
   if acct.composition == "zcdp":
     return mech.zcdp_cost(acct.group_size), 0.0
+  if acct.composition == "rdp":
+    return mech.rdp_cost(acct.orders, acct.group_size), 0.0
   return mech.cost(acct.group_size)
 
 
@@ -495,7 +605,7 @@ def _check_static_cost(acct, eps, delta):
   ve, ce = _budget.charge_host(eps, acct.unit_exponent, positive=True)
   vd, cd = _budget.charge_host(delta, acct.delta_unit_exponent, positive=False)
   e_limit, d_limit = _budget.limits(acct)
-  if not (ve and vd) or ce > e_limit or cd > d_limit:
+  if not (ve and vd) or np.all(ce > np.asarray(e_limit)) or cd > d_limit:
     if acct.composition == "advanced":
       what = ("the per-release cap of advanced composition over "
               f"{acct.max_releases} releases (eps={acct.eps_cap:g}, "
@@ -503,10 +613,18 @@ def _check_static_cost(acct, eps, delta):
     elif acct.composition == "zcdp":
       what = (f"the whole zCDP budget (rho={acct.rho_budget:g}, from eps="
               f"{acct.eps_budget:g} at delta={acct.delta_budget:g})")
+    elif acct.composition == "rdp":
+      what = (f"the whole Rényi budget at every order (orders {acct.orders}, "
+              f"budgets {tuple(round(b, 6) for b in acct.rdp_budgets)}, from eps="
+              f"{acct.eps_budget:g} at delta={acct.delta_budget:g})")
     else:
       what = f"the whole budget (eps={acct.eps_budget:g}, delta={acct.delta_budget:g})"
-    cost = (f"rho={float(eps):g}" if acct.composition == "zcdp" else
-            f"(eps={float(eps):g}, delta={float(delta):g})")
+    if acct.composition == "zcdp":
+      cost = f"rho={float(eps):g}"
+    elif acct.composition == "rdp":
+      cost = f"RDP {tuple(round(float(c), 6) for c in np.asarray(eps))}"
+    else:
+      cost = f"(eps={float(eps):g}, delta={float(delta):g})"
     raise BudgetExceededError(
         f"one release costs {cost} for groups of {acct.group_size}, more than {what}. "
         "Lower eps or raise the budget; no data was read.")
@@ -536,7 +654,25 @@ def _mark_used(key):
       pass
 
 
-def _spend(acct, eps, delta):
+def _event(acct, mech):
+  """The mechanism's event for groups of the accountant's size (() if unknown)."""
+  event = getattr(mech, "event", None)
+  return event(acct.group_size) if event is not None else ()
+
+
+def _parallel_event(events):
+  """One event that dominates every part's (parallel composition: the largest)."""
+  kinds = {e[0] for e in events if e}
+  if not all(events) or len(kinds) != 1 and not kinds <= {"laplace", "pure"}:
+    return ()
+  if any(not _checks.is_concrete(e[1]) for e in events):
+    return ()
+  kind = kinds.pop() if len(kinds) == 1 else "pure"
+  values = [float(e[1]) for e in events]
+  return (kind, min(values) if kind == "gaussian" else max(values))
+
+
+def _spend(acct, eps, delta, event=()):
   """What every release does before randomizing: refuse a static over-budget cost,
   record the release for :func:`plan`, split the key and charge.
 
@@ -544,10 +680,12 @@ def _spend(acct, eps, delta):
     ``(ok, key for the mechanism, the accountant after the charge)``.
   """
   _check_unused(acct.key)
+  if acct.composition == "planned":
+    return _spend_planned(acct, event)
   _check_static_cost(acct, eps, delta)
   state = planning.current()
   if state is not None:
-    eps, delta = planning.record(state, eps, delta)
+    eps, delta = planning.record(state, eps, delta, event)
   key, sub = jax.random.split(acct.key)
   ok, leaves = _charge((acct.spent_units, acct.spent_delta_units, acct.answered,
                         acct.refusals, acct.last_answered), eps, delta, rule=_budget.rule_of(acct))
@@ -557,6 +695,67 @@ def _spend(acct, eps, delta):
       refusals=refusals, last_answered=last, key=key)
 
 
+def _planned_events(plan, eps_budget, delta_budget):
+  """The plan's events (() for a refused row), after checking its figure fits."""
+  if not isinstance(plan, planning.Plan):
+    raise _checks.ArgTypeError(f"plan must be a jaxdp.Plan (from jaxdp.plan); got "
+                               f"{type(plan).__name__}.")
+  rows = [() if r.refused else r.event for r in plan.releases]
+  if any(not r.refused and not r.event for r in plan.releases):
+    raise ValueError("the plan has releases whose mechanism is unknown (planned with "
+                     "traced costs); plan with static eps.")
+  eps = _planned_epsilon(tuple(rows), delta_budget)
+  if eps > eps_budget:
+    raise ValueError(f"the plan needs eps = {eps:.6g} at delta = {delta_budget:g} "
+                     f"(its tightest figure), more than eps_budget = {eps_budget:g}.")
+  return tuple(rows)
+
+
+@functools.lru_cache(maxsize=64)
+def _planned_epsilon(rows, delta):
+  return planning.events_epsilon([r for r in rows if r], delta)
+
+
+# Which planned kinds a release of each kind may use (it must be dominated).
+_FITS = {"laplace": ("laplace", "pure"), "pure": ("pure",), "gaussian": ("gaussian",),
+         "zcdp": ("zcdp",)}
+
+
+def _spend_planned(acct, event):
+  """The planned rule: the i-th release fits the plan's i-th row, or is refused."""
+  if not event:
+    raise ValueError("composition='planned' needs mechanisms with a known event "
+                     "(Laplace, Gaussian, discrete Gaussian, pure eps-DP).")
+  if planning.current() is not None:
+    raise ValueError("plan() with a composition='planned' accountant: plan against "
+                     "the accountant the plan was made with.")
+  kind, value = event
+  limits = np.array([r[1] if r and r[0] in _FITS[kind] else np.nan
+                     for r in acct.planned] + [np.nan], np.float64)
+  index = jnp.minimum(acct.answered + acct.refusals, len(acct.planned))
+  more = kind == "gaussian"  # sigma must be at least the planned one; else at most
+  if _checks.is_concrete(value):  # compared in float64, row by row, now
+    v = float(value)
+    fits = jnp.asarray((v >= limits) if more else (v <= limits))[index]
+  else:  # float32: the budget's 2**-22 slack forgives the rounding of a decimal
+    # eps (see jaxdp._budget); the limits are then rounded toward refusing
+    slack = 1 + 2.0 ** -_budget.SLACK_BITS
+    limits = limits / slack if more else limits * slack
+    limit32 = limits.astype(np.float32)
+    limit32 = np.where(limit32 < limits if more else limit32 > limits,
+                       np.nextafter(limit32, np.float32(np.inf if more else 0)),
+                       limit32)
+    value = jnp.asarray(value, jnp.float32)
+    limit = jnp.asarray(limit32)[index]
+    fits = (value >= limit if more else value <= limit) & jnp.isfinite(value) & (value > 0)
+  ok = fits
+  key, sub = jax.random.split(acct.key)
+  ok = jnp.broadcast_to(ok, jnp.shape(acct.last_answered))
+  return ok, sub, dataclasses.replace(
+      acct, key=key, answered=acct.answered + ok.astype(jnp.int32),
+      refusals=acct.refusals + (~ok).astype(jnp.int32), last_answered=ok)
+
+
 @functools.partial(jax.jit, static_argnames=("rule",))
 def _charge(leaves, eps, delta, *, rule: _budget.Rule):
   """The charge on the accountant's counters (one compiled call when eager)."""
@@ -564,7 +763,7 @@ def _charge(leaves, eps, delta, *, rule: _budget.Rule):
   ve, ce = _budget.charge(eps, rule.unit_exponent, positive=True)
   vd, cd = _budget.charge(delta, rule.delta_unit_exponent, positive=False)
   ok = ve & vd & _budget.allowed(rule, spent, spent_delta, answered, ce, cd)
-  return ok, (jnp.where(ok, spent + ce, spent),
+  return ok, (jnp.where(ok, _budget.add(rule, spent, ce), spent),
               jnp.where(ok, spent_delta + cd, spent_delta),
               answered + ok.astype(jnp.int32), refusals + (~ok).astype(jnp.int32),
               jnp.broadcast_to(ok, jnp.shape(last)))

@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdp import _checks
+from jaxdp import _checks, renyi
 from jaxdp import exact
 from jaxdp import random as dprandom
 from jaxdp._poset_tables import exact_tables
@@ -60,6 +60,14 @@ class Mechanism(Protocol):
 
   def zcdp_cost(self, group_size: int = 1) -> Any:
     """rho (zero-concentrated DP) for groups of ``group_size``."""
+
+  def rdp_cost(self, orders, group_size: int = 1) -> Any:
+    """Rényi DP at each of ``orders`` for groups of ``group_size``."""
+
+  def event(self, group_size: int = 1) -> tuple:
+    """What the mechanism is, for fixed-plan accounting and export: ``("laplace",
+    eps)``, ``("pure", eps)`` (any eps-DP mechanism), ``("gaussian", sigma /
+    sensitivity)`` or ``("zcdp", rho)``, for groups of ``group_size``."""
 
   def randomize(self, key: jax.Array, data: Any) -> jax.Array:
     """One noisy answer (charges nothing)."""
@@ -117,6 +125,22 @@ class _Mechanism:
     k = _checks.check_int(group_size, "group_size", minimum=1)
     return (k * self.eps) ** 2 / 2
 
+  def rdp_cost(self, orders, group_size: int = 1):
+    """RDP at each order for groups of ``group_size``: a k eps-DP mechanism has at
+    most randomized response's curve at k eps.
+
+    References:
+      Bun & Steinke (2016), Proposition 3.3; :func:`jaxdp.renyi.pure_rdp`.
+    """
+    k = _checks.check_int(group_size, "group_size", minimum=1)
+    return renyi.pure_rdp(k * self.eps, orders)
+
+  def event(self, group_size: int = 1):
+    """``("pure", k eps)``: accounted as the worst k eps-DP mechanism (randomized
+    response), whatever its noise."""
+    k = _checks.check_int(group_size, "group_size", minimum=1)
+    return ("pure", k * self.eps)
+
   def _guard(self, out):
     """Invalid (NaN, or an integer output's minimum) where a traced eps or sensitivity
     is not finite and positive."""
@@ -159,6 +183,21 @@ class LaplaceMechanism(_Mechanism):
     _check_exact_options(self.exact, self.grid)
 
   norm = 1.0  # the sensitivity's norm (for clipping per-row contributions)
+
+  def rdp_cost(self, orders, group_size: int = 1):
+    """The Laplace mechanism's own RDP curve at k eps (a group of k moves the
+    statistic by at most k sensitivity; exact releases round it: postprocessing).
+
+    References:
+      Mironov (2017), Proposition 6; :func:`jaxdp.renyi.laplace_rdp`.
+    """
+    k = _checks.check_int(group_size, "group_size", minimum=1)
+    return renyi.laplace_rdp(k * self.eps, orders)
+
+  def event(self, group_size: int = 1):
+    """``("laplace", k eps)``: the Laplace mechanism at scale sensitivity / eps."""
+    k = _checks.check_int(group_size, "group_size", minimum=1)
+    return ("laplace", k * self.eps)
 
   def randomize(self, key, data):
     if self.exact:
@@ -313,6 +352,15 @@ class GaussianMechanism(_Mechanism):
     k = _checks.check_int(group_size, "group_size", minimum=1)
     return (k * self.sensitivity) ** 2 / (2 * self.sigma ** 2)
 
+  def rdp_cost(self, orders, group_size: int = 1):
+    """alpha rho at each order (Mironov 2017, Proposition 7)."""
+    return renyi.gaussian_rdp(self.zcdp_cost(group_size), orders)
+
+  def event(self, group_size: int = 1):
+    """``("gaussian", sigma / (k sensitivity))``: the noise multiplier."""
+    k = _checks.check_int(group_size, "group_size", minimum=1)
+    return ("gaussian", self.sigma / (k * self.sensitivity))
+
   @property
   def sigma(self):
     """The noise's standard deviation (a float when eps, delta, sensitivity are static)."""
@@ -398,6 +446,15 @@ class DiscreteGaussianMechanism(_Mechanism):
     k = _checks.check_int(group_size, "group_size", minimum=1)
     s2 = exact.sigma_quarters(self.sigma) / 4
     return (k * self.sensitivity) ** 2 / (2 * s2)
+
+  def rdp_cost(self, orders, group_size: int = 1):
+    """alpha rho at each order (Canonne, Kamath & Steinke 2020, Theorem 4)."""
+    return renyi.gaussian_rdp(self.zcdp_cost(group_size), orders)
+
+  def event(self, group_size: int = 1):
+    """``("zcdp", rho)``: the discrete Gaussian's privacy profile is not the
+    continuous one's, so it is accounted through its zCDP guarantee only."""
+    return ("zcdp", self.zcdp_cost(group_size))
 
   def randomize(self, key, data):
     units, _ = _grid_units(data, None)
@@ -502,6 +559,13 @@ class PosetCountMechanism(_Mechanism):
   def randomize(self, key, data):
     stat = self.statistic(data)
     return self.inner.randomize(key, stat)
+
+  def rdp_cost(self, orders, group_size: int = 1):
+    """The noise mechanism's curve (Laplace's own for ``noise="laplace"``)."""
+    return self.inner.rdp_cost(orders, group_size)
+
+  def event(self, group_size: int = 1):
+    return self.inner.event(group_size)
 
   def _validated(self, data):
     d = self.poset.d

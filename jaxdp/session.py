@@ -71,8 +71,8 @@ class Session:
     data: the dataset, one row per person (a 2-D array, or 1-D for one value each).
       Kept on the device; never returned.
     eps_budget: total eps (Dwork, Lemma 2.6 refusals).
-    delta_budget, group_size, composition, max_releases, delta_prime: as for
-      :meth:`jaxdp.Accountant.create`.
+    delta_budget, group_size, composition, max_releases, delta_prime, orders: as
+      for :meth:`jaxdp.Accountant.create`.
     key: the PRNG key; ``None`` (the default, and the only choice for a real release)
       draws one from the operating system.
     secure: releases meant to be published: a ChaCha20 key and exact, integer (or
@@ -87,7 +87,7 @@ class Session:
 
   def __init__(self, data, eps_budget, *, delta_budget=0.0, group_size: int = 1,
                key=None, composition: str = "basic", max_releases=None,
-               delta_prime: float = 0.0, secure: bool = False):
+               delta_prime: float = 0.0, secure: bool = False, orders=None):
     self._data = _checks.check_data(data)
     if self._data.ndim not in (1, 2):
       raise ValueError(f"data must be 1-D or 2-D (one row per person); got shape "
@@ -95,7 +95,8 @@ class Session:
     self._acct = Accountant.create(eps_budget, delta_budget=delta_budget,
                                    group_size=group_size, key=key,
                                    composition=composition, max_releases=max_releases,
-                                   delta_prime=delta_prime, secure=secure)
+                                   delta_prime=delta_prime, secure=secure,
+                                   orders=orders)
 
   # -------------------------------------------------------------- read-only state
   @property

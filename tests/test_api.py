@@ -27,7 +27,8 @@ def test_all_is_complete_and_resolves():
     assert not missing, (module.__name__, missing)
   public = {n for n in dir(jaxdp) if not n.startswith("_")}
   modules = {"accounting", "balls", "composition", "mechanisms", "planning", "posets",
-             "session", "montecarlo", "random", "experiments", "chacha", "exact"}  # submodules once imported
+             "session", "montecarlo", "random", "experiments", "chacha", "exact",
+             "pld", "renyi"}  # submodules once imported
   assert public - set(jaxdp.__all__) <= modules
 
 
