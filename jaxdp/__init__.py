@@ -6,7 +6,7 @@ insertion sampler, the command line) live in :mod:`jaxdp.experiments`, which thi
 package does not import.
 """
 
-from jaxdp import chacha, exact, montecarlo, pld, random, renyi
+from jaxdp import calibration, chacha, exact, montecarlo, pld, random, renyi
 from jaxdp.accounting import (
     Accountant,
     BudgetExceededError,
@@ -35,6 +35,7 @@ from jaxdp.mechanisms import (
     LaplaceMechanism,
     Mechanism,
     PosetCountMechanism,
+    ZCDPGaussianMechanism,
 )
 from jaxdp.planning import (DataDependentCostError, Plan, PlannedRelease, events_epsilon,
                             plan)
@@ -62,7 +63,9 @@ __all__ = [
     "Session",
     "StaleAccountantError",
     "UnsafeQueryError",
+    "ZCDPGaussianMechanism",
     "advanced_composition",
+    "calibration",
     "enumerate_objects",
     "events_epsilon",
     "exact_second_moment",

@@ -114,6 +114,7 @@ class Accountant:
   refusals: jax.Array
   answered: jax.Array
   last_answered: jax.Array
+  log: jax.Array
   eps_budget: float = _static(default=1.0)
   delta_budget: float = _static(default=0.0)
   group_size: int = _static(default=1)
@@ -125,12 +126,13 @@ class Accountant:
   secure: bool = _static(default=False)
   orders: tuple = _static(default=())
   planned: tuple = _static(default=())
+  history: int = _static(default=0)
 
   @classmethod
   def create(cls, eps_budget, *, delta_budget=0.0, group_size: int = 1, key=None,
              composition: str = "basic", max_releases: int | None = None,
              delta_prime: float = 0.0, secure: bool = False,
-             orders=None, plan=None) -> "Accountant":
+             orders=None, plan=None, history: int = 0) -> "Accountant":
     """A fresh accountant.
 
     Args:
@@ -188,6 +190,9 @@ class Accountant:
       max_releases: for advanced composition, the number k of releases declared in
         advance.
       plan: for ``composition="planned"``, the :class:`~jaxdp.Plan` to enforce.
+      history: keep the first ``history`` answered releases' events (kind and
+        parameter, :meth:`jaxdp.Mechanism.event`) as a leaf, so a run, also under
+        jit, can be exported with :meth:`to_dp_event`. 0 (default): none.
       orders: for ``composition="rdp"``, the Rényi orders (> 1) of the filter
         (default :data:`jaxdp.renyi.DEFAULT_ORDERS`, 2, 4, ..., 256). Fewer orders
         pay less for the union bound; orders whose budget would be <= 0 are
@@ -259,6 +264,7 @@ class Accountant:
       delta_scale = 0.0
     else:
       orders = ()
+    history = _checks.check_int(history, "history", minimum=0)
     if not isinstance(secure, bool):
       raise _checks.ArgTypeError(f"secure must be True or False; got {secure!r}.")
     with jax.ensure_compile_time_eval():  # concrete even when created inside a trace
@@ -275,12 +281,13 @@ class Accountant:
       zero = jnp.zeros((), jnp.int32)
       last = jnp.ones((), bool)
       spent = jnp.zeros((len(orders),), jnp.int32) if orders else zero
+      log = jnp.zeros((history, 2), jnp.float32)
     if orders:
       exponent = tuple(_budget.unit_exponent(b) for b in budgets)
     else:
       exponent = _budget.unit_exponent(eps_scale)
     return cls(spent_units=spent, spent_delta_units=zero, key=key, refusals=zero,
-               answered=zero, last_answered=last,
+               answered=zero, last_answered=last, log=log, history=history,
                eps_budget=eps_budget, delta_budget=delta_budget,
                group_size=group_size, composition=composition,
                max_releases=max_releases, delta_prime=delta_prime,
@@ -394,6 +401,30 @@ class Accountant:
               jnp.where(more, self.delta_cap, 0.0).astype(f))
     return left, _in_cost(self.delta_capacity - self.spent_delta_units,
                           self.delta_unit_exponent)
+
+  def events(self) -> list:
+    """The logged events of the answered releases, oldest first (``history`` > 0).
+
+    Raises:
+      ValueError: no history was kept, more releases were answered than it holds,
+        or the accountant is traced or batched.
+    """
+    if self.history == 0:
+      raise ValueError("this accountant keeps no history: create it with history=K.")
+    if not _checks.is_concrete(self.log) or self.log.ndim != 2:
+      raise ValueError("events() needs one concrete accountant (not traced, not a "
+                       "vmapped batch: index it first).")
+    n = int(self.answered)
+    if n > self.history:
+      raise ValueError(f"{n} releases were answered but the history holds "
+                       f"{self.history}: create the accountant with history >= {n}.")
+    log = np.asarray(self.log[:n], np.float64)
+    return [(_KINDS[int(code) - 1], float(value)) for code, value in log]
+
+  def to_dp_event(self, pure_as: str = "randomized_response"):
+    """The answered releases as a dp_accounting ``ComposedDpEvent`` (see
+    :meth:`jaxdp.Plan.to_dp_event` for the mapping). Needs ``history`` > 0."""
+    return planning.to_dp_event(self.events(), pure_as)
 
   def guarantee(self) -> tuple[jax.Array, jax.Array]:
     """The ``(eps, delta)`` guarantee, as arrays in the default float dtype.
@@ -692,7 +723,25 @@ def _spend(acct, eps, delta, event=()):
   spent, spent_delta, answered, refusals, last = leaves
   return ok, sub, dataclasses.replace(
       acct, spent_units=spent, spent_delta_units=spent_delta, answered=answered,
-      refusals=refusals, last_answered=last, key=key)
+      refusals=refusals, last_answered=last, key=key, log=_logged(acct, ok, event))
+
+
+_KINDS = ("laplace", "pure", "gaussian", "zcdp")
+
+
+def _logged(acct, ok, event):
+  """The history leaf after a release: an answered one writes (kind code, value) at
+  row ``answered`` while there is room."""
+  if acct.history == 0:
+    return acct.log
+  if not event:
+    raise ValueError("history needs mechanisms with a known event (Laplace, "
+                     "Gaussian, discrete Gaussian, pure eps-DP).")
+  row = jnp.stack([jnp.float32(_KINDS.index(event[0]) + 1),
+                   jnp.asarray(event[1], jnp.float32)])
+  write = ok & (acct.answered < acct.history)
+  index = jnp.minimum(acct.answered, acct.history - 1)
+  return jnp.where(write, acct.log.at[index].set(row), acct.log)
 
 
 def _planned_events(plan, eps_budget, delta_budget):
@@ -748,11 +797,11 @@ def _spend_planned(acct, event):
     value = jnp.asarray(value, jnp.float32)
     limit = jnp.asarray(limit32)[index]
     fits = (value >= limit if more else value <= limit) & jnp.isfinite(value) & (value > 0)
-  ok = fits
   key, sub = jax.random.split(acct.key)
-  ok = jnp.broadcast_to(ok, jnp.shape(acct.last_answered))
+  ok = jnp.broadcast_to(fits, jnp.shape(acct.last_answered))
   return ok, sub, dataclasses.replace(
-      acct, key=key, answered=acct.answered + ok.astype(jnp.int32),
+      acct, key=key, log=_logged(acct, ok, event),
+      answered=acct.answered + ok.astype(jnp.int32),
       refusals=acct.refusals + (~ok).astype(jnp.int32), last_answered=ok)
 
 

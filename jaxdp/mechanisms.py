@@ -44,7 +44,7 @@ from jaxdp.balls import LpBall, PosetBall
 from jaxdp.posets import Poset
 
 __all__ = ["Mechanism", "LaplaceMechanism", "KNormMechanism", "GaussianMechanism",
-           "DiscreteGaussianMechanism", "PosetCountMechanism", "COUNT_NOISES"]
+           "ZCDPGaussianMechanism", "DiscreteGaussianMechanism", "PosetCountMechanism", "COUNT_NOISES"]
 
 COUNT_NOISES = ("poset", "linf", "l2", "laplace")
 EXACT_COUNT_NOISES = ("poset", "linf", "laplace")
@@ -386,6 +386,70 @@ class GaussianMechanism(_Mechanism):
     ok = (jnp.isfinite(self.eps) & (self.eps > 0) & (self.eps < eps_max) & (self.delta > 0)
           & (self.delta < 1) & jnp.isfinite(self.sensitivity) & (self.sensitivity > 0))
     return data + jnp.where(ok, noise * self.sigma, jnp.nan)
+
+
+@_pytree("sigma", "sensitivity")
+@dataclasses.dataclass(frozen=True)
+class ZCDPGaussianMechanism:
+  """Gaussian noise of a given standard deviation, accounted in zCDP / RDP / PLD.
+
+  The mechanism deep-learning users know (a noise multiplier, not an (eps, delta)):
+  adding N(0, sigma^2) to a statistic of l_2 sensitivity Delta is
+  Delta^2 / (2 sigma^2)-zCDP, and its privacy profile is the Gaussian's. It has no
+  single (eps, delta), so an accountant with basic or advanced composition refuses
+  it (ValueError at trace time); use ``composition="zcdp"``, ``"rdp"`` or a plan.
+  ``sigma`` may be traced (a leaf).
+
+  Attributes:
+    sigma: the noise's standard deviation (> 0).
+    sensitivity: l_2 sensitivity of the statistic.
+
+  References:
+    Bun & Steinke (2016), Proposition 1.6; Mironov (2017), Proposition 7.
+  """
+
+  sigma: Any
+  sensitivity: Any = 1.0
+
+  norm = 2.0
+  exact = False
+
+  def __post_init__(self):
+    object.__setattr__(self, "sigma", _checks.check_positive(
+        self.sigma, "sigma", allow_traced=True))
+    object.__setattr__(self, "sensitivity", _checks.check_positive(
+        self.sensitivity, "sensitivity", allow_traced=True))
+
+  def cost(self, group_size: int = 1):
+    raise ValueError(
+        "ZCDPGaussianMechanism has a zCDP cost, not one (eps, delta): use an "
+        "accountant with composition='zcdp' or 'rdp' (or a plan), or "
+        "GaussianMechanism(eps, delta) under basic composition.")
+
+  def zcdp_cost(self, group_size: int = 1):
+    """rho = (k sensitivity)^2 / (2 sigma^2) (sensitivity scaling for groups)."""
+    k = _checks.check_int(group_size, "group_size", minimum=1)
+    return (k * self.sensitivity) ** 2 / (2 * self.sigma ** 2)
+
+  def rdp_cost(self, orders, group_size: int = 1):
+    return renyi.gaussian_rdp(self.zcdp_cost(group_size), orders)
+
+  def event(self, group_size: int = 1):
+    k = _checks.check_int(group_size, "group_size", minimum=1)
+    return ("gaussian", self.sigma / (k * self.sensitivity))
+
+  def part_statistics(self, rows, part, num_parts):
+    """Per-part sums of rows clipped to l_2 norm ``sensitivity``."""
+    return _clipped_part_sums(rows, part, num_parts, self.norm, self.sensitivity)
+
+  def randomize(self, key, data):
+    data = _statistic(data)
+    noise = dprandom.gaussian(key, data.shape, data.dtype)
+    out = data + noise * self.sigma
+    for v in (self.sigma, self.sensitivity):
+      if not _checks.is_concrete(v):
+        out = _checks.guard_positive(v, out)
+    return out
 
 
 @_pytree("eps", "delta", "sensitivity")

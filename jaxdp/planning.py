@@ -80,45 +80,21 @@ class Plan(NamedTuple):
     return _fallback_epsilon(rows, delta)
 
   def to_dp_event(self, pure_as: str = "randomized_response"):
-    """The answered releases as one dp_accounting ``ComposedDpEvent``.
-
-    Laplace -> ``LaplaceDpEvent(1 / eps)`` (l_1 sensitivity 1 after scaling);
-    Gaussian -> ``GaussianDpEvent(sigma / sensitivity)``; discrete Gaussian ->
-    ``ZCDpEvent(rho)``; any other pure eps-DP mechanism (K-norm, exact poset
-    noise) has no exact event: its worst case is two-bucket randomized response,
-    ``RandomizedResponseDpEvent(2 / (1 + e^eps), 2)`` (dp_accounting evaluates it
-    under ``NeighboringRelation.REPLACE_ONE``, whose dominating pair is the same
-    two-point pair), or with ``pure_as="zcdp"`` ``ZCDpEvent(eps^2 / 2)`` (for its
-    RdpAccountant; looser). Needs the optional ``dp-accounting`` package.
+    """The answered releases as one dp_accounting ``ComposedDpEvent``
+    (:func:`to_dp_event`).
 
     Raises:
       ImportError: dp_accounting is not installed (``pip install jaxdp[accounting]``).
       ValueError: a release's mechanism is unknown (planned with traced costs).
     """
-    import dp_accounting  # optional: only this export needs it
-
-    if pure_as not in ("randomized_response", "zcdp"):
-      raise ValueError(f"pure_as must be 'randomized_response' or 'zcdp'; got "
-                       f"{pure_as!r}.")
     events = []
     for i, r in enumerate(self.releases):
       if r.refused:
         continue
       if not r.event:
         raise ValueError(f"release #{i} has no known mechanism (a traced cost).")
-      kind, value = r.event
-      if kind == "laplace":
-        events.append(dp_accounting.LaplaceDpEvent(1.0 / value))
-      elif kind == "gaussian":
-        events.append(dp_accounting.GaussianDpEvent(value))
-      elif kind == "zcdp":
-        events.append(dp_accounting.ZCDpEvent(value))
-      elif pure_as == "zcdp":
-        events.append(dp_accounting.ZCDpEvent(value * value / 2))
-      else:
-        events.append(dp_accounting.RandomizedResponseDpEvent(
-            2.0 / (1.0 + math.exp(value)), 2))
-    return dp_accounting.ComposedDpEvent(events)
+      events.append(r.event)
+    return to_dp_event(events, pure_as)
 
   @property
   def refused(self) -> tuple:
@@ -128,11 +104,12 @@ class Plan(NamedTuple):
 # Orders for the Rényi conversion of a fixed plan (any order is valid, so the best of
 # a wide grid is): 1.01 to 10^4.
 _PLAN_ORDERS = tuple(1.0 + np.geomspace(0.01, 1e4, 300))
+_METHODS = ("basic", "kov", "zcdp", "rdp", "pld")
 PLD_GRID = 1e-4          # loss grid of the PLD figure
 _PLD_MAX_POINTS = 1 << 22  # coarser grid beyond (the error bound grows with it)
 
 
-def events_epsilon(events, delta: float) -> float:
+def events_epsilon(events, delta: float, methods=None) -> float:
   """The tightest eps for a fixed sequence of mechanism events at ``delta``.
 
   Events are ``(kind, value)``: ``("laplace", eps)``, ``("pure", eps)``,
@@ -147,25 +124,67 @@ def events_epsilon(events, delta: float) -> float:
   * the PLD (without zCDP events): pessimistic grid h = 1e-4 (coarser if the
     composed support would pass 2^22 points), so the figure is above the exact
     one by at most (number of releases) x h.
+
+  ``methods`` restricts the bounds to a subset of ``("basic", "kov", "zcdp", "rdp",
+  "pld")`` (default: all).
   """
   delta = _checks.check_delta(delta, "delta")
+  use = set(_METHODS if methods is None else methods)
+  if not use <= set(_METHODS):
+    raise ValueError(f"methods must be a subset of {_METHODS}; got {methods!r}.")
   if not events:
     return 0.0
   kinds = {k for k, _ in events}
   pure = [v for k, v in events if k in ("laplace", "pure")]
-  best = sum(pure) if len(pure) == len(events) else math.inf
+  all_pure = len(pure) == len(events)
+  best = sum(pure) if all_pure and "basic" in use else math.inf
   if not delta > 0:
     return best
-  if len(pure) == len(events) and len(set(pure)) == 1:
+  if all_pure and len(set(pure)) == 1 and "kov" in use:
     best = min(best, optimal_composition_epsilon(pure[0], len(pure), delta))
-  rho = sum(v * v / 2 if k in ("laplace", "pure") else
-            (1 / (2 * v * v) if k == "gaussian" else v) for k, v in events)
-  best = min(best, zcdp_epsilon(rho, delta))
-  curve = sum(_rdp_curve(k, v) for k, v in events)
-  best = min(best, renyi.rdp_epsilon(curve, _PLAN_ORDERS, delta))
-  if "zcdp" not in kinds:
+  if "zcdp" in use:
+    rho = sum(v * v / 2 if k in ("laplace", "pure") else
+              (1 / (2 * v * v) if k == "gaussian" else v) for k, v in events)
+    best = min(best, zcdp_epsilon(rho, delta))
+  if "rdp" in use:
+    curve = sum(_rdp_curve(k, v) for k, v in events)
+    best = min(best, renyi.rdp_epsilon(curve, _PLAN_ORDERS, delta))
+  if "zcdp" not in kinds and "pld" in use:
     best = min(best, _pld_of(events).epsilon(delta))
   return best
+
+
+def to_dp_event(events, pure_as: str = "randomized_response"):
+  """Events ``(kind, value)`` as one dp_accounting ``ComposedDpEvent``.
+
+  Laplace -> ``LaplaceDpEvent(1 / eps)`` (l_1 sensitivity 1 after scaling);
+  Gaussian -> ``GaussianDpEvent(sigma / sensitivity)``; discrete Gaussian ->
+  ``ZCDpEvent(rho)``; any other pure eps-DP mechanism (K-norm, exact poset noise) has
+  no exact event: its worst case is two-bucket randomized response,
+  ``RandomizedResponseDpEvent(2 / (1 + e^eps), 2)``, which dp_accounting evaluates
+  under ``NeighboringRelation.REPLACE_ONE`` (the same two-point dominating pair; its
+  Laplace events need add/remove, so a plan mixing both needs two accountants), or
+  with ``pure_as="zcdp"`` ``ZCDpEvent(eps^2 / 2)`` (RdpAccountant; looser). Needs the
+  optional ``dp-accounting`` package (``pip install jaxdp[accounting]``).
+  """
+  import dp_accounting  # optional: only this export needs it
+
+  if pure_as not in ("randomized_response", "zcdp"):
+    raise ValueError(f"pure_as must be 'randomized_response' or 'zcdp'; got "
+                     f"{pure_as!r}.")
+  out = []
+  for kind, value in events:
+    if kind == "laplace":
+      out.append(dp_accounting.LaplaceDpEvent(1.0 / value))
+    elif kind == "gaussian":
+      out.append(dp_accounting.GaussianDpEvent(value))
+    elif kind == "zcdp":
+      out.append(dp_accounting.ZCDpEvent(value))
+    elif pure_as == "zcdp":
+      out.append(dp_accounting.ZCDpEvent(value * value / 2))
+    else:
+      out.append(dp_accounting.RandomizedResponseDpEvent(2.0 / (1.0 + math.exp(value)), 2))
+  return dp_accounting.ComposedDpEvent(out)
 
 
 def _rdp_curve(kind, value):

@@ -267,8 +267,8 @@ def test_remaining_and_derived_config_never_go_stale():
   # configuration is static (hashable aux data), state the leaves; unflattening with
   # placeholders runs no validation
   leaves, treedef = jax.tree_util.tree_flatten(_acct(1.0))
-  assert len(leaves) == 6 and hash(treedef)
-  assert jax.tree_util.tree_unflatten(treedef, [object()] * 6).eps_budget == 1.0
+  assert len(leaves) == 7 and hash(treedef)
+  assert jax.tree_util.tree_unflatten(treedef, [object()] * 7).eps_budget == 1.0
 
 
 # ------------------------------------------------------------------ noise scales

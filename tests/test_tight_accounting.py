@@ -7,6 +7,7 @@ profile (Balle & Wang, Theorem 8), and Google's dp_accounting (PLD and RDP
 accountants) on random plans.
 """
 
+import dataclasses
 import math
 
 import jax
@@ -276,3 +277,62 @@ def test_planned_accountant_attack_swapping_the_mechanism():
   assert int(new.answered) == 1
   with pytest.raises(ValueError, match="needs plan"):
     Accountant.create(1.0, delta_budget=1e-6, composition="planned")
+
+
+def test_history_exports_a_jitted_run():
+  """history=K logs each answered release's event inside jit; the export composed by
+  dp_accounting's PLD gives the figure of the same plan."""
+  acct = Accountant.create(5.0, delta_budget=1e-6, composition="rdp", key=jax.random.key(7),
+                           history=100)
+  run = jax.jit(lambda a, e: jax.lax.scan(
+      lambda s, x: release(s, LaplaceMechanism(x), jnp.zeros(())), a, e))
+  acct, _ = run(acct, jnp.full(80, 0.1))
+  acct, _ = release(acct, jaxdp.ZCDPGaussianMechanism(40.0, 2.0), jnp.zeros(3))
+  events = acct.events()
+  assert len(events) == int(acct.answered) == 81
+  assert events[0] == ("laplace", pytest.approx(0.1)) and events[-1] == ("gaussian", 20.0)
+  acc = dp_accounting.pld.PLDAccountant()
+  acc.compose(acct.to_dp_event())
+  assert acc.get_epsilon(1e-6) == pytest.approx(jaxdp.events_epsilon(events, 1e-6), rel=0.01)
+  with pytest.raises(ValueError, match="history >= 81"):
+    dataclasses.replace(acct, history=10, log=acct.log[:10]).events()
+  with pytest.raises(ValueError, match="keeps no history"):
+    Accountant.create(1.0).events()
+
+
+def test_zcdp_gaussian_mechanism_costs_and_refusal_under_basic():
+  m = jaxdp.ZCDPGaussianMechanism(2.0, sensitivity=3.0)
+  assert m.zcdp_cost(2) == pytest.approx(36 / 8)
+  np.testing.assert_allclose(m.rdp_cost((2.0, 10.0)), [2 * 9 / 8, 10 * 9 / 8])
+  with pytest.raises(ValueError, match="composition='zcdp'"):
+    release(Accountant.create(1.0, key=jax.random.key(0)), m, jnp.zeros(2))
+  acct = Accountant.create(1.0, delta_budget=1e-6, composition="zcdp", key=jax.random.key(0))
+  acct, _ = jax.jit(lambda a, s: release(a, jaxdp.ZCDPGaussianMechanism(s), jnp.zeros(2)))(
+      acct, 10.0)
+  assert float(acct.spent_rho) == pytest.approx(1 / 200, rel=1e-5)
+
+
+def test_calibration_against_dp_accounting_and_its_own_figures():
+  """Gaussian sigma by PLD equals dp_accounting's calibrate_dp_mechanism (exact: the
+  composition is one Gaussian); Laplace by PLD within 0.1% of it; every helper's
+  answer meets its target by the figure it names, and tighter compositions need
+  less noise."""
+  from jaxdp import calibration
+  ref = dp_accounting.calibrate_dp_mechanism(
+      dp_accounting.pld.PLDAccountant,
+      lambda s: dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(s), 10),
+      1.0, 1e-5)
+  assert calibration.gaussian_sigma(1.0, 1e-5, 10) == pytest.approx(ref, rel=1e-6)
+  ref = dp_accounting.calibrate_dp_mechanism(
+      dp_accounting.pld.PLDAccountant,
+      lambda s: dp_accounting.SelfComposedDpEvent(dp_accounting.LaplaceDpEvent(s), 100),
+      5.0, 1e-6)
+  e = {c: calibration.laplace_eps(5.0, 1e-6, 100, composition=c) for c in
+       calibration.CALIBRATIONS}
+  assert 1 / e["pld"] == pytest.approx(ref, rel=1e-3)
+  assert e["basic"] < e["zcdp"] < e["rdp"] < e["pld"]
+  assert jaxdp.events_epsilon([("laplace", e["pld"])] * 100, 1e-6) <= 5.0
+  s = calibration.gaussian_sigma(1.0, 1e-5, 10, composition="zcdp", sensitivity=2.0)
+  assert jaxdp.zcdp_epsilon(10 * 4 / (2 * s * s), 1e-5) <= 1.0 + 1e-9
+  with pytest.raises(ValueError, match="composition must be one of"):
+    calibration.gaussian_sigma(1.0, 1e-5, composition="basic")
