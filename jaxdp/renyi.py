@@ -23,10 +23,15 @@ rho -> k^2 rho):
 * Gaussian noise (continuous or discrete) of zCDP rho: alpha rho (Bun & Steinke 2016;
   Canonne, Kamath & Steinke 2020, Theorem 4).
 
-Traced curves are computed in float32 with cancellation-free formulas and multiplied by
-``1 + 2**-12`` (:data:`TRACED_MARGIN`), which covers their rounding (tests check the
-product against 50-digit mpmath values): a traced cost is never charged below the true
-one. Static costs use float64.
+Static costs use float64 and formulas without cancellation (relative error < 1e-9).
+Traced costs (inside jit, one per release per order, so speed matters) use float32
+and the short log-sum-exp form, then are rounded up: times ``1 + 2**-12``
+(:data:`TRACED_MARGIN`) plus ``2**-20 (|p| + |q| + 1) / (alpha - 1)`` for the two
+log-sum-exp terms p and q (16x a bound on float32's rounding of them). Tests check
+the result against 50-digit mpmath values for eps from 1e-6 to 90: a traced cost is
+never charged below the true one, and above it by at most that rounding-up (at
+alpha = 4: 0.4% at eps = 0.01, 0.005% at eps = 0.1; orders near 1 pay more at tiny
+eps, since log((alpha-1)/(2 alpha-1)) grows, but never more than eps itself).
 
 References:
   I. Mironov, "Rényi differential privacy", CSF 2017. M. Bun, T. Steinke,
@@ -95,9 +100,10 @@ def _softplus(y, xp):
   return xp.logaddexp(y, 0.0)
 
 
-def _curve(fn, eps, orders):
-  """Evaluates ``fn(eps, alpha, xp)`` on every order: float64 numpy for a static eps,
-  float32 jnp (times the margin) for a traced one. 0 where eps == 0."""
+def _curve(fn, terms, eps, orders):
+  """Evaluates ``fn(eps, alpha, xp)`` on every order for a static eps (float64), or
+  the rounded-up log-sum-exp of ``terms(eps, alpha)`` for a traced one (float32).
+  0 where eps == 0."""
   a = np.asarray(orders, np.float64)
   if _checks.is_concrete(eps) and np.ndim(eps) == 0:
     e = float(eps)
@@ -105,8 +111,24 @@ def _curve(fn, eps, orders):
       return np.where(e > 0, fn(np.float64(max(e, 1e-300)), a, np), 0.0)
   e = jnp.asarray(eps, jnp.float32)[..., None]
   pos = e > 0
-  out = fn(jnp.where(pos, e, 1.0), jnp.asarray(a, jnp.float32), jnp) * TRACED_MARGIN
-  return jnp.where(pos, out, 0.0)
+  e = jnp.where(pos, e, 1.0)
+  p, q, rest = terms(e, a)
+  scale = np.float32(1 / (a - 1))
+  value = (jnp.logaddexp(p, q) - rest) * scale
+  slack = (jnp.abs(p) + jnp.abs(q) + jnp.abs(rest) + 1) * (scale * np.float32(2.0 ** -20))
+  out = jnp.minimum(value * np.float32(TRACED_MARGIN) + slack, e)
+  return jnp.where(pos, jnp.maximum(out, 0.0), 0.0)
+
+
+def _pure_terms(e, a):
+  """(alpha - 1) D = logaddexp(alpha e, (1 - alpha) e) - softplus(e)."""
+  return (np.float32(a) * e, np.float32(1 - a) * e, jnp.logaddexp(e, 0.0))
+
+
+def _laplace_terms(e, a):
+  """(alpha - 1) D = logaddexp(log(a / (2a-1)) + (a-1) e, log((a-1) / (2a-1)) - a e)."""
+  c1, c2 = np.log(a / (2 * a - 1)), np.log((a - 1) / (2 * a - 1))
+  return (np.float32(c1) + np.float32(a - 1) * e, np.float32(c2) - np.float32(a) * e, 0.0)
 
 
 def _pure(e, a, xp):
@@ -138,12 +160,12 @@ def pure_rdp(eps, orders):
 
   Returns:
     An array with one value per order (numpy float64 for a static eps; jnp float32,
-    rounded up by :data:`TRACED_MARGIN`, for a traced one).
+    rounded up as the module docstring says, for a traced one).
 
   References:
     Bun & Steinke (2016), Proposition 3.3.
   """
-  return _curve(_pure, eps, orders)
+  return _curve(_pure, _pure_terms, eps, orders)
 
 
 def laplace_rdp(eps, orders):
@@ -152,7 +174,7 @@ def laplace_rdp(eps, orders):
   References:
     Mironov (2017), Proposition 6.
   """
-  return _curve(_laplace, eps, orders)
+  return _curve(_laplace, _laplace_terms, eps, orders)
 
 
 def gaussian_rdp(rho, orders):

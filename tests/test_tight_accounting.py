@@ -41,18 +41,21 @@ def _mp_laplace(e, a):
 @pytest.mark.parametrize("curve,ref", [(renyi.pure_rdp, _mp_pure),
                                        (renyi.laplace_rdp, _mp_laplace)])
 def test_renyi_curves_against_mpmath(curve, ref):
-  """Static (float64): relative error < 1e-9. Traced (float32): never below the exact
-  value at the float32 eps it was given, and within 1e-3 of it: the cancellation-free
-  formulas matter at small eps, where a naive float32 log loses every digit."""
+  """Static (float64, cancellation-free): relative error < 1e-9. Traced (float32,
+  rounded up): never below the exact value at the float32 eps it was given, and at
+  most 0.1% + 2**-19 (3 + |log((a-1)/(2a-1))| + 2 a eps) / (a - 1) above it (twice the
+  documented rounding-up of the log-sum-exp terms); 60 eps from 1e-6 to 90."""
   orders = (1.01, 1.5, 2.0, 6.0, 64.0, 1e4)
-  traced = jax.jit(lambda e: curve(e, orders))
-  for eps in (1e-6, 1e-3, 0.1, 1.0, 7.0, 90.0):
-    static, got = curve(eps, orders), np.asarray(traced(eps), np.float64)
+  grid = np.geomspace(1e-6, 90.0, 60)
+  traced = np.asarray(jax.jit(jax.vmap(lambda e: curve(e, orders)))(grid), np.float64)
+  for j, eps in enumerate(grid):
+    static = curve(float(eps), orders)
     e32 = float(np.float32(eps))
     for i, a in enumerate(orders):
       assert static[i] == pytest.approx(float(ref(eps, a)), rel=1e-9)
       exact = float(ref(e32, a))
-      assert exact <= got[i] <= exact * (1 + 1e-3)
+      slack = 2 ** -19 * (3 + abs(math.log((a - 1) / (2 * a - 1))) + 2 * a * e32) / (a - 1)
+      assert exact <= traced[j, i] <= exact * (1 + 1e-3) + slack
 
 
 def _rdp_expected(eps_budget, delta, orders, cost):
