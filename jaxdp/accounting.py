@@ -620,6 +620,8 @@ def _cost(acct, mech):
     return mech.zcdp_cost(acct.group_size), 0.0
   if acct.composition == "rdp":
     return mech.rdp_cost(acct.orders, acct.group_size), 0.0
+  if acct.composition == "planned":  # judged by its event against the plan's row
+    return 0.0, 0.0
   return mech.cost(acct.group_size)
 
 

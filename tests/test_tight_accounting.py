@@ -278,6 +278,15 @@ def test_planned_accountant_attack_swapping_the_mechanism():
                            key=jax.random.key(6))
   new, _ = release(acct, LaplaceMechanism(0.5), jnp.zeros(2))
   assert int(new.answered) == 1
+  # a sigma-given Gaussian against a Gaussian plan: at least the planned noise
+  gp = jaxdp.plan(lambda a: release(a, jaxdp.ZCDPGaussianMechanism(4.0), jnp.zeros(2))[0],
+                  Accountant.create(10.0, delta_budget=1e-6, composition="zcdp",
+                                    key=jax.random.key(0)))
+  for sigma, answered in ((3.9, 0), (4.0, 1)):
+    acct = Accountant.create(2.0, delta_budget=1e-6, composition="planned", plan=gp,
+                             key=jax.random.key(8))
+    new, _ = release(acct, jaxdp.ZCDPGaussianMechanism(sigma), jnp.zeros(2))
+    assert int(new.answered) == answered
   with pytest.raises(ValueError, match="needs plan"):
     Accountant.create(1.0, delta_budget=1e-6, composition="planned")
 
