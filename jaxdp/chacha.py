@@ -41,7 +41,7 @@ import numpy as np
 from jax import lax
 from jax.extend.random import define_prng_impl
 
-__all__ = ["CHACHA20", "block", "MAX_BLOCKS"]
+__all__ = ["CHACHA20", "CHACHA8", "block", "MAX_BLOCKS"]
 
 SIGMA = (0x61707865, 0x3320646E, 0x79622D32, 0x6B206574)  # "expand 32-byte k"
 MAX_BLOCKS = 1 << 32  # the RFC's 32-bit block counter
@@ -67,13 +67,14 @@ def _double_round(_, words):
   return tuple(x)
 
 
-def block(key, counter, nonce):
-  """The ChaCha20 block function, vectorised over counters.
+def block(key, counter, nonce, rounds: int = 20):
+  """The ChaCha20 block function (ChaCha``rounds``), vectorised over counters.
 
   Args:
     key: ``(8,)`` uint32 key words (the 32-byte key read little-endian).
     counter: ``(n,)`` uint32 block counters.
     nonce: three uint32 words (scalars or ``(n,)`` arrays).
+    rounds: 20 (RFC 8439) or 8 (ChaCha8, the statistical generator).
 
   Returns:
     ``(n, 16)`` uint32: word ``j`` of block ``i`` at ``[i, j]``.
@@ -89,14 +90,14 @@ def block(key, counter, nonce):
   state += [counter] + [jnp.broadcast_to(jnp.asarray(w, jnp.uint32), (n,)) for w in nonce]
   # A loop, not 10 unrolled double rounds: unrolled, XLA:CPU fuses the whole graph
   # into its consumers and compiles for minutes.
-  out = lax.fori_loop(0, 10, _double_round, tuple(state))
+  out = lax.fori_loop(0, rounds // 2, _double_round, tuple(state))
   return jnp.stack([o + s for o, s in zip(out, state)], axis=1)
 
 
 CPU_CHUNK = 1 << 14  # blocks per loop step on CPU: the 16 state words stay in cache
 
 
-def _blocks(key, num_blocks: int, domain: int):
+def _blocks(key, num_blocks: int, domain: int, rounds: int = 20):
   """``(num_blocks, 16)`` words of the blocks at counters 0.. under ``domain``.
 
   On CPU, large draws run as a sequential map over chunks of ``CPU_CHUNK`` blocks
@@ -105,14 +106,14 @@ def _blocks(key, num_blocks: int, domain: int):
   """
   if num_blocks > MAX_BLOCKS:
     raise ValueError(
-        f"a ChaCha20 draw of {num_blocks:,} blocks exceeds the 2**32-block stream of "
-        "one key; split the key and draw in pieces.")
+        f"a ChaCha{rounds} draw of {num_blocks:,} blocks exceeds the 2**32-block stream "
+        "of one key; split the key and draw in pieces.")
   nonce = (domain, 0, 0)
   if num_blocks <= CPU_CHUNK or jax.default_backend() != "cpu":
-    return block(key, lax.iota(jnp.uint32, num_blocks), nonce)
+    return block(key, lax.iota(jnp.uint32, num_blocks), nonce, rounds)
   steps = -(-num_blocks // CPU_CHUNK)
   counters = lax.iota(jnp.uint32, steps * CPU_CHUNK).reshape(steps, CPU_CHUNK)
-  out = lax.map(lambda c: block(key, c, nonce), counters)
+  out = lax.map(lambda c: block(key, c, nonce, rounds), counters)
   return out.reshape(steps * CPU_CHUNK, 16)[:num_blocks]
 
 
@@ -123,22 +124,22 @@ def _seed(seed):
       "secure_key(seed_bytes) with 32 bytes in tests.")
 
 
-def _split(key, shape):
+def _split(key, shape, rounds: int = 20):
   num = math.prod(shape)
-  return _blocks(key, num, SPLIT)[:, :8].reshape(*shape, 8)
+  return _blocks(key, num, SPLIT, rounds)[:, :8].reshape(*shape, 8)
 
 
-def _fold_in(key, data):
+def _fold_in(key, data, rounds: int = 20):
   data = jnp.asarray(data).astype(jnp.uint32)
-  return block(key, data[None], (FOLD_IN, 0, 0))[0, :8]
+  return block(key, data[None], (FOLD_IN, 0, 0), rounds)[0, :8]
 
 
-def _random_bits(key, bit_width: int, shape):
+def _random_bits(key, bit_width: int, shape, rounds: int = 20):
   if bit_width not in (8, 16, 32, 64):
     raise TypeError(f"bit_width must be 8, 16, 32 or 64; got {bit_width}.")
   n = math.prod(shape)
   num_words = -(-n * bit_width // 32)
-  words = _blocks(key, -(-num_words // 16), STREAM).reshape(-1)[:num_words]
+  words = _blocks(key, -(-num_words // 16), STREAM, rounds).reshape(-1)[:num_words]
   if bit_width == 32:
     out = words
   elif bit_width == 64:
@@ -155,3 +156,25 @@ def _random_bits(key, bit_width: int, shape):
 CHACHA20 = define_prng_impl(key_shape=(8,), seed=_seed, split=_split,
                             random_bits=_random_bits, fold_in=_fold_in,
                             name="chacha20", tag="cc20")
+
+
+def _seed8(seed):
+  """An integer seed (up to 64 bits) as key words (lo, hi, 0, ..., 0, 0x43433820):
+  the last word ("CC8 ") keeps these keys apart from 32-byte OS keys' typical use."""
+  seed = jnp.asarray(seed)
+  lo = seed.astype(jnp.uint32)  # the low 32 bits (two's complement)
+  if seed.dtype.itemsize == 8:
+    hi = (seed >> 32).astype(jnp.uint32)
+  else:  # a 32-bit seed, sign-extended
+    hi = jnp.where(seed < 0, np.uint32(0xFFFFFFFF), np.uint32(0))
+  zero = jnp.zeros((), jnp.uint32)
+  return jnp.stack([lo, hi] + [zero] * 5 + [jnp.asarray(0x43433820, jnp.uint32)])
+
+
+# ChaCha8: the same code with 8 rounds, for Monte Carlo (see jaxdp.random.FAST).
+CHACHA8 = define_prng_impl(
+    key_shape=(8,), seed=_seed8,
+    split=lambda key, shape: _split(key, shape, 8),
+    random_bits=lambda key, bit_width, shape: _random_bits(key, bit_width, shape, 8),
+    fold_in=lambda key, data: _fold_in(key, data, 8),
+    name="chacha8", tag="cc8")

@@ -5,11 +5,14 @@ copied from the RFC); the ``cryptography`` package (OpenSSL) as a second
 implementation.
 """
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import jaxdp
 from jaxdp import chacha
 from jaxdp import random as dprandom
 
@@ -161,3 +164,55 @@ def test_streams_longer_than_2_32_blocks_are_an_error():
     jax.jit(lambda kk: jax.random.bits(kk, (16 * 2**32 + 1,), jnp.uint32)).lower(k)
   with pytest.raises(ValueError, match="2\\*\\*32-block"):
     jax.jit(lambda kk: jax.random.split(kk, 2**32 + 1)).lower(k)
+
+
+# ------------------------------------------------------------------ ChaCha8 (studies)
+def test_chacha8_is_the_published_8_round_keystream():
+  """ChaCha8 of the all-zero 256-bit key and IV, blocks 0 and 1 (Strombergson,
+  draft-strombergson-chacha-test-vectors, TC1, 8 rounds): the same code as ChaCha20
+  with 8 rounds, and jax.random.bits of an all-zero ChaCha8 key is that stream."""
+  expected = bytes.fromhex(
+      "3e00ef2f895f40d67f5bb8e81f09a5a12c840ec3ce9a7f3b181be188ef711a1e"
+      "984ce172b9216f419f445367456d5619314a42a3da86b001387bfdb80e0cfe42"
+      "d2aefa0deaa5c151bf0adb6c01f2a5adc0fd581259f9a2aadcf20f8fd566a26b"
+      "5032ec38bbc5da98ee0c6f568b872a65a08abf251deb21bb4b56e5d8821e68aa")
+  key = jax.random.wrap_key_data(jnp.zeros(8, jnp.uint32), impl=jaxdp.chacha.CHACHA8)
+  words = np.asarray(jax.random.bits(key, (32,), jnp.uint32))
+  assert words.astype("<u4").tobytes() == expected
+
+
+def test_chacha8_study_keys_and_a_statistical_battery():
+  """Integer seeds give distinct streams; split, fold_in and the stream never share
+  a block. A small battery on 2^22 words of one key (thresholds: |z| < 5 or
+  chi-square p > 1e-6): monobit, byte frequencies (255 dof), adjacent-word byte pairs
+  (65535 dof), lag-1 correlation of uniforms, runs up/down count."""
+  from scipy import stats
+  k = jaxdp.random.study_key(5, "chacha8")
+  assert jax.random.key_impl(k) == jaxdp.chacha.CHACHA8
+  firsts = {tuple(np.asarray(jax.random.bits(jaxdp.random.study_key(s, "chacha8"), (4,),
+                                             jnp.uint32))) for s in (0, 1, -1, 2 ** 31 - 1)}
+  assert len(firsts) == 4
+  with pytest.raises(ValueError, match="would collide"):
+    jaxdp.random.study_key(2 ** 32, "chacha8")  # jax.random.key keeps 32 bits
+  kids = jax.random.key_data(jax.random.split(k, 64))
+  folded = jax.vmap(lambda i: jax.random.key_data(jax.random.fold_in(k, i)))(jnp.arange(64))
+  allk = np.concatenate([np.asarray(kids), np.asarray(folded)])
+  assert len({tuple(r) for r in allk}) == 128
+  with pytest.raises(ValueError, match="generator must be one of"):
+    jaxdp.random.study_key(0, "chacha20")
+  w = np.asarray(jax.random.bits(k, (1 << 22,), jnp.uint32))
+  n_bits = 32 * w.size
+  ones = int(np.unpackbits(w.view(np.uint8)).sum())
+  assert abs(ones - n_bits / 2) / math.sqrt(n_bits / 4) < 5
+  b = w.view(np.uint8)
+  assert stats.chisquare(np.bincount(b, minlength=256)).pvalue > 1e-6
+  pairs = (w[:-1:2] & 0xFF).astype(np.int64) * 256 + (w[1::2] & 0xFF)
+  assert stats.chisquare(np.bincount(pairs, minlength=65536)).pvalue > 1e-6
+  u = w / 2.0 ** 32
+  r = np.corrcoef(u[:-1], u[1:])[0, 1]
+  assert abs(r) * math.sqrt(u.size) < 5
+  ups = np.diff(u) > 0
+  runs = 1 + int(np.sum(ups[1:] != ups[:-1]))
+  n = u.size
+  mean, var = (2 * n - 1) / 3, (16 * n - 29) / 90  # runs up and down (Wald-Wolfowitz)
+  assert abs(runs - mean) / math.sqrt(var) < 5

@@ -1,0 +1,100 @@
+"""Samples per second of each JAX PRNG implementation against numpy's Generator.
+
+  python benchmarks/generators.py [--n 1000000] [--out results]
+
+For every generator (Threefry, JAX's rbg, ChaCha20, jaxdp's ChaCha8) and for numpy's
+default Generator (PCG64), in one run, at a batch of n: raw 32-bit words, uniform
+floats, Gaussian and Laplace floats (n x 16 each), l_inf and l_2 K-norm noise at
+d = 16 (n vectors), and the NHIS-3 poset ball (n vectors; numpy has no batched
+sampler for it). numpy's K-norm rows use the same construction (uniform direction in
+the ball times a Gamma(d + 1) radius) written with its vectorised calls. Writes
+results/generators.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import best_time, machine, write_results  # noqa: E402
+
+import jaxdp  # noqa: E402
+from jaxdp import LpBall, Poset  # noqa: E402
+
+D = 16
+
+
+def _numpy_cases(n):
+  rng = np.random.default_rng(0)
+
+  def linf():
+    return rng.uniform(-1, 1, (n, D)).astype(np.float32) * rng.standard_gamma(
+        D + 1, (n, 1)).astype(np.float32)
+
+  def l2():
+    g = rng.standard_normal((n, D), np.float32)
+    u = rng.random((n, 1), np.float32) ** (1 / D)
+    r = rng.standard_gamma(D + 1, (n, 1)).astype(np.float32)
+    return g / np.linalg.norm(g, axis=1, keepdims=True) * u * r
+
+  return {
+      "raw 32-bit words": (lambda: rng.integers(0, 2 ** 32, n * D, np.uint32), n * D),
+      "uniform float32": (lambda: rng.random(n * D, np.float32), n * D),
+      "gaussian float32": (lambda: rng.standard_normal(n * D, np.float32), n * D),
+      "laplace": (lambda: rng.laplace(size=n * D).astype(np.float32), n * D),
+      "knorm l_inf d=16": (linf, n),
+      "knorm l_2 d=16": (l2, n),
+  }
+
+
+def _jax_cases(n, nhis):
+  return {
+      "raw 32-bit words": (lambda k: jax.random.bits(k, (n * D,), jnp.uint32), n * D),
+      "uniform float32": (lambda k: jax.random.uniform(k, (n * D,)), n * D),
+      "gaussian float32": (lambda k: jaxdp.random.gaussian(k, (n * D,)), n * D),
+      "laplace": (lambda k: jaxdp.random.laplace(k, (n * D,)), n * D),
+      "knorm l_inf d=16": (lambda k: jaxdp.random.knorm(k, LpBall(D, jnp.inf), 1.0, (n,)), n),
+      "knorm l_2 d=16": (lambda k: jaxdp.random.knorm(k, LpBall(D, 2.0), 1.0, (n,)), n),
+      "poset ball NHIS-3": (lambda k: jaxdp.random.poset_ball(k, nhis, (n,)), n),
+  }
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--n", type=int, default=1_000_000)
+  ap.add_argument("--out", default="results")
+  args = ap.parse_args(argv)
+  n = args.n
+  nhis = Poset.nhis(3)
+  impls = ["threefry2x32", "rbg", "chacha20", "chacha8"]
+  keys = {"threefry2x32": jax.random.key(0), "rbg": jax.random.key(0, impl="rbg"),
+          "chacha20": jaxdp.random.secure_key(bytes(32)),
+          "chacha8": jax.random.key(0, impl=jaxdp.chacha.CHACHA8)}
+  table = {}
+  for name, (fn, count) in _numpy_cases(n).items():
+    table.setdefault(name, {})["numpy PCG64"] = count / best_time(fn)
+  for impl in impls:
+    for name, (fn, count) in _jax_cases(n, nhis).items():
+      f = jax.jit(fn)
+      table.setdefault(name, {})[impl] = count / best_time(lambda f=f: f(keys[impl]))
+      print(impl, name, f"{table[name][impl]:,.0f}/s", flush=True)
+  cols = ["numpy PCG64"] + impls
+  lines = ["Samples (or vectors) per second, batch n = {:,} (x 16 for scalar rows):".format(n),
+           "", "| draw | " + " | ".join(cols) + " | chacha8 / numpy |",
+           "|---|" + "---|" * (len(cols) + 1)]
+  for name, row in table.items():
+    cells = [f"{row[c]:,.0f}" if c in row else "-" for c in cols]
+    ratio = f"{row['chacha8'] / row['numpy PCG64']:.2f}" if "numpy PCG64" in row else "-"
+    lines.append(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
+  write_results(args.out, "generators", {"machine": machine(), "n": n, "rows": table},
+                "\n".join(lines))
+
+
+if __name__ == "__main__":
+  main()
