@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import accounting  # noqa: E402
 import float_attack  # noqa: E402
+import generators  # noqa: E402
 import montecarlo  # noqa: E402
 import recompile  # noqa: E402
 import samplers  # noqa: E402
@@ -38,9 +39,10 @@ def main(argv=None):
   float_attack.main(["--out", args.out])
   recompile.main(["--out", args.out] + (["--posets", "5"] if q else []))
   secure.main(["--out", args.out] + (["--n", "20000", "--opendp-n", "1000"] if q else []))
+  generators.main(["--out", args.out] + (["--n", "20000"] if q else []))
   parts = [Path(args.out, f"{n}.md").read_text()
            for n in ("samplers", "montecarlo", "accounting", "float_attack", "recompile",
-                     "secure")]
+                     "secure", "generators")]
   Path(args.out, "README.md").write_text("\n\n".join(parts))
   print(f"wrote {args.out}/README.md", flush=True)
 
