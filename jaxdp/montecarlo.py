@@ -8,10 +8,12 @@ number of draws, and because each block's key is ``fold_in(fold_in(key, chunk),
 block)`` and each block is reduced on one device, the estimate depends only on the
 key, the sizes and the functions, not on the number of devices.
 
-Multi-host: call ``jax.distributed.initialize()`` on every host first, then pass
-``devices=jax.devices()`` (all hosts' devices): the block axis is sharded over the
-global mesh and each host needs only the scalars that come back. Keep ``blocks`` a
-multiple of the global device count.
+Multi-process / multi-host: call ``jax.distributed.initialize()`` in every process
+first, then pass ``devices=jax.devices()`` (all processes' devices): the block axis is
+sharded over the global mesh and the per-block scalars come back replicated to every
+process, so each gets the same estimate (tested with two processes on localhost: bit
+for bit the single-device result). Keep ``blocks`` a multiple of the global device
+count.
 
 References:
   T. Chan, G. Golub, R. LeVeque, "Algorithms for computing the sample variance", 1983.
@@ -28,7 +30,7 @@ from typing import Callable, NamedTuple, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, PartitionSpec
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxdp import _checks
 
@@ -171,9 +173,14 @@ def _chunk_fn(draw, statistic, block_size, blocks, devices):
                                                        PartitionSpec()),
                       out_specs=(spec, spec, spec))
 
+  replicated = NamedSharding(mesh, PartitionSpec())
+
   @jax.jit
   def run(key, valid):
-    return mapped(key, jnp.arange(blocks), valid)
+    # The per-block scalars come back replicated on every device, so each process of
+    # a multi-process run can read them (a block-sharded result spans other hosts).
+    return jax.lax.with_sharding_constraint(mapped(key, jnp.arange(blocks), valid),
+                                            replicated)
 
   return run
 

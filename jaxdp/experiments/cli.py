@@ -41,6 +41,7 @@ def main(argv=None) -> int:
   args = _parser().parse_args(argv)
   try:
     _setup_devices(args.devices)
+    _setup_processes(args)
     return args.func(args) or 0
   except UsageError as e:
     print(f"jaxdp: error: {e}", file=sys.stderr)
@@ -256,6 +257,14 @@ def _parser():
                    help="number of devices to shard over (on CPU, that many host "
                         "devices are created; default: all local devices)")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed of the study")
+    p.add_argument("--coordinator", default=None,
+                   help="HOST:PORT of process 0, to run one study over several "
+                        "processes or hosts (jax.distributed; with --num-processes "
+                        "and --process-id)")
+    p.add_argument("--num-processes", type=_pos_int, default=None,
+                   help="processes in the run")
+    p.add_argument("--process-id", type=int, default=None,
+                   help="this process's index, 0 .. N-1")
     p.add_argument("--generator", choices=GENERATORS, default="threefry",
                    help="PRNG of the study (chacha8: fastest on CPU)")
     p.add_argument("--no-plot", action="store_true", help="skip PNG plots")
@@ -399,8 +408,28 @@ def _setup_devices(n):
     os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={n}".strip()
 
 
+def _setup_processes(args):
+  """--coordinator/--num-processes/--process-id: join a multi-process run
+  (jax.distributed); the studies then shard over every process's devices."""
+  given = [getattr(args, a, None) is not None for a in
+           ("coordinator", "num_processes", "process_id")]
+  if not any(given):
+    return
+  if not all(given):
+    raise UsageError("--coordinator, --num-processes and --process-id go together")
+  if not 0 <= args.process_id < args.num_processes:
+    raise UsageError(f"--process-id {args.process_id}: must be in [0, "
+                     f"{args.num_processes})")
+  import jax
+  jax.distributed.initialize(coordinator_address=args.coordinator,
+                             num_processes=args.num_processes,
+                             process_id=args.process_id)
+
+
 def _devices(n):
   import jax
+  if jax.process_count() > 1:  # every process's devices: the global mesh
+    return jax.devices()
   if n is None:
     return None
   devs = jax.devices()
