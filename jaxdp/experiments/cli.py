@@ -58,6 +58,7 @@ def _cmd_study(args) -> int:
   import jaxdp
   from jaxdp.experiments import studies
 
+  _check_out(args.out)
   if args.command in (None, "nhis"):
     args.command = "nhis"
     posets = [_load_poset(f"nhis{s}") for s in _int_list(args.sections, "--sections")]
@@ -89,6 +90,8 @@ def _cmd_dims(args) -> int:
   import jaxdp
   from jaxdp.experiments import studies
 
+  _check_out(args.out)
+
   dims = _int_list(args.dims, "--dims")
   for d in dims:
     _check_random_d(d, "--dims")
@@ -108,6 +111,8 @@ def _cmd_dims(args) -> int:
 def _cmd_structure(args) -> int:
   import jaxdp
   from jaxdp.experiments import studies
+
+  _check_out(args.out)
 
   _check_random_d(args.d, "--d")
   by_depth, by_edges, per = studies.random_by_structure(
@@ -501,6 +506,18 @@ def _group_table(groups, field):
 def _machine_line():
   import jax
   return f"{os.cpu_count()} CPU cores, {jax.default_backend()} ({len(jax.devices())} device(s))"
+
+
+def _check_out(out):
+  """Fails now, not after hours of sampling, when ``--out`` cannot be written."""
+  path = Path(out)
+  try:
+    path.mkdir(parents=True, exist_ok=True)
+    probe = path / ".jaxdp-write-check"
+    probe.write_text("")
+    probe.unlink()
+  except OSError as e:
+    raise UsageError(f"--out {out}: cannot write ({e.strerror})") from None
 
 
 def _write(out, name, rows, table, extra=None) -> list:
