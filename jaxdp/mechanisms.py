@@ -293,9 +293,39 @@ class KNormMechanism(_Mechanism):
           f"{data.shape}.")
 
 
+class _GaussianNoise:
+  """What Gaussian noise of standard deviation ``self.sigma`` costs, whatever set
+  sigma: zCDP, Rényi curve, event, and l_2-clipped part sums."""
+
+  norm = 2.0
+
+  def zcdp_cost(self, group_size: int = 1):
+    """rho = (k sensitivity)^2 / (2 sigma^2): a group of k moves the statistic by at
+    most k sensitivity (sensitivity scaling, tighter than Lemma 2.8).
+
+    References:
+      Bun & Steinke (2016), Proposition 1.6.
+    """
+    k = _checks.check_int(group_size, "group_size", minimum=1)
+    return (k * self.sensitivity) ** 2 / (2 * self.sigma ** 2)
+
+  def rdp_cost(self, orders, group_size: int = 1):
+    """alpha rho at each order (Mironov 2017, Proposition 7)."""
+    return renyi.gaussian_rdp(self.zcdp_cost(group_size), orders)
+
+  def event(self, group_size: int = 1):
+    """``("gaussian", sigma / (k sensitivity))``: the noise multiplier."""
+    k = _checks.check_int(group_size, "group_size", minimum=1)
+    return ("gaussian", self.sigma / (k * self.sensitivity))
+
+  def part_statistics(self, rows, part, num_parts):
+    """Per-part sums of rows clipped to l_2 norm ``sensitivity``."""
+    return _clipped_part_sums(rows, part, num_parts, self.norm, self.sensitivity)
+
+
 @_pytree("eps", "delta", "sensitivity")
 @dataclasses.dataclass(frozen=True)
-class GaussianMechanism(_Mechanism):
+class GaussianMechanism(_GaussianNoise, _Mechanism):
   """The Gaussian mechanism, (eps, delta)-DP.
 
   ``calibration="classical"`` (default): sigma = sensitivity sqrt(2 ln(1.25 / delta)) /
@@ -342,25 +372,6 @@ class GaussianMechanism(_Mechanism):
     object.__setattr__(self, "delta", delta)
     self._check_sensitivity()
 
-  def zcdp_cost(self, group_size: int = 1):
-    """rho = (k sensitivity)^2 / (2 sigma^2): a group of k moves the statistic by at
-    most k sensitivity (sensitivity scaling, tighter than Lemma 2.8).
-
-    References:
-      Bun & Steinke (2016), Proposition 1.6.
-    """
-    k = _checks.check_int(group_size, "group_size", minimum=1)
-    return (k * self.sensitivity) ** 2 / (2 * self.sigma ** 2)
-
-  def rdp_cost(self, orders, group_size: int = 1):
-    """alpha rho at each order (Mironov 2017, Proposition 7)."""
-    return renyi.gaussian_rdp(self.zcdp_cost(group_size), orders)
-
-  def event(self, group_size: int = 1):
-    """``("gaussian", sigma / (k sensitivity))``: the noise multiplier."""
-    k = _checks.check_int(group_size, "group_size", minimum=1)
-    return ("gaussian", self.sigma / (k * self.sensitivity))
-
   @property
   def sigma(self):
     """The noise's standard deviation (a float when eps, delta, sensitivity are static)."""
@@ -373,12 +384,6 @@ class GaussianMechanism(_Mechanism):
       return self.sensitivity * math.sqrt(2 * math.log(1.25 / self.delta)) / self.eps
     return self.sensitivity * jnp.sqrt(2 * jnp.log(1.25 / self.delta)) / self.eps
 
-  norm = 2.0
-
-  def part_statistics(self, rows, part, num_parts):
-    """Per-part sums of rows clipped to l_2 norm ``sensitivity``."""
-    return _clipped_part_sums(rows, part, num_parts, self.norm, self.sensitivity)
-
   def randomize(self, key, data):
     data = _statistic(data)
     noise = dprandom.gaussian(key, data.shape, data.dtype)
@@ -390,7 +395,7 @@ class GaussianMechanism(_Mechanism):
 
 @_pytree("sigma", "sensitivity")
 @dataclasses.dataclass(frozen=True)
-class ZCDPGaussianMechanism:
+class ZCDPGaussianMechanism(_GaussianNoise):
   """Gaussian noise of a given standard deviation, accounted in zCDP / RDP / PLD.
 
   The mechanism deep-learning users know (a noise multiplier, not an (eps, delta)):
@@ -411,7 +416,6 @@ class ZCDPGaussianMechanism:
   sigma: Any
   sensitivity: Any = 1.0
 
-  norm = 2.0
   exact = False
 
   def __post_init__(self):
@@ -425,22 +429,6 @@ class ZCDPGaussianMechanism:
         "ZCDPGaussianMechanism has a zCDP cost, not one (eps, delta): use an "
         "accountant with composition='zcdp' or 'rdp' (or a plan), or "
         "GaussianMechanism(eps, delta) under basic composition.")
-
-  def zcdp_cost(self, group_size: int = 1):
-    """rho = (k sensitivity)^2 / (2 sigma^2) (sensitivity scaling for groups)."""
-    k = _checks.check_int(group_size, "group_size", minimum=1)
-    return (k * self.sensitivity) ** 2 / (2 * self.sigma ** 2)
-
-  def rdp_cost(self, orders, group_size: int = 1):
-    return renyi.gaussian_rdp(self.zcdp_cost(group_size), orders)
-
-  def event(self, group_size: int = 1):
-    k = _checks.check_int(group_size, "group_size", minimum=1)
-    return ("gaussian", self.sigma / (k * self.sensitivity))
-
-  def part_statistics(self, rows, part, num_parts):
-    """Per-part sums of rows clipped to l_2 norm ``sensitivity``."""
-    return _clipped_part_sums(rows, part, num_parts, self.norm, self.sensitivity)
 
   def randomize(self, key, data):
     data = _statistic(data)
