@@ -238,3 +238,14 @@ def test_cli_release_publishes_exact_integer_counts(tmp_path, capsys):
   assert cli_main(["release", "--poset", "nhis1", "--data", str(tmp_path / "bad.csv"),
                    "--eps", "1"]) == 2
   assert "expected 4 columns" in capsys.readouterr().err
+
+
+def test_bare_command_has_every_option_of_nhis():
+  """`python -m jaxdp` (the README's first command) runs the nhis study from the
+  top-level parser's defaults: they must cover every option the nhis subcommand
+  defines (a missing one is an AttributeError only at run time)."""
+  from jaxdp.experiments.cli import _parser
+  bare, nhis = vars(_parser().parse_args([])), vars(_parser().parse_args(["nhis"]))
+  assert set(nhis) <= set(bare)
+  assert {k: bare[k] for k in nhis if k != "command"} == \
+      {k: v for k, v in nhis.items() if k != "command"}

@@ -251,7 +251,8 @@ def _parser():
   ap.set_defaults(func=_cmd_study, command="nhis", sections="1,2,3", poset=None,
                   samples=1_000_000, insertion_samples=20_000, eps=1.0,
                   mechanisms=",".join(NOISES), out="out/nhis", devices=None,
-                  seed=0, no_plot=False)
+                  seed=0, no_plot=False, generator="threefry", coordinator=None,
+                  num_processes=None, process_id=None)
   sub = ap.add_subparsers(dest="command")
 
   def common(p, samples, out):
