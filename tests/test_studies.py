@@ -148,7 +148,7 @@ def test_random_studies_small():
 
 # ------------------------------------------------------------------ command line
 def test_cli_poset_study_writes_files(tmp_path, capsys):
-  rc = cli_main(["poset", "--poset", "nhis1", "--samples", "20000",
+  rc = cli_main(["poset", "--poset", "nhis1", "--samples", "20000", "--mechanisms", "poset",
                  "--insertion-samples", "500", "--out", str(tmp_path), "--no-plot"])
   assert rc == 0
   out = capsys.readouterr().out
