@@ -159,6 +159,6 @@ def add(rule: Rule, spent, ce):
   stays monotone and never overflows int32)."""
   if rule.composition == "rdp":
     cap = np.asarray(rule.eps_capacity)
-    return np.where(ce <= cap - spent, spent + ce, cap + 1) if isinstance(spent, np.ndarray) \
-        else jnp.where(ce <= cap - spent, spent + ce, cap + 1).astype(spent.dtype)
+    xp = np if isinstance(spent, np.ndarray) else jnp  # plan: numpy; release: traced
+    return xp.where(ce <= cap - spent, spent + ce, cap + 1).astype(spent.dtype)
   return spent + ce
