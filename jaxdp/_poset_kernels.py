@@ -13,6 +13,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from jaxdp import _sp_kernels, _sp_tables
 from jaxdp._poset_tables import (ForestLayout, ForestTables, GeneralTables,
                                  forest_layout, forest_tables, general_tables,
                                  resolve_method)
@@ -24,6 +25,8 @@ def tables_and_layout(poset: Poset, method: str):
   method = resolve_method(poset, method)
   if method == "general":
     return method, general_tables(poset), None
+  if method == "sp":
+    return (method, *_sp_tables.sp_tables(poset))
   return method, forest_tables(poset), forest_layout(poset)
 
 
@@ -44,12 +47,14 @@ def _objects_jit(key, tables, *, d, layout, n, key_words):
   return objects(key, tables, d, layout, n, key_words=key_words)
 
 
-def objects(key, tables, d: int, layout: ForestLayout | None, n: int, *,
-            key_words: int | None = None):
-  """Traceable object sampler: the general algorithm when ``layout`` is None, else
-  the forest algorithm for that layout."""
+def objects(key, tables, d: int, layout, n: int, *, key_words: int | None = None):
+  """Traceable object sampler: the general algorithm when ``layout`` is None, the
+  series-parallel one for an ``SPLayout``, else the forest algorithm for that
+  layout."""
   if layout is None:
     return _objects_general(key, tables, d, n)
+  if isinstance(layout, _sp_tables.SPLayout):
+    return _sp_kernels.sp_objects(key, tables, layout, n)
   if key_words is None:
     key_words = 1 if d <= _COLUMN_MAX_D else 2
   if key_words not in (1, 2):
@@ -67,6 +72,14 @@ def _objects_general(key, t: GeneralTables, d: int, n: int):
     a = 2 * a + (u[:, level] < p).astype(jnp.int32)
   a = a.astype(jnp.uint32)
   k = jax.lax.population_count(a).astype(jnp.int32)
+  return linear_extensions(t.ext, t.strict_up, a, k, v, d), k
+
+
+def linear_extensions(ext, strict_up, a, k, v, d: int):
+  """Uniform linear extensions of A (bitmask ``a``, ``k = |A|``) and of its
+  complement, top down: repeatedly take a maximal x of the rest S with probability
+  e(S \\ x) / e(S) (``ext`` = e over all subsets), with uniforms ``v`` (n, d).
+  Returns (n, d) elements, A's first."""
   bits = jnp.left_shift(jnp.uint32(1), jnp.arange(d, dtype=jnp.uint32))
   rest = a ^ jnp.uint32((1 << d) - 1)
   s_set = a
@@ -74,12 +87,12 @@ def _objects_general(key, t: GeneralTables, d: int, n: int):
   for s in range(d):
     s_set = jnp.where(k == s, rest, s_set)
     member = (s_set[:, None] & bits) != 0
-    top = member & ((s_set[:, None] & t.strict_up[None, :]) == 0)
-    w = jnp.where(top, t.ext[(s_set[:, None] ^ bits).astype(jnp.int32)], 0.0)
+    top = member & ((s_set[:, None] & strict_up[None, :]) == 0)
+    w = jnp.where(top, ext[(s_set[:, None] ^ bits).astype(jnp.int32)], 0.0)
     x = _categorical(w, v[:, s], top)
     s_set = s_set ^ bits[x]
     seq.append(x)
-  return jnp.stack(seq, axis=1), k
+  return jnp.stack(seq, axis=1)
 
 
 def _categorical(w, u, valid):
@@ -188,6 +201,23 @@ def _order_from_keys(smaller, labels):
 def _pair_less(a_hi, a_lo, b_hi, b_lo):
   """(a_hi, a_lo) < (b_hi, b_lo) lexicographically."""
   return (a_hi < b_hi) | ((a_hi == b_hi) & (a_lo < b_lo))
+
+
+def points(key_obj, key_exp, tables, d: int, layout, n: int, dtype):
+  """Exactly uniform points of the ball, (n, d+1): an object from ``key_obj``, its
+  simplex's Dirichlet weights from ``key_exp``."""
+  if isinstance(layout, _sp_tables.SPLayout):
+    return _sp_kernels.sp_points(key_obj, key_exp, tables, layout, n, dtype)
+  seq, k = objects(key_obj, tables, d, layout, n)
+  return uniform_points(key_exp, seq, k, tables.up, dtype)
+
+
+def chunk_size(layout, chunk: int) -> int:
+  """Samples per chunk for ``layout`` (the series-parallel kernel keeps per-node
+  arrays and takes smaller chunks on large posets)."""
+  if isinstance(layout, _sp_tables.SPLayout):
+    return _sp_kernels.chunk_size(layout, chunk)
+  return chunk
 
 
 def uniform_points(key, seq, k, up, dtype):

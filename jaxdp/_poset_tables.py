@@ -52,11 +52,12 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from jaxdp import _sp_tables
 from jaxdp.posets import Poset
 
 GENERAL_MAX_D = 22   # the tables hold 2^d float32 values twice (32 MiB at d = 22)
 FOREST_MAX_D = 128   # the forest table holds d (d+1) 2(d+1) float32 values (17 MiB)
-METHODS = ("auto", "forest", "general")
+METHODS = ("auto", "forest", "sp", "general")
 
 
 class GeneralTables(NamedTuple):
@@ -91,32 +92,43 @@ class ForestLayout(NamedTuple):
 
 
 # ------------------------------------------------------------------ method choice
+# "auto" takes the forest sampler for forests up to this d (measured fastest there,
+# benchmarks/samplers.py), else the series-parallel one when it applies, else the
+# general one.
+AUTO_FOREST_MAX_D = 32
+
+
 def resolve_method(poset: Poset, method: str) -> str:
   """Chooses the sampler for ``poset``; raises ValueError if it cannot be used."""
   if method not in METHODS:
     raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
   d = poset.d
   if method == "auto":
-    if poset.is_forest and d <= FOREST_MAX_D:
+    if poset.is_forest and d <= AUTO_FOREST_MAX_D:
       return "forest"
-    method = "general"
+    if _sp_tables.supported(poset):
+      return "sp"
+    if d <= GENERAL_MAX_D:
+      return "general"
+    _sp_tables.check_supported(poset)   # raises, naming the induced N
   if method == "forest":
     if not poset.is_forest:
       raise ValueError(
           "method='forest' needs a forest (every element with at most one element "
-          f"directly above it); {poset!r} is not one. Use method='general' or 'auto'.")
+          f"directly above it); {poset!r} is not one. Use method='sp' or 'auto'.")
     if d > FOREST_MAX_D:
       raise ValueError(
           f"method='forest' supports d <= {FOREST_MAX_D} (its table grows as d^3); "
-          f"got d = {d}.")
+          f"got d = {d}. Use method='sp' (d <= {_sp_tables.SP_MAX_D}).")
     return "forest"
+  if method == "sp":
+    _sp_tables.check_supported(poset)
+    return "sp"
   if d > GENERAL_MAX_D:
-    hint = (f" It is a forest, but the forest sampler supports d <= {FOREST_MAX_D}."
-            if poset.is_forest else "")
     raise ValueError(
         f"the general poset-ball sampler supports d <= {GENERAL_MAX_D} (its tables hold "
-        f"2^d entries); got d = {d}.{hint} Split the poset into independent "
-        "components or use a forest-shaped poset.")
+        f"2^d entries); got d = {d}. Series-parallel posets (no induced N) of up to "
+        f"{_sp_tables.SP_MAX_D} elements take method='sp' or 'auto'.")
   return "general"
 
 
@@ -128,6 +140,8 @@ def num_objects(poset: Poset) -> float:
     full = (1 << poset.d) - 1
     idx = np.arange(1 << poset.d)
     return float(np.sum(e * e[full ^ idx]))
+  if method == "sp":
+    return float(np.exp(_sp_tables.log_num_objects(poset)))
   log_top = _forest_logs(poset)[0]
   return float(np.exp(_logsumexp(log_top)))
 

@@ -280,8 +280,7 @@ def _poset_kernel(key, tables, eps, *, d, layout, n, uniform, dtype):
 
   def fn(k, m):
     k_obj, k_exp, k_rad = jax.random.split(k, 3)
-    seq, kk = _poset_kernels.objects(k_obj, tables, d, layout, m)
-    z = _poset_kernels.uniform_points(k_exp, seq, kk, tables.up, cdt)
+    z = _poset_kernels.points(k_obj, k_exp, tables, d, layout, m, cdt)
     if uniform:
       return z.astype(dtype)
     # K-norm noise R Z with an independent R ~ Gamma(D + 1), D = d + 1. (The
@@ -290,7 +289,8 @@ def _poset_kernel(key, tables, eps, *, d, layout, n, uniform, dtype):
     radius = gamma_radius(k_rad, d + 2, m, cdt)
     return _scale(z * radius[:, None], eps, dtype)
 
-  return _chunked(fn, key, n, (d + 1,), dtype)
+  return _chunked(fn, key, n, (d + 1,), dtype,
+                  chunk=_poset_kernels.chunk_size(layout, CHUNK))
 
 
 @functools.partial(jax.jit, static_argnames=("d", "p", "n", "uniform", "dtype"))

@@ -24,3 +24,29 @@ def second_moment_zscores(z, exact):
   mean = prods.mean(axis=0)
   se = prods.std(axis=0, ddof=1) / np.sqrt(len(z))
   return (mean - exact[iu]) / se
+
+
+def random_series_parallel(rng, d, n_block=False):
+  """Edges of a random series-parallel poset on d elements (random binary series /
+  parallel compositions); with ``n_block`` one group of four elements is an N (a
+  prime piece), so the result is not series-parallel."""
+  elems = list(rng.permutation(d))
+  edges = []
+
+  def build(items):
+    if len(items) == 1:
+      return items
+    if n_block and len(items) == 4 and not build.used:
+      build.used = True
+      a, b, c, e = items
+      edges.extend([(a, b), (c, b), (c, e)])
+      return items
+    cut = int(rng.integers(1, len(items)))
+    lo, hi = build(items[:cut]), build(items[cut:])
+    if rng.random() < 0.5:                       # series: all of lo below all of hi
+      edges.extend((int(x), int(y)) for x in lo for y in hi)
+    return lo + hi
+
+  build.used = False
+  build(elems)
+  return [(int(x), int(y)) for x, y in edges]

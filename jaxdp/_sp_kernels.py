@@ -1,0 +1,375 @@
+"""Exact uniform sampling of the poset ball for series-parallel posets: the kernel.
+
+Tables and the size recursion are in :mod:`jaxdp._sp_tables`. Per sample:
+
+1. *Sizes.* |A| from the root's table, then top down the A-count of the smaller child
+   of every binary node (inverse CDF, one look-up row per node); a block draws its
+   subset A of the given size (binary search within the size group) and uniform
+   linear extensions of A and B inside it by the subset recursion.
+2. *Uniform linear extensions of A and of B without a sort per node.* Every node
+   carries, for each part, times t_1 < ... < t_m (one per element of the part, in the
+   order of a uniform extension of the node's part) that are partial sums of m iid
+   Exp(1) spacings, independent of that order; ``end - t_m`` is a further Exp(1)
+   spacing independent of everything inside the node. A leaf's time is one Exp(1). A
+   series node concatenates: its lower child's times are shifted by the upper child's
+   last time (top down, the upper child comes first). A parallel node must interleave
+   uniformly: dividing each child's times by its end E_i = t_m + Exp(1) gives the
+   order statistics of m_i iid uniforms, independent of E_i (Renyi's representation),
+   so the merged values are m iid uniforms whose labels form a uniformly random
+   interleaving independent of the values; multiplying by an independent
+   Gamma(m + 1) = (E_1 + E_2) * V^(1/(m+1)) (V uniform; a Gamma(m + 2) times an
+   independent Beta(m + 1, 1)) restores the spacing representation for the parent.
+   A block's times are partial sums of spacings along its extension. The maps are
+   affine and increasing; composed top down they give every element its time at the
+   root. The order of the root times is the object (``sp_objects`` sorts them; ties
+   are broken by a fixed linear extension of P, so comparable elements are always in
+   order).
+3. *Noise without the order.* At the root the k + 1 spacings of A's times (the last
+   one ``end_A - t_k``, a fresh Exp(1)) are iid Exp(1) and independent of the object,
+   so they can serve as the Dirichlet weights of A's chain of vertices (design note,
+   section 5), and likewise for B. Then coordinate j is
+   (end_A - min of the A-times in j's down-set) - (the same for B), the root
+   coordinate end_A - end_B, and the point is that vector over end_A + end_B: no sort
+   and no O(d^2) masked minimum. The down-set minimum runs over the tree: j itself,
+   the lower children of the series nodes above j whose upper child holds j, and the
+   block's own down-set inside a block.
+
+The times are computed in float64 from 53-bit uniforms (``jax.enable_x64`` inside the
+kernel; outputs keep the caller's dtype), so an order decided at a parallel node
+departs from exact only if two times agree to float64 rounding: below d^2 2^-45 per
+sample. Size choices compare float32 uniforms with float32 CDFs of float64 weights,
+as the other samplers do (relative error below 1e-6 per choice).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxdp._sp_tables import BLOCK, LEAF, PARALLEL, SERIES, SPLayout, SPTables
+
+
+def sp_objects(key, t: SPTables, lay: SPLayout, n: int):
+  """``(seq, k)`` as the other samplers: elements in order of addition (A top down,
+  then B top down), and |A|."""
+  d = lay.d
+  draws = _draws(key, t, lay, n)
+  in_a = draws["in_a"]
+  with jax.enable_x64(True):
+    value, top = _times(draws, lay, n)
+    # B after A: B's times are offset past A's largest.
+    key_ = jnp.where(in_a, value, value + (2.0 * top[0] + 1.0)[None, :])
+    order = np.asarray(lay.top_down)
+    ids = jnp.broadcast_to(jnp.asarray(order, jnp.int32), (n, d))
+    _, seq = jax.lax.sort((key_[ix(order)].T, ids), dimension=1, num_keys=1,
+                          is_stable=True)
+  return seq, draws["cnt"][0]
+
+
+def sp_points(key_obj, key_exp, t: SPTables, lay: SPLayout, n: int, dtype):
+  """Exactly uniform points of the poset ball, (n, d+1), root first."""
+  draws = _draws(key_obj, t, lay, n)
+  bits_end = jax.random.bits(key_exp, (2, 2, n), jnp.uint32)
+  with jax.enable_x64(True):
+    value, top = _times(draws, lay, n)
+    end = top + -jnp.log1p(-_uniform53(bits_end))                   # (2, n)
+    # The down-set minima only pick which time to subtract: in float32 a tie can
+    # swap two times equal to float32 rounding, which moves the output by < 1 ulp.
+    value32, end32 = value.astype(jnp.float32), end.astype(jnp.float32)
+  low = jnp.minimum(_down_set_min(value32, draws, t, lay, n), end32[None])  # (d, 2, n)
+  with jax.enable_x64(True):
+    low = low.astype(jnp.float64)
+    coord = (end[0] - low[:, 0]) - (end[1] - low[:, 1])            # (d, n)
+    z = jnp.concatenate([(end[0] - end[1])[None], coord], axis=0) / (end[0] + end[1])
+    return z.T.astype(dtype)
+
+
+def chunk_size(lay: SPLayout, chunk: int) -> int:
+  """Samples per chunk: about 2^18 node rows, so a depth's working set stays in
+  cache (measured on a 2-core CPU: 512 samples per chunk at d = 300 run 1.5x faster
+  than 4096)."""
+  return int(max(256, min(chunk, (1 << 18) // len(lay.kind))))
+
+
+# ------------------------------------------------------------------ sizes and order
+# Nodes are numbered breadth first, so the nodes at one depth are a contiguous range
+# and all children of depth l are the nodes at depth l + 1. Every pass works on one
+# (nodes at depth l, ..., n) block per depth (a few operations per depth: compile
+# time does not grow with the number of nodes, and no pass copies a whole-tree array).
+class _Plan:
+  """Static index arrays of a layout, per depth."""
+
+  def __init__(self, lay: SPLayout):
+    kind = np.asarray(lay.kind)
+    left, right = np.asarray(lay.left), np.asarray(lay.right)
+    num = len(kind)
+    depth = np.zeros(num, np.int64)
+    for v in range(num):                       # breadth-first: parents first
+      for c in (left[v], right[v]):
+        if c >= 0:
+          depth[c] = depth[v] + 1
+    self.num_levels = int(depth.max()) + 1
+    self.start = [int(np.nonzero(depth == lv)[0].min()) for lv in range(self.num_levels)]
+    self.stop = [int(np.nonzero(depth == lv)[0].max()) + 1 for lv in range(self.num_levels)]
+    assert all((depth[a:b] == lv).all()
+               for lv, (a, b) in enumerate(zip(self.start, self.stop)))
+    internal = np.nonzero((kind == SERIES) | (kind == PARALLEL))[0]
+    self.num_internal = len(internal)
+    slot = {int(v): i for i, v in enumerate(internal)}
+    parallel = np.nonzero(kind == PARALLEL)[0]
+    self.num_parallel = len(parallel)
+    par_row = {int(v): i for i, v in enumerate(parallel)}
+    block_of = {nid: b for b, (nid, _) in enumerate(lay.blocks)}
+    elem_of_leaf = {lay.node_of[x]: x for x in range(lay.d) if kind[lay.node_of[x]] == LEAF}
+    self.levels = []
+    for lv in range(self.num_levels):
+      a, b = self.start[lv], self.stop[lv]
+      ids = np.arange(a, b)
+      # internal nodes: the series ones first, then the parallel ones
+      inner = np.concatenate([ids[kind[ids] == SERIES], ids[kind[ids] == PARALLEL]])
+      leaves = ids[kind[ids] == LEAF]
+      blocks = ids[kind[ids] == BLOCK]
+      # a level's block of rows = concat(internal, leaves, blocks)[assemble]
+      src = np.concatenate([inner, leaves, blocks])
+      assemble = np.argsort(src - a)
+      info = dict(size=b - a, inner=inner, inner_loc=inner - a, assemble=assemble,
+                  leaf_elems=np.asarray([elem_of_leaf[v] for v in leaves], np.int64),
+                  blocks=[block_of[int(v)] for v in blocks])
+      if len(inner):
+        a2 = self.stop[lv]
+        small = np.asarray([lay.small[v] for v in inner])
+        # children block (depth lv + 1) = concat(left results, right results)[kid_src]
+        kid_src = np.empty(self.stop[lv + 1] - a2, np.int64)
+        kid_src[left[inner] - a2] = np.arange(len(inner))
+        kid_src[right[inner] - a2] = len(inner) + np.arange(len(inner))
+        info.update(
+            left_loc=left[inner] - a2, right_loc=right[inner] - a2, kid_src=kid_src,
+            kid_parent=np.concatenate([np.arange(len(inner))] * 2)[kid_src],
+            small_left=(small == left[inner]),
+            is_series=(kind[inner] == SERIES), n_ser=int((kind[inner] == SERIES).sum()),
+            off=np.asarray([lay.offset[v] for v in inner]),
+            wid=np.asarray([lay.width[v] for v in inner]),
+            slot=np.asarray([slot[int(v)] for v in inner]),
+            par_row=np.asarray([par_row[int(v)] for v in inner if kind[v] == PARALLEL],
+                               np.int64))
+      self.levels.append(info)
+    self.inner_levels = [lv for lv in range(self.num_levels) if len(self.levels[lv]["inner"])]
+    self.size = np.asarray(lay.size)
+    self.node_of = np.asarray(lay.node_of)
+    self.leaf_elems = np.concatenate([info["leaf_elems"] for info in self.levels])
+
+
+def _assemble(info, inner, leaf, blocks):
+  """One depth's rows from its internal nodes', leaves' and blocks' rows."""
+  parts = [p for p in (inner, leaf, blocks) if p is not None and p.shape[0]]
+  rows = jnp.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
+  return rows[ix(info["assemble"])]
+
+
+def _kids(info, left, right):
+  """The children depth's rows from per-internal-node left and right rows."""
+  return jnp.concatenate([left, right], axis=0)[ix(info["kid_src"])]
+
+
+def _draws(key, t: SPTables, lay: SPLayout, n: int):
+  """The discrete choices (sizes, block subsets and extensions) and the random bits
+  of the times; outside the x64 scope."""
+  d = lay.d
+  plan = _Plan(lay)
+  k_root, k_split, k_block, k_space, k_par = jax.random.split(key, 5)
+  cnt = jnp.concatenate(_sizes(k_root, k_split, t, plan, d, n), axis=0)   # (M, n)
+  in_a = jnp.zeros((d, n), bool)
+  if len(plan.leaf_elems):
+    in_a = in_a.at[plan.leaf_elems].set(cnt[plan.node_of[plan.leaf_elems]] == 1)
+  block_seq = []
+  kb = jax.random.split(k_block, 2 * max(1, len(lay.blocks)))
+  for b, ((nid, elems), bt) in enumerate(zip(lay.blocks, t.blocks)):
+    mask, seq_loc = _block_choice(kb[2 * b], kb[2 * b + 1], bt, cnt[nid], len(elems), n)
+    bits = ((mask[None, :] >> jnp.arange(len(elems), dtype=jnp.uint32)[:, None]) & 1) == 1
+    in_a = in_a.at[np.asarray(elems)].set(bits)
+    block_seq.append(seq_loc)
+  # 64 random bits per float64 variate, drawn as 32-bit words outside the x64 scope
+  # (JAX's generators are traced in the caller's mode).
+  k_end, k_v = jax.random.split(k_par)
+  num_par = max(1, plan.num_parallel)
+  size = jnp.asarray(plan.size, jnp.int32)
+  return dict(plan=plan, cnt=cnt, in_a=in_a, block_seq=block_seq,
+              counts=jnp.stack([cnt, size[:, None] - cnt], axis=1),          # (M, 2, n)
+              bits_space=jax.random.bits(k_space, (2, d, n), jnp.uint32),
+              bits_end=jax.random.bits(k_end, (2, 2, num_par, 2, n), jnp.uint32),
+              bits_v=jax.random.bits(k_v, (2, num_par, 2, n), jnp.uint32))
+
+
+def _times(draws, lay: SPLayout, n: int):
+  """Inside the x64 scope: every element's time at the root (its own part's), (d, n)
+  float64, and each part's last root time, (2, n)."""
+  plan, cnt, in_a, counts = draws["plan"], draws["cnt"], draws["in_a"], draws["counts"]
+  f64 = jnp.float64
+  time = -jnp.log1p(-_uniform53(draws["bits_space"]))             # (d, n) spacings
+  ends = -jnp.log1p(-_uniform53(draws["bits_end"]))               # (child, P, part, n)
+  unif = _uniform53(draws["bits_v"])                              # (P, part, n)
+  parts_a = jnp.stack([in_a, ~in_a], axis=1)                      # (d, 2, n)
+  block_top = []
+  for (nid, elems), seq_loc in zip(lay.blocks, draws["block_seq"]):
+    local, last_a, last_b = _block_times(time, elems, seq_loc, cnt[nid], n)
+    time = time.at[ix(elems)].set(local)
+    block_top.append(jnp.stack([last_a, last_b]))
+  # bottom up: each part's last time per node, and the child -> parent maps
+  top = [None] * plan.num_levels
+  maps = [None] * plan.num_levels              # (scale, shift) rows of a depth's nodes
+  for lv in reversed(range(plan.num_levels)):
+    info = plan.levels[lv]
+    le = info["leaf_elems"]
+    leaf = jnp.where(parts_a[ix(le)], time[ix(le)][:, None, :], 0.0) if len(le) else None
+    blk = jnp.stack([block_top[b] for b in info["blocks"]]) if info["blocks"] else None
+    inner = None
+    if len(info["inner"]):
+      kids = top[lv + 1]
+      tl, tr = kids[ix(info["left_loc"])], kids[ix(info["right_loc"])]
+      k = info["n_ser"]                  # rows [:k] series, [k:] parallel
+      # series: the lower (left) child follows the upper one, shifted by its last
+      # time; parallel: both children rescaled to the parent's spacing scale
+      parts = [tl[:k] + tr[:k]]
+      left_scale, left_shift = [jnp.ones_like(tl[:k])], [tr[:k]]
+      right_scale = [jnp.ones_like(tl[:k])]
+      if k < len(info["inner"]):
+        t1, t2 = tl[k:], tr[k:]
+        c1 = counts[ix(plan.start[lv + 1] + info["left_loc"][k:])]
+        c2 = counts[ix(plan.start[lv + 1] + info["right_loc"][k:])]
+        e1 = t1 + ends[0, ix(info["par_row"])]
+        e2 = t2 + ends[1, ix(info["par_row"])]
+        g = (e1 + e2) * jnp.exp(jnp.log(unif[ix(info["par_row"])])
+                                / ((c1 + c2).astype(f64) + 1.0))
+        both = (c1 > 0) & (c2 > 0)
+        s1 = jnp.where(both, g / e1, 1.0)
+        s2 = jnp.where(both, g / e2, 1.0)
+        parts.append(jnp.maximum(t1 * s1, t2 * s2))
+        left_scale.append(s1)
+        left_shift.append(jnp.zeros_like(t1))
+        right_scale.append(s2)
+      inner = jnp.concatenate(parts)
+      maps[lv + 1] = (_kids(info, jnp.concatenate(left_scale), jnp.concatenate(right_scale)),
+                      _kids(info, jnp.concatenate(left_shift), jnp.zeros_like(tl)))
+    top[lv] = _assemble(info, inner, leaf, blk)
+  # top down: root time = c_scale * local time + c_shift
+  c_scale = [jnp.ones((1, 2, n), f64)] + [None] * (plan.num_levels - 1)
+  c_shift = [jnp.zeros((1, 2, n), f64)] + [None] * (plan.num_levels - 1)
+  for lv in plan.inner_levels:
+    info = plan.levels[lv]
+    par = ix(info["inner_loc"][info["kid_parent"]])
+    ps, ph = c_scale[lv][par], c_shift[lv][par]
+    sc, sh = maps[lv + 1]
+    c_scale[lv + 1], c_shift[lv + 1] = ps * sc, ps * sh + ph
+  node_scale = jnp.concatenate(c_scale, axis=0)[ix(plan.node_of)]   # (d, 2, n)
+  node_shift = jnp.concatenate(c_shift, axis=0)[ix(plan.node_of)]
+  value = node_scale * time[:, None, :] + node_shift
+  return jnp.where(in_a, value[:, 0], value[:, 1]), top[0][0]
+
+
+def _sizes(k_root, k_split, t: SPTables, plan: _Plan, d: int, n: int):
+  """A-count of every node, top down: one (nodes at depth l, n) int32 per depth."""
+  u_root = jax.random.uniform(k_root, (n,))
+  root = jnp.minimum(jnp.sum(t.root_cdf[None, :] <= u_root[:, None], axis=1),
+                     d).astype(jnp.int32)
+  out = [root[None, :]] + [None] * (plan.num_levels - 1)
+  if not plan.num_internal:
+    return out
+  u = jax.random.uniform(k_split, (plan.num_internal, n))
+  for lv in plan.inner_levels:
+    info = plan.levels[lv]
+    a = out[lv][info["inner_loc"]]                                  # (I, n)
+    wid = info["wid"]
+    j = np.arange(int(wid.max()))
+    valid = (j[None, :] < wid[:, None])[:, None, :]                 # (I, 1, W)
+    idx = info["off"][:, None, None] + a[:, :, None] * wid[:, None, None] + j[None, None, :]
+    row = jnp.where(valid, t.split_cdf[jnp.where(valid, idx, 0)], 2.0)
+    a_s = jnp.sum(row <= u[info["slot"]][:, :, None], axis=2).astype(jnp.int32)
+    a_left = jnp.where(info["small_left"][:, None], a_s, a - a_s)
+    out[lv + 1] = _kids(info, a_left, a - a_left)
+  return out
+
+
+def _block_choice(k_sub, k_ext, bt, a, size: int, n: int):
+  """A block's subset (bitmask, (n,) uint32) of size ``a`` with probability
+  e(A) e(B) / T[a], and uniform extensions of both parts (local (n, L) sequence)."""
+  from jaxdp._poset_kernels import linear_extensions
+  u = jax.random.uniform(k_sub, (n,))
+  lo, hi = bt.start[a], bt.start[a + 1] - 1       # first index with cdf > u
+  for _ in range(math.comb(size, size // 2).bit_length()):
+    mid = (lo + hi) // 2
+    left = bt.cdf[mid] > u
+    hi = jnp.where(left, mid, hi)
+    lo = jnp.where(left, lo, mid + 1)
+  mask = bt.masks[lo].astype(jnp.uint32)
+  v = jax.random.uniform(k_ext, (n, size))
+  return mask, linear_extensions(bt.ext, bt.strict_up, mask, a, v, size)
+
+
+def _block_times(time, elems, seq_loc, a, n):
+  """Times of a block's elements, (L, n) (partial sums of their spacings along each
+  part's extension), and the last time of each part."""
+  s_loc = time[ix(elems)].T                                  # (n, L)
+  cs = jnp.cumsum(jnp.take_along_axis(s_loc, seq_loc, axis=1), axis=1)
+  last_a = jnp.where(a > 0, jnp.take_along_axis(
+      cs, jnp.maximum(a - 1, 0)[:, None], axis=1)[:, 0], 0.0)
+  pos = jnp.arange(len(elems))[None, :]
+  in_order = jnp.where(pos < a[:, None], cs, cs - last_a[:, None])
+  rows = jnp.arange(n)[:, None]
+  local = jnp.zeros_like(in_order).at[rows, seq_loc].set(in_order)
+  return local.T, last_a, cs[:, -1] - last_a
+
+
+# ------------------------------------------------------------------ noise
+def _down_set_min(value, draws, t: SPTables, lay: SPLayout, n: int):
+  """For element j and part p, the smallest root time (``value``, (d, n)) of an
+  element of part p below or equal to j (+inf if none), (d, 2, n)."""
+  plan, in_a = draws["plan"], draws["in_a"]
+  inf = jnp.inf
+  own = jnp.stack([jnp.where(in_a, value, inf), jnp.where(in_a, inf, value)], axis=1)
+  block_low = [jnp.min(own[ix(elems)], axis=0) for _, elems in lay.blocks]
+  low = [None] * plan.num_levels                       # min over the node
+  for lv in reversed(range(plan.num_levels)):
+    info = plan.levels[lv]
+    le = info["leaf_elems"]
+    leaf = own[ix(le)] if len(le) else None
+    blk = jnp.stack([block_low[b] for b in info["blocks"]]) if info["blocks"] else None
+    inner = None
+    if len(info["inner"]):
+      kids = low[lv + 1]
+      inner = jnp.minimum(kids[ix(info["left_loc"])], kids[ix(info["right_loc"])])
+    low[lv] = _assemble(info, inner, leaf, blk)
+  below = [jnp.full((1, 2, n), inf)] + [None] * (plan.num_levels - 1)
+  for lv in plan.inner_levels:                         # min over the rest of the
+    info = plan.levels[lv]                             # down-set, from above
+    b = below[lv][ix(info["inner_loc"])]
+    lower = low[lv + 1][ix(info["left_loc"])]
+    k = info["n_ser"]
+    upper = jnp.concatenate([jnp.minimum(b[:k], lower[:k]), b[k:]])
+    below[lv + 1] = _kids(info, b, upper)
+  first = jnp.minimum(jnp.concatenate(below, axis=0)[ix(plan.node_of)], own)
+  for (nid, elems), bt in zip(lay.blocks, t.blocks):
+    mine = own[ix(elems)]                                             # (L, 2, n)
+    up = jnp.asarray(bt.up)                                           # y <= x
+    inner = jnp.min(jnp.where(up[:, :, None, None], mine[:, None], inf), axis=0)
+    first = first.at[ix(elems)].set(jnp.minimum(first[ix(elems)], inner))
+  return first
+
+
+# ------------------------------------------------------------------ helpers
+def ix(idx):
+  """A static index array in the current mode's integer type (inside the x64 scope
+  JAX normalises indices in int64, and a numpy index would be narrowed to int32)."""
+  return jnp.asarray(np.asarray(idx), jax.dtypes.canonicalize_dtype(np.int64))
+
+
+def _uniform53(bits):
+  """Uniform on [0, 1) with 53 random bits from two uint32 words (axis 0); call in
+  the x64 scope."""
+  hi = (bits[0] >> 5).astype(jnp.float64)          # 27 bits
+  lo = (bits[1] >> 6).astype(jnp.float64)          # 26 bits
+  return (hi * 67108864.0 + lo) * (1.0 / 9007199254740992.0)
+
+

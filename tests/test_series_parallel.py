@@ -1,0 +1,198 @@
+"""Series-parallel posets: recognition, the size recursion and the exact sampler.
+
+References are independent of the code under test: brute force over all 4-element
+subsets (induced N), the subset recursion over all 2^d subsets (size tables), the
+general sampler (two-sample tests), closed forms (root coordinate). Statistical tests
+use fixed keys and state their test, sample size and threshold. Object frequencies
+and second moments of method="sp" against exact enumeration run in test_samplers.py
+(``_methods``) on the same small posets as the other samplers.
+"""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+import jaxdp
+from jaxdp import Poset, PosetBall, decomposition
+from jaxdp import _poset_kernels, _poset_tables, _sp_tables
+from jaxdp.experiments.questionnaire import synthetic_questionnaire
+from exactness import random_series_parallel
+
+P_MIN = 1e-4
+Z_MAX = 5.0
+
+
+def _brute_force_n(order):
+  """Every induced N (a < b, c < b, c < d, no other relation) by brute force."""
+  d = order.shape[0]
+  rel = order & ~np.eye(d, dtype=bool)
+  found = []
+  for quad in itertools.permutations(range(d), 4):
+    a, b, c, e = quad
+    want = {(a, b), (c, b), (c, e)}
+    got = {(x, y) for x in quad for y in quad if rel[x, y]}
+    if got == want:
+      found.append(quad)
+  return found
+
+
+def _random_poset(rng, d, p_edge):
+  adj = np.triu(rng.random((d, d)) < p_edge, 1)
+  perm = rng.permutation(d)
+  edges = [(int(perm[i]), int(perm[j])) for i, j in zip(*np.nonzero(adj))]
+  return Poset.from_edges(d, edges)
+
+
+def _size_table_by_subsets(poset):
+  """T[a] = sum over |A| = a of e(A) e(P \\ A), by the subset recursion."""
+  e = _poset_tables._extension_counts(poset)
+  d = poset.d
+  idx = np.arange(1 << d)
+  pop = np.zeros(1 << d, dtype=np.int64)
+  for x in range(d):
+    pop += (idx >> x) & 1
+  return np.bincount(pop, weights=e * e[((1 << d) - 1) ^ idx], minlength=d + 1)
+
+
+# ------------------------------------------------------------------ recognition
+def test_recognition_and_induced_n_against_brute_force():
+  """40 random posets (d = 7, edge densities 0.2-0.5) plus named ones: series-parallel
+  iff brute force finds no induced N; a reported N is one."""
+  rng = np.random.default_rng(0)
+  posets = [_random_poset(rng, 7, p) for p in np.linspace(0.2, 0.5, 40)]
+  posets += [Poset.nhis(3), Poset.from_edges(4, [(0, 1), (2, 1), (2, 3)]),
+             Poset.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)])]
+  kinds = set()
+  for p in posets:
+    brute = _brute_force_n(p.order)
+    assert decomposition.is_series_parallel(p) == (not brute)
+    n = decomposition.induced_n(p)
+    assert (n is None) == (not brute)
+    if n is not None:
+      assert n in brute
+    kinds.add(bool(brute))
+  assert kinds == {True, False}  # both cases occurred
+
+
+def test_decomposition_tree_covers_the_poset():
+  """Children partition their parent; series children are totally ordered bottom to
+  top, parallel children pairwise unrelated."""
+  p = Poset.from_edges(9, random_series_parallel(np.random.default_rng(3), 9))
+  o = p.order
+  stack = [decomposition.decompose(p)]
+  assert stack[0].elements == tuple(range(9))
+  while stack:
+    v = stack.pop()
+    if v.children:
+      assert sorted(sum((c.elements for c in v.children), ())) == list(v.elements)
+      for c1, c2 in itertools.combinations(v.children, 2):
+        block = o[np.ix_(c1.elements, c2.elements)]
+        if v.kind == "series":
+          assert block.all()
+        else:
+          assert not block.any() and not o[np.ix_(c2.elements, c1.elements)].any()
+    stack.extend(v.children)
+
+
+# ------------------------------------------------------------------ size recursion
+@pytest.mark.parametrize("d,n_block", [(12, False), (16, True), (20, False)])
+def test_size_tables_match_the_subset_recursion(d, n_block):
+  """T_P from the decomposition equals the subset recursion (relative 1e-9), on
+  random series-parallel posets (one with a prime N piece)."""
+  rng = np.random.default_rng(d)
+  p = Poset.from_edges(d, random_series_parallel(rng, d, n_block))
+  assert not p.is_forest
+  ref = _size_table_by_subsets(p)
+  np.testing.assert_allclose(np.exp(_sp_tables.log_size_table(p)), ref, rtol=1e-9)
+  assert PosetBall(p, "sp").num_objects() == pytest.approx(ref.sum(), rel=1e-9)
+
+
+# ------------------------------------------------------------------ the sampler
+def _random_sp_poset():
+  rng = np.random.default_rng(14)
+  return Poset.from_edges(14, random_series_parallel(rng, 14, True))
+
+
+def test_sp_agrees_with_the_subset_recursion_and_the_general_sampler_at_d14():
+  """A random series-parallel poset with a prime N piece, d = 14, n = 100_000 each:
+  |A| against the subset recursion's exact law (chi-square, p > 1e-4), and E[Z Z^T]
+  against the general sampler (two-sample z, all 120 entries |z| < 5)."""
+  p = _random_sp_poset()
+  assert _sp_tables.sp_tables(p)[1].blocks  # the N is a block
+  n = 100_000
+  _, k = _poset_kernels.sample_objects(jax.random.key(11), p, "sp", n)
+  law = _size_table_by_subsets(p)
+  law = law / law.sum()
+  counts = np.bincount(np.asarray(k), minlength=p.d + 1)
+  keep = law * n >= 5                       # bins expecting < 5 are pooled
+  obs, exp = counts[keep], law[keep] * n
+  if (~keep).any():
+    obs, exp = np.append(obs, counts[~keep].sum()), np.append(exp, law[~keep].sum() * n)
+  assert stats.chisquare(obs, exp).pvalue > P_MIN
+  za = np.asarray(jaxdp.random.poset_ball(jax.random.key(12), p, (n,), method="sp"),
+                  np.float64)
+  zb = np.asarray(jaxdp.random.poset_ball(jax.random.key(13), p, (n,),
+                                          method="general"), np.float64)
+  iu = np.triu_indices(p.d + 1)
+  pa, pb = za[:, iu[0]] * za[:, iu[1]], zb[:, iu[0]] * zb[:, iu[1]]
+  se = np.sqrt(pa.var(0, ddof=1) / n + pb.var(0, ddof=1) / n)
+  assert np.abs((pa.mean(0) - pb.mean(0)) / se).max() < Z_MAX
+
+
+def test_questionnaire_of_300_questions():
+  """A 300-question instrument with joint follow-ups (not a forest): 'auto' takes
+  the exact series-parallel sampler; 8192 points: the root coordinate's second
+  moment equals its closed form sum_k P(k) ((d+2) + (2k-d)^2) / ((d+2)(d+3)) (P(k)
+  from the size tables; |z| < 5), every coordinate's mean is 0 (A and B are
+  exchangeable; all |z| < 5), and every point lies in [-1, 1]."""
+  q = synthetic_questionnaire(0, 300)
+  assert q.d == 300 and not q.is_forest and decomposition.is_series_parallel(q)
+  assert PosetBall(q).resolved_method == "sp"
+  n = 8192
+  z = np.asarray(jaxdp.random.poset_ball(jax.random.key(300), q, (n,)), np.float64)
+  assert z.shape == (n, 301) and np.isfinite(z).all() and np.abs(z).max() <= 1.0
+  d = q.d
+  log_t = _sp_tables.log_size_table(q)
+  pk = np.exp(log_t - log_t.max())
+  pk /= pk.sum()
+  k = np.arange(d + 1)
+  exact = np.sum(pk * ((d + 2) + (2 * k - d) ** 2)) / ((d + 2) * (d + 3))
+  r2 = z[:, 0] ** 2
+  assert abs(r2.mean() - exact) < Z_MAX * r2.std(ddof=1) / np.sqrt(n)
+  zmean = z.mean(0) / (z.std(0, ddof=1) / np.sqrt(n))
+  assert np.abs(zmean).max() < Z_MAX
+
+
+def test_sp_sampler_under_jit_and_vmap():
+  """Keys vmapped under jit give the same draws as one by one."""
+  p = Poset.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)])
+  keys = jax.random.split(jax.random.key(5), 3)
+  f = jax.jit(jax.vmap(lambda k: jaxdp.random.poset_ball(k, p, (4,), method="sp")))
+  batch = f(keys)
+  for i in range(3):
+    np.testing.assert_array_equal(
+        batch[i], jaxdp.random.poset_ball(keys[i], p, (4,), method="sp"))
+
+
+# ------------------------------------------------------------------ errors
+def _fence(d):
+  """a1 < b1 > a2 < b2 > ...: prime (one prime piece of d elements)."""
+  return Poset.from_edges(d, [(i, i + 1) if i % 2 == 0 else (i + 1, i)
+                              for i in range(d - 1)])
+
+
+def test_non_series_parallel_errors_name_an_induced_n():
+  fence = _fence(24)
+  with pytest.raises(ValueError, match=r"induced N \(p\d+ < p\d+.*d <= 22"):
+    PosetBall(fence)                    # auto: too big for general, not sp
+  with pytest.raises(ValueError, match="prime piece of 18 elements"):
+    PosetBall(_fence(18), "sp")
+  assert PosetBall(_fence(18)).resolved_method == "general"
+  with pytest.raises(ValueError, match=f"d <= {_sp_tables.SP_MAX_D}"):
+    PosetBall(Poset.from_edges(_sp_tables.SP_MAX_D + 1, []), "sp")
+  with pytest.raises(ValueError, match="method='sp'"):
+    PosetBall(Poset.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)]), "forest")
