@@ -4,7 +4,9 @@ published sequential insertion sampler, at a batch of 10^6.
   python benchmarks/samplers.py [--n 1000000] [--out results]
 
 Rows: poset ball and K-norm noise for NHIS three sections (d = 15, forest sampler), a
-random poset with d = 20 (general sampler), l_inf K-norm and Laplace at d = 16.
+random poset with d = 20 (general sampler), l_inf K-norm and Laplace at d = 16; then
+large posets at a batch of 10^5: random forests (forest vs series-parallel sampler)
+and synthetic questionnaires up to d = 512 (series-parallel sampler).
 "floor" is the time ``jax.random.uniform`` takes for the same number of samples times
 2(dim) floats (dim = d + 1 for posets); "x floor" is time / floor. The numpy insertion
 sampler runs one object at a time, so it is timed on fewer samples and scaled.
@@ -49,6 +51,8 @@ def main(argv=None):
   ap.add_argument("--n", type=int, default=1_000_000)
   ap.add_argument("--numpy-n", type=int, default=5_000,
                   help="samples for the sequential numpy baseline (scaled to --n)")
+  ap.add_argument("--large-n", type=int, default=100_000,
+                  help="batch for the large posets (d = 32 .. 512)")
   ap.add_argument("--out", default="results")
   args = ap.parse_args(argv)
   n = args.n
@@ -60,10 +64,13 @@ def main(argv=None):
   cases = [
       ("poset_ball", "NHIS 3 sections (forest)", nhis, None),
       ("knorm", "NHIS 3 sections (forest)", nhis, PosetBall(nhis)),
+      ("poset_ball", "NHIS 3 sections (series-parallel)", nhis, "sp"),
       ("poset_ball", "NHIS 3 sections (general)", nhis, "general"),
-      ("poset_ball", f"random d=20 (general, {rand20.num_cover_edges} cover edges)",
-       rand20, None),
-      ("knorm", "random d=20 (general)", rand20, PosetBall(rand20)),
+      ("poset_ball", f"random d=20 ({PosetBall(rand20).resolved_method}, "
+       f"{rand20.num_cover_edges} cover edges)", rand20, None),
+      ("poset_ball", "random d=20 (general)", rand20, "general"),
+      ("knorm", f"random d=20 ({PosetBall(rand20).resolved_method})", rand20,
+       PosetBall(rand20)),
   ]
   for fn_name, label, poset, extra in cases:
     dim = poset.d + 1
@@ -100,6 +107,7 @@ def main(argv=None):
                  "x_floor": t / floor, "peak_over_output": _peak_ratio(f, key, n * 16 * 4)})
     print(rows[-1], flush=True)
 
+  large = _large_posets(key, args.large_n)
   lines = ["| sampler | case | n | seconds | samples/s | floor s | x floor | "
            "peak mem / output | numpy insertion s | speed-up vs numpy |",
            "|---|---|---|---|---|---|---|---|---|---|"]
@@ -112,8 +120,41 @@ def main(argv=None):
         f"{r.get('numpy_insertion_seconds', float('nan')):.0f} | "
         f"{r.get('speedup_vs_numpy', float('nan')):,.0f} |".replace("| nan |", "| - |")
         .replace("| nan |", "| - |"))
-  write_results(args.out, "samplers", {"machine": machine(), "rows": rows},
-                "\n".join(lines))
+  lines += ["", f"Large posets (batch {args.large_n:,}; first call includes compilation):",
+            "", "| poset | d | method | first call s | samples/s | x floor |",
+            "|---|---|---|---|---|---|"]
+  for r in large:
+    lines.append(f"| {r['case']} | {r['d']} | {r['method']} | {r['first_call_seconds']:.1f} | "
+                 f"{r['samples_per_s']:,.0f} | {r['x_floor']:.1f} |")
+  write_results(args.out, "samplers", {"machine": machine(), "rows": rows,
+                                       "large_posets": large}, "\n".join(lines))
+
+
+def _large_posets(key, n):
+  """Random forests (d = 32, 64, 128: forest vs series-parallel sampler) and
+  synthetic questionnaires with joint follow-ups (not forests; d = 128, 300, 512)."""
+  from jaxdp.experiments.questionnaire import synthetic_questionnaire
+  rng = np.random.default_rng(0)
+  cases = []
+  for d in (32, 64, 128):
+    forest = Poset.from_parents([-1] + [int(rng.integers(0, i)) for i in range(1, d)],
+                                name=f"random forest d={d}")
+    cases += [(forest, "forest"), (forest, "sp")]
+  for d in (128, 300, 512):
+    cases.append((synthetic_questionnaire(0, d), "sp"))
+  rows = []
+  for poset, method in cases:
+    f = jax.jit(lambda k, p=poset, m=method: jaxdp.random.poset_ball(k, p, (n,), method=m))
+    t0 = time.perf_counter()
+    jax.block_until_ready(f(key))
+    first = time.perf_counter() - t0
+    t = best_time(lambda: f(key))
+    floor = _floor(key, n, 2 * (poset.d + 1))
+    rows.append({"case": poset.name, "d": poset.d, "method": method, "n": n,
+                 "first_call_seconds": first, "seconds": t, "samples_per_s": n / t,
+                 "floor_seconds": floor, "x_floor": t / floor})
+    print(rows[-1], flush=True)
+  return rows
 
 
 if __name__ == "__main__":

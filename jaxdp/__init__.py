@@ -6,7 +6,8 @@ insertion sampler, the command line) live in :mod:`jaxdp.experiments`, which thi
 package does not import.
 """
 
-from jaxdp import calibration, chacha, exact, montecarlo, pld, random, renyi
+from jaxdp import (calibration, chacha, decomposition, exact, montecarlo, pld, random,
+                   renyi)
 from jaxdp.accounting import (
     Accountant,
     BudgetExceededError,
@@ -66,6 +67,7 @@ __all__ = [
     "ZCDPGaussianMechanism",
     "advanced_composition",
     "calibration",
+    "decomposition",
     "enumerate_objects",
     "events_epsilon",
     "exact_second_moment",

@@ -76,10 +76,12 @@ def sp_points(key_obj, key_exp, t: SPTables, lay: SPLayout, n: int, dtype):
   with jax.enable_x64(True):
     value, top = _times(draws, lay, n)
     end = top + -jnp.log1p(-_uniform53(bits_end))                   # (2, n)
-    # The down-set minima only pick which time to subtract: in float32 a tie can
-    # swap two times equal to float32 rounding, which moves the output by < 1 ulp.
-    value32, end32 = value.astype(jnp.float32), end.astype(jnp.float32)
-  low = jnp.minimum(_down_set_min(value32, draws, t, lay, n), end32[None])  # (d, 2, n)
+    # The down-set minima only pick which time to subtract, so for float32 output
+    # they run in float32 (half the memory traffic): a tie can only swap two times
+    # equal to float32 rounding, which moves the output by less than its ulp.
+    work = jnp.float64 if jnp.dtype(dtype) == jnp.float64 else jnp.float32
+    value_w, end_w = value.astype(work), end.astype(work)
+  low = jnp.minimum(_down_set_min(value_w, draws, t, lay, n), end_w[None])  # (d, 2, n)
   with jax.enable_x64(True):
     low = low.astype(jnp.float64)
     coord = (end[0] - low[:, 0]) - (end[1] - low[:, 1])            # (d, n)

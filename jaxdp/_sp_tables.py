@@ -17,11 +17,11 @@ Sampling (top down) draws |A| from T_P, then at every binary node the number of
 A-elements of one child (the smaller one, so each node's table has (n_v + 1) rows of
 at most n_v / 2 + 1 entries) in proportion to the summands above; a block draws its
 subset A of the given size in proportion to e(A) e(B). The uniform linear extensions
-of A and B are then built in the kernel without sorting per node (see there).
+of A and B, and the noise, are then built in the kernel without sorting (see there).
 
 Costs: tables O(sum over nodes of n_v * min(n_L, n_R)) <= O(d^2 log d) memory and time
-on the host (plus 2^L per block); per sample O(number of nodes) table look-ups, one
-sort of d keys and O(L^2) per block.
+on the host (plus 2^L per block); per sample O(number of nodes) = O(d) table look-ups
+and arithmetic, plus O(L^2) per block (objects for tests also sort d keys).
 
 References:
   M. Joseph, M. Ribero, A. Yu, "Privately Counting Partially Ordered Data", ICLR 2025.
@@ -326,8 +326,6 @@ def _log_binom(n, k):
 
 
 def _cdf(logw):
-  p = np.exp(logw - np.max(logw))
-  c = np.cumsum(p) / p.sum()
-  last = np.nonzero(p)[0][-1]
-  c[last:] = 1.0
-  return c
+  """The CDF of the weights exp(logw), exactly 1 from the last positive one on."""
+  from jaxdp._poset_tables import _cdf as cdf  # (that module imports this one)
+  return cdf(logw)

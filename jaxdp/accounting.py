@@ -638,6 +638,12 @@ def _check_static_cost(acct, eps, delta):
   ve, ce = _budget.charge_host(eps, acct.unit_exponent, positive=True)
   vd, cd = _budget.charge_host(delta, acct.delta_unit_exponent, positive=False)
   e_limit, d_limit = _budget.limits(acct)
+  if not ve and np.all(np.asarray(eps, np.float64) > 0):
+    raise BudgetExceededError(
+        f"one release's cost {np.asarray(eps, np.float64)} (its {acct.composition} cost "
+        f"for groups of {acct.group_size}) is positive but underflows float32, the "
+        "precision of the budget's arithmetic: it cannot be charged, so the release "
+        "would always be refused. Use a larger eps; no data was read.")
   if not (ve and vd) or np.all(ce > np.asarray(e_limit)) or cd > d_limit:
     if acct.composition == "advanced":
       what = ("the per-release cap of advanced composition over "

@@ -328,6 +328,13 @@ class Poset:
     """True iff every element has at most one element directly above it."""
     return self.parents is not None
 
+  @property
+  def is_series_parallel(self) -> bool:
+    """True iff the poset has no induced N (:mod:`jaxdp.decomposition`); such posets
+    take the exact series-parallel sampler up to d = 512."""
+    from jaxdp import decomposition
+    return decomposition.is_series_parallel(self)
+
   @functools.cached_property
   def cover_matrix(self) -> np.ndarray:
     """``cover[i, j]`` True iff ``p_j`` covers ``p_i`` (``p_i < p_j``, nothing between)."""

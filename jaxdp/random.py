@@ -64,8 +64,10 @@ def poset_ball(key, poset: Poset, shape: Sequence[int] = (), dtype=None, *,
     poset: a :class:`~jaxdp.Poset` on d elements.
     shape: batch shape.
     dtype: a floating dtype (default: JAX's default float).
-    method: ``"auto"``, ``"forest"`` (forests, d <= 128) or ``"general"`` (any
-      poset, d <= 22). Both are exact and agree in distribution.
+    method: ``"auto"``, ``"forest"`` (forests, d <= 128), ``"sp"``
+      (series-parallel posets, d <= 512) or ``"general"`` (any poset, d <= 22). All
+      are exact and agree in distribution (:class:`~jaxdp.PosetBall` says which
+      "auto" takes).
 
   Returns:
     Array of shape ``(*shape, d + 1)``; coordinate 0 is the root.

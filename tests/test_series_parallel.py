@@ -112,17 +112,12 @@ def test_size_tables_match_the_subset_recursion(d, n_block):
 
 
 # ------------------------------------------------------------------ the sampler
-def _random_sp_poset():
-  rng = np.random.default_rng(14)
-  return Poset.from_edges(14, random_series_parallel(rng, 14, True))
-
-
-def test_sp_agrees_with_the_subset_recursion_and_the_general_sampler_at_d14():
-  """A random series-parallel poset with a prime N piece, d = 14, n = 100_000 each:
+def test_sp_agrees_with_the_subset_recursion_and_the_general_sampler_at_d12():
+  """A random series-parallel poset with a prime N piece, d = 12, n = 100_000 each:
   |A| against the subset recursion's exact law (chi-square, p > 1e-4), and E[Z Z^T]
-  against the general sampler (two-sample z, all 120 entries |z| < 5)."""
-  p = _random_sp_poset()
-  assert _sp_tables.sp_tables(p)[1].blocks  # the N is a block
+  against the general sampler (two-sample z, all 91 entries |z| < 5)."""
+  p = Poset.from_edges(12, random_series_parallel(np.random.default_rng(14), 12, True))
+  assert _sp_tables.sp_tables(p)[1].blocks and not p.is_forest  # the N is a block
   n = 100_000
   _, k = _poset_kernels.sample_objects(jax.random.key(11), p, "sp", n)
   law = _size_table_by_subsets(p)
@@ -169,7 +164,7 @@ def test_questionnaire_of_300_questions():
 
 def test_sp_sampler_under_jit_and_vmap():
   """Keys vmapped under jit give the same draws as one by one."""
-  p = Poset.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)])
+  p = Poset.from_edges(3, [(0, 2)])
   keys = jax.random.split(jax.random.key(5), 3)
   f = jax.jit(jax.vmap(lambda k: jaxdp.random.poset_ball(k, p, (4,), method="sp")))
   batch = f(keys)

@@ -187,6 +187,8 @@ def test_cli_reads_poset_files(tmp_path, capsys):
 @pytest.mark.parametrize("argv,msg", [
     (["poset", "--poset", "nope"], "not nhis1"),
     (["poset", "--poset", "random:x"], "random:D"),
+    (["poset", "--poset", "questionnaire:x"], "questionnaire:D"),
+    (["poset", "--poset", "questionnaire:600"], "1 <= D <= 512"),
     (["nhis", "--sections", "4"], "--sections"),
     (["nhis", "--mechanisms", "poset,gauss"], "unknown 'gauss'"),
 ])

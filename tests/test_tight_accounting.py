@@ -135,6 +135,11 @@ def test_renyi_filter_errors_and_plan():
   acct = Accountant.create(1.0, delta_budget=1e-6, composition="rdp", key=jax.random.key(2))
   with pytest.raises(jaxdp.BudgetExceededError, match="every order"):
     release(acct, LaplaceMechanism(50.0), jnp.zeros(()))
+  # a cost that underflows float32 cannot be charged: refused, and the error says why
+  for a in (acct, Accountant.create(1.0, delta_budget=1e-6, composition="zcdp",
+                                    key=jax.random.key(3))):
+    with pytest.raises(jaxdp.BudgetExceededError, match="underflows float32"):
+      release(a, LaplaceMechanism(1e-30), jnp.zeros(()))
   p = jaxdp.plan(lambda a: release(a, LaplaceMechanism(0.3), jnp.zeros(()))[0], acct)
   assert p.releases[0].rdp[0] == pytest.approx(float(_mp_laplace(0.3, acct.orders[0])))
   assert 0 < p.eps <= 1.0

@@ -2,7 +2,8 @@
 
   jaxdp                      the NHIS study (same as ``jaxdp nhis``)
   jaxdp nhis                 NHIS posets with 1, 2 and 3 sections (paper, Figure 4)
-  jaxdp poset --poset SRC    one poset: nhis1|nhis2|nhis3, random:D[:SEED], or a file
+  jaxdp poset --poset SRC    one poset: nhis1|nhis2|nhis3, random:D[:SEED],
+                             questionnaire:D[:SEED], or a file
   jaxdp dims                 random posets by dimension (Figure 2)
   jaxdp structure            random posets of fixed d by depth and edges (Figure 3)
   jaxdp sample --poset SRC   draw poset-ball noise and print its shape and E||Z||^2
@@ -282,7 +283,7 @@ def _parser():
       p.add_argument("--sections", default="1,2,3", help="comma list from 1,2,3")
     else:
       p.add_argument("--poset", required=True,
-                     help="nhis1|nhis2|nhis3, random:D[:SEED], or a JSON/text file")
+                     help="nhis1|nhis2|nhis3, random:D[:SEED], questionnaire:D[:SEED], or a JSON/text file")
     p.add_argument("--insertion-samples", type=_nonneg_int, default=20_000,
                    help="draws from the published insertion sampler (0: skip)")
     p.add_argument("--eps", type=_pos_float, default=1.0,
@@ -315,7 +316,7 @@ def _parser():
   p = sub.add_parser("sample", help="draw poset-ball points (streamed to a .npy file)",
                      formatter_class=fmt)
   p.add_argument("--poset", default="nhis3",
-                 help="nhis1|nhis2|nhis3, random:D[:SEED], or a JSON/text file")
+                 help="nhis1|nhis2|nhis3, random:D[:SEED], questionnaire:D[:SEED], or a JSON/text file")
   p.add_argument("--samples", type=_pos_int, default=1_000_000, help="points to draw")
   p.add_argument("--out", default=None,
                  help="write the points to this .npy file, chunk by chunk (default: "
@@ -335,7 +336,7 @@ def _parser():
                   "exact integer noise (the exact rounding of the ideal mechanism's "
                   "noise) from a ChaCha20 key drawn from the OS. Costs --eps.")
   p.add_argument("--poset", default="nhis3",
-                 help="nhis1|nhis2|nhis3, random:D[:SEED], or a JSON/text file")
+                 help="nhis1|nhis2|nhis3, random:D[:SEED], questionnaire:D[:SEED], or a JSON/text file")
   p.add_argument("--data", required=True,
                  help="answers: .npy (n, d) or CSV with d 0/1 columns")
   p.add_argument("--eps", type=_pos_float, required=True, help="privacy parameter")
@@ -461,9 +462,22 @@ def _load_poset(src):
     if not 1 <= d <= 22:
       raise UsageError(f"--poset {src!r}: random posets need 1 <= D <= 22")
     return Poset.random(jax.random.key(seed), d)
+  if src.startswith("questionnaire:"):
+    from jaxdp.experiments.questionnaire import synthetic_questionnaire
+    parts = src.split(":")
+    try:
+      d = int(parts[1])
+      seed = int(parts[2]) if len(parts) > 2 else 0
+    except (IndexError, ValueError):
+      raise UsageError(f"--poset {src!r}: expected questionnaire:D or "
+                       "questionnaire:D:SEED") from None
+    if not 1 <= d <= 512:
+      raise UsageError(f"--poset {src!r}: questionnaires need 1 <= D <= 512")
+    return synthetic_questionnaire(seed, d)
   path = Path(src)
   if not path.is_file():
-    raise UsageError(f"--poset {src!r}: not nhis1|nhis2|nhis3, random:D, or a file")
+    raise UsageError(f"--poset {src!r}: not nhis1|nhis2|nhis3, random:D, "
+                     "questionnaire:D, or a file")
   try:
     return Poset.load(path)
   except ValueError as e:
