@@ -7,7 +7,9 @@ uniform poset-ball draws, streamed in chunks, on 1 device and on all 4.
 
 import os
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
+_flags = os.environ.get("XLA_FLAGS", "")
+if "xla_force_host_platform_device_count" not in _flags:
+  os.environ["XLA_FLAGS"] = f"{_flags} --xla_force_host_platform_device_count=4".strip()
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

@@ -137,7 +137,7 @@ class _Plan:
       # a level's block of rows = concat(internal, leaves, blocks)[assemble]
       src = np.concatenate([inner, leaves, blocks])
       assemble = np.argsort(src - a)
-      info = dict(size=b - a, inner=inner, inner_loc=inner - a, assemble=assemble,
+      info = dict(inner=inner, inner_loc=inner - a, assemble=assemble,
                   leaf_elems=np.asarray([elem_of_leaf[v] for v in leaves], np.int64),
                   blocks=[block_of[int(v)] for v in blocks])
       if len(inner):
@@ -151,7 +151,7 @@ class _Plan:
             left_loc=left[inner] - a2, right_loc=right[inner] - a2, kid_src=kid_src,
             kid_parent=np.concatenate([np.arange(len(inner))] * 2)[kid_src],
             small_left=(small == left[inner]),
-            is_series=(kind[inner] == SERIES), n_ser=int((kind[inner] == SERIES).sum()),
+            n_ser=int((kind[inner] == SERIES).sum()),
             off=np.asarray([lay.offset[v] for v in inner]),
             wid=np.asarray([lay.width[v] for v in inner]),
             slot=np.asarray([slot[int(v)] for v in inner]),

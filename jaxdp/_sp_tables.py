@@ -41,7 +41,7 @@ import numpy as np
 from jaxdp import decomposition
 from jaxdp.posets import Poset
 
-SP_MAX_D = 512     # per-sample work is O(d log d); the host tables grow as d^2 log d
+SP_MAX_D = 512     # the sizes measured and tested; host tables grow as d^2 log d
 BLOCK_MAX_D = 16   # a prime block's tables hold 2^L entries (and 2^L (L+1) work)
 
 LEAF, BLOCK, SERIES, PARALLEL = 0, 1, 2, 3
@@ -78,8 +78,6 @@ class SPLayout(NamedTuple):
   width: tuple          # per internal node: entries per row (size of small + 1)
   node_of: tuple        # per element: its leaf or block node
   blocks: tuple         # per block: (node id, elements in local order)
-  depth_levels: tuple   # internal node ids by depth, root first
-  height_levels: tuple  # internal node ids by height, lowest first
   top_down: tuple       # the elements in a fixed linear extension, top first
 
 
@@ -155,17 +153,6 @@ def sp_tables(poset: Poset) -> tuple[SPTables, SPLayout]:
       small.append(-1)
       offset.append(-1)
       width.append(0)
-  depth = {0: 0}
-  height = {}
-  for v in nodes:                      # parents before children
-    for c in (v.left, v.right):
-      if c is not None:
-        depth[c.id] = depth[v.id] + 1
-  for v in reversed(nodes):
-    height[v.id] = 0 if v.left is None else 1 + max(height[v.left.id], height[v.right.id])
-  internal = [v.id for v in nodes if v.kind in (SERIES, PARALLEL)]
-  depth_levels = _levels(internal, depth)
-  height_levels = _levels(internal, height)[1:] if internal else ()
   strict_above = poset.order.sum(axis=1) - 1
   top_down = tuple(int(x) for x in np.argsort(strict_above, kind="stable"))
   tables = SPTables(
@@ -175,7 +162,6 @@ def sp_tables(poset: Poset) -> tuple[SPTables, SPLayout]:
   layout = SPLayout(d=d, kind=tuple(kind), left=tuple(left), right=tuple(right),
                     size=tuple(size), small=tuple(small), offset=tuple(offset),
                     width=tuple(width), node_of=tuple(node_of), blocks=tuple(blocks_l),
-                    depth_levels=depth_levels, height_levels=height_levels,
                     top_down=top_down)
   return tables, layout
 
@@ -308,13 +294,6 @@ def _number(root: _Node):
       nxt.extend(c for c in (v.left, v.right) if c is not None)
     queue = nxt
   return out
-
-
-def _levels(ids, level):
-  if not ids:
-    return ()
-  top = max(level[i] for i in ids)
-  return tuple(tuple(i for i in ids if level[i] == lv) for lv in range(top + 1))
 
 
 def _log_binom(n, k):

@@ -11,7 +11,6 @@ and second moments of method="sp" against exact enumeration run in test_samplers
 import itertools
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy import stats

@@ -66,8 +66,9 @@ def test_estimate_across_two_processes_equals_one_device_bit_for_bit():
       "lambda k, m: jaxdp.random.poset_ball(k, p, (m,)), "
       "lambda z: jnp.sum(z ** 2, 1), 40_000, chunk_size=1 << 13, devices=jax.devices())\n"
       "print((b.mean.tobytes() + b.var.tobytes()).hex())\n")
-  env = dict(os.environ, PYTHONUNBUFFERED="1",
-             XLA_FLAGS="--xla_force_host_platform_device_count=2")
+  env = dict(os.environ, PYTHONUNBUFFERED="1",   # this process's compiler flags too
+             XLA_FLAGS=(os.environ.get("XLA_FLAGS", "")
+                        + " --xla_force_host_platform_device_count=2").strip())
   procs = [subprocess.Popen([sys.executable, "-c", code, str(i)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
            for i in range(2)]
