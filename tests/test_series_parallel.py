@@ -142,7 +142,8 @@ def test_questionnaire_of_300_questions():
   the exact series-parallel sampler; 8192 points: the root coordinate's second
   moment equals its closed form sum_k P(k) ((d+2) + (2k-d)^2) / ((d+2)(d+3)) (P(k)
   from the size tables; |z| < 5), every coordinate's mean is 0 (A and B are
-  exchangeable; all |z| < 5), and every point lies in [-1, 1]."""
+  exchangeable; all |z| < 5), and every point lies in [-1, 1]; 2048 objects are
+  valid (in each part, every question after the questions it requires)."""
   q = synthetic_questionnaire(0, 300)
   assert q.d == 300 and not q.is_forest and decomposition.is_series_parallel(q)
   assert PosetBall(q).resolved_method == "sp"
@@ -159,6 +160,16 @@ def test_questionnaire_of_300_questions():
   assert abs(r2.mean() - exact) < Z_MAX * r2.std(ddof=1) / np.sqrt(n)
   zmean = z.mean(0) / (z.std(0, ddof=1) / np.sqrt(n))
   assert np.abs(zmean).max() < Z_MAX
+  # objects: within each part every question comes after all questions above it
+  # (its prerequisites), in all 2048 draws (checked on the 322 cover relations)
+  seq, k = _poset_kernels.sample_objects(jax.random.key(301), q, "sp", 2048)
+  seq, k = np.asarray(seq), np.asarray(k)
+  pos = np.argsort(seq, axis=1)                       # position of each question
+  in_a = pos < k[:, None]
+  below, above = np.nonzero(q.cover_matrix)
+  same = in_a[:, below] == in_a[:, above]
+  assert (np.sort(seq, axis=1) == np.arange(d)).all()
+  assert (pos[:, above] < pos[:, below])[same].all()
 
 
 def test_sp_sampler_under_jit_and_vmap():
