@@ -28,25 +28,24 @@ def second_moment_zscores(z, exact):
 
 def random_series_parallel(rng, d, n_block=False):
   """Edges of a random series-parallel poset on d elements (random binary series /
-  parallel compositions); with ``n_block`` one group of four elements is an N (a
-  prime piece), so the result is not series-parallel."""
-  elems = list(rng.permutation(d))
+  parallel compositions); with ``n_block`` the first group of four elements met is an
+  N instead (a prime piece), so the result is not series-parallel."""
   edges = []
+  need_n = [n_block]
 
   def build(items):
     if len(items) == 1:
       return items
-    if n_block and len(items) == 4 and not build.used:
-      build.used = True
+    if need_n[0] and len(items) == 4:
+      need_n[0] = False
       a, b, c, e = items
       edges.extend([(a, b), (c, b), (c, e)])
       return items
     cut = int(rng.integers(1, len(items)))
     lo, hi = build(items[:cut]), build(items[cut:])
     if rng.random() < 0.5:                       # series: all of lo below all of hi
-      edges.extend((int(x), int(y)) for x in lo for y in hi)
+      edges.extend((x, y) for x in lo for y in hi)
     return lo + hi
 
-  build.used = False
-  build(elems)
-  return [(int(x), int(y)) for x, y in edges]
+  build([int(x) for x in rng.permutation(d)])
+  return edges
