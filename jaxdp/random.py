@@ -275,8 +275,9 @@ def _chunked(fn, key, n: int, tail: tuple[int, ...], dtype, chunk: int = CHUNK):
 
 @functools.partial(jax.jit, static_argnames=("d", "layout", "n", "uniform", "dtype"))
 def _poset_kernel(key, tables, eps, *, d, layout, n, uniform, dtype):
-  # Static: d and the forest layout (None: general sampler); the tables are data, so
-  # posets of one size (or one forest shape) share this compilation.
+  # Static: d and the layout (None: general sampler; a forest's shape; a
+  # series-parallel poset's labelled decomposition); the tables are data, so posets
+  # of one size (general) or one forest shape share this compilation.
   tables = jax.tree_util.tree_map(jnp.asarray, tables)  # numpy when jit is disabled
   cdt = _compute_dtype(dtype)
 
