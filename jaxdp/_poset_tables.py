@@ -92,7 +92,8 @@ class ForestLayout(NamedTuple):
 
 
 # ------------------------------------------------------------------ method choice
-# "auto" takes the forest sampler for forests up to this d (measured fastest there,
+# "auto" takes the forest sampler for forests up to this d (faster on NHIS, about
+# even with the series-parallel one at d = 32 and far slower above, in
 # benchmarks/samplers.py), else the series-parallel one when it applies, else the
 # general one.
 AUTO_FOREST_MAX_D = 32

@@ -120,8 +120,7 @@ def sp_tables(poset: Poset) -> tuple[SPTables, SPLayout]:
   Raises:
     ValueError: as :func:`check_supported`.
   """
-  check_supported(poset)
-  root = _binary_tree(poset)
+  root = _binary_tree(poset)              # checks support first
   nodes = _number(root)
   d = poset.d
   kind, left, right, size = [], [], [], []

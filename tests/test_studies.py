@@ -72,13 +72,14 @@ def test_estimate_across_two_processes_equals_one_device_bit_for_bit():
   procs = [subprocess.Popen([sys.executable, "-c", code, str(i)], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
            for i in range(2)]
-  p = jaxdp.Poset.nhis(1)
-  one = montecarlo.estimate(jax.random.key(3), lambda k, m: jaxdp.random.poset_ball(k, p, (m,)),
+  nhis1 = jaxdp.Poset.nhis(1)
+  one = montecarlo.estimate(jax.random.key(3),
+                            lambda k, m: jaxdp.random.poset_ball(k, nhis1, (m,)),
                             lambda z: jnp.sum(z ** 2, 1), 40_000, chunk_size=1 << 13,
                             devices=jax.local_devices()[:1])
-  outs = [p.communicate(timeout=300) for p in procs]
-  for p, (out, err) in zip(procs, outs):
-    assert p.returncode == 0, err[-2000:]
+  outs = [proc.communicate(timeout=300) for proc in procs]
+  for proc, (out, err) in zip(procs, outs):
+    assert proc.returncode == 0, err[-2000:]
   want = (one.mean.tobytes() + one.var.tobytes()).hex()
   assert [o.split()[-1] for o, _ in outs] == [want, want]
 

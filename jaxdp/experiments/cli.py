@@ -244,6 +244,10 @@ def _check_random_d(d, opt):
 
 
 # ------------------------------------------------------------------ parsing
+POSET_HELP = ("nhis1|nhis2|nhis3, random:D[:SEED], questionnaire:D[:SEED], or a "
+              "JSON/text file")
+
+
 def _parser():
   fmt = _HelpFormatter
   ap = argparse.ArgumentParser(
@@ -283,7 +287,7 @@ def _parser():
       p.add_argument("--sections", default="1,2,3", help="comma list from 1,2,3")
     else:
       p.add_argument("--poset", required=True,
-                     help="nhis1|nhis2|nhis3, random:D[:SEED], questionnaire:D[:SEED], or a JSON/text file")
+                     help=POSET_HELP)
     p.add_argument("--insertion-samples", type=_nonneg_int, default=20_000,
                    help="draws from the published insertion sampler (0: skip)")
     p.add_argument("--eps", type=_pos_float, default=1.0,
@@ -316,7 +320,7 @@ def _parser():
   p = sub.add_parser("sample", help="draw poset-ball points (streamed to a .npy file)",
                      formatter_class=fmt)
   p.add_argument("--poset", default="nhis3",
-                 help="nhis1|nhis2|nhis3, random:D[:SEED], questionnaire:D[:SEED], or a JSON/text file")
+                 help=POSET_HELP)
   p.add_argument("--samples", type=_pos_int, default=1_000_000, help="points to draw")
   p.add_argument("--out", default=None,
                  help="write the points to this .npy file, chunk by chunk (default: "
@@ -336,7 +340,7 @@ def _parser():
                   "exact integer noise (the exact rounding of the ideal mechanism's "
                   "noise) from a ChaCha20 key drawn from the OS. Costs --eps.")
   p.add_argument("--poset", default="nhis3",
-                 help="nhis1|nhis2|nhis3, random:D[:SEED], questionnaire:D[:SEED], or a JSON/text file")
+                 help=POSET_HELP)
   p.add_argument("--data", required=True,
                  help="answers: .npy (n, d) or CSV with d 0/1 columns")
   p.add_argument("--eps", type=_pos_float, required=True, help="privacy parameter")
@@ -445,6 +449,19 @@ def _devices(n):
   return devs[:n]
 
 
+def _sized_spec(src, kind, max_d):
+  """``(d, seed)`` from ``KIND:D`` or ``KIND:D:SEED``, with 1 <= d <= max_d."""
+  parts = src.split(":")
+  try:
+    d = int(parts[1])
+    seed = int(parts[2]) if len(parts) > 2 else 0
+  except (IndexError, ValueError):
+    raise UsageError(f"--poset {src!r}: expected {kind}:D or {kind}:D:SEED") from None
+  if not 1 <= d <= max_d:
+    raise UsageError(f"--poset {src!r}: {kind} posets need 1 <= D <= {max_d}")
+  return d, seed
+
+
 def _load_poset(src):
   from jaxdp import Poset
   if src is None:
@@ -453,26 +470,12 @@ def _load_poset(src):
     return Poset.nhis(int(src[-1]))
   if src.startswith("random:"):
     import jax
-    parts = src.split(":")
-    try:
-      d = int(parts[1])
-      seed = int(parts[2]) if len(parts) > 2 else 0
-    except (IndexError, ValueError):
-      raise UsageError(f"--poset {src!r}: expected random:D or random:D:SEED") from None
-    if not 1 <= d <= 22:
-      raise UsageError(f"--poset {src!r}: random posets need 1 <= D <= 22")
+    from jaxdp._poset_tables import GENERAL_MAX_D
+    d, seed = _sized_spec(src, "random", GENERAL_MAX_D)
     return Poset.random(jax.random.key(seed), d)
   if src.startswith("questionnaire:"):
     from jaxdp.experiments.questionnaire import synthetic_questionnaire
-    parts = src.split(":")
-    try:
-      d = int(parts[1])
-      seed = int(parts[2]) if len(parts) > 2 else 0
-    except (IndexError, ValueError):
-      raise UsageError(f"--poset {src!r}: expected questionnaire:D or "
-                       "questionnaire:D:SEED") from None
-    if not 1 <= d <= 512:
-      raise UsageError(f"--poset {src!r}: questionnaires need 1 <= D <= 512")
+    d, seed = _sized_spec(src, "questionnaire", 512)
     return synthetic_questionnaire(seed, d)
   path = Path(src)
   if not path.is_file():
