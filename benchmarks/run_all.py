@@ -22,6 +22,7 @@ import montecarlo  # noqa: E402
 import recompile  # noqa: E402
 import samplers  # noqa: E402
 import secure  # noqa: E402
+import sp_costs  # noqa: E402
 from common import machine  # noqa: E402
 
 
@@ -40,9 +41,10 @@ def main(argv=None):
   recompile.main(["--out", args.out] + (["--posets", "5"] if q else []))
   secure.main(["--out", args.out] + (["--n", "20000", "--opendp-n", "1000"] if q else []))
   generators.main(["--out", args.out] + (["--n", "20000"] if q else []))
+  sp_costs.main(["--out", args.out] + (["--n", "20000"] if q else []))
   parts = [Path(args.out, f"{n}.md").read_text()
            for n in ("samplers", "montecarlo", "accounting", "float_attack", "recompile",
-                     "secure", "generators")]
+                     "secure", "generators", "sp_costs")]
   Path(args.out, "README.md").write_text("\n\n".join(parts))
   print(f"wrote {args.out}/README.md", flush=True)
 

@@ -91,8 +91,7 @@ def sp_points(key_obj, key_exp, t: SPTables, lay: SPLayout, n: int, dtype):
 
 def chunk_size(lay: SPLayout, chunk: int) -> int:
   """Samples per chunk: about 2^18 node rows, so a depth's working set stays in
-  cache (measured on a 2-core CPU: 512 samples per chunk at d = 300 run 1.5x faster
-  than 4096)."""
+  cache (``benchmarks/sp_costs.py`` compares 2^16, 2^18 and 2^20)."""
   return int(max(256, min(chunk, (1 << 18) // len(lay.kind))))
 
 

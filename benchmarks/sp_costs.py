@@ -1,0 +1,95 @@
+"""Compile time and chunk size of the series-parallel poset-ball sampler.
+
+  python benchmarks/sp_costs.py [--out results]
+
+1. First-call (compile + run, 20,000 draws) time of method="sp" against the depth of
+   the balanced binary decomposition, which its kernel is unrolled over: a 200-chain
+   and a 200-antichain (shallow trees), the 300-question synthetic questionnaire, and
+   a 200-element caterpillar (a spine x_1 < x_2 < ... with one leaf below each x_i:
+   a tree 200 depths deep).
+2. Samples per second (batch 10^5) at several chunk sizes (node rows per chunk) for a
+   random forest with d = 128 and the 300-question questionnaire, against the RNG
+   floor (2(d+1) float32 uniforms per sample).
+
+Writes results/sp_costs.json and results/sp_costs.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import best_time, machine, write_results  # noqa: E402
+
+import jaxdp  # noqa: E402
+from jaxdp import Poset, _sp_kernels, _sp_tables  # noqa: E402
+from jaxdp.experiments.questionnaire import synthetic_questionnaire  # noqa: E402
+
+
+def _caterpillar(d):
+  spine = [(2 * i, 2 * i + 2) for i in range(d // 2 - 1)]
+  legs = [(2 * i + 1, 2 * i) for i in range(d // 2)]
+  return Poset.from_edges(d, spine + legs, name=f"caterpillar d={d}")
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--n", type=int, default=100_000)
+  ap.add_argument("--out", default="results")
+  args = ap.parse_args(argv)
+  key = jax.random.key(0)
+
+  compile_rows = []
+  for p in [Poset.from_edges(200, [(i, i + 1) for i in range(199)], name="chain d=200"),
+            Poset.from_edges(200, [], name="antichain d=200"),
+            synthetic_questionnaire(0, 300), _caterpillar(200)]:
+    depths = _sp_kernels._Plan(_sp_tables.sp_tables(p)[1]).num_levels
+    t0 = time.perf_counter()
+    jax.block_until_ready(jaxdp.random.poset_ball(key, p, (20_000,), method="sp"))
+    compile_rows.append({"poset": p.name, "d": p.d, "depths": depths,
+                         "first_call_seconds": time.perf_counter() - t0})
+    print(compile_rows[-1], flush=True)
+
+  rng = np.random.default_rng(0)
+  forest = Poset.from_parents([-1] + [int(rng.integers(0, i)) for i in range(1, 128)],
+                              name="random forest d=128")
+  chunk_rows = []
+  default = _sp_kernels.chunk_size
+  try:
+    for rows in (1 << 16, 1 << 18, 1 << 20):
+      jaxdp.random._poset_kernel.clear_cache()    # the chunk is fixed at trace time
+      _sp_kernels.chunk_size = lambda lay, chunk, r=rows: int(
+          max(64, min(chunk, r // len(lay.kind))))
+      for p in (forest, synthetic_questionnaire(0, 300)):
+        f = jax.jit(lambda k, p=p: jaxdp.random.poset_ball(k, p, (args.n,), method="sp"))
+        jax.block_until_ready(f(key))
+        t = best_time(lambda: f(key))
+        fl = jax.jit(lambda k, dim=p.d + 1: jax.random.uniform(k, (args.n, 2 * dim)))
+        floor = best_time(lambda: fl(key))
+        chunk_rows.append({"node_rows": rows, "poset": p.name, "d": p.d, "n": args.n,
+                           "samples_per_s": args.n / t, "x_floor": t / floor})
+        print(chunk_rows[-1], flush=True)
+  finally:
+    _sp_kernels.chunk_size = default
+    jaxdp.random._poset_kernel.clear_cache()
+
+  lines = ["First call of method='sp' (compile + 20,000 draws):", "",
+           "| poset | d | tree depths | first call s |", "|---|---|---|---|"]
+  lines += [f"| {r['poset']} | {r['d']} | {r['depths']} | {r['first_call_seconds']:.1f} |"
+            for r in compile_rows]
+  lines += ["", f"Chunk size (node rows per chunk), batch {args.n:,}:", "",
+            "| node rows | poset | samples/s | x floor |", "|---|---|---|---|"]
+  lines += [f"| {r['node_rows']:,} | {r['poset']} | {r['samples_per_s']:,.0f} | "
+            f"{r['x_floor']:.2f} |" for r in chunk_rows]
+  write_results(args.out, "sp_costs", {"machine": machine(), "compile": compile_rows,
+                                       "chunks": chunk_rows}, "\n".join(lines))
+
+
+if __name__ == "__main__":
+  main()
