@@ -361,9 +361,11 @@ def _down_set_min(value, draws, t: SPTables, lay: SPLayout, n: int):
 
 # ------------------------------------------------------------------ helpers
 def ix(idx):
-  """A static index array in the current mode's integer type (inside the x64 scope
-  JAX normalises indices in int64, and a numpy index would be narrowed to int32)."""
-  return jnp.asarray(np.asarray(idx), jax.dtypes.canonicalize_dtype(np.int64))
+  """A static index array as uint32. It is non-negative by construction, so JAX
+  gathers with it directly: a signed index gets a wrap-around select for negative
+  values at each gather (on deep trees, a third of the kernel's operations and 15%
+  of its compile time, measured on a 100-element caterpillar)."""
+  return jnp.asarray(np.asarray(idx, np.uint32))
 
 
 def _uniform53(bits):
