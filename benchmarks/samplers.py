@@ -4,7 +4,8 @@ published sequential insertion sampler, at a batch of 10^6.
   python benchmarks/samplers.py [--n 1000000] [--out results]
 
 Rows: poset ball and K-norm noise for NHIS three sections (d = 15, forest sampler), a
-random poset with d = 20 (general sampler), l_inf K-norm and Laplace at d = 16; then
+random series-parallel poset with d = 20 (sp and general samplers), a random poset with
+d = 20 whose prime piece is too large for sp (general sampler), l_inf K-norm and Laplace at d = 16; then
 large posets at a batch of 10^5: random forests (forest vs series-parallel sampler)
 and synthetic questionnaires up to d = 512 (series-parallel sampler).
 "floor" is the time ``jax.random.uniform`` takes for the same number of samples times
@@ -60,7 +61,11 @@ def main(argv=None):
   rows = []
 
   nhis = Poset.nhis(3)
-  rand20 = Poset.random(jax.random.key(20), 20)
+  rand20 = Poset.random(jax.random.key(20), 20)       # series-parallel
+  # a prime piece of more than 16 elements (the first such seed from 21 on: random
+  # DAGs with d = 20 rarely have one), so auto takes the general sampler
+  rand20n = Poset.random(jax.random.key(44), 20)
+  assert rand20.is_series_parallel and PosetBall(rand20n).resolved_method == "general"
   cases = [
       ("poset_ball", "NHIS 3 sections (forest)", nhis, None),
       ("knorm", "NHIS 3 sections (forest)", nhis, PosetBall(nhis)),
@@ -71,6 +76,8 @@ def main(argv=None):
       ("poset_ball", "random d=20 (general)", rand20, "general"),
       ("knorm", f"random d=20 ({PosetBall(rand20).resolved_method})", rand20,
        PosetBall(rand20)),
+      ("poset_ball", f"random d=20 with a prime piece of > 16 elements (`auto`: general; "
+       f"{rand20n.num_cover_edges} cover edges)", rand20n, None),
   ]
   for fn_name, label, poset, extra in cases:
     dim = poset.d + 1
