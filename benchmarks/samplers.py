@@ -5,9 +5,10 @@ published sequential insertion sampler, at a batch of 10^6.
 
 Rows: poset ball and K-norm noise for NHIS three sections (d = 15, forest sampler), a
 random series-parallel poset with d = 20 (sp and general samplers), a random poset with
-d = 20 whose prime piece is too large for sp (general sampler), l_inf K-norm and Laplace at d = 16; then
-large posets at a batch of 10^5: random forests (forest vs series-parallel sampler)
-and synthetic questionnaires up to d = 512 (series-parallel sampler).
+d = 20 whose prime piece is too large for sp (general sampler), l_inf K-norm and
+Laplace at d = 16; then large posets at a batch of 10^5: random forests (forest vs
+series-parallel sampler) and synthetic questionnaires up to d = 512 (series-parallel
+sampler).
 "floor" is the time ``jax.random.uniform`` takes for the same number of samples times
 2(dim) floats (dim = d + 1 for posets); "x floor" is time / floor. The numpy insertion
 sampler runs one object at a time, so it is timed on fewer samples and scaled.

@@ -363,8 +363,8 @@ def _down_set_min(value, draws, t: SPTables, lay: SPLayout, n: int):
 def ix(idx):
   """A static index array as uint32. It is non-negative by construction, so JAX
   gathers with it directly: a signed index gets a wrap-around select for negative
-  values at each gather (on deep trees, a third of the kernel's operations and 15%
-  of its compile time, measured on a 100-element caterpillar)."""
+  values at each gather (on a 40-element caterpillar, 13,155 -> 8,146 HLO operations;
+  the compile-time change was within this machine's run-to-run noise)."""
   return jnp.asarray(np.asarray(idx, np.uint32))
 
 
