@@ -3,10 +3,11 @@
   python benchmarks/sp_costs.py [--out results]
 
 1. First-call (compile + run, 20,000 draws) time of method="sp" against the depth of
-   the balanced binary decomposition, which its kernel is unrolled over: a 200-chain
-   and a 200-antichain (shallow trees), the 300-question synthetic questionnaire, and
-   a 200-element caterpillar (a spine x_1 < x_2 < ... with one leaf below each x_i:
-   a tree 200 depths deep).
+   the balanced binary decomposition, and samples per second after it: a 200-chain
+   and a 200-antichain (shallow trees), the 300-question synthetic questionnaire,
+   caterpillars (a spine x_1 < x_2 < ... with one leaf below each x_i: a tree d
+   depths deep) of 200 elements, with and without the scans over runs of narrow
+   depths, and of 512, and a 300-element chain of gates with 1-4 follow-ups each.
 2. Samples per second (batch 10^5) at several chunk sizes (node rows per chunk) for a
    random forest with d = 128 and the 300-question questionnaire, against the RNG
    floor (2(d+1) float32 uniforms per sample).
@@ -38,6 +39,26 @@ def _caterpillar(d):
   return Poset.from_edges(d, spine + legs, name=f"caterpillar d={d}")
 
 
+def _gate_chain(d, seed=0):
+  """Gates g_1 < g_2 < ... each with 1-4 follow-ups below it, as a chain or side by
+  side (random): a deep decomposition whose depths differ in shape."""
+  rng = np.random.default_rng(seed)
+  edges, gates, x = [], [], 0
+  while x < d:
+    g, x = x, x + 1
+    if gates:
+      edges.append((gates[-1], g))
+    gates.append(g)
+    m = min(int(rng.integers(1, 5)), d - x)
+    follow = list(range(x, x + m))
+    x += m
+    if rng.random() < 0.5:
+      edges += [(f, g) for f in follow]
+    else:
+      edges += [(follow[0], g)] + [(b, a) for a, b in zip(follow, follow[1:])]
+  return Poset.from_edges(d, edges, name=f"gate chain d={d}")
+
+
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--n", type=int, default=100_000)
@@ -46,15 +67,31 @@ def main(argv=None):
   key = jax.random.key(0)
 
   compile_rows = []
-  for p in [Poset.from_edges(200, [(i, i + 1) for i in range(199)], name="chain d=200"),
-            Poset.from_edges(200, [], name="antichain d=200"),
-            synthetic_questionnaire(0, 300), _caterpillar(200)]:
-    depths = _sp_kernels._Plan(_sp_tables.sp_tables(p)[1]).num_levels
-    t0 = time.perf_counter()
-    jax.block_until_ready(jaxdp.random.poset_ball(key, p, (20_000,), method="sp"))
-    compile_rows.append({"poset": p.name, "d": p.d, "depths": depths,
-                         "first_call_seconds": time.perf_counter() - t0})
-    print(compile_rows[-1], flush=True)
+  cases = [(Poset.from_edges(200, [(i, i + 1) for i in range(199)], name="chain d=200"),
+            True), (Poset.from_edges(200, [], name="antichain d=200"), True),
+           (synthetic_questionnaire(0, 300), True), (_caterpillar(200), True),
+           (_caterpillar(200), False), (_gate_chain(300), True), (_caterpillar(512), True)]
+  default_band = _sp_kernels.BAND_MIN_STEPS
+  try:
+    for p, banded in cases:
+      _sp_kernels.BAND_MIN_STEPS = default_band if banded else 10 ** 9
+      jaxdp.random._poset_kernel.clear_cache()
+      plan = _sp_kernels._Plan(_sp_tables.sp_tables(p)[1])
+      f = jax.jit(lambda k, p=p: jaxdp.random.poset_ball(k, p, (20_000,), method="sp"))
+      t0 = time.perf_counter()
+      jax.block_until_ready(f(key))
+      first = time.perf_counter() - t0
+      t = best_time(lambda: f(key))
+      fl = jax.jit(lambda k, dim=p.d + 1: jax.random.uniform(k, (20_000, 2 * dim)))
+      compile_rows.append({
+          "poset": p.name, "d": p.d, "depths": plan.num_levels,
+          "scanned_depths": sum(b.b - b.a for b in plan.bands), "banded": banded,
+          "first_call_seconds": first, "samples_per_s": 20_000 / t,
+          "x_floor": t / best_time(lambda: fl(key))})
+      print(compile_rows[-1], flush=True)
+  finally:
+    _sp_kernels.BAND_MIN_STEPS = default_band
+    jaxdp.random._poset_kernel.clear_cache()
 
   rng = np.random.default_rng(0)
   forest = Poset.from_parents([-1] + [int(rng.integers(0, i)) for i in range(1, 128)],
@@ -79,10 +116,13 @@ def main(argv=None):
     _sp_kernels.chunk_size = default
     jaxdp.random._poset_kernel.clear_cache()
 
-  lines = ["First call of method='sp' (compile + 20,000 draws):", "",
-           "| poset | d | tree depths | first call s |", "|---|---|---|---|"]
-  lines += [f"| {r['poset']} | {r['d']} | {r['depths']} | {r['first_call_seconds']:.1f} |"
-            for r in compile_rows]
+  lines = ["First call of method='sp' (compile + 20,000 draws), then 20,000 draws:", "",
+           "| poset | d | tree depths | depths in scans | first call s | samples/s | "
+           "x floor |", "|---|---|---|---|---|---|---|"]
+  lines += [f"| {r['poset']} | {r['d']} | {r['depths']} | "
+            f"{r['scanned_depths'] if r['banded'] else '0 (scans disabled)'} | "
+            f"{r['first_call_seconds']:.1f} | {r['samples_per_s']:,.0f} | "
+            f"{r['x_floor']:.2f} |" for r in compile_rows]
   lines += ["", f"Chunk size (node rows per chunk), batch {args.n:,}:", "",
             "| node rows | poset | samples/s | x floor |", "|---|---|---|---|"]
   lines += [f"| {r['node_rows']:,} | {r['poset']} | {r['samples_per_s']:,.0f} | "

@@ -158,9 +158,107 @@ class _Plan:
                                np.int64))
       self.levels.append(info)
     self.inner_levels = [lv for lv in range(self.num_levels) if len(self.levels[lv]["inner"])]
+    self.bands = _find_bands(self, lay, kind, left, right, slot, par_row)
+    self.band_from = {band.a: band for band in self.bands}     # top-down entry
+    self.band_to = {band.b - 1: band for band in self.bands}   # bottom-up entry
     self.size = np.asarray(lay.size)
     self.node_of = np.asarray(lay.node_of)
     self.leaf_elems = np.concatenate([info["leaf_elems"] for info in self.levels])
+
+
+# Deep trees (long alternations of series and parallel nodes, as in a chain of gate
+# questions each with its follow-ups) would unroll into one block of operations per
+# depth, and compile time grows with the depth. A run of at least BAND_MIN_STEPS
+# consecutive narrow depths (at most BAND_MAX_ROWS nodes each, no blocks) is instead
+# one ``lax.scan`` per pass, its depths padded to the run's widest: the same
+# arithmetic per node, compiled once.
+BAND_MIN_STEPS = 12
+BAND_MAX_ROWS = 8
+
+
+class _Band:
+  """Steps ``a .. b-1`` (each from depth lv to lv + 1) as padded per-step arrays."""
+
+  def __init__(self, plan, lay, kind, left, right, slot, par_row, a, b):
+    self.a, self.b = a, b
+    rows = [plan.stop[lv] - plan.start[lv] for lv in range(a, b + 1)]
+    self.rows = rows
+    w = self.w = max(rows)
+    steps = b - a
+    z = lambda dt=np.int64: np.zeros((steps, w), dt)
+    x = dict(kind=np.full((steps, w), -1, np.int64), left=z(), right=z(), gleft=z(),
+             gright=z(), elem=z(), par=z(), slot=z(), small_left=z(bool), off=z(),
+             wid=np.ones((steps, w), np.int64), parent=z(), is_left=z(bool))
+    elem_of = {lay.node_of[e]: e for e in range(lay.d)}
+    for i, lv in enumerate(range(a, b)):
+      s0, s1 = plan.start[lv], plan.start[lv + 1]
+      for r in range(rows[i]):
+        v = s0 + r
+        x["kind"][i, r] = kind[v]
+        if kind[v] == LEAF:
+          x["elem"][i, r] = elem_of[v]
+        else:                                   # SERIES or PARALLEL (no blocks)
+          lc, rc = left[v], right[v]
+          x["left"][i, r], x["right"][i, r] = lc - s1, rc - s1
+          x["gleft"][i, r], x["gright"][i, r] = lc, rc
+          x["slot"][i, r] = slot[v]
+          x["par"][i, r] = par_row.get(v, 0)
+          x["small_left"][i, r] = lay.small[v] == lc
+          x["off"][i, r], x["wid"][i, r] = lay.offset[v], lay.width[v]
+          x["parent"][i, lc - s1], x["parent"][i, rc - s1] = r, r
+          x["is_left"][i, lc - s1] = True
+    self.widmax = int(x["wid"].max())
+    self.xs = x
+    # rows of depths a+1 .. b-1 in the stacked (steps * w) output of a top-down pass
+    self.unpad = np.concatenate([i * w + np.arange(rows[i + 1]) for i in range(steps - 1)]
+                                + [np.zeros(0, np.int64)])
+
+  def arrays(self):
+    """The per-step arrays as device arrays (uint32 indices, bool masks)."""
+    out = {}
+    for k, v in self.xs.items():
+      if v.dtype == bool:
+        out[k] = jnp.asarray(v)
+      elif k in ("kind", "off", "wid"):
+        out[k] = jnp.asarray(v, jnp.int32)
+      else:
+        out[k] = jnp.asarray(v.astype(np.uint32))
+    return out
+
+  def pad(self, x):
+    """A depth's rows padded to ``w`` (rows first)."""
+    extra = self.w - x.shape[0]
+    if not extra:
+      return x
+    return jnp.concatenate([x, jnp.zeros((extra,) + x.shape[1:], x.dtype)], axis=0)
+
+  def middle(self, ys):
+    """Depths a+1 .. b-1 from a top-down pass's stacked outputs (steps, w, ...)."""
+    flat = ys.reshape((-1,) + ys.shape[2:])
+    return flat[ix(self.unpad)]
+
+
+def _find_bands(plan, lay, kind, left, right, slot, par_row):
+  """Maximal runs of at least BAND_MIN_STEPS steps whose depths (both ends) are narrow,
+  have no blocks, and have internal nodes (so a next depth)."""
+  def narrow(lv):
+    rows = plan.stop[lv] - plan.start[lv]
+    return rows <= BAND_MAX_ROWS and not plan.levels[lv]["blocks"]
+
+  ok = [lv + 1 < plan.num_levels and len(plan.levels[lv]["inner"]) > 0 and narrow(lv)
+        and narrow(lv + 1) for lv in range(plan.num_levels)]
+  bands, lv = [], 0
+  while lv < plan.num_levels:
+    if not ok[lv]:
+      lv += 1
+      continue
+    end = lv
+    while end < plan.num_levels and ok[end]:
+      end += 1
+    if end - lv >= BAND_MIN_STEPS:
+      bands.append(_Band(plan, lay, kind, left, right, slot, par_row, lv, end))
+    lv = end
+  return bands
 
 
 def _assemble(info, inner, leaf, blocks):
@@ -221,7 +319,31 @@ def _times(draws, lay: SPLayout, n: int):
   # bottom up: each part's last time per node, and the child -> parent maps
   top = [None] * plan.num_levels
   maps = [None] * plan.num_levels              # (scale, shift) rows of a depth's nodes
-  for lv in reversed(range(plan.num_levels)):
+  band_maps = {}
+  lv = plan.num_levels - 1
+  while lv >= 0:
+    band = plan.band_to.get(lv)
+    if band is not None:                       # depths b-1 .. a in one scan
+      def up(kids, x):
+        tl, tr = kids[x["left"]], kids[x["right"]]
+        pv, s1, s2 = _parallel(tl, tr, counts[x["gleft"]], counts[x["gright"]],
+                               ends[0][x["par"]], ends[1][x["par"]], unif[x["par"]])
+        kind = x["kind"][:, None, None]
+        series = kind == SERIES
+        leaf = jnp.where(parts_a[x["elem"]], time[x["elem"]][:, None, :], 0.0)
+        here = jnp.where(series, tl + tr, jnp.where(
+            kind == PARALLEL, pv, jnp.where(kind == LEAF, leaf, 0.0)))
+        one = jnp.ones_like(tl)
+        l_scale, r_scale = jnp.where(series, one, s1), jnp.where(series, one, s2)
+        l_shift = jnp.where(series, tr, 0.0)
+        p, is_left = x["parent"], x["is_left"][:, None, None]
+        return here, (jnp.where(is_left, l_scale[p], r_scale[p]),
+                      jnp.where(is_left, l_shift[p], 0.0))
+      first, band_maps[band.a] = jax.lax.scan(up, band.pad(top[band.b]), band.arrays(),
+                                              reverse=True)
+      top[band.a] = first[:band.rows[0]]
+      lv = band.a - 1
+      continue
     info = plan.levels[lv]
     le = info["leaf_elems"]
     leaf = jnp.where(parts_a[ix(le)], time[ix(le)][:, None, :], 0.0) if len(le) else None
@@ -237,37 +359,65 @@ def _times(draws, lay: SPLayout, n: int):
       left_scale, left_shift = [jnp.ones_like(tl[:k])], [tr[:k]]
       right_scale = [jnp.ones_like(tl[:k])]
       if k < len(info["inner"]):
-        t1, t2 = tl[k:], tr[k:]
-        c1 = counts[ix(plan.start[lv + 1] + info["left_loc"][k:])]
-        c2 = counts[ix(plan.start[lv + 1] + info["right_loc"][k:])]
-        e1 = t1 + ends[0, ix(info["par_row"])]
-        e2 = t2 + ends[1, ix(info["par_row"])]
-        g = (e1 + e2) * jnp.exp(jnp.log(unif[ix(info["par_row"])])
-                                / ((c1 + c2).astype(f64) + 1.0))
-        both = (c1 > 0) & (c2 > 0)
-        s1 = jnp.where(both, g / e1, 1.0)
-        s2 = jnp.where(both, g / e2, 1.0)
-        parts.append(jnp.maximum(t1 * s1, t2 * s2))
+        pr = ix(info["par_row"])
+        pv, s1, s2 = _parallel(
+            tl[k:], tr[k:], counts[ix(plan.start[lv + 1] + info["left_loc"][k:])],
+            counts[ix(plan.start[lv + 1] + info["right_loc"][k:])],
+            ends[0, pr], ends[1, pr], unif[pr])
+        parts.append(pv)
         left_scale.append(s1)
-        left_shift.append(jnp.zeros_like(t1))
+        left_shift.append(jnp.zeros_like(s1))
         right_scale.append(s2)
       inner = jnp.concatenate(parts)
       maps[lv + 1] = (_kids(info, jnp.concatenate(left_scale), jnp.concatenate(right_scale)),
                       _kids(info, jnp.concatenate(left_shift), jnp.zeros_like(tl)))
     top[lv] = _assemble(info, inner, leaf, blk)
+    lv -= 1
   # top down: root time = c_scale * local time + c_shift
   c_scale = [jnp.ones((1, 2, n), f64)] + [None] * (plan.num_levels - 1)
   c_shift = [jnp.zeros((1, 2, n), f64)] + [None] * (plan.num_levels - 1)
+  skip = -1
   for lv in plan.inner_levels:
+    if lv < skip:
+      continue
+    band = plan.band_from.get(lv)
+    if band is not None:
+      def down(carry, x):
+        scale, shift = carry
+        ps, ph = scale[x["parent"]], shift[x["parent"]]
+        new = (ps * x["scale"], ps * x["shift"] + ph)
+        return new, new
+      xs = dict(parent=band.arrays()["parent"], scale=band_maps[lv][0],
+                shift=band_maps[lv][1])
+      last, ys = jax.lax.scan(down, (band.pad(c_scale[lv]), band.pad(c_shift[lv])), xs)
+      c_scale[lv + 1], c_shift[lv + 1] = band.middle(ys[0]), band.middle(ys[1])
+      c_scale[band.b] = last[0][:band.rows[-1]]
+      c_shift[band.b] = last[1][:band.rows[-1]]
+      skip = band.b
+      continue
     info = plan.levels[lv]
     par = ix(info["inner_loc"][info["kid_parent"]])
     ps, ph = c_scale[lv][par], c_shift[lv][par]
     sc, sh = maps[lv + 1]
     c_scale[lv + 1], c_shift[lv + 1] = ps * sc, ps * sh + ph
+  c_scale = [x for x in c_scale if x is not None]
+  c_shift = [x for x in c_shift if x is not None]
   node_scale = jnp.concatenate(c_scale, axis=0)[ix(plan.node_of)]   # (d, 2, n)
   node_shift = jnp.concatenate(c_shift, axis=0)[ix(plan.node_of)]
   value = node_scale * time[:, None, :] + node_shift
   return jnp.where(in_a, value[:, 0], value[:, 1]), top[0][0]
+
+
+def _parallel(t1, t2, c1, c2, end1, end2, v):
+  """A parallel node's merge (module docstring, step 2): children's last times
+  ``t1``, ``t2`` and part sizes ``c1``, ``c2``, Exp(1) ``end1``, ``end2``, uniform
+  ``v``. Returns the node's last time and each child's scale."""
+  e1, e2 = t1 + end1, t2 + end2
+  g = (e1 + e2) * jnp.exp(jnp.log(v) / ((c1 + c2).astype(jnp.float64) + 1.0))
+  both = (c1 > 0) & (c2 > 0)
+  s1 = jnp.where(both, g / e1, 1.0)
+  s2 = jnp.where(both, g / e2, 1.0)
+  return jnp.maximum(t1 * s1, t2 * s2), s1, s2
 
 
 def _sizes(k_root, k_split, t: SPTables, plan: _Plan, d: int, n: int):
@@ -279,18 +429,40 @@ def _sizes(k_root, k_split, t: SPTables, plan: _Plan, d: int, n: int):
   if not plan.num_internal:
     return out
   u = jax.random.uniform(k_split, (plan.num_internal, n))
+  skip = -1
   for lv in plan.inner_levels:
+    if lv < skip:
+      continue
+    band = plan.band_from.get(lv)
+    if band is not None:                       # depths lv+1 .. b in one scan
+      def step(a, x, band=band):
+        a_left = _split(t, a, x["off"], x["wid"], x["small_left"], u[x["slot"]],
+                        band.widmax)
+        kid = jnp.where(x["is_left"][:, None], a_left[x["parent"]],
+                        (a - a_left)[x["parent"]])
+        return kid, kid
+      last, ys = jax.lax.scan(step, band.pad(out[lv]), band.arrays())
+      out[lv + 1] = band.middle(ys)
+      out[band.b] = last[:band.rows[-1]]
+      skip = band.b
+      continue
     info = plan.levels[lv]
     a = out[lv][info["inner_loc"]]                                  # (I, n)
-    wid = info["wid"]
-    j = np.arange(int(wid.max()))
-    valid = (j[None, :] < wid[:, None])[:, None, :]                 # (I, 1, W)
-    idx = info["off"][:, None, None] + a[:, :, None] * wid[:, None, None] + j[None, None, :]
-    row = jnp.where(valid, t.split_cdf[jnp.where(valid, idx, 0)], 2.0)
-    a_s = jnp.sum(row <= u[info["slot"]][:, :, None], axis=2).astype(jnp.int32)
-    a_left = jnp.where(info["small_left"][:, None], a_s, a - a_s)
+    a_left = _split(t, a, info["off"], info["wid"], info["small_left"],
+                    u[info["slot"]], int(info["wid"].max()))
     out[lv + 1] = _kids(info, a_left, a - a_left)
-  return out
+  return [x for x in out if x is not None]
+
+
+def _split(t: SPTables, a, off, wid, small_left, u, widmax: int):
+  """The left child's A-count for nodes with A-counts ``a`` (rows, n): the smaller
+  child's count by inverse CDF from its table row, uniforms ``u`` (rows, n)."""
+  j = np.arange(widmax)
+  valid = (j[None, :] < wid[:, None])[:, None, :]                 # (I, 1, W)
+  idx = off[:, None, None] + a[:, :, None] * wid[:, None, None] + j[None, None, :]
+  row = jnp.where(valid, t.split_cdf[jnp.where(valid, idx, 0)], 2.0)
+  a_s = jnp.sum(row <= u[:, :, None], axis=2).astype(jnp.int32)
+  return jnp.where(small_left[:, None], a_s, a - a_s)
 
 
 def _block_choice(k_sub, k_ext, bt, a, size: int, n: int):
@@ -332,7 +504,22 @@ def _down_set_min(value, draws, t: SPTables, lay: SPLayout, n: int):
   own = jnp.stack([jnp.where(in_a, value, inf), jnp.where(in_a, inf, value)], axis=1)
   block_low = [jnp.min(own[ix(elems)], axis=0) for _, elems in lay.blocks]
   low = [None] * plan.num_levels                       # min over the node
-  for lv in reversed(range(plan.num_levels)):
+  band_low = {}
+  lv = plan.num_levels - 1
+  while lv >= 0:
+    band = plan.band_to.get(lv)
+    if band is not None:                       # depths b-1 .. a in one scan
+      def up(kids, x):
+        kind = x["kind"][:, None, None]
+        inner = jnp.minimum(kids[x["left"]], kids[x["right"]])
+        here = jnp.where((kind == SERIES) | (kind == PARALLEL), inner,
+                         jnp.where(kind == LEAF, own[x["elem"]], inf))
+        return here, kids
+      first, band_low[band.a] = jax.lax.scan(up, band.pad(low[band.b]), band.arrays(),
+                                             reverse=True)
+      low[band.a] = first[:band.rows[0]]
+      lv = band.a - 1
+      continue
     info = plan.levels[lv]
     le = info["leaf_elems"]
     leaf = own[ix(le)] if len(le) else None
@@ -342,14 +529,32 @@ def _down_set_min(value, draws, t: SPTables, lay: SPLayout, n: int):
       kids = low[lv + 1]
       inner = jnp.minimum(kids[ix(info["left_loc"])], kids[ix(info["right_loc"])])
     low[lv] = _assemble(info, inner, leaf, blk)
+    lv -= 1
   below = [jnp.full((1, 2, n), inf)] + [None] * (plan.num_levels - 1)
+  skip = -1
   for lv in plan.inner_levels:                         # min over the rest of the
-    info = plan.levels[lv]                             # down-set, from above
+    if lv < skip:                                      # down-set, from above
+      continue
+    band = plan.band_from.get(lv)
+    if band is not None:
+      def down(b, x):
+        lower = x["low"][x["left"]]
+        upper = jnp.where((x["kind"] == SERIES)[:, None, None], jnp.minimum(b, lower), b)
+        kid = jnp.where(x["is_left"][:, None, None], b[x["parent"]], upper[x["parent"]])
+        return kid, kid
+      xs = dict(band.arrays(), low=band_low[lv])
+      last, ys = jax.lax.scan(down, band.pad(below[lv]), xs)
+      below[lv + 1] = band.middle(ys)
+      below[band.b] = last[:band.rows[-1]]
+      skip = band.b
+      continue
+    info = plan.levels[lv]
     b = below[lv][ix(info["inner_loc"])]
     lower = low[lv + 1][ix(info["left_loc"])]
     k = info["n_ser"]
     upper = jnp.concatenate([jnp.minimum(b[:k], lower[:k]), b[k:]])
     below[lv + 1] = _kids(info, b, upper)
+  below = [x for x in below if x is not None]
   first = jnp.minimum(jnp.concatenate(below, axis=0)[ix(plan.node_of)], own)
   for (nid, elems), bt in zip(lay.blocks, t.blocks):
     mine = own[ix(elems)]                                             # (L, 2, n)

@@ -183,6 +183,79 @@ def test_sp_sampler_under_jit_and_vmap():
         batch[i], jaxdp.random.poset_ball(keys[i], p, (4,), method="sp"))
 
 
+# ------------------------------------------------------------------ deep trees
+def _spine(d, n_leg=None):
+  """Caterpillar: spine 0 < 2 < 4 < ... with leaf 2i+1 below 2i (a decomposition
+  tree d depths deep). With ``n_leg``: spine element n_leg's leg is replaced by an
+  N (prime block) hanging below it, which splits the scanned runs of depths."""
+  spine = list(range(0, d, 2))
+  edges = [(a, b) for a, b in zip(spine, spine[1:])]
+  edges += [(x + 1, x) for x in spine if x + 1 < d]
+  if n_leg is not None:
+    x, extra = n_leg, d
+    n = [extra, extra + 1, extra + 2]                # with leg x+1: a<b, c<b, c<e
+    edges += [(x + 1, n[0]), (n[1], n[0]), (n[1], n[2]), (n[0], x), (n[2], x)]
+    edges.remove((x + 1, x))
+    d += 3
+  return Poset.from_edges(d, edges)
+
+
+def _draw(poset, n, min_steps, monkeypatch, points=True):
+  """Points (if ``points``) and objects of the sp kernel with scans over runs of
+  >= ``min_steps`` narrow depths (a huge value: fully unrolled)."""
+  from jaxdp import _sp_kernels
+  monkeypatch.setattr(_sp_kernels, "BAND_MIN_STEPS", min_steps)
+  _, tables, lay = _poset_kernels.tables_and_layout(poset, "sp")
+  tables = jax.tree_util.tree_map(jax.numpy.asarray, tables)
+  bands = [(b.a, b.b) for b in _sp_kernels._Plan(lay).bands]
+  z = jax.jit(lambda k: _poset_kernels.points(k, jax.random.fold_in(k, 1), tables,
+                                              poset.d, lay, n, np.float32))
+  obj = jax.jit(lambda k: _sp_kernels.sp_objects(k, tables, lay, n))
+  seq, k = obj(jax.random.key(8))
+  return (bands, np.asarray(z(jax.random.key(7))) if points else None, np.asarray(seq),
+          np.asarray(k))
+
+
+@pytest.mark.parametrize("which", ["caterpillar with an N", "gate chain"])
+def test_scanned_depths_equal_the_unrolled_kernel(which, monkeypatch):
+  """Runs of narrow depths go through lax.scan (compiled once) instead of one block of
+  operations per depth; the arithmetic per node is the same, so points and objects
+  equal the unrolled kernel's bit for bit (n = 2,000 each). Deep trees: a 16-element
+  caterpillar with an N block in the middle (19 elements; runs above and below the
+  block, the lower one entered and left from unrolled depths) and a 24-element chain
+  of gates whose follow-ups differ (depths of different shapes, padded)."""
+  import sys, pathlib
+  sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+  from sp_costs import _gate_chain
+  poset = {"caterpillar with an N": lambda: _spine(16, n_leg=8),
+           "gate chain": lambda: _gate_chain(24, 1)}[which]()
+  bands, z1, s1, k1 = _draw(poset, 2000, 4, monkeypatch)
+  none, z0, s0, k0 = _draw(poset, 2000, 10 ** 9, monkeypatch)
+  assert bands and not none
+  if which == "caterpillar with an N":
+    assert len(bands) == 2 and bands[0][0] == 0
+  np.testing.assert_array_equal(z1, z0)
+  np.testing.assert_array_equal(s1, s0)
+  np.testing.assert_array_equal(k1, k0)
+
+
+@pytest.mark.parametrize("d, n_leg", [(6, None), (4, 2)])
+def test_scanned_depths_sample_objects_uniformly(d, n_leg, monkeypatch):
+  """The scanned path on its own against exact enumeration, chi-square of object
+  counts, n = max(100,000, 60 N), p > 1e-4: a 6-element caterpillar (every depth in
+  one scan) and a 4-element one with an N block (7 elements: a scan above the block,
+  unrolled depths below)."""
+  from exactness import chi_square_uniform_pvalue, object_index
+  poset = _spine(d, n_leg)
+  ref = jaxdp.enumerate_objects(poset)
+  num = ref[0].shape[0]
+  bands, _, seq, k = _draw(poset, max(100_000, 60 * num), 1, monkeypatch, points=False)
+  assert bands
+  idx = object_index(seq, k, *ref)
+  assert (idx >= 0).all()
+  assert chi_square_uniform_pvalue(idx, num) > P_MIN
+
+
 # ------------------------------------------------------------------ errors
 def _fence(d):
   """a1 < b1 > a2 < b2 > ...: prime (one prime piece of d elements)."""
