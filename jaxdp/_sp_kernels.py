@@ -171,8 +171,12 @@ class _Plan:
 # depth, and compile time grows with the depth. A run of at least BAND_MIN_STEPS
 # consecutive narrow depths (at most BAND_MAX_ROWS nodes each, no blocks) is instead
 # one ``lax.scan`` per pass, its depths padded to the run's widest: the same
-# arithmetic per node, compiled once.
-BAND_MIN_STEPS = 12
+# arithmetic per node (the draws equal the unrolled kernel's bit for bit), compiled
+# once. The trade (benchmarks/sp_costs.py, 200-element caterpillar, 2-core CPU):
+# first call 7.3 s instead of 48 s, but 19 k instead of 31 k samples/s, so the scans
+# pay off below about 2 million draws per compilation. Runs shorter than 32 depths
+# (at most ~7 s of compilation) stay unrolled.
+BAND_MIN_STEPS = 32
 BAND_MAX_ROWS = 8
 
 

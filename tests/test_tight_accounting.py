@@ -15,7 +15,6 @@ import jax.numpy as jnp
 import mpmath
 import numpy as np
 import pytest
-from scipy import optimize
 from scipy.stats import norm
 
 import jaxdp
