@@ -425,7 +425,8 @@ def _parallel(t1, t2, c1, c2, end1, end2, v):
 
 
 def _sizes(k_root, k_split, t: SPTables, plan: _Plan, d: int, n: int):
-  """A-count of every node, top down: one (nodes at depth l, n) int32 per depth."""
+  """A-count of every node, top down: (rows, n) int32 blocks in node order, one per
+  unrolled depth and one per scanned run."""
   u_root = jax.random.uniform(k_root, (n,))
   root = jnp.minimum(jnp.sum(t.root_cdf[None, :] <= u_root[:, None], axis=1),
                      d).astype(jnp.int32)
