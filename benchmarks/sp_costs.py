@@ -30,33 +30,13 @@ from common import best_time, machine, write_results  # noqa: E402
 
 import jaxdp  # noqa: E402
 from jaxdp import Poset, _sp_kernels, _sp_tables  # noqa: E402
-from jaxdp.experiments.questionnaire import synthetic_questionnaire  # noqa: E402
+from jaxdp.experiments.questionnaire import gate_chain, synthetic_questionnaire  # noqa: E402
 
 
 def _caterpillar(d):
   spine = [(2 * i, 2 * i + 2) for i in range(d // 2 - 1)]
   legs = [(2 * i + 1, 2 * i) for i in range(d // 2)]
   return Poset.from_edges(d, spine + legs, name=f"caterpillar d={d}")
-
-
-def _gate_chain(d, seed=0):
-  """Gates g_1 < g_2 < ... each with 1-4 follow-ups below it, as a chain or side by
-  side (random): a deep decomposition whose depths differ in shape."""
-  rng = np.random.default_rng(seed)
-  edges, gates, x = [], [], 0
-  while x < d:
-    g, x = x, x + 1
-    if gates:
-      edges.append((gates[-1], g))
-    gates.append(g)
-    m = min(int(rng.integers(1, 5)), d - x)
-    follow = list(range(x, x + m))
-    x += m
-    if rng.random() < 0.5:
-      edges += [(f, g) for f in follow]
-    else:
-      edges += [(follow[0], g)] + [(b, a) for a, b in zip(follow, follow[1:])]
-  return Poset.from_edges(d, edges, name=f"gate chain d={d}")
 
 
 def main(argv=None):
@@ -70,7 +50,7 @@ def main(argv=None):
   cases = [(Poset.from_edges(200, [(i, i + 1) for i in range(199)], name="chain d=200"),
             True), (Poset.from_edges(200, [], name="antichain d=200"), True),
            (synthetic_questionnaire(0, 300), True), (_caterpillar(200), True),
-           (_caterpillar(200), False), (_gate_chain(300), True), (_caterpillar(512), True)]
+           (_caterpillar(200), False), (gate_chain(300), True), (_caterpillar(512), True)]
   default_band = _sp_kernels.BAND_MIN_STEPS
   try:
     for p, banded in cases:

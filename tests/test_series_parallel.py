@@ -18,7 +18,7 @@ from scipy import stats
 import jaxdp
 from jaxdp import Poset, PosetBall, decomposition
 from jaxdp import _poset_kernels, _poset_tables, _sp_tables
-from jaxdp.experiments.questionnaire import synthetic_questionnaire
+from jaxdp.experiments.questionnaire import gate_chain, synthetic_questionnaire
 from exactness import random_series_parallel
 
 P_MIN = 1e-4
@@ -224,11 +224,8 @@ def test_scanned_depths_equal_the_unrolled_kernel(which, monkeypatch):
   caterpillar with an N block in the middle (19 elements; runs above and below the
   block, the lower one entered and left from unrolled depths) and a 24-element chain
   of gates whose follow-ups differ (depths of different shapes, padded)."""
-  import sys, pathlib
-  sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
-  from sp_costs import _gate_chain
   poset = {"caterpillar with an N": lambda: _spine(16, n_leg=8),
-           "gate chain": lambda: _gate_chain(24, 1)}[which]()
+           "gate chain": lambda: gate_chain(24, 1)}[which]()
   bands, z1, s1, k1 = _draw(poset, 2000, 4, monkeypatch)
   none, z0, s0, k0 = _draw(poset, 2000, 10 ** 9, monkeypatch)
   assert bands and not none

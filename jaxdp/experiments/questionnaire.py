@@ -15,7 +15,7 @@ import numpy as np
 
 from jaxdp.posets import Poset
 
-__all__ = ["synthetic_questionnaire"]
+__all__ = ["synthetic_questionnaire", "gate_chain"]
 
 
 def synthetic_questionnaire(seed: int, d: int, *, section_size: int = 30) -> Poset:
@@ -82,3 +82,37 @@ def synthetic_questionnaire(seed: int, d: int, *, section_size: int = 30) -> Pos
   edges = [(q, r) for q in ids for r in requires[q] if r in keep]
   return Poset.from_edges(len(ids), edges, name=f"questionnaire{d}-{seed}",
                           labels=tuple(labels))
+
+
+def gate_chain(d: int, seed: int = 0) -> Poset:
+  """A chain of gate questions, each with 1-4 follow-ups: a deep decomposition tree.
+
+  Element numbers follow the construction. Each gate requires the next gate built
+  (so the last one built is asked first) and each follow-up requires its gate; a
+  gate's follow-ups are, at random, side by side or a chain (each requiring the one
+  before). The decomposition tree is about as deep as the number of gates, and its
+  depths differ in shape (``benchmarks/sp_costs.py`` and the sp kernel's scans).
+
+  Args:
+    d: number of questions (>= 1).
+    seed: numpy seed for the follow-up counts and shapes.
+
+  Returns:
+    A :class:`~jaxdp.Poset` named ``gate chain d={d}``; "q requires r" is
+    ``p_q <= p_r``.
+  """
+  rng = np.random.default_rng(seed)
+  edges, gates, x = [], [], 0
+  while x < d:
+    g, x = x, x + 1
+    if gates:
+      edges.append((gates[-1], g))
+    gates.append(g)
+    m = min(int(rng.integers(1, 5)), d - x)
+    follow = list(range(x, x + m))
+    x += m
+    if rng.random() < 0.5:
+      edges += [(f, g) for f in follow]
+    elif follow:
+      edges += [(follow[0], g)] + [(b, a) for a, b in zip(follow, follow[1:])]
+  return Poset.from_edges(d, edges, name=f"gate chain d={d}")
