@@ -277,6 +277,52 @@ def _kids(info, left, right):
   return jnp.concatenate([left, right], axis=0)[ix(info["kid_src"])]
 
 
+def _bottom_up(plan: _Plan, vals: list, level, band_body, band_xs=None):
+  """Fills ``vals[lv]`` (a depth's rows) from ``vals[lv + 1]``, deepest depth first:
+  ``level(lv)`` at unrolled depths, one reversed ``lax.scan`` of
+  ``band_body(band)(child_rows, step_arrays) -> (rows, y)`` over each scanned run
+  (padded rows; ``band_xs(band)`` gives its step arrays, default ``band.arrays()``).
+  Returns each run's stacked ``y`` by its first depth."""
+  ys_of = {}
+  lv = plan.num_levels - 1
+  while lv >= 0:
+    band = plan.band_to.get(lv)
+    if band is None:
+      vals[lv] = level(lv)
+      lv -= 1
+      continue
+    xs = band.arrays() if band_xs is None else band_xs(band)
+    first, ys_of[band.a] = jax.lax.scan(band_body(band), band.pad(vals[band.b]), xs,
+                                        reverse=True)
+    vals[band.a] = first[:band.rows[0]]
+    lv = band.a - 1
+  return ys_of
+
+
+def _top_down(plan: _Plan, vals: list, level, band_body, band_xs=None):
+  """Fills the depths below ``vals[0]`` top down: ``vals[lv + 1] = level(lv)`` at
+  unrolled depths with internal nodes, one ``lax.scan`` of
+  ``band_body(band)(rows, step_arrays) -> (child_rows, child_rows)`` over each
+  scanned run (``vals`` entries may be pytrees of rows). Returns the rows of every
+  node in node order as a list of blocks (one per depth; a run's inner depths as
+  one block)."""
+  skip = -1
+  for lv in plan.inner_levels:
+    if lv < skip:
+      continue
+    band = plan.band_from.get(lv)
+    if band is None:
+      vals[lv + 1] = level(lv)
+      continue
+    xs = band.arrays() if band_xs is None else band_xs(band)
+    last, ys = jax.lax.scan(band_body(band), jax.tree_util.tree_map(band.pad, vals[lv]),
+                            xs)
+    vals[lv + 1] = jax.tree_util.tree_map(band.middle, ys)
+    vals[band.b] = jax.tree_util.tree_map(lambda v: v[:band.rows[-1]], last)
+    skip = band.b
+  return [v for v in vals if v is not None]
+
+
 def _draws(key, t: SPTables, lay: SPLayout, n: int):
   """The discrete choices (sizes, block subsets and extensions) and the random bits
   of the times; outside the x64 scope."""
@@ -321,33 +367,25 @@ def _times(draws, lay: SPLayout, n: int):
     time = time.at[ix(elems)].set(local)
     block_top.append(jnp.stack([last_a, last_b]))
   # bottom up: each part's last time per node, and the child -> parent maps
-  top = [None] * plan.num_levels
+  def up(kids, x):                             # a scanned depth
+    tl, tr = kids[x["left"]], kids[x["right"]]
+    pv, s1, s2 = _parallel(tl, tr, counts[x["gleft"]], counts[x["gright"]],
+                           ends[0][x["par"]], ends[1][x["par"]], unif[x["par"]])
+    kind = x["kind"][:, None, None]
+    series = kind == SERIES
+    leaf = jnp.where(parts_a[x["elem"]], time[x["elem"]][:, None, :], 0.0)
+    here = jnp.where(series, tl + tr, jnp.where(
+        kind == PARALLEL, pv, jnp.where(kind == LEAF, leaf, 0.0)))
+    one = jnp.ones_like(tl)
+    l_scale, r_scale = jnp.where(series, one, s1), jnp.where(series, one, s2)
+    l_shift = jnp.where(series, tr, 0.0)
+    p, is_left = x["parent"], x["is_left"][:, None, None]
+    return here, (jnp.where(is_left, l_scale[p], r_scale[p]),
+                  jnp.where(is_left, l_shift[p], 0.0))
+
   maps = [None] * plan.num_levels              # (scale, shift) rows of a depth's nodes
-  band_maps = {}
-  lv = plan.num_levels - 1
-  while lv >= 0:
-    band = plan.band_to.get(lv)
-    if band is not None:                       # depths b-1 .. a in one scan
-      def up(kids, x):
-        tl, tr = kids[x["left"]], kids[x["right"]]
-        pv, s1, s2 = _parallel(tl, tr, counts[x["gleft"]], counts[x["gright"]],
-                               ends[0][x["par"]], ends[1][x["par"]], unif[x["par"]])
-        kind = x["kind"][:, None, None]
-        series = kind == SERIES
-        leaf = jnp.where(parts_a[x["elem"]], time[x["elem"]][:, None, :], 0.0)
-        here = jnp.where(series, tl + tr, jnp.where(
-            kind == PARALLEL, pv, jnp.where(kind == LEAF, leaf, 0.0)))
-        one = jnp.ones_like(tl)
-        l_scale, r_scale = jnp.where(series, one, s1), jnp.where(series, one, s2)
-        l_shift = jnp.where(series, tr, 0.0)
-        p, is_left = x["parent"], x["is_left"][:, None, None]
-        return here, (jnp.where(is_left, l_scale[p], r_scale[p]),
-                      jnp.where(is_left, l_shift[p], 0.0))
-      first, band_maps[band.a] = jax.lax.scan(up, band.pad(top[band.b]), band.arrays(),
-                                              reverse=True)
-      top[band.a] = first[:band.rows[0]]
-      lv = band.a - 1
-      continue
+
+  def level_up(lv):                            # an unrolled depth
     info = plan.levels[lv]
     le = info["leaf_elems"]
     leaf = jnp.where(parts_a[ix(le)], time[ix(le)][:, None, :], 0.0) if len(le) else None
@@ -375,39 +413,32 @@ def _times(draws, lay: SPLayout, n: int):
       inner = jnp.concatenate(parts)
       maps[lv + 1] = (_kids(info, jnp.concatenate(left_scale), jnp.concatenate(right_scale)),
                       _kids(info, jnp.concatenate(left_shift), jnp.zeros_like(tl)))
-    top[lv] = _assemble(info, inner, leaf, blk)
-    lv -= 1
+    return _assemble(info, inner, leaf, blk)
+
+  top = [None] * plan.num_levels
+  band_maps = _bottom_up(plan, top, level_up, lambda band: up)
+
   # top down: root time = c_scale * local time + c_shift
-  c_scale = [jnp.ones((1, 2, n), f64)] + [None] * (plan.num_levels - 1)
-  c_shift = [jnp.zeros((1, 2, n), f64)] + [None] * (plan.num_levels - 1)
-  skip = -1
-  for lv in plan.inner_levels:
-    if lv < skip:
-      continue
-    band = plan.band_from.get(lv)
-    if band is not None:
-      def down(carry, x):
-        scale, shift = carry
-        ps, ph = scale[x["parent"]], shift[x["parent"]]
-        new = (ps * x["scale"], ps * x["shift"] + ph)
-        return new, new
-      xs = dict(parent=band.arrays()["parent"], scale=band_maps[lv][0],
-                shift=band_maps[lv][1])
-      last, ys = jax.lax.scan(down, (band.pad(c_scale[lv]), band.pad(c_shift[lv])), xs)
-      c_scale[lv + 1], c_shift[lv + 1] = band.middle(ys[0]), band.middle(ys[1])
-      c_scale[band.b] = last[0][:band.rows[-1]]
-      c_shift[band.b] = last[1][:band.rows[-1]]
-      skip = band.b
-      continue
+  def down(carry, x):                          # a scanned depth
+    scale, shift = carry
+    ps, ph = scale[x["parent"]], shift[x["parent"]]
+    new = (ps * x["scale"], ps * x["shift"] + ph)
+    return new, new
+
+  def level_down(lv):                          # an unrolled depth
     info = plan.levels[lv]
     par = ix(info["inner_loc"][info["kid_parent"]])
-    ps, ph = c_scale[lv][par], c_shift[lv][par]
+    scale, shift = cs[lv]
     sc, sh = maps[lv + 1]
-    c_scale[lv + 1], c_shift[lv + 1] = ps * sc, ps * sh + ph
-  c_scale = [x for x in c_scale if x is not None]
-  c_shift = [x for x in c_shift if x is not None]
-  node_scale = jnp.concatenate(c_scale, axis=0)[ix(plan.node_of)]   # (d, 2, n)
-  node_shift = jnp.concatenate(c_shift, axis=0)[ix(plan.node_of)]
+    return scale[par] * sc, scale[par] * sh + shift[par]
+
+  cs = [(jnp.ones((1, 2, n), f64), jnp.zeros((1, 2, n), f64))] + [None] * (
+      plan.num_levels - 1)
+  cs = _top_down(plan, cs, level_down, lambda band: down, lambda band: dict(
+      parent=band.arrays()["parent"], scale=band_maps[band.a][0],
+      shift=band_maps[band.a][1]))
+  node_scale = jnp.concatenate([c[0] for c in cs], axis=0)[ix(plan.node_of)]  # (d, 2, n)
+  node_shift = jnp.concatenate([c[1] for c in cs], axis=0)[ix(plan.node_of)]
   value = node_scale * time[:, None, :] + node_shift
   return jnp.where(in_a, value[:, 0], value[:, 1]), top[0][0]
 
@@ -434,29 +465,22 @@ def _sizes(k_root, k_split, t: SPTables, plan: _Plan, d: int, n: int):
   if not plan.num_internal:
     return out
   u = jax.random.uniform(k_split, (plan.num_internal, n))
-  skip = -1
-  for lv in plan.inner_levels:
-    if lv < skip:
-      continue
-    band = plan.band_from.get(lv)
-    if band is not None:                       # depths lv+1 .. b in one scan
-      def step(a, x, band=band):
-        a_left = _split(t, a, x["off"], x["wid"], x["small_left"], u[x["slot"]],
-                        band.widmax)
-        kid = jnp.where(x["is_left"][:, None], a_left[x["parent"]],
-                        (a - a_left)[x["parent"]])
-        return kid, kid
-      last, ys = jax.lax.scan(step, band.pad(out[lv]), band.arrays())
-      out[lv + 1] = band.middle(ys)
-      out[band.b] = last[:band.rows[-1]]
-      skip = band.b
-      continue
+
+  def step(a, x, widmax):                      # a scanned depth
+    a_left = _split(t, a, x["off"], x["wid"], x["small_left"], u[x["slot"]], widmax)
+    kid = jnp.where(x["is_left"][:, None], a_left[x["parent"]],
+                    (a - a_left)[x["parent"]])
+    return kid, kid
+
+  def level(lv):                               # an unrolled depth
     info = plan.levels[lv]
     a = out[lv][info["inner_loc"]]                                  # (I, n)
     a_left = _split(t, a, info["off"], info["wid"], info["small_left"],
                     u[info["slot"]], int(info["wid"].max()))
-    out[lv + 1] = _kids(info, a_left, a - a_left)
-  return [x for x in out if x is not None]
+    return _kids(info, a_left, a - a_left)
+
+  return _top_down(plan, out, level,
+                   lambda band: lambda a, x: step(a, x, band.widmax))
 
 
 def _split(t: SPTables, a, off, wid, small_left, u, widmax: int):
@@ -508,23 +532,15 @@ def _down_set_min(value, draws, t: SPTables, lay: SPLayout, n: int):
   inf = jnp.inf
   own = jnp.stack([jnp.where(in_a, value, inf), jnp.where(in_a, inf, value)], axis=1)
   block_low = [jnp.min(own[ix(elems)], axis=0) for _, elems in lay.blocks]
-  low = [None] * plan.num_levels                       # min over the node
-  band_low = {}
-  lv = plan.num_levels - 1
-  while lv >= 0:
-    band = plan.band_to.get(lv)
-    if band is not None:                       # depths b-1 .. a in one scan
-      def up(kids, x):
-        kind = x["kind"][:, None, None]
-        inner = jnp.minimum(kids[x["left"]], kids[x["right"]])
-        here = jnp.where((kind == SERIES) | (kind == PARALLEL), inner,
-                         jnp.where(kind == LEAF, own[x["elem"]], inf))
-        return here, kids
-      first, band_low[band.a] = jax.lax.scan(up, band.pad(low[band.b]), band.arrays(),
-                                             reverse=True)
-      low[band.a] = first[:band.rows[0]]
-      lv = band.a - 1
-      continue
+
+  def up(kids, x):                             # a scanned depth
+    kind = x["kind"][:, None, None]
+    inner = jnp.minimum(kids[x["left"]], kids[x["right"]])
+    here = jnp.where((kind == SERIES) | (kind == PARALLEL), inner,
+                     jnp.where(kind == LEAF, own[x["elem"]], inf))
+    return here, kids
+
+  def level_up(lv):                            # an unrolled depth
     info = plan.levels[lv]
     le = info["leaf_elems"]
     leaf = own[ix(le)] if len(le) else None
@@ -533,38 +549,34 @@ def _down_set_min(value, draws, t: SPTables, lay: SPLayout, n: int):
     if len(info["inner"]):
       kids = low[lv + 1]
       inner = jnp.minimum(kids[ix(info["left_loc"])], kids[ix(info["right_loc"])])
-    low[lv] = _assemble(info, inner, leaf, blk)
-    lv -= 1
-  below = [jnp.full((1, 2, n), inf)] + [None] * (plan.num_levels - 1)
-  skip = -1
-  for lv in plan.inner_levels:                         # min over the rest of the
-    if lv < skip:                                      # down-set, from above
-      continue
-    band = plan.band_from.get(lv)
-    if band is not None:
-      def down(b, x):
-        lower = x["low"][x["left"]]
-        upper = jnp.where((x["kind"] == SERIES)[:, None, None], jnp.minimum(b, lower), b)
-        kid = jnp.where(x["is_left"][:, None, None], b[x["parent"]], upper[x["parent"]])
-        return kid, kid
-      xs = dict(band.arrays(), low=band_low[lv])
-      last, ys = jax.lax.scan(down, band.pad(below[lv]), xs)
-      below[lv + 1] = band.middle(ys)
-      below[band.b] = last[:band.rows[-1]]
-      skip = band.b
-      continue
+    return _assemble(info, inner, leaf, blk)
+
+  low = [None] * plan.num_levels                       # min over the node
+  band_low = _bottom_up(plan, low, level_up, lambda band: up)
+
+  # min over the rest of the down-set, from above
+  def down(b, x):                              # a scanned depth
+    lower = x["low"][x["left"]]
+    upper = jnp.where((x["kind"] == SERIES)[:, None, None], jnp.minimum(b, lower), b)
+    kid = jnp.where(x["is_left"][:, None, None], b[x["parent"]], upper[x["parent"]])
+    return kid, kid
+
+  def level_down(lv):                          # an unrolled depth
     info = plan.levels[lv]
     b = below[lv][ix(info["inner_loc"])]
     lower = low[lv + 1][ix(info["left_loc"])]
     k = info["n_ser"]
     upper = jnp.concatenate([jnp.minimum(b[:k], lower[:k]), b[k:]])
-    below[lv + 1] = _kids(info, b, upper)
-  below = [x for x in below if x is not None]
+    return _kids(info, b, upper)
+
+  below = [jnp.full((1, 2, n), inf)] + [None] * (plan.num_levels - 1)
+  below = _top_down(plan, below, level_down, lambda band: down,
+                    lambda band: dict(band.arrays(), low=band_low[band.a]))
   first = jnp.minimum(jnp.concatenate(below, axis=0)[ix(plan.node_of)], own)
   for (nid, elems), bt in zip(lay.blocks, t.blocks):
     mine = own[ix(elems)]                                             # (L, 2, n)
-    up = jnp.asarray(bt.up)                                           # y <= x
-    inner = jnp.min(jnp.where(up[:, :, None, None], mine[:, None], inf), axis=0)
+    le = jnp.asarray(bt.up)                                           # y <= x
+    inner = jnp.min(jnp.where(le[:, :, None, None], mine[:, None], inf), axis=0)
     first = first.at[ix(elems)].set(jnp.minimum(first[ix(elems)], inner))
   return first
 
@@ -573,8 +585,7 @@ def _down_set_min(value, draws, t: SPTables, lay: SPLayout, n: int):
 def ix(idx):
   """A static index array as uint32. It is non-negative by construction, so JAX
   gathers with it directly: a signed index gets a wrap-around select for negative
-  values at each gather (on a 40-element caterpillar, 13,155 -> 8,146 HLO operations;
-  the compile-time change was within this machine's run-to-run noise)."""
+  values at each gather, a large share of the operations of a deep tree's kernel)."""
   return jnp.asarray(np.asarray(idx, np.uint32))
 
 
