@@ -254,6 +254,16 @@ def test_scanned_depths_sample_objects_uniformly(d, n_leg, monkeypatch):
 
 
 # ------------------------------------------------------------------ errors
+@pytest.mark.parametrize("make", [lambda d: synthetic_questionnaire(0, d),
+                                  lambda d: gate_chain(d)])
+def test_experiment_posets_check_d(make):
+  """The synthetic instruments name a bad ``d`` (a float failed deep inside)."""
+  with pytest.raises(TypeError, match=r"d must be an integer; got 1\.5"):
+    make(1.5)
+  with pytest.raises(ValueError, match="d must be >= 1; got 0"):
+    make(0)
+
+
 def _fence(d):
   """a1 < b1 > a2 < b2 > ...: prime (one prime piece of d elements)."""
   return Poset.from_edges(d, [(i, i + 1) if i % 2 == 0 else (i + 1, i)

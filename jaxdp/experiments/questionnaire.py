@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from jaxdp import _checks
 from jaxdp.posets import Poset
 
 __all__ = ["synthetic_questionnaire", "gate_chain"]
@@ -30,6 +31,7 @@ def synthetic_questionnaire(seed: int, d: int, *, section_size: int = 30) -> Pos
     A :class:`~jaxdp.Poset` labelled ``s{section}q{k}``; "q requires r" is
     ``p_q <= p_r``.
   """
+  d = _checks.check_int(d, "d", minimum=1)
   rng = np.random.default_rng(seed)
   requires: dict[int, list[int]] = {}
   next_id = [0]
@@ -101,6 +103,7 @@ def gate_chain(d: int, seed: int = 0) -> Poset:
     A :class:`~jaxdp.Poset` named ``gate chain d={d}``; "q requires r" is
     ``p_q <= p_r``.
   """
+  d = _checks.check_int(d, "d", minimum=1)
   rng = np.random.default_rng(seed)
   edges, gates, x = [], [], 0
   while x < d:
