@@ -122,6 +122,8 @@ class _Plan:
     slot = {int(v): i for i, v in enumerate(internal)}
     parallel = np.nonzero(kind == PARALLEL)[0]
     self.num_parallel = len(parallel)
+    self.parallel = parallel                     # node ids; row i is par_row i
+    self.par_kids = (left[parallel], right[parallel])
     par_row = {int(v): i for i, v in enumerate(parallel)}
     block_of = {nid: b for b, (nid, _) in enumerate(lay.blocks)}
     elem_of_leaf = {lay.node_of[x]: x for x in range(lay.d) if kind[lay.node_of[x]] == LEAF}
@@ -190,8 +192,8 @@ class _Band:
     w = self.w = max(rows)
     steps = b - a
     z = lambda dt=np.int64: np.zeros((steps, w), dt)
-    x = dict(kind=np.full((steps, w), -1, np.int64), left=z(), right=z(), gleft=z(),
-             gright=z(), elem=z(), par=z(), slot=z(), small_left=z(bool), off=z(),
+    x = dict(kind=np.full((steps, w), -1, np.int64), left=z(), right=z(), elem=z(),
+             par=z(), slot=z(), small_left=z(bool), off=z(),
              wid=np.ones((steps, w), np.int64), parent=z(), is_left=z(bool))
     elem_of = {lay.node_of[e]: e for e in range(lay.d)}
     for i, lv in enumerate(range(a, b)):
@@ -204,7 +206,6 @@ class _Band:
         else:                                   # SERIES or PARALLEL (no blocks)
           lc, rc = left[v], right[v]
           x["left"][i, r], x["right"][i, r] = lc - s1, rc - s1
-          x["gleft"][i, r], x["gright"][i, r] = lc, rc
           x["slot"][i, r] = slot[v]
           x["par"][i, r] = par_row.get(v, 0)
           x["small_left"][i, r] = lay.small[v] == lc
@@ -359,23 +360,31 @@ def _times(draws, lay: SPLayout, n: int):
   f64 = jnp.float64
   time = -jnp.log1p(-_uniform53(draws["bits_space"]))             # (d, n) spacings
   ends = -jnp.log1p(-_uniform53(draws["bits_end"]))               # (child, P, part, n)
-  unif = _uniform53(draws["bits_v"])                              # (P, part, n)
-  parts_a = jnp.stack([in_a, ~in_a], axis=1)                      # (d, 2, n)
+  # The inputs of each parallel node's merge per part, rows as ``par_row``: the
+  # children's Exp(1) ends, V^(1/(m+1)) (m: the node's count in the part) and
+  # whether both children have elements in the part; formed once here, so that a
+  # scanned depth needs one gather and computes no transcendental in its padded rows.
+  par_in = jnp.zeros((1, 4, 2, n), f64)
+  if plan.num_parallel:
+    m = counts[ix(plan.parallel)].astype(f64)
+    both = (counts[ix(plan.par_kids[0])] > 0) & (counts[ix(plan.par_kids[1])] > 0)
+    w = jnp.exp(jnp.log(_uniform53(draws["bits_v"])) / (m + 1.0))
+    par_in = jnp.stack([ends[0], ends[1], w, both.astype(f64)], axis=1)  # (P, 4, 2, n)
   block_top = []
   for (nid, elems), seq_loc in zip(lay.blocks, draws["block_seq"]):
     local, last_a, last_b = _block_times(time, elems, seq_loc, cnt[nid], n)
     time = time.at[ix(elems)].set(local)
     block_top.append(jnp.stack([last_a, last_b]))
+  # a leaf's last time in each part: its own time if it is in the part, else 0
+  leaf_val = jnp.where(jnp.stack([in_a, ~in_a], axis=1), time[:, None, :], 0.0)  # (d,2,n)
   # bottom up: each part's last time per node, and the child -> parent maps
   def up(kids, x):                             # a scanned depth
     tl, tr = kids[x["left"]], kids[x["right"]]
-    pv, s1, s2 = _parallel(tl, tr, counts[x["gleft"]], counts[x["gright"]],
-                           ends[0][x["par"]], ends[1][x["par"]], unif[x["par"]])
     kind = x["kind"][:, None, None]
     series = kind == SERIES
-    leaf = jnp.where(parts_a[x["elem"]], time[x["elem"]][:, None, :], 0.0)
+    pv, s1, s2 = _parallel(tl, tr, par_in[x["par"]])
     here = jnp.where(series, tl + tr, jnp.where(
-        kind == PARALLEL, pv, jnp.where(kind == LEAF, leaf, 0.0)))
+        kind == PARALLEL, pv, jnp.where(kind == LEAF, leaf_val[x["elem"]], 0.0)))
     one = jnp.ones_like(tl)
     l_scale, r_scale = jnp.where(series, one, s1), jnp.where(series, one, s2)
     l_shift = jnp.where(series, tr, 0.0)
@@ -388,7 +397,7 @@ def _times(draws, lay: SPLayout, n: int):
   def level_up(lv):                            # an unrolled depth
     info = plan.levels[lv]
     le = info["leaf_elems"]
-    leaf = jnp.where(parts_a[ix(le)], time[ix(le)][:, None, :], 0.0) if len(le) else None
+    leaf = leaf_val[ix(le)] if len(le) else None
     blk = jnp.stack([block_top[b] for b in info["blocks"]]) if info["blocks"] else None
     inner = None
     if len(info["inner"]):
@@ -401,11 +410,7 @@ def _times(draws, lay: SPLayout, n: int):
       left_scale, left_shift = [jnp.ones_like(tl[:k])], [tr[:k]]
       right_scale = [jnp.ones_like(tl[:k])]
       if k < len(info["inner"]):
-        pr = ix(info["par_row"])
-        pv, s1, s2 = _parallel(
-            tl[k:], tr[k:], counts[ix(plan.start[lv + 1] + info["left_loc"][k:])],
-            counts[ix(plan.start[lv + 1] + info["right_loc"][k:])],
-            ends[0, pr], ends[1, pr], unif[pr])
+        pv, s1, s2 = _parallel(tl[k:], tr[k:], par_in[ix(info["par_row"])])
         parts.append(pv)
         left_scale.append(s1)
         left_shift.append(jnp.zeros_like(s1))
@@ -443,13 +448,14 @@ def _times(draws, lay: SPLayout, n: int):
   return jnp.where(in_a, value[:, 0], value[:, 1]), top[0][0]
 
 
-def _parallel(t1, t2, c1, c2, end1, end2, v):
+def _parallel(t1, t2, q):
   """A parallel node's merge (module docstring, step 2): children's last times
-  ``t1``, ``t2`` and part sizes ``c1``, ``c2``, Exp(1) ``end1``, ``end2``, uniform
-  ``v``. Returns the node's last time and each child's scale."""
-  e1, e2 = t1 + end1, t2 + end2
-  g = (e1 + e2) * jnp.exp(jnp.log(v) / ((c1 + c2).astype(jnp.float64) + 1.0))
-  both = (c1 > 0) & (c2 > 0)
+  ``t1``, ``t2`` (rows, 2, n) and the node's ``par_in`` rows ``q`` (rows, 4, 2, n):
+  Exp(1) ends of both children, V^(1/(m+1)), both children non-empty. Returns the
+  node's last time and each child's scale."""
+  e1, e2 = t1 + q[:, 0], t2 + q[:, 1]
+  g = (e1 + e2) * q[:, 2]
+  both = q[:, 3] > 0
   s1 = jnp.where(both, g / e1, 1.0)
   s2 = jnp.where(both, g / e2, 1.0)
   return jnp.maximum(t1 * s1, t2 * s2), s1, s2
