@@ -2,9 +2,11 @@
 
 On a CPU-only machine we ask XLA for 4 host devices (set before JAX starts). The
 study estimates the NHIS (3 sections) ratio E||Z||^2 / (d/3) from 2 million exactly
-uniform poset-ball draws, streamed in chunks, on 1 device and on all 4.
+uniform poset-ball draws (``--n`` to change), streamed in chunks, on 1 device and on
+all 4.
 """
 
+import argparse
 import os
 
 _flags = os.environ.get("XLA_FLAGS", "")
@@ -18,13 +20,16 @@ import jaxdp  # noqa: E402
 from jaxdp import montecarlo  # noqa: E402
 
 
-def main():
+def main(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--n", type=int, default=2_000_000, help="draws per estimate")
+  args = ap.parse_args(argv)
   poset = jaxdp.Poset.nhis(3)
   draw = lambda k, m: jaxdp.random.poset_ball(k, poset, (m,))       # noqa: E731
   ratio = lambda z: jnp.sum(z[:, 1:] ** 2, axis=1) / (poset.d / 3)  # noqa: E731
   results = {}
   for n_dev in sorted({1, len(jax.devices())}):
-    est = montecarlo.estimate(jax.random.key(0), draw, ratio, 2_000_000,
+    est = montecarlo.estimate(jax.random.key(0), draw, ratio, args.n,
                               chunk_size=1 << 18, devices=jax.devices()[:n_dev])
     results[n_dev] = est
     print(f"{n_dev} device(s): ratio = {est.mean:.6f} ± {est.stderr:.6f} "

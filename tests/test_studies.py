@@ -216,7 +216,7 @@ def test_cli_argparse_errors_exit_nonzero():
 # ------------------------------------------------------------------ examples
 @pytest.mark.parametrize("name", ["nhis_counts", "nhis_counts --publishable", "session",
                                   "two_hospitals", "household", "mmm_postprocessing",
-                                  "montecarlo_sharded"])
+                                  "montecarlo_sharded --n 300000"])
 def test_example_runs(name):
   script, *extra = name.split()
   r = _run([f"examples/{script}.py", *extra], timeout=120)
