@@ -174,10 +174,12 @@ class _Plan:
 # consecutive narrow depths (at most BAND_MAX_ROWS nodes each, no blocks) is instead
 # one ``lax.scan`` per pass, its depths padded to the run's widest: the same
 # arithmetic per node (the draws equal the unrolled kernel's bit for bit), compiled
-# once. The trade (benchmarks/sp_costs.py, 200-element caterpillar, 2-core CPU):
-# first call 7.3 s instead of 48 s, but 19 k instead of 31 k samples/s, so the scans
-# pay off below about 2 million draws per compilation. Runs shorter than 32 depths
-# (at most ~7 s of compilation) stay unrolled.
+# once. A padded row computes every node kind's arithmetic (a select keeps one), so
+# what only parallel nodes need is formed before the passes (``par_in``). The trade
+# (benchmarks/sp_costs.py, 200-element caterpillar, 2-core CPU): first call 6.6 s
+# instead of 39 s, 0.77-0.90x the unrolled samples/s, so the scans pay off below
+# about 4-10 million draws per compilation. Runs shorter than 32 depths (at most ~7 s
+# of compilation) stay unrolled.
 BAND_MIN_STEPS = 32
 BAND_MAX_ROWS = 8
 
