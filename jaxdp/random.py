@@ -101,8 +101,9 @@ def knorm(key, ball: Ball, eps, shape: Sequence[int] = (), dtype=None) -> jax.Ar
   Args:
     key: one PRNG key.
     ball: a :class:`~jaxdp.PosetBall` or :class:`~jaxdp.LpBall`.
-    eps: privacy parameter; a positive finite number, or a traced scalar (then a
-      non-positive or non-finite value yields NaN noise, never weaker noise).
+    eps: privacy parameter; a positive number in float32's normal range (noise is
+      scaled in float32), or a traced scalar (then a non-positive or non-finite
+      value yields NaN noise, never weaker noise).
     shape: batch shape.
     dtype: a floating dtype.
 
@@ -115,7 +116,7 @@ def knorm(key, ball: Ball, eps, shape: Sequence[int] = (), dtype=None) -> jax.Ar
   if not isinstance(ball, (PosetBall, LpBall)):
     raise _checks.ArgTypeError(
         f"ball must be a jaxdp.PosetBall or jaxdp.LpBall; got {type(ball).__name__}.")
-  eps = _checks.check_positive(eps, "eps", allow_traced=True)
+  eps = _checks.check_eps(eps, "eps")
   return _draw(key, ball, eps, shape, dtype, uniform=False)
 
 

@@ -308,6 +308,16 @@ def test_bad_eps(eps):
     jaxdp.random.knorm(jax.random.key(0), PosetBall(Poset.nhis(1)), eps)
 
 
+@pytest.mark.parametrize("eps", [5e-324, 1e-40, 1e39])
+def test_eps_outside_normal_float32_is_refused(eps):
+  """knorm scales in float32: eps = 5e-324 passed the positivity check, became 0
+  there and the noise infinite (1e-40: a subnormal, flushed; 1e39: inf, zero noise).
+  Refused up front, as the mechanisms do, for poset and l_p balls."""
+  for ball in (PosetBall(Poset.nhis(1)), LpBall(4, math.inf)):
+    with pytest.raises(ValueError, match=r"eps must be between .* \(a normal float32"):
+      jaxdp.random.knorm(jax.random.key(0), ball, eps, (4,))
+
+
 def test_bad_scale():
   with pytest.raises(ValueError, match="scale"):
     jaxdp.random.laplace(jax.random.key(0), scale=0.0)
