@@ -263,15 +263,25 @@ def _compute_dtype(dtype):
 
 
 def _chunked(fn, key, n: int, tail: tuple[int, ...], dtype, chunk: int = CHUNK):
-  """fn(key, m) -> (m, *tail); n samples in ``chunk``-sized pieces with split keys
-  (a sequential map: memory stays proportional to one chunk plus the output)."""
+  """fn(key, m) -> (m, *tail); n samples in ``chunk``-sized pieces with split keys.
+
+  A sequential loop writes each chunk into the output in place, so memory stays one
+  chunk plus the output. When ``chunk`` does not divide ``n`` the last chunk is
+  written at ``n - chunk`` over the end of the one before: every output row is still
+  one fresh draw of its chunk's own key (the rows it replaces are discarded whatever
+  their values), and no padded copy of the output is made and sliced.
+  """
   if n == 0:
     return jnp.zeros((0, *tail), dtype)
   if n <= chunk:
     return fn(key, n)
-  num = -(-n // chunk)
-  out = jax.lax.map(lambda k: fn(k, chunk), jax.random.split(key, num))
-  return out.reshape(num * chunk, *tail)[:n]
+  keys = jax.random.split(key, -(-n // chunk))
+
+  def put(i, out):
+    start = jnp.minimum(i * chunk, n - chunk)
+    return jax.lax.dynamic_update_slice_in_dim(out, fn(keys[i], chunk), start, axis=0)
+
+  return jax.lax.fori_loop(0, keys.shape[0], put, jnp.zeros((n, *tail), dtype))
 
 
 @functools.partial(jax.jit, static_argnames=("d", "layout", "n", "uniform", "dtype"))
