@@ -269,7 +269,9 @@ def _chunked(fn, key, n: int, tail: tuple[int, ...], dtype, chunk: int = CHUNK):
   chunk plus the output. When ``chunk`` does not divide ``n`` the last chunk is
   written at ``n - chunk`` over the end of the one before: every output row is still
   one fresh draw of its chunk's own key (the rows it replaces are discarded whatever
-  their values), and no padded copy of the output is made and sliced.
+  their values), and no padded copy of the output is made and sliced. The loop's
+  buffer starts from the first chunk's draws, so under ``shard_map`` it has their
+  (device-varying) type.
   """
   if n == 0:
     return jnp.zeros((0, *tail), dtype)
@@ -281,7 +283,8 @@ def _chunked(fn, key, n: int, tail: tuple[int, ...], dtype, chunk: int = CHUNK):
     start = jnp.minimum(i * chunk, n - chunk)
     return jax.lax.dynamic_update_slice_in_dim(out, fn(keys[i], chunk), start, axis=0)
 
-  return jax.lax.fori_loop(0, keys.shape[0], put, jnp.zeros((n, *tail), dtype))
+  first = jnp.zeros((n, *tail), dtype).at[:chunk].set(fn(keys[0], chunk))
+  return jax.lax.fori_loop(1, keys.shape[0], put, first)
 
 
 @functools.partial(jax.jit, static_argnames=("d", "layout", "n", "uniform", "dtype"))

@@ -279,6 +279,22 @@ def test_large_batch_is_chunked_and_reproducible():
   assert len(np.unique(np.asarray(a), axis=0)) == n  # no chunk repeats another
 
 
+@pytest.mark.parametrize("draw", ["poset", "linf"])
+def test_large_batch_needs_one_chunk_beyond_the_output(draw):
+  """XLA's compiled temporaries for a batch that is not a multiple of the chunk do not
+  grow with the batch beyond the chunks' keys (8 bytes each): one chunk's working
+  memory beyond the output, at 8 and at 16 chunks (stacking padded chunks and
+  slicing kept a second, padded copy of the output)."""
+  def temp(n):
+    if draw == "poset":
+      f = jax.jit(lambda k: jaxdp.random.poset_ball(k, Poset.nhis(1), (n,)))
+    else:
+      f = jax.jit(lambda k: jaxdp.random.knorm(k, LpBall(16, np.inf), 1.0, (n,)))
+    return f.lower(jax.random.key(0)).compile().memory_analysis().temp_size_in_bytes
+
+  assert temp(16 * jaxdp.random.CHUNK + 5) - temp(8 * jaxdp.random.CHUNK + 5) <= 1024
+
+
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.float16])
 def test_dtypes(dtype):
   out = jaxdp.random.knorm(jax.random.key(0), PosetBall(Poset.nhis(1)), 1.0, (3,), dtype)
