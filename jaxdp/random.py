@@ -269,9 +269,9 @@ def _chunked(fn, key, n: int, tail: tuple[int, ...], dtype, chunk: int = CHUNK):
   chunk plus the output. When ``chunk`` does not divide ``n`` the last chunk is
   written at ``n - chunk`` over the end of the one before: every output row is still
   one fresh draw of its chunk's own key (the rows it replaces are discarded whatever
-  their values), and no padded copy of the output is made and sliced. The loop's
-  buffer starts from the first chunk's draws, so under ``shard_map`` it has their
-  (device-varying) type.
+  their values), and no padded copy of the output is made and sliced. Under
+  ``shard_map`` the buffer varies over the draws' mesh axes (a loop carry must keep
+  its type); ``fn`` is traced once, so it compiles once.
   """
   if n == 0:
     return jnp.zeros((0, *tail), dtype)
@@ -283,8 +283,21 @@ def _chunked(fn, key, n: int, tail: tuple[int, ...], dtype, chunk: int = CHUNK):
     start = jnp.minimum(i * chunk, n - chunk)
     return jax.lax.dynamic_update_slice_in_dim(out, fn(keys[i], chunk), start, axis=0)
 
-  first = jnp.zeros((n, *tail), dtype).at[:chunk].set(fn(keys[0], chunk))
-  return jax.lax.fori_loop(1, keys.shape[0], put, first)
+  out = _varying_like(jax.eval_shape(lambda k: fn(k, chunk), keys[0]),
+                      jnp.zeros((n, *tail), dtype))
+  return jax.lax.fori_loop(0, keys.shape[0], put, out)
+
+
+def _varying_like(spec, x):
+  """``x`` cast to vary over the ``shard_map`` mesh axes that values of type ``spec``
+  vary over (none outside ``shard_map``, or in JAX versions that do not type them)."""
+  axes = getattr(getattr(spec, "manual_axis_type", None), "varying", None)
+  axes = axes or getattr(spec, "vma", None)
+  if not axes:
+    return x
+  if hasattr(jax.lax, "pcast"):
+    return jax.lax.pcast(x, tuple(axes), to="varying")
+  return jax.lax.pvary(x, tuple(axes))
 
 
 @functools.partial(jax.jit, static_argnames=("d", "layout", "n", "uniform", "dtype"))

@@ -279,6 +279,15 @@ def test_large_batch_is_chunked_and_reproducible():
   assert len(np.unique(np.asarray(a), axis=0)) == n  # no chunk repeats another
 
 
+def test_a_chunked_draw_is_in_the_program_once():
+  """The chunk loop holds one copy of the draw's program (two copies compile twice:
+  the unrolled series-parallel kernels take minutes)."""
+  fn = lambda k, m: jnp.sin(jax.random.uniform(k, (m, 2)))  # noqa: E731
+  jaxpr = jax.make_jaxpr(lambda k: jaxdp.random._chunked(
+      fn, k, 3 * jaxdp.random.CHUNK + 1, (2,), jnp.float32))(jax.random.key(0))
+  assert str(jaxpr).count(" sin ") == 1
+
+
 @pytest.mark.parametrize("draw", ["poset", "linf"])
 def test_large_batch_needs_one_chunk_beyond_the_output(draw):
   """XLA's compiled temporaries for a batch that is not a multiple of the chunk do not
