@@ -271,7 +271,7 @@ def _chunked(fn, key, n: int, tail: tuple[int, ...], dtype, chunk: int = CHUNK):
   one fresh draw of its chunk's own key (the rows it replaces are discarded whatever
   their values), and no padded copy of the output is made and sliced. Under
   ``shard_map`` the buffer varies over the draws' mesh axes (a loop carry must keep
-  its type); ``fn`` is traced once, so it compiles once.
+  its type); ``fn`` appears once in the program, so it compiles once.
   """
   if n == 0:
     return jnp.zeros((0, *tail), dtype)
