@@ -281,7 +281,7 @@ def test_large_batch_is_chunked_and_reproducible():
 
 def test_a_chunked_draw_is_in_the_program_once():
   """The chunk loop holds one copy of the draw's program (two copies compile twice:
-  the unrolled series-parallel kernels take minutes)."""
+  an unrolled 200-depth series-parallel kernel takes about a minute once)."""
   fn = lambda k, m: jnp.sin(jax.random.uniform(k, (m, 2)))  # noqa: E731
   jaxpr = jax.make_jaxpr(lambda k: jaxdp.random._chunked(
       fn, k, 3 * jaxdp.random.CHUNK + 1, (2,), jnp.float32))(jax.random.key(0))
