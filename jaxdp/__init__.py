@@ -7,7 +7,7 @@ package does not import.
 """
 
 from jaxdp import (calibration, chacha, decomposition, exact, montecarlo, pld, random,
-                   renyi)
+                   renyi, threefry)
 from jaxdp.accounting import (
     Accountant,
     BudgetExceededError,
@@ -87,6 +87,7 @@ __all__ = [
     "release",
     "release_parallel_unchecked",
     "release_partitioned",
+    "threefry",
     "zcdp_budget",
     "zcdp_epsilon",
 ]

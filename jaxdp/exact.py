@@ -69,6 +69,7 @@ from jax import lax
 from jaxdp import _checks
 from jaxdp._poset_tables import ExactTables, exact_tables
 from jaxdp.random import _chunked
+from jaxdp.threefry import fast_key
 from jaxdp.posets import Poset
 
 __all__ = ["laplace", "poset_knorm", "linf_knorm", "discrete_gaussian", "MARGIN", "MAX_SCALE",
@@ -97,6 +98,7 @@ def laplace(key, shape=(), *, scale) -> jax.Array:
     int32 array of ``shape``. ``P(k) = P(k - 1/2 < L < k + 1/2)`` exactly.
   """
   _checks.check_key(key)
+  key = fast_key(key)  # the same draws, faster (jaxdp.threefry)
   shape = _checks.check_shape(shape)
   scale = _check_scale(scale)
   traced, const = (None, scale) if isinstance(scale, float) else (scale, None)
@@ -125,6 +127,7 @@ def poset_knorm(key, poset: Poset, scale, shape=()) -> jax.Array:
     ValueError: the poset is too large for exact integer ranks.
   """
   _checks.check_key(key)
+  key = fast_key(key)  # the same draws, faster (jaxdp.threefry)
   shape = _checks.check_shape(shape)
   scale = _check_scale(scale)
   if not isinstance(poset, Poset):
@@ -151,6 +154,7 @@ def linf_knorm(key, d: int, scale, shape=()) -> jax.Array:
     shape: batch shape.
   """
   _checks.check_key(key)
+  key = fast_key(key)  # the same draws, faster (jaxdp.threefry)
   shape = _checks.check_shape(shape)
   d = _checks.check_int(d, "d", minimum=1)
   scale = _check_scale(scale)
@@ -492,6 +496,7 @@ def discrete_gaussian(key, shape=(), *, sigma) -> jax.Array:
     privacy", NeurIPS 2020, Algorithms 1-3.
   """
   _checks.check_key(key)
+  key = fast_key(key)  # the same draws, faster (jaxdp.threefry)
   shape = _checks.check_shape(shape)
   quarters = sigma_quarters(sigma)
   with jax.enable_x64(True):

@@ -42,6 +42,7 @@ import numpy as np
 from jaxdp import _checks
 from jaxdp import _poset_kernels
 from jaxdp.chacha import CHACHA8, CHACHA20
+from jaxdp.threefry import fast_key
 from jaxdp.balls import LpBall, PosetBall
 from jaxdp.posets import Poset
 
@@ -246,6 +247,7 @@ def _key_shape(impl) -> tuple[int, ...]:
 
 def _draw(key, ball, eps, shape, dtype, *, uniform: bool):
   _checks.check_key(key)
+  key = fast_key(key)  # the same draws, faster (jaxdp.threefry)
   shape = _checks.check_shape(shape)
   dtype = _checks.check_float_dtype(dtype)
   n = math.prod(shape)
@@ -406,6 +408,7 @@ def _scale(noise, eps, dtype):
 def _scaled(kernel, key, shape, dtype, scale):
   """Validates (key, shape, dtype, scale) and runs a scaled noise kernel."""
   _checks.check_key(key)
+  key = fast_key(key)  # the same draws, faster (jaxdp.threefry)
   shape = _checks.check_shape(shape)
   dtype = _checks.check_float_dtype(dtype)
   if _checks.is_concrete(scale):

@@ -1,0 +1,95 @@
+"""The unrolled Threefry implementation: Random123's known answers, and the same
+stream as JAX's own Threefry (bits, split, fold_in), so jaxdp's samplers draw the
+same values with the swap on or off.
+
+References: Random123 1.09 ``kat_vectors`` (threefry2x32_20 lines), the vectors
+JAX's own tests use; ``jax.random`` with Threefry keys as the second implementation.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxdp
+from jaxdp import exact, threefry
+from jaxdp import random as dprandom
+
+KAT = [  # (key, counter, output) for threefry2x32 with 20 rounds
+    ((0x00000000, 0x00000000), (0x00000000, 0x00000000), (0x6B200159, 0x99BA4EFE)),
+    ((0xFFFFFFFF, 0xFFFFFFFF), (0xFFFFFFFF, 0xFFFFFFFF), (0x1CB996FC, 0xBB002BE7)),
+    ((0x13198A2E, 0x03707344), (0x243F6A88, 0x85A308D3), (0xC4923A9C, 0x483DF7A0)),
+]
+
+
+@pytest.mark.parametrize("key,counter,expected", KAT)
+def test_random123_known_answers(key, counter, expected):
+  u = lambda v: jnp.asarray(v, jnp.uint32)
+  out = threefry.hash2x32(u(key[0]), u(key[1]), u(counter[0]), u(counter[1]))
+  assert tuple(int(w) for w in out) == expected
+
+
+def _unrolled(key):
+  return jax.random.wrap_key_data(jax.random.key_data(key), impl=threefry.THREEFRY_UNROLLED)
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (7,), (3, 5), (2, 3, 4), (40_001,)])
+def test_bits_split_and_fold_in_are_jax_threefry(shape):
+  k = jax.random.key(20261130)
+  u = _unrolled(k)
+  for dtype in (jnp.uint8, jnp.uint16, jnp.uint32):
+    np.testing.assert_array_equal(jax.random.bits(u, shape, dtype),
+                                  jax.random.bits(k, shape, dtype))
+  np.testing.assert_array_equal(jax.random.key_data(jax.random.split(u, shape)),
+                                jax.random.key_data(jax.random.split(k, shape)))
+
+
+def test_64_bit_draws_fold_in_vmap_and_distributions_are_jax_threefry():
+  k = jax.random.key(7)
+  u = _unrolled(k)
+  with jax.enable_x64(True):
+    np.testing.assert_array_equal(jax.random.bits(u, (5, 3), jnp.uint64),
+                                  jax.random.bits(k, (5, 3), jnp.uint64))
+  for x in (0, 1, 2**31 + 5, 2**32 - 1):
+    np.testing.assert_array_equal(jax.random.key_data(jax.random.fold_in(u, x)),
+                                  jax.random.key_data(jax.random.fold_in(k, x)))
+  draw = jax.vmap(lambda kk: (jax.random.normal(kk, (9,)), jax.random.exponential(kk, (4,))))
+  for a, b in zip(draw(jax.random.split(u, 6)), draw(jax.random.split(k, 6))):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_fast_key_swaps_only_threefry_keys():
+  k = jax.random.key(3)
+  assert jax.random.key_impl(threefry.fast_key(k)) == threefry.THREEFRY_UNROLLED
+  legacy = threefry.fast_key(jax.random.PRNGKey(3))
+  np.testing.assert_array_equal(jax.random.key_data(legacy), jax.random.key_data(k))
+  for other in (jax.random.key(3, impl="rbg"), dprandom.study_key(3, "chacha8"),
+                dprandom.secure_key(bytes(32))):
+    assert threefry.fast_key(other) is other
+  with jax.threefry_partitionable(False):  # another stream: JAX's own code draws it
+    assert threefry.fast_key(k) is k
+
+
+def test_huge_draws_are_left_to_jax():
+  """2**32 elements need 64-bit counters: traced, not drawn (no memory spent)."""
+  out = jax.eval_shape(lambda kk: jax.random.bits(kk, (2**16, 2**16), jnp.uint32),
+                       _unrolled(jax.random.key(0)))
+  assert out.shape == (2**16, 2**16)
+
+
+def test_samplers_draw_the_same_values_with_the_swap(monkeypatch):
+  """Every sampler family, once through the unrolled implementation (the default)
+  and once through JAX's own Threefry: equal bit for bit."""
+  key = jax.random.key(11)
+  nhis = jaxdp.Poset.nhis(3)
+  draws = {
+      "poset ball": lambda: dprandom.poset_ball(key, nhis, (300,)),
+      "knorm l_inf": lambda: dprandom.knorm(key, jaxdp.LpBall(16, jnp.inf), 1.0, (300,)),
+      "laplace": lambda: dprandom.laplace(key, (300,)),
+      "exact laplace": lambda: exact.laplace(key, (300,), scale=2.0),
+  }
+  fast = {name: np.asarray(f()) for name, f in draws.items()}
+  monkeypatch.setattr(dprandom, "fast_key", lambda k: k)
+  monkeypatch.setattr(exact, "fast_key", lambda k: k)
+  for name, f in draws.items():
+    np.testing.assert_array_equal(fast[name], np.asarray(f()), err_msg=name)
