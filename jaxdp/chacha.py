@@ -171,7 +171,7 @@ def _seed8(seed):
   return jnp.stack([lo, hi] + [zero] * 5 + [jnp.asarray(0x43433820, jnp.uint32)])
 
 
-# ChaCha8: the same code with 8 rounds, for Monte Carlo (see jaxdp.random.FAST).
+# ChaCha8: the same code with 8 rounds, for Monte Carlo (see jaxdp.random.study_key).
 CHACHA8 = define_prng_impl(
     key_shape=(8,), seed=_seed8,
     split=lambda key, shape: _split(key, shape, 8),

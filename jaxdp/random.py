@@ -15,11 +15,13 @@ to publish, use a ChaCha20 key (:func:`secure_key`) and the exact, integer-value
 samplers of :mod:`jaxdp.exact` (``exact=True`` on the mechanisms).
 
 Generators for studies (:func:`study_key`): ``"threefry"`` (JAX's default, the
-project's default), ``"rbg"`` (JAX's RngBitGenerator keys) and ``"chacha8"``
-(:data:`jaxdp.chacha.CHACHA8`: ChaCha with 8 rounds, the generator of Go's
-``math/rand/v2``; no attack on 8 rounds is known, the best reach 7, but it is not
-offered for releases). On a 2-core CPU ChaCha8 draws raw bits 2.2x faster than
-Threefry (``benchmarks/generators.py``). Every sampler accepts any of their keys.
+project's default; on the CPU the samplers compute its stream with the rounds
+unrolled, :mod:`jaxdp.threefry`: the same draws as JAX's own code, and the fastest
+of the three on a 2-core CPU in ``benchmarks/generators.py``), ``"rbg"`` (JAX's
+RngBitGenerator keys) and ``"chacha8"`` (:data:`jaxdp.chacha.CHACHA8`: ChaCha with 8
+rounds, the generator of Go's ``math/rand/v2``, a second cipher family for a study's
+cross-check; no attack on 8 rounds is known, the best reach 7, but it is not offered
+for releases). Every sampler accepts any of their keys.
 
 References:
   M. Hardt, K. Talwar, "On the geometry of differential privacy", STOC 2010.
@@ -212,7 +214,8 @@ def study_key(seed: int = 0, generator: str = "threefry") -> jax.Array:
   Args:
     seed: the study's seed, in [-2**31, 2**31) (reproducible; not a secret).
     generator: one of :data:`GENERATORS`: ``"threefry"`` (``jax.random.key``),
-      ``"rbg"`` or ``"chacha8"`` (fastest on CPU). Releases use :func:`secure_key`.
+      ``"rbg"`` or ``"chacha8"`` (see the module docstring). Releases use
+      :func:`secure_key`.
 
   Returns:
     A scalar typed key.

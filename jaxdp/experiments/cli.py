@@ -277,7 +277,7 @@ def _parser():
     p.add_argument("--process-id", type=int, default=None,
                    help="this process's index, 0 .. N-1")
     p.add_argument("--generator", choices=GENERATORS, default="threefry",
-                   help="PRNG of the study (chacha8: fastest on CPU)")
+                   help="PRNG of the study (threefry: the default and fastest on CPU)")
     p.add_argument("--no-plot", action="store_true", help="skip PNG plots")
 
   for name, help_ in [("nhis", "NHIS posets (Figure 4)"), ("poset", "one poset")]:
@@ -329,7 +329,7 @@ def _parser():
                  help="points per chunk (bounds memory)")
   p.add_argument("--seed", type=int, default=0, help="PRNG seed")
   p.add_argument("--generator", choices=GENERATORS, default="threefry",
-                 help="PRNG (chacha8: fastest on CPU)")
+                 help="PRNG (threefry: the default and fastest on CPU)")
   p.add_argument("--devices", type=_pos_int, default=None,
                  help="number of host devices to create (CPU)")
   p.set_defaults(func=_cmd_sample)
