@@ -3,11 +3,11 @@
   python benchmarks/generators.py [--n 1000000] [--out results]
 
 For every generator (Threefry, jaxdp's unrolled Threefry, JAX's rbg, ChaCha20,
-jaxdp's ChaCha8) and for numpy's default Generator (PCG64), in one run, at a batch of n: raw 32-bit words, uniform
-floats, Gaussian and Laplace floats (n x 16 each), l_inf and l_2 K-norm noise at
-d = 16 (n vectors), and the NHIS-3 poset ball (n vectors). numpy's K-norm rows use
-the same construction (uniform direction in the ball times a Gamma(d + 1) radius)
-written with its vectorised calls; its poset-ball row runs jaxdp's general sampler
+jaxdp's ChaCha8) and for numpy's default Generator (PCG64), in one run, at a batch
+of n: raw 32-bit words, uniform floats, Gaussian and Laplace floats (n x 16 each),
+l_inf and l_2 K-norm noise at d = 16 (n vectors), and the NHIS-3 poset ball (n
+vectors). numpy's K-norm rows use the same construction (uniform direction in the
+ball times a Gamma(d + 1) radius) written with its vectorised calls; its poset-ball row runs jaxdp's general sampler
 (the same host tables: a trie walk for the down-set, top-down linear extensions by
 inverse CDF, Dirichlet weights on the simplex) vectorised over the batch in numpy,
 and both poset rows record E||Z||^2 / (d / 3) over the batch, which must agree
