@@ -93,3 +93,18 @@ def test_samplers_draw_the_same_values_with_the_swap(monkeypatch):
   monkeypatch.setattr(exact, "fast_key", lambda k: k)
   for name, f in draws.items():
     np.testing.assert_array_equal(fast[name], np.asarray(f()), err_msg=name)
+
+
+def test_samplers_do_not_lower_jax_rolled_threefry():
+  """On the CPU the samplers must use the unrolled hash: JAX's own lowering there is
+  a ``while`` loop over the rounds (in the lowered text of a draw that has no loop
+  of its own), which is what made Threefry draws slower than numpy's."""
+  if jax.default_backend() != "cpu":
+    pytest.skip("the swap is for the CPU backend")
+  key = jax.random.key(0)
+  text = lambda f: jax.jit(f).lower(key).as_text()
+  assert "while" in text(lambda k: jax.random.laplace(k, (10,)))   # the check sees it
+  for draw in (lambda k: dprandom.laplace(k, (10,)),
+               lambda k: dprandom.gaussian(k, (10,)),
+               lambda k: dprandom.lp_ball(k, 4, jnp.inf, (10,))):
+    assert "while" not in text(draw)
