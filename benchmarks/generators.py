@@ -7,9 +7,10 @@ jaxdp's ChaCha8) and for numpy's default Generator (PCG64), in one run, at a bat
 of n: raw 32-bit words, uniform floats, Gaussian and Laplace floats (n x 16 each),
 l_inf and l_2 K-norm noise at d = 16 (n vectors), and the NHIS-3 poset ball (n
 vectors). numpy's K-norm rows use the same construction (uniform direction in the
-ball times a Gamma(d + 1) radius) written with its vectorised calls; its poset-ball row runs jaxdp's general sampler
-(the same host tables: a trie walk for the down-set, top-down linear extensions by
-inverse CDF, Dirichlet weights on the simplex) vectorised over the batch in numpy,
+ball times a Gamma(d + 1) radius) written with its vectorised calls; its poset-ball
+row runs jaxdp's general sampler (the same host tables: a trie walk for the
+down-set, top-down linear extensions by inverse CDF, Dirichlet weights on the
+simplex) vectorised over the batch in numpy,
 and both poset rows record E||Z||^2 / (d / 3) over the batch, which must agree
 (0.372 for NHIS-3), as a check that the numpy peer samples the same ball.
 The two Threefry columns draw the same numbers: "threefry2x32" is a plain

@@ -76,18 +76,23 @@ def _counters(shape):
              for i, s in enumerate(strides))
 
 
+def _hash_index(key, shape):
+  """The hash of each element's flat index (high counter word 0) under ``key``."""
+  lo = _counters(shape)
+  return hash2x32(key[0], key[1], jnp.zeros_like(lo), lo)
+
+
 def _materialised(keys):
   # Derived keys are computed once and stored: left to fusion, XLA recomputes the
-  # parent's hash for every element of every draw made from them (3x slower
-  # poset-ball draws on XLA:CPU).
+  # parent's hash for every element of every draw made from them, and poset-ball
+  # draws ran slower than with JAX's own code.
   return lax.optimization_barrier(keys)
 
 
 def _random_bits(key, bit_width: int, shape):
   if math.prod(shape) >= MAX_COUNT:  # counters need both words: JAX's own code
     return threefry_prng_impl.random_bits(key, bit_width, shape)
-  lo = _counters(shape)
-  b0, b1 = hash2x32(key[0], key[1], jnp.zeros_like(lo), lo)
+  b0, b1 = _hash_index(key, shape)
   if bit_width == 64:
     dtype = jnp.dtype("uint64")
     return (lax.convert_element_type(b0, dtype) << np.uint64(32)) | \
@@ -103,8 +108,7 @@ def _random_bits(key, bit_width: int, shape):
 def _split(key, shape):
   if math.prod(shape) >= MAX_COUNT:
     return threefry_prng_impl.split(key, shape)
-  lo = _counters(shape)
-  return _materialised(jnp.stack(hash2x32(key[0], key[1], jnp.zeros_like(lo), lo), axis=-1))
+  return _materialised(jnp.stack(_hash_index(key, shape), axis=-1))
 
 
 def _fold_in(key, data):

@@ -34,7 +34,7 @@ def _unrolled(key):
 
 
 @pytest.mark.parametrize("shape", [(), (1,), (7,), (3, 5), (2, 3, 4), (40_001,)])
-def test_bits_split_and_fold_in_are_jax_threefry(shape):
+def test_bits_and_split_are_jax_threefry(shape):
   k = jax.random.key(20261130)
   u = _unrolled(k)
   for dtype in (jnp.uint8, jnp.uint16, jnp.uint32):
