@@ -7,38 +7,47 @@ Tables and the size recursion are in :mod:`jaxdp._sp_tables`. Per sample:
    subset A of the given size (binary search within the size group) and uniform
    linear extensions of A and B inside it by the subset recursion.
 2. *Uniform linear extensions of A and of B without a sort per node.* Every node
-   carries, for each part, times t_1 < ... < t_m (one per element of the part, in the
-   order of a uniform extension of the node's part) that are partial sums of m iid
-   Exp(1) spacings, independent of that order; ``end - t_m`` is a further Exp(1)
-   spacing independent of everything inside the node. A leaf's time is one Exp(1). A
-   series node concatenates: its lower child's times are shifted by the upper child's
-   last time (top down, the upper child comes first). A parallel node must interleave
-   uniformly: dividing each child's times by its end E_i = t_m + Exp(1) gives the
-   order statistics of m_i iid uniforms, independent of E_i (Renyi's representation),
-   so the merged values are m iid uniforms whose labels form a uniformly random
-   interleaving independent of the values; multiplying by an independent
-   Gamma(m + 1) = (E_1 + E_2) * V^(1/(m+1)) (V uniform; a Gamma(m + 2) times an
-   independent Beta(m + 1, 1)) restores the spacing representation for the parent.
-   A block's times are partial sums of spacings along its extension. The maps are
-   affine and increasing; composed top down they give every element its time at the
-   root. The order of the root times is the object (``sp_objects`` sorts them; ties
-   are broken by a fixed linear extension of P, so comparable elements are always in
-   order).
-3. *Noise without the order.* At the root the k + 1 spacings of A's times (the last
-   one ``end_A - t_k``, a fresh Exp(1)) are iid Exp(1) and independent of the object,
-   so they can serve as the Dirichlet weights of A's chain of vertices (design note,
-   section 5), and likewise for B. Then coordinate j is
-   (end_A - min of the A-times in j's down-set) - (the same for B), the root
-   coordinate end_A - end_B, and the point is that vector over end_A + end_B: no sort
-   and no O(d^2) masked minimum. The down-set minimum runs over the tree: j itself,
-   the lower children of the series nodes above j whose upper child holds j, and the
-   block's own down-set inside a block.
+   carries, for each part with m > 0 elements in it, times t_1 < ... < t_m (one per
+   element of the part, in the order of a uniform extension of the node's part) and
+   an end E > t_m such that (t_1, ..., t_m, E) are partial sums of m + 1 iid Exp(1)
+   spacings, independent of that order (an empty part carries t = E = 0, so E > 0
+   says the part is not empty). A leaf's time is one Exp(1) and its end one more. A
+   series node concatenates: its lower child's times and end are shifted by the
+   upper child's last time (top down, the upper child comes first); the upper child's
+   last spacing E_u - t_u is dropped (if the lower child is empty in the part, the
+   node's end is the upper child's). A parallel node must interleave uniformly:
+   dividing each child's times by its end E_i gives the order statistics of m_i iid
+   uniforms, independent of E_i (Renyi's representation), so the merged values are
+   m iid uniforms whose labels form a uniformly random interleaving independent of
+   the values; multiplying by an independent Gamma(m + 1) = (E_1 + E_2) * V^(1/(m+1))
+   (V uniform; a Gamma(m + 2) times an independent Beta(m + 1, 1)) restores the
+   spacing representation for the parent, whose end is that Gamma(m + 1) (if one
+   child is empty in the part, the other passes through). A block's times are
+   partial sums of spacings along its extension, its end one more Exp(1). The maps
+   are affine and increasing; composed top down they give every element its time
+   at the root. The order of the root times is the object (``sp_objects`` sorts
+   them; ties are broken by a fixed linear extension of P, so comparable elements
+   are always in order).
+3. *Noise without the order.* At the root the k + 1 spacings of A's times and end
+   (``end_A - t_k`` last; a fresh Exp(1) for ``end_A`` when A is empty) are iid
+   Exp(1) and independent of the object, so they can serve as the Dirichlet weights
+   of A's chain of vertices (design note, section 5), and likewise for B. Then
+   coordinate j is (end_A - min of the A-times in j's down-set) - (the same for B),
+   the root coordinate end_A - end_B, and the point is that vector over
+   end_A + end_B: no sort and no O(d^2) masked minimum. The down-set minimum runs
+   over the tree: j itself, the lower children of the series nodes above j whose
+   upper child holds j, and the block's own down-set inside a block.
 
-The times are computed in float64 from 53-bit uniforms (``jax.enable_x64`` inside the
-kernel; outputs keep the caller's dtype), so an order decided at a parallel node
-departs from exact only if two times agree to float64 rounding: below d^2 2^-45 per
-sample. Size choices compare float32 uniforms with float32 CDFs of float64 weights,
-as the other samplers do (relative error below 1e-6 per choice).
+Random numbers per sample: 2 Exp(1) per element, one uniform V per parallel node and
+part, 2 Exp(1) per block (and 2 at the root, used only for an empty part), each from
+52 random bits: one Threefry hash per variate (:func:`jaxdp.threefry.words64`).
+
+The times are computed in float64 (``jax.enable_x64`` inside the kernel; outputs
+keep the caller's dtype) from uniforms on the midpoints of 2^52 cells (exact, never
+0 or 1) with fdlibm's logarithm (error below 1 ulp), so an order decided at a
+parallel node departs from exact only if two times agree to float64 rounding: below
+d^2 2^-44 per sample. Size choices compare float32 uniforms with float32 CDFs of
+float64 weights, as the other samplers do (relative error below 1e-6 per choice).
 """
 
 from __future__ import annotations
@@ -50,6 +59,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp._sp_tables import BLOCK, LEAF, PARALLEL, SERIES, SPLayout, SPTables
+from jaxdp.threefry import words64
 
 
 def sp_objects(key, t: SPTables, lay: SPLayout, n: int):
@@ -59,9 +69,9 @@ def sp_objects(key, t: SPTables, lay: SPLayout, n: int):
   draws = _draws(key, t, lay, n)
   in_a = draws["in_a"]
   with jax.enable_x64(True):
-    value, top = _times(draws, lay, n)
+    value, root = _times(draws, lay, n)
     # B after A: B's times are offset past A's largest.
-    key_ = jnp.where(in_a, value, value + (2.0 * top[0] + 1.0)[None, :])
+    key_ = jnp.where(in_a, value, value + (2.0 * root[0, 0] + 1.0)[None, :])
     order = np.asarray(lay.top_down)
     ids = jnp.broadcast_to(jnp.asarray(order, jnp.int32), (n, d))
     _, seq = jax.lax.sort((key_[ix(order)].T, ids), dimension=1, num_keys=1,
@@ -72,10 +82,12 @@ def sp_objects(key, t: SPTables, lay: SPLayout, n: int):
 def sp_points(key_obj, key_exp, t: SPTables, lay: SPLayout, n: int, dtype):
   """Exactly uniform points of the poset ball, (n, d+1), root first."""
   draws = _draws(key_obj, t, lay, n)
-  bits_end = jax.random.bits(key_exp, (2, 2, n), jnp.uint32)
+  bits_end = words64(key_exp, (2, n))
   with jax.enable_x64(True):
-    value, top = _times(draws, lay, n)
-    end = top + -jnp.log1p(-_uniform53(bits_end))                   # (2, n)
+    value, root = _times(draws, lay, n)
+    # a part's end: its root end, or one Exp(1) where the part is empty
+    end = _stored(jnp.where(root[1] > 0, root[1], _exponential(bits_end)),
+                  bits_end[0][0, 0])                                  # (2, n)
     # The down-set minima only pick which time to subtract, so for float32 output
     # they run in float32 (half the memory traffic): a tie can only swap two times
     # equal to float32 rounding, which moves the output by less than its ulp.
@@ -175,7 +187,7 @@ class _Plan:
 # one ``lax.scan`` per pass, its depths padded to the run's widest: the same
 # arithmetic per node (the draws equal the unrolled kernel's bit for bit), compiled
 # once. A padded row computes every node kind's arithmetic (a select keeps one), so
-# what only parallel nodes need is formed before the passes (``par_in``). The trade
+# what only parallel nodes need is formed before the passes (``w``). The trade
 # (benchmarks/sp_costs.py, 200-element caterpillar, 2-core CPU): first call 5.2-8.1 s
 # instead of 39-81 s, 0.68-0.90x the unrolled samples/s, so the scans pay off below a
 # few million draws per compilation. Runs shorter than 32 depths (at most ~7 s of
@@ -343,53 +355,60 @@ def _draws(key, t: SPTables, lay: SPLayout, n: int):
     bits = ((mask[None, :] >> jnp.arange(len(elems), dtype=jnp.uint32)[:, None]) & 1) == 1
     in_a = in_a.at[np.asarray(elems)].set(bits)
     block_seq.append(seq_loc)
-  # 64 random bits per float64 variate, drawn as 32-bit words outside the x64 scope
-  # (JAX's generators are traced in the caller's mode).
+  # 64 random bits per float64 variate, as two 32-bit words drawn outside the x64
+  # scope (JAX's generators are traced in the caller's mode); one Threefry hash
+  # gives both (jaxdp.threefry.words64).
   k_end, k_v = jax.random.split(k_par)
-  num_par = max(1, plan.num_parallel)
   size = jnp.asarray(plan.size, jnp.int32)
   return dict(plan=plan, cnt=cnt, in_a=in_a, block_seq=block_seq,
               counts=jnp.stack([cnt, size[:, None] - cnt], axis=1),          # (M, 2, n)
-              bits_space=jax.random.bits(k_space, (2, d, n), jnp.uint32),
-              bits_end=jax.random.bits(k_end, (2, 2, num_par, 2, n), jnp.uint32),
-              bits_v=jax.random.bits(k_v, (2, num_par, 2, n), jnp.uint32))
+              bits_space=words64(k_space, (2, d, n)),         # each element's 2 spacings
+              bits_v=words64(k_v, (max(1, plan.num_parallel), 2, n)),
+              bits_block_end=words64(k_end, (max(1, len(lay.blocks)), 2, n)))
 
 
 def _times(draws, lay: SPLayout, n: int):
   """Inside the x64 scope: every element's time at the root (its own part's), (d, n)
-  float64, and each part's last root time, (2, n)."""
+  float64, and the root's row: each part's last time and end, (2, 2, n) (an empty
+  part's are 0)."""
   plan, cnt, in_a, counts = draws["plan"], draws["cnt"], draws["in_a"], draws["counts"]
   f64 = jnp.float64
-  time = -jnp.log1p(-_uniform53(draws["bits_space"]))             # (d, n) spacings
-  ends = -jnp.log1p(-_uniform53(draws["bits_end"]))               # (child, P, part, n)
-  # The inputs of each parallel node's merge per part, rows as ``par_row``: the
-  # children's Exp(1) ends, V^(1/(m+1)) (m: the node's count in the part) and
-  # whether both children have elements in the part; formed once here, so that a
-  # scanned depth needs one gather and computes no transcendental in its padded rows.
-  par_in = jnp.zeros((1, 4, 2, n), f64)
-  if plan.num_parallel:
-    m = counts[ix(plan.parallel)].astype(f64)
-    both = (counts[ix(plan.par_kids[0])] > 0) & (counts[ix(plan.par_kids[1])] > 0)
-    w = jnp.exp(jnp.log(_uniform53(draws["bits_v"])) / (m + 1.0))
-    par_in = jnp.stack([ends[0], ends[1], w, both.astype(f64)], axis=1)  # (P, 4, 2, n)
-  block_top = []
-  for (nid, elems), seq_loc in zip(lay.blocks, draws["block_seq"]):
+  # The uniforms and then the variates are stored (``_stored``): the logarithm's
+  # division splits its fusion, and both halves would recompute the hash.
+  word = draws["bits_space"][0][0, 0, 0]
+  m = counts[ix(plan.parallel)] if plan.num_parallel else jnp.zeros((1, 2, n), jnp.int32)
+  u_space, u_v, u_block, m = _stored(tuple(_uniform52(draws[k]) for k in (
+      "bits_space", "bits_v", "bits_block_end")) + (m,), word)
+  # V^(1/(m+1)) per parallel node and part (m: the node's count in the part), formed
+  # once here, so that a scanned depth computes no transcendental in padded rows.
+  w = jnp.exp(_log(u_v) / (m.astype(f64) + 1.0))                   # (P, 2, n)
+  spacing = -_log(u_space)                                         # (2, d, n)
+  time, extra, w, block_end = _stored((spacing[0], spacing[1], w, -_log(u_block)), word)
+  # A node's row, (2, 2, n): [last time, end] x part; an empty part's are 0.
+  block_row = []
+  for b, ((nid, elems), seq_loc) in enumerate(zip(lay.blocks, draws["block_seq"])):
     local, last_a, last_b = _block_times(time, elems, seq_loc, cnt[nid], n)
     time = time.at[ix(elems)].set(local)
-    block_top.append(jnp.stack([last_a, last_b]))
-  # a leaf's last time in each part: its own time if it is in the part, else 0
-  leaf_val = jnp.where(jnp.stack([in_a, ~in_a], axis=1), time[:, None, :], 0.0)  # (d,2,n)
-  # bottom up: each part's last time per node, and the child -> parent maps
+    last = jnp.stack([last_a, last_b])
+    filled = jnp.stack([cnt[nid] > 0, cnt[nid] < len(elems)])
+    block_row.append(jnp.stack([last, jnp.where(filled, last + block_end[b], 0.0)]))
+  # a leaf: in its part, last time its own and end one further Exp(1) spacing on
+  mine = jnp.stack([in_a, ~in_a], axis=1)                            # (d, 2, n)
+  leaf_row = jnp.where(mine[:, None], jnp.stack([time, time + extra], axis=1)[:, :, None],
+                       0.0)                                          # (d, 2, 2, n)
+
+  # bottom up: each node's row, and the child -> parent maps
   def up(kids, x):                             # a scanned depth
-    tl, tr = kids[x["left"]], kids[x["right"]]
+    cl, cr = kids[x["left"]], kids[x["right"]]
     kind = x["kind"][:, None, None]
     series = kind == SERIES
-    pv, s1, s2 = _parallel(tl, tr, par_in[x["par"]])
-    here = jnp.where(series, tl + tr, jnp.where(
-        kind == PARALLEL, pv, jnp.where(kind == LEAF, leaf_val[x["elem"]], 0.0)))
-    one = jnp.ones_like(tl)
+    pv, s1, s2 = _parallel(cl, cr, w[x["par"]])
+    here = jnp.where(series[:, None], _series(cl, cr), jnp.where(
+        (kind == PARALLEL)[:, None], pv,
+        jnp.where((kind == LEAF)[:, None], leaf_row[x["elem"]], 0.0)))
+    one = jnp.ones_like(s1)
     l_scale, r_scale = jnp.where(series, one, s1), jnp.where(series, one, s2)
-    l_shift = jnp.where(series, tr, 0.0)
+    l_shift = jnp.where(series, cr[:, 0], 0.0)
     p, is_left = x["parent"], x["is_left"][:, None, None]
     return here, (jnp.where(is_left, l_scale[p], r_scale[p]),
                   jnp.where(is_left, l_shift[p], 0.0))
@@ -399,27 +418,27 @@ def _times(draws, lay: SPLayout, n: int):
   def level_up(lv):                            # an unrolled depth
     info = plan.levels[lv]
     le = info["leaf_elems"]
-    leaf = leaf_val[ix(le)] if len(le) else None
-    blk = jnp.stack([block_top[b] for b in info["blocks"]]) if info["blocks"] else None
+    leaf = leaf_row[ix(le)] if len(le) else None
+    blk = jnp.stack([block_row[b] for b in info["blocks"]]) if info["blocks"] else None
     inner = None
     if len(info["inner"]):
       kids = top[lv + 1]
-      tl, tr = kids[ix(info["left_loc"])], kids[ix(info["right_loc"])]
+      cl, cr = kids[ix(info["left_loc"])], kids[ix(info["right_loc"])]
       k = info["n_ser"]                  # rows [:k] series, [k:] parallel
       # series: the lower (left) child follows the upper one, shifted by its last
       # time; parallel: both children rescaled to the parent's spacing scale
-      parts = [tl[:k] + tr[:k]]
-      left_scale, left_shift = [jnp.ones_like(tl[:k])], [tr[:k]]
-      right_scale = [jnp.ones_like(tl[:k])]
+      ones = jnp.ones_like(cl[:k, 0])
+      parts, left_scale, left_shift, right_scale = (
+          [_series(cl[:k], cr[:k])], [ones], [cr[:k, 0]], [ones])
       if k < len(info["inner"]):
-        pv, s1, s2 = _parallel(tl[k:], tr[k:], par_in[ix(info["par_row"])])
+        pv, s1, s2 = _parallel(cl[k:], cr[k:], w[ix(info["par_row"])])
         parts.append(pv)
         left_scale.append(s1)
         left_shift.append(jnp.zeros_like(s1))
         right_scale.append(s2)
       inner = jnp.concatenate(parts)
       maps[lv + 1] = (_kids(info, jnp.concatenate(left_scale), jnp.concatenate(right_scale)),
-                      _kids(info, jnp.concatenate(left_shift), jnp.zeros_like(tl)))
+                      _kids(info, jnp.concatenate(left_shift), jnp.zeros_like(cl[:, 0])))
     return _assemble(info, inner, leaf, blk)
 
   top = [None] * plan.num_levels
@@ -446,21 +465,32 @@ def _times(draws, lay: SPLayout, n: int):
       shift=band_maps[band.a][1]))
   node_scale = jnp.concatenate([c[0] for c in cs], axis=0)[ix(plan.node_of)]  # (d, 2, n)
   node_shift = jnp.concatenate([c[1] for c in cs], axis=0)[ix(plan.node_of)]
-  value = node_scale * time[:, None, :] + node_shift
-  return jnp.where(in_a, value[:, 0], value[:, 1]), top[0][0]
+  scale = jnp.where(in_a, node_scale[:, 0], node_scale[:, 1])
+  shift = jnp.where(in_a, node_shift[:, 0], node_shift[:, 1])
+  return scale * time + shift, top[0][0]
 
 
-def _parallel(t1, t2, q):
-  """A parallel node's merge (module docstring, step 2): children's last times
-  ``t1``, ``t2`` (rows, 2, n) and the node's ``par_in`` rows ``q`` (rows, 4, 2, n):
-  Exp(1) ends of both children, V^(1/(m+1)), both children non-empty. Returns the
-  node's last time and each child's scale."""
-  e1, e2 = t1 + q[:, 0], t2 + q[:, 1]
-  g = (e1 + e2) * q[:, 2]
-  both = q[:, 3] > 0
+def _series(lower, upper):
+  """A series node's row from its children's (rows, 2, 2, n): the lower child's
+  times follow the upper one's last; its end is the lower child's, shifted, or
+  the upper one's where the lower child has no element of the part."""
+  last = lower[:, 0] + upper[:, 0]
+  end = jnp.where(lower[:, 1] > 0, upper[:, 0] + lower[:, 1], upper[:, 1])
+  return jnp.stack([last, end], axis=1)
+
+
+def _parallel(c1, c2, w):
+  """A parallel node's merge (module docstring, step 2): children's rows ``c1``,
+  ``c2`` (rows, 2, 2, n) and V^(1/(m+1)) ``w`` (rows, 2, n). Returns the node's row
+  and each child's scale (1 where a child has no element of the part: the other
+  passes through)."""
+  (t1, e1), (t2, e2) = (c1[:, 0], c1[:, 1]), (c2[:, 0], c2[:, 1])
+  g = (e1 + e2) * w
+  both = (e1 > 0) & (e2 > 0)
   s1 = jnp.where(both, g / e1, 1.0)
   s2 = jnp.where(both, g / e2, 1.0)
-  return jnp.maximum(t1 * s1, t2 * s2), s1, s2
+  row = jnp.stack([jnp.maximum(t1 * s1, t2 * s2), jnp.where(both, g, e1 + e2)], axis=1)
+  return row, s1, s2
 
 
 def _sizes(k_root, k_split, t: SPTables, plan: _Plan, d: int, n: int):
@@ -597,11 +627,70 @@ def ix(idx):
   return jnp.asarray(np.asarray(idx, np.uint32))
 
 
-def _uniform53(bits):
-  """Uniform on [0, 1) with 53 random bits from two uint32 words (axis 0); call in
-  the x64 scope."""
-  hi = (bits[0] >> 5).astype(jnp.float64)          # 27 bits
-  lo = (bits[1] >> 6).astype(jnp.float64)          # 26 bits
-  return (hi * 67108864.0 + lo) * (1.0 / 9007199254740992.0)
+def _uniform52(words):
+  """Uniform on (0, 1): the midpoint (j + 1/2) 2^-52 of one of 2^52 equal cells, j
+  from 52 random bits of two uint32 words ``(hi, lo)``; exact in float64 (so never
+  0 or 1). Call in the x64 scope."""
+  hi = (words[0] >> 5).astype(jnp.float64)         # 27 bits
+  lo = (words[1] >> 7).astype(jnp.float64)         # 25 bits
+  return (hi * 33554432.0 + lo) * (1.0 / 4503599627370496.0) + (1.0 / 9007199254740992.0)
 
 
+def _exponential(words):
+  """Exp(1) variates -log(U), U from :func:`_uniform52`: positive and finite (at most
+  53 log 2); call in the x64 scope."""
+  return -_log(_uniform52(words))
+
+
+def _stored(tree, word):
+  """``tree`` (arrays), computed once and stored before its consumers run.
+
+  XLA:CPU drops ``lax.optimization_barrier`` before fusion and fuses cheap
+  elementwise producers (a Threefry hash, :func:`_log`) into every consumer,
+  recomputing them per use: an (n,) variate broadcast over d coordinates is hashed
+  d times. A conditional is a fusion boundary. Its predicate ``(word | 1) != 0``
+  (``word`` any traced uint32 scalar) is always true, so the other branch never
+  runs; it differs from the first only so that the two are not merged.
+  """
+  return jax.lax.cond((word | np.uint32(1)) != 0, lambda t: t,
+                      lambda t: jax.tree_util.tree_map(jnp.negative, t), tree)
+
+
+# fdlibm's e_log.c (Sun Microsystems, 1993): ln 2 in two parts and the coefficients
+# of its minimax polynomial in s^2, s = f / (2 + f).
+_LN2_HI, _LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10
+_LG = (6.666666666666735130e-01, 3.999999999940941908e-01, 2.857142874366239149e-01,
+       2.222219843214978396e-01, 1.818357216161805012e-01, 1.531383769920937332e-01,
+       1.479819860511658591e-01)
+
+
+def _log(x):
+  """Natural logarithm of positive normal float64 ``x`` (call in the x64 scope):
+  fdlibm's algorithm (error below 1 ulp), written with array operations so XLA
+  vectorises it; XLA:CPU computes ``jnp.log`` of float64 about twice as slowly
+  (``tests/test_series_parallel.py`` checks it against mpmath). Zero, negative,
+  subnormal and non-finite inputs are outside its domain (the kernel's are in
+  [2^-53, 1 - 2^-53]).
+
+  x = 2^k (1 + f) with 1 + f in [sqrt(2)/2, sqrt(2)); log(1 + f) = 2 atanh(s),
+  s = f / (2 + f), = f - f^2/2 + s (f^2/2 + R(s^2)).
+  """
+  bits = jax.lax.bitcast_convert_type(x, jnp.int64)
+  # The high word in int32: AVX2 converts int32, not int64, to float64 in vectors.
+  high = (bits >> 32).astype(jnp.int32)
+  mant = high & 0xFFFFF                            # high 20 bits of the mantissa
+  i = (mant + 0x95F64) & 0x100000                  # set where 1.m >= sqrt(2)
+  m = jax.lax.bitcast_convert_type(
+      ((mant | (i ^ 0x3FF00000)).astype(jnp.int64) << 32) | (bits & 0xFFFFFFFF),
+      jnp.float64)                                 # 1 + f, halved where i is set
+  k = ((high >> 20) - 1023 + (i >> 20)).astype(jnp.float64)
+  f = m - 1.0
+  s = f / (2.0 + f)
+  z = s * s
+  w = z * z
+  r = (w * (_LG[1] + w * (_LG[3] + w * _LG[5]))
+       + z * (_LG[0] + w * (_LG[2] + w * (_LG[4] + w * _LG[6]))))
+  hfsq = 0.5 * f * f
+  mid = ((mant - 0x6147A) | (0x6B851 - mant)) > 0  # fdlibm's choice of rearrangement
+  return jnp.where(mid, k * _LN2_HI - ((hfsq - (s * (hfsq + r) + k * _LN2_LO)) - f),
+                   k * _LN2_HI - ((s * (f - r) - k * _LN2_LO) - f))

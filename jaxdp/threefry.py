@@ -35,7 +35,7 @@ import numpy as np
 from jax import lax
 from jax.extend.random import define_prng_impl, threefry_prng_impl
 
-__all__ = ["THREEFRY_UNROLLED", "hash2x32", "fast_key"]
+__all__ = ["THREEFRY_UNROLLED", "hash2x32", "fast_key", "words64"]
 
 ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))  # Threefry-2x32, even and odd groups
 PARITY = 0x1BD11BDA  # the key schedule's parity constant
@@ -120,6 +120,40 @@ THREEFRY_UNROLLED = define_prng_impl(
     key_shape=(2,), seed=threefry_prng_impl.seed, split=_split,
     random_bits=_random_bits, fold_in=_fold_in, name="threefry2x32_unrolled",
     tag="fryu")
+
+
+def _is_threefry(key) -> bool:
+  """Whether ``key`` draws JAX's Threefry stream (either implementation)."""
+  if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+    return jax.random.key_impl(key) in (threefry_prng_impl.name, THREEFRY_UNROLLED)
+  return jax.config.jax_default_prng_impl == threefry_prng_impl.name
+
+
+def words64(key, shape):
+  """64 random bits per element of ``shape`` as two uint32 arrays ``(hi, lo)``.
+
+  Made for float64 variates in code traced without x64 (where ``jax.random.bits``
+  cannot return uint64): for a Threefry key with ``jax_threefry_partitionable`` on
+  (JAX's defaults) one hash per element gives both words, and ``(hi, lo)`` are the
+  high and low halves of ``jax.random.bits(key, shape, jnp.uint64)`` under x64;
+  for any other key (or a draw of 2^32 or more elements) they are
+  ``jax.random.bits(key, (2, *shape), jnp.uint32)``, two 32-bit draws.
+
+  Args:
+    key: a PRNG key (typed or legacy), possibly traced.
+    shape: the output shape.
+
+  Returns:
+    ``(hi, lo)``, uint32 arrays of ``shape``.
+  """
+  shape = tuple(shape)
+  if (jax.config.jax_threefry_partitionable and _is_threefry(key)
+      and math.prod(shape) < MAX_COUNT):
+    data = jax.random.key_data(key) if jnp.issubdtype(
+        key.dtype, jax.dtypes.prng_key) else key
+    return _hash_index(data, shape)
+  bits = jax.random.bits(key, (2, *shape), jnp.uint32)
+  return bits[0], bits[1]
 
 
 def fast_key(key):

@@ -281,3 +281,60 @@ def test_non_series_parallel_errors_name_an_induced_n():
     PosetBall(Poset.from_edges(_sp_tables.SP_MAX_D + 1, []), "sp")
   with pytest.raises(ValueError, match="method='sp'"):
     PosetBall(Poset.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)]), "forest")
+
+
+# ------------------------------------------------------------------ float64 variates
+def test_kernel_log_is_within_one_ulp_of_mpmath():
+  """The kernel's float64 logarithm (fdlibm's algorithm in array operations) on its
+  whole input set, the midpoints (j + 1/2) 2^-52 of ``_uniform52``: 200,000 random j,
+  the 2,000 smallest and largest j, and the values next to fdlibm's branch points
+  (sqrt(2) and its rearrangement bounds, at every exponent). Reference: mpmath at
+  120 bits for the 3,000 values farthest from numpy's log and all edge values;
+  numpy's log (itself below 1 ulp) for the rest. Threshold: below 1 ulp."""
+  import mpmath
+  from jaxdp import _sp_kernels
+  rng = np.random.default_rng(11)
+  j = np.concatenate([rng.integers(0, 2 ** 52, 200_000, dtype=np.int64),
+                      np.arange(2000), 2 ** 52 - 1 - np.arange(2000)])
+  x = (j.astype(np.float64) + 0.5) * 2.0 ** -52
+  # the mantissas where fdlibm's reduction and rearrangement switch, at all exponents
+  edges = []
+  for high in (0x6A09E, 0x6147A, 0x6B851):
+    for e in range(-53, 0):
+      b = ((1023 + e) << 52) | (high << 32)
+      edges += [b - 1, b, b + 1, b + (1 << 32) - 1]
+  x_edge = np.asarray(edges, np.uint64).view(np.float64)
+  x_edge = x_edge[(x_edge >= 2.0 ** -53) & (x_edge < 1.0)]
+  x = np.concatenate([x, x_edge])
+  with jax.enable_x64(True):
+    y = np.asarray(jax.jit(_sp_kernels._log)(jax.numpy.asarray(x)))
+  ref = np.log(x)
+  ulp = np.spacing(np.abs(ref))
+  assert (np.abs(y - ref) <= ulp).all()
+  mpmath.mp.prec = 120
+  worst = np.argsort(-np.abs(y - ref) / ulp)[:3000]
+  check = np.unique(np.concatenate([worst, np.arange(len(x) - len(x_edge), len(x)),
+                                    np.arange(200_000, 204_000)]))
+  err = max(float(abs(mpmath.mpf(float(y[i])) - mpmath.log(mpmath.mpf(float(x[i]))))
+                  / float(ulp[i])) for i in check)
+  assert err < 1.0, err
+
+
+def test_kernel_uniforms_are_the_cell_midpoints():
+  """``_uniform52`` maps 52 bits (27 of the high word, 25 of the low) to
+  (j + 1/2) 2^-52 exactly, checked with Python integers on extreme and random words:
+  never 0 or 1, so every Exp(1) variate is positive and finite."""
+  from jaxdp import _sp_kernels
+  rng = np.random.default_rng(3)
+  hi = np.concatenate([[0, 0, 2 ** 32 - 1, 2 ** 32 - 1], rng.integers(0, 2 ** 32, 1000)])
+  lo = np.concatenate([[0, 2 ** 32 - 1, 0, 2 ** 32 - 1], rng.integers(0, 2 ** 32, 1000)])
+  words = (jax.numpy.asarray(hi.astype(np.uint32)), jax.numpy.asarray(lo.astype(np.uint32)))
+  with jax.enable_x64(True):
+    u = np.asarray(jax.jit(_sp_kernels._uniform52)(words))
+    e = np.asarray(jax.jit(_sp_kernels._exponential)(words))
+  from fractions import Fraction
+  for h, l, v in zip(hi, lo, u):
+    jj = (int(h) >> 5) * 2 ** 25 + (int(l) >> 7)
+    assert Fraction(float(v)) == Fraction(2 * jj + 1, 2 ** 53)
+  assert (u > 0).all() and (u < 1).all() and (e > 0).all() and np.isfinite(e).all()
+  assert u[0] == 2.0 ** -53 and u[3] == 1 - 2.0 ** -53

@@ -110,3 +110,21 @@ def test_samplers_do_not_lower_jax_rolled_threefry():
                lambda k: dprandom.gaussian(k, (10,)),
                lambda k: dprandom.lp_ball(k, 4, jnp.inf, (10,))):
     assert "while" not in text(draw)
+
+
+def test_words64_are_jax_64_bit_draws_or_two_32_bit_draws():
+  """``words64`` (the sp kernel's 52-bit variates): for Threefry keys (JAX's impl,
+  the unrolled one, a legacy uint32 key) the halves of ``jax.random.bits(key, shape,
+  uint64)`` under x64 (one hash per element), also under jit; for other generators
+  two 32-bit draws ``jax.random.bits(key, (2, *shape), uint32)``."""
+  shape = (3, 7)
+  with jax.enable_x64(True):
+    for k in (jax.random.key(9), _unrolled(jax.random.key(9)), jax.random.PRNGKey(9)):
+      ref = np.asarray(jax.random.bits(k, shape, jnp.uint64))
+      for hi, lo in (threefry.words64(k, shape), jax.jit(lambda k: threefry.words64(k, shape))(k)):
+        both = (np.asarray(hi).astype(np.uint64) << np.uint64(32)) | np.asarray(lo)
+        np.testing.assert_array_equal(both, ref)
+  for k in (jax.random.key(9, impl="rbg"), dprandom.study_key(9, generator="chacha8")):
+    hi, lo = jax.jit(lambda k: threefry.words64(k, shape))(k)
+    ref = jax.random.bits(k, (2, *shape), jnp.uint32)
+    np.testing.assert_array_equal(np.stack([hi, lo]), ref)
