@@ -82,6 +82,13 @@ def _hash_index(key, shape):
   return hash2x32(key[0], key[1], jnp.zeros_like(lo), lo)
 
 
+def _materialised(keys):
+  # Derived keys are computed once and stored: left to fusion, XLA recomputes the
+  # parent's hash for every element of every draw made from them, and poset-ball
+  # draws ran slower than with JAX's own code.
+  return lax.optimization_barrier(keys)
+
+
 def _random_bits(key, bit_width: int, shape):
   if math.prod(shape) >= MAX_COUNT:  # counters need both words: JAX's own code
     return threefry_prng_impl.random_bits(key, bit_width, shape)
@@ -101,12 +108,12 @@ def _random_bits(key, bit_width: int, shape):
 def _split(key, shape):
   if math.prod(shape) >= MAX_COUNT:
     return threefry_prng_impl.split(key, shape)
-  return jnp.stack(_hash_index(key, shape), axis=-1)
+  return _materialised(jnp.stack(_hash_index(key, shape), axis=-1))
 
 
 def _fold_in(key, data):
   data = jnp.asarray(data).astype(jnp.uint32)
-  return jnp.stack(hash2x32(key[0], key[1], jnp.zeros((), jnp.uint32), data))
+  return _materialised(jnp.stack(hash2x32(key[0], key[1], jnp.zeros((), jnp.uint32), data)))
 
 
 THREEFRY_UNROLLED = define_prng_impl(
