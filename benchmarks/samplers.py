@@ -148,12 +148,13 @@ def main(argv=None):
 
 
 def _large_posets(key, n):
-  """Random forests (d = 32, 64, 128: forest vs series-parallel sampler) and
-  synthetic questionnaires with joint follow-ups (not forests; d = 128, 300, 512)."""
+  """Random forests (d = 32, 64, 128: forest vs series-parallel sampler; then 16 and
+  24, where ``auto`` switches from one to the other) and synthetic questionnaires
+  with joint follow-ups (not forests; d = 128, 300, 512)."""
   from jaxdp.experiments.questionnaire import synthetic_questionnaire
   rng = np.random.default_rng(0)
   cases = []
-  for d in (32, 64, 128):
+  for d in (32, 64, 128, 16, 24):
     forest = Poset.from_parents([-1] + [int(rng.integers(0, i)) for i in range(1, d)],
                                 name=f"random forest d={d}")
     cases += [(forest, "forest"), (forest, "sp")]

@@ -92,11 +92,11 @@ class ForestLayout(NamedTuple):
 
 
 # ------------------------------------------------------------------ method choice
-# "auto" takes the forest sampler for forests up to this d (faster on NHIS, about
-# even with the series-parallel one at d = 32 and far slower above, in
-# benchmarks/samplers.py), else the series-parallel one when it applies, else the
-# general one.
-AUTO_FOREST_MAX_D = 32
+# "auto" takes the forest sampler for forests up to this d, else the series-parallel
+# one when it applies, else the general one. benchmarks/samplers.py: the forest
+# sampler is faster on NHIS-3 (d = 15), about even with the series-parallel one on a
+# random forest with d = 16 and slower from d = 24 on (1.7x slower at d = 32).
+AUTO_FOREST_MAX_D = 16
 
 
 def resolve_method(poset: Poset, method: str) -> str:

@@ -135,7 +135,6 @@ class _Plan:
     parallel = np.nonzero(kind == PARALLEL)[0]
     self.num_parallel = len(parallel)
     self.parallel = parallel                     # node ids; row i is par_row i
-    self.par_kids = (left[parallel], right[parallel])
     par_row = {int(v): i for i, v in enumerate(parallel)}
     block_of = {nid: b for b, (nid, _) in enumerate(lay.blocks)}
     elem_of_leaf = {lay.node_of[x]: x for x in range(lay.d) if kind[lay.node_of[x]] == LEAF}
@@ -392,7 +391,7 @@ def _times(draws, lay: SPLayout, n: int):
     last = jnp.stack([last_a, last_b])
     filled = jnp.stack([cnt[nid] > 0, cnt[nid] < len(elems)])
     block_row.append(jnp.stack([last, jnp.where(filled, last + block_end[b], 0.0)]))
-  # a leaf: in its part, last time its own and end one further Exp(1) spacing on
+  # a leaf's row: in its own part, last time = its time, end = one more Exp(1) on
   mine = jnp.stack([in_a, ~in_a], axis=1)                            # (d, 2, n)
   leaf_row = jnp.where(mine[:, None], jnp.stack([time, time + extra], axis=1)[:, :, None],
                        0.0)                                          # (d, 2, 2, n)
@@ -645,12 +644,15 @@ def _exponential(words):
 def _stored(tree, word):
   """``tree`` (arrays), computed once and stored before its consumers run.
 
-  XLA:CPU drops ``lax.optimization_barrier`` before fusion and fuses cheap
-  elementwise producers (a Threefry hash, :func:`_log`) into every consumer,
-  recomputing them per use: an (n,) variate broadcast over d coordinates is hashed
-  d times. A conditional is a fusion boundary. Its predicate ``(word | 1) != 0``
-  (``word`` any traced uint32 scalar) is always true, so the other branch never
-  runs; it differs from the first only so that the two are not merged.
+  XLA:CPU fuses cheap elementwise producers (a Threefry hash, :func:`_log`) into
+  every consumer, recomputing them per use: an (n,) variate broadcast over d
+  coordinates is hashed d times. ``lax.optimization_barrier`` does not prevent that
+  here (a (2, n) variate broadcast over 129 coordinates ran as slowly with one as
+  without, and the compiled program holds no barrier); a conditional is a fusion
+  boundary. Its predicate ``(word | 1) != 0`` (``word`` any traced uint32 scalar)
+  is always true, so the other branch never runs; it differs from the first only so
+  that the two are not merged. Under ``vmap`` the conditional becomes a select
+  (same values, no boundary).
   """
   return jax.lax.cond((word | np.uint32(1)) != 0, lambda t: t,
                       lambda t: jax.tree_util.tree_map(jnp.negative, t), tree)
@@ -666,9 +668,10 @@ _LG = (6.666666666666735130e-01, 3.999999999940941908e-01, 2.857142874366239149e
 
 def _log(x):
   """Natural logarithm of positive normal float64 ``x`` (call in the x64 scope):
-  fdlibm's algorithm (error below 1 ulp), written with array operations so XLA
-  vectorises it; XLA:CPU computes ``jnp.log`` of float64 about twice as slowly
-  (``tests/test_series_parallel.py`` checks it against mpmath). Zero, negative,
+  fdlibm's algorithm (error below 1 ulp), written with array operations so that
+  XLA vectorises it and fuses it with its neighbours (XLA:CPU's own float64
+  ``jnp.log`` was the slower choice in this kernel); ``tests/test_series_parallel.py``
+  checks it against mpmath. Zero, negative,
   subnormal and non-finite inputs are outside its domain (the kernel's are in
   [2^-53, 1 - 2^-53]).
 

@@ -39,8 +39,8 @@ class PosetBall:
     method: ``"auto"``, ``"forest"`` (forests, d <= 128), ``"sp"`` (series-parallel
       posets, i.e. without an induced N, d <= 512; prime pieces of up to 16
       elements allowed) or ``"general"`` (any poset, d <= 22). All are exact; "auto"
-      takes the forest sampler for forests with d <= 32 (faster on NHIS, about even
-      with "sp" at d = 32, far slower above), else the series-parallel one when it
+      takes the forest sampler for forests with d <= 16 (faster on NHIS, about even
+      with "sp" at d = 16, slower above), else the series-parallel one when it
       applies, else the general one (``benchmarks/samplers.py``). See
       :mod:`jaxdp.random`.
   """

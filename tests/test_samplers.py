@@ -387,11 +387,15 @@ def test_forest_method_needs_forest():
     PosetBall(Poset.nhis(1), "fast")
 
 
-def test_large_forest_uses_forest_sampler():
-  # d = 30 is beyond the general sampler (d <= 22); the forest sampler handles it.
+def test_auto_takes_forest_up_to_d16_then_sp_and_forest_runs_at_d30():
+  # "auto" follows benchmarks/samplers.py: forest sampler up to d = 16, series-parallel
+  # above; d = 30 is beyond the general sampler (d <= 22), the forest sampler runs it.
+  small = Poset.from_parents([-1] + [i // 2 for i in range(15)])
   p = Poset.from_parents([-1] + [i // 2 for i in range(29)])
-  assert PosetBall(p).resolved_method == "forest"
-  z = jaxdp.random.poset_ball(jax.random.key(0), p, (1000,))
+  assert PosetBall(small).resolved_method == "forest"
+  assert PosetBall(p).resolved_method == "sp"
+  assert PosetBall(Poset.nhis(3)).resolved_method == "forest"
+  z = jaxdp.random.poset_ball(jax.random.key(0), p, (1000,), method="forest")
   chex.assert_shape(z, (1000, 31))
   assert np.abs(np.asarray(z)).max() <= 1.0
 
