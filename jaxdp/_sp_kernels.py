@@ -187,9 +187,9 @@ class _Plan:
 # arithmetic per node (the draws equal the unrolled kernel's bit for bit), compiled
 # once. A padded row computes every node kind's arithmetic (a select keeps one), so
 # what only parallel nodes need is formed before the passes (``w``). The trade
-# (benchmarks/sp_costs.py, 200-element caterpillar, 2-core CPU): first call 5.2-8.1 s
-# instead of 39-81 s, 0.68-0.90x the unrolled samples/s, so the scans pay off below a
-# few million draws per compilation. Runs shorter than 32 depths (at most ~7 s of
+# (benchmarks/sp_costs.py, 200-element caterpillar, 2-core CPU): first call 5-9 s
+# instead of 39-100 s, 0.68-0.90x the unrolled samples/s across runs, so the scans pay
+# off below a few million draws per compilation. Runs shorter than 32 depths (at most ~7 s of
 # compilation) stay unrolled.
 BAND_MIN_STEPS = 32
 BAND_MAX_ROWS = 8
