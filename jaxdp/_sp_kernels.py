@@ -358,9 +358,12 @@ def _draws(key, t: SPTables, lay: SPLayout, n: int):
   # scope (JAX's generators are traced in the caller's mode); one Threefry hash
   # gives both (jaxdp.threefry.words64).
   k_end, k_v = jax.random.split(k_par)
-  size = jnp.asarray(plan.size, jnp.int32)
-  return dict(plan=plan, cnt=cnt, in_a=in_a, block_seq=block_seq,
-              counts=jnp.stack([cnt, size[:, None] - cnt], axis=1),          # (M, 2, n)
+  par_counts = jnp.zeros((1, 2, n), jnp.int32)   # each parallel node's count in A, B
+  if plan.num_parallel:
+    a_par = cnt[ix(plan.parallel)]
+    size = jnp.asarray(plan.size[plan.parallel], jnp.int32)[:, None]
+    par_counts = jnp.stack([a_par, size - a_par], axis=1)                  # (P, 2, n)
+  return dict(plan=plan, cnt=cnt, in_a=in_a, block_seq=block_seq, par_counts=par_counts,
               bits_space=words64(k_space, (2, d, n)),         # each element's 2 spacings
               bits_v=words64(k_v, (max(1, plan.num_parallel), 2, n)),
               bits_block_end=words64(k_end, (max(1, len(lay.blocks)), 2, n)))
@@ -370,14 +373,13 @@ def _times(draws, lay: SPLayout, n: int):
   """Inside the x64 scope: every element's time at the root (its own part's), (d, n)
   float64, and the root's row: each part's last time and end, (2, 2, n) (an empty
   part's are 0)."""
-  plan, cnt, in_a, counts = draws["plan"], draws["cnt"], draws["in_a"], draws["counts"]
+  plan, cnt, in_a = draws["plan"], draws["cnt"], draws["in_a"]
   f64 = jnp.float64
   # The uniforms and then the variates are stored (``_stored``): the logarithm's
   # division splits its fusion, and both halves would recompute the hash.
   word = draws["bits_space"][0][0, 0, 0]
-  m = counts[ix(plan.parallel)] if plan.num_parallel else jnp.zeros((1, 2, n), jnp.int32)
   u_space, u_v, u_block, m = _stored(tuple(_uniform52(draws[k]) for k in (
-      "bits_space", "bits_v", "bits_block_end")) + (m,), word)
+      "bits_space", "bits_v", "bits_block_end")) + (draws["par_counts"],), word)
   # V^(1/(m+1)) per parallel node and part (m: the node's count in the part), formed
   # once here, so that a scanned depth computes no transcendental in padded rows.
   w = jnp.exp(_log(u_v) / (m.astype(f64) + 1.0))                   # (P, 2, n)

@@ -122,11 +122,13 @@ THREEFRY_UNROLLED = define_prng_impl(
     tag="fryu")
 
 
-def _is_threefry(key) -> bool:
-  """Whether ``key`` draws JAX's Threefry stream (either implementation)."""
+def _threefry_data(key, impls):
+  """The key data of ``key`` if it is a typed key of one of ``impls`` (JAX's Threefry
+  by its registered name, :data:`THREEFRY_UNROLLED`) or a legacy uint32 key under
+  JAX's default Threefry; else None."""
   if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-    return jax.random.key_impl(key) in (threefry_prng_impl.name, THREEFRY_UNROLLED)
-  return jax.config.jax_default_prng_impl == threefry_prng_impl.name
+    return jax.random.key_data(key) if jax.random.key_impl(key) in impls else None
+  return key if jax.config.jax_default_prng_impl == threefry_prng_impl.name else None
 
 
 def words64(key, shape):
@@ -147,10 +149,9 @@ def words64(key, shape):
     ``(hi, lo)``, uint32 arrays of ``shape``.
   """
   shape = tuple(shape)
-  if (jax.config.jax_threefry_partitionable and _is_threefry(key)
+  data = _threefry_data(key, (threefry_prng_impl.name, THREEFRY_UNROLLED))
+  if (jax.config.jax_threefry_partitionable and data is not None
       and math.prod(shape) < MAX_COUNT):
-    data = jax.random.key_data(key) if jnp.issubdtype(
-        key.dtype, jax.dtypes.prng_key) else key
     return _hash_index(data, shape)
   bits = jax.random.bits(key, (2, *shape), jnp.uint32)
   return bits[0], bits[1]
@@ -172,10 +173,5 @@ def fast_key(key):
   """
   if not jax.config.jax_threefry_partitionable or jax.default_backend() != "cpu":
     return key
-  if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-    if jax.random.key_impl(key) != threefry_prng_impl.name:  # a registered name
-      return key
-    return jax.random.wrap_key_data(jax.random.key_data(key), impl=THREEFRY_UNROLLED)
-  if jax.config.jax_default_prng_impl != threefry_prng_impl.name:
-    return key
-  return jax.random.wrap_key_data(key, impl=THREEFRY_UNROLLED)
+  data = _threefry_data(key, (threefry_prng_impl.name,))  # a registered name
+  return key if data is None else jax.random.wrap_key_data(data, impl=THREEFRY_UNROLLED)
