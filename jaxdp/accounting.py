@@ -40,7 +40,13 @@ was already used raises :class:`StaleAccountantError` (the check follows the key
 object, like JAX's own key-reuse checker: an accountant rebuilt from the key's raw
 bits is not recognised). Inside ``jit`` nothing is visible to Python; run trusted
 code once with ``jax.config.update("jax_debug_key_reuse", True)`` and JAX's checker
-raises ``KeyReuseError`` on a replay. For an untrusted analyst use
+raises ``KeyReuseError`` on a replay. A release mapped by ``jax.vmap`` over its data,
+mechanism or counters with one accountant (its key unbatched) would be one release
+per lane with the same noise, which JAX's checker does not see: it raises
+:class:`StaleAccountantError` at trace time, jitted or not, and so does a release in
+``jax.shard_map`` whose inputs vary over a mesh axis its key does not (``pmap``
+does not say which inputs differ across devices: pass one accountant per device).
+For an untrusted analyst use
 :class:`jaxdp.Session`, which holds the data and the accountant and cannot be
 rewound.
 
@@ -473,9 +479,12 @@ def release(acct: Accountant, mech: Mechanism, data):
     BudgetExceededError: when the cost is known at trace time and exceeds the whole
       budget (or the advanced-composition cap for one release), before any data is
       read.
-    StaleAccountantError: eagerly, when ``acct``'s key was already used.
+    StaleAccountantError: eagerly, when ``acct``'s key was already used; at trace
+      time, when ``jax.vmap`` or ``jax.shard_map`` maps the release over ``mech``,
+      ``data`` or ``acct``'s counters but not over its key (every lane would get the
+      same noise).
   """
-  ok, sub, new = _spend(acct, *_cost(acct, mech), _event(acct, mech))
+  ok, sub, new = _spend(acct, *_cost(acct, mech), _event(acct, mech), (mech, data))
   out = _fill_refused(ok, mech.randomize(sub, data))
   _mark_used(acct.key)
   return new, planning.mark_if_planning(out)
@@ -508,11 +517,15 @@ def release_partitioned(acct: Accountant, mech: Mechanism, rows, part, num_parts
     ``(acct, outputs)`` with outputs of shape ``(num_parts, dim)``, all invalid (NaN,
     or an integer dtype's minimum) if refused.
 
+  Raises:
+    BudgetExceededError, StaleAccountantError: as :func:`release`.
+
   References:
     McSherry (2009), Theorem 4 (parallel composition).
   """
   num_parts = _checks.check_int(num_parts, "num_parts", minimum=1)
-  ok, sub, new = _spend(acct, *_cost(acct, mech), _event(acct, mech))
+  ok, sub, new = _spend(acct, *_cost(acct, mech), _event(acct, mech),
+                        (mech, rows, part))
   stat = mech.part_statistics(rows, part, num_parts)
   noise_mech = mech.inner if isinstance(mech, PosetCountMechanism) else mech
   keys = jax.random.split(sub, num_parts)
@@ -536,6 +549,9 @@ def release_parallel_unchecked(acct: Accountant, pairs):
   Returns:
     ``(acct, outputs)`` with outputs a tuple, all invalid (NaN, or an integer dtype's
     minimum) if refused.
+
+  Raises:
+    BudgetExceededError, StaleAccountantError: as :func:`release`.
   """
   if not pairs:
     raise ValueError("pairs must hold at least one (mechanism, data) pair.")
@@ -546,7 +562,7 @@ def release_parallel_unchecked(acct: Accountant, pairs):
                      "release_partitioned to split one dataset into parts.")
   costs = [_cost(acct, m) for m, _ in pairs]
   ok, sub, new = _spend(acct, _max([c[0] for c in costs]), _max([c[1] for c in costs]),
-                        _parallel_event([_event(acct, m) for m, _ in pairs]))
+                        _parallel_event([_event(acct, m) for m, _ in pairs]), pairs)
   keys = jax.random.split(sub, len(pairs))
   outs = tuple(m.randomize(k, x) for k, (m, x) in zip(keys, pairs))
   _mark_used(acct.key)
@@ -683,6 +699,68 @@ def _check_unused(key):
         "spend. Always continue from the accountant that the last release returned.")
 
 
+_SHARED_KEY = (
+    "{what}, but the accountant's key is the same on every {lane}: every {lane} would "
+    "add the same noise (differences between {lane}s give the differences of their "
+    "data exactly) while each returned accountant counts one release. Release the "
+    "stacked statistic in one call (one mechanism over all of it, or "
+    "release_partitioned for disjoint parts), or give every {lane} its own accountant "
+    "(its own key).")
+
+
+def _one_key_per_lane(acct, inputs):
+  """``acct``, after refusing a release that ``jax.vmap`` or ``jax.shard_map`` maps
+  over its mechanisms, data or counters but not over its key: that is one release
+  per lane from one accountant value, all with the same noise (a stale replay:
+  Lemma 2.6's count is broken). Raises :class:`StaleAccountantError` at trace time,
+  before any noise is drawn. ``pmap`` (and ``shard_map`` with ``check_vma=False``)
+  does not say which values differ across devices: there the caller must pass one
+  accountant per device."""
+  key = acct.key
+  others = [x for x in jax.tree_util.tree_leaves((inputs, acct))
+            if isinstance(x, jax.Array) and x is not key]
+  if all(map(_checks.is_concrete, others + [key])):
+    return acct                        # no transformation is tracing this release
+  spread = frozenset().union(*(_varying(x) for x in others)) - _varying(key)
+  if spread:
+    raise StaleAccountantError(_SHARED_KEY.format(
+        what=f"this release is mapped over mesh axes {sorted(spread)} by shard_map "
+             "(its data, mechanism or counters differ across them)", lane="shard"))
+  if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+    key = jax.random.key_data(key)   # unwrapping does not consume the key
+  # the batching rule runs when jax.vmap meets this call; the result feeds the
+  # counters, so no transformation can drop the call
+  return dataclasses.replace(acct, answered=_lanes(acct.answered, key,
+                                                   jax.lax.stop_gradient(others)))
+
+
+def _varying(x) -> frozenset:
+  """The mesh axes along which ``x`` differs inside ``shard_map`` (empty elsewhere,
+  and where this JAX version does not say)."""
+  aval = jax.typeof(x) if hasattr(jax, "typeof") else None
+  mat = getattr(aval, "manual_axis_type", None)
+  return frozenset(mat.varying if mat is not None else getattr(aval, "vma", ()))
+
+
+@jax.custom_batching.custom_vmap
+def _lanes(token, key, others):
+  """``token``; under ``jax.vmap`` the batching rule refuses batched ``others`` with
+  an unbatched ``key``."""
+  del key, others
+  return token
+
+
+@_lanes.def_vmap
+def _lanes_vmap(axis_size, in_batched, token, key, others):
+  del axis_size
+  token_batched, key_batched, others_batched = in_batched
+  if not key_batched and any(jax.tree_util.tree_leaves(others_batched)):
+    raise StaleAccountantError(_SHARED_KEY.format(
+        what="this release is mapped by jax.vmap over its data, mechanism or the "
+             "accountant's counters", lane="lane"))
+  return token, token_batched
+
+
 def _mark_used(key):
   """Eager host ledger: marks the key object used, once its release has produced
   output (a release that raised on bad input leaves the accountant usable)."""
@@ -711,14 +789,16 @@ def _parallel_event(events):
   return (kind, min(values) if kind == "gaussian" else max(values))
 
 
-def _spend(acct, eps, delta, event=()):
-  """What every release does before randomizing: refuse a static over-budget cost,
-  record the release for :func:`plan`, split the key and charge.
+def _spend(acct, eps, delta, event, inputs):
+  """What every release does before randomizing: refuse a release mapped over
+  ``inputs`` (the mechanisms and data) but not over the accountant, refuse a static
+  over-budget cost, record the release for :func:`plan`, split the key and charge.
 
   Returns:
     ``(ok, key for the mechanism, the accountant after the charge)``.
   """
   _check_unused(acct.key)
+  acct = _one_key_per_lane(acct, inputs)
   if acct.composition == "planned":
     return _spend_planned(acct, event)
   _check_static_cost(acct, eps, delta)

@@ -209,6 +209,67 @@ def test_replaying_a_stale_accountant_under_jit_is_caught_by_jax_key_reuse():
       f(acct, 4.0)
 
 
+def _mapped_releases(acct, mech, data):
+  """Ways of mapping one accountant value over a batch of datasets (or eps)."""
+  zero = jnp.zeros(3, jnp.int32)
+  return {
+      "vmap": lambda: jax.vmap(lambda x: release(acct, mech, x))(data),
+      "jit(vmap)": lambda: jax.jit(jax.vmap(lambda x: release(acct, mech, x)))(data),
+      "vmap(jit)": lambda: jax.vmap(jax.jit(release), in_axes=(None, None, 0))(
+          acct, mech, data),
+      "vmap over eps": lambda: jax.vmap(lambda e: release(acct, LaplaceMechanism(e),
+                                                           3.0))(jnp.array([0.5, 1.0])),
+      "vmap over counters": lambda: jax.vmap(lambda s: release(
+          dataclasses.replace(acct, spent_units=s), mech, 3.0))(jnp.zeros(2, jnp.int32)),
+      "release_partitioned": lambda: jax.vmap(lambda r: jaxdp.release_partitioned(
+          acct, mech, r, zero, 1))(jnp.ones((2, 3))),
+      "release_parallel_unchecked": lambda: jax.vmap(
+          lambda x: jaxdp.release_parallel_unchecked(acct, [(mech, x)]))(data),
+      "plan": lambda: jaxdp.plan(lambda a: jax.vmap(lambda x: release(a, mech, x))(data),
+                                 acct),
+  }
+
+
+def test_a_release_mapped_over_data_but_not_the_accountant_is_refused():
+  """Found after 0.1 (JAX's key-reuse checker does not see it): ``jax.vmap`` of a
+  release over a batch of datasets with one accountant closed over drew the noise
+  once for every lane. On the counts 10 and 11 (with and without one person) the two
+  outputs differed by exactly 1.0, and each lane's returned accountant counted one
+  release. Now refused at trace time, and nothing is lost: the accountant still
+  releases, and one accountant per lane gets independent noise."""
+  mech = LaplaceMechanism(0.5)
+  data = jnp.array([10.0, 11.0])
+  acct = Accountant.create(10.0, key=jax.random.key(0))
+  for name, attack in _mapped_releases(acct, mech, data).items():
+    with pytest.raises(jaxdp.StaleAccountantError, match="the same noise"):
+      attack()
+  acct, out = release(acct, mech, data)          # the stacked statistic in one call
+  assert np.isfinite(np.asarray(out)).all()
+  keys = jax.random.split(jax.random.key(1), 2)
+  _, out = jax.vmap(lambda k, x: release(Accountant.create(10.0, key=k), mech, x))(
+      keys, data)
+  assert abs(float(out[1] - out[0]) - 1.0) > 1e-3
+
+
+def test_a_release_sharded_over_data_but_not_the_accountant_is_refused():
+  """The same through ``shard_map``: data split over a mesh axis, the accountant
+  replicated, so every shard drew the same noise. Refused from JAX's varying-axis
+  types (a one-device mesh suffices: the types are the same); replicated data with
+  a replicated accountant is one release and is answered."""
+  from jax.sharding import PartitionSpec as P
+  mesh = jax.make_mesh((1,), ("i",))
+  mech = LaplaceMechanism(0.5)
+  data = jnp.array([10.0, 11.0])
+  acct = Accountant.create(10.0, key=jax.random.key(0))
+  sharded = jax.shard_map(lambda a, x: release(a, mech, x)[1], mesh=mesh,
+                          in_specs=(P(), P("i")), out_specs=P("i"))
+  with pytest.raises(jaxdp.StaleAccountantError, match=r"mesh axes \['i'\]"):
+    jax.jit(sharded)(acct, jax.device_put(data, jax.NamedSharding(mesh, P("i"))))
+  replicated = jax.shard_map(lambda a, x: release(a, mech, x)[1], mesh=mesh,
+                             in_specs=(P(), P()), out_specs=P())
+  assert np.isfinite(np.asarray(jax.jit(replicated)(acct, data))).all()
+
+
 def test_session_cannot_be_replayed():
   """The untrusted entry point: ten different counts, each at eps 0.2 under 1.0:
   five answered with distinct noise, then refusals; nothing exposes the state."""
