@@ -33,12 +33,6 @@ from jaxdp import Poset, _sp_kernels, _sp_tables  # noqa: E402
 from jaxdp.experiments.questionnaire import gate_chain, synthetic_questionnaire  # noqa: E402
 
 
-def _caterpillar(d):
-  spine = [(2 * i, 2 * i + 2) for i in range(d // 2 - 1)]
-  legs = [(2 * i + 1, 2 * i) for i in range(d // 2)]
-  return Poset.from_edges(d, spine + legs, name=f"caterpillar d={d}")
-
-
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--n", type=int, default=100_000)
@@ -49,8 +43,8 @@ def main(argv=None):
   compile_rows = []
   cases = [(Poset.from_edges(200, [(i, i + 1) for i in range(199)], name="chain d=200"),
             True), (Poset.from_edges(200, [], name="antichain d=200"), True),
-           (synthetic_questionnaire(0, 300), True), (_caterpillar(200), True),
-           (_caterpillar(200), False), (gate_chain(300), True), (_caterpillar(512), True)]
+           (synthetic_questionnaire(0, 300), True), (gate_chain(200, follow_ups=1), True),
+           (gate_chain(200, follow_ups=1), False), (gate_chain(300), True), (gate_chain(512, follow_ups=1), True)]
   default_band = _sp_kernels.BAND_MIN_STEPS
   try:
     for p, banded in cases:

@@ -185,19 +185,19 @@ def test_sp_sampler_under_jit_and_vmap():
 
 # ------------------------------------------------------------------ deep trees
 def _spine(d, n_leg=None):
-  """Caterpillar: spine 0 < 2 < 4 < ... with leaf 2i+1 below 2i (a decomposition
-  tree d depths deep). With ``n_leg``: spine element n_leg's leg is replaced by an
-  N (prime block) hanging below it, which splits the scanned runs of depths."""
-  spine = list(range(0, d, 2))
-  edges = [(a, b) for a, b in zip(spine, spine[1:])]
-  edges += [(x + 1, x) for x in spine if x + 1 < d]
-  if n_leg is not None:
-    x, extra = n_leg, d
-    n = [extra, extra + 1, extra + 2]                # with leg x+1: a<b, c<b, c<e
-    edges += [(x + 1, n[0]), (n[1], n[0]), (n[1], n[2]), (n[0], x), (n[2], x)]
-    edges.remove((x + 1, x))
-    d += 3
-  return Poset.from_edges(d, edges)
+  """Caterpillar (``gate_chain`` with one follow-up per gate): spine 0 < 2 < 4 < ...
+  with leaf 2i+1 below 2i (a decomposition tree d depths deep). With ``n_leg``:
+  spine element n_leg's leg is replaced by an N (prime block) hanging below it,
+  which splits the scanned runs of depths."""
+  poset = gate_chain(d, follow_ups=1)
+  if n_leg is None:
+    return poset
+  edges = [tuple(e) for e in np.argwhere(poset.cover_matrix).tolist()]
+  x, extra = n_leg, d
+  n = [extra, extra + 1, extra + 2]                  # with leg x+1: a<b, c<b, c<e
+  edges += [(x + 1, n[0]), (n[1], n[0]), (n[1], n[2]), (n[0], x), (n[2], x)]
+  edges.remove((x + 1, x))
+  return Poset.from_edges(d + 3, edges)
 
 
 def _draw(poset, n, min_steps, monkeypatch, points=True):
@@ -262,6 +262,24 @@ def test_experiment_posets_check_d(make):
     make(1.5)
   with pytest.raises(ValueError, match="d must be >= 1; got 0"):
     make(0)
+
+
+def test_gate_chain_follow_ups():
+  """Fixed follow-ups per gate: with one, the caterpillar (spine 0 < 2 < ..., 2i+1
+  below 2i: the order matrix written out); with three, gates 0, 4, 8 (the last
+  gate keeps what is left); 0 is named."""
+  d = 7
+  want = np.eye(d, dtype=bool)
+  for i in range(0, d, 2):
+    want[i, i::2] = True                       # spine: 2i <= 2j for j >= i
+    if i + 1 < d:
+      want[i + 1, i::2] = True                 # the leg lies below its spine element
+  assert np.array_equal(gate_chain(d, follow_ups=1).order, want)
+  assert gate_chain(d, follow_ups=1).name == "caterpillar d=7"
+  gates = gate_chain(10, follow_ups=3)
+  assert [x for x in range(10) if gates.order[0, x]] == [0, 4, 8]
+  with pytest.raises(ValueError, match="follow_ups must be >= 1; got 0"):
+    gate_chain(5, follow_ups=0)
 
 
 def _fence(d):

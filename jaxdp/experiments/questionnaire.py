@@ -86,7 +86,7 @@ def synthetic_questionnaire(seed: int, d: int, *, section_size: int = 30) -> Pos
                           labels=tuple(labels))
 
 
-def gate_chain(d: int, seed: int = 0) -> Poset:
+def gate_chain(d: int, seed: int = 0, *, follow_ups: int | None = None) -> Poset:
   """A chain of gate questions, each with 1-4 follow-ups: a deep decomposition tree.
 
   Element numbers follow the construction. Each gate requires the next gate built
@@ -94,16 +94,22 @@ def gate_chain(d: int, seed: int = 0) -> Poset:
   gate's follow-ups are, at random, side by side or a chain (each requiring the one
   before). The decomposition tree is about as deep as the number of gates, and its
   depths differ in shape (``benchmarks/sp_costs.py`` and the sp kernel's scans).
+  With one follow-up per gate it is a caterpillar: a spine 0 < 2 < 4 < ... with
+  element 2i + 1 below 2i, a decomposition tree d depths deep of one shape.
 
   Args:
     d: number of questions (>= 1).
     seed: numpy seed for the follow-up counts and shapes.
+    follow_ups: follow-ups per gate (>= 1; the last gate gets what is left), or
+      ``None`` for 1-4 at random.
 
   Returns:
-    A :class:`~jaxdp.Poset` named ``gate chain d={d}``; "q requires r" is
-    ``p_q <= p_r``.
+    A :class:`~jaxdp.Poset` named ``gate chain d={d}`` (``caterpillar d={d}`` with one
+    follow-up per gate); "q requires r" is ``p_q <= p_r``.
   """
   d = _checks.check_int(d, "d", minimum=1)
+  if follow_ups is not None:
+    follow_ups = _checks.check_int(follow_ups, "follow_ups", minimum=1)
   rng = np.random.default_rng(seed)
   edges, gates, x = [], [], 0
   while x < d:
@@ -111,11 +117,12 @@ def gate_chain(d: int, seed: int = 0) -> Poset:
     if gates:
       edges.append((gates[-1], g))
     gates.append(g)
-    m = min(int(rng.integers(1, 5)), d - x)
+    m = min(int(rng.integers(1, 5)) if follow_ups is None else follow_ups, d - x)
     follow = list(range(x, x + m))
     x += m
     if rng.random() < 0.5:
       edges += [(f, g) for f in follow]
     elif follow:
       edges += [(follow[0], g)] + [(b, a) for a, b in zip(follow, follow[1:])]
-  return Poset.from_edges(d, edges, name=f"gate chain d={d}")
+  name = "caterpillar" if follow_ups == 1 else "gate chain"
+  return Poset.from_edges(d, edges, name=f"{name} d={d}")
