@@ -44,7 +44,8 @@ def main(argv=None):
   cases = [(Poset.from_edges(200, [(i, i + 1) for i in range(199)], name="chain d=200"),
             True), (Poset.from_edges(200, [], name="antichain d=200"), True),
            (synthetic_questionnaire(0, 300), True), (gate_chain(200, follow_ups=1), True),
-           (gate_chain(200, follow_ups=1), False), (gate_chain(300), True), (gate_chain(512, follow_ups=1), True)]
+           (gate_chain(200, follow_ups=1), False), (gate_chain(300), True),
+           (gate_chain(512, follow_ups=1), True)]
   default_band = _sp_kernels.BAND_MIN_STEPS
   try:
     for p, banded in cases:
