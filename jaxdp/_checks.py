@@ -41,6 +41,14 @@ def is_concrete(x: Any) -> bool:
   return not isinstance(x, jax.core.Tracer)
 
 
+def varying_axes(aval: Any) -> frozenset:
+  """The ``shard_map`` mesh axes along which values of type ``aval`` (``jax.typeof(x)``
+  or a ``ShapeDtypeStruct``) differ: empty outside ``shard_map``, and where JAX does
+  not type them (``check_vma=False``; ``vma`` is the attribute's older name)."""
+  axes = getattr(getattr(aval, "manual_axis_type", None), "varying", None)
+  return frozenset(axes or getattr(aval, "vma", None) or ())
+
+
 def check_positive(value: Any, name: str, *, allow_traced: bool = False,
                    hint: str = "") -> Any:
   """Checks a scalar is finite and > 0.

@@ -721,7 +721,8 @@ def _one_key_per_lane(acct, inputs):
             if isinstance(x, jax.Array) and x is not key]
   if all(map(_checks.is_concrete, others + [key])):
     return acct                        # no transformation is tracing this release
-  spread = frozenset().union(*(_varying(x) for x in others)) - _varying(key)
+  varying = lambda x: _checks.varying_axes(jax.typeof(x))
+  spread = frozenset().union(*map(varying, others)) - varying(key)
   if spread:
     raise StaleAccountantError(_SHARED_KEY.format(
         what=f"this release is mapped over mesh axes {sorted(spread)} by shard_map "
@@ -732,14 +733,6 @@ def _one_key_per_lane(acct, inputs):
   # counters, so no transformation can drop the call
   return dataclasses.replace(acct, answered=_lanes(acct.answered, key,
                                                    jax.lax.stop_gradient(others)))
-
-
-def _varying(x) -> frozenset:
-  """The mesh axes along which ``x`` differs inside ``shard_map`` (empty elsewhere,
-  and where this JAX version does not say)."""
-  aval = jax.typeof(x) if hasattr(jax, "typeof") else None
-  mat = getattr(aval, "manual_axis_type", None)
-  return frozenset(mat.varying if mat is not None else getattr(aval, "vma", ()))
 
 
 @jax.custom_batching.custom_vmap

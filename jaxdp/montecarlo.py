@@ -169,9 +169,9 @@ def _chunk_fn(draw, statistic, block_size, blocks, devices):
     return jax.lax.map(lambda b: one_block(key, b, valid), ids)
 
   spec = PartitionSpec("blocks")
-  mapped = _shard_map(per_device, mesh=mesh, in_specs=(PartitionSpec(), spec,
-                                                       PartitionSpec()),
-                      out_specs=(spec, spec, spec))
+  mapped = jax.shard_map(per_device, mesh=mesh,
+                         in_specs=(PartitionSpec(), spec, PartitionSpec()),
+                         out_specs=(spec, spec, spec))
 
   replicated = NamedSharding(mesh, PartitionSpec())
 
@@ -185,8 +185,3 @@ def _chunk_fn(draw, statistic, block_size, blocks, devices):
   return run
 
 
-def _shard_map(f, **kw):
-  if hasattr(jax, "shard_map"):
-    return jax.shard_map(f, **kw)
-  from jax.experimental.shard_map import shard_map  # older JAX
-  return shard_map(f, **kw)

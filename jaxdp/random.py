@@ -296,13 +296,10 @@ def _chunked(fn, key, n: int, tail: tuple[int, ...], dtype, chunk: int = CHUNK):
 def _varying_like(spec, x):
   """``x`` cast to vary over the ``shard_map`` mesh axes that values of type ``spec``
   vary over (none outside ``shard_map``, or in JAX versions that do not type them)."""
-  axes = getattr(getattr(spec, "manual_axis_type", None), "varying", None)
-  axes = axes or getattr(spec, "vma", None)
+  axes = _checks.varying_axes(spec)
   if not axes:
     return x
-  if hasattr(jax.lax, "pcast"):
-    return jax.lax.pcast(x, tuple(axes), to="varying")
-  return jax.lax.pvary(x, tuple(axes))
+  return jax.lax.pcast(x, tuple(sorted(axes)), to="varying")
 
 
 @functools.partial(jax.jit, static_argnames=("d", "layout", "n", "uniform", "dtype"))
