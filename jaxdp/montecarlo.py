@@ -183,5 +183,3 @@ def _chunk_fn(draw, statistic, block_size, blocks, devices):
                                             replicated)
 
   return run
-
-
