@@ -43,10 +43,12 @@ def is_concrete(x: Any) -> bool:
 
 def varying_axes(aval: Any) -> frozenset:
   """The ``shard_map`` mesh axes along which values of type ``aval`` (``jax.typeof(x)``
-  or a ``ShapeDtypeStruct``) differ: empty outside ``shard_map``, and where JAX does
-  not type them (``check_vma=False``; ``vma`` is the attribute's older name)."""
-  axes = getattr(getattr(aval, "manual_axis_type", None), "varying", None)
-  return frozenset(axes or getattr(aval, "vma", None) or ())
+  or a ``ShapeDtypeStruct``, whose ``manual_axis_type`` is None outside ``shard_map``)
+  differ: empty outside ``shard_map`` and under ``check_vma=False``. Read directly, so
+  a JAX that renamed the field fails loudly instead of skipping the accountant's
+  check."""
+  mat = aval.manual_axis_type
+  return frozenset() if mat is None else frozenset(mat.varying)
 
 
 def check_positive(value: Any, name: str, *, allow_traced: bool = False,

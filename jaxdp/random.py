@@ -295,7 +295,7 @@ def _chunked(fn, key, n: int, tail: tuple[int, ...], dtype, chunk: int = CHUNK):
 
 def _varying_like(spec, x):
   """``x`` cast to vary over the ``shard_map`` mesh axes that values of type ``spec``
-  vary over (none outside ``shard_map``, or in JAX versions that do not type them)."""
+  vary over (none outside ``shard_map``, or under ``check_vma=False``)."""
   axes = _checks.varying_axes(spec)
   if not axes:
     return x
