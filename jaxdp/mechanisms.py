@@ -651,7 +651,7 @@ class PosetCountMechanism(_Mechanism):
               f"{self.poset.explain_violation(np.asarray(x[r]))}. Fix the data, or "
               "pass on_invalid='clip' to replace each row by the largest filter it "
               "contains.")
-    else:
+    elif not (x.dtype == jnp.bool_ and self.on_invalid == "clip"):  # else nothing to check
       ok = jnp.all(binary) & (jnp.all(is_filter) | (self.on_invalid == "clip"))
       passed = _runtime_check(ok, binary, is_filter)
     if self.on_invalid == "clip":
@@ -770,7 +770,10 @@ def _clipped_part_sums(rows, part, num_parts: int, p: float, bound: float):
   else:
     norm = jnp.sum(a ** p, axis=1) ** (1.0 / p)
   factor = jnp.where(norm > bound, bound / jnp.where(norm > 0, norm, 1.0), 1.0)
-  sums = jax.ops.segment_sum(x * factor[:, None], part, num_parts)
+  with jax.enable_x64(True):  # accumulated in float64: no overflow, one rounding
+    sums = jax.ops.segment_sum((x * factor[:, None]).astype(jnp.float64), part,
+                               num_parts)
+  sums = sums.astype(x.dtype)
   return sums[:, 0] if scalar else sums
 
 

@@ -4,31 +4,50 @@ The functional :class:`~jaxdp.Accountant` trusts the code that threads it: a cal
 can keep an old accountant value and release from it again (same key, same noise,
 spend counted once). A :class:`Session` is the entry point for an analyst who is
 *not* trusted. It owns the data, the accountant and its key; the analyst only sends
-queries and receives noisy answers. There is no method that returns the accountant
-or its key, so the state cannot be rewound or replayed, and every answer uses fresh
-noise.
+queries and receives noisy answers. There is no method that returns the accountant,
+its key or the data, and a session cannot be copied or pickled, so its state cannot
+be rewound or replayed: every answer uses fresh noise.
 
-Queries are built so that their sensitivity holds whatever the analyst writes:
+What a session guarantees, whatever functions the analyst sends:
 
-* every function the analyst passes sees **one row at a time** (it is applied with
-  ``jax.vmap``), so it cannot combine rows;
-* each row's contribution is clipped into the mechanism's sensitivity ball before
-  summing (:func:`jaxdp.release_partitioned`); non-finite contributions count as 0
-  and poset answers other than 1 as 0, so no data value can raise an error (an
-  error that depends on the data would itself disclose it);
-* parallel composition splits the held data by a row-wise part index, so the parts
-  are disjoint by construction;
-* a function that calls back to the host (``jax.debug.print``, ``pure_callback``,
-  ``io_callback``) could copy rows out, and is refused before it runs;
-* only jaxdp's own mechanism classes are accepted (a subclass could override the
-  noise), and their parameters are validated again.
+* **One row at a time.** Every function the analyst passes (``rows``, ``by``, a
+  predicate) is traced once on one abstract row (its shape and dtype, the public
+  schema), and the traced program is checked against an *allowlist* of JAX
+  primitives known to act on that row alone: elementwise arithmetic, comparisons,
+  casts, selection, reductions and indexing within the row, ``cond``, ``scan`` and
+  ``jit`` whose bodies pass the same check. Anything else is refused with
+  :class:`UnsafeQueryError` naming the primitive: host callbacks
+  (``jax.debug.print``, ``pure_callback``), ``custom_vmap`` rules (which would see
+  the whole batch), collectives, effects, random-number primitives, ``while_loop``
+  (its running time depends on the data without bound) and any primitive the list
+  does not know. Exactly the checked program is then applied to every row with
+  ``jax.vmap``.
+* **Bounded contributions.** Each row's contribution is clipped into the mechanism's
+  sensitivity ball before summing (:func:`jaxdp.release_partitioned`); non-finite
+  contributions count as 0 and poset answers other than 1 as 0 (a row that is not a
+  filter is replaced by the largest filter it contains). Sums are taken in a dtype
+  that cannot overflow and clipped (a 1-Lipschitz map, so the sensitivity holds).
+* **Errors that disclose nothing.** Every error a query can raise is decided from the
+  query, its privacy parameters, the budget and the public schema (row shape and
+  dtype), before any data is read; none depends on the data or on the number of
+  rows: :class:`UnsafeQueryError` (a refused function), ``ValueError`` /
+  ``TypeError`` (bad arguments, checked against the schema),
+  :class:`~jaxdp.BudgetExceededError` (one release costs more than the whole budget)
+  and :class:`~jaxdp.ReleaseRefusedError` (the release would take the total past the
+  budget; Dwork, Lemma 2.6: the refusal depends only on the parameters). The data's
+  own limits (the number of rows the release dtype counts exactly, integer ranges)
+  are checked when the session is created, by the data holder.
+* **Disjoint parts.** Parallel composition splits the held data by a row-wise part
+  index, so the parts are disjoint by construction.
+* **Only jaxdp's mechanisms**, validated again (a subclass could override the noise).
 
-A refused release raises :class:`~jaxdp.ReleaseRefusedError` (the refusal depends only
-on the eps asked for, so raising discloses nothing) and counts in ``refusals``.
+What it does not protect against: side channels of the host process (timing, memory),
+an analyst with access to the Python process itself (who can read any attribute),
+and the floating-point leak of the float mechanisms (use ``secure=True`` for releases
+to publish).
 
-What it does not protect against: side channels of the host process (timing,
-memory), an analyst with access to the Python process itself, and float noise (see
-the README's floating-point section).
+Checked, compiled queries are cached (keyed by the checked program and the
+mechanism), so a repeated query costs one compiled call.
 
 References:
   C. Dwork, "Differential privacy", ICALP 2006 (Lemma 2.6, the budgeted curator).
@@ -38,15 +57,18 @@ References:
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import math
 from typing import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.extend import core as jex_core
+from jax.extend.core import primitives as P
 
-from jaxdp import _checks
+from jaxdp import _checks, accounting, exact
 from jaxdp.accounting import (Accountant, BudgetExceededError, ReleaseRefusedError,
                               release_partitioned)
 from jaxdp.mechanisms import (DiscreteGaussianMechanism, GaussianMechanism, KNormMechanism,
@@ -61,11 +83,78 @@ _MECHANISMS = (LaplaceMechanism, GaussianMechanism, KNormMechanism, PosetCountMe
 
 
 class UnsafeQueryError(ValueError):
-  """A query function calls back to the host, which could copy data out."""
+  """A query function uses a construct that could act beyond its own row (a host
+  callback, a batching rule, a collective, an effect, an unknown primitive)."""
+
+
+# Primitives that act on their operands alone: traced on one row, they see that row
+# and constants only, and JAX's own batching rule for each keeps the rows apart.
+# Compared by identity (a user-made primitive may carry any name).
+_ROWWISE = frozenset(getattr(P, name + "_p") for name in """
+    abs acos acosh add and asin asinh atan atan2 atanh bessel_i0e bessel_i1e cbrt ceil
+    clamp clz complex conj cos cosh digamma div erf erf_inv erfc exp exp2 expm1 floor
+    igamma igammac imag integer_pow is_finite lgamma log log1p logistic max min mul
+    neg nextafter not or polygamma population_count pow real regularized_incomplete_beta
+    rem round rsqrt shift_left shift_right_arithmetic shift_right_logical sign sin
+    sinh sqrt square sub tan tanh xor zeta
+    eq ne lt le gt ge
+    convert_element_type bitcast_convert_type reduce_precision select_n
+    reduce_sum reduce_max reduce_min reduce_prod reduce_and reduce_or reduce_xor
+    argmax argmin cumsum cumprod cummax cummin cumlogsumexp
+    broadcast_in_dim reshape squeeze transpose slice dynamic_slice dynamic_update_slice
+    concatenate pad rev iota gather scatter scatter_add sort top_k dot_general copy
+    stop_gradient
+    cond scan jit closed_call remat custom_jvp_call custom_vjp_call
+    """.split())
+
+_CALLBACK = "it calls back to the host, which could copy rows out of the session"
+_WHY = {
+    "debug_print": _CALLBACK, "debug_callback": _CALLBACK, "pure_callback": _CALLBACK,
+    "io_callback": _CALLBACK,
+    "while": "a while_loop's running time depends on the row without bound (write a "
+             "loop of fixed length with lax.fori_loop over Python ints, or lax.scan)",
+    "custom_vmap_call": "a custom_vmap rule sees the whole batch of rows",
+}
+
+
+def check_rowwise(jaxpr, name: str) -> None:
+  """Raises :class:`UnsafeQueryError` unless every equation of ``jaxpr`` (and of its
+  sub-jaxprs) is an allowlisted, effect-free primitive."""
+  for eqn in jaxpr.eqns:
+    prim = eqn.primitive
+    if prim not in _ROWWISE or eqn.effects:
+      why = _WHY.get(prim.name, "it is not known to act on one row alone (host "
+                     "callbacks, collectives, batching rules, effects and random "
+                     "numbers are refused)")
+      raise UnsafeQueryError(
+          f"{name} uses the primitive {prim.name!r}, which a session refuses: {why}. "
+          "Use jax.numpy and jax.lax operations on the row.")
+    for sub in jex_core.jaxprs_in_params(eqn.params):
+      check_rowwise(sub, name)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Query:
+  """An analyst's function, traced on one abstract row and checked."""
+  jaxpr: object
+  consts: tuple
+  out: jax.ShapeDtypeStruct
+  key: tuple  # what identifies the checked program (its text and constants' types)
+
+  def apply(self, consts, data):
+    fn = jex_core.jaxpr_as_fun(jex_core.ClosedJaxpr(self.jaxpr, list(consts)))
+    return jax.vmap(lambda row: fn(row)[0])(data)
+
+
+_CACHE: collections.OrderedDict = collections.OrderedDict()
+_CACHE_SIZE = 256
 
 
 class Session:
   """Holds a dataset and a privacy budget; answers noisy queries until it is spent.
+
+  A session cannot be copied, deep-copied or pickled (two copies would answer with
+  the same noise and each count only its own spend).
 
   Args:
     data: the dataset, one row per person (a 2-D array, or 1-D for one value each).
@@ -79,6 +168,11 @@ class Session:
       grid) noise for every query (see ``secure`` in
       :meth:`jaxdp.Accountant.create`).
 
+  Raises:
+    ValueError: data of the wrong rank, or with more rows than the default float
+      dtype counts exactly (2**24 in float32; enable x64 for more), or a budget or
+      option out of range.
+
   Example:
     >>> s = Session(np.arange(1000), eps_budget=1.0)
     >>> s.count(lambda v: v < 500, eps=0.4)          # doctest: +SKIP
@@ -88,15 +182,34 @@ class Session:
   def __init__(self, data, eps_budget, *, delta_budget=0.0, group_size: int = 1,
                key=None, composition: str = "basic", max_releases=None,
                delta_prime: float = 0.0, secure: bool = False, orders=None):
-    self._data = _checks.check_data(data)
-    if self._data.ndim not in (1, 2):
+    data = _checks.check_data(data)
+    if data.ndim not in (1, 2):
       raise ValueError(f"data must be 1-D or 2-D (one row per person); got shape "
-                       f"{tuple(self._data.shape)}.")
+                       f"{tuple(data.shape)}.")
+    limit = _checks.exact_limit(jnp.result_type(float))
+    if data.shape[0] > limit:
+      raise ValueError(
+          f"data has {data.shape[0]:,} rows, more than {limit:,}, the counts the "
+          f"default float dtype ({jnp.dtype(jnp.result_type(float))}) holds exactly: "
+          "a query's error or rounding could then depend on the number of rows. "
+          "Enable x64 (jax.config.update('jax_enable_x64', True)) or split the data.")
     self._acct = Accountant.create(eps_budget, delta_budget=delta_budget,
                                    group_size=group_size, key=key,
                                    composition=composition, max_releases=max_releases,
                                    delta_prime=delta_prime, secure=secure,
                                    orders=orders)
+    self._data = data
+    self._row = jax.ShapeDtypeStruct(data.shape[1:], data.dtype)
+
+  # -------------------------------------------------------------- no copies
+  def __copy__(self):
+    raise TypeError(_NO_COPY)
+
+  def __deepcopy__(self, memo):
+    raise TypeError(_NO_COPY)
+
+  def __reduce_ex__(self, protocol):
+    raise TypeError(_NO_COPY)
 
   # -------------------------------------------------------------- read-only state
   @property
@@ -133,11 +246,14 @@ class Session:
     Args:
       mech: a mechanism: :class:`~jaxdp.LaplaceMechanism`,
         :class:`~jaxdp.GaussianMechanism`, :class:`~jaxdp.KNormMechanism` (l_p ball)
-        on clipped contribution sums, or :class:`~jaxdp.PosetCountMechanism` on 0/1
-        rows.
+        on clipped contribution sums, :class:`~jaxdp.DiscreteGaussianMechanism` on
+        integer contributions, or :class:`~jaxdp.PosetCountMechanism` on 0/1 rows.
+        An exact :class:`~jaxdp.LaplaceMechanism` with a ``grid`` snaps each row's
+        clipped contribution to the grid and sums the grid units exactly (the noise
+        is scaled for the snapping).
       rows: a function of one row giving its contribution (a scalar or a vector);
         ``None`` uses the rows themselves.
-      by: a function of one row giving its part index (an integer in
+      by: a function of one row giving its part index (an integer scalar in
         ``[0, num_parts)``; others are dropped): one release per part, at the cost
         of one (parallel composition). ``None``: one part.
       num_parts: the number of parts, with ``by``.
@@ -146,10 +262,17 @@ class Session:
       The noisy statistic as a numpy array (one per part, stacked, with ``by``).
 
     Raises:
-      ReleaseRefusedError: the release would exceed the budget (nothing was spent).
+      UnsafeQueryError: ``rows`` or ``by`` uses a construct outside the allowlist.
+      ValueError, TypeError: a bad argument (decided from the arguments and the
+        row's shape and dtype).
       BudgetExceededError: the release alone costs more than the whole budget.
-      UnsafeQueryError: ``rows`` or ``by`` calls back to the host.
+      ReleaseRefusedError: the release would exceed the budget (nothing was spent).
+
+      None of these depends on the data or on the number of rows.
     """
+    return self._release(mech, rows, by, num_parts, ("rows", "by"))
+
+  def _release(self, mech, rows, by, num_parts, names):
     if (by is None) != (num_parts is None):
       raise ValueError("by and num_parts go together: pass both or neither.")
     if type(mech) not in _MECHANISMS:  # a subclass could override randomize or cost
@@ -157,60 +280,62 @@ class Session:
           f"mech must be one of jaxdp's mechanisms "
           f"({', '.join(m.__name__ for m in _MECHANISMS)}); got {type(mech).__name__}.")
     mech = dataclasses.replace(mech)  # validated again (a pytree may skip validation)
-    contrib = self._rowwise(rows, "rows") if rows is not None else self._data
-    if isinstance(mech, PosetCountMechanism):
-      # never raise on (or print) a row: answers other than 1 count as 0, and each
-      # row is replaced by the largest filter it contains (row-wise, stable)
-      mech = dataclasses.replace(mech, on_invalid="clip")
-      contrib = (contrib == 1).astype(jnp.int8)
-    elif getattr(mech, "exact", False) and getattr(mech, "grid", None) is None and (
-        jnp.issubdtype(contrib.dtype, jnp.integer) or contrib.dtype == jnp.bool_):
-      pass  # integer contributions of an exact release: summed exactly as int32
-    else:
-      contrib = _sanitized(contrib)
-    if by is None:
-      part = jnp.zeros((self._data.shape[0],), jnp.int32)
-    else:
-      part = self._rowwise(by, "by")
-      if not jnp.issubdtype(part.dtype, jnp.integer) or part.ndim != 1:
-        raise ValueError(f"by must return one integer per row; got {part.dtype} "
-                         f"values of shape {tuple(part.shape[1:])}.")
+    num_parts = 1 if num_parts is None else _checks.check_int(num_parts, "num_parts",
+                                                               minimum=1)
+    rows_q = self._checked(rows, names[0]) if rows is not None else None
+    by_q = self._checked(by, names[1]) if by is not None else None
+    if by_q is not None and (by_q.out.shape != () or
+                             not jnp.issubdtype(by_q.out.dtype, jnp.integer)):
+      raise ValueError(f"{names[1]} must return one integer per row; got {by_q.out.dtype} "
+                       f"values of shape {by_q.out.shape}.")
+    out_aval = rows_q.out if rows_q is not None else self._row
+    mech, prepare, unit = _contributions(mech, out_aval)
+    run = _compiled(mech, rows_q, by_q, num_parts, prepare)
+    accounting._check_unused(self._acct.key)
     try:
-      acct, out = release_partitioned(self._acct, mech, contrib, part, num_parts or 1)
+      acct, out = run(self._acct, self._data, rows_q.consts if rows_q else (),
+                      by_q.consts if by_q else ())
     except BudgetExceededError:
       self._acct = dataclasses.replace(self._acct, refusals=self._acct.refusals + 1)
       raise
+    accounting._mark_used(self._acct.key)
     self._acct = acct
     if not bool(acct.last_answered):
       raise ReleaseRefusedError(
           f"refused: this release's eps would take the total past the budget "
           f"({self.spent:g} of {self.eps_budget:g} spent). Nothing was spent.")
     out = np.asarray(out)
+    if unit is not None:  # grid units back to values (exact: a power of two)
+      out = out.astype(np.float64) * unit
     return out if by is not None else out[0]
 
   def count(self, predicate: Callable, eps: float):
     """Noisy number of rows where ``predicate(row)`` holds (Laplace, sensitivity 1):
-    a float, or an exact int in a secure session."""
-    out = self.release(LaplaceMechanism(eps, exact=self.secure),
-                       lambda r: predicate(r).astype(bool))
+    a float, or an exact int in a secure session. Raises as :meth:`release`."""
+    out = self._release(LaplaceMechanism(eps, exact=self.secure),
+                        lambda r: jnp.asarray(predicate(r)).astype(bool), None, None,
+                        ("predicate", "by"))
     return int(out) if self.secure else float(out)
 
   def histogram(self, bin_of: Callable, num_bins: int, eps: float):
-    """Noisy counts of rows per bin (``bin_of(row)`` in ``[0, num_bins)``), cost eps."""
-    return self.release(LaplaceMechanism(eps, exact=self.secure),
-                        lambda r: jnp.ones((), bool), by=bin_of, num_parts=num_bins)
+    """Noisy counts of rows per bin (``bin_of(row)`` in ``[0, num_bins)``), cost eps.
+    Raises as :meth:`release`."""
+    return self._release(LaplaceMechanism(eps, exact=self.secure),
+                         lambda r: jnp.ones((), bool), bin_of, num_bins,
+                         ("rows", "bin_of"))
 
   def sum(self, value_of: Callable, eps: float, *, bound: float,
           grid: float | None = None):
     """Noisy sum of ``value_of(row)``, each value clipped to ``[-bound, bound]``.
 
     In a secure session the sum is exact on a grid: ``grid=2.0**-k`` for real values
-    (the noise is scaled for the snapping, see :class:`~jaxdp.LaplaceMechanism`), or
-    integer values and ``grid=None``.
+    (each clipped value is snapped to the grid and the grid units are summed
+    exactly; the noise is scaled for the snapping), or integer values and
+    ``grid=None``. Raises as :meth:`release`.
     """
     mech = LaplaceMechanism(eps, bound, exact=self.secure, grid=grid if self.secure
                             else None)
-    return float(self.release(mech, value_of))
+    return float(self._release(mech, value_of, None, None, ("value_of", "by")))
 
   def poset_counts(self, poset: Poset, eps: float, *, noise: str = "poset",
                    columns: Callable | None = None,
@@ -225,47 +350,117 @@ class Session:
       poset, eps, noise: as for :class:`~jaxdp.PosetCountMechanism`.
       columns: a function of one row giving its d answers; ``None``: the row itself.
       by, num_parts: as for :meth:`release`.
+
+    Raises:
+      As :meth:`release`.
     """
     mech = PosetCountMechanism(poset, eps, noise=noise, on_invalid="clip",
                                exact=self.secure)
-    return self.release(mech, columns, by=by, num_parts=num_parts)
+    return self._release(mech, columns, by, num_parts, ("columns", "by"))
 
   # -------------------------------------------------------------- internals
-  def _rowwise(self, fn: Callable, name: str):
-    """Applies ``fn`` to each row separately, after refusing host callbacks."""
+  def _checked(self, fn: Callable, name: str) -> _Query:
+    """``fn`` traced once on one abstract row and checked against the allowlist."""
     if not callable(fn):
       raise _checks.ArgTypeError(f"{name} must be a function of one row; got {fn!r}.")
-    closed, shape = jax.make_jaxpr(jax.vmap(fn), return_shape=True)(self._data)
-    bad = _host_calls(closed.jaxpr)
-    if bad:
-      raise UnsafeQueryError(
-          f"{name} calls back to the host ({bad}): such a call could copy rows out "
-          "of the session. Use only jax.numpy and jax.lax operations.")
-    # run the jaxpr just checked (no second trace that could differ from it)
-    out = jex_core.jaxpr_as_fun(closed)(self._data)
-    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shape), out)
+    closed = jax.make_jaxpr(fn)(self._row)
+    if len(closed.jaxpr.outvars) != 1:
+      raise ValueError(f"{name} must return one array per row; it returns "
+                       f"{len(closed.jaxpr.outvars)}.")
+    check_rowwise(closed.jaxpr, name)
+    (aval,) = closed.out_avals
+    consts = tuple(closed.consts)
+    key = (str(closed.jaxpr), tuple((np.shape(c), str(np.result_type(c)))
+                                    for c in consts))
+    return _Query(closed.jaxpr, consts, jax.ShapeDtypeStruct(aval.shape, aval.dtype),
+                  key)
+
+
+_NO_COPY = ("a Session cannot be copied or pickled: a copy would answer with the same "
+            "noise as the original while each counts only its own spend. Keep one "
+            "Session per dataset and budget.")
+
+
+def _contributions(mech, aval):
+  """How contributions of type ``aval`` are prepared for ``mech`` (decided from
+  public information only): ``(mechanism to release, preparation, output unit)``."""
+  if isinstance(mech, PosetCountMechanism):
+    # never raise on (or print) a row: answers other than 1 count as 0, and each
+    # row is replaced by the largest filter it contains (row-wise, stable)
+    return dataclasses.replace(mech, on_invalid="clip"), ("poset",), None
+  if isinstance(mech, LaplaceMechanism) and mech.exact and mech.grid is not None:
+    entries = math.prod(aval.shape)
+    units = min(math.floor(mech.sensitivity / mech.grid + entries / 2), exact.LIMIT)
+    return (LaplaceMechanism(mech.eps, float(max(units, 1)), exact=True),
+            ("grid", float(mech.sensitivity), float(mech.grid)), mech.grid)
+  if getattr(mech, "exact", False) and (jnp.issubdtype(aval.dtype, jnp.integer)
+                                       or aval.dtype == jnp.bool_):
+    return mech, ("integer",), None  # summed exactly (int64, then clipped)
+  return mech, ("float",), None
+
+
+def _compiled(mech, rows_q, by_q, num_parts, prepare):
+  """The jitted query for this checked program and mechanism (cached)."""
+  leaves, treedef = jax.tree_util.tree_flatten(mech)
+  key = (rows_q.key if rows_q else None, by_q.key if by_q else None, treedef,
+         tuple((type(v), v) for v in leaves), num_parts, prepare)
+  run = _CACHE.get(key)
+  if run is not None:
+    _CACHE.move_to_end(key)
+    return run
+
+  def query(acct, data, rows_consts, by_consts):
+    contrib = rows_q.apply(rows_consts, data) if rows_q else data
+    contrib = _prepare(contrib, prepare)
+    part = (by_q.apply(by_consts, data) if by_q else
+            jnp.zeros((data.shape[0],), jnp.int32))
+    return release_partitioned(acct, mech, contrib, part, num_parts)
+
+  run = jax.jit(query)
+  _CACHE[key] = run
+  if len(_CACHE) > _CACHE_SIZE:
+    _CACHE.popitem(last=False)
+  return run
+
+
+def _prepare(x, prepare):
+  """Contributions that no data value can turn into an error or an overflow."""
+  kind = prepare[0]
+  if kind == "poset":
+    return x == 1
+  if kind == "integer":
+    return x
+  if kind == "grid":
+    return _grid_units(x, *prepare[1:])
+  return _sanitized(x)
 
 
 def _sanitized(x):
-  """Contributions that no data value can turn into an error: non-finite values
-  become 0 and integers are clipped to the float's exact range (both row-wise)."""
+  """Float contributions: non-finite values become 0, booleans 0/1 and integers are
+  clipped to the float's exact range (all row-wise)."""
   f = jnp.result_type(float)
   if jnp.issubdtype(x.dtype, jnp.floating):
     x = x.astype(f)
     return jnp.where(jnp.isfinite(x), x, 0.0)
   if x.dtype == jnp.bool_:
-    return x
+    return x.astype(f)
   limit = _checks.exact_limit(f)
   return _checks.clip_integers(x, limit).astype(f)
 
 
-def _host_calls(jaxpr) -> str:
-  """The first primitive in ``jaxpr`` (recursively) that runs Python on the host."""
-  for eqn in jaxpr.eqns:
-    if "callback" in eqn.primitive.name or eqn.effects:
-      return eqn.primitive.name
-    for sub in jex_core.jaxprs_in_params(eqn.params):
-      found = _host_calls(sub)
-      if found:
-        return found
-  return ""
+def _grid_units(x, bound: float, grid: float):
+  """Each row's contribution clipped to l_1 norm ``bound`` and snapped to the grid,
+  as int32 grid units (computed in float64: exact for the clipping of a scalar and
+  for the snapping; a vector row that rounding takes past the sensitivity counts
+  as 0 when summed)."""
+  with jax.enable_x64(True):
+    v = jnp.asarray(x).astype(jnp.float64)
+    v = jnp.where(jnp.isfinite(v), v, 0.0)
+    v = v.reshape(v.shape[0], -1)
+    if v.shape[1] == 1:  # a scalar: clipped exactly
+      v = jnp.clip(v, -bound, bound)
+    else:
+      norm = jnp.sum(jnp.abs(v), axis=1, keepdims=True)
+      v = jnp.where(norm > bound, v * (bound / jnp.where(norm > 0, norm, 1.0)), v)
+    units = jnp.clip(jnp.round(v / grid), -exact.LIMIT, exact.LIMIT).astype(jnp.int32)
+  return units.reshape(x.shape)

@@ -1,0 +1,221 @@
+"""Attacks on a Session by a hostile analyst with the public API only.
+
+Each test is a way an analyst got more than the budget allows from a ``Session``:
+an error that tells the row count, a row function that sees the whole batch, a copy
+that rewinds the budget. Every one failed before the session traced row functions on
+one abstract row against an allowlist, decided every error from public parameters,
+and refused copies.
+"""
+
+import copy
+import pickle
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+from jax.extend import core as jex_core
+from jax.interpreters import batching, mlir
+
+import jaxdp
+from jaxdp import LaplaceMechanism, ReleaseRefusedError, Session, UnsafeQueryError
+
+
+def _outcome(fn):
+  """``("ok", None)`` or ``(exception type name, message)``."""
+  try:
+    fn()
+  except Exception as e:  # noqa: BLE001 - any exception is an observation
+    return type(e).__name__, str(e)
+  return "ok", None
+
+
+# ------------------------------------------------------------------ errors and n
+@pytest.mark.parametrize("secure", [False, True])
+def test_a_huge_bound_does_not_tell_the_row_count(secure):
+  """Before: ``sum(lambda a: a > 0, bound=1e30)`` raised a ValueError quoting
+  "1,000 integer contributions" (the exact n, nothing spent). Now both datasets
+  are answered; the sum of n ones is within 60 of n at eps 0.5 (Laplace scale 2;
+  the secure grid's snapping adds at most one unit to the scale)."""
+  grid = 2.0 ** 20 if secure else None
+  bound = 2.0 ** 30 if secure else 1e30
+  for n in (1000, 1001):
+    s = Session(np.arange(n), 10.0, key=None if secure else jax.random.key(n),
+                secure=secure)
+    out = s.sum(lambda a: a >= 0, eps=0.5, bound=bound, grid=grid)
+    assert np.isfinite(out)
+    if not secure:  # bound 1e30: the noise is huge, but no error
+      continue
+    assert s.answered == 1
+
+
+def test_bisection_on_the_row_count_sees_only_refusals():
+  """Before: after spending 0.6 of 1.0, ``sum(bool_fn, eps=0.5, bound=2**24 / m)``
+  gave ValueError when n > m and ReleaseRefusedError when n <= m: n by bisection
+  in 20 free queries. Now every m gives the same refusal on 999 and on 1001 rows."""
+  seen = set()
+  for n in (999, 1001):
+    s = Session(np.arange(n), 1.0, key=jax.random.key(0))
+    s.count(lambda a: a > 5, eps=0.6)
+    for m in (500, 1000, 2000):
+      kind, msg = _outcome(lambda: s.sum(lambda a: a > 0, eps=0.5, bound=2 ** 24 / m))
+      seen.add((m, kind, msg))
+    assert s.refusals == 3 and s.answered == 1
+  assert {k for _, k, _ in seen} == {"ReleaseRefusedError"}
+  assert len(seen) == 3  # one outcome per m, the same on both datasets
+
+
+def test_too_many_rows_is_the_data_holders_error_at_creation():
+  """The release dtype's exact range is a property of the data: checked when the
+  session is created, never by a query (whose error would tell the analyst)."""
+  limit = 2 ** 24
+  rows = jax.ShapeDtypeStruct((limit + 1,), jnp.int8)
+  with pytest.raises(ValueError, match="more than 16,777,216"):
+    Session(jnp.zeros(rows.shape, rows.dtype), 1.0)
+
+
+# ------------------------------------------------------------------ batch-level code
+def _batch_peeker():
+  """A row function whose vmap rule sees every row: 'is anyone 37?' for each row."""
+
+  @jax.custom_batching.custom_vmap
+  def f(x):
+    return x == 37
+
+  @f.def_vmap
+  def rule(axis_size, in_batched, x):
+    return jnp.broadcast_to(jnp.any(x == 37), x.shape), True
+
+  return f
+
+
+def _named_add():
+  """A primitive of the analyst's own, named like lax.add, whose batching rule
+  broadcasts row 7's value to every row."""
+  p = jex_core.Primitive("add")
+  p.def_impl(lambda x: x)
+  p.def_abstract_eval(lambda x: x)
+  mlir.register_lowering(p, lambda ctx, x: [x])
+  batching.primitive_batchers[p] = lambda args, dims: (
+      jnp.broadcast_to(args[0][7], args[0].shape), dims[0])
+  return lambda v: p.bind(v) == 37
+
+
+def test_a_custom_vmap_row_function_is_refused():
+  """Before: ``count`` of the batch peeker was about n if anyone was 37, about 0
+  otherwise (1013.7 on 1000 rows). Now it is refused before anything is spent."""
+  s = Session(np.arange(1000), 1.0, key=jax.random.key(0))
+  with pytest.raises(UnsafeQueryError, match="custom_vmap_call"):
+    s.count(_batch_peeker(), eps=0.1)
+  with pytest.raises(UnsafeQueryError, match="custom_vmap_call"):
+    s.histogram(lambda v: _batch_peeker()(v).astype(jnp.int32), 2, eps=0.1)
+  assert s.answered == 0 and s.refusals == 0 and s.spent == 0
+
+
+def test_a_primitive_named_like_an_allowed_one_is_refused():
+  """The allowlist holds primitive objects, not names."""
+  s = Session(np.arange(1000), 1.0, key=jax.random.key(0))
+  with pytest.raises(UnsafeQueryError, match="'add'"):
+    s.count(_named_add(), eps=0.1)
+  assert s.answered == 0
+
+
+@pytest.mark.parametrize("name, fn", [
+    ("while", lambda v: jax.lax.while_loop(lambda c: c < v, lambda c: c + 1, 0) > 3),
+    ("pure_callback", lambda v: jax.pure_callback(
+        lambda x: x, jax.ShapeDtypeStruct((), jnp.int32), v) > 3),
+    ("random_seed", lambda v: jax.random.bits(jax.random.key(0)) > v.astype(jnp.uint32)),
+    ("debug_print", lambda v: (jax.debug.print("{}", v), v > 3)[1]),
+    ("while", lambda v: jax.lax.cond(v > 3, lambda: jax.lax.while_loop(
+        lambda c: c < 2, lambda c: c + 1, v), lambda: v) > 0),  # nested in a branch
+])
+def test_constructs_outside_the_allowlist_are_refused(name, fn):
+  s = Session(np.arange(100), 1.0, key=jax.random.key(0))
+  with pytest.raises(UnsafeQueryError, match=repr(name)):
+    s.count(fn, eps=0.1)
+  assert s.answered == 0 and s.spent == 0
+
+
+def test_row_local_jax_code_is_accepted_and_correct():
+  """What the allowlist lets through acts row by row: custom_jvp functions
+  (jax.nn.relu), cond, fixed-length loops, jit, sorting and reductions within a row.
+  Each count is checked against numpy at eps 2 (Laplace scale 0.5: |noise| < 12
+  with probability 1 - 4e-11 for each of the four counts)."""
+  rows = np.random.default_rng(0).integers(-5, 6, size=(500, 3))
+  s = Session(rows, 100.0, key=jax.random.key(1))
+  queries = {
+      "relu": (lambda r: jax.nn.relu(r).sum() > 4, (np.maximum(rows, 0).sum(1) > 4)),
+      "cond": (lambda r: jax.lax.cond(r[0] > 0, lambda: r[1] > 0, lambda: r[2] > 0),
+               np.where(rows[:, 0] > 0, rows[:, 1] > 0, rows[:, 2] > 0)),
+      "loop": (lambda r: jax.lax.fori_loop(0, 3, lambda i, c: c + r[i], 0) > 0,
+               rows.sum(1) > 0),
+      "jit sort": (lambda r: jax.jit(jnp.sort)(r)[1] > 0, np.sort(rows, 1)[:, 1] > 0),
+  }
+  for name, (fn, truth) in queries.items():
+    assert abs(s.count(fn, eps=2.0) - truth.sum()) < 12, name
+
+
+# ------------------------------------------------------------------ copies
+@pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
+def test_a_session_cannot_be_copied_or_pickled(how):
+  """Before: a deep copy or a pickle gave two sessions with the same key
+  (``y2 - y1 == q2 - q1`` exactly, 1.8 spent against 1.0; a pickle restored
+  spent = 0)."""
+  s = Session(np.arange(100), 1.0, key=jax.random.key(0))
+  s.count(lambda v: v < 10, eps=0.5)
+  clone = {"copy": copy.copy, "deepcopy": copy.deepcopy,
+           "pickle": lambda x: pickle.loads(pickle.dumps(x))}[how]
+  with pytest.raises(TypeError, match="cannot be copied or pickled"):
+    clone(s)
+  assert s.answered == 1  # the original is unharmed and goes on
+  s.count(lambda v: v < 20, eps=0.4)
+  assert s.answered == 2
+
+
+# ------------------------------------------------------------------ property
+_DATA = np.random.default_rng(5).integers(0, 100, size=200)
+_NEIGHBOUR = np.append(_DATA, 37)  # one more person
+
+
+@st.composite
+def _queries(draw):
+  """A Session query drawn from the public API: kind, parameters (tiny, huge and
+  out-of-range values included) and a row function."""
+  kind = draw(st.sampled_from(["count", "sum", "histogram", "poset", "release"]))
+  eps = draw(st.sampled_from([1e-45, 1e-9, 0.05, 0.5, 3.0, 1e30, float("inf"),
+                              float("nan"), -1.0]))
+  threshold = draw(st.integers(-5, 120))
+  bound = draw(st.sampled_from([1e-30, 0.5, 3.0, 2.0 ** 24, 1e30, float("inf"), 0.0]))
+  grid = draw(st.sampled_from([None, 2.0 ** -6, 2.0 ** 20, 0.3]))
+  bins = draw(st.sampled_from([1, 3, 2 ** 20]))
+  return kind, eps, threshold, bound, grid, bins
+
+
+def _ask(s, q):
+  kind, eps, t, bound, grid, bins = q
+  if kind == "count":
+    return s.count(lambda v: v < t, eps)
+  if kind == "sum":
+    return s.sum(lambda v: jnp.where(v < t, v * 1e20, -v), eps, bound=bound, grid=grid)
+  if kind == "histogram":
+    return s.histogram(lambda v: (v - t) // 10, bins, eps)
+  if kind == "poset":
+    return s.poset_counts(jaxdp.Poset.nhis(1), eps, columns=lambda v: jnp.stack(
+        [v > t, v > t + 10, v > t + 20, v % 7 == 0]).astype(jnp.int32))
+  return s.release(jaxdp.GaussianMechanism(min(eps, 0.9), 1e-6, bound), lambda v: v)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_queries(), min_size=1, max_size=4), st.booleans())
+def test_nothing_a_session_raises_depends_on_the_data(queries, secure):
+  """Property: the same sequence of queries on neighbouring datasets (one person
+  added) raises the same exception type with the same message at every step, or
+  none on both; whatever is raised, the counters move alike."""
+  sessions = [Session(d, 4.0, secure=secure) for d in (_DATA, _NEIGHBOUR)]
+  for q in queries:
+    outcomes = [_outcome(lambda s=s: _ask(s, q)) for s in sessions]
+    assert outcomes[0] == outcomes[1], q
+    assert [(s.answered, s.refusals, s.spent) for s in sessions][0] == \
+        [(s.answered, s.refusals, s.spent) for s in sessions][1]
