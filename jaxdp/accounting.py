@@ -528,8 +528,12 @@ def release_partitioned(acct: Accountant, mech: Mechanism, rows, part, num_parts
                         (mech, rows, part))
   stat = mech.part_statistics(rows, part, num_parts)
   noise_mech = mech.inner if isinstance(mech, PosetCountMechanism) else mech
-  keys = jax.random.split(sub, num_parts)
-  out = jax.vmap(noise_mech.randomize)(keys, stat)
+  if getattr(noise_mech, "grid", None) is None:
+    # every mechanism draws independent noise for each leading index: one call
+    # (under vmap the exact samplers' rare host refinement would run every time)
+    out = noise_mech.randomize(sub, stat)
+  else:  # snapping slack is counted per part's statistic
+    out = jax.vmap(noise_mech.randomize)(jax.random.split(sub, num_parts), stat)
   _mark_used(acct.key)
   return new, planning.mark_if_planning(_fill_refused(ok, out))
 
