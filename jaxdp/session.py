@@ -69,6 +69,7 @@ from jax.extend import core as jex_core
 from jax.extend.core import primitives as P
 
 from jaxdp import _checks, accounting, exact
+from jaxdp.balls import LpBall, PosetBall
 from jaxdp.accounting import (Accountant, BudgetExceededError, ReleaseRefusedError,
                               release_partitioned)
 from jaxdp.mechanisms import (DiscreteGaussianMechanism, GaussianMechanism, KNormMechanism,
@@ -280,6 +281,14 @@ class Session:
           f"mech must be one of jaxdp's mechanisms "
           f"({', '.join(m.__name__ for m in _MECHANISMS)}); got {type(mech).__name__}.")
     mech = dataclasses.replace(mech)  # validated again (a pytree may skip validation)
+    ball = getattr(mech, "ball", None)
+    for name, part, kinds in (("poset", getattr(mech, "poset", None), (Poset,)),
+                              ("ball", ball, (PosetBall, LpBall)),
+                              ("ball.poset", getattr(ball, "poset", None), (Poset,))):
+      if part is not None and type(part) not in kinds:  # a subclass could lie
+        raise _checks.ArgTypeError(
+            f"mech.{name} must be a {' or '.join(k.__name__ for k in kinds)} itself, "
+            f"not a subclass; got {type(part).__name__}.")
     num_parts = 1 if num_parts is None else _checks.check_int(num_parts, "num_parts",
                                                                minimum=1)
     rows_q = self._checked(rows, names[0]) if rows is not None else None

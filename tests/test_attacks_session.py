@@ -156,6 +156,23 @@ def test_row_local_jax_code_is_accepted_and_correct():
     assert abs(s.count(fn, eps=2.0) - truth.sum()) < 12, name
 
 
+def test_mechanism_parts_must_be_jaxdps_own_classes():
+  """A Poset subclass could answer differently to the clipping and to the noise;
+  a session accepts only the classes themselves."""
+
+  class Lying(jaxdp.Poset):
+    pass
+
+  s = Session(np.ones((10, 4), np.int32), 1.0, key=jax.random.key(0))
+  lying = Lying(jaxdp.Poset.nhis(1).relation)
+  with pytest.raises(TypeError, match="not a subclass"):
+    s.poset_counts(lying, 0.5)
+  with pytest.raises(TypeError, match="not a subclass"):
+    s.release(jaxdp.KNormMechanism(jaxdp.PosetBall(lying), 0.5),
+              lambda r: jnp.concatenate([jnp.ones(1, r.dtype), r]))
+  assert s.answered == 0
+
+
 # ------------------------------------------------------------------ copies
 @pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle"])
 def test_a_session_cannot_be_copied_or_pickled(how):
