@@ -156,7 +156,9 @@ def allowed(rule: Rule, spent, spent_delta, answered, ce, cd):
 def add(rule: Rule, spent, ce):
   """``spent + ce`` after an answered release. Under the Rényi filter an order the
   charge does not fit is saturated at capacity + 1 (over budget for good; spent
-  stays monotone and never overflows int32)."""
+  stays monotone and never overflows int32). A saturated order no longer holds the
+  sum of its charges (only that it is past its budget), so it bounds nothing: the
+  reported spend skips it (:attr:`jaxdp.Accountant.spent_rdp` shows ``inf``)."""
   if rule.composition == "rdp":
     cap = np.asarray(rule.eps_capacity)
     xp = np if isinstance(spent, np.ndarray) else jnp  # plan: numpy; release: traced

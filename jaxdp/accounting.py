@@ -350,25 +350,42 @@ class Accountant:
 
   @property
   def spent_eps(self) -> jax.Array:
-    """Spent eps (units times the unit; at most the requested costs' sum). Under
-    zCDP: the eps of the spent rho at ``delta_budget``; under the Rényi filter: the
-    best order's conversion of the spent RDP at ``delta_budget`` (valid as such when
-    the parameters were fixed before the run; with adaptively chosen parameters the
-    filter guarantees ``(eps_budget, delta_budget)``)."""
+    """Spent eps (units times the unit: the requested costs' sum within the unit
+    arithmetic's relative 2**-20, see :mod:`jaxdp._budget`). Under zCDP: the eps of
+    the spent rho at ``delta_budget``. Under the Rényi filter: the smallest
+    conversion at ``delta_budget`` of :attr:`spent_rdp` over the orders still
+    within their budgets (an order over its budget bounds nothing, so it is
+    skipped; one order always holds the last answered release), capped at
+    ``eps_budget``, and 0 before anything was answered.
+
+    Both figures are valid for a sequence of releases whose parameters were fixed
+    before the run: the spent rho or RDP sums the fixed mechanisms' curves
+    (Canonne-Kamath-Steinke convert them), and the filter's
+    ``(eps_budget, delta_budget)`` holds for any run, so their minimum holds. With
+    adaptively chosen parameters only the filter's ``(eps_budget, delta_budget)``
+    holds (Feldman & Zrnic 2021). Planned: the plan's figure once something was
+    answered (each answered release is dominated by its planned row), else 0."""
+    if self.composition == "planned":
+      return self.guarantee()[0]
     spent = _in_cost(self.spent_units, self.unit_exponent)
     if self.composition == "zcdp":
       return jnp.asarray(zcdp_epsilon(spent, self.delta_budget), spent.dtype)
     if self.composition == "rdp":
-      best = renyi.rdp_epsilon(spent, self.orders, self.delta_budget)
+      best = renyi.rdp_epsilon(self.spent_rdp, self.orders, self.delta_budget)
       return jnp.where(jnp.any(self.spent_units > 0, axis=-1),
                        jnp.minimum(best, self.eps_budget), 0.0).astype(spent.dtype)
     return spent
 
   @property
   def spent_rdp(self) -> jax.Array:
-    """Rényi filter: the spent RDP at each order (an order over its budget shows
-    just above it)."""
-    return _in_cost(self.spent_units, self.unit_exponent)
+    """Rényi filter: the spent RDP at each order, the sum of the answered releases'
+    charges (each its curve in units, see :mod:`jaxdp._budget`), or ``inf`` for an
+    order that a
+    release went past: such an order is over its budget for good (the filter never
+    charges it again) and its sum is no longer kept."""
+    spent = _in_cost(self.spent_units, self.unit_exponent)
+    over = self.spent_units > jnp.asarray(self.eps_capacity, jnp.int32)
+    return jnp.where(over, jnp.inf, spent)
 
   @property
   def spent_rho(self) -> jax.Array:
@@ -377,6 +394,10 @@ class Accountant:
 
   @property
   def spent_delta(self) -> jax.Array:
+    """Spent delta: the deltas' sum; ``delta_budget`` once something was answered
+    under zCDP, the Rényi filter and a plan (their conversions use all of it)."""
+    if self.composition == "planned":
+      return self.guarantee()[1]
     if self.composition in ("zcdp", "rdp"):
       spent = self.spent_units if self.composition == "zcdp" else \
           jnp.any(self.spent_units > 0, axis=-1)
@@ -391,9 +412,16 @@ class Accountant:
     per-release caps while fewer than ``max_releases`` were answered, else 0. zCDP:
     the pure eps whose rho (eps^2 / 2) is left, and 0. Rényi filter: a pure eps
     that is surely answered (the largest sqrt(2 left_a / a) over the orders, since
-    any eps-DP curve is below a eps^2 / 2), and 0.
+    any eps-DP curve is below a eps^2 / 2), and 0. Planned: the eps of the plan's
+    next row when it is a Laplace or pure row (a Laplace release of at most that
+    eps fits it), else 0 (also once the plan is used up), and 0.
     """
     f = jnp.result_type(float)
+    if self.composition == "planned":
+      rows = [r[1] if r and r[0] in ("laplace", "pure") else 0.0 for r in self.planned]
+      index = jnp.minimum(self.answered + self.refusals, len(self.planned))
+      return (jnp.asarray(rows + [0.0], f)[index],
+              jnp.zeros(jnp.shape(self.answered), f))
     left = _in_cost(jnp.asarray(self.eps_capacity) - self.spent_units, self.unit_exponent)
     if self.composition == "rdp":
       a = jnp.asarray(self.orders, f)
@@ -435,11 +463,15 @@ class Accountant:
   def guarantee(self) -> tuple[jax.Array, jax.Array]:
     """The ``(eps, delta)`` guarantee, as arrays in the default float dtype.
 
-    Basic composition and zCDP: the spent totals (what was answered so far; under
-    zCDP the conversion of the spent rho, with delta_budget). Advanced: the
-    bound for everything the accountant may answer, the declared k releases at the
-    per-release caps (Dwork-Rothblum-Vadhan needs k fixed in advance), or basic
-    composition if that is smaller.
+    Basic composition: the spent totals (what was answered so far). zCDP and the
+    Rényi filter: :attr:`spent_eps` and ``delta_budget`` (0 before anything was
+    answered), valid for releases whose parameters were fixed before the run;
+    with adaptively chosen parameters the filters guarantee ``(eps_budget,
+    delta_budget)``. Advanced: the bound for everything the accountant may
+    answer, the declared k releases at the per-release caps
+    (Dwork-Rothblum-Vadhan needs k fixed in advance), or basic composition if that
+    is smaller. Planned: the plan's figure (:meth:`jaxdp.Plan.epsilon`) and
+    ``delta_budget`` once something was answered.
     """
     if self.composition == "planned":
       f = jnp.result_type(float)

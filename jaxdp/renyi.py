@@ -198,7 +198,8 @@ def rdp_epsilon(rdp, orders, delta: float):
 
   eps = min over the orders of rdp_a + (log(1/delta) + (a-1) log(1 - 1/a) - log a) /
   (a - 1). For a fixed sequence of mechanisms their RDP curves add, and this converts
-  the sum. Python floats in, a float out; traced arrays give an array.
+  the sum. An order whose entry is ``inf`` (no bound known there) is skipped; ``inf``
+  if every entry is. Python floats in, a float out; traced arrays give an array.
 
   References:
     Canonne, Kamath & Steinke (2020), Proposition 12.
