@@ -50,6 +50,16 @@ For an untrusted analyst use
 :class:`jaxdp.Session`, which holds the data and the accountant and cannot be
 rewound.
 
+**Control flow.** Whether a release inside a ``lax.cond`` branch or a
+``lax.while_loop`` body runs decides what is spent, refused and split afterwards, so
+a branch index or loop predicate computed from the data leaks through the refusals.
+:func:`release` under ``jit`` does not refuse such code: there every value is a
+tracer, and JAX tells a release at most that it is traced for a cond branch or a loop
+body, not whether the predicate comes from the data, from released outputs (adaptive
+queries: postprocessing) or from public values. :func:`plan` tells them apart (it
+traces with the data abstract) and rejects a release under data-dependent control
+flow: run it on a query function first, or use :class:`jaxdp.Session`.
+
 References:
   C. Dwork, "Differential privacy", ICALP 2006, and the chapter on postprocessing,
   composition and group privacy. C. Dwork, G. Rothblum, S. Vadhan, "Boosting and
@@ -833,7 +843,7 @@ def _spend(acct, eps, delta, event, inputs):
   _check_static_cost(acct, eps, delta)
   state = planning.current()
   if state is not None:
-    eps, delta = planning.record(state, eps, delta, event)
+    eps, delta, acct = planning.record(state, eps, delta, event, acct)
   key, sub = jax.random.split(acct.key)
   ok, leaves = _charge((acct.spent_units, acct.spent_delta_units, acct.answered,
                         acct.refusals, acct.last_answered), eps, delta, rule=_budget.rule_of(acct))

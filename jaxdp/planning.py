@@ -1,9 +1,12 @@
 """Planning: what a query function would spend, computed without reading data.
 
 :func:`plan` traces a query function with its data arguments abstract, applies the
-accountant's refusal rule to every release in order (the same integer arithmetic as
-:func:`jaxdp.release`), and rejects any release whose eps or delta is computed from
-the data (:mod:`jaxdp._dependence`): the refusal would then disclose the data.
+accountant's refusal rule to every release in the order they run (the same integer
+arithmetic as :func:`jaxdp.release`), and rejects any release whose eps or delta is
+computed from the data, that runs or not depending on the data (inside a ``cond``
+branch or ``while_loop`` decided by it), or that starts from an accountant state
+computed from the data (:mod:`jaxdp._dependence`): the refusal would then disclose
+the data.
 
 The plan in progress lives in a ``contextvars.ContextVar``, so plans nest and are
 private to each thread.
@@ -222,11 +225,7 @@ def _fallback_epsilon(rows, delta):
 @dataclasses.dataclass
 class _PlanState:
   acct: object  # the Accountant planned against
-  spent: int
-  spent_delta: int
-  answered: int
-  rows: list
-  traced: list  # indices of releases whose cost is traced
+  raw: list  # per release, in tracing order: (eps, delta, event); None: a traced cost
 
 
 _PLAN: contextvars.ContextVar[_PlanState | None] = contextvars.ContextVar(
@@ -242,9 +241,29 @@ def plan(fn: Callable, acct, *args, **kwargs) -> Plan:
   """Traces ``fn(acct, *args, **kwargs)`` abstractly and reports what it would spend.
 
   No data is read: arrays in ``args`` and ``kwargs`` are replaced by their shapes and
-  dtypes. The refusal rule is applied in order, as :func:`release` would (the same
-  integer arithmetic). Releases inside jitted helpers are seen (they are traced
-  again).
+  dtypes. The refusal rule is applied to the releases in the order they run, as
+  :func:`release` would (the same integer arithmetic). Releases inside jitted helpers
+  are seen (they are traced again), and a ``lax.scan``'s once per step.
+
+  Control flow: whether a release inside a ``lax.cond``/``lax.switch`` branch or a
+  ``lax.while_loop`` (a ``fori_loop`` with traced bounds) runs depends on the branch
+  index or the loop predicate, and so do the spend, the counters and the key that
+  every later release starts from. A release under an index or predicate computed
+  from the data is rejected (Lemma 2.6: a refusal may depend on the privacy
+  parameters only), unless every branch makes the same releases (same mechanisms and
+  parameters, in the same order, from the same accountant state): the cond then
+  leaves the accountant in the same state, key included, whichever branch runs.
+  Control flow on Python values is resolved while tracing. Control flow on earlier
+  released outputs is postprocessing and allowed; but if its branches release
+  differently, or a loop with releases has a traced trip count, the releases are no
+  fixed sequence and plan cannot list them (ValueError).
+
+  :func:`release` under ``jax.jit`` makes no such check. Inside jit every value is a
+  tracer: a release could learn from JAX's internals that it is being traced for a
+  cond branch or a loop body, but not whether the predicate comes from the data, from
+  released outputs (the basis of adaptive queries) or from public values, so it
+  would have to refuse them all. Check a query function with plan before running it,
+  or give untrusted analysts a :class:`jaxdp.Session`.
 
   Args:
     fn: the query function; its first argument is the accountant.
@@ -254,14 +273,18 @@ def plan(fn: Callable, acct, *args, **kwargs) -> Plan:
 
   Returns:
     A :class:`Plan` with the totals it would spend and one :class:`PlannedRelease`
-    per release.
+    per release, in the order they run.
 
   Raises:
-    DataDependentCostError: a release's eps or delta depends on the data arguments
-      (its refusal would disclose something about the data). Costs computed from
+    DataDependentCostError: a release's eps or delta depends on the data arguments,
+      or whether it runs does (an enclosing cond/switch index or while_loop
+      predicate), or the accountant state it starts from does (or that of the
+      accountant ``fn`` returns): its refusal, or what the accountant reports, would
+      disclose something about the data. The message names the release (its index
+      in tracing order) and the data argument. Costs and control flow computed from
       earlier *released outputs* are fine (postprocessing).
-    ValueError: a release's cost is traced (not a Python number), so the plan
-      cannot be computed.
+    ValueError: a release's cost is traced (not a Python number), or the releases are
+      no fixed sequence (see above), so the plan cannot be computed.
   """
   leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
   is_array = [hasattr(x, "shape") and hasattr(x, "dtype") for x in leaves]
@@ -273,14 +296,13 @@ def plan(fn: Callable, acct, *args, **kwargs) -> Plan:
     it = iter(arrays)
     full = [next(it) if a else x for x, a in zip(leaves, is_array)]
     a, k = jax.tree_util.tree_unflatten(treedef, full)
-    return fn(acct, *a, **k)
+    return _mark_returned(fn(acct, *a, **k), type(acct))
 
-  leaves = (acct.spent_units, acct.spent_delta_units, acct.answered)
-  if not all(_checks.is_concrete(v) for v in leaves):
+  if not all(_checks.is_concrete(v) for v in
+             (acct.spent_units, acct.spent_delta_units, acct.answered)):
     raise ValueError("plan() needs an accountant whose state is known (not traced): "
                      "plan before the run, with the accountant you will pass to it.")
-  state = _PlanState(acct, *(np.asarray(v, np.int64) if np.ndim(v) else int(v)
-                             for v in leaves), [], [])
+  state = _PlanState(acct, [])
   token = _PLAN.set(state)
   try:
     # disable_jit: jitted helpers inside fn are traced again (a compilation cache
@@ -289,29 +311,82 @@ def plan(fn: Callable, acct, *args, **kwargs) -> Plan:
       closed = jax.make_jaxpr(run)(*abstract)
   finally:
     _PLAN.reset(token)
-  for i, inputs in sorted(_dependence.cost_dependence(closed.jaxpr).items()):
-    if inputs:
-      which = ", ".join(names[j] for j in sorted(inputs))
-      raise DataDependentCostError(
-          f"release #{i} has an eps or delta computed from the data ({which}): "
-          "whether it is refused would then disclose the data. Choose privacy "
-          "parameters from public values or from earlier released outputs only.")
-  if state.traced:
+  found = _dependence.analyse(closed, lambda i: _release_key(i, state.raw[i]))
+  _raise_if_data_dependent(found, names)
+  for i, where in sorted(found.unplanned.items()):
     raise ValueError(
-        f"plan() needs static (Python number) costs; release #{state.traced[0]}'s "
+        f"release #{i} runs inside {_UNPLANNED.get(where, _unknown(where))}: the "
+        "releases are no fixed sequence, so plan() cannot list them. Make every "
+        "branch release the same mechanisms in the same order, or loop with lax.scan "
+        "or a fori_loop with Python int bounds.")
+  traced = [i for i in found.order if state.raw[i] is None]
+  if traced:
+    raise ValueError(
+        f"plan() needs static (Python number) costs; release #{traced[0]}'s "
         "eps or delta is traced. Pass eps as a Python float to plan.")
+  rows, spent, spent_delta = _rows(acct, [state.raw[i] for i in found.order])
   if acct.composition == "rdp":  # the planned spend, converted at delta_budget
-    rows = [r for r in state.rows if not r.refused]
-    curve = np.sum([r.rdp for r in rows], axis=0) if rows else 0.0
+    answered = [r for r in rows if not r.refused]
+    curve = np.sum([r.rdp for r in answered], axis=0) if answered else 0.0
     e = min(renyi.rdp_epsilon(curve, acct.orders, acct.delta_budget),
-            acct.eps_budget) if rows else 0.0
-    return Plan(e, acct.delta_budget if rows else 0.0, tuple(state.rows))
-  e = _budget.to_float(state.spent - int(acct.spent_units), acct.unit_exponent)
-  d = _budget.to_float(state.spent_delta - int(acct.spent_delta_units),
+            acct.eps_budget) if answered else 0.0
+    return Plan(e, acct.delta_budget if answered else 0.0, tuple(rows))
+  e = _budget.to_float(spent - int(acct.spent_units), acct.unit_exponent)
+  d = _budget.to_float(spent_delta - int(acct.spent_delta_units),
                        acct.delta_unit_exponent)
   if acct.composition == "zcdp":  # the planned rho, converted at delta_budget
     e, d = zcdp_epsilon(e, acct.delta_budget), (acct.delta_budget if e > 0 else 0.0)
-  return Plan(e, d, tuple(state.rows))
+  return Plan(e, d, tuple(rows))
+
+
+_WHERE = {"cond": "a lax.cond or lax.switch branch whose index depends on the data",
+          "while": "a lax.while_loop (or a fori_loop with traced bounds) whose "
+                   "predicate depends on the data"}
+_LATER = "known only at run time (from released outputs or the accountant's state)"
+_UNPLANNED = {"cond": "a lax.cond or lax.switch whose branches release differently, "
+                      f"with an index {_LATER}",
+              "while": "a lax.while_loop (or a fori_loop with traced bounds) with a "
+                       f"trip count {_LATER}"}
+
+
+def _unknown(name):
+  return f"a {name!r} primitive, which jaxdp does not analyse"
+
+
+def _raise_if_data_dependent(found, names):
+  """Raises DataDependentCostError for the first release the data can reach."""
+  def which(inputs):
+    return ", ".join(dict.fromkeys(names[j] for j in sorted(inputs)))
+
+  for i, kinds in sorted(found.found.items()):
+    if "cost" in kinds:
+      raise DataDependentCostError(
+          f"release #{i} has an eps or delta computed from the data "
+          f"({which(kinds['cost'][0])}): whether it is refused would then disclose "
+          "the data. Choose privacy parameters from public values or from earlier "
+          "released outputs only.")
+    if "control" in kinds:
+      inputs, where = kinds["control"]
+      where = _WHERE.get(where, _unknown(where) + ", fed by the data")
+      raise DataDependentCostError(
+          f"release #{i} runs inside {where} ({which(inputs)}): "
+          "whether it runs, and so what the accountant spends and refuses "
+          "afterwards, would disclose the data. Branch and loop on public values or "
+          "on earlier released outputs only, or make every branch release the same "
+          "mechanisms in the same order.")
+    if "state" in kinds:
+      raise DataDependentCostError(
+          f"release #{i} starts from an accountant state (spend, counters, key) "
+          f"computed from the data ({which(kinds['state'][0])}): whether it is "
+          "refused would disclose the data. Pass each release the accountant the "
+          "previous one returned, never one chosen by the data (jnp.where, a "
+          "vmapped cond).")
+  if found.final:
+    raise DataDependentCostError(
+        "the accountant the query function returns has a state (spend, counters, "
+        f"key) computed from the data ({which(found.final)}): what it reports, and "
+        "whether later releases are refused, would disclose the data. Return the "
+        "accountant the last release returned, never one chosen by the data.")
 
 
 def _argument_names(args, kwargs):
@@ -324,34 +399,76 @@ def _argument_names(args, kwargs):
   return names
 
 
-def record(state: _PlanState, eps, delta, event=()):
-  """Applies the refusal rule to one release while planning; tags traced costs.
-  ``event`` is the mechanism's :meth:`~jaxdp.Mechanism.event`."""
-  index = len(state.rows)
-  if not (_checks.is_concrete(eps) and _checks.is_concrete(delta)):
-    state.traced.append(index)
-    state.rows.append(PlannedRelease(math.nan, math.nan, False))
-    return _dependence.mark_cost(eps, index), _dependence.mark_cost(delta, index)
-  acct = state.acct
-  ve, ce = _budget.charge_host(eps, acct.unit_exponent, positive=True)
-  vd, cd = _budget.charge_host(delta, acct.delta_unit_exponent, positive=False)
-  rule = _budget.rule_of(acct)
-  ok = bool(ve and vd and _budget.allowed(rule, state.spent, state.spent_delta,
-                                          state.answered, ce, cd))
-  if ok:
-    state.spent = _budget.add(rule, state.spent, ce)
-    state.spent_delta += cd
-    state.answered += 1
-  event = (event[0], float(event[1])) if event else ()
-  if acct.composition == "zcdp":
-    row = PlannedRelease(math.nan, 0.0, not ok, rho=float(eps), event=event)
-  elif acct.composition == "rdp":
-    row = PlannedRelease(math.nan, 0.0, not ok, rdp=tuple(np.asarray(eps, float)),
-                         event=event)
+def record(state: _PlanState, eps, delta, event=(), acct=None):
+  """Notes one release while planning and tags it for the dependence analysis.
+
+  The refusal rule is applied after tracing, to the releases in the order they run.
+  A traced cost is tagged, and so is the state of ``acct``, the accountant the
+  release starts from (for every release: the tag also marks where it runs).
+  ``event`` is the mechanism's :meth:`~jaxdp.Mechanism.event`.
+
+  Returns:
+    ``(eps, delta, acct)``, tagged.
+  """
+  index = len(state.raw)
+  if _checks.is_concrete(eps) and _checks.is_concrete(delta):
+    state.raw.append((eps, delta, (event[0], float(event[1])) if event else ()))
   else:
-    row = PlannedRelease(float(eps), float(delta), not ok, event=event)
-  state.rows.append(row)
-  return eps, delta
+    state.raw.append(None)
+    eps, delta = _dependence.mark_cost(eps, index), _dependence.mark_cost(delta, index)
+  if acct is not None:
+    leaves, treedef = jax.tree_util.tree_flatten(acct)
+    acct = jax.tree_util.tree_unflatten(treedef, _dependence.mark_state(leaves, index))
+  return eps, delta, acct
+
+
+def _release_key(index, raw):
+  """What a recorded release charges (equal keys: interchangeable releases)."""
+  if raw is None:
+    return ("traced", index)
+  eps, delta, event = raw
+  e = np.asarray(eps, np.float64)
+  return (e.shape, tuple(e.ravel().tolist()), float(delta), event)
+
+
+def _rows(acct, releases):
+  """The refusal rule applied to ``(eps, delta, event)`` in the order they run.
+
+  Returns:
+    ``(rows, spent units, spent delta units)`` after the last release.
+  """
+  spent, spent_delta, answered = (
+      np.asarray(v, np.int64) if np.ndim(v) else int(v)
+      for v in (acct.spent_units, acct.spent_delta_units, acct.answered))
+  rule = _budget.rule_of(acct)
+  rows = []
+  for eps, delta, event in releases:
+    ve, ce = _budget.charge_host(eps, acct.unit_exponent, positive=True)
+    vd, cd = _budget.charge_host(delta, acct.delta_unit_exponent, positive=False)
+    ok = bool(ve and vd and _budget.allowed(rule, spent, spent_delta, answered, ce, cd))
+    if ok:
+      spent = _budget.add(rule, spent, ce)
+      spent_delta += cd
+      answered += 1
+    if acct.composition == "zcdp":
+      rows.append(PlannedRelease(math.nan, 0.0, not ok, rho=float(eps), event=event))
+    elif acct.composition == "rdp":
+      rows.append(PlannedRelease(math.nan, 0.0, not ok,
+                                 rdp=tuple(np.asarray(eps, float)), event=event))
+    else:
+      rows.append(PlannedRelease(float(eps), float(delta), not ok, event=event))
+  return rows, spent, spent_delta
+
+
+def _mark_returned(out, cls):
+  """``out`` with the state of every accountant (a ``cls``) in it tagged."""
+  def mark(x):
+    if not isinstance(x, cls):
+      return x
+    leaves, treedef = jax.tree_util.tree_flatten(x)
+    return jax.tree_util.tree_unflatten(
+        treedef, _dependence.mark_state(leaves, _dependence.FINAL))
+  return jax.tree_util.tree_map(mark, out, is_leaf=lambda x: isinstance(x, cls))
 
 
 def mark_if_planning(out):
