@@ -602,7 +602,7 @@ class PosetCountMechanism(_Mechanism):
   def part_statistics(self, data, part, num_parts):
     """Exact (n_j, c_1..c_d) of the rows of each part j, shape ``(num_parts, d + 1)``."""
     rows, ok = self._validated(data)
-    part = _part_index(part, rows.shape[0])
+    part = _part_index(part, rows.shape[0], num_parts)
     ext = jnp.concatenate([jnp.ones((rows.shape[0], 1), rows.dtype), rows], axis=1)
     counts = _exact_counts(_part_sums(ext, part, num_parts), rows.shape[0], ok,
                            with_n=False)
@@ -710,8 +710,17 @@ def _analytic_sigma(eps: float, delta: float) -> float:
 
 
 def _statistic(data, name="data"):
-  """A statistic as the default float dtype: no float16, NaN or silent rounding."""
-  return _checks.as_exact_float(_checks.check_data(data, name), name)
+  """A statistic as the default float dtype: no float16, NaN or silent rounding.
+
+  Concrete integers, and floats the cast narrows (float64 with x64 off), must lie
+  within the float's exact integer range (+-2**24 for float32), whatever their
+  width or shape: beyond it neighbouring integers round together or apart, and the
+  sensitivity no longer holds.
+  """
+  f = jnp.result_type(float)
+  x = _checks.check_data(data, name, limit=_checks.exact_limit(f),
+                         reason=_checks.float_reason(f))
+  return _checks.as_exact_float(x, name)
 
 
 def _exact_counts(counts, n: int, ok, *, with_n: bool = True):
@@ -732,12 +741,25 @@ def _exact_counts(counts, n: int, ok, *, with_n: bool = True):
   return jnp.where(ok, counts, jnp.nan)  # NaN: a failed run-time check
 
 
-def _part_index(part, n: int):
-  part = jnp.asarray(part)
+def _part_index(part, n: int, num_parts: int):
+  """The part index of each row as a JAX integer array.
+
+  Indices outside ``[0, num_parts)`` drop their row. A concrete index of a dtype that
+  JAX narrows (int64 or uint64 with x64 off) is mapped to -1 there on the host, in
+  its own dtype, before the conversion, which would wrap 2**32 + 1 into part 1.
+  """
+  if not hasattr(part, "dtype"):
+    part = np.asarray(part)
   if part.shape != (n,) or not jnp.issubdtype(part.dtype, jnp.integer):
     raise ValueError(f"part must be an integer array of shape ({n},), one part index "
                      f"per row; got {part.dtype}{tuple(part.shape)}.")
-  return part
+  target = jax.dtypes.canonicalize_dtype(part.dtype)
+  if _checks.is_concrete(part) and target != part.dtype:
+    host = np.asarray(part)
+    keep = (host >= 0) & (host < num_parts)
+    part = np.where(keep, np.where(keep, host, 0).astype(np.int64), -1)
+    part = part.astype(jax.dtypes.canonicalize_dtype(np.int64))
+  return jnp.asarray(part)
 
 
 def _part_sums(x, part, num_parts: int):
@@ -770,7 +792,7 @@ def _clipped_part_sums(rows, part, num_parts: int, p: float, bound: float):
     x = x[:, None]
   if x.ndim != 2:
     raise ValueError(f"rows must have shape (n,) or (n, k); got {tuple(x.shape)}.")
-  part = _part_index(part, x.shape[0])
+  part = _part_index(part, x.shape[0], num_parts)
   a = jnp.abs(x)
   if p == math.inf:
     norm = jnp.max(a, axis=1)
@@ -808,19 +830,40 @@ def _grid_units(data, grid):
   Otherwise real data is snapped to the nearest multiple of ``grid`` (exact: grid
   is a power of two), each entry moving by at most half a unit, so neighbouring
   statistics differ by at most ``sensitivity / grid + m`` units in l_1 (slack m,
-  the number of entries). Units are clipped to +-2^30, a 1-Lipschitz map that
-  keeps the sensitivity and leaves room for the noise in int32.
+  the number of entries).
+
+  A concrete statistic is checked and snapped on the host, in its own dtype (a
+  float64 one is not rounded to float32 first: that could move it by many units):
+  beyond +-2^30 units it is an error, since clipping it silently would hide a
+  mistake. A traced one is clipped to +-2^30 units, a 1-Lipschitz map that keeps the
+  sensitivity (an error there would depend on the data, e.g. inside
+  :func:`jaxdp.release_partitioned`) and leaves room for the noise in int32.
   """
   if not hasattr(data, "dtype"):
     data = np.asarray(data)
-  x = _checks.check_data(data)
+  if grid is None and not jnp.issubdtype(data.dtype, jnp.integer) and \
+      data.dtype != object:
+    _checks.check_data(data)  # a dtype error first
+    raise ValueError(
+        f"exact=True needs an integer statistic (counts); got dtype {data.dtype}. Cast "
+        "counts to an integer dtype, or pass grid=2.0**-k to snap a real-valued "
+        "statistic to a grid.")
+  too_big = ("the largest |statistic| an exact release holds (int32, with room for "
+             "the noise). Clip it yourself if that is meant (clipping keeps the "
+             "sensitivity), or use a coarser unit" + (" or grid." if grid else "."))
   if grid is None:
-    if not jnp.issubdtype(x.dtype, jnp.integer):
-      raise ValueError(
-          f"exact=True needs an integer statistic (counts); got dtype {x.dtype}. Cast "
-          "counts to an integer dtype, or pass grid=2.0**-k to snap a real-valued "
-          "statistic to a grid.")
+    x = _checks.check_data(data, limit=exact.LIMIT, reason=too_big)
     return _checks.clip_integers(x, exact.LIMIT).astype(jnp.int32), 0
+  x = _checks.check_data(data)
+  if _checks.is_concrete(x):
+    host = np.asarray(data).astype(np.float64)  # exact for every value check_data passes
+    units = np.round(host / grid)                # exact: grid is a power of two
+    i = _checks.first_index(np.abs(units) > exact.LIMIT)
+    if i is not None:
+      raise ValueError(
+          f"data{'' if i == () else f' at index {i}'} is {host[i]}, {units[i]:.0f} "
+          f"units of grid {grid!r}, beyond {exact.LIMIT:,} = 2**30 units, {too_big}")
+    return jnp.asarray(units.astype(np.int32)), math.prod(x.shape)
   xf = _checks.as_exact_float(x)
   xf = jnp.where(jnp.isfinite(xf), xf, 0.0)  # a non-finite statistic counts as 0
   units = jnp.clip(jnp.round(xf / grid), -exact.LIMIT, exact.LIMIT)
@@ -868,7 +911,7 @@ def _integer_part_sums(rows, part, num_parts: int, bound, p: int = 1):
   x2 = x[:, None] if scalar else x
   if x2.ndim != 2:
     raise ValueError(f"rows must have shape (n,) or (n, k); got {tuple(x.shape)}.")
-  part = _part_index(part, x.shape[0])
+  part = _part_index(part, x.shape[0], num_parts)
   with jax.enable_x64(True):
     x2 = x2.astype(jnp.int64)
     if p == 1:

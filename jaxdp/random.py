@@ -280,6 +280,12 @@ def _chunked(fn, key, n: int, tail: tuple[int, ...], dtype, chunk: int = CHUNK):
   """
   if n == 0:
     return jnp.zeros((0, *tail), dtype)
+  if n > jnp.iinfo(jnp.result_type(int)).max:  # chunk offsets would wrap
+    raise ValueError(
+        f"{n:,} draws in one call are more than {jnp.iinfo(jnp.result_type(int)).max:,}, "
+        "the largest row offset JAX's integer dtype holds (int32 with x64 off): the "
+        "last chunks would be written at wrapped offsets, leaving rows without noise. "
+        "Draw in several calls, or enable x64.")
   if n <= chunk:
     return fn(key, n)
   keys = jax.random.split(key, -(-n // chunk))

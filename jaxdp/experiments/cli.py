@@ -227,7 +227,7 @@ def _load_rows(src, d):
       if lines and not all(v.strip().lstrip("-").isdigit() for v in lines[0]):
         lines = lines[1:]                                     # a header
       rows = np.array([[int(v) for v in r] for r in lines], dtype=np.int64)
-  except (ValueError, OSError) as e:
+  except (ValueError, OverflowError, OSError) as e:  # OverflowError: beyond int64
     raise UsageError(f"--data {src!r}: cannot read 0/1 rows ({e})") from None
   if rows.ndim != 2 or rows.shape[1] != d:
     raise UsageError(f"--data {src!r}: expected {d} columns (one 0/1 answer per "
