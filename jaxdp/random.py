@@ -290,13 +290,16 @@ def _chunked(fn, key, n: int, tail: tuple[int, ...], dtype, chunk: int = CHUNK):
     return fn(key, n)
   keys = jax.random.split(key, -(-n // chunk))
 
-  def put(i, out):
+  def put(out, xs):
+    i, k = xs
     start = jnp.minimum(i * chunk, n - chunk)
-    return jax.lax.dynamic_update_slice_in_dim(out, fn(keys[i], chunk), start, axis=0)
+    return jax.lax.dynamic_update_slice_in_dim(out, fn(k, chunk), start, axis=0), None
 
-  out = _varying_like(jax.eval_shape(lambda k: fn(k, chunk), keys[0]),
+  # The keys are scanned over (and indexed only inside eval_shape's trace): JAX's
+  # key-reuse checker (jax_debug_key_reuse) then sees one fresh key per step.
+  out = _varying_like(jax.eval_shape(lambda ks: fn(ks[0], chunk), keys),
                       jnp.zeros((n, *tail), dtype))
-  return jax.lax.fori_loop(0, keys.shape[0], put, out)
+  return jax.lax.scan(put, out, (jnp.arange(keys.shape[0]), keys))[0]
 
 
 def _varying_like(spec, x):
