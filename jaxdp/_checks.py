@@ -112,6 +112,36 @@ def mark_invalid(ok, out):
   return jnp.where(ok, out, invalid_value(out.dtype))
 
 
+def in_range(name: str, value: Any, lo: float, hi: float, *, below: bool = False,
+             hint: str = "") -> Any:
+  """Whether ``lo <= value <= hi`` (``value < hi`` when ``below``): an allowlist,
+  which NaN fails.
+
+  Compared in float32 or wider (a float16 or integer value is cast exactly first), so
+  the bounds are never rounded to 0 or infinity.
+
+  Returns:
+    True for a concrete value in range; a traced bool for a traced value.
+
+  Raises:
+    ValueError: a concrete value out of range, naming ``name``.
+  """
+  upper = (lambda v: v < hi) if below else (lambda v: v <= hi)
+  if is_concrete(value):
+    try:
+      v = np.asarray(value, np.float64)
+    except (TypeError, ValueError):
+      raise ArgTypeError(f"{name} must be a real number; got {value!r}.") from None
+    if not np.all((v >= lo) & upper(v)):
+      raise ValueError(
+          f"{name} must be in [{lo:.4g}, {hi:.4g}{')' if below else ']'}; got "
+          f"{value!r}. {hint}".strip())
+    return True
+  v = jnp.asarray(value)
+  v = v.astype(jnp.promote_types(v.dtype, jnp.float32))
+  return jnp.all((v >= lo) & upper(v))
+
+
 def guard_positive(value, out):
   """Returns ``out`` where ``value`` is finite and > 0, invalid elsewhere (traced
   values): NaN, or the minimum of an integer ``out``."""
@@ -182,7 +212,7 @@ _F32 = np.finfo(np.float32)
 def check_eps(value: Any, name: str = "eps") -> Any:
   """:func:`check_positive` for a privacy parameter, which must also be a normal
   float32 number (noise and budgets are computed in float32: 1e-40 would become a
-  subnormal or 0, 1e39 infinity). Traced values pass through (see guard_positive)."""
+  subnormal or 0, 1e39 infinity). Traced values pass through (see :func:`in_range`)."""
   v = check_positive(value, name, allow_traced=True)
   if is_concrete(v) and not float(_F32.tiny) <= v <= float(_F32.max):
     raise ValueError(

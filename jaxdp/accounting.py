@@ -218,7 +218,9 @@ class Accountant:
         OS (:func:`jaxdp.random.secure_key`; a ``key`` passed in must be one), and
         every release must use an exact, float-safe mechanism (``exact=True``):
         any other is refused with a ValueError when the release is traced, before
-        anything is spent or drawn.
+        anything is spent or drawn, and so is a release from a secure accountant
+        whose key was swapped for another generator's (``dataclasses.replace``,
+        ``jax.tree_util``).
 
     Returns:
       The :class:`Accountant`.
@@ -503,10 +505,12 @@ def release(acct: Accountant, mech: Mechanism, data):
   The charge is ``mech.cost(acct.group_size)`` (``mech.zcdp_cost`` under zCDP,
   ``mech.rdp_cost`` at the accountant's orders under the Rényi filter). If
   it would take the total past the
-  budget, the release is refused (Lemma 2.6): the output is NaN (an exact integer
+  budget, or a traced parameter is outside the range the mechanism's sampler
+  supports (``mech.valid``: a scale the exact sampler cannot take, NaN, a subnormal
+  eps, ...), the release is refused (Lemma 2.6): the output is NaN (an exact integer
   release: its dtype's minimum) with the mechanism's
   output shape, nothing is spent, ``last_answered`` is False and ``refusals`` grows
-  by one. The decision uses only costs, never the data.
+  by one. The decision uses only the parameters, never the data.
 
   Args:
     acct: the :class:`Accountant` returned by the previous release (never an older
@@ -521,12 +525,17 @@ def release(acct: Accountant, mech: Mechanism, data):
     BudgetExceededError: when the cost is known at trace time and exceeds the whole
       budget (or the advanced-composition cap for one release), before any data is
       read.
+    ValueError: a static parameter or option of ``mech`` out of range (a mechanism
+      rebuilt from its leaves skips its constructor's checks), or a secure ``acct``
+      whose key is not ChaCha20 or a mechanism that is not exact; before anything is
+      spent or drawn.
     StaleAccountantError: eagerly, when ``acct``'s key was already used; at trace
       time, when ``jax.vmap`` or ``jax.shard_map`` maps the release over ``mech``,
       ``data`` or ``acct``'s counters but not over its key (every lane would get the
       same noise).
   """
-  ok, sub, new = _spend(acct, *_cost(acct, mech), _event(acct, mech), (mech, data))
+  ok, sub, new = _spend(acct, *_cost(acct, mech, _shape(data)), _event(acct, mech),
+                        (mech, data))
   out = _fill_refused(ok, mech.randomize(sub, data))
   _mark_used(acct.key)
   return new, planning.mark_if_planning(out)
@@ -566,8 +575,8 @@ def release_partitioned(acct: Accountant, mech: Mechanism, rows, part, num_parts
     McSherry (2009), Theorem 4 (parallel composition).
   """
   num_parts = _checks.check_int(num_parts, "num_parts", minimum=1)
-  ok, sub, new = _spend(acct, *_cost(acct, mech), _event(acct, mech),
-                        (mech, rows, part))
+  ok, sub, new = _spend(acct, *_cost(acct, mech, _shape(rows)[1:]),
+                        _event(acct, mech), (mech, rows, part))
   stat = mech.part_statistics(rows, part, num_parts)
   noise_mech = mech.inner if isinstance(mech, PosetCountMechanism) else mech
   if getattr(noise_mech, "grid", None) is None:
@@ -606,8 +615,9 @@ def release_parallel_unchecked(acct: Accountant, pairs):
     raise ValueError("pairs passes the same data object twice: parts that share data "
                      "are not disjoint (the cost would be the sum). Use "
                      "release_partitioned to split one dataset into parts.")
-  costs = [_cost(acct, m) for m, _ in pairs]
+  costs = [_cost(acct, m, _shape(x)) for m, x in pairs]
   ok, sub, new = _spend(acct, _max([c[0] for c in costs]), _max([c[1] for c in costs]),
+                        functools.reduce(lambda a, b: a & b, [c[2] for c in costs]),
                         _parallel_event([_event(acct, m) for m, _ in pairs]), pairs)
   keys = jax.random.split(sub, len(pairs))
   outs = tuple(m.randomize(k, x) for k, (m, x) in zip(keys, pairs))
@@ -668,9 +678,26 @@ def _in_cost(units, exponent) -> jax.Array:
       1.0, np.asarray(exponent))
 
 
-def _cost(acct, mech):
-  """``mech``'s cost in the accountant's currency: ``(eps, delta)``, or ``(rho, 0)``
-  under zCDP. A secure accountant first refuses a mechanism that is not exact."""
+def _cost(acct, mech, shape=()):
+  """``mech``'s cost in the accountant's currency and whether its parameters are
+  valid: ``(eps, delta, valid)``, or ``(rho, 0, valid)`` under zCDP.
+
+  A secure accountant first refuses a key that is not ChaCha20 and a mechanism that
+  is not exact (both static: checked at trace time). ``valid`` is the mechanism's
+  :meth:`~jaxdp.LaplaceMechanism.valid` for a statistic of ``shape`` (True for a
+  mechanism without one): a release with invalid parameters is refused, spending
+  nothing, so an out-of-range scale never reaches the sampler's output.
+
+  Raises:
+    ValueError: a secure accountant with another key or a mechanism that is not
+      exact, or a static parameter out of range.
+  """
+  if acct.secure and not dprandom.is_secure_key(acct.key):
+    raise ValueError(
+        "this accountant is secure (releases to publish) but its key is not a ChaCha20 "
+        f"key (got {_key_name(acct.key)}): its noise would not be cryptographically "
+        "secure. Continue from the accountant the last release returned, or create "
+        "one with Accountant.create(..., secure=True) (a fresh key from the OS).")
   if acct.secure and getattr(mech, "exact", False) is not True:
     raise ValueError(
         f"this accountant is secure (releases to publish) and refuses "
@@ -678,13 +705,29 @@ def _cost(acct, mech):
         "floats it can produce. Use an exact mechanism (LaplaceMechanism, "
         "KNormMechanism or PosetCountMechanism with exact=True, or "
         "DiscreteGaussianMechanism).")
+  valid = mech.valid(shape) if hasattr(mech, "valid") else True
   if acct.composition == "zcdp":
-    return mech.zcdp_cost(acct.group_size), 0.0
+    return mech.zcdp_cost(acct.group_size), 0.0, valid
   if acct.composition == "rdp":
-    return mech.rdp_cost(acct.orders, acct.group_size), 0.0
+    return mech.rdp_cost(acct.orders, acct.group_size), 0.0, valid
   if acct.composition == "planned":  # judged by its event against the plan's row
-    return 0.0, 0.0
-  return mech.cost(acct.group_size)
+    return 0.0, 0.0, valid
+  return (*mech.cost(acct.group_size), valid)
+
+
+def _shape(data) -> tuple:
+  """The shape of a mechanism's input (() for a pytree of several arrays)."""
+  try:
+    return tuple(np.shape(data))
+  except ValueError:
+    return ()
+
+
+def _key_name(key) -> str:
+  """The key's generator, for messages."""
+  if isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+    return f"a {jax.random.key_impl(key)} key"
+  return f"{type(key).__name__} {getattr(key, 'dtype', '')}{getattr(key, 'shape', '')}"
 
 
 def _fill_refused(ok, out):
@@ -828,10 +871,11 @@ def _parallel_event(events):
   return (kind, min(values) if kind == "gaussian" else max(values))
 
 
-def _spend(acct, eps, delta, event, inputs):
+def _spend(acct, eps, delta, valid, event, inputs):
   """What every release does before randomizing: refuse a release mapped over
   ``inputs`` (the mechanisms and data) but not over the accountant, refuse a static
-  over-budget cost, record the release for :func:`plan`, split the key and charge.
+  over-budget cost, record the release for :func:`plan`, split the key and charge
+  (nothing where ``valid``, the mechanisms' parameter check, is False).
 
   Returns:
     ``(ok, key for the mechanism, the accountant after the charge)``.
@@ -839,14 +883,15 @@ def _spend(acct, eps, delta, event, inputs):
   _check_unused(acct.key)
   acct = _one_key_per_lane(acct, inputs)
   if acct.composition == "planned":
-    return _spend_planned(acct, event)
+    return _spend_planned(acct, event, valid)
   _check_static_cost(acct, eps, delta)
   state = planning.current()
   if state is not None:
     eps, delta, acct = planning.record(state, eps, delta, event, acct)
   key, sub = jax.random.split(acct.key)
   ok, leaves = _charge((acct.spent_units, acct.spent_delta_units, acct.answered,
-                        acct.refusals, acct.last_answered), eps, delta, rule=_budget.rule_of(acct))
+                        acct.refusals, acct.last_answered), eps, delta, valid,
+                       rule=_budget.rule_of(acct))
   spent, spent_delta, answered, refusals, last = leaves
   return ok, sub, dataclasses.replace(
       acct, spent_units=spent, spent_delta_units=spent_delta, answered=answered,
@@ -897,8 +942,9 @@ _FITS = {"laplace": ("laplace", "pure"), "pure": ("pure",), "gaussian": ("gaussi
          "zcdp": ("zcdp",)}
 
 
-def _spend_planned(acct, event):
-  """The planned rule: the i-th release fits the plan's i-th row, or is refused."""
+def _spend_planned(acct, event, valid):
+  """The planned rule: the i-th release fits the plan's i-th row and has ``valid``
+  parameters, or is refused."""
   if not event:
     raise ValueError("composition='planned' needs mechanisms with a known event "
                      "(Laplace, Gaussian, discrete Gaussian, pure eps-DP).")
@@ -925,7 +971,7 @@ def _spend_planned(acct, event):
     limit = jnp.asarray(limit32)[index]
     fits = (value >= limit if more else value <= limit) & jnp.isfinite(value) & (value > 0)
   key, sub = jax.random.split(acct.key)
-  ok = jnp.broadcast_to(fits, jnp.shape(acct.last_answered))
+  ok = jnp.broadcast_to(fits & valid, jnp.shape(acct.last_answered))
   return ok, sub, dataclasses.replace(
       acct, key=key, log=_logged(acct, ok, event),
       answered=acct.answered + ok.astype(jnp.int32),
@@ -933,12 +979,13 @@ def _spend_planned(acct, event):
 
 
 @functools.partial(jax.jit, static_argnames=("rule",))
-def _charge(leaves, eps, delta, *, rule: _budget.Rule):
-  """The charge on the accountant's counters (one compiled call when eager)."""
+def _charge(leaves, eps, delta, valid, *, rule: _budget.Rule):
+  """The charge on the accountant's counters (one compiled call when eager); nothing
+  is charged unless ``valid``."""
   spent, spent_delta, answered, refusals, last = leaves
   ve, ce = _budget.charge(eps, rule.unit_exponent, positive=True)
   vd, cd = _budget.charge(delta, rule.delta_unit_exponent, positive=False)
-  ok = ve & vd & _budget.allowed(rule, spent, spent_delta, answered, ce, cd)
+  ok = valid & ve & vd & _budget.allowed(rule, spent, spent_delta, answered, ce, cd)
   return ok, (jnp.where(ok, _budget.add(rule, spent, ce), spent),
               jnp.where(ok, spent_delta + cd, spent_delta),
               answered + ok.astype(jnp.int32), refusals + (~ok).astype(jnp.int32),

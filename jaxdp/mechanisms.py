@@ -13,10 +13,15 @@ Every mechanism follows the :class:`Mechanism` protocol:
 A mechanism is a pytree: its numbers (eps, delta, sensitivity) are leaves and its
 structure (the ball, the poset, the noise kind, the invalid-row policy) is static.
 So a mechanism can be a ``jit`` argument, a ``vmap`` input (one eps per replicate) or
-a ``lax.scan`` carry, and ``LaplaceMechanism(eps)`` accepts a traced eps. A traced eps
-that is not finite and positive produces NaN output (and is refused by
-:func:`jaxdp.release`), never weaker noise. Arguments are validated when you build a
-mechanism, not when JAX rebuilds one from its leaves.
+a ``lax.scan`` carry, and ``LaplaceMechanism(eps)`` accepts a traced eps. Arguments are
+validated when you build a mechanism; JAX rebuilds one from its leaves without that,
+and a traced value cannot be checked then, so every mechanism also has
+``valid(shape)``: an allowlist of the parameter ranges its sampler supports (a
+normal float32 eps, sensitivity and noise scale; an exact sampler's scale at most
+:data:`jaxdp.exact.MAX_SCALE`). A static parameter out of range raises ValueError; a
+traced one makes ``randomize`` return the invalid fill (NaN, or an integer output's
+minimum, never the statistic plus a fill) and :func:`jaxdp.release` refuse the
+release, spending nothing. Never weaker noise.
 
 References:
   C. Dwork, "Differential privacy", ICALP 2006; C. Dwork, A. Roth, "The Algorithmic
@@ -100,7 +105,54 @@ def _pytree(*leaves: str):
   return wrap
 
 
-class _Mechanism:
+_TINY = float(np.finfo(np.float32).tiny)   # the normal float32 range: noise, scales
+_HUGE = float(np.finfo(np.float32).max)    # and budgets are computed in float32
+
+
+_REBUILT = ("(A mechanism rebuilt from its leaves, e.g. by jax.tree_util, skips its "
+            "constructor's checks.)")
+
+
+class _Valid:
+  """The allowlist of parameter ranges a mechanism's sampler supports."""
+
+  def valid(self, shape=()):
+    """Whether the parameters lie in the ranges the noise sampler supports.
+
+    The constructor's checks again (JAX skips them when it rebuilds a mechanism from
+    its leaves) and, for every parameter and the noise scale derived from them, a
+    range (a normal float32 number; an exact sampler's scale at most
+    :data:`jaxdp.exact.MAX_SCALE`), which a traced value is compared with. Where it
+    is False, :meth:`randomize` returns the invalid fill and :func:`jaxdp.release`
+    refuses the release: nothing is spent. It reads the parameters only, never data.
+
+    Args:
+      shape: the statistic's shape, as ``randomize`` gets it (a grid's snapping
+        slack, one unit per entry, widens the exact noise).
+
+    Returns:
+      True when every parameter is static, else a traced bool.
+
+    Raises:
+      ValueError: a static option or parameter out of range.
+    """
+    self._check_options()
+    ok = True
+    for name, value, lo, hi, below in self._ranges(tuple(shape)):
+      value = value() if callable(value) else value  # derived: after the others passed
+      ok = ok & _checks.in_range(name, value, lo, hi, below=below, hint=_REBUILT)
+    return ok
+
+  def _check_options(self):
+    """The static options' checks (the constructor runs them too)."""
+
+  def _ranges(self, shape):
+    """``(name, value, lo, hi, below)``: ``lo <= value <= hi`` (``< hi`` if below)."""
+    return [("eps", self.eps, _TINY, _HUGE, False),
+            ("sensitivity", self.sensitivity, _TINY, _HUGE, False)]
+
+
+class _Mechanism(_Valid):
   """Shared behaviour: parameter validation and the pure-DP ``cost``."""
 
   def _check_eps(self):
@@ -109,8 +161,8 @@ class _Mechanism:
       object.__setattr__(self, "eps", float(self.eps))
 
   def _check_sensitivity(self):
-    s = _checks.check_positive(self.sensitivity, "sensitivity", allow_traced=True)
-    object.__setattr__(self, "sensitivity", s)
+    object.__setattr__(self, "sensitivity", _checks.check_eps(self.sensitivity,
+                                                              "sensitivity"))
 
   def cost(self, group_size: int = 1):
     """``(eps, delta)`` for groups of ``group_size`` (floats when eps is static)."""
@@ -140,14 +192,6 @@ class _Mechanism:
     response), whatever its noise."""
     k = _checks.check_int(group_size, "group_size", minimum=1)
     return ("pure", k * self.eps)
-
-  def _guard(self, out):
-    """Invalid (NaN, or an integer output's minimum) where a traced eps or sensitivity
-    is not finite and positive."""
-    for v in (self.eps, self.sensitivity):
-      if not _checks.is_concrete(v):
-        out = _checks.guard_positive(v, out)
-    return out
 
 
 @_pytree("eps", "sensitivity")
@@ -180,7 +224,26 @@ class LaplaceMechanism(_Mechanism):
   def __post_init__(self):
     self._check_eps()
     self._check_sensitivity()
+    self._check_options()
+
+  def _check_options(self):
     _check_exact_options(self.exact, self.grid)
+
+  def _ranges(self, shape):
+    if self.exact:
+      scale = ("the exact noise scale (sensitivity in grid units / eps)", exact.MAX_SCALE)
+    else:
+      scale = ("the noise scale sensitivity / eps", _HUGE)
+    return super()._ranges(shape) + [
+        (scale[0], lambda: self._noise_scale(shape), _TINY, scale[1], False)]
+
+  def _noise_scale(self, shape):
+    """The Laplace scale: sensitivity / eps, or for exact noise the scale in grid
+    units (snapping to a grid adds one unit of slack per entry)."""
+    if not self.exact:
+      return self.sensitivity / self.eps
+    slack = 0 if self.grid is None else math.prod(shape)
+    return _exact_scale(self.sensitivity / (self.grid or 1.0) + slack, self.eps)
 
   norm = 1.0  # the sensitivity's norm (for clipping per-row contributions)
 
@@ -203,16 +266,19 @@ class LaplaceMechanism(_Mechanism):
     if self.exact:
       return self._randomize_exact(key, data)
     data = _statistic(data)
+    ok = self.valid(data.shape)
     noise = dprandom.laplace(key, data.shape, data.dtype)
-    return self._guard(data + noise * (self.sensitivity / self.eps))
+    ok, out = _noisy(ok, data, noise * self._noise_scale(data.shape))
+    return _checks.mark_invalid(ok, out)
 
   def _randomize_exact(self, key, data):
-    units, slack = _grid_units(data, self.grid)
-    scale = _exact_scale(self.sensitivity / (self.grid or 1.0) + slack, self.eps)
-    out = units + exact.laplace(key, units.shape, scale=scale)
+    units, _ = _grid_units(data, self.grid)
+    ok = self.valid(units.shape)
+    noise = exact.laplace(key, units.shape, scale=self._noise_scale(units.shape))
+    ok, out = _noisy(ok, units, noise)
     if self.grid is not None:
       out = out.astype(jnp.result_type(float)) * self.grid
-    return self._guard(out)
+    return _checks.mark_invalid(ok, out)
 
   def part_statistics(self, rows, part, num_parts):
     """Per-part sums of rows clipped to l_1 norm ``sensitivity``.
@@ -245,17 +311,29 @@ class KNormMechanism(_Mechanism):
   exact: bool = False
 
   def __post_init__(self):
+    self._check_options()
+    self._check_eps()
+    self._check_sensitivity()
+
+  def _check_options(self):
     if not isinstance(self.ball, (PosetBall, LpBall)):
       raise _checks.ArgTypeError(
           f"ball must be a jaxdp.PosetBall or jaxdp.LpBall; got {self.ball!r}.")
-    self._check_eps()
-    self._check_sensitivity()
     _check_exact_options(self.exact, None)
     if self.exact and not (isinstance(self.ball, PosetBall) or self.ball.p in (1, math.inf)):
       raise ValueError(
           f"exact=True is available for the poset ball, the l_1 ball (i.i.d. Laplace) "
           f"and the l_inf ball; got {self.ball!r}, whose noise the exact sampler "
           "cannot bound in intervals yet (the l_2 ball needs normal variates).")
+
+  def _ranges(self, shape):
+    if self.exact:
+      scale = ("the exact noise scale sensitivity / eps",
+               lambda: _exact_scale(self.sensitivity, self.eps), exact.MAX_SCALE)
+    else:
+      scale = ("the noise scale sensitivity / eps",
+               lambda: self.sensitivity / self.eps, _HUGE)
+    return super()._ranges(shape) + [(scale[0], scale[1], _TINY, scale[2], False)]
 
   @property
   def norm(self):
@@ -273,6 +351,7 @@ class KNormMechanism(_Mechanism):
     if self.exact:
       units, _ = _grid_units(data, None)
       self._check_dim(units)
+      ok = self.valid(units.shape)
       scale = _exact_scale(self.sensitivity, self.eps)
       if isinstance(self.ball, PosetBall):
         noise = exact.poset_knorm(key, self.ball.poset, scale, units.shape[:-1])
@@ -280,11 +359,12 @@ class KNormMechanism(_Mechanism):
         noise = exact.linf_knorm(key, self.ball.d, scale, units.shape[:-1])
       else:
         noise = exact.laplace(key, units.shape, scale=scale)
-      return self._guard(units + noise)
+      return _checks.mark_invalid(*_noisy(ok, units, noise))
     data = _statistic(data)
     self._check_dim(data)
+    ok = self.valid(data.shape)
     noise = dprandom.knorm(key, self.ball, self.eps, data.shape[:-1], data.dtype)
-    return self._guard(data + self.sensitivity * noise)
+    return _checks.mark_invalid(*_noisy(ok, data, self.sensitivity * noise))
 
   def _check_dim(self, data):
     if data.shape[-1:] != (self.ball.dim,):
@@ -293,7 +373,7 @@ class KNormMechanism(_Mechanism):
           f"{data.shape}.")
 
 
-class _GaussianNoise:
+class _GaussianNoise(_Valid):
   """What Gaussian noise of standard deviation ``self.sigma`` costs, whatever set
   sigma: zCDP, Rényi curve, event, and l_2-clipped part sums."""
 
@@ -351,19 +431,13 @@ class GaussianMechanism(_GaussianNoise, _Mechanism):
 
   def __post_init__(self):
     self._check_eps()
-    if self.calibration not in ("classical", "analytic"):
-      raise ValueError(f"calibration must be 'classical' or 'analytic'; got "
-                       f"{self.calibration!r}.")
+    self._check_options()
     if self.calibration == "classical" and _checks.is_concrete(self.eps) and \
         not self.eps < 1:
       raise ValueError(
           f"eps must be < 1 for the classical Gaussian mechanism; got {self.eps}. "
           "Use calibration='analytic' (any eps > 0), a smaller eps, or a pure-DP "
           "mechanism.")
-    if self.calibration == "analytic" and not all(
-        _checks.is_concrete(v) for v in (self.eps, self.delta, self.sensitivity)):
-      raise ValueError("calibration='analytic' needs static eps, delta and "
-                       "sensitivity (sigma is solved for on the host).")
     delta = _checks.check_eps(self.delta, "delta")
     if _checks.is_concrete(delta):
       if delta >= 1:
@@ -371,6 +445,22 @@ class GaussianMechanism(_GaussianNoise, _Mechanism):
       delta = float(delta)
     object.__setattr__(self, "delta", delta)
     self._check_sensitivity()
+
+  def _check_options(self):
+    if self.calibration not in ("classical", "analytic"):
+      raise ValueError(f"calibration must be 'classical' or 'analytic'; got "
+                       f"{self.calibration!r}.")
+    if self.calibration == "analytic" and not all(
+        _checks.is_concrete(v) for v in (self.eps, self.delta, self.sensitivity)):
+      raise ValueError("calibration='analytic' needs static eps, delta and "
+                       "sensitivity (sigma is solved for on the host).")
+
+  def _ranges(self, shape):
+    classical = self.calibration == "classical"  # Dwork & Roth's sigma needs eps < 1
+    return [("eps", self.eps, _TINY, 1.0 if classical else _HUGE, classical),
+            ("delta", self.delta, _TINY, 1.0, True),
+            ("sensitivity", self.sensitivity, _TINY, _HUGE, False),
+            ("sigma", lambda: self.sigma, _TINY, _HUGE, False)]
 
   @property
   def sigma(self):
@@ -386,11 +476,9 @@ class GaussianMechanism(_GaussianNoise, _Mechanism):
 
   def randomize(self, key, data):
     data = _statistic(data)
+    ok = self.valid(data.shape)
     noise = dprandom.gaussian(key, data.shape, data.dtype)
-    eps_max = jnp.inf if self.calibration == "analytic" else 1.0
-    ok = (jnp.isfinite(self.eps) & (self.eps > 0) & (self.eps < eps_max) & (self.delta > 0)
-          & (self.delta < 1) & jnp.isfinite(self.sensitivity) & (self.sensitivity > 0))
-    return data + jnp.where(ok, noise * self.sigma, jnp.nan)
+    return _checks.mark_invalid(*_noisy(ok, data, noise * self.sigma))
 
 
 @_pytree("sigma", "sensitivity")
@@ -419,10 +507,13 @@ class ZCDPGaussianMechanism(_GaussianNoise):
   exact = False
 
   def __post_init__(self):
-    object.__setattr__(self, "sigma", _checks.check_positive(
-        self.sigma, "sigma", allow_traced=True))
-    object.__setattr__(self, "sensitivity", _checks.check_positive(
-        self.sensitivity, "sensitivity", allow_traced=True))
+    object.__setattr__(self, "sigma", _checks.check_eps(self.sigma, "sigma"))
+    object.__setattr__(self, "sensitivity", _checks.check_eps(self.sensitivity,
+                                                              "sensitivity"))
+
+  def _ranges(self, shape):
+    return [("sigma", self.sigma, _TINY, _HUGE, False),
+            ("sensitivity", self.sensitivity, _TINY, _HUGE, False)]
 
   def cost(self, group_size: int = 1):
     raise ValueError(
@@ -432,12 +523,9 @@ class ZCDPGaussianMechanism(_GaussianNoise):
 
   def randomize(self, key, data):
     data = _statistic(data)
+    ok = self.valid(data.shape)
     noise = dprandom.gaussian(key, data.shape, data.dtype)
-    out = data + noise * self.sigma
-    for v in (self.sigma, self.sensitivity):
-      if not _checks.is_concrete(v):
-        out = _checks.guard_positive(v, out)
-    return out
+    return _checks.mark_invalid(*_noisy(ok, data, noise * self.sigma))
 
 
 @_pytree("eps", "delta", "sensitivity")
@@ -487,6 +575,20 @@ class DiscreteGaussianMechanism(_Mechanism):
           f"{self.sensitivity:g} need sigma = {self.sigma:.4g}, above the exact "
           f"sampler's {exact.MAX_SIGMA:g}; use a larger eps or a coarser statistic.")
 
+  def _check_options(self):
+    if not all(_checks.is_concrete(v) for v in (self.eps, self.delta, self.sensitivity)):
+      raise ValueError(
+          "DiscreteGaussianMechanism needs static eps, delta and sensitivity (sigma and "
+          "the sampler's integer tables are set on the host); got traced ones. Pass "
+          "the mechanism as a static argument (or close over it) instead of as a "
+          "traced jit, vmap or scan input.")
+
+  def _ranges(self, shape):
+    return [("eps", self.eps, _TINY, _HUGE, False),
+            ("delta", self.delta, _TINY, 1.0, True),
+            ("sensitivity", self.sensitivity, _TINY, _HUGE, False),
+            ("sigma", lambda: self.sigma, _TINY, exact.MAX_SIGMA, False)]
+
   @property
   def sigma(self) -> float:
     """sensitivity / sqrt(2 rho) (before the sampler rounds sigma^2 up to a quarter)."""
@@ -510,7 +612,9 @@ class DiscreteGaussianMechanism(_Mechanism):
 
   def randomize(self, key, data):
     units, _ = _grid_units(data, None)
-    return units + exact.discrete_gaussian(key, units.shape, sigma=self.sigma)
+    ok = self.valid(units.shape)
+    noise = exact.discrete_gaussian(key, units.shape, sigma=self.sigma)
+    return _checks.mark_invalid(*_noisy(ok, units, noise))
 
   def part_statistics(self, rows, part, num_parts):
     """Per-part int32 sums of integer rows; a row of l_2 norm above ``sensitivity``
@@ -520,7 +624,8 @@ class DiscreteGaussianMechanism(_Mechanism):
 
 @functools.lru_cache(maxsize=256)
 def _dg_sigma(eps: float, delta: float, sensitivity: float) -> float:
-  return sensitivity / math.sqrt(2 * zcdp_budget(eps, delta))
+  rho = zcdp_budget(eps, delta)
+  return sensitivity / math.sqrt(2 * rho) if rho > 0 else math.inf  # eps too small
 
 
 @_pytree("eps")
@@ -557,9 +662,12 @@ class PosetCountMechanism(_Mechanism):
   exact: bool = False
 
   def __post_init__(self):
+    self._check_eps()
+    self._check_options()
+
+  def _check_options(self):
     if not isinstance(self.poset, Poset):
       raise _checks.ArgTypeError(f"poset must be a jaxdp.Poset; got {self.poset!r}.")
-    self._check_eps()
     if self.noise not in COUNT_NOISES:
       raise ValueError(f"noise must be one of {COUNT_NOISES}; got {self.noise!r}.")
     _check_exact_options(self.exact, None)
@@ -570,6 +678,12 @@ class PosetCountMechanism(_Mechanism):
       exact_tables(self.poset)  # the exact sampler's limits, checked now
     if self.on_invalid not in ("raise", "clip"):
       raise ValueError(f"on_invalid must be 'raise' or 'clip'; got {self.on_invalid!r}.")
+
+  def valid(self, shape=()):
+    """:meth:`KNormMechanism.valid` of the noise mechanism (:attr:`inner`), after
+    this mechanism's own options; ``shape`` (the rows') is not needed."""
+    self._check_options()
+    return self.inner.valid((self.dim,))
 
   @property
   def dim(self) -> int:
@@ -609,6 +723,7 @@ class PosetCountMechanism(_Mechanism):
     return _as_int_counts(counts) if self.exact else counts
 
   def randomize(self, key, data):
+    self._check_options()
     stat = self.statistic(data)
     return self.inner.randomize(key, stat)
 
@@ -883,6 +998,18 @@ def _exact_scale(units, eps):
     return scale
   scale = jnp.asarray(units, jnp.float32) / eps * (1 + 2.0 ** -20)
   return _checks.guard_positive(eps, scale)
+
+
+def _noisy(ok, stat, noise):
+  """``(ok, stat + noise)``, where ``ok`` (the parameters are valid, see
+  :meth:`_Valid.valid`) is narrowed to entries whose integer noise is not an exact
+  sampler's fill (its dtype's minimum, never a noise value: they stay within
+  +-2^30), and the noise is replaced by 0 where not ``ok``, so no fill enters
+  arithmetic with the data. The caller puts the invalid fill where not ``ok``."""
+  noise = jnp.asarray(noise)
+  if jnp.issubdtype(noise.dtype, jnp.integer):
+    ok = ok & (noise != jnp.iinfo(noise.dtype).min)
+  return ok, stat + jnp.where(ok, noise, jnp.zeros((), noise.dtype))
 
 
 def _as_int_counts(counts):
