@@ -59,7 +59,9 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import math
+import types
 from typing import Callable
 
 import jax
@@ -147,8 +149,81 @@ class _Query:
     return jax.vmap(lambda row: fn(row)[0])(data)
 
 
-_CACHE: collections.OrderedDict = collections.OrderedDict()
-_CACHE_SIZE = 256
+class _LRU:
+  """A bounded dict that forgets the least recently used entry."""
+
+  def __init__(self, size: int):
+    self._size, self._items = size, collections.OrderedDict()
+
+  def get(self, key):
+    value = self._items.get(key)
+    if value is not None:
+      self._items.move_to_end(key)
+    return value
+
+  def put(self, key, value):
+    self._items[key] = value
+    if len(self._items) > self._size:
+      self._items.popitem(last=False)
+    return value
+
+
+_COMPILED = _LRU(256)   # (checked programs, mechanism, parts) -> jitted query
+_CHECKED = _LRU(1024)   # (function fingerprint, row type) -> checked program
+
+
+class _NoFingerprint(Exception):
+  """A function whose behaviour may depend on state a fingerprint cannot capture."""
+
+
+_SIMPLE = (int, float, complex, str, bytes, bool, type(None))
+
+
+def _fingerprint(obj, depth: int = 0):
+  """A hashable value equal for two functions that trace to the same program: the
+  code, the closure's and defaults' values and the globals the code names
+  (recursively for functions; modules and builtins by identity). Raises
+  :class:`_NoFingerprint` for anything else (arrays, objects, deep recursion)."""
+  if depth > 6:
+    raise _NoFingerprint
+  if isinstance(obj, _SIMPLE):
+    return (type(obj), obj)
+  if isinstance(obj, tuple):
+    return ("tuple",) + tuple(_fingerprint(v, depth + 1) for v in obj)
+  if isinstance(obj, (types.ModuleType, types.BuiltinFunctionType)) or _library(obj):
+    return ("id", id(obj))
+  if isinstance(obj, functools.partial):
+    return ("partial", _fingerprint(obj.func, depth + 1),
+            _fingerprint(obj.args, depth + 1),
+            _fingerprint(tuple(sorted(obj.keywords.items())), depth + 1))
+  if not isinstance(obj, types.FunctionType):
+    raise _NoFingerprint
+  code = obj.__code__
+  try:
+    cells = tuple(_fingerprint(c.cell_contents, depth + 1) for c in obj.__closure__ or ())
+  except ValueError:  # an empty cell
+    raise _NoFingerprint from None
+  g = obj.__globals__
+  names = sorted(n for n in _names(code) if n in g)
+  return ("function", code, cells, _fingerprint(obj.__defaults__ or (), depth + 1),
+          _fingerprint(tuple(sorted((obj.__kwdefaults__ or {}).items())), depth + 1),
+          tuple((n, _fingerprint(g[n], depth + 1)) for n in names))
+
+
+def _library(obj) -> bool:
+  """A callable of JAX or numpy (a jitted jnp function, a ufunc, a custom_jvp),
+  whose behaviour is fixed when it is made."""
+  return callable(obj) and not isinstance(obj, (type, np.ndarray, jax.Array)) and \
+      type(obj).__module__.split(".")[0] in ("jax", "jaxlib", "numpy")
+
+
+def _names(code) -> set:
+  """The global and attribute names a code object (and its nested code) uses."""
+  out = set(code.co_names)
+  for c in code.co_consts:
+    if isinstance(c, types.CodeType):
+      out |= _names(c)
+  return out
 
 
 class Session:
@@ -369,9 +444,25 @@ class Session:
 
   # -------------------------------------------------------------- internals
   def _checked(self, fn: Callable, name: str) -> _Query:
-    """``fn`` traced once on one abstract row and checked against the allowlist."""
+    """``fn`` traced once on one abstract row and checked against the allowlist.
+
+    A function whose fingerprint (code, closure, defaults, named globals) matches an
+    earlier query's on the same row type reuses that checked program, as ``jax.jit``
+    reuses a trace."""
     if not callable(fn):
       raise _checks.ArgTypeError(f"{name} must be a function of one row; got {fn!r}.")
+    try:
+      key = (_fingerprint(fn), self._row.shape, self._row.dtype)
+    except _NoFingerprint:
+      key = None
+    else:
+      hit = _CHECKED.get(key)
+      if hit is not None:
+        return hit
+    query = self._trace(fn, name)
+    return query if key is None else _CHECKED.put(key, query)
+
+  def _trace(self, fn: Callable, name: str) -> _Query:
     closed = jax.make_jaxpr(fn)(self._row)
     if len(closed.jaxpr.outvars) != 1:
       raise ValueError(f"{name} must return one array per row; it returns "
@@ -413,9 +504,8 @@ def _compiled(mech, rows_q, by_q, num_parts, prepare):
   leaves, treedef = jax.tree_util.tree_flatten(mech)
   key = (rows_q.key if rows_q else None, by_q.key if by_q else None, treedef,
          tuple((type(v), v) for v in leaves), num_parts, prepare)
-  run = _CACHE.get(key)
+  run = _COMPILED.get(key)
   if run is not None:
-    _CACHE.move_to_end(key)
     return run
 
   def query(acct, data, rows_consts, by_consts):
@@ -425,11 +515,7 @@ def _compiled(mech, rows_q, by_q, num_parts, prepare):
             jnp.zeros((data.shape[0],), jnp.int32))
     return release_partitioned(acct, mech, contrib, part, num_parts)
 
-  run = jax.jit(query)
-  _CACHE[key] = run
-  if len(_CACHE) > _CACHE_SIZE:
-    _CACHE.popitem(last=False)
-  return run
+  return _COMPILED.put(key, jax.jit(query))
 
 
 def _prepare(x, prepare):
