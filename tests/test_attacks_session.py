@@ -236,3 +236,27 @@ def test_nothing_a_session_raises_depends_on_the_data(queries, secure):
     assert outcomes[0] == outcomes[1], q
     assert [(s.answered, s.refusals, s.spent) for s in sessions][0] == \
         [(s.answered, s.refusals, s.spent) for s in sessions][1]
+
+
+THRESHOLD = 10
+
+
+def test_a_reused_check_never_answers_another_function():
+  """Checked programs are reused by fingerprint (code, closure, defaults, named
+  globals): functions that differ in any of these get their own program. Counts at
+  eps 5 (Laplace scale 0.2; |noise| < 6 with probability 1 - 1e-13 each)."""
+  global THRESHOLD
+  s = Session(np.arange(100), 100.0, key=jax.random.key(2))
+  for t in (10, 90):  # the same code, another closure value
+    assert abs(s.count(lambda v: v < t, eps=5.0) - t) < 6
+  for t in (20, 70):  # another global value
+    THRESHOLD = t
+    assert abs(s.count(lambda v: v < THRESHOLD, eps=5.0) - t) < 6
+  bounds = [30]  # a mutable default: no fingerprint, traced every time
+
+  def below(v, b=bounds):
+    return v < b[0]
+
+  assert abs(s.count(below, eps=5.0) - 30) < 6
+  bounds[0] = 60
+  assert abs(s.count(below, eps=5.0) - 60) < 6
