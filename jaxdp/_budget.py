@@ -82,7 +82,7 @@ def charge(x, exponent, *, positive: bool):
   """
   x = jnp.asarray(x).astype(jnp.float32)
   valid = jnp.all((x > 0 if positive else x >= 0) & (x < jnp.inf))
-  scaled = x * _scale(exponent)
+  scaled = jnp.minimum(x * _scale(exponent), _CLIP)  # no inf - inf = NaN
   relieved = scaled - scaled * np.float32(2.0 ** -SLACK_BITS)
   units = jnp.ceil(jnp.minimum(relieved, _CLIP)).astype(jnp.int32)
   units = jnp.where(x > 0, jnp.maximum(units, 1), 0)
@@ -99,7 +99,7 @@ def charge_host(x: float, exponent: int, *, positive: bool):
     valid = bool(np.all((x > 0 if positive else x >= 0) & (x < np.inf)))
     if not valid:
       return False, (0 if x.ndim == 0 else np.zeros(x.shape, np.int64))
-    scaled = x * _scale(exponent)
+    scaled = np.minimum(x * _scale(exponent), _CLIP)  # no inf - inf = NaN
     relieved = scaled - scaled * np.float32(2.0 ** -SLACK_BITS)
     units = np.ceil(np.minimum(relieved, _CLIP)).astype(np.int64)
     units = np.where(x > 0, np.maximum(units, 1), 0)

@@ -44,8 +44,9 @@ raises ``KeyReuseError`` on a replay. A release mapped by ``jax.vmap`` over its 
 mechanism or counters with one accountant (its key unbatched) would be one release
 per lane with the same noise, which JAX's checker does not see: it raises
 :class:`StaleAccountantError` at trace time, jitted or not, and so does a release in
-``jax.shard_map`` whose inputs vary over a mesh axis its key does not (``pmap``
-does not say which inputs differ across devices: pass one accountant per device).
+``jax.shard_map`` whose inputs vary over a mesh axis its key does not; under
+``jax.pmap`` or ``shard_map(check_vma=False)``, where JAX does not say which inputs
+differ across devices, every release is refused.
 For an untrusted analyst use
 :class:`jaxdp.Session`, which holds the data and the accountant and cannot be
 rewound.
@@ -802,14 +803,22 @@ def _one_key_per_lane(acct, inputs):
   over its mechanisms, data or counters but not over its key: that is one release
   per lane from one accountant value, all with the same noise (a stale replay:
   Lemma 2.6's count is broken). Raises :class:`StaleAccountantError` at trace time,
-  before any noise is drawn. ``pmap`` (and ``shard_map`` with ``check_vma=False``)
-  does not say which values differ across devices: there the caller must pass one
-  accountant per device."""
+  before any noise is drawn. ``pmap`` and ``shard_map`` with ``check_vma=False`` do
+  not say which values differ across devices, so a release under them is refused
+  too (an allowlist: only mesh axes whose variation JAX tracks are accepted)."""
   key = acct.key
   others = [x for x in jax.tree_util.tree_leaves((inputs, acct))
             if isinstance(x, jax.Array) and x is not key]
   if all(map(_checks.is_concrete, others + [key])):
     return acct                        # no transformation is tracing this release
+  untracked = _untracked_axes()
+  if untracked:
+    raise StaleAccountantError(
+        f"this release runs under jax.pmap or jax.shard_map(check_vma=False) (mesh axes "
+        f"{sorted(untracked)}), where JAX does not track which values differ across "
+        "devices, so jaxdp cannot tell whether every device would add the same noise. "
+        "Use jax.shard_map with check_vma=True (the default), with the accountant's "
+        "key sharded over the axis (one accountant per device).")
   varying = lambda x: _checks.varying_axes(jax.typeof(x))
   spread = frozenset().union(*map(varying, others)) - varying(key)
   if spread:
@@ -822,6 +831,17 @@ def _one_key_per_lane(acct, inputs):
   # counters, so no transformation can drop the call
   return dataclasses.replace(acct, answered=_lanes(acct.answered, key,
                                                    jax.lax.stop_gradient(others)))
+
+
+def _untracked_axes() -> frozenset:
+  """The manual mesh axes of the enclosing ``shard_map`` or ``pmap`` along which JAX
+  does not track variation (``check_vma=False``): a value cast to varying over them
+  stays unvarying."""
+  axes = tuple(jax.sharding.get_abstract_mesh().manual_axes)
+  if not axes:
+    return frozenset()
+  probe = jax.lax.pcast(jnp.zeros((), jnp.int32), axes, to="varying")
+  return frozenset(axes) - _checks.varying_axes(jax.typeof(probe))
 
 
 @jax.custom_batching.custom_vmap

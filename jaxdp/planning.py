@@ -265,6 +265,14 @@ def plan(fn: Callable, acct, *args, **kwargs) -> Plan:
   would have to refuse them all. Check a query function with plan before running it,
   or give untrusted analysts a :class:`jaxdp.Session`.
 
+  What plan cannot see: the arguments' shapes and dtypes are public to it (JAX traces
+  with concrete shapes, so a query may branch on the number of rows: when that
+  number is private, use a :class:`jaxdp.Session`, whose row functions never see
+  it), and Python code that behaves differently when it is not traced (a ``try``
+  around ``float(x.sum())``, data passed as Python lists). Run a planned query as it
+  was planned: under ``jax.jit``, with its data as array arguments, so the program
+  that runs is the one plan traced.
+
   Args:
     fn: the query function; its first argument is the accountant.
     acct: the accountant to plan against (not consumed).

@@ -348,7 +348,8 @@ class Session:
     """
     return self._release(mech, rows, by, num_parts, ("rows", "by"))
 
-  def _release(self, mech, rows, by, num_parts, names):
+  def _release(self, mech, rows, by, num_parts, names, scalar=False):
+    _not_traced()
     if (by is None) != (num_parts is None):
       raise ValueError("by and num_parts go together: pass both or neither.")
     if type(mech) not in _MECHANISMS:  # a subclass could override randomize or cost
@@ -373,15 +374,23 @@ class Session:
       raise ValueError(f"{names[1]} must return one integer per row; got {by_q.out.dtype} "
                        f"values of shape {by_q.out.shape}.")
     out_aval = rows_q.out if rows_q is not None else self._row
+    if scalar and out_aval.shape != ():
+      raise ValueError(f"{names[0]} must return a scalar per row; got values of shape "
+                       f"{out_aval.shape}.")
     mech, prepare, unit = _contributions(mech, out_aval)
     run = _compiled(mech, rows_q, by_q, num_parts, prepare)
     accounting._check_unused(self._acct.key)
+    args = (rows_q.consts if rows_q else (), by_q.consts if by_q else ())
+    failed = False
     try:
-      acct, out = run(self._acct, self._data, rows_q.consts if rows_q else (),
-                      by_q.consts if by_q else ())
+      acct, out = run(self._acct, self._data, *args)
     except BudgetExceededError:
       self._acct = dataclasses.replace(self._acct, refusals=self._acct.refusals + 1)
       raise
+    except Exception:  # noqa: BLE001 - its message may quote the number of rows
+      failed = True
+    if failed:  # raised outside the handler: the first error is not chained
+      self._explain_failure(run, args)
     accounting._mark_used(self._acct.key)
     self._acct = acct
     if not bool(acct.last_answered):
@@ -398,7 +407,7 @@ class Session:
     a float, or an exact int in a secure session. Raises as :meth:`release`."""
     out = self._release(LaplaceMechanism(eps, exact=self.secure),
                         lambda r: jnp.asarray(predicate(r)).astype(bool), None, None,
-                        ("predicate", "by"))
+                        ("predicate", "by"), scalar=True)
     return int(out) if self.secure else float(out)
 
   def histogram(self, bin_of: Callable, num_bins: int, eps: float):
@@ -419,7 +428,8 @@ class Session:
     """
     mech = LaplaceMechanism(eps, bound, exact=self.secure, grid=grid if self.secure
                             else None)
-    return float(self._release(mech, value_of, None, None, ("value_of", "by")))
+    return float(self._release(mech, value_of, None, None, ("value_of", "by"),
+                               scalar=True))
 
   def poset_counts(self, poset: Poset, eps: float, *, noise: str = "poset",
                    columns: Callable | None = None,
@@ -443,6 +453,15 @@ class Session:
     return self._release(mech, columns, by, num_parts, ("columns", "by"))
 
   # -------------------------------------------------------------- internals
+  def _explain_failure(self, run, args):
+    """Raises the error of a failed query as it occurs on a one-row stand-in for the
+    data, so that neither its type nor its message depends on the rows."""
+    row = jax.ShapeDtypeStruct((1,) + self._row.shape, self._row.dtype)
+    jax.eval_shape(run, self._acct, row, *args)
+    raise UnsafeQueryError(
+        "the query failed on the held data but not on a one-row stand-in; nothing "
+        "was spent.")
+
   def _checked(self, fn: Callable, name: str) -> _Query:
     """``fn`` traced once on one abstract row and checked against the allowlist.
 
@@ -469,11 +488,45 @@ class Session:
                        f"{len(closed.jaxpr.outvars)}.")
     check_rowwise(closed.jaxpr, name)
     (aval,) = closed.out_avals
-    consts = tuple(closed.consts)
-    key = (str(closed.jaxpr), tuple((np.shape(c), str(np.result_type(c)))
-                                    for c in consts))
-    return _Query(closed.jaxpr, consts, jax.ShapeDtypeStruct(aval.shape, aval.dtype),
-                  key)
+    jaxpr, consts = _lift_literals(closed.jaxpr, tuple(closed.consts))
+    key = (str(jaxpr), tuple((np.shape(c), str(np.result_type(c))) for c in consts))
+    return _Query(jaxpr, consts, jax.ShapeDtypeStruct(aval.shape, aval.dtype), key)
+
+
+_EVAL_TRACE = type(jex_core.find_top_trace(()))
+
+
+def _not_traced():
+  """Refuses a query made inside a JAX transformation (``jit``, ``make_jaxpr``,
+  ``eval_shape``, ``vmap``, ``grad``, or another query's row function): the data
+  and the key would be staged into the caller's program."""
+  if type(jex_core.find_top_trace(())) is not _EVAL_TRACE:
+    raise UnsafeQueryError(
+        "a Session answers only outside JAX transformations (jit, make_jaxpr, "
+        "eval_shape, vmap, grad, or a row function): inside one, the data would become "
+        "part of the caller's program. Call it from plain Python; nothing was spent.")
+
+
+def _lift_literals(jaxpr, consts):
+  """The checked program with its top-level numeric scalar literals (a threshold, a
+  bound) turned into constants passed at run time, so queries that differ only in
+  them share one compiled program. The equations are unchanged otherwise."""
+  lifted, values, eqns = [], [], []
+  for eqn in jaxpr.eqns:
+    invars = list(eqn.invars)
+    for i, v in enumerate(invars):
+      if isinstance(v, jex_core.Literal) and np.ndim(v.val) == 0 and \
+          np.result_type(v.val) != np.bool_:
+        var = jex_core.Var(v.aval)
+        lifted.append(var)
+        values.append(np.asarray(v.val, v.aval.dtype))
+        invars[i] = var
+    eqns.append(eqn.replace(invars=invars) if lifted else eqn)
+  if not lifted:
+    return jaxpr, consts
+  new = jex_core.Jaxpr(list(jaxpr.constvars) + lifted, jaxpr.invars, jaxpr.outvars,
+                       eqns, jaxpr.effects, jaxpr.debug_info)
+  return new, consts + tuple(values)
 
 
 _NO_COPY = ("a Session cannot be copied or pickled: a copy would answer with the same "
@@ -495,7 +548,9 @@ def _contributions(mech, aval):
             ("grid", float(mech.sensitivity), float(mech.grid)), mech.grid)
   if getattr(mech, "exact", False) and (jnp.issubdtype(aval.dtype, jnp.integer)
                                        or aval.dtype == jnp.bool_):
-    return mech, ("integer",), None  # summed exactly (int64, then clipped)
+    # summed exactly (int64, then clipped); a scalar is first clipped to the bound
+    bound = math.floor(mech.sensitivity) if aval.shape == () else None
+    return mech, ("integer", bound), None
   return mech, ("float",), None
 
 
@@ -524,7 +579,8 @@ def _prepare(x, prepare):
   if kind == "poset":
     return x == 1
   if kind == "integer":
-    return x
+    bound = prepare[1]
+    return x if bound is None or x.dtype == jnp.bool_ else _checks.clip_integers(x, bound)
   if kind == "grid":
     return _grid_units(x, *prepare[1:])
   return _sanitized(x)

@@ -260,3 +260,59 @@ def test_a_reused_check_never_answers_another_function():
   assert abs(s.count(below, eps=5.0) - 30) < 6
   bounds[0] = 60
   assert abs(s.count(below, eps=5.0) - 60) < 6
+
+
+# ------------------------------------------------------------------ outer transformations
+@pytest.mark.parametrize("how", ["make_jaxpr", "jit", "eval_shape", "vmap", "grad"])
+def test_a_query_inside_a_jax_transformation_is_refused(how):
+  """Before: ``jax.make_jaxpr`` around a query (its error swallowed) returned every
+  row of the data, and the key, as constants of the caller's jaxpr, for nothing; a
+  query under ``jax.grad`` charged eps and then failed. Now a query made inside any
+  transformation is refused before anything is read, and the session goes on."""
+  data = np.random.default_rng(1).integers(18, 90, size=(100, 3)).astype(np.int32)
+  s = Session(data, 1.0, key=jax.random.key(0))
+  errors = []
+
+  def f(x):
+    try:
+      s.sum(lambda v: v[0] * 1.0, 0.1, bound=100.0)
+    except UnsafeQueryError as e:
+      errors.append(e)
+    return x * 1.0
+
+  wrap = {"make_jaxpr": lambda: jax.make_jaxpr(f)(1.0),
+          "jit": lambda: jax.jit(f)(1.0), "eval_shape": lambda: jax.eval_shape(f, 1.0),
+          "vmap": lambda: jax.vmap(f)(jnp.ones(2)), "grad": lambda: jax.grad(f)(1.0)}[how]
+  out = wrap()
+  assert errors and "outside JAX transformations" in str(errors[0])
+  if how == "make_jaxpr":
+    assert not any(np.shape(c) == data.shape for c in out.consts)
+  assert s.answered == 0 and s.spent == 0
+  assert np.isfinite(s.sum(lambda v: v[0] * 1.0, 0.1, bound=100.0))  # still usable
+
+
+@pytest.mark.parametrize("query", ["poset columns", "matrix rows", "vector count"])
+def test_shape_errors_do_not_quote_the_row_count(query):
+  """Before: a ``columns`` function of the wrong shape or a rank-2 contribution
+  raised "got (1000,)" / "got (1000, 4, 4)": the exact n for free. Now the error
+  is the same on 1000 and on 1001 rows, and nothing is spent."""
+  poset = jaxdp.Poset.nhis(1)
+  ask = {"poset columns": lambda s: s.poset_counts(poset, 0.5, columns=lambda r: r[0]),
+         "matrix rows": lambda s: s.release(LaplaceMechanism(0.5), lambda r: jnp.outer(r, r)),
+         "vector count": lambda s: s.count(lambda r: r > 0, 0.5)}[query]
+  seen = []
+  for n in (1000, 1001):
+    s = Session(np.zeros((n, 4), np.float32), 1.0, key=jax.random.key(0))
+    seen.append(_outcome(lambda: ask(s)))
+    assert (s.spent, s.answered, s.refusals) == (0.0, 0, 0)
+  assert seen[0] == seen[1] and seen[0][0] != "ok"
+  assert "1000" not in seen[0][1] and "1001" not in seen[0][1]
+
+
+def test_secure_integer_sums_clip_each_value_to_the_bound():
+  """A secure sum of integer values clips each to [-bound, bound], as documented
+  (before, values above the bound counted as 0: 1000 fives summed with bound 3 came
+  out about 0, not 3000). Exact Laplace of scale 3/1: |noise| < 60 w.p. 1 - 2e-9."""
+  s = Session(np.full(1000, 5, np.int32), 10.0, secure=True)
+  assert abs(s.sum(lambda v: v, 1.0, bound=3) - 3000) < 60
+  assert abs(s.sum(lambda v: -v, 1.0, bound=3) + 3000) < 60
