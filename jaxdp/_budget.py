@@ -82,8 +82,9 @@ def charge(x, exponent, *, positive: bool):
   """
   x = jnp.asarray(x).astype(jnp.float32)
   valid = jnp.all((x > 0 if positive else x >= 0) & (x < jnp.inf))
-  scaled = jnp.minimum(x * _scale(exponent), _CLIP)  # no inf - inf = NaN
-  relieved = scaled - scaled * np.float32(2.0 ** -SLACK_BITS)
+  scaled = x * _scale(exponent)
+  relieved = jnp.where(scaled < _CLIP,  # a scaling that overflows is clipped, never
+                       scaled - scaled * np.float32(2.0 ** -SLACK_BITS), _CLIP)  # NaN
   units = jnp.ceil(jnp.minimum(relieved, _CLIP)).astype(jnp.int32)
   units = jnp.where(x > 0, jnp.maximum(units, 1), 0)
   return valid, jnp.where(valid, units, 0)
@@ -99,8 +100,9 @@ def charge_host(x: float, exponent: int, *, positive: bool):
     valid = bool(np.all((x > 0 if positive else x >= 0) & (x < np.inf)))
     if not valid:
       return False, (0 if x.ndim == 0 else np.zeros(x.shape, np.int64))
-    scaled = np.minimum(x * _scale(exponent), _CLIP)  # no inf - inf = NaN
-    relieved = scaled - scaled * np.float32(2.0 ** -SLACK_BITS)
+    scaled = x * _scale(exponent)
+    relieved = np.where(scaled < _CLIP, scaled - scaled * np.float32(2.0 ** -SLACK_BITS),
+                        _CLIP)
     units = np.ceil(np.minimum(relieved, _CLIP)).astype(np.int64)
     units = np.where(x > 0, np.maximum(units, 1), 0)
   return True, (int(units) if units.ndim == 0 else units)
