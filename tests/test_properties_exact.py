@@ -1,4 +1,5 @@
-"""Property: an exact release adds noise that does not depend on the data.
+"""Property: an exact release adds noise that does not depend on the data, and a
+refused one spends nothing.
 
 For every exact mechanism, the same key on neighbouring statistics gives outputs
 that differ by exactly the statistics' difference (integer arithmetic end to end),
@@ -59,8 +60,14 @@ def test_exact_outputs_move_by_exactly_the_statistics_change(name, eps, refuse, 
                              key=jax.random.wrap_key_data(words, impl=impl))
     if refuse:
       acct, _ = release(acct, mech, jnp.zeros_like(jnp.asarray(data)))
+    before = (np.asarray(acct.spent_units), np.asarray(acct.spent_delta_units))
     acct, out = release(acct, mech, jnp.asarray(data))
-    outs.append((bool(acct.last_answered), np.asarray(out), int(acct.answered)))
+    after = (np.asarray(acct.spent_units), np.asarray(acct.spent_delta_units))
+    ok = bool(acct.last_answered)
+    if not ok:  # a refused release spends nothing and says so by its flag
+      assert all(np.array_equal(a, b) for a, b in zip(before, after))
+      assert int(acct.refusals) == 1
+    outs.append((ok, np.asarray(out), int(acct.answered)))
   (ok1, y1, n1), (ok2, y2, n2) = outs
   assert ok1 == ok2 and n1 == n2
   if not ok1:  # refused on both: the same data-independent fill
