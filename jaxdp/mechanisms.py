@@ -225,6 +225,8 @@ class LaplaceMechanism(_Mechanism):
     self._check_eps()
     self._check_sensitivity()
     self._check_options()
+    if self.grid is not None:  # a Python float: a mutable array could change later
+      object.__setattr__(self, "grid", float(self.grid))
 
   def _check_options(self):
     _check_exact_options(self.exact, self.grid)

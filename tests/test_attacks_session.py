@@ -316,3 +316,20 @@ def test_secure_integer_sums_clip_each_value_to_the_bound():
   s = Session(np.full(1000, 5, np.int32), 10.0, secure=True)
   assert abs(s.sum(lambda v: v, 1.0, bound=3) - 3000) < 60
   assert abs(s.sum(lambda v: -v, 1.0, bound=3) + 3000) < 60
+
+
+def test_parameters_are_read_before_the_analysts_code_runs():
+  """A grid (or a bin count) given as a numpy array that the row function mutates
+  while it is traced must not change the release: parameters are taken as Python
+  numbers when the query is made. A grid turned into 0.3 (not a power of two) or
+  a negative value would otherwise reach the snapping."""
+  for new in (0.3, -2.0 ** -6, float("nan"), 2.0 ** 30):
+    grid = np.array(2.0 ** -6)
+
+    def value(v, new=new):
+      grid[...] = new
+      return v
+
+    s = Session(np.full(1000, 0.4, np.float32), 10.0, secure=True)
+    out = s.sum(value, 1.0, bound=1.0, grid=grid)  # 1000 x 0.4 on the grid 1/64
+    assert abs(out - 400) < 60 and out * 64 == round(out * 64)
