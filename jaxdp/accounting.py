@@ -92,6 +92,7 @@ __all__ = [
     "postprocess",
 ]
 
+MAX_PARTS = 2 ** 24  # parts of one partitioned release (their noise is one array)
 COMPOSITIONS = ("basic", "advanced", "zcdp", "rdp", "planned")
 
 
@@ -576,6 +577,10 @@ def release_partitioned(acct: Accountant, mech: Mechanism, rows, part, num_parts
     McSherry (2009), Theorem 4 (parallel composition).
   """
   num_parts = _checks.check_int(num_parts, "num_parts", minimum=1)
+  if num_parts > MAX_PARTS:
+    raise ValueError(f"num_parts must be at most {MAX_PARTS:,} (2**24): the noise of "
+                     f"every part is drawn at once; got {num_parts:,}. Merge parts or "
+                     "release them in several partitioned releases of disjoint rows.")
   ok, sub, new = _spend(acct, *_cost(acct, mech, _shape(rows)[1:]),
                         _event(acct, mech), (mech, rows, part))
   stat = mech.part_statistics(rows, part, num_parts)

@@ -176,7 +176,7 @@ class _NoFingerprint(Exception):
   """A function whose behaviour may depend on state a fingerprint cannot capture."""
 
 
-_SIMPLE = (int, float, complex, str, bytes, bool, type(None))
+_SIMPLE = (int, str, bytes, bool, type(None))
 
 
 def _fingerprint(obj, depth: int = 0):
@@ -186,6 +186,10 @@ def _fingerprint(obj, depth: int = 0):
   :class:`_NoFingerprint` for anything else (arrays, objects, deep recursion)."""
   if depth > 6:
     raise _NoFingerprint
+  if isinstance(obj, float):  # by its bits: 0.0 == -0.0, and both hash alike
+    return (float, obj.hex())
+  if isinstance(obj, complex):
+    return (complex, obj.real.hex(), obj.imag.hex())
   if isinstance(obj, _SIMPLE):
     return (type(obj), obj)
   if isinstance(obj, tuple):
@@ -367,6 +371,9 @@ class Session:
             f"not a subclass; got {type(part).__name__}.")
     num_parts = 1 if num_parts is None else _checks.check_int(num_parts, "num_parts",
                                                                minimum=1)
+    if num_parts > accounting.MAX_PARTS:
+      raise ValueError(f"num_parts must be at most {accounting.MAX_PARTS:,}; got "
+                       f"{num_parts:,}.")
     rows_q = self._checked(rows, names[0]) if rows is not None else None
     by_q = self._checked(by, names[1]) if by is not None else None
     if by_q is not None and (by_q.out.shape != () or

@@ -333,3 +333,30 @@ def test_parameters_are_read_before_the_analysts_code_runs():
     s = Session(np.full(1000, 0.4, np.float32), 10.0, secure=True)
     out = s.sum(value, 1.0, bound=1.0, grid=grid)  # 1000 x 0.4 on the grid 1/64
     assert abs(out - 400) < 60 and out * 64 == round(out * 64)
+
+
+ZERO = 0.0
+
+
+def test_the_fingerprint_tells_minus_zero_from_zero():
+  """0.0 == -0.0 and both hash alike: a fingerprint by value reused the program of
+  1 / (x * 0.0) < 0 for 1 / (x * -0.0) < 0 (about 0 rows instead of all 100).
+  Counts at eps 20 (Laplace scale 0.05: |noise| < 2 w.p. 1 - 4e-18)."""
+  global ZERO
+  s = Session(np.arange(100, dtype=np.float32), 100.0, key=jax.random.key(3))
+  for z, truth in ((0.0, 0), (-0.0, 100), (0.0, 0)):
+    ZERO = z
+    assert abs(s.count(lambda r: 1.0 / ((r * 0.0 + 1.0) * ZERO) < 0, eps=20.0)
+               - truth) < 2
+
+
+def test_a_huge_number_of_parts_is_refused_before_compiling():
+  """``histogram(num_bins=2**40)`` hung (a noise array of 2^40 entries)."""
+  s = Session(np.arange(10), 1.0, key=jax.random.key(0))
+  with pytest.raises(ValueError, match="num_parts must be at most"):
+    s.histogram(lambda v: v % 3, 2 ** 40, eps=0.1)
+  with pytest.raises(ValueError, match="num_parts must be at most"):
+    jaxdp.release_partitioned(jaxdp.Accountant.create(1.0, key=jax.random.key(1)),
+                              LaplaceMechanism(0.1), jnp.ones(10), jnp.zeros(10, jnp.int32),
+                              2 ** 25)
+  assert s.answered == 0
