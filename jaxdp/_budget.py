@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -81,12 +82,18 @@ def charge(x, exponent, *, positive: bool):
     positive: True for eps (must be > 0); False for delta (>= 0; 0 costs nothing).
   """
   x = jnp.asarray(x).astype(jnp.float32)
-  valid = jnp.all((x > 0 if positive else x >= 0) & (x < jnp.inf))
+  # signs from the bits: XLA may flush a subnormal cost to zero in one comparison and
+  # not in another (a positive cost must never be charged 0 units)
+  bits = jax.lax.bitcast_convert_type(x, jnp.int32)
+  magnitude = bits & 0x7FFFFFFF
+  pos = (bits > 0) & (magnitude < 0x7F800000)
+  zero = magnitude == 0
+  valid = jnp.all(pos if positive else pos | zero)
   scaled = x * _scale(exponent)
   relieved = jnp.where(scaled < _CLIP,  # a scaling that overflows is clipped, never
                        scaled - scaled * np.float32(2.0 ** -SLACK_BITS), _CLIP)  # NaN
   units = jnp.ceil(jnp.minimum(relieved, _CLIP)).astype(jnp.int32)
-  units = jnp.where(x > 0, jnp.maximum(units, 1), 0)
+  units = jnp.where(pos, jnp.maximum(units, 1), 0)
   return valid, jnp.where(valid, units, 0)
 
 

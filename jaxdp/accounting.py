@@ -46,7 +46,11 @@ per lane with the same noise, which JAX's checker does not see: it raises
 :class:`StaleAccountantError` at trace time, jitted or not, and so does a release in
 ``jax.shard_map`` whose inputs vary over a mesh axis its key does not; under
 ``jax.pmap`` or ``shard_map(check_vma=False)``, where JAX does not say which inputs
-differ across devices, every release is refused.
+differ across devices, every release is refused, and so is a release whose
+accountant is a constant of the traced program (closed over by a ``jit``,
+``lax.map`` or loop body, which would reuse its key on every run or step). A batch
+of accountants made by copying one (``jnp.broadcast_to``) is a replay the
+accountant cannot see: make batches from split keys.
 For an untrusted analyst use
 :class:`jaxdp.Session`, which holds the data and the accountant and cannot be
 rewound.
@@ -816,6 +820,13 @@ def _one_key_per_lane(acct, inputs):
             if isinstance(x, jax.Array) and x is not key]
   if all(map(_checks.is_concrete, others + [key])):
     return acct                        # no transformation is tracing this release
+  if _checks.is_concrete(key) and planning.current() is None:
+    raise StaleAccountantError(
+        "this release's accountant is a constant of the traced program (closed over, "
+        "or created inside it) while its data or mechanism are traced: every run of "
+        "the program, and every step of a lax.map, fori_loop or while_loop body, would "
+        "add the same noise. Pass the accountant as an argument (or a loop carry) and "
+        "continue from the one each release returns.")
   untracked = _untracked_axes()
   if untracked:
     raise StaleAccountantError(

@@ -140,6 +140,9 @@ class _Valid:
     ok = True
     for name, value, lo, hi, below in self._ranges(tuple(shape)):
       value = value() if callable(value) else value  # derived: after the others passed
+      if jnp.ndim(value) != 0:  # a rebuilt mechanism may carry an array leaf
+        raise ValueError(f"{name} must be a scalar; got shape {jnp.shape(value)}. "
+                         f"{_REBUILT}")
       ok = ok & _checks.in_range(name, value, lo, hi, below=below, hint=_REBUILT)
     return ok
 
