@@ -538,7 +538,9 @@ def release(acct: Accountant, mech: Mechanism, data):
     StaleAccountantError: eagerly, when ``acct``'s key was already used; at trace
       time, when ``jax.vmap`` or ``jax.shard_map`` maps the release over ``mech``,
       ``data`` or ``acct``'s counters but not over its key (every lane would get the
-      same noise).
+      same noise), under ``jax.pmap`` or ``shard_map(check_vma=False)``, and when
+      ``acct`` is a constant of the traced program while ``data`` or ``mech`` are
+      traced (every run or loop step would reuse its key).
   """
   ok, sub, new = _spend(acct, *_cost(acct, mech, _shape(data)), _event(acct, mech),
                         (mech, data))
@@ -576,6 +578,7 @@ def release_partitioned(acct: Accountant, mech: Mechanism, rows, part, num_parts
 
   Raises:
     BudgetExceededError, StaleAccountantError: as :func:`release`.
+    ValueError: ``num_parts`` above :data:`MAX_PARTS` (2**24), or as :func:`release`.
 
   References:
     McSherry (2009), Theorem 4 (parallel composition).
