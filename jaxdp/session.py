@@ -589,7 +589,7 @@ def _prepare(x, prepare):
     bound = prepare[1]
     return x if bound is None or x.dtype == jnp.bool_ else _checks.clip_integers(x, bound)
   if kind == "grid":
-    return _grid_units(x, *prepare[1:])
+    return _grid_row_units(x, *prepare[1:])
   return _sanitized(x)
 
 
@@ -606,7 +606,7 @@ def _sanitized(x):
   return _checks.clip_integers(x, limit).astype(f)
 
 
-def _grid_units(x, bound: float, grid: float):
+def _grid_row_units(x, bound: float, grid: float):
   """Each row's contribution clipped to l_1 norm ``bound`` and snapped to the grid,
   as int32 grid units (computed in float64: exact for the clipping of a scalar and
   for the snapping; a vector row that rounding takes past the sensitivity counts
