@@ -36,7 +36,7 @@ from common import best_time, machine, write_results  # noqa: E402
 
 import jaxdp  # noqa: E402
 from jaxdp import LpBall, Poset  # noqa: E402
-from jaxdp._poset_tables import general_tables  # noqa: E402
+from jaxdp.samplers.general import general_tables  # noqa: E402
 
 D = 16
 

@@ -35,7 +35,7 @@ from common import best_time, machine, write_results  # noqa: E402
 import jaxdp  # noqa: E402
 from jaxdp import exact  # noqa: E402
 from jaxdp import random as dprandom  # noqa: E402
-from jaxdp._poset_tables import exact_tables  # noqa: E402
+from jaxdp.samplers.exact_tables import exact_tables  # noqa: E402
 
 
 def _rate(fn, n):

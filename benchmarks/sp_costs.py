@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import best_time, machine, write_results  # noqa: E402
 
 import jaxdp  # noqa: E402
-from jaxdp import Poset, _sp_kernels, _sp_tables  # noqa: E402
+from jaxdp import Poset  # noqa: E402
+from jaxdp.samplers import sp_kernel, sp_plan, sp_tables  # noqa: E402
 from jaxdp.experiments.questionnaire import gate_chain, synthetic_questionnaire  # noqa: E402
 
 
@@ -46,12 +47,12 @@ def main(argv=None):
            (synthetic_questionnaire(0, 300), True), (gate_chain(200, follow_ups=1), True),
            (gate_chain(200, follow_ups=1), False), (gate_chain(300), True),
            (gate_chain(512, follow_ups=1), True)]
-  default_band = _sp_kernels.BAND_MIN_STEPS
+  default_band = sp_plan.BAND_MIN_STEPS
   try:
     for p, banded in cases:
-      _sp_kernels.BAND_MIN_STEPS = default_band if banded else 10 ** 9
+      sp_plan.BAND_MIN_STEPS = default_band if banded else 10 ** 9
       jaxdp.random._poset_kernel.clear_cache()
-      plan = _sp_kernels._Plan(_sp_tables.sp_tables(p)[1])
+      plan = sp_plan.LevelPlan(sp_tables.sp_tables(p)[1])
       f = jax.jit(lambda k, p=p: jaxdp.random.poset_ball(k, p, (20_000,), method="sp"))
       t0 = time.perf_counter()
       jax.block_until_ready(f(key))
@@ -65,18 +66,18 @@ def main(argv=None):
           "x_floor": t / best_time(lambda: fl(key))})
       print(compile_rows[-1], flush=True)
   finally:
-    _sp_kernels.BAND_MIN_STEPS = default_band
+    sp_plan.BAND_MIN_STEPS = default_band
     jaxdp.random._poset_kernel.clear_cache()
 
   rng = np.random.default_rng(0)
   forest = Poset.from_parents([-1] + [int(rng.integers(0, i)) for i in range(1, 128)],
                               name="random forest d=128")
   chunk_rows = []
-  default = _sp_kernels.chunk_size
+  default = sp_kernel.chunk_size
   try:
     for rows in (1 << 16, 1 << 18, 1 << 20):
       jaxdp.random._poset_kernel.clear_cache()    # the chunk is fixed at trace time
-      _sp_kernels.chunk_size = lambda lay, chunk, r=rows: int(
+      sp_kernel.chunk_size = lambda lay, chunk, r=rows: int(
           max(64, min(chunk, r // len(lay.kind))))
       for p in (forest, synthetic_questionnaire(0, 300)):
         f = jax.jit(lambda k, p=p: jaxdp.random.poset_ball(k, p, (args.n,), method="sp"))
@@ -88,7 +89,7 @@ def main(argv=None):
                            "samples_per_s": args.n / t, "x_floor": t / floor})
         print(chunk_rows[-1], flush=True)
   finally:
-    _sp_kernels.chunk_size = default
+    sp_kernel.chunk_size = default
     jaxdp.random._poset_kernel.clear_cache()
 
   lines = ["First call of method='sp' (compile + 20,000 draws), then 20,000 draws:", "",

@@ -6,8 +6,9 @@ insertion sampler, the command line) live in :mod:`jaxdp.experiments`, which thi
 package does not import.
 """
 
-from jaxdp import (calibration, chacha, decomposition, exact, montecarlo, pld, random,
-                   renyi, threefry)
+from jaxdp import calibration, exact, montecarlo, pld, random, renyi
+from jaxdp.posets import decomposition
+from jaxdp.prng import chacha, threefry
 from jaxdp.accounting import (
     Accountant,
     BudgetExceededError,
@@ -19,7 +20,7 @@ from jaxdp.accounting import (
     release_parallel_unchecked,
     release_partitioned,
 )
-from jaxdp.balls import LpBall, PosetBall, enumerate_objects, exact_second_moment
+from jaxdp.samplers.balls import LpBall, PosetBall, enumerate_objects, exact_second_moment
 from jaxdp.composition import (
     advanced_composition,
     group_cost,

@@ -43,9 +43,9 @@ import numpy as np
 
 from jaxdp import _checks
 from jaxdp import _poset_kernels
-from jaxdp.chacha import CHACHA8, CHACHA20
-from jaxdp.threefry import fast_key
-from jaxdp.balls import LpBall, PosetBall
+from jaxdp.prng.chacha import CHACHA8, CHACHA20
+from jaxdp.prng.threefry import fast_key
+from jaxdp.samplers.balls import LpBall, PosetBall
 from jaxdp.posets import Poset
 
 __all__ = ["poset_ball", "lp_ball", "knorm", "laplace", "gaussian", "os_key", "secure_key",

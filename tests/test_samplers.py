@@ -16,7 +16,7 @@ from scipy import optimize, stats
 
 import jaxdp
 from jaxdp import Poset, PosetBall, LpBall
-from jaxdp import _poset_kernels, _poset_tables
+from jaxdp.samplers import dispatch, forest, general, subsets
 from jaxdp.experiments import baselines
 from exactness import chi_square_uniform_pvalue, object_index, second_moment_zscores
 
@@ -76,7 +76,7 @@ def test_object_frequencies_uniform(posets, name):
   num = ref[0].shape[0]
   n = max(100_000, 60 * num)
   for i, method in enumerate(_methods(p)):
-    seq, k = _poset_kernels.sample_objects(jax.random.key(100 + i), p, method, n)
+    seq, k = dispatch.sample_objects(jax.random.key(100 + i), p, method, n)
     idx = object_index(np.asarray(seq), np.asarray(k), *ref)
     assert (idx >= 0).all(), f"{method} produced an object outside the triangulation"
     pval = chi_square_uniform_pvalue(idx, num)
@@ -116,7 +116,7 @@ def test_categorical_is_the_inverse_cdf():
   w[0] = [1.0 if i in (3, 11) else 0.0 for i in range(d)]
   w = w.astype(np.float32)
   u = ((np.arange(grid) + 0.5) / grid).astype(np.float32)
-  pick = jax.jit(lambda wr, uu: _poset_kernels._categorical(
+  pick = jax.jit(lambda wr, uu: subsets.categorical(
       jnp.broadcast_to(wr, (uu.shape[0], d)), uu, jnp.broadcast_to(wr > 0, (uu.shape[0], d))))
   for row in w:
     x = np.asarray(pick(row, u))
@@ -370,14 +370,14 @@ def test_bad_shape_rejected():
 
 def test_general_sampler_size_limit():
   # a fence a1 < b1 > a2 < b2 ...: neither a forest nor series-parallel
-  d = _poset_tables.GENERAL_MAX_D + 1
+  d = general.GENERAL_MAX_D + 1
   big = Poset.from_edges(d, [(i, i + 1) if i % 2 == 0 else (i + 1, i)
                              for i in range(d - 1)])
   assert not big.is_forest
-  with pytest.raises(ValueError, match=f"d <= {_poset_tables.GENERAL_MAX_D}"):
+  with pytest.raises(ValueError, match=f"d <= {general.GENERAL_MAX_D}"):
     jaxdp.random.poset_ball(jax.random.key(0), big)
   with pytest.raises(ValueError, match="d <= "):
-    PosetBall(Poset.from_edges(_poset_tables.GENERAL_MAX_D + 1, []), "general")
+    PosetBall(Poset.from_edges(general.GENERAL_MAX_D + 1, []), "general")
 
 
 def test_forest_method_needs_forest():
@@ -414,14 +414,14 @@ def test_forest_two_word_key_path_is_uniform(posets, name, monkeypatch):
   chi-square (n = 100_000, p > 1e-4)."""
   p = posets[name]
   ref = jaxdp.enumerate_objects(p)
-  seq, k = _poset_kernels.sample_objects(jax.random.key(300), p, "forest", 100_000,
+  seq, k = dispatch.sample_objects(jax.random.key(300), p, "forest", 100_000,
                                          key_words=2)
-  calls, pairs = [], _poset_kernels._heap_order_pairs
-  monkeypatch.setattr(_poset_kernels, "_heap_order_pairs",
+  calls, pairs = [], forest._heap_order_pairs
+  monkeypatch.setattr(forest, "_heap_order_pairs",
                       lambda *a: calls.append(1) or pairs(*a))
-  tables = jax.tree_util.tree_map(jnp.asarray, _poset_tables.forest_tables(p))
-  jax.make_jaxpr(lambda key: _poset_kernels.objects(  # a fresh trace: no cache
-      key, tables, p.d, _poset_tables.forest_layout(p), 8, key_words=2))(
+  tables = jax.tree_util.tree_map(jnp.asarray, forest.forest_tables(p))
+  jax.make_jaxpr(lambda key: dispatch.objects(  # a fresh trace: no cache
+      key, tables, p.d, forest.forest_layout(p), 8, key_words=2))(
           jax.random.key(0))
   assert calls  # key_words=2 does select the two-word path
   idx = object_index(np.asarray(seq), np.asarray(k), *ref)
@@ -440,7 +440,7 @@ def test_posets_of_one_size_share_one_compilation():
   assert dprandom._poset_kernel._cache_size() - before == 1
   # two forests of one shape (a root with two children), elements labelled apart
   f1, f2 = Poset.from_parents([-1, 0, 0]), Poset.from_parents([1, -1, 1])
-  assert _poset_tables.forest_layout(f1) == _poset_tables.forest_layout(f2)
+  assert forest.forest_layout(f1) == forest.forest_layout(f2)
   before = dprandom._poset_kernel._cache_size()
   z1 = dprandom.poset_ball(jax.random.key(0), f1, (5000,))
   z2 = dprandom.poset_ball(jax.random.key(0), f2, (5000,))

@@ -17,7 +17,7 @@ from scipy import stats
 
 import jaxdp
 from jaxdp import Poset, PosetBall, decomposition
-from jaxdp import _poset_kernels, _poset_tables, _sp_tables
+from jaxdp.samplers import dispatch, sp_kernel, sp_plan, sp_tables, subsets, words
 from jaxdp.experiments.questionnaire import gate_chain, synthetic_questionnaire
 from exactness import random_series_parallel
 
@@ -48,7 +48,7 @@ def _random_poset(rng, d, p_edge):
 
 def _size_table_by_subsets(poset):
   """T[a] = sum over |A| = a of e(A) e(P \\ A), by the subset recursion."""
-  e = _poset_tables._extension_counts(poset)
+  e = subsets.extension_counts(poset)
   d = poset.d
   idx = np.arange(1 << d)
   pop = np.zeros(1 << d, dtype=np.int64)
@@ -106,7 +106,7 @@ def test_size_tables_match_the_subset_recursion(d, n_block):
   p = Poset.from_edges(d, random_series_parallel(rng, d, n_block))
   assert not p.is_forest
   ref = _size_table_by_subsets(p)
-  np.testing.assert_allclose(np.exp(_sp_tables.log_size_table(p)), ref, rtol=1e-9)
+  np.testing.assert_allclose(np.exp(sp_tables.log_size_table(p)), ref, rtol=1e-9)
   assert PosetBall(p, "sp").num_objects() == pytest.approx(ref.sum(), rel=1e-9)
 
 
@@ -116,9 +116,9 @@ def test_sp_agrees_with_the_subset_recursion_and_the_general_sampler_at_d12():
   |A| against the subset recursion's exact law (chi-square, p > 1e-4), and E[Z Z^T]
   against the general sampler (two-sample z, all 91 entries |z| < 5)."""
   p = Poset.from_edges(12, random_series_parallel(np.random.default_rng(14), 12, True))
-  assert _sp_tables.sp_tables(p)[1].blocks and not p.is_forest  # the N is a block
+  assert sp_tables.sp_tables(p)[1].blocks and not p.is_forest  # the N is a block
   n = 100_000
-  _, k = _poset_kernels.sample_objects(jax.random.key(11), p, "sp", n)
+  _, k = dispatch.sample_objects(jax.random.key(11), p, "sp", n)
   law = _size_table_by_subsets(p)
   law = law / law.sum()
   counts = np.bincount(np.asarray(k), minlength=p.d + 1)
@@ -151,7 +151,7 @@ def test_questionnaire_of_300_questions():
   z = np.asarray(jaxdp.random.poset_ball(jax.random.key(300), q, (n,)), np.float64)
   assert z.shape == (n, 301) and np.isfinite(z).all() and np.abs(z).max() <= 1.0
   d = q.d
-  log_t = _sp_tables.log_size_table(q)
+  log_t = sp_tables.log_size_table(q)
   pk = np.exp(log_t - log_t.max())
   pk /= pk.sum()
   k = np.arange(d + 1)
@@ -162,7 +162,7 @@ def test_questionnaire_of_300_questions():
   assert np.abs(zmean).max() < Z_MAX
   # objects: within each part every question comes after all questions above it
   # (its prerequisites), in all 2048 draws (checked on the 322 cover relations)
-  seq, k = _poset_kernels.sample_objects(jax.random.key(301), q, "sp", 2048)
+  seq, k = dispatch.sample_objects(jax.random.key(301), q, "sp", 2048)
   seq, k = np.asarray(seq), np.asarray(k)
   pos = np.argsort(seq, axis=1)                       # position of each question
   in_a = pos < k[:, None]
@@ -203,14 +203,13 @@ def _spine(d, n_leg=None):
 def _draw(poset, n, min_steps, monkeypatch, points=True):
   """Points (if ``points``) and objects of the sp kernel with scans over runs of
   >= ``min_steps`` narrow depths (a huge value: fully unrolled)."""
-  from jaxdp import _sp_kernels
-  monkeypatch.setattr(_sp_kernels, "BAND_MIN_STEPS", min_steps)
-  _, tables, lay = _poset_kernels.tables_and_layout(poset, "sp")
+  monkeypatch.setattr(sp_plan, "BAND_MIN_STEPS", min_steps)
+  _, tables, layout = dispatch.tables_and_layout(poset, "sp")
   tables = jax.tree_util.tree_map(jax.numpy.asarray, tables)
-  bands = [(b.a, b.b) for b in _sp_kernels._Plan(lay).bands]
-  z = jax.jit(lambda k: _poset_kernels.points(k, jax.random.fold_in(k, 1), tables,
-                                              poset.d, lay, n, np.float32))
-  obj = jax.jit(lambda k: _sp_kernels.sp_objects(k, tables, lay, n))
+  bands = [(b.a, b.b) for b in sp_plan.LevelPlan(layout).bands]
+  z = jax.jit(lambda k: dispatch.points(k, jax.random.fold_in(k, 1), tables,
+                                              poset.d, layout, n, np.float32))
+  obj = jax.jit(lambda k: sp_kernel.sp_objects(k, tables, layout, n))
   seq, k = obj(jax.random.key(8))
   return (bands, np.asarray(z(jax.random.key(7))) if points else None, np.asarray(seq),
           np.asarray(k))
@@ -295,8 +294,8 @@ def test_non_series_parallel_errors_name_an_induced_n():
   with pytest.raises(ValueError, match="prime piece of 18 elements"):
     PosetBall(_fence(18), "sp")
   assert PosetBall(_fence(18)).resolved_method == "general"
-  with pytest.raises(ValueError, match=f"d <= {_sp_tables.SP_MAX_D}"):
-    PosetBall(Poset.from_edges(_sp_tables.SP_MAX_D + 1, []), "sp")
+  with pytest.raises(ValueError, match=f"d <= {sp_tables.SP_MAX_D}"):
+    PosetBall(Poset.from_edges(sp_tables.SP_MAX_D + 1, []), "sp")
   with pytest.raises(ValueError, match="method='sp'"):
     PosetBall(Poset.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)]), "forest")
 
@@ -310,7 +309,6 @@ def test_kernel_log_is_within_one_ulp_of_mpmath():
   120 bits for the 3,000 values farthest from numpy's log and all edge values;
   numpy's log (itself below 1 ulp) for the rest. Threshold: below 1 ulp."""
   import mpmath
-  from jaxdp import _sp_kernels
   rng = np.random.default_rng(11)
   j = np.concatenate([rng.integers(0, 2 ** 52, 200_000, dtype=np.int64),
                       np.arange(2000), 2 ** 52 - 1 - np.arange(2000)])
@@ -325,7 +323,7 @@ def test_kernel_log_is_within_one_ulp_of_mpmath():
   x_edge = x_edge[(x_edge >= 2.0 ** -53) & (x_edge < 1.0)]
   x = np.concatenate([x, x_edge])
   with jax.enable_x64(True):
-    y = np.asarray(jax.jit(_sp_kernels._log)(jax.numpy.asarray(x)))
+    y = np.asarray(jax.jit(words.log_normal)(jax.numpy.asarray(x)))
   ref = np.log(x)
   ulp = np.spacing(np.abs(ref))
   assert (np.abs(y - ref) <= ulp).all()
@@ -339,17 +337,16 @@ def test_kernel_log_is_within_one_ulp_of_mpmath():
 
 
 def test_kernel_uniforms_are_the_cell_midpoints():
-  """``_uniform52`` maps 52 bits (27 of the high word, 25 of the low) to
+  """``uniform52`` maps 52 bits (27 of the high word, 25 of the low) to
   (j + 1/2) 2^-52 exactly, checked with Python integers on extreme and random words:
   never 0 or 1, so every Exp(1) variate is positive and finite."""
-  from jaxdp import _sp_kernels
   rng = np.random.default_rng(3)
   hi = np.concatenate([[0, 0, 2 ** 32 - 1, 2 ** 32 - 1], rng.integers(0, 2 ** 32, 1000)])
   lo = np.concatenate([[0, 2 ** 32 - 1, 0, 2 ** 32 - 1], rng.integers(0, 2 ** 32, 1000)])
-  words = (jax.numpy.asarray(hi.astype(np.uint32)), jax.numpy.asarray(lo.astype(np.uint32)))
+  pair = (jax.numpy.asarray(hi.astype(np.uint32)), jax.numpy.asarray(lo.astype(np.uint32)))
   with jax.enable_x64(True):
-    u = np.asarray(jax.jit(_sp_kernels._uniform52)(words))
-    e = np.asarray(jax.jit(_sp_kernels._exponential)(words))
+    u = np.asarray(jax.jit(words.uniform52)(pair))
+    e = np.asarray(jax.jit(words.exponential)(pair))
   from fractions import Fraction
   for h, l, v in zip(hi, lo, u):
     jj = (int(h) >> 5) * 2 ** 25 + (int(l) >> 7)

@@ -24,7 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from jaxdp.balls import simplex_vertices
+from jaxdp.samplers.balls import simplex_vertices
 from jaxdp.posets import Poset
 
 __all__ = ["insertion_order", "insertion_objects", "insertion_poset_ball",

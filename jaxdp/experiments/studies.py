@@ -24,7 +24,7 @@ import numpy as np
 from jaxdp import montecarlo
 from jaxdp.experiments import baselines
 from jaxdp import random as dprandom
-from jaxdp.balls import LpBall
+from jaxdp.samplers.balls import LpBall
 from jaxdp.mechanisms import COUNT_NOISES, PosetCountMechanism
 from jaxdp.posets import Poset, random_dags
 

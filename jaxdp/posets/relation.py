@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
+from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
+from jaxdp.posets import decomposition, formats, graphs, nhis
+from jaxdp.posets.random_dags import random_dag
 
-__all__ = ["Poset", "random_dag", "random_dags"]
+__all__ = ["MAX_ENUMERATE_D", "Poset"]
 
 # Largest d for which ``Poset.filters()`` enumerates (2^d candidate sets).
 MAX_ENUMERATE_D = 24
@@ -60,7 +62,7 @@ class Poset:
   def __post_init__(self):
     if not self.relation:
       raise ValueError("a poset needs at least one element; got d = 0.")
-    _validate_order(np.asarray(self.relation, dtype=bool).reshape(
+    graphs.validate_order(np.asarray(self.relation, dtype=bool).reshape(
         len(self.relation), -1), "order")
     labels = tuple(self.labels)
     if labels:
@@ -149,11 +151,11 @@ class Poset:
             f"edges[{n}] = ({i}, {j}) is a self-loop, which is a cycle; "
             "edges mean strict relations p_i < p_j.")
       adj[i, j] = True
-    cycle = _find_cycle(adj)
+    cycle = graphs.find_cycle(adj)
     if cycle:
       path = " < ".join(f"p{c}" for c in cycle + [cycle[0]])
       raise ValueError(f"edges contain a cycle: {path}. A partial order has no cycles.")
-    return cls(_to_relation(_transitive_closure(adj)), name=name, labels=tuple(labels))
+    return cls(_to_relation(graphs.transitive_closure(adj)), name=name, labels=tuple(labels))
 
   @classmethod
   def from_prerequisites(cls, requires: Mapping[str, Sequence[str]], *,
@@ -196,8 +198,6 @@ class Poset:
     Raises:
       ValueError: naming the file and what is wrong (also for ``"d": 2.5``).
     """
-    from pathlib import Path
-    import json
     path = Path(path)
     name = path.stem
     try:
@@ -205,30 +205,12 @@ class Poset:
     except OSError as e:
       raise ValueError(f"{path}: cannot read ({e.strerror}).") from None
     try:
-      if path.suffix == ".json":
-        obj = json.loads(text)
-        if not isinstance(obj, dict):
-          raise ValueError("JSON must be an object with 'order', 'd' and 'edges', or "
-                           "'requires'")
-        labels = tuple(obj.get("labels", ()))
-        if "requires" in obj:
-          return cls.from_prerequisites(obj["requires"], name=name)
-        if "order" in obj:
-          return cls.from_order(obj["order"], name=name, labels=labels)
-        if "edges" in obj and "d" in obj:
-          d = obj["d"]
-          if isinstance(d, bool) or not isinstance(d, int):
-            raise ValueError(f"'d' must be an integer; got {d!r}")
-          return cls.from_edges(d, obj["edges"], name=name, labels=labels)
-        raise ValueError("JSON needs 'order', or 'd' and 'edges', or 'requires'")
-      lines = [ln.split("#")[0].split() for ln in text.splitlines()]
-      lines = [ln for ln in lines if ln]
-      if not lines:
-        raise ValueError("the file holds no poset")
-      if lines[0][0] == "d":
-        return cls.from_edges(int(lines[0][1]), [tuple(map(int, ln)) for ln in lines[1:]],
-                              name=name)
-      return cls.from_order([[int(v) for v in ln] for ln in lines], name=name)
+      spec = formats.parse(path, text)
+      if spec.kind == "requires":
+        return cls.from_prerequisites(*spec.args, name=name)
+      if spec.kind == "order":
+        return cls.from_order(*spec.args, name=name, labels=spec.labels)
+      return cls.from_edges(*spec.args, name=name, labels=spec.labels)
     except json.JSONDecodeError as e:
       raise ValueError(f"{path}: invalid JSON ({e.msg} at line {e.lineno}).") from None
     except (ValueError, TypeError, KeyError, IndexError) as e:
@@ -278,14 +260,9 @@ class Poset:
     References:
       Joseph, Ribero & Yu (ICLR 2025), Section 5.3.
     """
-    if isinstance(sections, bool) or sections not in (1, 2, 3):
-      raise ValueError(f"sections must be 1, 2 or 3; got {sections!r}.")
-    parents = [-1, 0, 1, 0]                       # section 1: q1..q4
-    parents += [-1] + [4] * 6                     # section 2: q5..q11
-    parents += [-1] + [11] * 3                    # section 3: q12..q15
-    d = {1: 4, 2: 11, 3: 15}[sections]
-    return dataclasses.replace(cls.from_parents(parents[:d], name=f"nhis{sections}"),
-                               labels=tuple(f"q{i + 1}" for i in range(d)))
+    parents = nhis.parents(sections)
+    return dataclasses.replace(cls.from_parents(parents, name=f"nhis{sections}"),
+                               labels=tuple(f"q{i + 1}" for i in range(len(parents))))
 
   @classmethod
   def random(cls, key, d: int, *, steps: int | None = None) -> "Poset":
@@ -332,7 +309,6 @@ class Poset:
   def is_series_parallel(self) -> bool:
     """True iff the poset has no induced N (:mod:`jaxdp.decomposition`); such posets
     take the exact series-parallel sampler up to d = 512."""
-    from jaxdp import decomposition
     return decomposition.is_series_parallel(self)
 
   @functools.cached_property
@@ -405,149 +381,7 @@ class Poset:
     return f"{n[i]!r} is 1 but {n[j]!r}, which it requires, is 0"
 
 
-def random_dag(key, d: int, *, steps: int | None = None) -> list[tuple[int, int]]:
-  """Edges of a uniformly random labelled DAG on ``d`` nodes (Melancon's chain).
-
-  Start from the empty graph; each step picks an ordered pair ``(i, j)`` uniformly;
-  if the edge ``i -> j`` is present it is removed, otherwise it is added unless that
-  makes a cycle (pairs with ``i == j`` leave the graph unchanged). The chain is
-  symmetric on DAGs, so its stationary law is uniform.
-
-  Args:
-    key: a ``jax.random`` key (typed or legacy).
-    d: number of nodes.
-    steps: number of steps, default ``10 * d**2``.
-
-  Returns:
-    A list of edges ``(i, j)`` (``p_i < p_j`` in the poset they generate).
-
-  References:
-    G. Melancon, I. Dutour, M. Bousquet-Melou, "Random generation of directed acyclic
-    graphs", 2001. Joseph, Ribero & Yu (ICLR 2025), Section 5.2.
-  """
-  d = _checks.check_int(d, "d", minimum=1)
-  _checks.check_key(key, "key")
-  steps = 10 * d * d if steps is None else _checks.check_int(steps, "steps", minimum=0)
-  adj = np.asarray(_melancon(key, d, steps))
-  return [(int(i), int(j)) for i, j in zip(*np.nonzero(adj))]
-
-
-def random_dags(key, d: int, num: int, *, steps: int | None = None) -> np.ndarray:
-  """``num`` independent random DAG adjacency matrices, shape ``(num, d, d)``, bool.
-
-  Same chain as :func:`random_dag`, vectorised over ``num`` chains (one key each,
-  split from ``key``).
-  """
-  d = _checks.check_int(d, "d", minimum=1)
-  num = _checks.check_int(num, "num", minimum=1)
-  _checks.check_key(key, "key")
-  steps = 10 * d * d if steps is None else _checks.check_int(steps, "steps", minimum=0)
-  keys = jax.random.split(key, num)
-  return np.asarray(_melancon_batch(keys, d, steps))
-
-
 # ---------------------------------------------------------------------- helpers
-@functools.partial(jax.jit, static_argnames=("d", "steps"))
-def _melancon(key, d, steps):
-  pairs = jax.random.randint(key, (steps, 2), 0, d)
-  adj0 = jnp.zeros((d, d), dtype=bool)
-
-  def reaches(adj, src, dst):
-    # Breadth-first reachability from src, stopping when dst is reached or stable.
-    def cond(state):
-      seen, prev = state
-      return (~seen[dst]) & jnp.any(seen != prev)
-
-    def body(state):
-      seen, _ = state
-      return seen | jnp.any(adj & seen[:, None], axis=0), seen
-
-    start = jnp.zeros((d,), bool).at[src].set(True)
-    seen, _ = jax.lax.while_loop(cond, body, body((start, start)))
-    return seen[dst]
-
-  def step(adj, pair):
-    i, j = pair[0], pair[1]
-    present = adj[i, j]
-    # Adding i -> j closes a cycle iff j already reaches i.
-    can_add = (i != j) & ~jax.lax.cond(present | (i == j), lambda: True,
-                                       lambda: reaches(adj, j, i))
-    new = jnp.where(present, False, can_add)
-    return adj.at[i, j].set(new), None
-
-  adj, _ = jax.lax.scan(step, adj0, pairs)
-  return adj
-
-
-_melancon_batch = jax.jit(jax.vmap(_melancon, in_axes=(0, None, None)),
-                          static_argnums=(1, 2))
-
-
-def _transitive_closure(adj: np.ndarray) -> np.ndarray:
-  d = adj.shape[0]
-  reach = adj.copy() | np.eye(d, dtype=bool)
-  for k in range(d):
-    reach |= reach[:, k:k + 1] & reach[k:k + 1, :]
-  return reach
-
-
-def _find_cycle(adj: np.ndarray) -> list[int] | None:
-  """Returns one directed cycle of ``adj`` as a node list, or None."""
-  d = adj.shape[0]
-  color = [0] * d  # 0 new, 1 on stack, 2 done
-  parent = [-1] * d
-  for root in range(d):
-    if color[root]:
-      continue
-    stack = [(root, iter(np.nonzero(adj[root])[0]))]
-    color[root] = 1
-    while stack:
-      node, it = stack[-1]
-      nxt = next(it, None)
-      if nxt is None:
-        color[node] = 2
-        stack.pop()
-        continue
-      nxt = int(nxt)
-      if color[nxt] == 1:
-        cycle = [node]
-        while cycle[-1] != nxt:
-          cycle.append(parent[cycle[-1]])
-        return cycle[::-1]
-      if color[nxt] == 0:
-        parent[nxt] = node
-        color[nxt] = 1
-        stack.append((nxt, iter(np.nonzero(adj[nxt])[0])))
-  return None
-
-
-def _validate_order(o: np.ndarray, arg: str) -> None:
-  d = o.shape[0]
-  if o.ndim != 2 or o.shape != (d, d):
-    raise ValueError(f"{arg} must be a square (d, d) matrix; got shape {o.shape}.")
-  diag = np.nonzero(~np.diag(o))[0]
-  if diag.size:
-    i = diag[0]
-    raise ValueError(
-        f"{arg} is not reflexive: {arg}[{i}][{i}] is 0; every element satisfies "
-        "p_i <= p_i.")
-  both = np.argwhere(o & o.T & ~np.eye(d, dtype=bool))
-  if both.size:
-    i, j = both[0]
-    raise ValueError(
-        f"{arg} is not antisymmetric: {arg}[{i}][{j}] and {arg}[{j}][{i}] are both 1 "
-        f"for i != j (p{i} <= p{j} <= p{i}).")
-  closure = _transitive_closure(o)
-  missing = np.argwhere(closure & ~o)
-  if missing.size:
-    i, k = missing[0]
-    j = int(np.nonzero(o[i] & o[:, k])[0][0]) if np.any(o[i] & o[:, k]) else -1
-    via = (f" (p{i} <= p{j} and p{j} <= p{k})" if j >= 0 else "")
-    raise ValueError(
-        f"{arg} is not transitive: {arg}[{i}][{k}] is 0 but p{i} <= p{k} follows"
-        f"{via}. Use Poset.from_edges to take the transitive closure.")
-
-
 def _to_relation(o: np.ndarray) -> tuple[tuple[bool, ...], ...]:
   return tuple(tuple(bool(v) for v in row) for row in o)
 

@@ -1,0 +1,61 @@
+"""Poset files: JSON (order, edges or prerequisites) and plain text, parsed to a spec.
+
+Parsing is separate from building: :func:`read` returns a :class:`PosetSpec` that
+names the constructor of :class:`~jaxdp.Poset` and its arguments, and
+:meth:`Poset.load <jaxdp.Poset.load>` builds it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, NamedTuple
+
+__all__ = ["PosetSpec", "parse"]
+
+
+class PosetSpec(NamedTuple):
+  """What a poset file says.
+
+  Attributes:
+    kind: ``"order"`` (``args = (matrix,)``), ``"edges"`` (``args = (d, edges)``) or
+      ``"requires"`` (``args = (mapping,)``).
+    args: the constructor's positional arguments.
+    labels: element names given by the file (``()`` if none).
+  """
+
+  kind: str
+  args: tuple
+  labels: tuple = ()
+
+
+def parse(path: Path, text: str) -> PosetSpec:
+  """Parses the text of the poset file ``path`` (its suffix picks JSON or text).
+
+  Raises:
+    ValueError, TypeError, KeyError, IndexError, json.JSONDecodeError: what is wrong
+      (the caller adds the file's name).
+  """
+  if path.suffix == ".json":
+    obj: Any = json.loads(text)
+    if not isinstance(obj, dict):
+      raise ValueError("JSON must be an object with 'order', 'd' and 'edges', or "
+                       "'requires'")
+    labels = tuple(obj.get("labels", ()))
+    if "requires" in obj:
+      return PosetSpec("requires", (obj["requires"],))
+    if "order" in obj:
+      return PosetSpec("order", (obj["order"],), labels)
+    if "edges" in obj and "d" in obj:
+      d = obj["d"]
+      if isinstance(d, bool) or not isinstance(d, int):
+        raise ValueError(f"'d' must be an integer; got {d!r}")
+      return PosetSpec("edges", (d, obj["edges"]), labels)
+    raise ValueError("JSON needs 'order', or 'd' and 'edges', or 'requires'")
+  lines = [ln.split("#")[0].split() for ln in text.splitlines()]
+  lines = [ln for ln in lines if ln]
+  if not lines:
+    raise ValueError("the file holds no poset")
+  if lines[0][0] == "d":
+    return PosetSpec("edges", (int(lines[0][1]), [tuple(map(int, ln)) for ln in lines[1:]]))
+  return PosetSpec("order", ([[int(v) for v in ln] for ln in lines],))

@@ -1,0 +1,136 @@
+"""Which poset-ball sampler a poset takes, and one entry point to all three.
+
+``"auto"`` takes the forest sampler for forests up to ``AUTO_FOREST_MAX_D``, else the
+series-parallel one when it applies, else the general one. The host tables are cached
+numpy arrays (never device arrays created during a trace); the kernels receive them as
+jit arguments, so only ``d``, the method, the layout and the sizes are static: posets
+of the same size (general sampler) or the same forest shape (forest sampler) share
+one compilation.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxdp.posets import Poset
+from jaxdp.samplers import forest, general, simplex, sp_kernel, sp_tables
+from jaxdp.samplers.forest import FOREST_MAX_D
+from jaxdp.samplers.general import GENERAL_MAX_D
+
+__all__ = ["AUTO_FOREST_MAX_D", "METHODS", "chunk_size", "num_objects", "objects",
+           "points", "resolve_method", "sample_objects", "tables_and_layout"]
+
+METHODS = ("auto", "forest", "sp", "general")
+
+# "auto" takes the forest sampler for forests up to this d, else the series-parallel
+# one when it applies, else the general one. benchmarks/samplers.py: the forest
+# sampler is faster on NHIS-3 (d = 15), about even with the series-parallel one on a
+# random forest with d = 16 and slower from d = 24 on (1.7x slower at d = 32).
+AUTO_FOREST_MAX_D = 16
+
+
+def resolve_method(poset: Poset, method: str) -> str:
+  """Chooses the sampler for ``poset``; raises ValueError if it cannot be used."""
+  if method not in METHODS:
+    raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
+  d = poset.d
+  if method == "auto":
+    if poset.is_forest and d <= AUTO_FOREST_MAX_D:
+      return "forest"
+    if sp_tables.supported(poset):
+      return "sp"
+    if d <= GENERAL_MAX_D:
+      return "general"
+    sp_tables.check_supported(poset)   # raises, naming the induced N
+  if method == "forest":
+    if not poset.is_forest:
+      raise ValueError(
+          "method='forest' needs a forest (every element with at most one element "
+          f"directly above it); {poset!r} is not one. Use method='sp' or 'auto'.")
+    if d > FOREST_MAX_D:
+      raise ValueError(
+          f"method='forest' supports d <= {FOREST_MAX_D} (its table grows as d^3); "
+          f"got d = {d}. Use method='sp' (d <= {sp_tables.SP_MAX_D}).")
+    return "forest"
+  if method == "sp":
+    sp_tables.check_supported(poset)
+    return "sp"
+  if d > GENERAL_MAX_D:
+    raise ValueError(
+        f"the general poset-ball sampler supports d <= {GENERAL_MAX_D} (its tables hold "
+        f"2^d entries); got d = {d}. Series-parallel posets (no induced N) of up to "
+        f"{sp_tables.SP_MAX_D} elements take method='sp' or 'auto'.")
+  return "general"
+
+
+def num_objects(poset: Poset) -> float:
+  """N(P) = sum over A of e(A) e(P \\ A); the ball's normalised volume is 2 N(P)."""
+  method = resolve_method(poset, "auto")
+  if method == "general":
+    return general.num_objects(poset)
+  if method == "sp":
+    return float(np.exp(sp_tables.log_num_objects(poset)))
+  return forest.num_objects(poset)
+
+
+def tables_and_layout(poset: Poset, method: str):
+  """Host side: ``(method, tables, layout)`` for the kernels (layout None: general)."""
+  method = resolve_method(poset, method)
+  if method == "general":
+    return method, general.general_tables(poset), None
+  if method == "sp":
+    return (method, *sp_tables.sp_tables(poset))
+  return method, forest.forest_tables(poset), forest.forest_layout(poset)
+
+
+def sample_objects(key, poset: Poset, method: str, n: int, *,
+                   key_words: int | None = None):
+  """Draws ``n`` objects: ``seq`` (n, d) int32 elements in order of addition, ``k`` (n,).
+
+  ``key_words`` (forest sampler only, static): 1 or 2 32-bit words per heap key;
+  ``None`` picks 1 for d <= 32 and 2 above (see ``forest.COLUMN_MAX_D``).
+  """
+  method, tables, layout = tables_and_layout(poset, method)
+  return _objects_jit(key, tables, d=poset.d, layout=layout, n=n, key_words=key_words)
+
+
+@functools.partial(jax.jit, static_argnames=("d", "layout", "n", "key_words"))
+def _objects_jit(key, tables, *, d, layout, n, key_words):
+  tables = jax.tree_util.tree_map(jnp.asarray, tables)  # numpy when jit is disabled
+  return objects(key, tables, d, layout, n, key_words=key_words)
+
+
+def objects(key, tables, d: int, layout, n: int, *, key_words: int | None = None):
+  """Traceable object sampler: the general algorithm when ``layout`` is None, the
+  series-parallel one for an ``SPLayout``, else the forest algorithm for that
+  layout."""
+  if layout is None:
+    return general.general_objects(key, tables, d, n)
+  if isinstance(layout, sp_tables.SPLayout):
+    return sp_kernel.sp_objects(key, tables, layout, n)
+  if key_words is None:
+    key_words = 1 if d <= forest.COLUMN_MAX_D else 2
+  if key_words not in (1, 2):
+    raise ValueError(f"key_words must be 1 or 2; got {key_words!r}.")
+  return forest.forest_objects(key, tables, layout, n, key_words)
+
+
+def points(key_obj, key_exp, tables, d: int, layout, n: int, dtype):
+  """Exactly uniform points of the ball, (n, d+1): an object from ``key_obj``, its
+  simplex's Dirichlet weights from ``key_exp``."""
+  if isinstance(layout, sp_tables.SPLayout):
+    return sp_kernel.sp_points(key_obj, key_exp, tables, layout, n, dtype)
+  seq, k = objects(key_obj, tables, d, layout, n)
+  return simplex.uniform_points(key_exp, seq, k, tables.up, dtype)
+
+
+def chunk_size(layout, chunk: int) -> int:
+  """Samples per chunk for ``layout`` (the series-parallel kernel keeps per-node
+  arrays and takes smaller chunks on large posets)."""
+  if isinstance(layout, sp_tables.SPLayout):
+    return sp_kernel.chunk_size(layout, chunk)
+  return chunk

@@ -1,0 +1,394 @@
+"""Exact uniform sampling of the poset ball for series-parallel posets: the kernel.
+
+Tables and the size recursion are in :mod:`jaxdp.samplers.sp_tables`. Per sample:
+
+1. *Sizes.* |A| from the root's table, then top down the A-count of the smaller child
+   of every binary node (inverse CDF, one look-up row per node); a block draws its
+   subset A of the given size (binary search within the size group) and uniform
+   linear extensions of A and B inside it by the subset recursion.
+2. *Uniform linear extensions of A and of B without a sort per node.* Every node
+   carries, for each part with m > 0 elements in it, times t_1 < ... < t_m (one per
+   element of the part, in the order of a uniform extension of the node's part) and
+   an end E > t_m such that (t_1, ..., t_m, E) are partial sums of m + 1 iid Exp(1)
+   spacings, independent of that order (an empty part carries t = E = 0, so E > 0
+   says the part is not empty). A leaf's time is one Exp(1) and its end one more. A
+   series node concatenates: its lower child's times and end are shifted by the
+   upper child's last time (top down, the upper child comes first); the upper child's
+   last spacing E_u - t_u is dropped (if the lower child is empty in the part, the
+   node's end is the upper child's). A parallel node must interleave uniformly:
+   dividing each child's times by its end E_i gives the order statistics of m_i iid
+   uniforms, independent of E_i (Renyi's representation), so the merged values are
+   m iid uniforms whose labels form a uniformly random interleaving independent of
+   the values; multiplying by an independent Gamma(m + 1) = (E_1 + E_2) * V^(1/(m+1))
+   (V uniform; a Gamma(m + 2) times an independent Beta(m + 1, 1)) restores the
+   spacing representation for the parent, whose end is that Gamma(m + 1) (if one
+   child is empty in the part, the other passes through). A block's times are
+   partial sums of spacings along its extension, its end one more Exp(1). The maps
+   are affine and increasing; composed top down they give every element its time
+   at the root. The order of the root times is the object (``sp_objects`` sorts
+   them; ties are broken by a fixed linear extension of P, so comparable elements
+   are always in order).
+3. *Noise without the order.* At the root the k + 1 spacings of A's times and end
+   (``end_A - t_k`` last; a fresh Exp(1) for ``end_A`` when A is empty) are iid
+   Exp(1) and independent of the object, so they can serve as the Dirichlet weights
+   of A's chain of vertices (design note, section 5), and likewise for B. Then
+   coordinate j is (end_A - min of the A-times in j's down-set) - (the same for B),
+   the root coordinate end_A - end_B, and the point is that vector over
+   end_A + end_B: no sort and no O(d^2) masked minimum. The down-set minimum runs
+   over the tree: j itself, the lower children of the series nodes above j whose
+   upper child holds j, and the block's own down-set inside a block.
+
+Random numbers per sample: 2 Exp(1) per element, one uniform V per parallel node and
+part, 2 Exp(1) per block (and 2 at the root, used only for an empty part), each from
+52 random bits: one Threefry hash per variate (:func:`jaxdp.threefry.words64`).
+
+The times are computed in float64 (``jax.enable_x64`` inside the kernel; outputs
+keep the caller's dtype) from uniforms on the midpoints of 2^52 cells (exact, never
+0 or 1) with fdlibm's logarithm (error below 1 ulp), so an order decided at a
+parallel node departs from exact only if two times agree to float64 rounding: below
+d^2 2^-44 per sample. Size choices compare float32 uniforms with float32 CDFs of
+float64 weights, as the other samplers do (relative error below 1e-6 per choice).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxdp.prng.threefry import words64
+from jaxdp.samplers.sp_plan import (LevelPlan, assemble, bottom_up, child_rows,
+                                    top_down)
+from jaxdp.samplers.sp_tables import LEAF, PARALLEL, SERIES, SPLayout, SPTables
+from jaxdp.samplers.subsets import linear_extensions
+from jaxdp.samplers.words import exponential, log_normal, static_index, stored, uniform52
+
+__all__ = ["chunk_size", "sp_objects", "sp_points"]
+
+
+def sp_objects(key, t: SPTables, layout: SPLayout, n: int):
+  """``(seq, k)`` as the other samplers: elements in order of addition (A top down,
+  then B top down), and |A|."""
+  d = layout.d
+  draws = _draws(key, t, layout, n)
+  in_a = draws["in_a"]
+  with jax.enable_x64(True):
+    value, root = _times(draws, layout, n)
+    # B after A: B's times are offset past A's largest.
+    sort_key = jnp.where(in_a, value, value + (2.0 * root[0, 0] + 1.0)[None, :])
+    order = np.asarray(layout.top_down)
+    ids = jnp.broadcast_to(jnp.asarray(order, jnp.int32), (n, d))
+    _, seq = jax.lax.sort((sort_key[static_index(order)].T, ids), dimension=1, num_keys=1,
+                          is_stable=True)
+  return seq, draws["cnt"][0]
+
+
+def sp_points(key_obj, key_exp, t: SPTables, layout: SPLayout, n: int, dtype):
+  """Exactly uniform points of the poset ball, (n, d+1), root first."""
+  draws = _draws(key_obj, t, layout, n)
+  bits_end = words64(key_exp, (2, n))
+  with jax.enable_x64(True):
+    value, root = _times(draws, layout, n)
+    # a part's end: its root end, or one Exp(1) where the part is empty
+    end = stored(jnp.where(root[1] > 0, root[1], exponential(bits_end)),
+                  bits_end[0][0, 0])                                  # (2, n)
+    # The down-set minima only pick which time to subtract, so for float32 output
+    # they run in float32 (half the memory traffic): a tie can only swap two times
+    # equal to float32 rounding, which moves the output by less than its ulp.
+    work = jnp.float64 if jnp.dtype(dtype) == jnp.float64 else jnp.float32
+    value_w, end_w = value.astype(work), end.astype(work)
+  low = jnp.minimum(_down_set_min(value_w, draws, t, layout, n), end_w[None])  # (d, 2, n)
+  with jax.enable_x64(True):
+    low = low.astype(jnp.float64)
+    coord = (end[0] - low[:, 0]) - (end[1] - low[:, 1])            # (d, n)
+    z = jnp.concatenate([(end[0] - end[1])[None], coord], axis=0) / (end[0] + end[1])
+    return z.T.astype(dtype)
+
+
+def chunk_size(layout: SPLayout, chunk: int) -> int:
+  """Samples per chunk: about 2^18 node rows, so a depth's working set stays in
+  cache (``benchmarks/sp_costs.py`` compares 2^16, 2^18 and 2^20)."""
+  return int(max(256, min(chunk, (1 << 18) // len(layout.kind))))
+
+
+def _draws(key, t: SPTables, layout: SPLayout, n: int):
+  """The discrete choices (sizes, block subsets and extensions) and the random bits
+  of the times; outside the x64 scope."""
+  d = layout.d
+  plan = LevelPlan(layout)
+  k_root, k_split, k_block, k_space, k_par = jax.random.split(key, 5)
+  cnt = jnp.concatenate(_sizes(k_root, k_split, t, plan, d, n), axis=0)   # (M, n)
+  in_a = jnp.zeros((d, n), bool)
+  if len(plan.leaf_elems):
+    in_a = in_a.at[plan.leaf_elems].set(cnt[plan.node_of[plan.leaf_elems]] == 1)
+  block_seq = []
+  kb = jax.random.split(k_block, 2 * max(1, len(layout.blocks)))
+  for b, ((nid, elems), bt) in enumerate(zip(layout.blocks, t.blocks)):
+    mask, seq_loc = _block_choice(kb[2 * b], kb[2 * b + 1], bt, cnt[nid], len(elems), n)
+    bits = ((mask[None, :] >> jnp.arange(len(elems), dtype=jnp.uint32)[:, None]) & 1) == 1
+    in_a = in_a.at[np.asarray(elems)].set(bits)
+    block_seq.append(seq_loc)
+  # 64 random bits per float64 variate, as two 32-bit words drawn outside the x64
+  # scope (JAX's generators are traced in the caller's mode); one Threefry hash
+  # gives both (jaxdp.threefry.words64).
+  k_end, k_v = jax.random.split(k_par)
+  par_counts = jnp.zeros((1, 2, n), jnp.int32)   # each parallel node's count in A, B
+  if plan.num_parallel:
+    a_par = cnt[static_index(plan.parallel)]
+    size = jnp.asarray(plan.size[plan.parallel], jnp.int32)[:, None]
+    par_counts = jnp.stack([a_par, size - a_par], axis=1)                  # (P, 2, n)
+  return dict(plan=plan, cnt=cnt, in_a=in_a, block_seq=block_seq, par_counts=par_counts,
+              bits_space=words64(k_space, (2, d, n)),         # each element's 2 spacings
+              bits_v=words64(k_v, (max(1, plan.num_parallel), 2, n)),
+              bits_block_end=words64(k_end, (max(1, len(layout.blocks)), 2, n)))
+
+
+def _times(draws, layout: SPLayout, n: int):
+  """Inside the x64 scope: every element's time at the root (its own part's), (d, n)
+  float64, and the root's row: each part's last time and end, (2, 2, n) (an empty
+  part's are 0)."""
+  plan, cnt, in_a = draws["plan"], draws["cnt"], draws["in_a"]
+  f64 = jnp.float64
+  # The uniforms and then the variates are stored (``_stored``): the logarithm's
+  # division splits its fusion, and both halves would recompute the hash.
+  word = draws["bits_space"][0][0, 0, 0]
+  u_space, u_v, u_block, m = stored(tuple(uniform52(draws[k]) for k in (
+      "bits_space", "bits_v", "bits_block_end")) + (draws["par_counts"],), word)
+  # V^(1/(m+1)) per parallel node and part (m: the node's count in the part), formed
+  # once here, so that a scanned depth computes no transcendental in padded rows.
+  w = jnp.exp(log_normal(u_v) / (m.astype(f64) + 1.0))                   # (P, 2, n)
+  spacing = -log_normal(u_space)                                         # (2, d, n)
+  time, extra, w, block_end = stored((spacing[0], spacing[1], w, -log_normal(u_block)), word)
+  # A node's row, (2, 2, n): [last time, end] x part; an empty part's are 0.
+  block_row = []
+  for b, ((nid, elems), seq_loc) in enumerate(zip(layout.blocks, draws["block_seq"])):
+    local, last_a, last_b = _block_times(time, elems, seq_loc, cnt[nid], n)
+    time = time.at[static_index(elems)].set(local)
+    last = jnp.stack([last_a, last_b])
+    filled = jnp.stack([cnt[nid] > 0, cnt[nid] < len(elems)])
+    block_row.append(jnp.stack([last, jnp.where(filled, last + block_end[b], 0.0)]))
+  # a leaf's row: in its own part, last time = its time, end = one more Exp(1) on
+  mine = jnp.stack([in_a, ~in_a], axis=1)                            # (d, 2, n)
+  leaf_row = jnp.where(mine[:, None], jnp.stack([time, time + extra], axis=1)[:, :, None],
+                       0.0)                                          # (d, 2, 2, n)
+
+  # bottom up: each node's row, and the child -> parent maps
+  def up(kids, x):                             # a scanned depth
+    cl, cr = kids[x["left"]], kids[x["right"]]
+    kind = x["kind"][:, None, None]
+    series = kind == SERIES
+    pv, s1, s2 = _parallel(cl, cr, w[x["par"]])
+    here = jnp.where(series[:, None], _series(cl, cr), jnp.where(
+        (kind == PARALLEL)[:, None], pv,
+        jnp.where((kind == LEAF)[:, None], leaf_row[x["elem"]], 0.0)))
+    one = jnp.ones_like(s1)
+    l_scale, r_scale = jnp.where(series, one, s1), jnp.where(series, one, s2)
+    l_shift = jnp.where(series, cr[:, 0], 0.0)
+    p, is_left = x["parent"], x["is_left"][:, None, None]
+    return here, (jnp.where(is_left, l_scale[p], r_scale[p]),
+                  jnp.where(is_left, l_shift[p], 0.0))
+
+  maps = [None] * plan.num_levels              # (scale, shift) rows of a depth's nodes
+
+  def level_up(lv):                            # an unrolled depth
+    info = plan.levels[lv]
+    le = info["leaf_elems"]
+    leaf = leaf_row[static_index(le)] if len(le) else None
+    blk = jnp.stack([block_row[b] for b in info["blocks"]]) if info["blocks"] else None
+    inner = None
+    if len(info["inner"]):
+      kids = top[lv + 1]
+      cl, cr = kids[static_index(info["left_loc"])], kids[static_index(info["right_loc"])]
+      k = info["n_ser"]                  # rows [:k] series, [k:] parallel
+      # series: the lower (left) child follows the upper one, shifted by its last
+      # time; parallel: both children rescaled to the parent's spacing scale
+      ones = jnp.ones_like(cl[:k, 0])
+      parts, left_scale, left_shift, right_scale = (
+          [_series(cl[:k], cr[:k])], [ones], [cr[:k, 0]], [ones])
+      if k < len(info["inner"]):
+        pv, s1, s2 = _parallel(cl[k:], cr[k:], w[static_index(info["par_row"])])
+        parts.append(pv)
+        left_scale.append(s1)
+        left_shift.append(jnp.zeros_like(s1))
+        right_scale.append(s2)
+      inner = jnp.concatenate(parts)
+      maps[lv + 1] = (child_rows(info, jnp.concatenate(left_scale), jnp.concatenate(right_scale)),
+                      child_rows(info, jnp.concatenate(left_shift), jnp.zeros_like(cl[:, 0])))
+    return assemble(info, inner, leaf, blk)
+
+  top = [None] * plan.num_levels
+  band_maps = bottom_up(plan, top, level_up, lambda band: up)
+
+  # top down: root time = c_scale * local time + c_shift
+  def down(carry, x):                          # a scanned depth
+    scale, shift = carry
+    ps, ph = scale[x["parent"]], shift[x["parent"]]
+    new = (ps * x["scale"], ps * x["shift"] + ph)
+    return new, new
+
+  def level_down(lv):                          # an unrolled depth
+    info = plan.levels[lv]
+    par = static_index(info["inner_loc"][info["kid_parent"]])
+    scale, shift = cs[lv]
+    sc, sh = maps[lv + 1]
+    return scale[par] * sc, scale[par] * sh + shift[par]
+
+  cs = [(jnp.ones((1, 2, n), f64), jnp.zeros((1, 2, n), f64))] + [None] * (
+      plan.num_levels - 1)
+  cs = top_down(plan, cs, level_down, lambda band: down, lambda band: dict(
+      parent=band.arrays()["parent"], scale=band_maps[band.a][0],
+      shift=band_maps[band.a][1]))
+  node_scale = jnp.concatenate([c[0] for c in cs], axis=0)[static_index(plan.node_of)]  # (d, 2, n)
+  node_shift = jnp.concatenate([c[1] for c in cs], axis=0)[static_index(plan.node_of)]
+  scale = jnp.where(in_a, node_scale[:, 0], node_scale[:, 1])
+  shift = jnp.where(in_a, node_shift[:, 0], node_shift[:, 1])
+  return scale * time + shift, top[0][0]
+
+
+def _series(lower, upper):
+  """A series node's row from its children's (rows, 2, 2, n): the lower child's
+  times follow the upper one's last; its end is the lower child's, shifted, or
+  the upper one's where the lower child has no element of the part."""
+  last = lower[:, 0] + upper[:, 0]
+  end = jnp.where(lower[:, 1] > 0, upper[:, 0] + lower[:, 1], upper[:, 1])
+  return jnp.stack([last, end], axis=1)
+
+
+def _parallel(c1, c2, w):
+  """A parallel node's merge (module docstring, step 2): children's rows ``c1``,
+  ``c2`` (rows, 2, 2, n) and V^(1/(m+1)) ``w`` (rows, 2, n). Returns the node's row
+  and each child's scale (1 where a child has no element of the part: the other
+  passes through)."""
+  (t1, e1), (t2, e2) = (c1[:, 0], c1[:, 1]), (c2[:, 0], c2[:, 1])
+  g = (e1 + e2) * w
+  both = (e1 > 0) & (e2 > 0)
+  s1 = jnp.where(both, g / e1, 1.0)
+  s2 = jnp.where(both, g / e2, 1.0)
+  row = jnp.stack([jnp.maximum(t1 * s1, t2 * s2), jnp.where(both, g, e1 + e2)], axis=1)
+  return row, s1, s2
+
+
+def _sizes(k_root, k_split, t: SPTables, plan: LevelPlan, d: int, n: int):
+  """A-count of every node, top down: (rows, n) int32 blocks in node order, one per
+  unrolled depth and one per scanned run."""
+  u_root = jax.random.uniform(k_root, (n,))
+  root = jnp.minimum(jnp.sum(t.root_cdf[None, :] <= u_root[:, None], axis=1),
+                     d).astype(jnp.int32)
+  out = [root[None, :]] + [None] * (plan.num_levels - 1)
+  if not plan.num_internal:
+    return out
+  u = jax.random.uniform(k_split, (plan.num_internal, n))
+
+  def step(a, x, widmax):                      # a scanned depth
+    a_left = _split(t, a, x["off"], x["wid"], x["small_left"], u[x["slot"]], widmax)
+    kid = jnp.where(x["is_left"][:, None], a_left[x["parent"]],
+                    (a - a_left)[x["parent"]])
+    return kid, kid
+
+  def level(lv):                               # an unrolled depth
+    info = plan.levels[lv]
+    a = out[lv][info["inner_loc"]]                                  # (I, n)
+    a_left = _split(t, a, info["off"], info["wid"], info["small_left"],
+                    u[info["slot"]], int(info["wid"].max()))
+    return child_rows(info, a_left, a - a_left)
+
+  return top_down(plan, out, level,
+                   lambda band: lambda a, x: step(a, x, band.widmax))
+
+
+def _split(t: SPTables, a, off, wid, small_left, u, widmax: int):
+  """The left child's A-count for nodes with A-counts ``a`` (rows, n): the smaller
+  child's count by inverse CDF from its table row, uniforms ``u`` (rows, n)."""
+  j = np.arange(widmax)
+  valid = (j[None, :] < wid[:, None])[:, None, :]                 # (I, 1, W)
+  idx = off[:, None, None] + a[:, :, None] * wid[:, None, None] + j[None, None, :]
+  row = jnp.where(valid, t.split_cdf[jnp.where(valid, idx, 0)], 2.0)
+  a_s = jnp.sum(row <= u[:, :, None], axis=2).astype(jnp.int32)
+  return jnp.where(small_left[:, None], a_s, a - a_s)
+
+
+def _block_choice(k_sub, k_ext, bt, a, size: int, n: int):
+  """A block's subset (bitmask, (n,) uint32) of size ``a`` with probability
+  e(A) e(B) / T[a], and uniform extensions of both parts (local (n, L) sequence)."""
+  u = jax.random.uniform(k_sub, (n,))
+  lo, hi = bt.start[a], bt.start[a + 1] - 1       # first index with cdf > u
+  for _ in range(math.comb(size, size // 2).bit_length()):
+    mid = (lo + hi) // 2
+    left = bt.cdf[mid] > u
+    hi = jnp.where(left, mid, hi)
+    lo = jnp.where(left, lo, mid + 1)
+  mask = bt.masks[lo].astype(jnp.uint32)
+  v = jax.random.uniform(k_ext, (n, size))
+  return mask, linear_extensions(bt.ext, bt.strict_up, mask, a, v, size)
+
+
+def _block_times(time, elems, seq_loc, a, n):
+  """Times of a block's elements, (L, n) (partial sums of their spacings along each
+  part's extension), and the last time of each part."""
+  s_loc = time[static_index(elems)].T                                  # (n, L)
+  cs = jnp.cumsum(jnp.take_along_axis(s_loc, seq_loc, axis=1), axis=1)
+  last_a = jnp.where(a > 0, jnp.take_along_axis(
+      cs, jnp.maximum(a - 1, 0)[:, None], axis=1)[:, 0], 0.0)
+  pos = jnp.arange(len(elems))[None, :]
+  in_order = jnp.where(pos < a[:, None], cs, cs - last_a[:, None])
+  rows = jnp.arange(n)[:, None]
+  local = jnp.zeros_like(in_order).at[rows, seq_loc].set(in_order)
+  return local.T, last_a, cs[:, -1] - last_a
+
+
+def _down_set_min(value, draws, t: SPTables, layout: SPLayout, n: int):
+  """For element j and part p, the smallest root time (``value``, (d, n)) of an
+  element of part p below or equal to j (+inf if none), (d, 2, n)."""
+  plan, in_a = draws["plan"], draws["in_a"]
+  inf = jnp.inf
+  own = jnp.stack([jnp.where(in_a, value, inf), jnp.where(in_a, inf, value)], axis=1)
+  block_low = [jnp.min(own[static_index(elems)], axis=0) for _, elems in layout.blocks]
+
+  def up(kids, x):                             # a scanned depth
+    kind = x["kind"][:, None, None]
+    inner = jnp.minimum(kids[x["left"]], kids[x["right"]])
+    here = jnp.where((kind == SERIES) | (kind == PARALLEL), inner,
+                     jnp.where(kind == LEAF, own[x["elem"]], inf))
+    return here, kids
+
+  def level_up(lv):                            # an unrolled depth
+    info = plan.levels[lv]
+    le = info["leaf_elems"]
+    leaf = own[static_index(le)] if len(le) else None
+    blk = jnp.stack([block_low[b] for b in info["blocks"]]) if info["blocks"] else None
+    inner = None
+    if len(info["inner"]):
+      kids = low[lv + 1]
+      inner = jnp.minimum(kids[static_index(info["left_loc"])], kids[static_index(info["right_loc"])])
+    return assemble(info, inner, leaf, blk)
+
+  low = [None] * plan.num_levels                       # min over the node
+  band_low = bottom_up(plan, low, level_up, lambda band: up)
+
+  # min over the rest of the down-set, from above
+  def down(b, x):                              # a scanned depth
+    lower = x["low"][x["left"]]
+    upper = jnp.where((x["kind"] == SERIES)[:, None, None], jnp.minimum(b, lower), b)
+    kid = jnp.where(x["is_left"][:, None, None], b[x["parent"]], upper[x["parent"]])
+    return kid, kid
+
+  def level_down(lv):                          # an unrolled depth
+    info = plan.levels[lv]
+    b = below[lv][static_index(info["inner_loc"])]
+    lower = low[lv + 1][static_index(info["left_loc"])]
+    k = info["n_ser"]
+    upper = jnp.concatenate([jnp.minimum(b[:k], lower[:k]), b[k:]])
+    return child_rows(info, b, upper)
+
+  below = [jnp.full((1, 2, n), inf)] + [None] * (plan.num_levels - 1)
+  below = top_down(plan, below, level_down, lambda band: down,
+                    lambda band: dict(band.arrays(), low=band_low[band.a]))
+  first = jnp.minimum(jnp.concatenate(below, axis=0)[static_index(plan.node_of)], own)
+  for (nid, elems), bt in zip(layout.blocks, t.blocks):
+    mine = own[static_index(elems)]                                             # (L, 2, n)
+    le = jnp.asarray(bt.up)                                           # y <= x
+    inner = jnp.min(jnp.where(le[:, :, None, None], mine[:, None], inf), axis=0)
+    first = first.at[static_index(elems)].set(jnp.minimum(first[static_index(elems)], inner))
+  return first

@@ -1,0 +1,91 @@
+"""Float64 variates from random 32-bit words, written with array operations so that XLA
+vectorises them and fuses them with their neighbours (used by the series-parallel
+kernel; call them inside ``jax.enable_x64(True)``)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["exponential", "log_normal", "static_index", "stored", "uniform52"]
+
+
+def static_index(idx):
+  """A static index array as uint32. It is non-negative by construction, so JAX
+  gathers with it directly: a signed index gets a wrap-around select for negative
+  values at each gather, a large share of the operations of a deep tree's kernel)."""
+  return jnp.asarray(np.asarray(idx, np.uint32))
+
+
+def uniform52(words):
+  """Uniform on (0, 1): the midpoint (j + 1/2) 2^-52 of one of 2^52 equal cells, j
+  from 52 random bits of two uint32 words ``(hi, lo)``; exact in float64 (so never
+  0 or 1). Call in the x64 scope."""
+  hi = (words[0] >> 5).astype(jnp.float64)         # 27 bits
+  lo = (words[1] >> 7).astype(jnp.float64)         # 25 bits
+  return (hi * 33554432.0 + lo) * (1.0 / 4503599627370496.0) + (1.0 / 9007199254740992.0)
+
+
+def exponential(words):
+  """Exp(1) variates -log(U), U from :func:`_uniform52`: positive and finite (at most
+  53 log 2); call in the x64 scope."""
+  return -log_normal(uniform52(words))
+
+
+def stored(tree, word):
+  """``tree`` (arrays), computed once and stored before its consumers run.
+
+  XLA:CPU fuses cheap elementwise producers (a Threefry hash, :func:`_log`) into
+  every consumer, recomputing them per use: an (n,) variate broadcast over d
+  coordinates is hashed d times. ``lax.optimization_barrier`` does not prevent that
+  here (a (2, n) variate broadcast over 129 coordinates ran as slowly with one as
+  without, and the compiled program holds no barrier); a conditional is a fusion
+  boundary. Its predicate ``(word | 1) != 0`` (``word`` any traced uint32 scalar)
+  is always true, so the other branch never runs; it differs from the first only so
+  that the two are not merged. Under ``vmap`` the conditional becomes a select
+  (same values, no boundary).
+  """
+  return jax.lax.cond((word | np.uint32(1)) != 0, lambda t: t,
+                      lambda t: jax.tree_util.tree_map(jnp.negative, t), tree)
+
+
+# fdlibm's e_log.c (Sun Microsystems, 1993): ln 2 in two parts and the coefficients
+# of its minimax polynomial in s^2, s = f / (2 + f).
+_LN2_HI, _LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10
+_LG = (6.666666666666735130e-01, 3.999999999940941908e-01, 2.857142874366239149e-01,
+       2.222219843214978396e-01, 1.818357216161805012e-01, 1.531383769920937332e-01,
+       1.479819860511658591e-01)
+
+
+def log_normal(x):
+  """Natural logarithm of positive normal float64 ``x`` (call in the x64 scope):
+  fdlibm's algorithm (error below 1 ulp), written with array operations so that
+  XLA vectorises it and fuses it with its neighbours (XLA:CPU's own float64
+  ``jnp.log`` was the slower choice in this kernel); ``tests/test_series_parallel.py``
+  checks it against mpmath. Zero, negative,
+  subnormal and non-finite inputs are outside its domain (the kernel's are in
+  [2^-53, 1 - 2^-53]).
+
+  x = 2^k (1 + f) with 1 + f in [sqrt(2)/2, sqrt(2)); log(1 + f) = 2 atanh(s),
+  s = f / (2 + f), = f - f^2/2 + s (f^2/2 + R(s^2)).
+  """
+  bits = jax.lax.bitcast_convert_type(x, jnp.int64)
+  # The high word in int32: AVX2 converts int32, not int64, to float64 in vectors.
+  high = (bits >> 32).astype(jnp.int32)
+  mant = high & 0xFFFFF                            # high 20 bits of the mantissa
+  i = (mant + 0x95F64) & 0x100000                  # set where 1.m >= sqrt(2)
+  m = jax.lax.bitcast_convert_type(
+      ((mant | (i ^ 0x3FF00000)).astype(jnp.int64) << 32) | (bits & 0xFFFFFFFF),
+      jnp.float64)                                 # 1 + f, halved where i is set
+  k = ((high >> 20) - 1023 + (i >> 20)).astype(jnp.float64)
+  f = m - 1.0
+  s = f / (2.0 + f)
+  z = s * s
+  w = z * z
+  r = (w * (_LG[1] + w * (_LG[3] + w * _LG[5]))
+       + z * (_LG[0] + w * (_LG[2] + w * (_LG[4] + w * _LG[6]))))
+  hfsq = 0.5 * f * f
+  mid = ((mant - 0x6147A) | (0x6B851 - mant)) > 0  # fdlibm's choice of rearrangement
+  return jnp.where(mid, k * _LN2_HI - ((hfsq - (s * (hfsq + r) + k * _LN2_LO)) - f),
+                   k * _LN2_HI - ((s * (f - r) - k * _LN2_LO) - f))
