@@ -9,11 +9,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
+from jaxdp.typing import KeyArray
 
 __all__ = ["random_dag", "random_dags"]
 
 
-def random_dag(key, d: int, *, steps: int | None = None) -> list[tuple[int, int]]:
+def random_dag(key: KeyArray, d: int, *, steps: int | None = None) -> list[tuple[int, int]]:
   """Edges of a uniformly random labelled DAG on ``d`` nodes (Melancon's chain).
 
   Start from the empty graph; each step picks an ordered pair ``(i, j)`` uniformly;
@@ -40,7 +41,7 @@ def random_dag(key, d: int, *, steps: int | None = None) -> list[tuple[int, int]
   return [(int(i), int(j)) for i, j in zip(*np.nonzero(adj))]
 
 
-def random_dags(key, d: int, num: int, *, steps: int | None = None) -> np.ndarray:
+def random_dags(key: KeyArray, d: int, num: int, *, steps: int | None = None) -> np.ndarray:
   """``num`` independent random DAG adjacency matrices, shape ``(num, d, d)``, bool.
 
   Same chain as :func:`random_dag`, vectorised over ``num`` chains (one key each,

@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import itertools
 import math
+from typing import Sequence
 
 import numpy as np
 
@@ -109,7 +110,7 @@ class LpBall:
 
 
 # ------------------------------------------------------------------ exact checks
-def enumerate_objects(poset: Poset):
+def enumerate_objects(poset: Poset) -> tuple[np.ndarray, np.ndarray]:
   """Every object (A, ext(A), ext(B)) of the triangulation, in the sampler's encoding.
 
   Args:
@@ -156,7 +157,7 @@ def _top_down_extensions(o, elems):
   return out
 
 
-def simplex_vertices(poset: Poset, seq, k) -> np.ndarray:
+def simplex_vertices(poset: Poset, seq: Sequence[int], k: int) -> np.ndarray:
   """Vertices (D+1, D) of the simplex of one object: (1, 1_F0..Fk), -(1, 1_G0..Gl)."""
   up = poset.order[np.asarray(seq)]
   chains = []
