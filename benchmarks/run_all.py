@@ -1,52 +1,174 @@
 """Runs every benchmark and writes JSON and Markdown into one folder.
 
   python benchmarks/run_all.py [--out results] [--quick]
+  python benchmarks/run_all.py --docs-only [--out results]
 
-Each benchmark records the machine (CPU, core count, backend, devices, jax version).
-On an accelerator the same command runs unchanged; JAX picks the device.
-``--quick`` uses small sizes (a smoke run, not for reporting).
+Each benchmark records the machine (CPU, core count, backend, devices, jax version);
+this script adds the date of the run to every JSON it wrote. On an accelerator the
+same command runs unchanged; JAX picks the device. ``--quick`` uses small sizes (a
+smoke run, not for reporting). Besides ``<out>/README.md`` (the benchmarks' tables
+joined), a full run into ``results`` writes the documentation's benchmarks page,
+``docs/benchmarks.md``, from the files there; ``--docs-only`` regenerates both from
+existing results without running anything (it needs neither JAX nor jaxdp).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+ROOT = Path(__file__).resolve().parent.parent
+DOCS_PAGE = ROOT / "docs" / "benchmarks.md"
 
-import accounting  # noqa: E402
-import float_attack  # noqa: E402
-import generators  # noqa: E402
-import montecarlo  # noqa: E402
-import recompile  # noqa: E402
-import samplers  # noqa: E402
-import secure  # noqa: E402
-import sp_costs  # noqa: E402
-from common import machine  # noqa: E402
+# (results name, command that writes it), in the order the page shows them.
+BENCHMARKS = (
+    ("samplers", "python benchmarks/samplers.py"),
+    ("montecarlo", "python benchmarks/montecarlo.py"),
+    ("accounting", "python benchmarks/accounting.py"),
+    ("float_attack", "python benchmarks/float_attack.py"),
+    ("recompile", "python benchmarks/recompile.py"),
+    ("secure", "python benchmarks/secure.py"),
+    ("generators", "python benchmarks/generators.py"),
+    ("sp_costs", "python benchmarks/sp_costs.py"),
+)
+# The paper's studies: (results name, title, command that writes it).
+STUDIES = (
+    ("nhis/nhis", "The NHIS study", "python -m jaxdp nhis --out results/nhis"),
+    ("dims/dims", "Random posets by dimension (paper, Figure 2)",
+     "python -m jaxdp dims --out results/dims"),
+    ("structure/structure",
+     "Random posets with d = 10 by depth and by DAG edges (paper, Figure 3)",
+     "python -m jaxdp structure --out results/structure"),
+)
+
+
+def run_benchmarks(out: str, quick: bool) -> None:
+  """Runs every benchmark, writing ``<out>/<name>.json`` and ``.md``; dates the JSON."""
+  # Imported here so that --docs-only needs neither JAX nor the benchmarks' peers.
+  sys.path.insert(0, str(Path(__file__).resolve().parent))
+  import accounting  # noqa: PLC0415
+  import float_attack  # noqa: PLC0415
+  import generators  # noqa: PLC0415
+  import montecarlo  # noqa: PLC0415
+  import recompile  # noqa: PLC0415
+  import samplers  # noqa: PLC0415
+  import secure  # noqa: PLC0415
+  import sp_costs  # noqa: PLC0415
+  from common import machine  # noqa: PLC0415
+
+  print(f"machine: {machine()}", flush=True)
+  q = quick
+  date = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+  samplers.main(["--out", out] + (["--n", "20000", "--numpy-n", "200"] if q else []))
+  montecarlo.main(["--out", out] + (["--n", "100000"] if q else []))
+  accounting.main(["--out", out]
+                  + (["--accountants", "100", "--releases", "10"] if q else []))
+  float_attack.main(["--out", out])
+  recompile.main(["--out", out] + (["--posets", "5"] if q else []))
+  secure.main(["--out", out] + (["--n", "20000", "--opendp-n", "1000"] if q else []))
+  generators.main(["--out", out] + (["--n", "20000"] if q else []))
+  sp_costs.main(["--out", out] + (["--n", "20000"] if q else []))
+  for name, _ in BENCHMARKS:
+    path = Path(out, f"{name}.json")
+    payload = json.loads(path.read_text())
+    payload["date"] = date
+    path.write_text(json.dumps(payload, indent=2))
+
+
+def combined_readme(out: str | Path) -> str:
+  """``<out>/README.md``: the benchmarks' Markdown tables, joined."""
+  return "\n\n".join(Path(out, f"{name}.md").read_text() for name, _ in BENCHMARKS)
+
+
+def _machine_words(m) -> str:
+  """A benchmark JSON's ``machine`` record in words."""
+  if isinstance(m, str):
+    return m
+  devices = ", ".join(m.get("devices", ()))
+  return (f"{m.get('cpu', '?')}, {m.get('cpu_count', '?')} CPUs, "
+          f"{m.get('backend', '?')} ({devices})")
+
+
+def _demoted(markdown: str) -> str:
+  """A results table file as a page section: headings one level down, and the
+  ``Machine:`` line left out (the page's header table states it)."""
+  lines = []
+  for line in markdown.strip().splitlines():
+    if line.startswith("Machine: "):
+      continue
+    lines.append("#" + line if line.startswith("#") else line)
+  text = "\n".join(lines)
+  while "\n\n\n" in text:
+    text = text.replace("\n\n\n", "\n\n")
+  return text
+
+
+def benchmarks_page(results: str | Path = ROOT / "results") -> str:
+  """The documentation's benchmarks page, from the JSON and Markdown in ``results``.
+
+  Args:
+    results: the folder the benchmarks and studies wrote.
+
+  Returns:
+    The page's Markdown: a header table of where and when each table was measured
+    (machine, JAX version and date as each JSON records them), then every table.
+  """
+  results = Path(results)
+  head = ["# Benchmarks and studies", "",
+          "<!-- Generated by benchmarks/run_all.py from results/; do not edit by hand. "
+          "Regenerate with: python benchmarks/run_all.py --docs-only -->", "",
+          "Every table below is read from `results/`, written by the command named "
+          "in its section (`python benchmarks/run_all.py` runs all the benchmarks). "
+          "Timings depend on the machine and vary from run to run; the header says "
+          "where each table was measured.", "",
+          "| results | machine | jax | date |", "|---|---|---|---|"]
+  body = []
+  for name, command in BENCHMARKS:
+    payload = json.loads((results / f"{name}.json").read_text())
+    m = payload.get("machine", {})
+    jax_version = m.get("jax", "not recorded") if isinstance(m, dict) else "not recorded"
+    head.append(f"| `{name}` | {_machine_words(m)} | {jax_version} | "
+                f"{payload.get('date', 'not recorded')} |")
+    body += ["", _demoted((results / f"{name}.md").read_text()), "",
+             f"Written by `{command}`."]
+  body += ["", "# The paper's studies"]
+  for name, title, command in STUDIES:
+    payload = json.loads((results / f"{name}.json").read_text())
+    m = payload.get("machine", {})
+    jax_version = m.get("jax", "not recorded") if isinstance(m, dict) else "not recorded"
+    head.append(f"| `{name}` | {_machine_words(m)} | {jax_version} | "
+                f"{payload.get('date', 'not recorded')} |")
+    body += ["", f"## {title}", "", f"Written by `{command}`.", "",
+             _demoted((results / f"{name}.md").read_text())]
+  return "\n".join(head + body) + "\n"
+
+
+def write_docs_page(results: str | Path = ROOT / "results", page: Path = DOCS_PAGE) -> None:
+  """Writes :func:`benchmarks_page` of ``results`` to ``page``."""
+  page.write_text(benchmarks_page(results))
+  print(f"wrote {page}", flush=True)
 
 
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--out", default="results")
   ap.add_argument("--quick", action="store_true")
+  ap.add_argument("--docs-only", action="store_true",
+                  help="only regenerate <out>/README.md and docs/benchmarks.md from the "
+                  "results in --out")
   args = ap.parse_args(argv)
-  print(f"machine: {machine()}", flush=True)
-  q = args.quick
-  samplers.main(["--out", args.out] + (["--n", "20000", "--numpy-n", "200"] if q else []))
-  montecarlo.main(["--out", args.out] + (["--n", "100000"] if q else []))
-  accounting.main(["--out", args.out] +
-                  (["--accountants", "100", "--releases", "10"] if q else []))
-  float_attack.main(["--out", args.out])
-  recompile.main(["--out", args.out] + (["--posets", "5"] if q else []))
-  secure.main(["--out", args.out] + (["--n", "20000", "--opendp-n", "1000"] if q else []))
-  generators.main(["--out", args.out] + (["--n", "20000"] if q else []))
-  sp_costs.main(["--out", args.out] + (["--n", "20000"] if q else []))
-  parts = [Path(args.out, f"{n}.md").read_text()
-           for n in ("samplers", "montecarlo", "accounting", "float_attack", "recompile",
-                     "secure", "generators", "sp_costs")]
-  Path(args.out, "README.md").write_text("\n\n".join(parts))
+  if not args.docs_only:
+    run_benchmarks(args.out, args.quick)
+  Path(args.out, "README.md").write_text(combined_readme(args.out))
   print(f"wrote {args.out}/README.md", flush=True)
+  if Path(args.out).resolve() == ROOT / "results" and not args.quick:
+    write_docs_page(args.out)
+  else:
+    print(f"{DOCS_PAGE} left alone: it shows results/ only (--out {args.out}"
+          f"{', --quick' if args.quick else ''})", flush=True)
 
 
 if __name__ == "__main__":

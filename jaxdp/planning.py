@@ -276,8 +276,8 @@ def plan(fn: Callable, acct, *args, **kwargs) -> Plan:
   Args:
     fn: the query function; its first argument is the accountant.
     acct: the accountant to plan against (not consumed).
-    *args, **kwargs: the data and other arguments; every array among them is treated
-      as data.
+    *args: the data and other arguments; every array among them is treated as data.
+    **kwargs: likewise.
 
   Returns:
     A :class:`Plan` with the totals it would spend and one :class:`PlannedRelease`

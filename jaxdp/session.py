@@ -240,8 +240,12 @@ class Session:
     data: the dataset, one row per person (a 2-D array, or 1-D for one value each).
       Kept on the device; never returned.
     eps_budget: total eps (Dwork, Lemma 2.6 refusals).
-    delta_budget, group_size, composition, max_releases, delta_prime, orders: as
-      for :meth:`jaxdp.Accountant.create`.
+    delta_budget: as for :meth:`jaxdp.Accountant.create`.
+    group_size: as for :meth:`jaxdp.Accountant.create`.
+    composition: as for :meth:`jaxdp.Accountant.create`.
+    max_releases: as for :meth:`jaxdp.Accountant.create`.
+    delta_prime: as for :meth:`jaxdp.Accountant.create`.
+    orders: as for :meth:`jaxdp.Accountant.create`.
     key: the PRNG key; ``None`` (the default, and the only choice for a real release)
       draws one from the operating system.
     secure: releases meant to be published: a ChaCha20 key and exact, integer (or
@@ -347,8 +351,7 @@ class Session:
         row's shape and dtype).
       BudgetExceededError: the release alone costs more than the whole budget.
       ReleaseRefusedError: the release would exceed the budget (nothing was spent).
-
-      None of these depends on the data or on the number of rows.
+        None of these errors depends on the data or on the number of rows.
     """
     return self._release(mech, rows, by, num_parts, ("rows", "by"))
 
@@ -448,9 +451,12 @@ class Session:
     or prints, a data row.
 
     Args:
-      poset, eps, noise: as for :class:`~jaxdp.PosetCountMechanism`.
+      poset: as for :class:`~jaxdp.PosetCountMechanism`.
+      eps: as for :class:`~jaxdp.PosetCountMechanism`.
+      noise: as for :class:`~jaxdp.PosetCountMechanism`.
       columns: a function of one row giving its d answers; ``None``: the row itself.
-      by, num_parts: as for :meth:`release`.
+      by: as for :meth:`release`.
+      num_parts: as for :meth:`release`.
 
     Raises:
       As :meth:`release`.

@@ -1,0 +1,154 @@
+"""The documentation: README and guide snippets run, the site builds, links resolve,
+and the generated benchmarks page matches the committed results."""
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+SNIPPET_FILES = [ROOT / "README.md", DOCS / "index.md",
+                 *sorted((DOCS / "guides").glob("*.md"))]
+OPT_OUT = "<!-- no-test -->"
+FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S)
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def python_blocks(path: Path) -> list[tuple[int, str]]:
+  """The ```python blocks of a Markdown file (line number, code), in order, except
+  those right after an ``<!-- no-test -->`` comment."""
+  text = path.read_text()
+  blocks = []
+  for m in FENCE.finditer(text):
+    if m.group(1) != "python":
+      continue
+    before = text[:m.start()].rstrip().splitlines()
+    if before and before[-1].strip() == OPT_OUT:
+      continue
+    blocks.append((text.count("\n", 0, m.start()) + 1, m.group(2)))
+  return blocks
+
+
+def test_readme_and_tour_have_python_blocks():
+  assert python_blocks(ROOT / "README.md") and python_blocks(DOCS / "index.md")
+
+
+def test_snippet_parser_finds_and_skips_blocks(tmp_path):
+  page = tmp_path / "page.md"
+  page.write_text("text\n\n```python\nx = 1\n```\n\n<!-- no-test -->\n```python\n"
+                  "open('mine.csv')\n```\n\n```bash\nls\n```\n\n"
+                  "```python\ny = x + 1\n```\n")
+  assert [code for _, code in python_blocks(page)] == ["x = 1\n", "y = x + 1\n"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", SNIPPET_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_python_snippets_run(path, tmp_path, monkeypatch):
+  """Each file's python blocks run in order in one namespace of their own."""
+  blocks = python_blocks(path)
+  if not blocks:
+    pytest.skip(f"{path.name} has no python blocks")
+  monkeypatch.chdir(tmp_path)  # snippets that write files write them here
+  namespace = {"__name__": f"snippets_{path.stem}"}
+  for line, code in blocks:
+    try:
+      exec(compile(code, f"{path.relative_to(ROOT)}:{line}", "exec"), namespace)
+    except Exception as e:  # noqa: BLE001 - re-raised with the block's place
+      raise AssertionError(f"{path.relative_to(ROOT)}, block at line {line}: "
+                           f"{type(e).__name__}: {e}") from e
+
+
+def markdown_files() -> list[Path]:
+  return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+
+def relative_links(path: Path) -> list[str]:
+  """Link targets in a Markdown file that are neither URLs nor in-page anchors
+  (fenced code left out)."""
+  text = FENCE.sub("", path.read_text())
+  targets = []
+  for target in LINK.findall(text):
+    if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+      continue
+    targets.append(target.split("#", 1)[0])
+  return targets
+
+
+def test_relative_links_resolve():
+  missing = []
+  for path in markdown_files():
+    for target in relative_links(path):
+      if not (path.parent / target).exists():
+        missing.append(f"{path.relative_to(ROOT)} -> {target}")
+  assert not missing, "links to missing files:\n" + "\n".join(missing)
+
+
+def test_link_check_sees_a_missing_file(tmp_path):
+  page = tmp_path / "page.md"
+  page.write_text("[ok](page.md), [gone](nope.md#x), [web](https://example.org), "
+                  "[anchor](#here)\n```\n[in code](skipped.md)\n```\n")
+  assert relative_links(page) == ["page.md", "nope.md"]
+
+
+def load_run_all():
+  spec = importlib.util.spec_from_file_location("run_all",
+                                                ROOT / "benchmarks" / "run_all.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def test_benchmarks_page_is_generated_from_results():
+  run_all = load_run_all()
+  expected = run_all.benchmarks_page(ROOT / "results")
+  assert (DOCS / "benchmarks.md").read_text() == expected, (
+      "docs/benchmarks.md differs from what results/ generates: do not edit it by hand; "
+      "run python benchmarks/run_all.py --docs-only")
+
+
+def test_benchmarks_page_follows_the_results(tmp_path):
+  run_all = load_run_all()
+  results = tmp_path / "results"
+  shutil.copytree(ROOT / "results", results)
+  before = run_all.benchmarks_page(results)
+  md = results / "secure.md"
+  md.write_text(md.read_text() + "\n| an extra row |\n")
+  assert run_all.benchmarks_page(results) != before
+  assert "| an extra row |" in run_all.benchmarks_page(results)
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_mkdocs_build_strict(tmp_path):
+  if shutil.which("mkdocs") is None and importlib.util.find_spec("mkdocs") is None:
+    pytest.skip("mkdocs is not installed (pip install -e '.[docs]')")
+  if importlib.util.find_spec("mkdocstrings_handlers") is None:
+    pytest.skip("mkdocstrings[python] is not installed (pip install -e '.[docs]')")
+  proc = subprocess.run(
+      [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+      cwd=ROOT, capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stdout + proc.stderr
+  # Every API page documents its module's main names (a module path that became a
+  # shim or a package without them would render an empty page without a warning).
+  for page, name in API_NAMES.items():
+    html = (tmp_path / "site" / "api" / page / "index.html").read_text()
+    assert f'id="{name}"' in html, f"api/{page}.md does not document {name}"
+
+
+API_NAMES = {
+    "jaxdp": "jaxdp.PosetBall",
+    "random": "jaxdp.random.poset_ball",
+    "exact": "jaxdp.exact.discrete_gaussian",
+    "montecarlo": "jaxdp.montecarlo.estimate",
+    "session": "jaxdp.session.Session",
+    "mechanisms": "jaxdp.mechanisms.LaplaceMechanism",
+    "accounting": "jaxdp.accounting.Accountant",
+    "composition": "jaxdp.composition.advanced_composition",
+    "posets": "jaxdp.posets.Poset",
+    "chacha": "jaxdp.chacha.block",
+}
