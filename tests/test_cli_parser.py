@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import jaxdp.cli as cli
 from jaxdp.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,7 +127,6 @@ def test_bare_command_has_every_option_of_nhis():
 
 
 def test_bare_command_runs_the_nhis_study(monkeypatch):
-  import jaxdp.cli as cli
   seen = []
   monkeypatch.setitem(cli.COMMANDS, "nhis", lambda args: seen.append(args) or 0)
   assert main([]) == 0
@@ -141,8 +141,6 @@ def test_main_returns_2_on_bad_flags_and_0_on_help(capsys):
 
 
 def test_user_errors_are_one_line_and_bugs_keep_their_traceback(monkeypatch, capsys):
-  import jaxdp.cli as cli
-
   def invalid(args):
     raise ValueError("eps must be positive;\nsee the docs")
   monkeypatch.setitem(cli.COMMANDS, "dims", invalid)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import jaxdp
-from jaxdp.cli import main
+from jaxdp.cli import main, outputs
 from jaxdp.cli import release as cli_release
 
 
@@ -125,7 +125,6 @@ def test_wrong_columns_and_empty_data(tmp_path, capsys, no_release):
 
 
 def test_out_inside_results_needs_the_flag(tmp_path, capsys, monkeypatch):
-  from jaxdp.cli import outputs
   results = tmp_path / "results"
   results.mkdir()
   monkeypatch.setattr(outputs, "RESULTS_DIR", results)
