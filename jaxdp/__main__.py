@@ -1,7 +1,7 @@
-"""``python -m jaxdp``: see :mod:`jaxdp.experiments.cli`."""
+"""``python -m jaxdp``: see :mod:`jaxdp.cli`."""
 
 import sys
 
-from jaxdp.experiments.cli import main
+from jaxdp.cli import main
 
 sys.exit(main())

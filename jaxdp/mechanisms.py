@@ -759,15 +759,14 @@ class PosetCountMechanism(_Mechanism):
       nb = np.nonzero(~np.asarray(binary))[0]
       if nb.size:
         r = int(nb[0])
-        raise ValueError(
-            f"data must hold 0/1 values; row {r} is {np.asarray(x[r]).tolist()}.")
+        c = int(np.nonzero(~np.asarray((x[r] == 0) | (x[r] == 1)))[0][0])
+        raise ValueError(f"data must hold 0/1 values; row {r} does not (column {c}).")
       if self.on_invalid == "raise":
         bad = np.nonzero(~np.asarray(is_filter))[0]
         if bad.size:
           r = int(bad[0])
           raise ValueError(
-              f"data row {r} = {np.asarray(x[r]).astype(int).tolist()} is not a "
-              f"filter of the poset ({bad.size} such rows): "
+              f"data row {r} is not a filter of the poset ({bad.size} such rows): "
               f"{self.poset.explain_violation(np.asarray(x[r]))}. Fix the data, or "
               "pass on_invalid='clip' to replace each row by the largest filter it "
               "contains.")

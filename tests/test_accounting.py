@@ -326,12 +326,14 @@ def test_knorm_mechanism_sensitivity_scales_noise():
 def test_invalid_rows_raise_with_row_named():
   mech = PosetCountMechanism(Poset.nhis(1), 1.0)
   bad = np.array([[1, 1, 0, 0], [0, 1, 0, 0]])  # row 1: q2 yes without q1
-  with pytest.raises(ValueError, match=r"row 1 = \[0, 1, 0, 0\] is not a filter"):
+  with pytest.raises(ValueError, match="row 1 is not a filter.*'q2' is 1 but 'q1'") as e:
     release(_acct(), mech, bad)
+  assert "[0, 1, 0, 0]" not in str(e.value)  # the rule it breaks, not the row's values
   with pytest.raises(Exception, match="not a filter"):
     jax.block_until_ready(jax.jit(release, static_argnums=1)(_acct(), mech, bad))
-  with pytest.raises(ValueError, match="0/1"):
+  with pytest.raises(ValueError, match=r"0/1 values; row 0 does not \(column 1\)") as e:
     release(_acct(), mech, np.array([[1, 2, 0, 0]]))
+  assert "[1, 2, 0, 0]" not in str(e.value)
   # under jit(vmap): one host check for the batch, naming the bad dataset
   good = np.array([[1, 1, 0, 0], [1, 0, 0, 0]])
   batched = jax.jit(jax.vmap(mech.statistic))

@@ -16,7 +16,7 @@ import jaxdp
 from jaxdp import (Accountant, DiscreteGaussianMechanism, GaussianMechanism,
                    KNormMechanism, LaplaceMechanism, LpBall, Poset, Session,
                    ZCDPGaussianMechanism)
-from jaxdp.experiments.cli import main as cli_main
+from jaxdp.cli import main as cli_main
 
 with jax.enable_x64(True):
   _JAX_INT64 = jnp.array([2 ** 31], jnp.int64)  # a JAX int64 array, used with x64 off

@@ -1,0 +1,130 @@
+"""``jaxdp release``: publishable counts of 0/1 survey answers.
+
+One release of (respondents, yes-count per question) by the exact mechanism (integer
+K-norm noise, :mod:`jaxdp.exact`) under a secure accountant (a ChaCha20 key from the
+OS). Everything that can be checked is checked before the budget is spent: ``--out``
+first, then the poset, then every row of the data. Messages about the data name a row
+(counting from 0, a header line not counted) and the rule it breaks, never its values.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from jaxdp import Accountant, Poset, PosetCountMechanism, raise_if_refused, release
+from jaxdp.cli import outputs
+from jaxdp.cli.inputs import load_poset
+from jaxdp.cli.parser import UsageError
+
+
+def _read_csv(path: Path, src: str, d: int) -> np.ndarray:
+  """The 0/1 rows of a CSV file (an optional header line)."""
+  try:
+    with open(path, newline="") as f:
+      lines = [r for r in csv.reader(f) if r]
+  except (OSError, UnicodeDecodeError, csv.Error) as e:
+    raise UsageError(f"--data {src}: cannot read 0/1 rows ({type(e).__name__})") from None
+  if lines and not all(v.strip().lstrip("-").isdigit() for v in lines[0]):
+    lines = lines[1:]                                          # a header
+  for r, line in enumerate(lines):
+    if len(line) != d:
+      raise UsageError(f"--data {src}: expected {d} columns (one 0/1 answer per "
+                       f"question); row {r} has {len(line)}")
+    for c, v in enumerate(line):
+      if v.strip() not in ("0", "1"):
+        raise UsageError(f"--data {src}: row {r}, column {c}: an answer must be 0 or 1")
+  if not lines:
+    raise UsageError(f"--data {src}: holds no rows")
+  return np.array([[int(v) for v in line] for line in lines], dtype=np.int64)
+
+
+def load_rows(src: str, d: int) -> np.ndarray:
+  """0/1 answers: a ``.npy`` array ``(n, d)`` or a CSV with ``d`` columns.
+
+  Args:
+    src: the ``--data`` file.
+    d: the number of questions.
+
+  Returns:
+    The rows, each entry 0 or 1.
+
+  Raises:
+    UsageError: a missing or unreadable file, a wrong shape, or an answer other than
+      0 and 1 (naming its row and column, not its value).
+  """
+  path = Path(src)
+  if not path.is_file():
+    raise UsageError(f"--data: no such file: {src}")
+  if path.suffix != ".npy":
+    return _read_csv(path, src, d)
+  try:
+    rows = np.load(path, allow_pickle=False)
+  except (ValueError, OSError) as e:
+    raise UsageError(f"--data {src}: cannot read a .npy array ({type(e).__name__})") \
+        from None
+  if rows.ndim != 2 or rows.shape[1] != d:
+    raise UsageError(f"--data {src}: expected {d} columns (one 0/1 answer per "
+                     f"question); got shape {rows.shape}")
+  if not len(rows):
+    raise UsageError(f"--data {src}: holds no rows")
+  if not (rows.dtype == np.bool_ or np.issubdtype(rows.dtype, np.number)):
+    raise UsageError(f"--data {src}: expected 0/1 numbers; got dtype {rows.dtype}")
+  off = np.argwhere((rows != 0) & (rows != 1))
+  if off.size:
+    r, c = (int(i) for i in off[0])
+    raise UsageError(f"--data {src}: row {r}, column {c}: an answer must be 0 or 1")
+  return rows
+
+
+def check_filters(src: str, poset: Poset, rows: np.ndarray):
+  """Refuses rows that are not filters of ``poset`` (``--on-invalid raise``).
+
+  Raises:
+    UsageError: naming the first such row, the rule it breaks and ``--on-invalid clip``.
+  """
+  x = np.asarray(rows).astype(bool)
+  # missing[r, i]: elements above i (p_i <= p_j) answered 0 in row r
+  missing = (~x).astype(np.int64) @ np.asarray(poset.order, np.int64).T
+  bad = np.nonzero((x & (missing > 0)).any(axis=1))[0]
+  if bad.size:
+    r = int(bad[0])
+    raise UsageError(
+        f"--data {src}: row {r} is not a filter of the poset ({bad.size} such rows): "
+        f"{poset.explain_violation(x[r])}. Fix the data, or pass --on-invalid clip to "
+        "replace each row by the largest filter it contains.")
+
+
+def run_release(args) -> int:
+  """Prints and writes the integer release, never the key or the data."""
+  if args.out:
+    outputs.check_out_file(args.out, args.overwrite_results)
+  poset = load_poset(args.poset)
+  rows = load_rows(args.data, poset.d)
+  if args.on_invalid == "raise":
+    check_filters(args.data, poset, rows)
+  acct = Accountant.create(args.eps, secure=True)
+  mech = PosetCountMechanism(poset, args.eps, noise=args.noise, exact=True,
+                             on_invalid=args.on_invalid)
+  acct, out = release(acct, mech, rows)
+  counts = np.asarray(raise_if_refused(acct, out)).astype(int).tolist()
+  names = ["respondents"] + list(poset.element_names)
+  payload = {"poset": repr(poset), "eps": args.eps, "noise": args.noise,
+             "mechanism": "exact integer K-norm noise (jaxdp.exact), ChaCha20 key from "
+                          "the OS", "counts": dict(zip(names, counts))}
+  if args.out:
+    try:
+      Path(args.out).write_text(json.dumps(payload, indent=2))
+    except OSError as e:
+      raise UsageError(f"--out {args.out}: cannot write ({e.strerror})") from None
+  print(f"eps = {args.eps:g} release of {poset!r} counts ({args.noise} noise, exact "
+        "integers, safe to publish):")
+  for name, c in zip(names, counts):
+    print(f"  {name:>12}: {c}")
+  if args.out:
+    print(f"wrote {args.out}", file=sys.stderr)
+  return 0

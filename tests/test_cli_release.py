@@ -1,0 +1,137 @@
+"""`jaxdp release`: checks before the budget is spent, and messages that name a row and
+the rule it breaks, never the row's values."""
+
+import json
+
+import numpy as np
+import pytest
+
+import jaxdp
+from jaxdp.cli import main, outputs
+from jaxdp.cli import release as cli_release
+
+
+def _answers(n=3000, seed=0):
+  filters = np.asarray(jaxdp.Poset.nhis(1).filters())
+  return filters[np.random.default_rng(seed).integers(0, len(filters), n)]
+
+
+def _err(capsys, *hide):
+  """stderr, checked to be one line, with the given paths removed."""
+  err = capsys.readouterr().err.strip()
+  assert "\n" not in err, err
+  for h in hide:
+    err = err.replace(str(h), "PATH")
+  return err
+
+
+@pytest.fixture
+def no_release(monkeypatch):
+  """Fails the test if the budget is touched (an accountant is created)."""
+  def refuse(*args, **kwargs):
+    raise AssertionError("the accountant was created")
+  monkeypatch.setattr(cli_release.Accountant, "create", refuse)
+
+
+def test_release_publishes_exact_integer_counts(tmp_path, capsys):
+  """Integer counts near the truth (|noise| < 40 at eps = 2), JSON written."""
+  rows = _answers()
+  np.save(tmp_path / "a.npy", rows)
+  out = tmp_path / "sub" / "rel.json"
+  assert main(["release", "--poset", "nhis1", "--data", str(tmp_path / "a.npy"),
+               "--eps", "2", "--out", str(out)]) == 0
+  got = json.loads(out.read_text())["counts"]
+  truth = [3000] + rows.sum(0).tolist()
+  assert list(got) == ["respondents", "q1", "q2", "q3", "q4"]
+  assert all(isinstance(v, int) for v in got.values())
+  assert all(abs(g - t) < 40 for g, t in zip(got.values(), truth))
+
+
+@pytest.mark.parametrize("out", ["/dev/null/rel.json", "{tmp}"])
+def test_unwritable_out_is_refused_before_the_data_is_read(tmp_path, capsys, no_release,
+                                                           monkeypatch, out):
+  """`--out` was written only after the release had spent the budget."""
+  out = out.format(tmp=tmp_path)  # a path under a file, or a directory
+  np.save(tmp_path / "a.npy", _answers(50))
+
+  def read(*args):
+    raise AssertionError("the data was read")
+  monkeypatch.setattr(cli_release, "load_rows", read)
+  assert main(["release", "--poset", "nhis1", "--data", str(tmp_path / "a.npy"),
+               "--eps", "1", "--out", out]) == 2
+  assert f"--out {out}: " in _err(capsys)
+
+
+def test_not_a_filter_names_the_row_the_rule_and_the_flag(tmp_path, capsys, no_release):
+  """The hint named the Python argument (on_invalid='clip') and the message echoed
+  the row's answers."""
+  rows = _answers(40)
+  rows[17] = [0, 1, 1, 0]  # q2 without q1
+  path = tmp_path / "a.csv"
+  np.savetxt(path, rows, fmt="%d", delimiter=",", header="q1,q2,q3,q4", comments="")
+  assert main(["release", "--poset", "nhis1", "--data", str(path), "--eps", "1"]) == 2
+  err = _err(capsys, path)
+  assert "row 17 is not a filter" in err and "'q2' is 1 but 'q1', which it requires" in err
+  assert "--on-invalid clip" in err and "on_invalid" not in err
+  assert "[0, 1, 1, 0]" not in err and "0, 1, 1, 0" not in err and "0,1,1,0" not in err
+
+
+def test_clip_releases_what_raise_refuses(tmp_path):
+  rows = _answers(40)
+  rows[3] = [0, 1, 0, 0]
+  np.save(tmp_path / "a.npy", rows)
+  out = tmp_path / "rel.json"
+  assert main(["release", "--poset", "nhis1", "--data", str(tmp_path / "a.npy"),
+               "--eps", "1", "--on-invalid", "clip", "--out", str(out)]) == 0
+  assert json.loads(out.read_text())["eps"] == 1.0
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".npy"])
+def test_an_answer_other_than_0_and_1_is_named_by_row_and_column(tmp_path, capsys,
+                                                                 no_release, suffix):
+  rows = _answers(10).astype(np.int64)
+  rows[4] = [1, 1, 98765, 0]
+  path = tmp_path / f"a{suffix}"
+  if suffix == ".npy":
+    np.save(path, rows)
+  else:
+    np.savetxt(path, rows, fmt="%d", delimiter=",")
+  assert main(["release", "--poset", "nhis1", "--data", str(path), "--eps", "1"]) == 2
+  err = _err(capsys, path)
+  assert "row 4, column 2: an answer must be 0 or 1" in err and "98765" not in err
+
+
+def test_missing_files_are_named(tmp_path, capsys, no_release):
+  np.save(tmp_path / "a.npy", _answers(10))
+  missing = tmp_path / "nope.json"
+  assert main(["release", "--poset", str(missing), "--data", str(tmp_path / "a.npy"),
+               "--eps", "1"]) == 2
+  assert f"--poset: no such file: {missing}" in _err(capsys)
+  assert main(["release", "--poset", "nhis1", "--data", str(tmp_path / "no.csv"),
+               "--eps", "1"]) == 2
+  assert f"--data: no such file: {tmp_path / 'no.csv'}" in _err(capsys)
+
+
+def test_wrong_columns_and_empty_data(tmp_path, capsys, no_release):
+  rows = _answers(10)
+  np.savetxt(tmp_path / "bad.csv", rows[:, :3], fmt="%d", delimiter=",")
+  (tmp_path / "empty.csv").write_text("q1,q2,q3,q4\n")
+  assert main(["release", "--poset", "nhis1", "--data", str(tmp_path / "bad.csv"),
+               "--eps", "1"]) == 2
+  assert "expected 4 columns" in _err(capsys)
+  assert main(["release", "--poset", "nhis1", "--data", str(tmp_path / "empty.csv"),
+               "--eps", "1"]) == 2
+  assert "holds no rows" in _err(capsys)
+
+
+def test_out_inside_results_needs_the_flag(tmp_path, capsys, monkeypatch):
+  results = tmp_path / "results"
+  results.mkdir()
+  monkeypatch.setattr(outputs, "RESULTS_DIR", results)
+  np.save(tmp_path / "a.npy", _answers(50))
+  argv = ["release", "--poset", "nhis1", "--data", str(tmp_path / "a.npy"), "--eps", "1",
+          "--out", str(results / "rel.json")]
+  assert main(argv) == 2
+  assert "--overwrite-results" in _err(capsys) and not (results / "rel.json").exists()
+  assert main(argv + ["--overwrite-results"]) == 0
+  assert (results / "rel.json").exists()
