@@ -26,7 +26,7 @@ OPTIONS = {
     "basic": {},
     "advanced": {"max_releases": 3, "delta_prime": 1e-7},
     "zcdp": {},
-    "rdp": {"orders": (4.0, 8.0)},
+    "rdp": {"orders": (8.0, 16.0)},
     "planned": {"plan": plan(_query, Accountant.create(1.0, **KEY_ARGS), jnp.zeros(()))},
 }
 CLASSES = {"basic": BasicComposition, "advanced": AdvancedComposition,
@@ -35,7 +35,7 @@ CLASSES = {"basic": BasicComposition, "advanced": AdvancedComposition,
 
 @pytest.mark.parametrize("name", list(CLASSES))
 def test_each_shorthand_maps_to_its_class_which_satisfies_the_protocol(name):
-  acct = Accountant.create(1.0, delta_budget=1e-5, composition=name, **OPTIONS[name],
+  acct = Accountant.create(3.0, delta_budget=1e-5, composition=name, **OPTIONS[name],
                            **KEY_ARGS)
   assert type(acct.rule) is CLASSES[name] and RULES[name] is CLASSES[name]
   assert isinstance(acct.rule, CompositionRule)
@@ -44,18 +44,18 @@ def test_each_shorthand_maps_to_its_class_which_satisfies_the_protocol(name):
   acct = _query(acct, jnp.zeros(()))
   assert int(acct.answered) == 3
   eps, delta = acct.guarantee()
-  assert 0 < float(eps) <= 1.0 + 1e-6 and 0 <= float(delta) <= 1e-5
+  assert 0 < float(eps) <= 3.0 + 1e-6 and 0 <= float(delta) <= 1e-5
 
 
 @pytest.mark.parametrize("name, rule", [
     ("advanced", AdvancedComposition(max_releases=3, delta_prime=1e-7)),
-    ("rdp", RenyiFilter(orders=(4.0, 8.0))),
+    ("rdp", RenyiFilter(orders=(8.0, 16.0))),
     ("zcdp", ZCDPFilter()),
 ])
 def test_a_rule_instance_is_the_same_accountant_as_its_shorthand(name, rule):
-  by_name = Accountant.create(1.0, delta_budget=1e-5, composition=name,
+  by_name = Accountant.create(3.0, delta_budget=1e-5, composition=name,
                               **OPTIONS.get(name, {}), **KEY_ARGS)
-  by_rule = Accountant.create(1.0, delta_budget=1e-5, composition=rule, **KEY_ARGS)
+  by_rule = Accountant.create(3.0, delta_budget=1e-5, composition=rule, **KEY_ARGS)
   assert by_name.rule == by_rule.rule
   assert by_name.unit_exponent == by_rule.unit_exponent
   a, _ = release(by_name, LaplaceMechanism(0.2), jnp.zeros(()))
