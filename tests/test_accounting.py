@@ -261,7 +261,8 @@ def test_remaining_and_derived_config_never_go_stale():
   for _ in range(2):
     adv, _ = release(adv, LaplaceMechanism(0.01), jnp.zeros(()))
   assert [float(v) for v in adv.remaining()] == [0.0, 0.0]
-  assert dataclasses.replace(adv, max_releases=4).eps_cap < cap
+  assert dataclasses.replace(
+      adv, rule=dataclasses.replace(adv.rule, max_releases=4)).eps_cap < cap
   g = adv.guarantee()
   assert all(isinstance(v, jax.Array) for v in g + _acct(1.0).guarantee())
   # configuration is static (hashable aux data), state the leaves; unflattening with

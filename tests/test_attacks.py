@@ -16,7 +16,7 @@ import pytest
 import jaxdp
 from jaxdp import (Accountant, BudgetExceededError, GaussianMechanism, LaplaceMechanism,
                    Poset, PosetCountMechanism, release)
-from jaxdp import _budget
+from jaxdp.accounting import budget as _budget
 
 
 # ------------------------------------------------------------------ 1. key entropy

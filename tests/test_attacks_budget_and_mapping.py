@@ -14,7 +14,7 @@ from jax.sharding import PartitionSpec as P
 import jaxdp
 from jaxdp import (Accountant, BudgetExceededError, LaplaceMechanism, PosetCountMechanism,
                    StaleAccountantError, release)
-from jaxdp import _budget
+from jaxdp.accounting import budget as _budget
 
 
 @pytest.mark.parametrize("eps", [1e30, 1.8e36, 1e37, 3e37])

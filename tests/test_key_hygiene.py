@@ -46,7 +46,7 @@ from jaxdp import (Accountant, DiscreteGaussianMechanism, GaussianMechanism,
                    PosetCountMechanism, ZCDPGaussianMechanism, exact, threefry)
 from jaxdp.random import secure_key
 
-accounting = importlib.import_module("jaxdp.accounting")
+releases = importlib.import_module("jaxdp.accounting.releases")
 sp_kernels = importlib.import_module("jaxdp._sp_kernels")
 
 FOREST = Poset.nhis(1)                                               # d = 4
@@ -201,7 +201,7 @@ def _per_part(fn):
 
 
 class _JaxPerPart:
-  """The ``jax`` module as jaxdp.accounting sees it, with ``vmap`` run part by part."""
+  """The ``jax`` module as jaxdp.accounting.releases sees it, ``vmap`` run part by part."""
 
   def __getattr__(self, name):
     return _per_part if name == "vmap" else getattr(jax, name)
@@ -383,7 +383,7 @@ class TestKeyHygiene:
   @pytest.mark.parametrize("name", list(CASES))
   def test_every_release_path_uses_each_key_once(self, recorder, monkeypatch, name,
                                                  key_kind):
-    monkeypatch.setattr(accounting, "jax", _JaxPerPart())
+    monkeypatch.setattr(releases, "jax", _JaxPerPart())
     acct = _accountant(name, key_kind)
     root = _data(acct.key)
     (acct, outs), record = recorder(_releases, acct, name)

@@ -20,8 +20,7 @@ from scipy.stats import norm
 import jaxdp
 from jaxdp import (Accountant, GaussianMechanism, KNormMechanism, LaplaceMechanism, LpBall,
                    release)
-from jaxdp import pld, renyi
-from jaxdp.composition import optimal_composition_delta
+from jaxdp.composition import optimal_composition_delta, pld, renyi
 
 mpmath.mp.dps = 50
 
@@ -334,7 +333,7 @@ def test_calibration_against_dp_accounting_and_its_own_figures():
   composition is one Gaussian); Laplace by PLD within 0.1% of it; every helper's
   answer meets its target by the figure it names, and tighter compositions need
   less noise."""
-  from jaxdp import calibration
+  from jaxdp.composition import calibration
   ref = dp_accounting.calibrate_dp_mechanism(
       dp_accounting.pld.PLDAccountant,
       lambda s: dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(s), 10),

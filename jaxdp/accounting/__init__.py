@@ -1,0 +1,30 @@
+"""A functional privacy accountant that threads through jit-compiled query code.
+
+:class:`Accountant` (:mod:`.accountant`) is a pytree holding the budget state and one
+composition rule (:mod:`.rules`); :func:`release` and its variants (:mod:`.releases`)
+charge it; :func:`plan` (:mod:`.planning`) computes what a query function would
+spend without reading data. :mod:`.budget` is the integer-unit arithmetic,
+:mod:`.guard` the stale-key guard and :mod:`.dependence` the data-dependence
+analysis that planning runs.
+"""
+
+from jaxdp.accounting.accountant import Accountant
+from jaxdp.accounting.errors import (BudgetExceededError, DataDependentCostError,
+                                     ReleaseRefusedError, StaleAccountantError)
+from jaxdp.accounting.guard import check_unused, mark_used
+from jaxdp.accounting.planning import Plan, PlannedRelease, events_epsilon, plan
+from jaxdp.accounting.releases import (MAX_PARTS, postprocess, raise_if_refused, release,
+                                       release_parallel_unchecked, release_partitioned)
+from jaxdp.accounting.rules import (COMPOSITIONS, AdvancedComposition, BasicComposition,
+                                    CompositionRule, PlannedComposition, RenyiFilter,
+                                    ZCDPFilter)
+
+__all__ = [
+    "Accountant", "BudgetExceededError", "ReleaseRefusedError", "StaleAccountantError",
+    "release", "release_partitioned", "release_parallel_unchecked", "raise_if_refused",
+    "postprocess",
+]
+
+# The names jaxdp.session uses today; use check_unused and mark_used.
+_check_unused = check_unused
+_mark_used = mark_used

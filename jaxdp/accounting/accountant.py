@@ -1,0 +1,339 @@
+"""A functional privacy accountant that threads through jit-compiled query code.
+
+:class:`Accountant` is a pytree: its budgets, group size and composition rule are
+static fields (known at trace time; changing them retraces), while what has been
+spent, its PRNG key and its counters are leaves. :func:`release` takes an accountant,
+a mechanism and data and returns a new accountant and the output; nothing mutates, so
+it works under ``jit``, ``vmap`` (a batch of accountants), ``lax.scan`` and across
+repeated jitted calls.
+
+The composition rule is one static field, :attr:`Accountant.rule` (a class of
+:mod:`jaxdp.accounting.rules`, each documenting the theorem it relies on). The rules,
+from Dwork's chapter "Postprocessing, Composition and Group Privacy":
+
+* Composition (Lemma 2.5): epsilons and deltas add, also when later queries are
+  chosen from earlier answers and across datasets for people present in several.
+* Budget (Lemma 2.6): the curator answers until the first round whose cost would take
+  the total past the budget, and refuses that round. The decision depends only on
+  the privacy parameters, never on the data, so refusing discloses nothing. A refused
+  release returns a data-independent fill (NaN; an integer release: its dtype's
+  minimum), spends nothing, sets
+  ``last_answered`` to False and adds one to ``refusals``. Later, cheaper rounds may
+  still be answered. (:func:`plan` rejects a cost computed from the data.)
+* Group privacy (Lemma 2.8): with ``group_size = k`` every release is charged its
+  cost for groups of k (k eps for pure DP), resolved at trace time.
+* Postprocessing (Proposition 2.4): anything computed from released outputs without
+  touching the data again is free; :func:`postprocess` marks such code.
+* Parallel composition: :func:`release_partitioned` splits one dataset by a partition
+  key, so disjointness holds by construction, and charges the largest part's cost.
+
+**Arithmetic.** Spending is counted in integer units, not floats (see
+:mod:`jaxdp.accounting.budget`): every cost > 0 spends at least one unit, nothing is
+answered once all units are spent, and the costs of the answered releases add up to
+at most ``eps_budget * (1 + 2**-20)`` (the slack forgives float32's rounding of
+decimals such as 0.1, so 10 x 0.1 fits 1.0; a release of exactly the budget is charged all but
+2**-22 of it, which tiny releases may still use within that bound).
+
+**Keys and stale state.** The accountant owns its key and splits it on every
+release, so releases threaded correctly never share noise. Releasing twice from the
+*same* accountant value would reuse its key (same noise, spend counted once). This is
+detected where JAX allows: eagerly, a second release from an accountant whose key
+was already used raises :class:`StaleAccountantError` (the check follows the key
+object, like JAX's own key-reuse checker: an accountant rebuilt from the key's raw
+bits is not recognised). Inside ``jit`` nothing is visible to Python; run trusted
+code once with ``jax.config.update("jax_debug_key_reuse", True)`` and JAX's checker
+raises ``KeyReuseError`` on a replay. A release mapped by ``jax.vmap`` over its data,
+mechanism or counters with one accountant (its key unbatched) would be one release
+per lane with the same noise, which JAX's checker does not see: it raises
+:class:`StaleAccountantError` at trace time, jitted or not, and so does a release in
+``jax.shard_map`` whose inputs vary over a mesh axis its key does not; under
+``jax.pmap`` or ``shard_map(check_vma=False)``, where JAX does not say which inputs
+differ across devices, every release is refused, and so is a release whose
+accountant is a constant of the traced program (closed over by a ``jit``,
+``lax.map`` or loop body, which would reuse its key on every run or step). A batch
+of accountants made by copying one (``jnp.broadcast_to``) is a replay the
+accountant cannot see: make batches from split keys.
+For an untrusted analyst use
+:class:`jaxdp.Session`, which holds the data and the accountant and cannot be
+rewound.
+
+**Control flow.** Whether a release inside a ``lax.cond`` branch or a
+``lax.while_loop`` body runs decides what is spent, refused and split afterwards, so
+a branch index or loop predicate computed from the data leaks through the refusals.
+:func:`release` under ``jit`` does not refuse such code: there every value is a
+tracer, and JAX tells a release at most that it is traced for a cond branch or a loop
+body, not whether the predicate comes from the data, from released outputs (adaptive
+queries: postprocessing) or from public values. :func:`plan` tells them apart (it
+traces with the data abstract) and rejects a release under data-dependent control
+flow: run it on a query function first, or use :class:`jaxdp.Session`.
+
+References:
+  C. Dwork, "Differential privacy", ICALP 2006, and the chapter on postprocessing,
+  composition and group privacy. C. Dwork, G. Rothblum, S. Vadhan, "Boosting and
+  differential privacy", FOCS 2010 (advanced composition). L. Wasserman, S. Zhou,
+  "A statistical framework for differential privacy", JASA 2010. F. McSherry,
+  "Privacy integrated queries", SIGMOD 2009 (parallel composition).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxdp import _checks
+from jaxdp import random as dprandom
+from jaxdp.accounting import budget
+from jaxdp.accounting.history import KINDS
+from jaxdp.accounting.rules import BasicComposition, make_rule
+from jaxdp.composition.events import to_dp_event
+
+__all__ = ["Accountant"]
+
+
+def _static(**kw):
+  return dataclasses.field(metadata=dict(static=True), **kw)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Accountant:
+  """Privacy budget state. Build with :meth:`create`.
+
+  Leaves (state): ``spent_units`` and ``spent_delta_units`` (int32 units of the
+  budgets, see the module docstring), ``key``, ``refusals``, ``answered``,
+  ``last_answered`` (whether the most recent release was answered) and ``log``.
+  Static fields (configuration): ``eps_budget``, ``delta_budget``, ``group_size``,
+  ``rule`` (the composition rule, :mod:`jaxdp.accounting.rules`), the unit exponents
+  fixed at creation, ``secure`` and ``history``. Everything else (capacities, the
+  advanced-composition caps, the spent eps as a float) is derived from these on
+  demand, so nothing can go stale.
+  """
+
+  spent_units: jax.Array
+  spent_delta_units: jax.Array
+  key: jax.Array
+  refusals: jax.Array
+  answered: jax.Array
+  last_answered: jax.Array
+  log: jax.Array
+  eps_budget: float = _static(default=1.0)
+  delta_budget: float = _static(default=0.0)
+  group_size: int = _static(default=1)
+  rule: object = _static(default=BasicComposition())
+  unit_exponent: int | tuple = _static(default=0)
+  delta_unit_exponent: int = _static(default=0)
+  secure: bool = _static(default=False)
+  history: int = _static(default=0)
+
+  @classmethod
+  def create(cls, eps_budget, *, delta_budget=0.0, group_size: int = 1, key=None,
+             composition="basic", max_releases: int | None = None,
+             delta_prime: float = 0.0, secure: bool = False,
+             orders=None, plan=None, history: int = 0) -> "Accountant":
+    """A fresh accountant.
+
+    Args:
+      eps_budget: total epsilon allowed (finite, in [2**-60, 2**60]).
+      delta_budget: total delta allowed (>= 0, < 1; 0 or at least 2**-60).
+      group_size: size k of the groups to protect; every release is charged its
+        group cost (k eps for pure DP; Dwork, Lemma 2.8).
+      key: PRNG key the accountant owns and splits; ``None``: a fresh key from the
+        OS (:func:`jaxdp.random.os_key`, or :func:`~jaxdp.random.secure_key`).
+      composition: a rule of :mod:`jaxdp.accounting.rules`, or its name:
+        ``"basic"``, ``"advanced"``, ``"zcdp"``, ``"rdp"`` or ``"planned"``.
+      max_releases, delta_prime: for ``"advanced"``, k and delta' > 0.
+      orders: for ``"rdp"``, the Rényi orders (> 1; default 2, 4, ..., 256).
+      plan: for ``"planned"``, the :class:`~jaxdp.Plan` to enforce.
+      secure: releases meant to be published: a ChaCha20 key, and every release
+        must use an exact mechanism (any other is refused with a ValueError).
+      history: keep the first ``history`` answered releases' events (for
+        :meth:`events` and :meth:`to_dp_event`); 0: none.
+
+    Returns:
+      The :class:`Accountant`.
+
+    Raises:
+      ValueError: for a budget, group size or option out of range.
+    """
+    eps_budget = budget.check_budget(eps_budget, "eps_budget")
+    delta_budget = _checks.check_delta(delta_budget, "delta_budget")
+    if 0 < delta_budget < budget.MIN_BUDGET:
+      raise ValueError(f"delta_budget must be 0 or at least 2**-60; got {delta_budget!r}.")
+    group_size = _checks.check_int(group_size, "group_size", minimum=1)
+    rule = make_rule(composition, eps_budget, delta_budget, max_releases=max_releases,
+                     delta_prime=delta_prime, orders=orders, plan=plan)
+    history = _checks.check_int(history, "history", minimum=0)
+    if not isinstance(secure, bool):
+      raise _checks.ArgTypeError(f"secure must be True or False; got {secure!r}.")
+    with jax.ensure_compile_time_eval():  # concrete even when created inside a trace
+      if key is None:
+        key = dprandom.secure_key() if secure else dprandom.os_key()
+      elif secure and not dprandom.is_secure_key(key):
+        raise ValueError(
+            "secure=True needs a ChaCha20 key: pass key=None (a fresh key from the OS) "
+            "or jaxdp.random.secure_key(); got a key of another generator.")
+      else:
+        _checks.check_key(key)
+        if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+          key = jax.random.wrap_key_data(key)
+      zero = jnp.zeros((), jnp.int32)
+      last = jnp.ones((), bool)
+      spent = jnp.zeros(rule.state_shape(), jnp.int32)
+      log = jnp.zeros((history, 2), jnp.float32)
+    exponent, delta_exponent = rule.unit_exponents(eps_budget, delta_budget)
+    return cls(spent_units=spent, spent_delta_units=zero, key=key, refusals=zero,
+               answered=zero, last_answered=last, log=log, history=history,
+               eps_budget=eps_budget, delta_budget=delta_budget,
+               group_size=group_size, rule=rule, unit_exponent=exponent,
+               delta_unit_exponent=delta_exponent, secure=secure)
+
+  # -------------------------------------------------------------- derived config
+  @property
+  def composition(self) -> str:
+    """The composition rule's name (``"basic"``, ``"advanced"``, ...)."""
+    return self.rule.name
+
+  @property
+  def max_releases(self) -> int:
+    """Advanced composition: the number of releases declared in advance; else 0."""
+    return self.rule.max_releases
+
+  @property
+  def delta_prime(self) -> float:
+    """Advanced composition: the slack delta'; else 0."""
+    return self.rule.delta_prime
+
+  @property
+  def orders(self) -> tuple:
+    """Rényi filter: the orders kept; else ()."""
+    return self.rule.orders
+
+  @property
+  def planned(self) -> tuple:
+    """Planned: the plan's events (() for a refused row); else ()."""
+    return self.rule.planned
+
+  @property
+  def rho_budget(self) -> float:
+    """zCDP: the rho budget derived from (eps_budget, delta_budget); else nan."""
+    return self.rule.rho_budget(self)
+
+  @property
+  def rdp_budgets(self) -> tuple:
+    """Rényi filter: the budget B_a of each order in :attr:`orders`; else ()."""
+    return self.rule.rdp_budgets(self)
+
+  @property
+  def eps_capacity(self) -> int | tuple:
+    """The budget in units (int32-safe): of eps, of rho under zCDP, or one per order
+    under the Rényi filter."""
+    return self.rule.capacity(self).eps_capacity
+
+  @property
+  def delta_capacity(self) -> int:
+    """The delta budget in units (0 where delta enters through a conversion)."""
+    return self.rule.capacity(self).delta_capacity
+
+  @property
+  def eps_cap(self) -> float:
+    """Advanced composition: the per-release eps cap (inf under the other rules)."""
+    return self.rule.per_release_caps(self)[0]
+
+  @property
+  def delta_cap(self) -> float:
+    return self.rule.per_release_caps(self)[1]
+
+  @property
+  def spent_eps(self) -> jax.Array:
+    """Spent eps (units times the unit: the requested costs' sum within the unit
+    arithmetic's relative 2**-20, see :mod:`jaxdp.accounting.budget`). Under zCDP: the
+    eps of     the spent rho at ``delta_budget``. Under the Rényi filter: the smallest
+    conversion at ``delta_budget`` of :attr:`spent_rdp` over the orders still
+    within their budgets (an order over its budget bounds nothing, so it is
+    skipped; one order always holds the last answered release), capped at
+    ``eps_budget``, and 0 before anything was answered.
+
+    Both figures are valid for a sequence of releases whose parameters were fixed
+    before the run: the spent rho or RDP sums the fixed mechanisms' curves
+    (Canonne-Kamath-Steinke convert them), and the filter's
+    ``(eps_budget, delta_budget)`` holds for any run, so their minimum holds. With
+    adaptively chosen parameters only the filter's ``(eps_budget, delta_budget)``
+    holds (Feldman & Zrnic 2021). Planned: the plan's figure once something was
+    answered (each answered release is dominated by its planned row), else 0."""
+    return self.rule.spent_eps(self)
+
+  @property
+  def spent_rdp(self) -> jax.Array:
+    """Rényi filter: the spent RDP at each order, the sum of the answered releases'
+    charges (each its curve in units, see :mod:`jaxdp.accounting.budget`), or ``inf``
+    for an order that a release went past: such an order is over its budget for good (the filter never
+    charges it again) and its sum is no longer kept."""
+    spent = budget.in_cost(self.spent_units, self.unit_exponent)
+    over = self.spent_units > jnp.asarray(self.eps_capacity, jnp.int32)
+    return jnp.where(over, jnp.inf, spent)
+
+  @property
+  def spent_rho(self) -> jax.Array:
+    """zCDP: the spent rho."""
+    return budget.in_cost(self.spent_units, self.unit_exponent)
+
+  @property
+  def spent_delta(self) -> jax.Array:
+    """Spent delta: the deltas' sum; ``delta_budget`` once something was answered
+    under zCDP, the Rényi filter and a plan (their conversions use all of it)."""
+    return self.rule.spent_delta(self)
+
+  def remaining(self) -> tuple[jax.Array, jax.Array]:
+    """The largest ``(eps, delta)`` one more release could be charged now.
+
+    Basic composition: the budget minus what is spent. Advanced composition: the
+    per-release caps while fewer than ``max_releases`` were answered, else 0. zCDP:
+    the pure eps whose rho (eps^2 / 2) is left, and 0. Rényi filter: a pure eps
+    that is surely answered (the largest sqrt(2 left_a / a) over the orders, since
+    any eps-DP curve is below a eps^2 / 2), and 0. Planned: the eps of the plan's
+    next row when it is a Laplace or pure row (a Laplace release of at most that
+    eps fits it), else 0 (also once the plan is used up), and 0.
+    """
+    return self.rule.remaining(self)
+
+  def events(self) -> list:
+    """The logged events of the answered releases, oldest first (``history`` > 0).
+
+    Raises:
+      ValueError: no history was kept, more releases were answered than it holds,
+        or the accountant is traced or batched.
+    """
+    if self.history == 0:
+      raise ValueError("this accountant keeps no history: create it with history=K.")
+    if not _checks.is_concrete(self.log) or self.log.ndim != 2:
+      raise ValueError("events() needs one concrete accountant (not traced, not a "
+                       "vmapped batch: index it first).")
+    n = int(self.answered)
+    if n > self.history:
+      raise ValueError(f"{n} releases were answered but the history holds "
+                       f"{self.history}: create the accountant with history >= {n}.")
+    log = np.asarray(self.log[:n], np.float64)
+    return [(KINDS[int(code) - 1], float(value)) for code, value in log]
+
+  def to_dp_event(self, pure_as: str = "randomized_response"):
+    """The answered releases as a dp_accounting ``ComposedDpEvent`` (see
+    :meth:`jaxdp.Plan.to_dp_event` for the mapping). Needs ``history`` > 0."""
+    return to_dp_event(self.events(), pure_as)
+
+  def guarantee(self) -> tuple[jax.Array, jax.Array]:
+    """The ``(eps, delta)`` guarantee, as arrays in the default float dtype.
+
+    Basic composition: the spent totals (what was answered so far). zCDP and the
+    Rényi filter: :attr:`spent_eps` and ``delta_budget`` (0 before anything was
+    answered), valid for releases whose parameters were fixed before the run;
+    with adaptively chosen parameters the filters guarantee ``(eps_budget,
+    delta_budget)``. Advanced: the bound for everything the accountant may
+    answer, the declared k releases at the per-release caps
+    (Dwork-Rothblum-Vadhan needs k fixed in advance), or basic composition if that
+    is smaller. Planned: the plan's figure (:meth:`jaxdp.Plan.epsilon`) and
+    ``delta_budget`` once something was answered.
+    """
+    return self.rule.guarantee(self)

@@ -1,0 +1,129 @@
+"""The stale-key guard: one accountant value, one release.
+
+The accountant owns its key and splits it on every release, so releases threaded
+correctly never share noise. Releasing twice from the *same* accountant value would
+reuse its key (same noise, spend counted once). Eagerly, :func:`check_unused` follows
+the key object (like JAX's own key-reuse checker); under ``jax.vmap`` and
+``jax.shard_map``, :func:`one_key_per_lane` refuses a release mapped over its data,
+mechanism or counters but not over its key, and a release whose accountant is a
+constant of the traced program; under ``jax.pmap`` or ``shard_map(check_vma=False)``
+every release is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from jaxdp import _checks
+from jaxdp.accounting import planning
+from jaxdp.accounting.errors import StaleAccountantError
+
+__all__ = ["check_unused", "mark_used", "one_key_per_lane"]
+
+
+def _host_ledger(key) -> bool:
+  """Whether the eager host ledger applies: a concrete key, not while planning."""
+  return _checks.is_concrete(key) and planning.current() is None
+
+
+def check_unused(key):
+  """Eager host ledger: raises if an earlier release already used this key object."""
+  if _host_ledger(key) and getattr(key, "_jaxdp_used", False):
+    raise StaleAccountantError(
+        "this accountant's key was already used by an earlier release: releasing "
+        "from a stale accountant value would reuse its noise and undercount the "
+        "spend. Always continue from the accountant that the last release returned.")
+
+
+_SHARED_KEY = (
+    "{what}, but the accountant's key is the same on every {lane}: every {lane} would "
+    "add the same noise (differences between {lane}s give the differences of their "
+    "data exactly) while each returned accountant counts one release. Release the "
+    "stacked statistic in one call (one mechanism over all of it, or "
+    "release_partitioned for disjoint parts), or give every {lane} its own accountant "
+    "(its own key).")
+
+
+def one_key_per_lane(acct, inputs):
+  """``acct``, after refusing a release that ``jax.vmap`` or ``jax.shard_map`` maps
+  over its mechanisms, data or counters but not over its key: that is one release
+  per lane from one accountant value, all with the same noise (a stale replay:
+  Lemma 2.6's count is broken). Raises :class:`StaleAccountantError` at trace time,
+  before any noise is drawn. ``pmap`` and ``shard_map`` with ``check_vma=False`` do
+  not say which values differ across devices, so a release under them is refused
+  too (an allowlist: only mesh axes whose variation JAX tracks are accepted)."""
+  key = acct.key
+  others = [x for x in jax.tree_util.tree_leaves((inputs, acct))
+            if isinstance(x, jax.Array) and x is not key]
+  if all(map(_checks.is_concrete, others + [key])):
+    return acct                        # no transformation is tracing this release
+  if _checks.is_concrete(key) and planning.current() is None:
+    raise StaleAccountantError(
+        "this release's accountant is a constant of the traced program (closed over, "
+        "or created inside it) while its data or mechanism are traced: every run of "
+        "the program, and every step of a lax.map, fori_loop or while_loop body, would "
+        "add the same noise. Pass the accountant as an argument (or a loop carry) and "
+        "continue from the one each release returns.")
+  untracked = _untracked_axes()
+  if untracked:
+    raise StaleAccountantError(
+        f"this release runs under jax.pmap or jax.shard_map(check_vma=False) (mesh axes "
+        f"{sorted(untracked)}), where JAX does not track which values differ across "
+        "devices, so jaxdp cannot tell whether every device would add the same noise. "
+        "Use jax.shard_map with check_vma=True (the default), with the accountant's "
+        "key sharded over the axis (one accountant per device).")
+  varying = lambda x: _checks.varying_axes(jax.typeof(x))
+  spread = frozenset().union(*map(varying, others)) - varying(key)
+  if spread:
+    raise StaleAccountantError(_SHARED_KEY.format(
+        what=f"this release is mapped over mesh axes {sorted(spread)} by shard_map "
+             "(its data, mechanism or counters differ across them)", lane="shard"))
+  if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+    key = jax.random.key_data(key)   # unwrapping does not consume the key
+  # the batching rule runs when jax.vmap meets this call; the result feeds the
+  # counters, so no transformation can drop the call
+  return dataclasses.replace(acct, answered=_lanes(acct.answered, key,
+                                                   jax.lax.stop_gradient(others)))
+
+
+def _untracked_axes() -> frozenset:
+  """The manual mesh axes of the enclosing ``shard_map`` or ``pmap`` along which JAX
+  does not track variation (``check_vma=False``): a value cast to varying over them
+  stays unvarying."""
+  axes = tuple(jax.sharding.get_abstract_mesh().manual_axes)
+  if not axes:
+    return frozenset()
+  probe = jax.lax.pcast(jnp.zeros((), jnp.int32), axes, to="varying")
+  return frozenset(axes) - _checks.varying_axes(jax.typeof(probe))
+
+
+@jax.custom_batching.custom_vmap
+def _lanes(token, key, others):
+  """``token``; under ``jax.vmap`` the batching rule refuses batched ``others`` with
+  an unbatched ``key``."""
+  del key, others
+  return token
+
+
+@_lanes.def_vmap
+def _lanes_vmap(axis_size, in_batched, token, key, others):
+  del axis_size
+  token_batched, key_batched, others_batched = in_batched
+  if not key_batched and any(jax.tree_util.tree_leaves(others_batched)):
+    raise StaleAccountantError(_SHARED_KEY.format(
+        what="this release is mapped by jax.vmap over its data, mechanism or the "
+             "accountant's counters", lane="lane"))
+  return token, token_batched
+
+
+def mark_used(key):
+  """Eager host ledger: marks the key object used, once its release has produced
+  output (a release that raised on bad input leaves the accountant usable)."""
+  if _host_ledger(key):
+    try:
+      object.__setattr__(key, "_jaxdp_used", True)
+    except (AttributeError, TypeError):  # pragma: no cover - key type without a dict
+      pass

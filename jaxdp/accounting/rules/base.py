@@ -1,0 +1,214 @@
+"""The protocol of a composition rule, and the base of the rules that count in units.
+
+A rule decides what a release costs, whether it is answered and what the accountant
+guarantees afterwards. The :class:`~jaxdp.Accountant` holds one rule instance as a
+static field (hashable, compared by value) and asks it; it never asks which rule it
+holds. A new rule is a new class: subclass :class:`UnitRule` (spending counted in the
+integer units of :mod:`jaxdp.accounting.budget`) and override what differs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import NamedTuple, Protocol, runtime_checkable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxdp import _checks
+from jaxdp.accounting import budget, planning
+from jaxdp.accounting.errors import BudgetExceededError
+from jaxdp.accounting.history import logged
+
+__all__ = ["CompositionRule", "Capacity", "UnitRule"]
+
+
+class Capacity(NamedTuple):
+  """A rule's static limits in units, for an accountant's budgets.
+
+  ``eps_capacity`` is a tuple (one entry per order) under the Rényi filter."""
+  eps_limit: int | tuple  # largest single charge: the capacity, or a per-release cap
+  delta_limit: int
+  eps_capacity: int | tuple
+  delta_capacity: int
+
+
+@runtime_checkable
+class CompositionRule(Protocol):
+  """What the accountant asks of its composition rule.
+
+  ``name`` is what :attr:`jaxdp.Accountant.composition` reports. Every method is
+  static configuration or a pure function of the accountant's leaves, so it works
+  under ``jit`` and ``vmap``.
+  """
+
+  name: str
+
+  def bind(self, eps_budget: float, delta_budget: float) -> "CompositionRule":
+    """The rule checked against and completed for the budgets (raises ValueError)."""
+
+  def cost(self, mech, group_size: int):
+    """``(eps, delta)``: a mechanism's charge in this rule's currency."""
+
+  def capacity(self, acct) -> Capacity:
+    """The static limits, in units, for ``acct``'s budgets."""
+
+  def allows(self, caps: Capacity, spent, spent_delta, answered, ce, cd):
+    """Whether a charge of ``ce``, ``cd`` units is answered (the refusal rule)."""
+
+  def spend(self, acct, eps, delta, valid, event):
+    """``(ok, key for the mechanism, accountant after the charge)``."""
+
+  def guarantee(self, acct):
+    """The ``(eps, delta)`` guarantee of what ``acct`` has answered."""
+
+  def remaining(self, acct):
+    """The largest ``(eps, delta)`` one more release could be charged now."""
+
+
+class UnitRule:
+  """Basic composition's behaviour, counted in integer units; subclasses override.
+
+  Defaults: the cost is ``mech.cost(group_size)``; the eps and delta budgets each
+  fix a unit (:func:`jaxdp.accounting.budget.unit_exponent`); a release is answered
+  iff its units fit what is left of both (Dwork, Lemma 2.6).
+  """
+
+  name = "basic"
+  needs_delta = False   # the rule converts at delta_budget, which must be > 0
+  max_releases = 0
+  delta_prime = 0.0
+  orders = ()
+  planned = ()
+
+  # ----------------------------------------------------------- configuration
+  def bind(self, eps_budget: float, delta_budget: float):
+    if self.needs_delta and not delta_budget > 0:
+      raise ValueError(f"composition={self.name!r} needs delta_budget > 0: the budget "
+                       "is the one whose (eps, delta) conversion fits (eps_budget, "
+                       "delta_budget).")
+    return self
+
+  def unit_exponents(self, eps_budget: float, delta_budget: float):
+    """``(eps unit exponent, delta unit exponent)`` fixed at creation."""
+    return budget.unit_exponent(eps_budget), budget.unit_exponent(delta_budget)
+
+  def state_shape(self) -> tuple:
+    """The shape of the ``spent_units`` leaf."""
+    return ()
+
+  def rho_budget(self, acct) -> float:
+    return math.nan
+
+  def rdp_budgets(self, acct) -> tuple:
+    return ()
+
+  def per_release_caps(self, acct) -> tuple:
+    """``(eps_cap, delta_cap)`` of one release (inf: none but the budget)."""
+    return math.inf, math.inf
+
+  # ----------------------------------------------------------- charging
+  def cost(self, mech, group_size: int):
+    return mech.cost(group_size)
+
+  def capacity(self, acct) -> Capacity:
+    eps = budget.capped_capacity(acct.eps_budget, acct.unit_exponent)
+    delta = budget.capped_capacity(acct.delta_budget, acct.delta_unit_exponent)
+    return Capacity(eps, delta, eps, delta)
+
+  def allows(self, caps, spent, spent_delta, answered, ce, cd):
+    """Lemma 2.6 on integer units (plain comparisons: traced values and Python ints
+    alike; ``c <= capacity - spent`` cannot overflow int32)."""
+    return (ce <= caps.eps_capacity - spent) & (cd <= caps.delta_capacity - spent_delta)
+
+  def add(self, caps, spent, ce):
+    """``spent + ce`` after an answered release."""
+    return spent + ce
+
+  def spend(self, acct, eps, delta, valid, event):
+    """Refuses a static over-budget cost, records the release for :func:`plan`,
+    splits the key and charges (nothing where ``valid`` is False)."""
+    caps = self.capacity(acct)
+    self.check_static_cost(acct, caps, eps, delta)
+    state = planning.current()
+    if state is not None:
+      eps, delta, acct = planning.record(state, eps, delta, event, acct)
+    key, sub = jax.random.split(acct.key)
+    ok, leaves = _charge((acct.spent_units, acct.spent_delta_units, acct.answered,
+                          acct.refusals, acct.last_answered), eps, delta, valid,
+                         rule=self, caps=caps,
+                         exponents=(acct.unit_exponent, acct.delta_unit_exponent))
+    spent, spent_delta, answered, refusals, last = leaves
+    return ok, sub, dataclasses.replace(
+        acct, spent_units=spent, spent_delta_units=spent_delta, answered=answered,
+        refusals=refusals, last_answered=last, key=key, log=logged(acct, ok, event))
+
+  def check_static_cost(self, acct, caps, eps, delta):
+    """Raises BudgetExceededError for a static cost that no state could answer."""
+    if not (_checks.is_concrete(eps) and _checks.is_concrete(delta)):
+      return
+    ve, ce = budget.charge_host(eps, acct.unit_exponent, positive=True)
+    vd, cd = budget.charge_host(delta, acct.delta_unit_exponent, positive=False)
+    if not ve and np.all(np.asarray(eps, np.float64) > 0):
+      raise BudgetExceededError(
+          f"one release's cost {np.asarray(eps, np.float64)} (its {self.name} cost "
+          f"for groups of {acct.group_size}) is positive but underflows float32, the "
+          "precision of the budget's arithmetic: it cannot be charged, so the release "
+          "would always be refused. Use a larger eps; no data was read.")
+    if not (ve and vd) or np.all(ce > np.asarray(caps.eps_limit)) or cd > caps.delta_limit:
+      raise BudgetExceededError(
+          f"one release costs {self.describe_cost(eps, delta)} for groups of "
+          f"{acct.group_size}, more than {self.describe_limit(acct)}. "
+          "Lower eps or raise the budget; no data was read.")
+
+  def describe_cost(self, eps, delta) -> str:
+    return f"(eps={float(eps):g}, delta={float(delta):g})"
+
+  def describe_limit(self, acct) -> str:
+    return f"the whole budget (eps={acct.eps_budget:g}, delta={acct.delta_budget:g})"
+
+  # ----------------------------------------------------------- reporting
+  def spent_eps(self, acct):
+    return budget.in_cost(acct.spent_units, acct.unit_exponent)
+
+  def spent_delta(self, acct):
+    return budget.in_cost(acct.spent_delta_units, acct.delta_unit_exponent)
+
+  def guarantee(self, acct):
+    return self.spent_eps(acct), self.spent_delta(acct)
+
+  def remaining(self, acct):
+    caps = self.capacity(acct)
+    left = budget.in_cost(jnp.asarray(caps.eps_capacity) - acct.spent_units,
+                          acct.unit_exponent)
+    return left, budget.in_cost(caps.delta_capacity - acct.spent_delta_units,
+                                acct.delta_unit_exponent)
+
+  # ----------------------------------------------------------- planning
+  def plan_row(self, eps, delta, refused: bool, event):
+    """One :class:`~jaxdp.PlannedRelease` in this rule's currency."""
+    return planning.PlannedRelease(float(eps), float(delta), refused, event=event)
+
+  def plan_totals(self, acct, rows, spent, spent_delta):
+    """The plan's ``(eps, delta)`` from the units spent after its last release."""
+    e = budget.to_float(spent - int(acct.spent_units), acct.unit_exponent)
+    d = budget.to_float(spent_delta - int(acct.spent_delta_units),
+                        acct.delta_unit_exponent)
+    return e, d
+
+
+@functools.partial(jax.jit, static_argnames=("rule", "caps", "exponents"))
+def _charge(leaves, eps, delta, valid, *, rule, caps, exponents):
+  """The charge on the accountant's counters (one compiled call when eager); nothing
+  is charged unless ``valid``."""
+  spent, spent_delta, answered, refusals, last = leaves
+  ve, ce = budget.charge(eps, exponents[0], positive=True)
+  vd, cd = budget.charge(delta, exponents[1], positive=False)
+  ok = valid & ve & vd & rule.allows(caps, spent, spent_delta, answered, ce, cd)
+  return ok, (jnp.where(ok, rule.add(caps, spent, ce), spent),
+              jnp.where(ok, spent_delta + cd, spent_delta),
+              answered + ok.astype(jnp.int32), refusals + (~ok).astype(jnp.int32),
+              jnp.broadcast_to(ok, jnp.shape(last)))

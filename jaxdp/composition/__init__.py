@@ -1,0 +1,32 @@
+"""Composition mathematics: group privacy, advanced composition, interpretations.
+
+Pure functions of privacy parameters (Python floats, or traced values where noted);
+the accountant (:mod:`jaxdp.accounting`) applies them. Submodules: :mod:`.group`,
+:mod:`.advanced`, :mod:`.optimal`, :mod:`.zcdp`, :mod:`.renyi` (Rényi curves and
+filter budgets), :mod:`.pld` (privacy-loss distributions), :mod:`.events` (the tightest
+figure of a fixed sequence of mechanism events), :mod:`.gaussian` (analytic Gaussian
+calibration), :mod:`.calibration` and :mod:`.search`.
+
+References:
+  C. Dwork, "Differential privacy", ICALP 2006, and the chapter on postprocessing,
+  composition and group privacy (Lemma 2.8, group privacy). C. Dwork, G. Rothblum,
+  S. Vadhan, "Boosting and differential privacy", FOCS 2010. L. Wasserman, S. Zhou,
+  "A statistical framework for differential privacy", JASA 2010. P. Kairouz, S. Oh,
+  P. Viswanath, "The composition theorem for differential privacy", ICML 2015.
+"""
+
+from __future__ import annotations
+
+from jaxdp.composition.advanced import advanced_composition
+from jaxdp.composition.group import group_cost
+from jaxdp.composition.hypothesis import hypothesis_test_bound
+from jaxdp.composition.optimal import (optimal_composition_delta,
+                                       optimal_composition_epsilon)
+from jaxdp.composition.search import bisect
+from jaxdp.composition.zcdp import zcdp_budget, zcdp_epsilon
+
+__all__ = ["group_cost", "advanced_composition", "hypothesis_test_bound",
+           "zcdp_epsilon", "zcdp_budget", "optimal_composition_delta",
+           "optimal_composition_epsilon"]
+
+_bisect = bisect  # the name jaxdp.mechanisms imports; use bisect
