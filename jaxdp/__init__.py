@@ -1,32 +1,40 @@
 """jaxdp: exact, fast, batched differential-privacy noise for JAX.
 
-``jax.random`` is a statistical, not a cryptographic, generator: see the README before
-using jaxdp for a real release. The paper's experiments (studies, the published
-insertion sampler, the command line) live in :mod:`jaxdp.experiments`, which this
-package does not import.
+``jax.random`` is a statistical, not a cryptographic, generator: read
+``docs/guides/publishing.md`` before using jaxdp for a real release. The paper's
+experiments (studies, the published insertion sampler) live in
+:mod:`jaxdp.experiments` and the command line in :mod:`jaxdp.cli`; this package
+imports neither.
 """
 
-from jaxdp import calibration, exact, montecarlo, pld, random, renyi
-from jaxdp.posets import decomposition
-from jaxdp.prng import chacha, threefry
+from jaxdp import (accounting, composition, exact, mechanisms, montecarlo, posets, prng,
+                   random, samplers, session)
+from jaxdp._version import __version__
 from jaxdp.accounting import (
     Accountant,
     BudgetExceededError,
+    DataDependentCostError,
+    Plan,
+    PlannedRelease,
     ReleaseRefusedError,
     StaleAccountantError,
+    events_epsilon,
+    plan,
     postprocess,
     raise_if_refused,
     release,
     release_parallel_unchecked,
     release_partitioned,
 )
-from jaxdp.samplers.balls import LpBall, PosetBall, enumerate_objects, exact_second_moment
 from jaxdp.composition import (
     advanced_composition,
+    calibration,
     group_cost,
     hypothesis_test_bound,
     optimal_composition_delta,
     optimal_composition_epsilon,
+    pld,
+    renyi,
     zcdp_budget,
     zcdp_epsilon,
 )
@@ -39,12 +47,10 @@ from jaxdp.mechanisms import (
     PosetCountMechanism,
     ZCDPGaussianMechanism,
 )
-from jaxdp.planning import (DataDependentCostError, Plan, PlannedRelease, events_epsilon,
-                            plan)
-from jaxdp.posets import Poset, random_dag, random_dags
+from jaxdp.posets import Poset, decomposition, random_dag, random_dags
+from jaxdp.prng import chacha, threefry
+from jaxdp.samplers.balls import LpBall, PosetBall, enumerate_objects, exact_second_moment
 from jaxdp.session import Session, UnsafeQueryError
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Accountant",
@@ -66,28 +72,37 @@ __all__ = [
     "StaleAccountantError",
     "UnsafeQueryError",
     "ZCDPGaussianMechanism",
+    "accounting",
     "advanced_composition",
     "calibration",
+    "chacha",
+    "composition",
     "decomposition",
     "enumerate_objects",
     "events_epsilon",
+    "exact",
     "exact_second_moment",
     "group_cost",
     "hypothesis_test_bound",
+    "mechanisms",
+    "montecarlo",
     "optimal_composition_delta",
     "optimal_composition_epsilon",
-    "montecarlo",
     "plan",
     "pld",
+    "posets",
     "postprocess",
+    "prng",
     "raise_if_refused",
     "random",
     "random_dag",
     "random_dags",
-    "renyi",
     "release",
     "release_parallel_unchecked",
     "release_partitioned",
+    "renyi",
+    "samplers",
+    "session",
     "threefry",
     "zcdp_budget",
     "zcdp_epsilon",
