@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import jaxdp
-from jaxdp import chacha
+from jaxdp.prng import chacha
 from jaxdp import random as dprandom
 
 

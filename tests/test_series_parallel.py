@@ -16,7 +16,8 @@ import pytest
 from scipy import stats
 
 import jaxdp
-from jaxdp import Poset, PosetBall, decomposition
+from jaxdp import Poset, PosetBall
+from jaxdp.posets import decomposition
 from jaxdp.samplers import dispatch, sp_kernel, sp_plan, sp_tables, subsets, words
 from jaxdp.experiments.questionnaire import gate_chain, synthetic_questionnaire
 from exactness import random_series_parallel

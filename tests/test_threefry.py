@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import jaxdp
-from jaxdp import exact, threefry
+from jaxdp import exact
+from jaxdp.prng import threefry
 from jaxdp import random as dprandom
 
 KAT = [  # (key, counter, output) for threefry2x32 with 20 rounds

@@ -7,7 +7,7 @@ from pathlib import Path
 import jax
 
 from jaxdp import Poset
-from jaxdp._poset_tables import GENERAL_MAX_D
+from jaxdp.samplers.general import GENERAL_MAX_D
 from jaxdp.cli.parser import UsageError
 from jaxdp.experiments.questionnaire import synthetic_questionnaire
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from jaxdp._poset_tables import GENERAL_MAX_D
+from jaxdp.samplers.general import GENERAL_MAX_D
 
 NOISES = ("poset", "linf", "l2", "laplace")
 RELEASE_NOISES = ("poset", "linf", "laplace")
