@@ -73,7 +73,13 @@ class KNormMechanism(EpsMechanism):
     return self.ball.p
 
   def part_statistics(self, rows, part, num_parts):
-    """Per-part sums of rows clipped to K-norm ``sensitivity`` (l_p balls only)."""
+    """Per-part sums of rows clipped to K-norm ``sensitivity`` (l_p balls only).
+
+    Exact releases need integer (or bool) rows and keep int32 sums: a row whose
+    K-norm exceeds ``sensitivity`` counts as 0 (scaling it would leave the integers).
+    """
+    if self.exact:
+      return integer_part_sums(rows, part, num_parts, self.sensitivity, p=self.norm)
     return clipped_part_sums(rows, part, num_parts, self.norm, self.sensitivity)
 
   def randomize(self, key, data):

@@ -152,21 +152,7 @@ class PosetCountMechanism(EpsMechanism):
     is_filter = jnp.all((xf == 0) | (missing == 0), axis=1)
     passed = jnp.asarray(True)
     if _checks.is_concrete(x):
-      nb = np.nonzero(~np.asarray(binary))[0]
-      if nb.size:
-        r = int(nb[0])
-        raise ValueError(
-            f"data must hold 0/1 values; row {r} is {np.asarray(x[r]).tolist()}.")
-      if self.on_invalid == "raise":
-        bad = np.nonzero(~np.asarray(is_filter))[0]
-        if bad.size:
-          r = int(bad[0])
-          raise ValueError(
-              f"data row {r} = {np.asarray(x[r]).astype(int).tolist()} is not a "
-              f"filter of the poset ({bad.size} such rows): "
-              f"{self.poset.explain_violation(np.asarray(x[r]))}. Fix the data, or "
-              "pass on_invalid='clip' to replace each row by the largest filter it "
-              "contains.")
+      self._check_rows_on_host(np.asarray(x))
     elif not (x.dtype == jnp.bool_ and self.on_invalid == "clip"):  # else nothing to check
       ok = jnp.all(binary) & (jnp.all(is_filter) | (self.on_invalid == "clip"))
       passed = check_rows_at_run_time(ok, binary, is_filter)
@@ -174,6 +160,32 @@ class PosetCountMechanism(EpsMechanism):
       xf = jnp.where(missing == 0, xf, 0.0)
     # 0/1 rows in the default float dtype, and whether the run-time check passed
     return (xf * binary[:, None]).astype(jnp.result_type(float)), passed
+
+  def _check_rows_on_host(self, rows: np.ndarray):
+    """The checks of a concrete dataset, in numpy: also when it is closed over under
+    ``jit``, where the JAX values computed from it are traced.
+
+    Raises:
+      ValueError: a value other than 0/1, or (``on_invalid="raise"``) a row that is
+        not a filter, naming the first such row.
+    """
+    binary = np.all((rows == 0) | (rows == 1), axis=1)
+    non_binary = np.nonzero(~binary)[0]
+    if non_binary.size:
+      r = int(non_binary[0])
+      raise ValueError(f"data must hold 0/1 values; row {r} is {rows[r].tolist()}.")
+    if self.on_invalid != "raise":
+      return
+    order = np.asarray(self.poset.order, np.float32)
+    missing = (1.0 - rows.astype(np.float32)) @ order.T   # exact: sums of 0/1 values
+    bad = np.nonzero(~np.all((rows == 0) | (missing == 0), axis=1))[0]
+    if bad.size:
+      r = int(bad[0])
+      raise ValueError(
+          f"data row {r} = {rows[r].astype(int).tolist()} is not a filter of the poset "
+          f"({bad.size} such rows): {self.poset.explain_violation(rows[r])}. Fix the "
+          "data, or pass on_invalid='clip' to replace each row by the largest filter "
+          "it contains.")
 
 
 def check_rows_at_run_time(ok, binary, is_filter):

@@ -167,8 +167,8 @@ def as_int_counts(counts):
   return _checks.mark_invalid(ok, c)
 
 
-def integer_part_sums(rows, part, num_parts: int, bound, p: int = 1):
-  """Per-part int32 sums of integer rows; rows of l_p norm (p = 1 or 2) above
+def integer_part_sums(rows, part, num_parts: int, bound, p: float = 1):
+  """Per-part int32 sums of integer rows; rows of l_p norm (p = 1, 2 or inf) above
   ``bound`` count as 0.
 
   The sums are taken in int64 and clipped to +-2^30 (a 1-Lipschitz map, so the
@@ -190,6 +190,8 @@ def integer_part_sums(rows, part, num_parts: int, bound, p: int = 1):
     x2 = x2.astype(jnp.int64)
     if p == 1:
       keep = jnp.sum(jnp.abs(x2), axis=1) <= bound
+    elif p == math.inf:
+      keep = jnp.max(jnp.abs(x2), axis=1, initial=0) <= bound
     else:  # l_2: the sum of squares against bound^2, in float64
       keep = jnp.sum(x2.astype(jnp.float64) ** 2, axis=1) <= float(bound) ** 2
     sums = part_sums(jnp.where(keep[:, None], x2, 0), part, num_parts)
