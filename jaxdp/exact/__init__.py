@@ -47,6 +47,11 @@ What is proved and what is assumed:
 The discrete Gaussian (:func:`discrete_gaussian`, Canonne, Kamath & Steinke 2020) needs
 no rounding: it is sampled with integer arithmetic and exact Bernoulli trials only.
 
+Modules: :mod:`~jaxdp.exact.samplers` (Laplace, poset-ball and l_inf K-norm noise),
+:mod:`~jaxdp.exact.intervals` (the fast pass), :mod:`~jaxdp.exact.refine` (the host
+refinement), :mod:`~jaxdp.exact.choices` (exact discrete choices) and
+:mod:`~jaxdp.exact.gaussian` (the discrete Gaussian).
+
 References:
   I. Mironov, "On significance of the least significant bits for differential
   privacy", CCS 2012.

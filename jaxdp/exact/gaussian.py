@@ -114,8 +114,8 @@ def _discrete_gaussian(key, a: int, m: int):
   def uniform(x, q):
     return x < (two62 // q) * q, x % q
 
-  def step(st):
-    phase, u, k, v, y, left, frac, big, bad, i = st
+  def step(state):
+    phase, u, k, v, y, left, frac, big, bad, i = state
     w = jax.random.bits(jax.random.fold_in(key, i), (m, 2, 2), jnp.uint32)
     x1, x2 = int62(w[:, 0]), int62(w[:, 1])
     sign = (w[:, 0, 0] >> 31) == 1                 # a bit x1 does not use
@@ -190,8 +190,8 @@ def _discrete_gaussian(key, a: int, m: int):
   zeros = jnp.zeros((m,), i64)
   init = (jnp.full((m,), P_U, jnp.int32), zeros, jnp.ones((m,), i64), zeros, zeros,
           zeros, zeros, jnp.zeros((m,), bool), jnp.asarray(False), jnp.int32(0))
-  st = lax.while_loop(lambda st: jnp.any(st[0] != DONE), step, init)
-  y, bad = st[4], st[8]
+  final = lax.while_loop(lambda state: jnp.any(state[0] != DONE), step, init)
+  y, bad = final[4], final[8]
   passed = _raise_if(bad, "exact discrete Gaussian: a candidate beyond 2^18 survived "
                           "2^13 Bernoulli(1/e) trials (probability below e^-8192); "
                           "nothing released.")

@@ -23,6 +23,11 @@ traced one makes ``randomize`` return the invalid fill (NaN, or an integer outpu
 minimum, never the statistic plus a fill) and :func:`jaxdp.release` refuse the
 release, spending nothing. Never weaker noise.
 
+Modules: :mod:`~jaxdp.mechanisms.base` (the protocol, pytree registration, the
+allowlist, exact-option checks), :mod:`~jaxdp.mechanisms.statistics` (statistics and
+per-part sums), one module per family (``laplace``, ``knorm``, ``gaussian``,
+``discrete_gaussian``, ``poset_count``).
+
 References:
   C. Dwork, "Differential privacy", ICALP 2006; C. Dwork, A. Roth, "The Algorithmic
   Foundations of Differential Privacy" (2014), Sections 2-3.

@@ -51,18 +51,19 @@ def pytree(*leaves: str):
   def wrap(cls):
     static = tuple(f.name for f in dataclasses.fields(cls) if f.name not in leaves)
 
-    def flatten(m):
-      return ([getattr(m, n) for n in leaves], tuple(getattr(m, n) for n in static))
+    def flatten(mech):
+      return ([getattr(mech, name) for name in leaves],
+              tuple(getattr(mech, name) for name in static))
 
-    def flatten_with_keys(m):
-      return ([(jax.tree_util.GetAttrKey(n), getattr(m, n)) for n in leaves],
-              tuple(getattr(m, n) for n in static))
+    def flatten_with_keys(mech):
+      return ([(jax.tree_util.GetAttrKey(name), getattr(mech, name)) for name in leaves],
+              tuple(getattr(mech, name) for name in static))
 
     def unflatten(aux, children):
-      m = object.__new__(cls)
-      for n, v in zip(leaves + static, list(children) + list(aux)):
-        object.__setattr__(m, n, v)
-      return m
+      mech = object.__new__(cls)
+      for name, value in zip(leaves + static, list(children) + list(aux)):
+        object.__setattr__(mech, name, value)
+      return mech
 
     jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
     return cls
@@ -169,8 +170,8 @@ def check_exact_options(is_exact, grid):
     return
   if not is_exact:
     raise ValueError("grid is an option of exact=True releases; pass exact=True too.")
-  g = _checks.check_positive(grid, "grid")
-  if math.frexp(g)[0] != 0.5 or not 2.0 ** -60 <= g <= 2.0 ** 20:
+  step = _checks.check_positive(grid, "grid")
+  if math.frexp(step)[0] != 0.5 or not 2.0 ** -60 <= step <= 2.0 ** 20:
     raise ValueError(f"grid must be a power of two 2**-k (between 2**-60 and 2**20) so "
                      f"snapping is exact; got {grid!r}.")
 

@@ -93,14 +93,14 @@ class PosetCountMechanism(EpsMechanism):
   @property
   def inner(self):
     """The mechanism that noises the (d + 1,) count vector."""
-    d1 = self.dim
+    dim = self.dim
     if self.noise == "poset":
       return KNormMechanism(PosetBall(self.poset), self.eps, exact=self.exact)
     if self.noise == "linf":
-      return KNormMechanism(LpBall(d1, math.inf), self.eps, exact=self.exact)
+      return KNormMechanism(LpBall(dim, math.inf), self.eps, exact=self.exact)
     if self.noise == "l2":
-      return KNormMechanism(LpBall(d1, 2.0), self.eps, math.sqrt(d1))
-    return LaplaceMechanism(self.eps, float(d1), exact=self.exact)
+      return KNormMechanism(LpBall(dim, 2.0), self.eps, math.sqrt(dim))
+    return LaplaceMechanism(self.eps, float(dim), exact=self.exact)
 
   def statistic(self, data):
     """(n, c_1..c_d) after validating (or clipping) the rows, exactly.

@@ -20,9 +20,9 @@ def float_statistic(data, name="data"):
   width or shape: beyond it neighbouring integers round together or apart, and the
   sensitivity no longer holds.
   """
-  f = jnp.result_type(float)
-  x = _checks.check_data(data, name, limit=_checks.exact_limit(f),
-                         reason=_checks.float_reason(f))
+  float_dtype = jnp.result_type(float)
+  x = _checks.check_data(data, name, limit=_checks.exact_limit(float_dtype),
+                         reason=_checks.float_reason(float_dtype))
   return _checks.as_exact_float(x, name)
 
 
@@ -32,13 +32,13 @@ def exact_counts(counts, n: int, ok, *, with_n: bool = True):
   Checked before any sum is used: with n within the range every partial sum is an
   integer the dtype holds, so the sums are exact.
   """
-  f = jnp.result_type(float)
-  limit = _checks.exact_limit(f)
+  float_dtype = jnp.result_type(float)
+  limit = _checks.exact_limit(float_dtype)
   if n > limit:
     raise ValueError(
         f"data has {n:,} rows, more than {limit:,}: counts that large are not exact "
-        f"in {jnp.dtype(f)} (noise would be added to a rounded count). Enable x64 "
-        "(jax.config.update('jax_enable_x64', True)) or split the data.")
+        f"in {jnp.dtype(float_dtype)} (noise would be added to a rounded count). "
+        "Enable x64 (jax.config.update('jax_enable_x64', True)) or split the data.")
   if with_n:
     counts = jnp.concatenate([jnp.full((1,), n, counts.dtype), counts])
   return jnp.where(ok, counts, jnp.nan)  # NaN: a failed run-time check
@@ -96,13 +96,13 @@ def clipped_part_sums(rows, part, num_parts: int, p: float, bound: float):
   if x.ndim != 2:
     raise ValueError(f"rows must have shape (n,) or (n, k); got {tuple(x.shape)}.")
   part = part_index(part, x.shape[0], num_parts)
-  a = jnp.abs(x)
+  magnitude = jnp.abs(x)
   if p == math.inf:
-    norm = jnp.max(a, axis=1)
+    norm = jnp.max(magnitude, axis=1)
   elif p == 1:
-    norm = jnp.sum(a, axis=1)
+    norm = jnp.sum(magnitude, axis=1)
   else:
-    norm = jnp.sum(a ** p, axis=1) ** (1.0 / p)
+    norm = jnp.sum(magnitude ** p, axis=1) ** (1.0 / p)
   factor = jnp.where(norm > bound, bound / jnp.where(norm > 0, norm, 1.0), 1.0)
   big = float(jnp.finfo(x.dtype).max)
   with jax.enable_x64(True):  # accumulated in float64, clipped to the float's range
