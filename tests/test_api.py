@@ -28,7 +28,7 @@ def test_all_is_complete_and_resolves():
   public = {n for n in dir(jaxdp) if not n.startswith("_")}
   modules = {"accounting", "balls", "composition", "mechanisms", "planning", "posets",
              "session", "montecarlo", "random", "experiments", "chacha", "exact",
-             "pld", "renyi", "calibration", "cli"}  # submodules once imported
+             "pld", "renyi", "calibration", "cli", "rowwise"}  # submodules once imported
   assert public - set(jaxdp.__all__) <= modules
 
 

@@ -17,6 +17,9 @@ from scipy import stats
 
 import jaxdp
 from jaxdp import exact, _poset_kernels
+from jaxdp.exact import gaussian as exact_gaussian
+from jaxdp.exact import intervals as exact_intervals
+from jaxdp.exact import refine as exact_refine
 from jaxdp import random as dprandom
 from jaxdp._poset_tables import exact_tables
 
@@ -202,8 +205,8 @@ def test_host_refinement_matches_high_precision():
                          dtype=np.uint64).astype(np.uint32)
     coeff = rng.integers(-1, 2, (m, dim, 3)).astype(np.int8)
     scale = 3.3
-    got = exact._host_refine(exact.refine_sample, np.zeros((m, 3), np.int32),
-                             np.zeros(m, bool), words, extra, scale, coeff)
+    got = exact_refine.host_refine(exact.refine_sample, np.zeros((m, 3), np.int32),
+                                   np.zeros(m, bool), words, extra, scale, coeff)
     for i in range(m):
       assert list(got[i]) == _reference_round(words[i], extra[i], coeff[i], scale)
 
@@ -215,10 +218,10 @@ def test_forced_refinement_through_the_kernel_gives_the_same_release(monkeypatch
   key = _key(5)
   normal = np.asarray(exact.laplace(key, (4000,), scale=0.75))
   jax.clear_caches()
-  monkeypatch.setattr(exact, "MARGIN", 2.0 ** -3)
+  monkeypatch.setattr(exact_intervals, "MARGIN", 2.0 ** -3)
   calls = []
-  real = exact._host_refine
-  monkeypatch.setattr(exact, "_host_refine",
+  real = exact_refine.host_refine
+  monkeypatch.setattr(exact_refine, "host_refine",
                       lambda *a: calls.append(int(np.sum(~np.asarray(a[2])))) or real(*a))
   forced = np.asarray(exact.laplace(key, (4000,), scale=0.75))
   jax.clear_caches()
@@ -404,7 +407,7 @@ def test_discrete_gaussian_errors_rather_than_guessing(monkeypatch):
   """With the exact range shrunk to |Y| <= 0, every nonzero candidate has only a
   lower bound on gamma; one surviving the bounded trials must raise, not release."""
   jax.clear_caches()
-  monkeypatch.setattr(exact, "_Y_MAX", 0)
+  monkeypatch.setattr(exact_gaussian, "Y_MAX", 0)
   with pytest.raises(Exception, match="nothing released"):
     np.asarray(exact.discrete_gaussian(_key(21), (4000,), sigma=20.0))
   jax.clear_caches()
@@ -482,8 +485,8 @@ def test_linf_fast_pass_and_refinement_match_high_precision():
     for i in np.nonzero(settled)[0]:
       assert list(k[i]) == _reference_linf(words[part][i], extra[part][i], s, d)
   refine = functools.partial(exact.refine_linf_sample, num_exp=d + 1)
-  got = exact._host_refine(refine, np.zeros((200, d), np.int32), np.zeros(200, bool),
-                           words[:200], extra[:200], 2.5)
+  got = exact_refine.host_refine(refine, np.zeros((200, d), np.int32), np.zeros(200, bool),
+                                 words[:200], extra[:200], 2.5)
   for i in range(200):
     assert list(got[i]) == _reference_linf(words[i], extra[i], 2.5, d)
 

@@ -44,6 +44,8 @@ import jaxdp
 from jaxdp import (Accountant, DiscreteGaussianMechanism, GaussianMechanism,
                    KNormMechanism, LaplaceMechanism, LpBall, Poset, PosetBall,
                    PosetCountMechanism, ZCDPGaussianMechanism, exact, threefry)
+from jaxdp.exact import intervals as exact_intervals
+from jaxdp.exact import samplers as exact_samplers
 from jaxdp.random import secure_key
 
 releases = importlib.import_module("jaxdp.accounting.releases")
@@ -409,8 +411,8 @@ class TestKeyHygiene:
     refinement (more digits from the chunk's own key): with chunks of 4 samples and a
     margin of 1, where the fast pass never settles, 7 samples take 2 chunks, both
     refined. (Last in the class: it clears the jit caches.)"""
-    monkeypatch.setattr(exact, "CHUNK", 4)
-    monkeypatch.setattr(exact, "MARGIN", 1.0)
+    monkeypatch.setattr(exact_samplers, "CHUNK", 4)
+    monkeypatch.setattr(exact_intervals, "MARGIN", 1.0)
     jax.clear_caches()
     acct = Accountant.create(100.0, key=KEYS[key_kind]())
     root = _data(acct.key)

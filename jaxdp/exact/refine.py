@@ -1,0 +1,142 @@
+"""The host refinement of the exact samplers: samples the fast pass could not settle
+are recomputed from 244 binary digits per uniform with Python's ``decimal`` (correctly
+rounded ``ln``) and rounded exactly, or refused.
+
+References:
+  C. Haney et al., "Precision-based attacks and interval refining: how to break, then
+  fix, differential privacy on finite computers", 2022.
+"""
+
+from __future__ import annotations
+
+import decimal
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxdp.exact.intervals import FAST_BITS, LIMIT
+
+REFINE_WORDS = 6         # 192 more digits per uniform for the host refinement
+HOST_DIGITS = 100        # decimal precision of the host refinement
+
+
+def settle(k, settled, words, scale, key, refine_one, *operands):
+  """Refines unsettled samples on the host, only when there are any (a bad traced
+  scale needs none: its output is the sentinel).
+
+  ``refine_one(words_i, extra_i, scale, *operands_i)`` recomputes one sample from its
+  fast-pass words and 192 more digits per uniform; ``operands`` are per-sample arrays,
+  or functions computing them (run only when refining)."""
+  settled = settled | jnp.isnan(scale)
+
+  def refine(k):
+    ops = [o() if callable(o) else o for o in operands]
+    extra = jax.random.bits(key, (*words.shape[:-1], REFINE_WORDS), jnp.uint32)
+    return jax.pure_callback(functools.partial(host_refine, refine_one),
+                             jax.ShapeDtypeStruct(k.shape, jnp.int32),
+                             k, settled, words, extra, scale, *ops,
+                             vmap_method="broadcast_all")
+
+  return lax.cond(jnp.all(settled), lambda k: k, refine, k)
+
+
+_CTX = decimal.Context(prec=HOST_DIGITS, rounding=decimal.ROUND_HALF_EVEN)
+_TOTAL_BITS = FAST_BITS + 32 * REFINE_WORDS   # 244
+_SLACK = decimal.Decimal("1e-80")
+
+
+def _refined_exponential(j: int, extra) -> tuple[decimal.Decimal, decimal.Decimal]:
+  """[E_lo, E_hi] for E = -log(1 - V), V's first 244 digits = j (52) then extra."""
+  big = j
+  for w in extra:
+    big = (big << 32) | int(w)
+  top = 1 << _TOTAL_BITS
+  if top - big - 1 <= 0:
+    raise RuntimeError("exact noise: a uniform could not be bounded away from 1 with "
+                       "244 bits (probability 2^-244); nothing was released.")
+  ln_top = _CTX.multiply(_TOTAL_BITS, _CTX.ln(decimal.Decimal(2)))
+  e_lo = _CTX.subtract(ln_top, _CTX.ln(decimal.Decimal(top - big)))
+  e_hi = _CTX.subtract(ln_top, _CTX.ln(decimal.Decimal(top - big - 1)))
+  return e_lo - _SLACK, e_hi + _SLACK
+
+
+def refine_sample(words, extra, scale: float, coeff) -> np.ndarray:
+  """Exact rounding of one sample from 244 digits per uniform, in ``decimal``.
+
+  Args:
+    words: (M, 2) uint32, the fast pass's words; extra: (M, REFINE_WORDS) uint32;
+    scale: the float64 scale (used exactly); coeff: (M, D) integer coefficients.
+
+  Raises:
+    RuntimeError: still unsettled (probability below 2^-150).
+  """
+  bounds = []
+  for w, x in zip(words, extra):
+    bounds.append(_refined_exponential(_digits(w), x))
+  b = decimal.Decimal(float(scale))
+  out = []
+  for c in np.asarray(coeff).T:
+    lo = hi = decimal.Decimal(0)
+    for ci, (e_lo, e_hi) in zip(c, bounds):
+      if ci > 0:
+        lo, hi = lo + e_lo, hi + e_hi
+      elif ci < 0:
+        lo, hi = lo - e_hi, hi - e_lo
+    out.append(_settled_integer(lo, hi, b))
+  return np.asarray(out, np.int64)
+
+
+def refine_linf_sample(words, extra, scale: float, num_exp: int) -> np.ndarray:
+  """:func:`refine_sample` for l_inf noise ``scale * R * Z``: the first ``num_exp``
+  rows are R's exponentials, the others the cube's uniforms."""
+  r_lo = r_hi = decimal.Decimal(0)
+  for w, x in zip(words[:num_exp], extra[:num_exp]):
+    e_lo, e_hi = _refined_exponential(_digits(w), x)
+    r_lo, r_hi = r_lo + e_lo, r_hi + e_hi
+  b = decimal.Decimal(float(scale))
+  top = decimal.Decimal(1 << (_TOTAL_BITS - 1))
+  out = []
+  for w, x in zip(words[num_exp:], extra[num_exp:]):
+    big = _digits(w)
+    for v in x:
+      big = (big << 32) | int(v)
+    z_lo = _CTX.divide(big, top) - 1 - _SLACK          # Z = 2U - 1, U = big / 2^244
+    z_hi = _CTX.divide(big + 1, top) - 1 + _SLACK
+    corners = [_CTX.multiply(r, z) for r in (r_lo, r_hi) for z in (z_lo, z_hi)]
+    out.append(_settled_integer(min(corners), max(corners), b))
+  return np.asarray(out, np.int64)
+
+
+def _digits(w) -> int:
+  return (int(w[0]) << 20) | (int(w[1]) >> 12)
+
+
+def _settled_integer(lo, hi, b) -> int:
+  """round(b x) for x in [lo, hi] (decimal), or an error if the interval straddles."""
+  half = decimal.Decimal("0.5")
+  lo, hi = _CTX.multiply(lo, b) - _SLACK, _CTX.multiply(hi, b) + _SLACK
+  mid = _CTX.add(_CTX.divide(_CTX.add(lo, hi), 2), half)
+  k = int(mid.to_integral_value(rounding=decimal.ROUND_FLOOR))
+  if not (k - half < lo and hi < k + half):
+    raise RuntimeError("exact noise: a sample could not be settled with 244 bits per "
+                       "uniform (probability below 2^-150); nothing was released.")
+  return k
+
+
+def host_refine(refine_one, k, settled, words, extra, scale, *operands):
+  """Host callback: ``refine_one`` for every unsettled sample with a valid scale."""
+  k, settled = np.array(k), np.asarray(settled)
+  words, extra = np.asarray(words), np.asarray(extra)
+  operands = [np.asarray(o) for o in operands]
+  scale = np.asarray(scale, np.float64)
+  scale = np.broadcast_to(scale.reshape(scale.shape + (1,) * (settled.ndim - scale.ndim)),
+                          settled.shape)
+  for idx in zip(*np.nonzero(~settled & (scale > 0))):  # NaN scale: sentinel output
+    k[idx] = refine_one(words[idx], extra[idx], float(scale[idx]),
+                        *[o[idx] for o in operands])
+  if np.any(np.abs(k) >= LIMIT):
+    raise RuntimeError("exact noise beyond +-2^30 (scale too large); nothing released.")
+  return k.astype(np.int32)

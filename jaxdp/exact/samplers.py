@@ -1,0 +1,174 @@
+"""The exactly rounded Laplace and K-norm samplers (poset ball, l_inf ball): checks,
+the jitted kernels and their chunking."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+
+from jaxdp import _checks
+from jaxdp._poset_tables import exact_tables
+from jaxdp.exact.choices import simplex_coefficients, uniform_below, unrank
+from jaxdp.exact.intervals import chain_round, laplace_round, linf_round
+from jaxdp.exact.refine import refine_linf_sample, refine_sample, settle
+from jaxdp.posets import Poset
+from jaxdp.random import _chunked
+from jaxdp.threefry import fast_key
+
+MAX_SCALE = 2.0 ** 20    # noise scales above this could overflow int32 outputs
+CHUNK = 1 << 14          # samples per sequential step (bounds memory)
+
+
+def laplace(key, shape=(), *, scale) -> jax.Array:
+  """Exactly rounded Laplace noise: ``round(L)`` for ``L`` ~ Laplace(scale), int32.
+
+  Args:
+    key: one PRNG key (use :func:`jaxdp.random.secure_key` for a release).
+    shape: output shape.
+    scale: the Laplace scale b > 0, at most ``MAX_SCALE``; a Python number (used
+      exactly as its float64 value) or a traced scalar (a bad traced value yields
+      the sentinel ``INT32_MIN`` everywhere, never weaker noise).
+
+  Returns:
+    int32 array of ``shape``. ``P(k) = P(k - 1/2 < L < k + 1/2)`` exactly.
+  """
+  _checks.check_key(key)
+  key = fast_key(key)  # the same draws, faster (jaxdp.threefry)
+  shape = _checks.check_shape(shape)
+  scale = check_scale(scale)
+  traced, const = (None, scale) if isinstance(scale, float) else (scale, None)
+  with jax.enable_x64(True):  # int64/float64 inside; the arguments keep their types
+    out = _laplace_kernel(key, traced, const=const, n=math.prod(shape))
+  return out.reshape(shape)
+
+
+def poset_knorm(key, poset: Poset, scale, shape=()) -> jax.Array:
+  """Exactly rounded K-norm noise for the poset ball, int32 ``(*shape, d + 1)``.
+
+  The ideal noise has density proportional to ``exp(-||y||_K / scale)`` on
+  R^(d+1), K the poset ball; each coordinate is rounded to the nearest integer,
+  exactly. With ``scale = sensitivity / eps`` and an integer statistic, adding it is
+  eps-DP (postprocessing of the K-norm mechanism).
+
+  Args:
+    key: one PRNG key.
+    poset: a :class:`~jaxdp.Poset` with d <= 22 and N(P) < 2^61 objects (integer
+      ranks); NHIS-3 has N(P) = 609,887,750,400.
+    scale: 1/eps times the sensitivity; Python number or traced scalar, at most
+      ``MAX_SCALE``.
+    shape: batch shape.
+
+  Raises:
+    ValueError: the poset is too large for exact integer ranks.
+  """
+  _checks.check_key(key)
+  key = fast_key(key)  # the same draws, faster (jaxdp.threefry)
+  shape = _checks.check_shape(shape)
+  scale = check_scale(scale)
+  if not isinstance(poset, Poset):
+    raise _checks.ArgTypeError(f"poset must be a jaxdp.Poset; got {poset!r}.")
+  tables, total = exact_tables(poset)
+  traced, const = (None, scale) if isinstance(scale, float) else (scale, None)
+  with jax.enable_x64(True):  # the int64 tables must not be canonicalised to int32
+    out = _poset_kernel(key, tables, traced, const=const, total=total, d=poset.d,
+                        n=math.prod(shape))
+  return out.reshape(*shape, poset.d + 1)
+
+
+def linf_knorm(key, d: int, scale, shape=()) -> jax.Array:
+  """Exactly rounded K-norm noise for the l_inf ball, int32 ``(*shape, d)``.
+
+  The ideal noise is ``scale * R * Z``: R ~ Gamma(d + 1) (a sum of d + 1
+  exponentials) and Z uniform in the cube [-1, 1]^d; each coordinate is rounded to
+  the nearest integer exactly (interval products, then the same refinement).
+
+  Args:
+    key: one PRNG key.
+    d: the dimension (>= 1).
+    scale: sensitivity / eps; Python number or traced scalar, at most ``MAX_SCALE``.
+    shape: batch shape.
+  """
+  _checks.check_key(key)
+  key = fast_key(key)  # the same draws, faster (jaxdp.threefry)
+  shape = _checks.check_shape(shape)
+  d = _checks.check_int(d, "d", minimum=1)
+  scale = check_scale(scale)
+  traced, const = (None, scale) if isinstance(scale, float) else (scale, None)
+  with jax.enable_x64(True):
+    out = _linf_kernel(key, traced, const=const, d=d, n=math.prod(shape))
+  return out.reshape(*shape, d)
+
+
+def check_scale(scale):
+  if _checks.is_concrete(scale):
+    scale = _checks.check_positive(scale, "scale")
+    if scale > MAX_SCALE:
+      raise ValueError(
+          f"scale must be at most {MAX_SCALE:g} for exact integer noise (larger noise "
+          f"could overflow int32); got {scale:g}. Use a coarser grid or a larger eps.")
+    return float(scale)
+  return _checks.check_positive(scale, "scale", allow_traced=True)
+
+
+def scale64(traced, const):
+  """The scale as float64: a static Python float exactly, a traced scale as its
+  value; NaN when out of range (-> the sentinel output)."""
+  scale = jnp.asarray(const if traced is None else traced, jnp.float64)
+  return jnp.where((scale > 0) & (scale <= MAX_SCALE), scale, jnp.nan)
+
+
+def run_chunks(chunk, key, scale, n: int, tail: tuple[int, ...]):
+  """``n`` samples from ``chunk(key, m)`` in chunks; the sentinel everywhere when a
+  traced scale is bad."""
+  out = _chunked(chunk, key, n, tail, jnp.int32, CHUNK)
+  return _checks.mark_invalid(~jnp.isnan(scale), out)
+
+
+@functools.partial(jax.jit, static_argnames=("const", "n"))
+def _laplace_kernel(key, traced, *, const, n):
+  with jax.enable_x64(True):
+    scale = scale64(traced, const)
+
+    def chunk(k_chunk, m):
+      k_bits, k_ref = jax.random.split(k_chunk)
+      words = jax.random.bits(k_bits, (m, 1, 2), jnp.uint32)
+      k, settled, coeff = laplace_round(words, scale)
+      return settle(k, settled, words, scale, k_ref, refine_sample, coeff)[:, 0]
+
+    return run_chunks(chunk, key, scale, n, ())
+
+
+@functools.partial(jax.jit, static_argnames=("const", "total", "d", "n"))
+def _poset_kernel(key, tables, traced, *, const, total, d, n):
+  with jax.enable_x64(True):
+    device_tables = jax.tree_util.tree_map(jnp.asarray, tables)
+    scale = scale64(traced, const)
+
+    def chunk(k_chunk, m):
+      k_rank, k_bits, k_ref = jax.random.split(k_chunk, 3)
+      rank = uniform_below(k_rank, total, m)
+      seq, size_a = unrank(rank, device_tables, d)
+      words = jax.random.bits(k_bits, (m, d + 2, 2), jnp.uint32)
+      k, settled = chain_round(words, seq, size_a, device_tables.up, scale)
+      coeff = lambda: simplex_coefficients(seq, size_a, device_tables.up)   # (m, d+2, d+1)
+      return settle(k, settled, words, scale, k_ref, refine_sample, coeff)
+
+    return run_chunks(chunk, key, scale, n, (d + 1,))
+
+
+@functools.partial(jax.jit, static_argnames=("const", "d", "n"))
+def _linf_kernel(key, traced, *, const, d, n):
+  with jax.enable_x64(True):
+    scale = scale64(traced, const)
+
+    def chunk(k_chunk, m):
+      k_bits, k_ref = jax.random.split(k_chunk)
+      words = jax.random.bits(k_bits, (m, 2 * d + 1, 2), jnp.uint32)
+      k, settled = linf_round(words, scale, d)
+      refine = functools.partial(refine_linf_sample, num_exp=d + 1)
+      return settle(k, settled, words, scale, k_ref, refine)
+
+    return run_chunks(chunk, key, scale, n, (d,))

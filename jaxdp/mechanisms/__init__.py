@@ -1,0 +1,69 @@
+"""Differentially private mechanisms as pytrees.
+
+Every mechanism follows the :class:`Mechanism` protocol:
+
+* ``cost(group_size=1)`` -> ``(eps, delta)``: its privacy cost for groups of that
+  size (Dwork, Lemma 2.8: an eps-DP mechanism is k eps-DP for groups of k; an
+  (eps, delta)-DP one is (k eps, k e^((k-1) eps) delta)-DP).
+* ``randomize(key, data)``: one noisy answer. It does not charge anything; use
+  :func:`jaxdp.release` with an :class:`~jaxdp.Accountant` to spend a budget.
+* ``part_statistics(rows, part, num_parts)``: the per-part statistics that
+  :func:`jaxdp.release_partitioned` noises.
+
+A mechanism is a pytree: its numbers (eps, delta, sensitivity) are leaves and its
+structure (the ball, the poset, the noise kind, the invalid-row policy) is static.
+So a mechanism can be a ``jit`` argument, a ``vmap`` input (one eps per replicate) or
+a ``lax.scan`` carry, and ``LaplaceMechanism(eps)`` accepts a traced eps. Arguments are
+validated when you build a mechanism; JAX rebuilds one from its leaves without that,
+and a traced value cannot be checked then, so every mechanism also has
+``valid(shape)``: an allowlist of the parameter ranges its sampler supports (a
+normal float32 eps, sensitivity and noise scale; an exact sampler's scale at most
+:data:`jaxdp.exact.MAX_SCALE`). A static parameter out of range raises ValueError; a
+traced one makes ``randomize`` return the invalid fill (NaN, or an integer output's
+minimum, never the statistic plus a fill) and :func:`jaxdp.release` refuse the
+release, spending nothing. Never weaker noise.
+
+Modules: :mod:`~jaxdp.mechanisms.base` (the protocol, pytree registration, the
+allowlist, exact-option checks), :mod:`~jaxdp.mechanisms.statistics` (statistics and
+per-part sums), one module per family (``laplace``, ``knorm``, ``gaussian``,
+``discrete_gaussian``, ``poset_count``).
+
+References:
+  C. Dwork, "Differential privacy", ICALP 2006; C. Dwork, A. Roth, "The Algorithmic
+  Foundations of Differential Privacy" (2014), Sections 2-3.
+  M. Joseph, M. Ribero, A. Yu, "Privately Counting Partially Ordered Data", ICLR 2025.
+"""
+
+from jaxdp.mechanisms.base import Mechanism
+from jaxdp.mechanisms.discrete_gaussian import DiscreteGaussianMechanism
+from jaxdp.mechanisms.gaussian import GaussianMechanism, ZCDPGaussianMechanism
+from jaxdp.mechanisms.knorm import KNormMechanism
+from jaxdp.mechanisms.laplace import LaplaceMechanism
+from jaxdp.mechanisms.poset_count import (COUNT_NOISES, EXACT_COUNT_NOISES,
+                                          PosetCountMechanism)
+
+# Package-internal names under their former private spellings, for code that still
+# imports them from here; new code imports the public names from the submodules.
+from jaxdp.mechanisms.base import (HUGE as _HUGE, REBUILT as _REBUILT,  # noqa: E402,F401
+                                   TINY as _TINY, EpsMechanism as _Mechanism,
+                                   RangeChecked as _Valid,
+                                   check_exact_options as _check_exact_options,
+                                   exact_scale as _exact_scale, noisy as _noisy,
+                                   pytree as _pytree)
+from jaxdp.mechanisms.discrete_gaussian import (  # noqa: E402,F401
+    discrete_gaussian_sigma as _dg_sigma)
+from jaxdp.mechanisms.gaussian import (GaussianNoise as _GaussianNoise,  # noqa: E402,F401
+                                       analytic_delta as _analytic_delta,
+                                       analytic_sigma as _analytic_sigma,
+                                       normal_cdf as _normal_cdf)
+from jaxdp.mechanisms.poset_count import (  # noqa: E402,F401
+    check_rows_at_run_time as _runtime_check)
+from jaxdp.mechanisms.statistics import (  # noqa: E402,F401
+    as_int_counts as _as_int_counts, clipped_part_sums as _clipped_part_sums,
+    exact_counts as _exact_counts, float_statistic as _statistic,
+    grid_units as _grid_units, integer_part_sums as _integer_part_sums,
+    part_index as _part_index, part_sums as _part_sums)
+
+__all__ = ["Mechanism", "LaplaceMechanism", "KNormMechanism", "GaussianMechanism",
+           "ZCDPGaussianMechanism", "DiscreteGaussianMechanism", "PosetCountMechanism",
+           "COUNT_NOISES"]

@@ -1,0 +1,108 @@
+"""The K-norm mechanism for the poset ball and the l_p balls, float or exact.
+
+References:
+  M. Hardt, K. Talwar, "On the geometry of differential privacy", STOC 2010.
+  M. Joseph, M. Ribero, A. Yu, "Privately Counting Partially Ordered Data", ICLR 2025.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from jaxdp import _checks, exact
+from jaxdp import random as dprandom
+from jaxdp.balls import LpBall, PosetBall
+from jaxdp.mechanisms.base import (HUGE, TINY, EpsMechanism, check_exact_options,
+                                   exact_scale, noisy, pytree)
+from jaxdp.mechanisms.statistics import (clipped_part_sums, float_statistic, grid_units,
+                                         integer_part_sums)
+
+
+@pytree("eps", "sensitivity")
+@dataclasses.dataclass(frozen=True)
+class KNormMechanism(EpsMechanism):
+  """K-norm mechanism: adds noise of density proportional to exp(-eps ||y||_K / s).
+
+  Attributes:
+    ball: a :class:`~jaxdp.PosetBall` or :class:`~jaxdp.LpBall` (the unit ball K).
+    eps: privacy parameter.
+    sensitivity: sensitivity s of the statistic in the K-norm.
+
+  References:
+    Hardt & Talwar (2010); Joseph, Ribero & Yu (2025), Lemma 2.2.
+  """
+
+  ball: Any
+  eps: Any
+  sensitivity: float = 1.0
+  exact: bool = False
+
+  def __post_init__(self):
+    self._check_options()
+    self._check_eps()
+    self._check_sensitivity()
+
+  def _check_options(self):
+    if not isinstance(self.ball, (PosetBall, LpBall)):
+      raise _checks.ArgTypeError(
+          f"ball must be a jaxdp.PosetBall or jaxdp.LpBall; got {self.ball!r}.")
+    check_exact_options(self.exact, None)
+    if self.exact and not (isinstance(self.ball, PosetBall) or self.ball.p in (1, math.inf)):
+      raise ValueError(
+          f"exact=True is available for the poset ball, the l_1 ball (i.i.d. Laplace) "
+          f"and the l_inf ball; got {self.ball!r}, whose noise the exact sampler "
+          "cannot bound in intervals yet (the l_2 ball needs normal variates).")
+
+  def _ranges(self, shape):
+    if self.exact:
+      scale = ("the exact noise scale sensitivity / eps",
+               lambda: exact_scale(self.sensitivity, self.eps), exact.MAX_SCALE)
+    else:
+      scale = ("the noise scale sensitivity / eps",
+               lambda: self.sensitivity / self.eps, HUGE)
+    return super()._ranges(shape) + [(scale[0], scale[1], TINY, scale[2], False)]
+
+  @property
+  def norm(self):
+    if isinstance(self.ball, PosetBall):
+      raise ValueError(
+          "per-row contributions cannot be clipped into a poset ball here; release "
+          "poset counts by part with PosetCountMechanism.")
+    return self.ball.p
+
+  def part_statistics(self, rows, part, num_parts):
+    """Per-part sums of rows clipped to K-norm ``sensitivity`` (l_p balls only).
+
+    Exact releases need integer (or bool) rows and keep int32 sums: a row whose
+    K-norm exceeds ``sensitivity`` counts as 0 (scaling it would leave the integers).
+    """
+    if self.exact:
+      return integer_part_sums(rows, part, num_parts, self.sensitivity, p=self.norm)
+    return clipped_part_sums(rows, part, num_parts, self.norm, self.sensitivity)
+
+  def randomize(self, key, data):
+    if self.exact:
+      units, _ = grid_units(data, None)
+      self._check_dim(units)
+      ok = self.valid(units.shape)
+      scale = exact_scale(self.sensitivity, self.eps)
+      if isinstance(self.ball, PosetBall):
+        noise = exact.poset_knorm(key, self.ball.poset, scale, units.shape[:-1])
+      elif self.ball.p == math.inf:
+        noise = exact.linf_knorm(key, self.ball.d, scale, units.shape[:-1])
+      else:
+        noise = exact.laplace(key, units.shape, scale=scale)
+      return _checks.mark_invalid(*noisy(ok, units, noise))
+    data = float_statistic(data)
+    self._check_dim(data)
+    ok = self.valid(data.shape)
+    noise = dprandom.knorm(key, self.ball, self.eps, data.shape[:-1], data.dtype)
+    return _checks.mark_invalid(*noisy(ok, data, self.sensitivity * noise))
+
+  def _check_dim(self, data):
+    if data.shape[-1:] != (self.ball.dim,):
+      raise ValueError(
+          f"data must have last dimension {self.ball.dim} (the ball's); got shape "
+          f"{data.shape}.")

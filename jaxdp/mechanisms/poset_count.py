@@ -1,0 +1,214 @@
+"""Private counts of partially ordered 0/1 data (the poset-ball mechanism and its
+baselines).
+
+References:
+  M. Joseph, M. Ribero, A. Yu, "Privately Counting Partially Ordered Data", ICLR 2025.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxdp import _checks
+from jaxdp._poset_tables import exact_tables
+from jaxdp.balls import LpBall, PosetBall
+from jaxdp.mechanisms.base import EpsMechanism, check_exact_options, pytree
+from jaxdp.mechanisms.knorm import KNormMechanism
+from jaxdp.mechanisms.laplace import LaplaceMechanism
+from jaxdp.mechanisms.statistics import as_int_counts, exact_counts, part_index, part_sums
+from jaxdp.posets import Poset
+
+
+COUNT_NOISES = ("poset", "linf", "l2", "laplace")
+EXACT_COUNT_NOISES = ("poset", "linf", "laplace")
+
+
+@pytree("eps")
+@dataclasses.dataclass(frozen=True)
+class PosetCountMechanism(EpsMechanism):
+  """Private counts of partially ordered 0/1 data: (n, c_1, ..., c_d) plus noise.
+
+  ``data`` is an ``(n, d)`` array of 0/1 rows, each a filter of ``poset``. The
+  statistic is T = (n, column sums), root first; adding or removing one row moves it
+  by +-(1, x), so its sensitivity ball is the poset ball.
+
+  Attributes:
+    poset: the :class:`~jaxdp.Poset`.
+    eps: privacy parameter.
+    noise: ``"poset"`` (K-norm with the poset ball, the default and most accurate),
+      or a baseline with its correct sensitivity: ``"linf"`` (K-norm with the
+      l_inf ball, sensitivity 1), ``"l2"`` (K-norm with the l_2 ball, sensitivity
+      sqrt(d + 1)), ``"laplace"`` (Laplace, l_1 sensitivity d + 1).
+    on_invalid: what to do with rows that are not filters. ``"raise"`` (default):
+      outside jit a ValueError names the first bad row; under jit the computation
+      fails at run time with that message (and the output is NaN should the error
+      be swallowed). ``"clip"``: replace each row by the largest filter it
+      contains (row-wise, so the sensitivity still holds). Values other than 0/1
+      are always an error.
+
+  References:
+    Joseph, Ribero & Yu (2025), Sections 2.2 and 3.
+  """
+
+  poset: Poset
+  eps: Any
+  noise: str = "poset"
+  on_invalid: str = "raise"
+  exact: bool = False
+
+  def __post_init__(self):
+    self._check_eps()
+    self._check_options()
+
+  def _check_options(self):
+    if not isinstance(self.poset, Poset):
+      raise _checks.ArgTypeError(f"poset must be a jaxdp.Poset; got {self.poset!r}.")
+    if self.noise not in COUNT_NOISES:
+      raise ValueError(f"noise must be one of {COUNT_NOISES}; got {self.noise!r}.")
+    check_exact_options(self.exact, None)
+    if self.exact and self.noise not in EXACT_COUNT_NOISES:
+      raise ValueError(
+          f"exact=True supports noise in {EXACT_COUNT_NOISES}; got {self.noise!r}.")
+    if self.exact and self.noise == "poset":
+      exact_tables(self.poset)  # the exact sampler's limits, checked now
+    if self.on_invalid not in ("raise", "clip"):
+      raise ValueError(f"on_invalid must be 'raise' or 'clip'; got {self.on_invalid!r}.")
+
+  def valid(self, shape=()):
+    """:meth:`KNormMechanism.valid` of the noise mechanism (:attr:`inner`), after
+    this mechanism's own options; ``shape`` (the rows') is not needed."""
+    self._check_options()
+    return self.inner.valid((self.dim,))
+
+  @property
+  def dim(self) -> int:
+    return self.poset.d + 1
+
+  @property
+  def inner(self):
+    """The mechanism that noises the (d + 1,) count vector."""
+    dim = self.dim
+    if self.noise == "poset":
+      return KNormMechanism(PosetBall(self.poset), self.eps, exact=self.exact)
+    if self.noise == "linf":
+      return KNormMechanism(LpBall(dim, math.inf), self.eps, exact=self.exact)
+    if self.noise == "l2":
+      return KNormMechanism(LpBall(dim, 2.0), self.eps, math.sqrt(dim))
+    return LaplaceMechanism(self.eps, float(dim), exact=self.exact)
+
+  def statistic(self, data):
+    """(n, c_1..c_d) after validating (or clipping) the rows, exactly.
+
+    The counts are sums of 0/1 values in the default float dtype, and there may be
+    at most as many rows as that dtype holds integers exactly (2**24 for float32,
+    2**53 with x64): every partial sum is then an integer it represents, so every
+    addition is exact in any order. More rows is an error, never a rounded count.
+    """
+    rows, ok = self._validated(data)
+    counts = exact_counts(jnp.sum(rows, axis=0), rows.shape[0], ok)
+    return as_int_counts(counts) if self.exact else counts
+
+  def part_statistics(self, data, part, num_parts):
+    """Exact (n_j, c_1..c_d) of the rows of each part j, shape ``(num_parts, d + 1)``."""
+    rows, ok = self._validated(data)
+    part = part_index(part, rows.shape[0], num_parts)
+    ext = jnp.concatenate([jnp.ones((rows.shape[0], 1), rows.dtype), rows], axis=1)
+    counts = exact_counts(part_sums(ext, part, num_parts), rows.shape[0], ok,
+                           with_n=False)
+    return as_int_counts(counts) if self.exact else counts
+
+  def randomize(self, key, data):
+    self._check_options()
+    stat = self.statistic(data)
+    return self.inner.randomize(key, stat)
+
+  def rdp_cost(self, orders, group_size: int = 1):
+    """The noise mechanism's curve (Laplace's own for ``noise="laplace"``)."""
+    return self.inner.rdp_cost(orders, group_size)
+
+  def event(self, group_size: int = 1):
+    return self.inner.event(group_size)
+
+  def _validated(self, data):
+    d = self.poset.d
+    if not hasattr(data, "shape"):
+      data = np.asarray(data)
+    if data.ndim != 2 or data.shape[1] != d:
+      raise ValueError(
+          f"data must have shape (n, {d}) (one 0/1 row per respondent); got "
+          f"{tuple(data.shape)}.")
+    x = _checks.check_data(data)
+    order = jnp.asarray(self.poset.order, jnp.float32)
+    binary = jnp.all((x == 0) | (x == 1), axis=1)
+    xf = x.astype(jnp.float32)
+    # violations[r, i] = number of j above i (p_i <= p_j) with x_j = 0, where x_i = 1
+    missing = (1.0 - xf) @ order.T
+    is_filter = jnp.all((xf == 0) | (missing == 0), axis=1)
+    passed = jnp.asarray(True)
+    if _checks.is_concrete(x):
+      self._check_rows_on_host(np.asarray(x))
+    elif not (x.dtype == jnp.bool_ and self.on_invalid == "clip"):  # else nothing to check
+      ok = jnp.all(binary) & (jnp.all(is_filter) | (self.on_invalid == "clip"))
+      passed = check_rows_at_run_time(ok, binary, is_filter)
+    if self.on_invalid == "clip":
+      xf = jnp.where(missing == 0, xf, 0.0)
+    # 0/1 rows in the default float dtype, and whether the run-time check passed
+    return (xf * binary[:, None]).astype(jnp.result_type(float)), passed
+
+  def _check_rows_on_host(self, rows: np.ndarray):
+    """The checks of a concrete dataset, in numpy: also when it is closed over under
+    ``jit``, where the JAX values computed from it are traced.
+
+    Raises:
+      ValueError: a value other than 0/1, or (``on_invalid="raise"``) a row that is
+        not a filter, naming the first such row.
+    """
+    binary = np.all((rows == 0) | (rows == 1), axis=1)
+    non_binary = np.nonzero(~binary)[0]
+    if non_binary.size:
+      r = int(non_binary[0])
+      c = int(np.nonzero(~((rows[r] == 0) | (rows[r] == 1)))[0][0])
+      raise ValueError(f"data must hold 0/1 values; row {r} does not (column {c}).")
+    if self.on_invalid != "raise":
+      return
+    order = np.asarray(self.poset.order, np.float32)
+    missing = (1.0 - rows.astype(np.float32)) @ order.T   # exact: sums of 0/1 values
+    bad = np.nonzero(~np.all((rows == 0) | (missing == 0), axis=1))[0]
+    if bad.size:
+      r = int(bad[0])
+      raise ValueError(
+          f"data row {r} is not a filter of the poset ({bad.size} such rows): "
+          f"{self.poset.explain_violation(rows[r])}. Fix the data, or pass "
+          "on_invalid='clip' to replace each row by the largest filter it contains.")
+
+
+def check_rows_at_run_time(ok, binary, is_filter):
+  """Under jit: fail at run time if rows are bad; False (NaN output) as a second guard.
+
+  One host call per batch under ``vmap`` (``broadcast_all``): the callback sees every
+  dataset of the batch at once and names the first bad row of the first bad one.
+  """
+
+  def check(ok_, binary_, is_filter_):
+    ok_, binary_, is_filter_ = (np.asarray(v) for v in (ok_, binary_, is_filter_))
+    if ok_.all():
+      return np.ones(ok_.shape, bool)
+    first = np.unravel_index(int(np.argmin(ok_.ravel())), ok_.shape)
+    where = f" (batch element {tuple(int(i) for i in first)})" if ok_.ndim else ""
+    nb = np.nonzero(~binary_[first])[0]
+    if nb.size:
+      raise ValueError(f"data must hold 0/1 values; row {int(nb[0])} does not{where}.")
+    bad = np.nonzero(~is_filter_[first])[0]
+    raise ValueError(
+        f"data row {int(bad[0])} is not a filter of the poset ({bad.size} such rows)"
+        f"{where}; fix the data or use on_invalid='clip'.")
+
+  passed = jax.pure_callback(check, jax.ShapeDtypeStruct((), jnp.bool_), ok, binary,
+                             is_filter, vmap_method="broadcast_all")
+  return passed & ok

@@ -1,0 +1,199 @@
+"""Statistics and per-part statistics: exact float statistics and counts, part indices,
+clipped part sums, and integer grid units for exact releases."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxdp import _checks, exact
+
+
+def float_statistic(data, name="data"):
+  """A statistic as the default float dtype: no float16, NaN or silent rounding.
+
+  Concrete integers, and floats the cast narrows (float64 with x64 off), must lie
+  within the float's exact integer range (+-2**24 for float32), whatever their
+  width or shape: beyond it neighbouring integers round together or apart, and the
+  sensitivity no longer holds.
+  """
+  float_dtype = jnp.result_type(float)
+  x = _checks.check_data(data, name, limit=_checks.exact_limit(float_dtype),
+                         reason=_checks.float_reason(float_dtype))
+  return _checks.as_exact_float(x, name)
+
+
+def exact_counts(counts, n: int, ok, *, with_n: bool = True):
+  """Counts of n 0/1 rows (default float dtype), refusing n beyond its exact range.
+
+  Checked before any sum is used: with n within the range every partial sum is an
+  integer the dtype holds, so the sums are exact.
+  """
+  float_dtype = jnp.result_type(float)
+  limit = _checks.exact_limit(float_dtype)
+  if n > limit:
+    raise ValueError(
+        f"data has {n:,} rows, more than {limit:,}: counts that large are not exact "
+        f"in {jnp.dtype(float_dtype)} (noise would be added to a rounded count). "
+        "Enable x64 (jax.config.update('jax_enable_x64', True)) or split the data.")
+  if with_n:
+    counts = jnp.concatenate([jnp.full((1,), n, counts.dtype), counts])
+  return jnp.where(ok, counts, jnp.nan)  # NaN: a failed run-time check
+
+
+def part_index(part, n: int, num_parts: int):
+  """The part index of each row as a JAX integer array.
+
+  Indices outside ``[0, num_parts)`` drop their row. A concrete index of a dtype that
+  JAX narrows (int64 or uint64 with x64 off) is mapped to -1 there on the host, in
+  its own dtype, before the conversion, which would wrap 2**32 + 1 into part 1.
+  """
+  if not hasattr(part, "dtype"):
+    part = np.asarray(part)
+  if part.shape != (n,) or not jnp.issubdtype(part.dtype, jnp.integer):
+    raise ValueError(f"part must be an integer array of shape ({n},), one part index "
+                     f"per row; got {part.dtype}{tuple(part.shape)}.")
+  target = jax.dtypes.canonicalize_dtype(part.dtype)
+  if _checks.is_concrete(part) and target != part.dtype:
+    host = np.asarray(part)
+    keep = (host >= 0) & (host < num_parts)
+    part = np.where(keep, np.where(keep, host, 0).astype(np.int64), -1)
+    part = part.astype(jax.dtypes.canonicalize_dtype(np.int64))
+  return jnp.asarray(part)
+
+
+def part_sums(x, part, num_parts: int):
+  """Sums of the rows of ``x`` by part (rows whose part is outside
+  ``[0, num_parts)`` are dropped): a masked reduction for one part (a scatter-add
+  is several times slower on the CPU), ``segment_sum`` otherwise."""
+  if num_parts == 1:
+    return jnp.sum(jnp.where((part == 0)[:, None], x, 0), axis=0, dtype=x.dtype)[None]
+  return jax.ops.segment_sum(x, part, num_parts)
+
+
+def clipped_part_sums(rows, part, num_parts: int, p: float, bound: float):
+  """Per-part sums of rows, each row first scaled into the l_p ball of radius bound.
+
+  Scaling a row into the ball bounds what one person adds to one part's sum, so the
+  sum's l_p sensitivity is ``bound`` whatever the rows hold (sums in the default
+  float dtype).
+  """
+  x = _checks.check_data(rows, "rows")
+  if not jnp.issubdtype(x.dtype, jnp.floating) and _checks.is_concrete(bound) and \
+      x.shape[0] * bound > _checks.exact_limit(jnp.result_type(float)):
+    raise ValueError(
+        f"rows: {x.shape[0]:,} integer contributions of up to {bound:g} each can add "
+        f"up to more than {_checks.exact_limit(jnp.result_type(float)):,}, beyond the "
+        "exact range of the default float dtype. Enable x64 or split the data.")
+  x = x.astype(jnp.result_type(float))
+  x = jnp.where(jnp.isfinite(x), x, 0.0)  # a non-finite contribution counts as 0
+  scalar = x.ndim == 1
+  if scalar:
+    x = x[:, None]
+  if x.ndim != 2:
+    raise ValueError(f"rows must have shape (n,) or (n, k); got {tuple(x.shape)}.")
+  part = part_index(part, x.shape[0], num_parts)
+  magnitude = jnp.abs(x)
+  if p == math.inf:
+    norm = jnp.max(magnitude, axis=1)
+  elif p == 1:
+    norm = jnp.sum(magnitude, axis=1)
+  else:
+    norm = jnp.sum(magnitude ** p, axis=1) ** (1.0 / p)
+  factor = jnp.where(norm > bound, bound / jnp.where(norm > 0, norm, 1.0), 1.0)
+  big = float(jnp.finfo(x.dtype).max)
+  with jax.enable_x64(True):  # accumulated in float64, clipped to the float's range
+    sums = part_sums((x * factor[:, None]).astype(jnp.float64), part,
+                      num_parts)  # (1-Lipschitz: the sensitivity holds)
+    sums = jnp.clip(sums, -big, big).astype(x.dtype)
+  return sums[:, 0] if scalar else sums
+
+
+def grid_units(data, grid):
+  """The statistic in int32 grid units, and the snapping slack in units.
+
+  ``grid`` None: ``data`` must have an integer dtype (no snapping, slack 0).
+  Otherwise real data is snapped to the nearest multiple of ``grid`` (exact: grid
+  is a power of two), each entry moving by at most half a unit, so neighbouring
+  statistics differ by at most ``sensitivity / grid + m`` units in l_1 (slack m,
+  the number of entries).
+
+  A concrete statistic is checked and snapped on the host, in its own dtype (a
+  float64 one is not rounded to float32 first: that could move it by many units):
+  beyond +-2^30 units it is an error, since clipping it silently would hide a
+  mistake. A traced one is clipped to +-2^30 units, a 1-Lipschitz map that keeps the
+  sensitivity (an error there would depend on the data, e.g. inside
+  :func:`jaxdp.release_partitioned`) and leaves room for the noise in int32.
+  """
+  if not hasattr(data, "dtype"):
+    data = np.asarray(data)
+  if grid is None and not jnp.issubdtype(data.dtype, jnp.integer) and \
+      data.dtype != object:
+    _checks.check_data(data)  # a dtype error first
+    raise ValueError(
+        f"exact=True needs an integer statistic (counts); got dtype {data.dtype}. Cast "
+        "counts to an integer dtype, or pass grid=2.0**-k to snap a real-valued "
+        "statistic to a grid.")
+  too_big = ("the largest |statistic| an exact release holds (int32, with room for "
+             "the noise). Clip it yourself if that is meant (clipping keeps the "
+             "sensitivity), or use a coarser unit" + (" or grid." if grid else "."))
+  if grid is None:
+    x = _checks.check_data(data, limit=exact.LIMIT, reason=too_big)
+    return _checks.clip_integers(x, exact.LIMIT).astype(jnp.int32), 0
+  x = _checks.check_data(data)
+  if _checks.is_concrete(x):
+    host = np.asarray(data).astype(np.float64)  # exact for every value check_data passes
+    units = np.round(host / grid)                # exact: grid is a power of two
+    i = _checks.first_index(np.abs(units) > exact.LIMIT)
+    if i is not None:
+      raise ValueError(
+          f"data{'' if i == () else f' at index {i}'} is {host[i]}, {units[i]:.0f} "
+          f"units of grid {grid!r}, beyond {exact.LIMIT:,} = 2**30 units, {too_big}")
+    return jnp.asarray(units.astype(np.int32)), math.prod(x.shape)
+  xf = _checks.as_exact_float(x)
+  xf = jnp.where(jnp.isfinite(xf), xf, 0.0)  # a non-finite statistic counts as 0
+  units = jnp.clip(jnp.round(xf / grid), -exact.LIMIT, exact.LIMIT)
+  return units.astype(jnp.int32), math.prod(x.shape)
+
+
+def as_int_counts(counts):
+  """Exact float counts (NaN after a failed run-time check) as int32 (int32's minimum
+  for NaN), clipped to +-2^30 (1-Lipschitz, so the sensitivity holds)."""
+  ok = jnp.isfinite(counts)
+  c = jnp.clip(jnp.where(ok, counts, 0), -exact.LIMIT, exact.LIMIT).astype(jnp.int32)
+  return _checks.mark_invalid(ok, c)
+
+
+def integer_part_sums(rows, part, num_parts: int, bound, p: float = 1):
+  """Per-part int32 sums of integer rows; rows of l_p norm (p = 1, 2 or inf) above
+  ``bound`` count as 0.
+
+  The sums are taken in int64 and clipped to +-2^30 (a 1-Lipschitz map, so the
+  sensitivity holds): no row count can overflow them or raise an error that would
+  reveal it.
+  """
+  x = _checks.check_data(rows, "rows")
+  if not (jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == jnp.bool_):
+    raise ValueError(
+        f"rows: an exact release without a grid sums integer contributions; got dtype "
+        f"{x.dtype}. Return integers (or booleans) per row, or give the mechanism "
+        "grid=2.0**-k.")
+  scalar = x.ndim == 1
+  x2 = x[:, None] if scalar else x
+  if x2.ndim != 2:
+    raise ValueError(f"rows must have shape (n,) or (n, k); got {tuple(x.shape)}.")
+  part = part_index(part, x.shape[0], num_parts)
+  with jax.enable_x64(True):
+    x2 = x2.astype(jnp.int64)
+    if p == 1:
+      keep = jnp.sum(jnp.abs(x2), axis=1) <= bound
+    elif p == math.inf:
+      keep = jnp.max(jnp.abs(x2), axis=1, initial=0) <= bound
+    else:  # l_2: the sum of squares against bound^2, in float64
+      keep = jnp.sum(x2.astype(jnp.float64) ** 2, axis=1) <= float(bound) ** 2
+    sums = part_sums(jnp.where(keep[:, None], x2, 0), part, num_parts)
+    sums = jnp.clip(sums, -exact.LIMIT, exact.LIMIT).astype(jnp.int32)
+  return sums[:, 0] if scalar else sums
