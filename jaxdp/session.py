@@ -66,12 +66,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks, accounting, exact
-from jaxdp.balls import LpBall, PosetBall
+from jaxdp.accounting import guard
 from jaxdp.accounting import (Accountant, BudgetExceededError, ReleaseRefusedError,
                               release_partitioned)
 from jaxdp.mechanisms import (DiscreteGaussianMechanism, GaussianMechanism, KNormMechanism,
                               LaplaceMechanism, PosetCountMechanism)
 from jaxdp.posets import Poset
+from jaxdp.samplers.balls import LpBall, PosetBall
 from jaxdp.rowwise import (LRU, UnsafeQueryError, check_rowwise,  # noqa: F401 (public here)
                            checked_query, explain_failure, not_traced)
 
@@ -245,7 +246,7 @@ class Session:
                        f"{out_aval.shape}.")
     mech, prepare, unit = _contributions(mech, out_aval)
     run = _compiled(mech, rows_q, by_q, num_parts, prepare)
-    accounting._check_unused(self._acct.key)
+    guard.check_unused(self._acct.key)
     args = (rows_q.consts if rows_q else (), by_q.consts if by_q else ())
     failed = False
     try:
@@ -257,7 +258,7 @@ class Session:
       failed = True
     if failed:  # raised outside the handler: the first error is not chained
       explain_failure(run, self._acct, self._row, args)
-    accounting._mark_used(self._acct.key)
+    guard.mark_used(self._acct.key)
     self._acct = acct
     if not bool(acct.last_answered):
       raise ReleaseRefusedError(

@@ -16,12 +16,13 @@ import pytest
 from scipy import stats
 
 import jaxdp
-from jaxdp import exact, _poset_kernels
+from jaxdp import exact
 from jaxdp.exact import gaussian as exact_gaussian
 from jaxdp.exact import intervals as exact_intervals
 from jaxdp.exact import refine as exact_refine
 from jaxdp import random as dprandom
-from jaxdp._poset_tables import exact_tables
+from jaxdp.samplers.exact_tables import exact_tables
+from jaxdp.samplers.simplex import chain_noise
 
 mpmath = pytest.importorskip("mpmath")
 KEY = bytes(range(32))
@@ -102,7 +103,7 @@ def test_coefficients_match_the_float_samplers_chain_construction():
     seq, size_a = exact.unrank(rank, t, d)
     coeff = np.asarray(exact.simplex_coefficients(seq, size_a, t.up))
     units = jnp.eye(d + 2)[:, None, :] * jnp.ones((1, 2000, 1))    # (d+2, 2000, d+2)
-    ref = jax.jit(jax.vmap(lambda u: _poset_kernels.chain_noise(
+    ref = jax.jit(jax.vmap(lambda u: chain_noise(
         seq, size_a, u, t.up, jnp.float64)))(units)                  # (d+2, 2000, d+1)
     np.testing.assert_array_equal(coeff, np.asarray(ref).transpose(1, 0, 2))
 

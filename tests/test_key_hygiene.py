@@ -49,7 +49,7 @@ from jaxdp.exact import samplers as exact_samplers
 from jaxdp.random import secure_key
 
 releases = importlib.import_module("jaxdp.accounting.releases")
-sp_kernels = importlib.import_module("jaxdp._sp_kernels")
+sp_kernels = importlib.import_module("jaxdp.samplers.sp_kernel")
 
 FOREST = Poset.nhis(1)                                               # d = 4
 SERIES_PARALLEL = Poset.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)])

@@ -11,7 +11,6 @@ analysis that planning runs.
 from jaxdp.accounting.accountant import Accountant
 from jaxdp.accounting.errors import (BudgetExceededError, DataDependentCostError,
                                      ReleaseRefusedError, StaleAccountantError)
-from jaxdp.accounting.guard import check_unused, mark_used
 from jaxdp.accounting.planning import Plan, PlannedRelease, events_epsilon, plan
 from jaxdp.accounting.releases import (MAX_PARTS, postprocess, raise_if_refused, release,
                                        release_parallel_unchecked, release_partitioned)
@@ -20,11 +19,9 @@ from jaxdp.accounting.rules import (COMPOSITIONS, AdvancedComposition, BasicComp
                                     ZCDPFilter)
 
 __all__ = [
-    "Accountant", "BudgetExceededError", "ReleaseRefusedError", "StaleAccountantError",
-    "release", "release_partitioned", "release_parallel_unchecked", "raise_if_refused",
-    "postprocess",
+    "COMPOSITIONS", "MAX_PARTS", "Accountant", "AdvancedComposition", "BasicComposition",
+    "BudgetExceededError", "CompositionRule", "DataDependentCostError", "Plan",
+    "PlannedComposition", "PlannedRelease", "ReleaseRefusedError", "RenyiFilter",
+    "StaleAccountantError", "ZCDPFilter", "events_epsilon", "plan", "postprocess",
+    "raise_if_refused", "release", "release_parallel_unchecked", "release_partitioned",
 ]
-
-# The names jaxdp.session uses today; use check_unused and mark_used.
-_check_unused = check_unused
-_mark_used = mark_used

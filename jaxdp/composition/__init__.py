@@ -17,16 +17,16 @@ References:
 
 from __future__ import annotations
 
+from jaxdp.composition import calibration, events, gaussian, pld, renyi, search
 from jaxdp.composition.advanced import advanced_composition
 from jaxdp.composition.group import group_cost
 from jaxdp.composition.hypothesis import hypothesis_test_bound
 from jaxdp.composition.optimal import (optimal_composition_delta,
                                        optimal_composition_epsilon)
-from jaxdp.composition.search import bisect
 from jaxdp.composition.zcdp import zcdp_budget, zcdp_epsilon
 
-__all__ = ["group_cost", "advanced_composition", "hypothesis_test_bound",
-           "zcdp_epsilon", "zcdp_budget", "optimal_composition_delta",
-           "optimal_composition_epsilon"]
+__all__ = ["advanced_composition", "calibration", "events", "gaussian", "group_cost",
+           "hypothesis_test_bound", "optimal_composition_delta",
+           "optimal_composition_epsilon", "pld", "renyi", "search", "zcdp_budget",
+           "zcdp_epsilon"]
 
-_bisect = bisect  # the name jaxdp.mechanisms imports; use bisect

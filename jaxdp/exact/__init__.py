@@ -17,7 +17,7 @@ How the exact rounding is computed (interval refining):
 * The noise is ``b * sum_i c_i E_i`` with integer coefficients ``c_i`` in {-1, 0, 1}
   (Laplace: one signed exponential; the poset-ball K-norm noise: ``D + 1``
   exponentials on the vertices of a uniformly chosen simplex, see
-  :mod:`jaxdp._poset_tables`), or ``b * R * Z`` for the l_inf ball (R a sum of
+  :mod:`jaxdp.samplers`), or ``b * R * Z`` for the l_inf ball (R a sum of
   exponentials, Z = 2U - 1 with U's digits read like V's), so every coordinate
   gets an interval. It is widened by
   ``MARGIN * b * sum_i |c_i| E_i`` (2^-40 relative), which bounds every float64

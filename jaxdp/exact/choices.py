@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxdp._poset_tables import ExactTables
+from jaxdp.samplers.exact_tables import ExactTables
 
 
 def uniform_below(key, total: int, m: int):

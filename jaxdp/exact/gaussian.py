@@ -20,7 +20,7 @@ from jaxdp import _checks
 from jaxdp.exact.choices import int62
 from jaxdp.exact.samplers import CHUNK
 from jaxdp.random import _chunked
-from jaxdp.threefry import fast_key
+from jaxdp.prng.threefry import fast_key
 
 MAX_SIGMA = 2047.0      # sigma <= 2^11 - 1 keeps every integer below 2^63
 Y_MAX = 1 << 18        # |Y| above this: C is decided by a lower bound on gamma

@@ -42,28 +42,6 @@ from jaxdp.mechanisms.laplace import LaplaceMechanism
 from jaxdp.mechanisms.poset_count import (COUNT_NOISES, EXACT_COUNT_NOISES,
                                           PosetCountMechanism)
 
-# Package-internal names under their former private spellings, for code that still
-# imports them from here; new code imports the public names from the submodules.
-from jaxdp.mechanisms.base import (HUGE as _HUGE, REBUILT as _REBUILT,  # noqa: E402,F401
-                                   TINY as _TINY, EpsMechanism as _Mechanism,
-                                   RangeChecked as _Valid,
-                                   check_exact_options as _check_exact_options,
-                                   exact_scale as _exact_scale, noisy as _noisy,
-                                   pytree as _pytree)
-from jaxdp.mechanisms.discrete_gaussian import (  # noqa: E402,F401
-    discrete_gaussian_sigma as _dg_sigma)
-from jaxdp.mechanisms.gaussian import (GaussianNoise as _GaussianNoise,  # noqa: E402,F401
-                                       analytic_delta as _analytic_delta,
-                                       analytic_sigma as _analytic_sigma,
-                                       normal_cdf as _normal_cdf)
-from jaxdp.mechanisms.poset_count import (  # noqa: E402,F401
-    check_rows_at_run_time as _runtime_check)
-from jaxdp.mechanisms.statistics import (  # noqa: E402,F401
-    as_int_counts as _as_int_counts, clipped_part_sums as _clipped_part_sums,
-    exact_counts as _exact_counts, float_statistic as _statistic,
-    grid_units as _grid_units, integer_part_sums as _integer_part_sums,
-    part_index as _part_index, part_sums as _part_sums)
-
 __all__ = ["Mechanism", "LaplaceMechanism", "KNormMechanism", "GaussianMechanism",
            "ZCDPGaussianMechanism", "DiscreteGaussianMechanism", "PosetCountMechanism",
            "COUNT_NOISES"]

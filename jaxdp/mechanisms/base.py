@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdp import _checks, exact, renyi
+from jaxdp import _checks, exact
+from jaxdp.composition import renyi
 from jaxdp.composition import group_cost
 
 

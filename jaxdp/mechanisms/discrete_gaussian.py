@@ -12,7 +12,8 @@ import functools
 import math
 from typing import Any
 
-from jaxdp import _checks, exact, renyi
+from jaxdp import _checks, exact
+from jaxdp.composition import renyi
 from jaxdp.composition import zcdp_budget
 from jaxdp.mechanisms.base import HUGE, TINY, EpsMechanism, noisy, pytree
 from jaxdp.mechanisms.statistics import grid_units, integer_part_sums

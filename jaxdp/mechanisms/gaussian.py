@@ -11,15 +11,15 @@ References:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Any
 
 import jax.numpy as jnp
 
-from jaxdp import _checks, renyi
+from jaxdp import _checks
+from jaxdp.composition import renyi
 from jaxdp import random as dprandom
-from jaxdp.composition import _bisect
+from jaxdp.composition.gaussian import analytic_gaussian_sigma
 from jaxdp.mechanisms.base import HUGE, TINY, EpsMechanism, RangeChecked, noisy, pytree
 from jaxdp.mechanisms.statistics import clipped_part_sums, float_statistic
 
@@ -120,7 +120,7 @@ class GaussianMechanism(GaussianNoise, EpsMechanism):
       if not all(_checks.is_concrete(v) for v in (self.eps, self.delta, self.sensitivity)):
         raise ValueError("calibration='analytic' needs static eps, delta and sensitivity; "
                          "pass the mechanism as a static jit argument.")
-      return self.sensitivity * analytic_sigma(float(self.eps), float(self.delta))
+      return self.sensitivity * analytic_gaussian_sigma(float(self.eps), float(self.delta))
     if all(_checks.is_concrete(v) for v in (self.eps, self.delta, self.sensitivity)):
       return self.sensitivity * math.sqrt(2 * math.log(1.25 / self.delta)) / self.eps
     return self.sensitivity * jnp.sqrt(2 * jnp.log(1.25 / self.delta)) / self.eps
@@ -177,26 +177,3 @@ class ZCDPGaussianMechanism(GaussianNoise):
     ok = self.valid(data.shape)
     noise = dprandom.gaussian(key, data.shape, data.dtype)
     return _checks.mark_invalid(*noisy(ok, data, noise * self.sigma))
-
-
-def normal_cdf(x: float) -> float:
-  return 0.5 * math.erfc(-x / math.sqrt(2))
-
-
-def analytic_delta(eps: float, s: float) -> float:
-  """delta of Gaussian noise of standard deviation s on sensitivity 1 at eps
-  (Balle & Wang 2018, Theorem 8)."""
-  a, b = 1 / (2 * s) - eps * s, -1 / (2 * s) - eps * s
-  tail = normal_cdf(b)
-  second = 0.0 if tail == 0.0 else math.exp(min(eps + math.log(tail), 700.0))
-  return normal_cdf(a) - second
-
-
-@functools.lru_cache(maxsize=256)
-def analytic_sigma(eps: float, delta: float) -> float:
-  """The smallest standard deviation (sensitivity 1) that is (eps, delta)-DP; rounded
-  up, so the returned sigma is never below the exact one."""
-  hi = 1.0
-  while analytic_delta(eps, hi) > delta:  # delta(sigma) decreases in sigma
-    hi *= 2
-  return _bisect(lambda s: analytic_delta(eps, s) <= delta, hi, 1e-6)

@@ -13,7 +13,7 @@ from typing import Any
 
 from jaxdp import _checks, exact
 from jaxdp import random as dprandom
-from jaxdp.balls import LpBall, PosetBall
+from jaxdp.samplers.balls import LpBall, PosetBall
 from jaxdp.mechanisms.base import (HUGE, TINY, EpsMechanism, check_exact_options,
                                    exact_scale, noisy, pytree)
 from jaxdp.mechanisms.statistics import (clipped_part_sums, float_statistic, grid_units,

@@ -13,7 +13,8 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from jaxdp import _checks, exact, renyi
+from jaxdp import _checks, exact
+from jaxdp.composition import renyi
 from jaxdp import random as dprandom
 from jaxdp.mechanisms.base import (HUGE, TINY, EpsMechanism, check_exact_options,
                                    exact_scale, noisy, pytree)

@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
-from jaxdp._poset_tables import exact_tables
-from jaxdp.balls import LpBall, PosetBall
+from jaxdp.samplers.exact_tables import exact_tables
+from jaxdp.samplers.balls import LpBall, PosetBall
 from jaxdp.mechanisms.base import EpsMechanism, check_exact_options, pytree
 from jaxdp.mechanisms.knorm import KNormMechanism
 from jaxdp.mechanisms.laplace import LaplaceMechanism

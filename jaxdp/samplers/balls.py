@@ -23,8 +23,7 @@ from jaxdp import _checks
 from jaxdp.samplers import dispatch
 from jaxdp.posets import Poset
 
-__all__ = ["MAX_OBJECTS", "LpBall", "PosetBall", "enumerate_objects", "exact_second_moment",
-           "simplex_vertices"]
+__all__ = ["MAX_OBJECTS", "LpBall", "PosetBall", "enumerate_objects", "exact_second_moment"]
 
 # enumerate_objects refuses posets with more objects than this.
 MAX_OBJECTS = 2_000_000

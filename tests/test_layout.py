@@ -1,0 +1,116 @@
+"""The package's architecture, checked: no import circle, modules of a readable size,
+no private name used across modules, and every old module path still working."""
+
+import ast
+import importlib
+import pathlib
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+import jaxdp
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import import_graph  # noqa: E402
+
+# Module paths that moved, and where they live now: importing the old path warns and
+# gives the new module itself.
+MOVED = {
+    "jaxdp.balls": "jaxdp.samplers.balls",
+    "jaxdp.chacha": "jaxdp.prng.chacha",
+    "jaxdp.threefry": "jaxdp.prng.threefry",
+    "jaxdp.decomposition": "jaxdp.posets.decomposition",
+    "jaxdp.renyi": "jaxdp.composition.renyi",
+    "jaxdp.pld": "jaxdp.composition.pld",
+    "jaxdp.calibration": "jaxdp.composition.calibration",
+    "jaxdp.planning": "jaxdp.accounting.planning",
+    "jaxdp.experiments.cli": "jaxdp.cli",
+}
+
+# Modules allowed past ~400 lines, with the reason.
+LONG = {}
+
+
+def test_no_import_circle_even_through_deferred_imports():
+  report = import_graph.report()
+  assert report["circles_module_level"] == []
+  assert report["circles_with_deferred_imports"] == []
+
+
+def test_no_deferred_import_of_a_jaxdp_module():
+  """A function-level import of a jaxdp module is the usual way to hide a circle."""
+  assert import_graph.report()["deferred_imports"] == {}
+
+
+def test_modules_stay_readable():
+  over = import_graph.report()["over_400_lines"]
+  assert {k: v for k, v in over.items() if k not in LONG and v > 420} == {}
+
+
+def _private_uses(path: pathlib.Path):
+  tree = ast.parse(path.read_text())
+  modules = {}
+  for node in ast.walk(tree):
+    if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("jaxdp"):
+      for a in node.names:
+        full = f"{node.module}.{a.name}"
+        if full in import_graph.modules():
+          modules[a.asname or a.name] = full
+        elif a.name.startswith("_") and node.module != "jaxdp._moved":
+          yield f"from {node.module} import {a.name}"
+    elif isinstance(node, ast.Import):
+      for a in node.names:
+        if a.name.startswith("jaxdp") and a.asname:
+          modules[a.asname] = a.name
+  for node in ast.walk(tree):
+    if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+        and node.value.id in modules and node.attr.startswith("_")
+        and not node.attr.startswith("__")):
+      yield f"{modules[node.value.id]}.{node.attr}"
+
+
+def test_no_private_name_crosses_modules():
+  found = {}
+  for path in sorted((ROOT / "jaxdp").rglob("*.py")):
+    uses = sorted(set(_private_uses(path)))
+    if uses:
+      found[str(path.relative_to(ROOT))] = uses
+  assert found == {}
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_old_module_path_warns_and_is_the_new_module(old):
+  new = MOVED[old]
+  code = (f"import warnings, importlib\n"
+          f"warnings.simplefilter('error', DeprecationWarning)\n"
+          f"import jaxdp\n"
+          f"try:\n  importlib.import_module({old!r})\n"
+          f"except DeprecationWarning as e:\n  assert {new!r} in str(e), e\n"
+          f"else:\n  raise SystemExit('no DeprecationWarning')\n"
+          f"warnings.simplefilter('ignore')\n"
+          f"assert importlib.import_module({old!r}) is importlib.import_module({new!r})\n")
+  subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_importing_jaxdp_warns_nothing():
+  subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c",
+                  "import jaxdp, jaxdp.cli, jaxdp.experiments"], check=True, cwd=ROOT)
+
+
+def test_every_public_name_resolves():
+  for name in jaxdp.__all__:
+    assert getattr(jaxdp, name) is not None, name
+  for name in ["exact", "prng", "posets", "samplers", "mechanisms", "accounting",
+               "composition", "session", "montecarlo", "random"]:
+    assert name in jaxdp.__all__, name
+    assert importlib.import_module(f"jaxdp.{name}") is getattr(jaxdp, name)
+
+
+def test_one_version_source():
+  from jaxdp import _version
+  assert jaxdp.__version__ == _version.__version__
+  text = (ROOT / "pyproject.toml").read_text()
+  assert 'dynamic = ["version"]' in text and "\nversion =" not in text
