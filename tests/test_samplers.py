@@ -38,7 +38,8 @@ def _noise_methods(poset):
 
 # ------------------------------------------------------------- exact enumeration
 def test_enumeration_counts_match_formula(posets):
-  # N(P) = sum_A e(A) e(P \ A); NHIS one section has N = 32 (design note 6).
+  # N(P) = sum_A e(A) e(P \ A) = 32 for NHIS's first section (q1 above q2 above q3,
+  # and q1 above q4).
   assert jaxdp.enumerate_objects(posets["nhis1"])[0].shape[0] == 32
   for name, p in posets.items():
     seq, _ = jaxdp.enumerate_objects(p)
@@ -53,7 +54,8 @@ def test_nhis1_exact_norm_ratio():
 
 
 def test_exact_volume_matches_convex_hull():
-  # vol(K) = 2 N(P) / D! (design note 6), checked with scipy's convex hull.
+  # vol(K) = 2 N(P) / D! (the triangulation into N(P) pairs of simplices), checked with
+  # scipy's convex hull.
   from scipy.spatial import ConvexHull
   for p in [Poset.nhis(1), Poset.from_edges(3, [(1, 0)]),
             Poset.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)])]:
@@ -95,7 +97,7 @@ def test_published_insertion_sampler_fails_the_same_test(posets, name):
   assert pval < 1e-10
 
 
-def test_insertion_probabilities_match_design_note(posets):
+def test_insertion_probabilities_match_hand_computation(posets):
   # a < c, b free, inserted b, a, c: 4 objects at 1/12 and 12 at 1/18.
   probs = sorted(baselines.insertion_object_probabilities(posets["a<c,b"]).values())
   assert baselines.insertion_order(posets["a<c,b"]) == [2, 1, 0]

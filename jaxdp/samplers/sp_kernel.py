@@ -31,7 +31,7 @@ Tables and the size recursion are in :mod:`jaxdp.samplers.sp_tables`. Per sample
 3. *Noise without the order.* At the root the k + 1 spacings of A's times and end
    (``end_A - t_k`` last; a fresh Exp(1) for ``end_A`` when A is empty) are iid
    Exp(1) and independent of the object, so they can serve as the Dirichlet weights
-   of A's chain of vertices (design note, section 5), and likewise for B. Then
+   of A's chain of vertices (the triangulation of :mod:`jaxdp.samplers`), and likewise for B. Then
    coordinate j is (end_A - min of the A-times in j's down-set) - (the same for B),
    the root coordinate end_A - end_B, and the point is that vector over
    end_A + end_B: no sort and no O(d^2) masked minimum. The down-set minimum runs

@@ -25,7 +25,7 @@ and arithmetic, plus O(L^2) per block (objects for tests also sort d keys).
 
 References:
   M. Joseph, M. Ribero, A. Yu, "Privately Counting Partially Ordered Data", ICLR 2025.
-  ``../shared/design/poset-ball.md``, section 4(d).
+  ``docs/design/series-parallel.md`` (the size recursion and what is exact).
 """
 
 from __future__ import annotations
