@@ -17,6 +17,7 @@ from scipy import stats
 
 import jaxdp
 from jaxdp import exact
+from tests.helpers import small_posets
 from jaxdp.exact import gaussian as exact_gaussian
 from jaxdp.exact import intervals as exact_intervals
 from jaxdp.exact import refine as exact_refine
@@ -30,14 +31,6 @@ KEY = bytes(range(32))
 
 def _key(i=0):
   return jax.random.fold_in(dprandom.secure_key(KEY), i)
-
-
-def _small_posets():
-  n_poset = jaxdp.Poset.from_edges(4, [(0, 2), (1, 2), (1, 3)])  # an N: not a forest
-  diamond = jaxdp.Poset.from_edges(5, [(0, 1), (0, 2), (1, 3), (2, 3), (4, 3)])
-  return [jaxdp.Poset.nhis(1), jaxdp.Poset.from_edges(4, [(0, 1), (1, 2), (2, 3)]),
-          jaxdp.Poset.from_edges(4, []), n_poset, diamond,
-          jaxdp.Poset.random(jax.random.key(3), 6)]
 
 
 def _brute_objects(poset):
@@ -61,11 +54,11 @@ def _brute_objects(poset):
   return objs
 
 
-@pytest.mark.parametrize("index", range(6))
-def test_unranking_is_a_bijection_onto_all_objects(index):
+@pytest.mark.parametrize("name", list(small_posets()))
+def test_unranking_is_a_bijection_onto_all_objects(name):
   """Every rank in [0, N(P)) unranks to a distinct object and all objects are hit,
   with N(P) from brute force: a uniform rank is an exactly uniform object."""
-  poset = _small_posets()[index]
+  poset = small_posets()[name]
   tables, total = exact_tables(poset)
   brute = _brute_objects(poset)
   assert total == len(brute)

@@ -1,4 +1,4 @@
-"""Monte Carlo engine, studies and examples (the command line: tests/test_cli_*.py)."""
+"""Monte Carlo engine, studies and examples (the command line: tests/cli/)."""
 
 import os
 import subprocess
@@ -14,7 +14,7 @@ import jaxdp
 from jaxdp import montecarlo
 from jaxdp.experiments import studies
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(args, env=None, timeout=300):

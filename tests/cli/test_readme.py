@@ -12,7 +12,7 @@ import pytest
 
 import jaxdp
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 900  # generous: compilation on a loaded 2-core machine
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]

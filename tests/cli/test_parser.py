@@ -13,7 +13,7 @@ import pytest
 import jaxdp.cli as cli
 from jaxdp.cli import build_parser, main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = ("nhis", "poset", "dims", "structure", "sample", "release")
 
 

@@ -1,13 +1,14 @@
 """The same keys give the same draws, bit for bit, as the stored reference.
 
-``tests/data/reference_draws.npz`` was written by ``tests/reference_draws.py`` from the
+``tests/helpers/data/reference_draws.npz`` was written by
+``tests/helpers/reference_draws.py`` from the
 code before the package was reorganised into subpackages; every entry is recomputed
 here and compared byte for byte (dtype, shape and bits).
 """
 
 import numpy as np
 
-import reference_draws
+from tests.helpers import reference_draws
 
 
 def test_same_draws_bit_for_bit():

@@ -1,7 +1,7 @@
 """Draws that must not change when the code is reorganised (same keys, same bits).
 
-``python tests/reference_draws.py`` writes ``tests/data/reference_draws.npz`` from the
-installed jaxdp; ``tests/test_reference_draws.py`` recomputes every entry and compares
+``python -m tests.helpers.reference_draws`` writes ``tests/helpers/data/reference_draws.npz`` from the
+installed jaxdp; ``tests/samplers/test_reference_draws.py`` recomputes every entry and compares
 it bit for bit. The file was written by the code before the package was split into
 subpackages: a refactoring that changes a single draw fails that test. Regenerate it
 only for a deliberate change of the samplers' output (and say so in CHANGELOG.md).

@@ -18,7 +18,7 @@ import jaxdp
 from jaxdp import Poset, PosetBall, LpBall
 from jaxdp.samplers import dispatch, forest, general, subsets
 from jaxdp.experiments import baselines
-from exactness import chi_square_uniform_pvalue, object_index, second_moment_zscores
+from tests.helpers.exactness import chi_square_uniform_pvalue, object_index, second_moment_zscores
 
 P_MIN = 1e-4        # chi-square / KS p-value threshold for "consistent with exact"
 Z_MAX = 5.0         # largest |z| allowed for a second-moment entry

@@ -20,7 +20,7 @@ from jaxdp import Poset, PosetBall
 from jaxdp.posets import decomposition
 from jaxdp.samplers import dispatch, sp_kernel, sp_plan, sp_tables, subsets, words
 from jaxdp.experiments.questionnaire import gate_chain, synthetic_questionnaire
-from exactness import random_series_parallel
+from tests.helpers.exactness import random_series_parallel
 
 P_MIN = 1e-4
 Z_MAX = 5.0
@@ -242,7 +242,7 @@ def test_scanned_depths_sample_objects_uniformly(d, n_leg, monkeypatch):
   counts, n = max(100,000, 60 N), p > 1e-4: a 6-element caterpillar (every depth in
   one scan) and a 4-element one with an N block (7 elements: a scan above the block,
   unrolled depths below)."""
-  from exactness import chi_square_uniform_pvalue, object_index
+  from tests.helpers.exactness import chi_square_uniform_pvalue, object_index
   poset = _spine(d, n_leg)
   ref = jaxdp.enumerate_objects(poset)
   num = ref[0].shape[0]
