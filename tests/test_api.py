@@ -10,6 +10,7 @@ import pytest
 import jaxdp
 
 
+@pytest.mark.subprocess
 def test_importing_jaxdp_does_not_import_the_experiments():
   code = ("import sys, jaxdp; "
           "print([m for m in sys.modules if m.startswith('jaxdp.experiments')])")

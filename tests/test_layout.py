@@ -81,6 +81,7 @@ def test_no_private_name_crosses_modules():
   assert found == {}
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("old", sorted(MOVED))
 def test_old_module_path_warns_and_is_the_new_module(old):
   new = MOVED[old]
@@ -95,6 +96,7 @@ def test_old_module_path_warns_and_is_the_new_module(old):
   subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
+@pytest.mark.subprocess
 def test_importing_jaxdp_warns_nothing():
   subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c",
                   "import jaxdp, jaxdp.cli, jaxdp.experiments"], check=True, cwd=ROOT)

@@ -176,6 +176,7 @@ def test_keys_are_split_never_reused():
   assert not np.array_equal(jax.random.key_data(k1), jax.random.key_data(k2))
 
 
+@pytest.mark.slow
 def test_jit_matches_eager_and_does_not_retrace():
   mech = PosetCountMechanism(Poset.nhis(1), 1.0)
   data = np.array([[1, 1, 0, 1], [1, 0, 0, 0], [0, 0, 0, 0]])
@@ -273,6 +274,7 @@ def test_remaining_and_derived_config_never_go_stale():
 
 
 # ------------------------------------------------------------------ noise scales
+@pytest.mark.statistical
 def test_laplace_mechanism_variance():
   """Sample variance vs 2 (s/eps)^2, n = 200_000; z < 5 with Var(s^2) ~ 20 b^4 / n."""
   m = LaplaceMechanism(0.5, sensitivity=2.0)
@@ -281,12 +283,14 @@ def test_laplace_mechanism_variance():
   assert _zscore(x.var(), 2 * b * b, math.sqrt(20) * b * b, len(x)) < Z_MAX
 
 
+@pytest.mark.statistical
 def test_gaussian_mechanism_variance():
   m = GaussianMechanism(0.5, 1e-5, sensitivity=1.0)
   x = np.asarray(m.randomize(jax.random.key(4), jnp.zeros(200_000)), np.float64)
   assert _zscore(x.var(), m.sigma ** 2, math.sqrt(2) * m.sigma ** 2, len(x)) < Z_MAX
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("noise", ["poset", "linf", "l2", "laplace"])
 def test_poset_count_mechanisms_end_to_end(noise):
   """Synthetic NHIS-1 data (n = 500). Over 100_000 releases: mean error per coordinate

@@ -381,6 +381,7 @@ class TestKeyHygiene:
       with pytest.raises(jax.errors.KeyReuseError):
         jax.jit(misuses[name])(key)
 
+  @pytest.mark.slow
   @pytest.mark.parametrize("key_kind", list(KEYS))
   @pytest.mark.parametrize("name", list(CASES))
   def test_every_release_path_uses_each_key_once(self, recorder, monkeypatch, name,

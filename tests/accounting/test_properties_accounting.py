@@ -176,6 +176,7 @@ DELTAS = st.sampled_from([2.55e-6, 6.35e-6, 1.215e-5])
 
 
 # ------------------------------------------------------------------ basic
+@pytest.mark.subprocess
 @PROFILE
 @given(specs=st.lists(st.one_of(LAPLACE, GAUSS), min_size=3, max_size=14),
        eps_budget=BUDGETS, delta_budget=st.sampled_from([0.0, 2.55e-6, 1.215e-5]),
@@ -203,6 +204,7 @@ def test_basic_reports_cover_what_was_answered(specs, eps_budget, delta_budget, 
 
 
 # ------------------------------------------------------------------ advanced
+@pytest.mark.subprocess
 @PROFILE
 @given(specs=st.lists(st.one_of(LAPLACE, GAUSS), min_size=3, max_size=14),
        eps_budget=BUDGETS, delta_budget=DELTAS, max_releases=st.integers(2, 10),
@@ -244,6 +246,7 @@ def _cks_epsilon(rho, delta):
                                  - np.log(a)) / (a - 1)))
 
 
+@pytest.mark.subprocess
 @PROFILE
 @given(specs=st.lists(st.one_of(LAPLACE, GAUSS, ZGAUSS), min_size=3, max_size=14),
        eps_budget=BUDGETS, delta_budget=DELTAS, k=GROUPS)
@@ -326,6 +329,8 @@ def _rdp_reference(specs, k, orders, budgets):
 ORDERS = st.sampled_from([None, (6.0,), (2.0, 8.0, 32.0)])
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 @RDP_PROFILE
 @given(specs=st.lists(st.one_of(LAPLACE, GAUSS, ZGAUSS), min_size=3, max_size=14),
        eps_budget=BUDGETS, delta_budget=DELTAS, k=GROUPS, orders=ORDERS)
@@ -392,6 +397,8 @@ def _dominated(run, planned, k):
   return kind == pkind and (v <= pv if kind == "laplace" else v >= pv)
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 @PROFILE
 @given(specs=st.lists(st.one_of(LAPLACE, st.tuples(st.just("gauss"),
                                                    st.sampled_from([0.3, 0.45]),
@@ -426,6 +433,7 @@ def test_planned_reports_cover_what_was_answered(specs, variants, extra, delta_b
 
 
 # ------------------------------------------------------------------ the figures
+@pytest.mark.subprocess
 @pytest.mark.parametrize("eps,n,answered,true_lb", [(0.3, 11, 6, 1.7994),
                                                     (0.1, 30, 23, 1.7506)])
 def test_renyi_filter_reports_at_least_the_true_eps_of_what_it_answered(eps, n, answered,

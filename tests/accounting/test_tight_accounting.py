@@ -184,6 +184,7 @@ def _random_plan(rng):
                     jnp.zeros(2))
 
 
+@pytest.mark.slow
 def test_plan_epsilon_within_one_percent_of_dp_accounting_pld_on_20_random_plans():
   """jaxdp's figure vs dp_accounting's PLD accountant on the exported events: within
   1% relative, and at most dp_accounting's RDP figure on every plan. K-norm (generic
@@ -211,6 +212,7 @@ def test_plan_epsilon_within_one_percent_of_dp_accounting_pld_on_20_random_plans
     assert p.epsilon(1e-6) == pytest.approx(acc.get_epsilon(1e-6), rel=0.01)
 
 
+@pytest.mark.slow
 def test_export_events_and_the_design_note_figure():
   m = LaplaceMechanism(0.1)
   p = jaxdp.plan(lambda a: jax.lax.scan(lambda s, _: release(s, m, jnp.zeros(())), a, None,
@@ -233,6 +235,7 @@ def _laplace_run(n):
       else jnp.full(n, 0.1))
 
 
+@pytest.mark.slow
 def test_planned_accountant_enforces_the_plan():
   """111 Laplace(0.1) releases fit (5, 1e-6) by their PLD (4.990; 112 need 5.016, as
   dp_accounting says: 4.989 / 5.015). The planned accountant answers exactly the
@@ -328,6 +331,7 @@ def test_zcdp_gaussian_mechanism_costs_and_refusal_under_basic():
   assert float(acct.spent_rho) == pytest.approx(1 / 200, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_calibration_against_dp_accounting_and_its_own_figures():
   """Gaussian sigma by PLD equals dp_accounting's calibrate_dp_mechanism (exact: the
   composition is one Gaussian); Laplace by PLD within 0.1% of it; every helper's

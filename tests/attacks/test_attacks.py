@@ -123,6 +123,7 @@ def test_curator_session_answers_ten_counts_of_a_tenth():
     s.count(lambda v: v < 50, 0.1)
 
 
+@pytest.mark.slow
 def test_host_and_traced_charges_agree_and_obey_the_bound():
   """10^5 costs, log-uniform over [1e-12, 1e3] plus decimals: the numpy (static) and
   XLA (traced) charges are identical, and every charge c units of u satisfies
@@ -144,6 +145,7 @@ def test_host_and_traced_charges_agree_and_obey_the_bound():
 
 
 # ------------------------------------------------------------------ 3. exact statistics
+@pytest.mark.slow
 def test_counts_beyond_float32_exact_range_are_an_error_not_rounded():
   """0.1 rounded 2^24 + 1 rows to 2^24 (neighbours then differ by 2)."""
   mech = PosetCountMechanism(Poset.from_edges(1, []), 1.0, noise="laplace")

@@ -136,6 +136,7 @@ def _assert_answered(acct, out, lane):
   assert not np.any(_fill(out)[lane]) and np.all(np.isfinite(np.asarray(out)[lane]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_bad_traced_parameter_is_refused_under_jit_and_vmap(name):
   """One jitted, vmapped call over a batch of accountants, keys and mechanisms: every
@@ -192,6 +193,7 @@ def test_a_bad_traced_eps_is_refused_under_every_composition(composition):
   assert int(after.answered[-1]) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["laplace-exact-eps", "knorm-poset-exact-sensitivity",
                                   "gaussian-eps", "zcdp-sigma"])
 def test_a_bad_traced_parameter_is_refused_in_a_scan(name):

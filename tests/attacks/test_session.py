@@ -50,6 +50,7 @@ def test_a_huge_bound_does_not_tell_the_row_count(secure):
     assert s.answered == 1
 
 
+@pytest.mark.slow
 def test_bisection_on_the_row_count_sees_only_refusals():
   """Before: after spending 0.6 of 1.0, ``sum(bool_fn, eps=0.5, bound=2**24 / m)``
   gave ValueError when n > m and ReleaseRefusedError when n <= m: n by bisection
@@ -223,6 +224,7 @@ def _ask(s, q):
   return s.release(jaxdp.GaussianMechanism(min(eps, 0.9), 1e-6, bound), lambda v: v)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_queries(), min_size=1, max_size=4), st.booleans())

@@ -8,6 +8,7 @@ import pytest
 from jaxdp.cli import main, outputs
 
 
+@pytest.mark.slow
 def test_poset_study_writes_files(tmp_path, capsys):
   rc = main(["poset", "--poset", "nhis1", "--samples", "20000", "--mechanisms", "poset",
              "--insertion-samples", "500", "--out", str(tmp_path), "--no-plot"])
@@ -19,6 +20,7 @@ def test_poset_study_writes_files(tmp_path, capsys):
   assert (tmp_path / "poset_nhis1.csv").exists() and (tmp_path / "poset_nhis1.md").exists()
 
 
+@pytest.mark.slow
 def test_sample_streams_and_structure_reports_empty_groups(tmp_path, capsys):
   out = tmp_path / "z.npy"
   assert main(["sample", "--poset", "nhis1", "--samples", "1e4", "--chunk", "3000",
@@ -77,6 +79,7 @@ def test_bad_poset_files(tmp_path, capsys):
   assert "--poset: not a file" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["poset", "sample"])
 def test_out_inside_results_needs_the_flag(command, tmp_path, capsys, monkeypatch):
   """`--out results/...` rewrote the published (tracked) figures without asking."""

@@ -31,6 +31,8 @@ def _results(path):
   return json.loads(Path(path).read_text())
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_nhis_with_eps_and_mechanisms(tmp_path):
   """python -m jaxdp nhis --samples 1e7 --eps 0.5 --mechanisms poset,linf"""
   _jaxdp(tmp_path, "nhis", "--samples", "2e3", "--eps", "0.5", "--mechanisms",
@@ -41,6 +43,7 @@ def test_nhis_with_eps_and_mechanisms(tmp_path):
   assert (tmp_path / "out" / "nhis" / "nhis.md").read_text().count("| nhis1 |") == 1
 
 
+@pytest.mark.subprocess
 @pytest.mark.xfail(strict=False, reason="chacha8 under shard_map crashes in "
                    "jaxdp/chacha.py (fixed separately)")
 def test_nhis_with_the_chacha8_generator(tmp_path):
@@ -51,6 +54,8 @@ def test_nhis_with_the_chacha8_generator(tmp_path):
   assert 0 < row["exact_ratio"] <= 1
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_poset_random_writes_under_out_poset(tmp_path):
   """python -m jaxdp poset --poset random:12:7  (writes out/poset/poset_random12.*)"""
   _jaxdp(tmp_path, "poset", "--poset", "random:12:7", "--samples", "2e3",
@@ -61,6 +66,8 @@ def test_poset_random_writes_under_out_poset(tmp_path):
   assert (out / "poset_random12.csv").exists() and (out / "poset_random12.md").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_dims_into_a_results_folder(tmp_path):
   """python -m jaxdp dims --out results/dims --overwrite-results"""
   _jaxdp(tmp_path, "dims", "--out", "results/dims", "--overwrite-results", "--dims",
@@ -71,6 +78,8 @@ def test_dims_into_a_results_folder(tmp_path):
   assert all(0 < g["exact_ratio"] <= 1 and g["posets"] == 2 for g in data["results"])
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_structure_into_a_results_folder(tmp_path):
   """python -m jaxdp structure --out results/structure --overwrite-results"""
   _jaxdp(tmp_path, "structure", "--out", "results/structure", "--overwrite-results",
@@ -81,6 +90,7 @@ def test_structure_into_a_results_folder(tmp_path):
   assert len(data["per_poset"]) == 12
 
 
+@pytest.mark.subprocess
 def test_the_repositorys_results_are_not_rewritten_without_the_flag():
   """python -m jaxdp dims --out results/dims, from the repository: refused, at once."""
   env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -91,6 +101,8 @@ def test_the_repositorys_results_are_not_rewritten_without_the_flag():
   assert {p: p.stat().st_mtime_ns for p in (ROOT / "results").rglob("*")} == before
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_sample_a_poset_file_streamed(tmp_path):
   """python -m jaxdp sample --poset my_poset.json --samples 1e8 --out z.npy"""
   (tmp_path / "my_poset.json").write_text(json.dumps({"requires": {"q2": ["q1"],
@@ -102,6 +114,8 @@ def test_sample_a_poset_file_streamed(tmp_path):
   assert "shape (10000, 4)" in r.stdout
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_release_from_a_csv(tmp_path):
   """python -m jaxdp release --poset nhis3 --data answers.csv --eps 1 --out rel.json"""
   poset = jaxdp.Poset.nhis(3)
@@ -119,6 +133,8 @@ def test_release_from_a_csv(tmp_path):
   assert "safe to publish" in r.stdout and "wrote rel.json" in r.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_devices_shards_over_host_devices(tmp_path):
   """--devices K shards over K devices (on a CPU it creates K host devices)."""
   _jaxdp(tmp_path, "poset", "--poset", "nhis1", "--devices", "2", "--samples", "4e3",

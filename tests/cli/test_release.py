@@ -33,6 +33,7 @@ def no_release(monkeypatch):
   monkeypatch.setattr(cli_release.Accountant, "create", refuse)
 
 
+@pytest.mark.slow
 def test_release_publishes_exact_integer_counts(tmp_path, capsys):
   """Integer counts near the truth (|noise| < 40 at eps = 2), JSON written."""
   rows = _answers()
@@ -76,6 +77,7 @@ def test_not_a_filter_names_the_row_the_rule_and_the_flag(tmp_path, capsys, no_r
   assert "[0, 1, 1, 0]" not in err and "0, 1, 1, 0" not in err and "0,1,1,0" not in err
 
 
+@pytest.mark.slow
 def test_clip_releases_what_raise_refuses(tmp_path):
   rows = _answers(40)
   rows[3] = [0, 1, 0, 0]

@@ -33,6 +33,7 @@ def test_closed_form_equals_enumeration(eps, k):
         _hockey_stick_bruteforce(eps, k, float(eps_total)), rel=1e-9, abs=1e-15)
 
 
+@pytest.mark.slow
 def test_the_design_note_figure_and_plan_epsilon():
   """100 releases at eps 0.1, delta 1e-6: generic eps-DP mechanisms (K-norm) get the
   KOV optimum 4.7746 (dp_accounting's from_privacy_parameters(0.1, 0)

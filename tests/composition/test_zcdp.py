@@ -37,6 +37,7 @@ def test_conversion_matches_an_independent_optimiser(rho, delta):
   assert zcdp_epsilon(0.5, 1e-6) == pytest.approx(5.2215, abs=1e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jit", [False, True])
 def test_filter_answers_92_laplace_releases_under_5_and_1e_6(jit):
   """Target: at least 90 releases of Laplace(0.1) under (5, 1e-6) (basic composition:

@@ -70,6 +70,7 @@ def test_unranking_is_a_bijection_onto_all_objects(name):
   assert got == brute
 
 
+@pytest.mark.statistical
 def test_uniform_below_is_uniform_and_in_range():
   """10^6 ranks below N = 3 * 2^40 + 5 (62-bit draws, reduced mod N): all in
   range; the top bit splits 2/3 : 1/3 (z-test, |z| < 5); the low 3 bits are uniform
@@ -84,6 +85,7 @@ def test_uniform_below_is_uniform_and_in_range():
   assert stats.chisquare(np.bincount(r & 7, minlength=8)).pvalue > 1e-4
 
 
+@pytest.mark.slow
 def test_coefficients_match_the_float_samplers_chain_construction():
   """Row i of the coefficient matrix is vertex i: checked against chain_noise (the
   audited float construction) on unit weights for 2000 NHIS-3 objects."""
@@ -139,6 +141,7 @@ def _reference_round(words, extra, coeff, scale):
   return out
 
 
+@pytest.mark.slow
 def test_laplace_fast_pass_matches_high_precision_on_1e5_samples():
   """10^5 random word pairs x 5 scales (0.37 to 2^20): every settled fast-pass
   integer equals the mpmath rounding of the ideal value with the same 52 digits and
@@ -158,6 +161,7 @@ def test_laplace_fast_pass_matches_high_precision_on_1e5_samples():
     assert k[i] == _reference_round(words[i], extra[i], coeff[i, 0], scales[i])[0], i
 
 
+@pytest.mark.slow
 def test_poset_fast_pass_matches_high_precision_on_4000_samples():
   """4000 NHIS-3 K-norm samples (17 exponentials, 16 coordinates each: 64,000
   coordinates), half at scale 0.5 and half at 7: every settled integer equals
@@ -205,6 +209,7 @@ def test_host_refinement_matches_high_precision():
       assert list(got[i]) == _reference_round(words[i], extra[i], coeff[i], scale)
 
 
+@pytest.mark.slow
 def test_forced_refinement_through_the_kernel_gives_the_same_release(monkeypatch):
   """With the fast pass's margin widened to 2^-3 over 500 of the 4000 samples go to
   the host refinement inside the jitted kernel; the released integers must equal
@@ -223,6 +228,7 @@ def test_forced_refinement_through_the_kernel_gives_the_same_release(monkeypatch
   np.testing.assert_array_equal(forced, normal)
 
 
+@pytest.mark.statistical
 def test_rounded_laplace_has_the_exact_probabilities():
   """10^6 draws at scale 2 against P(k) = P(k - 1/2 < L < k + 1/2) in closed form:
   chi-square over k in [-12, 12] plus both tails, p > 1e-4; mean within 5 sigma."""
@@ -240,6 +246,8 @@ def test_rounded_laplace_has_the_exact_probabilities():
   assert abs(x.mean()) < 5 * math.sqrt(2 * b * b / x.size)
 
 
+@pytest.mark.slow
+@pytest.mark.statistical
 def test_exact_poset_noise_has_the_float_samplers_law_rounded():
   """Two-sample chi-square per coordinate (17 tests, Bonferroni p > 1e-4 / 17) between
   2 * 10^5 exact NHIS-2 draws and the float K-norm sampler's draws rounded, both at
@@ -260,6 +268,7 @@ def test_exact_poset_noise_has_the_float_samplers_law_rounded():
     assert stats.chi2_contingency(table)[1] > 1e-4 / len(cols)
 
 
+@pytest.mark.slow
 def test_exact_releases_translate_with_the_statistic():
   """Same key, neighbouring data: the outputs differ by exactly the statistics'
   difference (the integer noise does not depend on the data), so every output
@@ -277,6 +286,7 @@ def test_exact_releases_translate_with_the_statistic():
                                 np.asarray(lap.randomize(key, jnp.array([4, 9]))), [1, 0])
 
 
+@pytest.mark.slow
 def test_traced_eps_under_jit_and_vmap_and_bad_eps_gives_the_sentinel():
   mech = jaxdp.LaplaceMechanism(0.5, exact=True)
   f = jax.jit(jax.vmap(lambda e, k: jaxdp.LaplaceMechanism(e, exact=True).randomize(
@@ -339,6 +349,7 @@ def test_secure_accountant_refuses_float_mechanisms_and_other_keys():
   assert np.all(np.asarray(out) == np.iinfo(np.int32).min)
 
 
+@pytest.mark.slow
 def test_secure_session_answers_with_integers():
   s = jaxdp.Session(np.arange(1000), 3.0, secure=True)
   c = s.count(lambda v: v < 500, 1.0)
@@ -363,6 +374,8 @@ def _dg_pmf(a, ys):
   return w / np.exp(-(span.astype(float) ** 2) / (2 * a / 4)).sum()
 
 
+@pytest.mark.slow
+@pytest.mark.statistical
 @pytest.mark.parametrize("sigma", [0.5, 1.7, 20.0])
 def test_discrete_gaussian_has_the_exact_probabilities(sigma):
   """10^5 draws against P(y) proportional to exp(-y^2 / (2 s^2)), s^2 = ceil(4
@@ -407,6 +420,7 @@ def test_discrete_gaussian_errors_rather_than_guessing(monkeypatch):
   jax.clear_caches()
 
 
+@pytest.mark.slow
 def test_discrete_gaussian_mechanism_costs_and_secure_release():
   mech = jaxdp.DiscreteGaussianMechanism(0.5, 1e-6)
   rho = jaxdp.zcdp_budget(0.5, 1e-6)
@@ -427,6 +441,7 @@ def test_discrete_gaussian_mechanism_costs_and_secure_release():
     jax.jit(lambda e: jaxdp.DiscreteGaussianMechanism(e, 1e-6))(0.5)
 
 
+@pytest.mark.slow
 def test_exact_poset_noise_covariance_is_the_continuous_law_plus_rounding():
   """E[Y Y^T] of 2 * 10^5 exact NHIS-1 draws at scale 3 against the ideal K-norm
   noise's exact second moment, (D+1)(D+2) scale^2 E[Z Z^T] (E[Z Z^T] by enumeration,
@@ -462,6 +477,7 @@ def _reference_linf(words, extra, scale, d):
           for w, x in zip(words[d + 1:], extra[d + 1:])]
 
 
+@pytest.mark.slow
 def test_linf_fast_pass_and_refinement_match_high_precision():
   """l_inf K-norm noise, d = 5, scales 0.6 and 9: 10,000 fast-pass samples (50,000
   coordinates) and 200 host refinements equal mpmath's rounding."""
@@ -485,6 +501,7 @@ def test_linf_fast_pass_and_refinement_match_high_precision():
     assert list(got[i]) == _reference_linf(words[i], extra[i], 2.5, d)
 
 
+@pytest.mark.slow
 def test_exact_linf_noise_has_the_ideal_second_moments():
   """2 * 10^5 draws, d = 4, scale 2: E[Y Y^T] = ((d+1)(d+2) scale^2 / 3 + 1/12) I
   (Gamma(d+1) radius, uniform cube, rounding), every entry within 5 standard errors;

@@ -7,6 +7,7 @@ or the release is refused on both with the same fill. A sampler whose noise read
 data, rounded it, or let a sentinel into the sum fails this.
 """
 
+import pytest
 import math
 
 import jax
@@ -33,6 +34,7 @@ def _mechanisms(eps):
   }
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.sampled_from(sorted(_mechanisms(1.0))),

@@ -46,6 +46,8 @@ def test_estimate_streams_exact_mean_and_variance():
   assert est.var[0] == pytest.approx(1 / 12, rel=0.02)
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_estimate_across_two_processes_equals_one_device_bit_for_bit():
   """Two processes on localhost joined by jax.distributed, 2 CPU devices each: the
   estimate sharded over all 4 devices of both processes equals, bit for bit, the same
@@ -112,6 +114,7 @@ def test_merge_moments_equals_the_moments_of_the_union():
   np.testing.assert_allclose(acc.m2, ((x - x.mean(0)) ** 2).sum(0), rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_repeated_studies_reuse_the_compiled_chunk():
   p = jaxdp.Poset.nhis(1)
   studies.norm_ratio(jax.random.key(0), p, 4096)
@@ -123,6 +126,7 @@ def test_repeated_studies_reuse_the_compiled_chunk():
   assert after.hits - before.hits == 2 and after.misses - before.misses == 1
 
 
+@pytest.mark.slow
 def test_poset_study_row_and_insertion_gap():
   # NHIS-1: the exact ratio is 0.40625 = 13/32 (exact enumeration of its objects);
   # the study's estimate (200,000 draws) must be within 5 standard errors.
@@ -137,6 +141,7 @@ def test_poset_study_row_and_insertion_gap():
   assert row["mse_poset"] < row["mse_linf"]
 
 
+@pytest.mark.slow
 def test_random_studies_small():
   summary, per = studies.random_by_dimension(jax.random.key(0), dims=(4, 5),
                                              posets_per_dim=3, num_samples=2000,

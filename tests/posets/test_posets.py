@@ -87,6 +87,7 @@ def test_random_is_reproducible_and_a_dag():
     Poset.from_edges(6, list(zip(*np.nonzero(g))))
 
 
+@pytest.mark.statistical
 def test_melancon_chain_is_uniform_on_labelled_dags():
   """There are 25 labelled DAGs on 3 nodes; 20_000 independent chains (90 steps each)
   land on each equally often (chi-square, p > 1e-4)."""

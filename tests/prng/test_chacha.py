@@ -138,6 +138,7 @@ def test_jax_random_functions_accept_the_key_under_jit_and_vmap():
   assert dprandom.is_secure_key(k) and not dprandom.is_secure_key(jax.random.key(0))
 
 
+@pytest.mark.statistical
 def test_byte_frequencies_pass_a_chi_square_test():
   """2^20 keystream bytes of a fixed key: chi-square over 256 cells, 255 dof; the
   statistic must lie in [180, 340] (two-sided p about 1e-5)."""
@@ -181,6 +182,8 @@ def test_chacha8_is_the_published_8_round_keystream():
   assert words.astype("<u4").tobytes() == expected
 
 
+@pytest.mark.slow
+@pytest.mark.statistical
 def test_chacha8_study_keys_and_a_statistical_battery():
   """Integer seeds give distinct streams; split, fold_in and the stream never share
   a block. A small battery on 2^22 words of one key (thresholds: |z| < 5 or

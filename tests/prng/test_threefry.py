@@ -46,6 +46,7 @@ def test_bits_and_split_are_jax_threefry(shape):
                                 jax.random.key_data(jax.random.split(k, shape)))
 
 
+@pytest.mark.slow
 def test_64_bit_draws_fold_in_vmap_and_distributions_are_jax_threefry():
   k = jax.random.key(7)
   u = _unrolled(k)
@@ -81,6 +82,7 @@ def test_huge_draws_are_left_to_jax():
   assert out.shape == (2**16, 2**16)
 
 
+@pytest.mark.slow
 def test_samplers_draw_the_same_values_with_the_swap(monkeypatch):
   """Every sampler family, once through the unrolled implementation (the default)
   and once through JAX's own Threefry: equal bit for bit."""

@@ -6,11 +6,13 @@ code before the package was reorganised into subpackages; every entry is recompu
 here and compared byte for byte (dtype, shape and bits).
 """
 
+import pytest
 import numpy as np
 
 from tests.helpers import reference_draws
 
 
+@pytest.mark.slow
 def test_same_draws_bit_for_bit():
   stored = np.load(reference_draws.PATH)
   fresh = reference_draws.draws()

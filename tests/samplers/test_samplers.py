@@ -66,6 +66,8 @@ def test_exact_volume_matches_convex_hull():
 
 
 # ------------------------------------------------------------- object frequencies
+@pytest.mark.slow
+@pytest.mark.statistical
 @pytest.mark.parametrize("name", ["a<c,b", "nhis1", "diamond", "chain4", "antichain3",
                                   "random6", "N-shape"])
 def test_object_frequencies_uniform(posets, name):
@@ -85,6 +87,7 @@ def test_object_frequencies_uniform(posets, name):
     assert pval > P_MIN, f"{name}/{method}: chi-square p = {pval:.2e}"
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("name", ["a<c,b", "nhis1"])
 def test_published_insertion_sampler_fails_the_same_test(posets, name):
   """The same chi-square test (n = 100_000) rejects the published sampler (p < 1e-10)."""
@@ -132,6 +135,8 @@ def test_categorical_is_the_inverse_cdf():
 
 
 # ------------------------------------------------------------- second moments
+@pytest.mark.slow
+@pytest.mark.statistical
 @pytest.mark.parametrize("name", ["a<c,b", "nhis1", "diamond", "random6", "N-shape"])
 def test_second_moment_matches_exact(posets, name):
   """z-scores of the sample E[Z Z^T] (n = 200_000) vs exact; all |z| < 5."""
@@ -143,6 +148,7 @@ def test_second_moment_matches_exact(posets, name):
     assert np.abs(zs).max() < Z_MAX, f"{name}/{method}: max |z| = {np.abs(zs).max():.1f}"
 
 
+@pytest.mark.slow
 def test_forest_and_general_agree_on_nhis2():
   """Two-sample z-scores of E[Z Z^T] between the algorithms on NHIS (d = 11), n = 200_000
   each; all |z| < 5 (66 entries)."""
@@ -157,6 +163,8 @@ def test_forest_and_general_agree_on_nhis2():
   assert np.abs((pa.mean(0) - pb.mean(0)) / se).max() < Z_MAX
 
 
+@pytest.mark.slow
+@pytest.mark.statistical
 def test_points_lie_in_the_ball_and_radial_law():
   """||Z||_K (by linear programming) is <= 1 and ||Z||_K^D ~ Uniform(0, 1) (KS,
   n = 600, p > 1e-4); for K-norm noise Y = R Z, eps ||Y||_K = (eps R) ||Z||_K ~
@@ -183,6 +191,7 @@ def test_points_lie_in_the_ball_and_radial_law():
   assert stats.kstest(ry, stats.gamma(dim).cdf).pvalue > P_MIN
 
 
+@pytest.mark.statistical
 def test_knorm_second_moment_scales():
   """E[Y Y^T] = (D+1)(D+2)/eps^2 E[Z Z^T] for NHIS one section (n = 200_000, |z| < 5)."""
   p = Poset.nhis(1)
@@ -194,6 +203,7 @@ def test_knorm_second_moment_scales():
 
 
 # ------------------------------------------------------------- l_p balls, Laplace
+@pytest.mark.statistical
 @pytest.mark.parametrize("p", [1.0, 2.0, math.inf, 3.0])
 def test_lp_ball_uniform(p):
   """Uniform in B_p^d: ||Z||_p^d ~ U(0,1) (KS, n = 50_000, p > 1e-4) and each
@@ -212,6 +222,7 @@ def test_lp_ball_uniform(p):
     assert abs(sq.mean() - LpBall(d, p).expected_sq_norm()) < Z_MAX * se
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("p", [1.0, 2.0, math.inf])
 def test_knorm_lp_radius_law(p):
   """eps ||Y||_p ~ Gamma(d), the radial law of density exp(-eps ||y||_p) (KS,
@@ -223,6 +234,7 @@ def test_knorm_lp_radius_law(p):
   assert stats.kstest(eps * norm, stats.gamma(d).cdf).pvalue > P_MIN
 
 
+@pytest.mark.statistical
 def test_laplace_and_gaussian_laws():
   """Laplace(scale) and N(0, scale^2) against their CDFs (KS, n = 100_000, p > 1e-4),
   also with a broadcast array of scales (each column its own scale)."""
@@ -249,6 +261,7 @@ def test_noise_signatures_follow_jax_random():
 
 
 # ------------------------------------------------------------- shapes, dtypes, jit
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(), (3,), (2, 3)])
 def test_shapes_and_jit(shape):
   p = Poset.nhis(1)
@@ -260,6 +273,7 @@ def test_shapes_and_jit(shape):
   chex.assert_shape(jaxdp.random.laplace(jax.random.key(0), shape), shape)
 
 
+@pytest.mark.slow
 def test_jit_equals_eager_and_vmap_over_keys():
   p = Poset.nhis(2)
   key = jax.random.key(11)
@@ -290,6 +304,7 @@ def test_a_chunked_draw_is_in_the_program_once():
   assert str(jaxpr).count(" sin ") == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("draw", ["poset", "linf"])
 def test_large_batch_needs_one_chunk_beyond_the_output(draw):
   """XLA's compiled temporaries for a batch that is not a multiple of the chunk do not
@@ -389,6 +404,7 @@ def test_forest_method_needs_forest():
     PosetBall(Poset.nhis(1), "fast")
 
 
+@pytest.mark.slow
 def test_auto_takes_forest_up_to_d16_then_sp_and_forest_runs_at_d30():
   # "auto" follows benchmarks/samplers.py: forest sampler up to d = 16, series-parallel
   # above; d = 30 is beyond the general sampler (d <= 22), the forest sampler runs it.
@@ -409,6 +425,7 @@ def test_bad_ball():
     jaxdp.random.knorm(jax.random.key(0), "l2", 1.0)
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("name", ["a<c,b", "nhis1", "chain4"])
 def test_forest_two_word_key_path_is_uniform(posets, name, monkeypatch):
   """Forests with d > 32 use two-word keys; select that path on small forests (a
@@ -431,6 +448,7 @@ def test_forest_two_word_key_path_is_uniform(posets, name, monkeypatch):
   assert chi_square_uniform_pvalue(idx, ref[0].shape[0]) > P_MIN
 
 
+@pytest.mark.slow
 def test_posets_of_one_size_share_one_compilation():
   """Tables are data: only d and the forest layout are static, so new posets of the
   same size (general) or the same forest shape do not recompile the kernel."""
@@ -453,6 +471,7 @@ def test_posets_of_one_size_share_one_compilation():
                                 np.asarray(z2)[:, [0, 2, 1, 3]])
 
 
+@pytest.mark.statistical
 @pytest.mark.parametrize("a,slots", [(3, None), (17, None), (17, 1), (2, None)])
 def test_gamma_radius_is_gamma(a, slots):
   """Marsaglia-Tsang with exact replacement of rejected variates: Kolmogorov-Smirnov

@@ -112,6 +112,8 @@ def test_size_tables_match_the_subset_recursion(d, n_block):
 
 
 # ------------------------------------------------------------------ the sampler
+@pytest.mark.slow
+@pytest.mark.statistical
 def test_sp_agrees_with_the_subset_recursion_and_the_general_sampler_at_d12():
   """A random series-parallel poset with a prime N piece, d = 12, n = 100_000 each:
   |A| against the subset recursion's exact law (chi-square, p > 1e-4), and E[Z Z^T]
@@ -138,6 +140,7 @@ def test_sp_agrees_with_the_subset_recursion_and_the_general_sampler_at_d12():
   assert np.abs((pa.mean(0) - pb.mean(0)) / se).max() < Z_MAX
 
 
+@pytest.mark.slow
 def test_questionnaire_of_300_questions():
   """A 300-question instrument with joint follow-ups (not a forest): 'auto' takes
   the exact series-parallel sampler; 8192 points: the root coordinate's second
@@ -173,6 +176,7 @@ def test_questionnaire_of_300_questions():
   assert (pos[:, above] < pos[:, below])[same].all()
 
 
+@pytest.mark.slow
 def test_sp_sampler_under_jit_and_vmap():
   """Keys vmapped under jit give the same draws as one by one."""
   p = Poset.from_edges(3, [(0, 2)])
@@ -216,6 +220,7 @@ def _draw(poset, n, min_steps, monkeypatch, points=True):
           np.asarray(k))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["caterpillar with an N", "gate chain"])
 def test_scanned_depths_equal_the_unrolled_kernel(which, monkeypatch):
   """Runs of narrow depths go through lax.scan (compiled once) instead of one block of
@@ -236,6 +241,8 @@ def test_scanned_depths_equal_the_unrolled_kernel(which, monkeypatch):
   np.testing.assert_array_equal(k1, k0)
 
 
+@pytest.mark.slow
+@pytest.mark.statistical
 @pytest.mark.parametrize("d, n_leg", [(6, None), (4, 2)])
 def test_scanned_depths_sample_objects_uniformly(d, n_leg, monkeypatch):
   """The scanned path on its own against exact enumeration, chi-square of object
