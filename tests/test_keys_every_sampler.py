@@ -64,8 +64,9 @@ def _in_lp_ball(p):
   return lambda z: bool(np.all(_lp_norms(p)(z) <= 1 + 1e-6))
 
 
-def _exact_int(z):
-  return bool(np.all(np.asarray(z) != INT32_MIN))
+def _exact_int(z):  # scale or sigma 10: |noise| >= 10^4 has probability below e^-900
+  z = np.asarray(z)
+  return bool(np.all(z != INT32_MIN) and np.all(np.abs(z) < 10_000))
 
 
 def _float_noise(z):  # unit-scale noise: anything this far out is a broken generator
