@@ -42,10 +42,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
-from jaxdp import _poset_kernels
 from jaxdp.prng.chacha import CHACHA8, CHACHA20
 from jaxdp.prng.threefry import fast_key
+from jaxdp.samplers import dispatch
 from jaxdp.samplers.balls import LpBall, PosetBall
+from jaxdp.samplers.chunks import CHUNK, chunked
+from jaxdp.samplers.gamma import gamma_radius
 from jaxdp.posets import Poset
 
 __all__ = ["poset_ball", "lp_ball", "knorm", "laplace", "gaussian", "os_key", "secure_key",
@@ -53,7 +55,6 @@ __all__ = ["poset_ball", "lp_ball", "knorm", "laplace", "gaussian", "os_key", "s
 
 GENERATORS = ("threefry", "rbg", "chacha8")
 
-CHUNK = 1 << 15  # samples per chunk: bounds peak memory of large batches
 
 Ball = Union[PosetBall, LpBall]
 
@@ -247,7 +248,6 @@ def _key_shape(impl) -> tuple[int, ...]:
   return jax.random.key_data(jax.random.key(0, impl=impl)).shape
 
 
-
 def _draw(key, ball, eps, shape, dtype, *, uniform: bool):
   _checks.check_key(key)
   key = fast_key(key)  # the same draws, faster (jaxdp.threefry)
@@ -255,7 +255,7 @@ def _draw(key, ball, eps, shape, dtype, *, uniform: bool):
   dtype = _checks.check_float_dtype(dtype)
   n = math.prod(shape)
   if isinstance(ball, PosetBall):
-    _, tables, layout = _poset_kernels.tables_and_layout(ball.poset, ball.method)
+    _, tables, layout = dispatch.tables_and_layout(ball.poset, ball.method)
     flat = _poset_kernel(key, tables, eps, d=ball.poset.d, layout=layout, n=n,
                          uniform=uniform, dtype=dtype)
   else:
@@ -265,50 +265,6 @@ def _draw(key, ball, eps, shape, dtype, *, uniform: bool):
 
 def _compute_dtype(dtype):
   return jnp.float64 if dtype == jnp.float64 else jnp.float32
-
-
-def _chunked(fn, key, n: int, tail: tuple[int, ...], dtype, chunk: int = CHUNK):
-  """fn(key, m) -> (m, *tail); n samples in ``chunk``-sized pieces with split keys.
-
-  A sequential loop writes each chunk into the output in place, so memory stays one
-  chunk plus the output. When ``chunk`` does not divide ``n`` the last chunk is
-  written at ``n - chunk`` over the end of the one before: every output row is still
-  one fresh draw of its chunk's own key (the rows it replaces are discarded whatever
-  their values), and no padded copy of the output is made and sliced. Under
-  ``shard_map`` the buffer varies over the draws' mesh axes (a loop carry must keep
-  its type); ``fn`` appears once in the program, so it compiles once.
-  """
-  if n == 0:
-    return jnp.zeros((0, *tail), dtype)
-  if n > jnp.iinfo(jnp.result_type(int)).max:  # chunk offsets would wrap
-    raise ValueError(
-        f"{n:,} draws in one call are more than {jnp.iinfo(jnp.result_type(int)).max:,}, "
-        "the largest row offset JAX's integer dtype holds (int32 with x64 off): the "
-        "last chunks would be written at wrapped offsets, leaving rows without noise. "
-        "Draw in several calls, or enable x64.")
-  if n <= chunk:
-    return fn(key, n)
-  keys = jax.random.split(key, -(-n // chunk))
-
-  def put(out, xs):
-    i, k = xs
-    start = jnp.minimum(i * chunk, n - chunk)
-    return jax.lax.dynamic_update_slice_in_dim(out, fn(k, chunk), start, axis=0), None
-
-  # The keys are scanned over (and indexed only inside eval_shape's trace): JAX's
-  # key-reuse checker (jax_debug_key_reuse) then sees one fresh key per step.
-  out = _varying_like(jax.eval_shape(lambda ks: fn(ks[0], chunk), keys),
-                      jnp.zeros((n, *tail), dtype))
-  return jax.lax.scan(put, out, (jnp.arange(keys.shape[0]), keys))[0]
-
-
-def _varying_like(spec, x):
-  """``x`` cast to vary over the ``shard_map`` mesh axes that values of type ``spec``
-  vary over (none outside ``shard_map``, or under ``check_vma=False``)."""
-  axes = _checks.varying_axes(spec)
-  if not axes:
-    return x
-  return jax.lax.pcast(x, tuple(sorted(axes)), to="varying")
 
 
 @functools.partial(jax.jit, static_argnames=("d", "layout", "n", "uniform", "dtype"))
@@ -321,7 +277,7 @@ def _poset_kernel(key, tables, eps, *, d, layout, n, uniform, dtype):
 
   def fn(k, m):
     k_obj, k_exp, k_rad = jax.random.split(k, 3)
-    z = _poset_kernels.points(k_obj, k_exp, tables, d, layout, m, cdt)
+    z = dispatch.points(k_obj, k_exp, tables, d, layout, m, cdt)
     if uniform:
       return z.astype(dtype)
     # K-norm noise R Z with an independent R ~ Gamma(D + 1), D = d + 1. (The
@@ -330,8 +286,8 @@ def _poset_kernel(key, tables, eps, *, d, layout, n, uniform, dtype):
     radius = gamma_radius(k_rad, d + 2, m, cdt)
     return _scale(z * radius[:, None], eps, dtype)
 
-  return _chunked(fn, key, n, (d + 1,), dtype,
-                  chunk=_poset_kernels.chunk_size(layout, CHUNK))
+  return chunked(fn, key, n, (d + 1,), dtype,
+                  chunk=dispatch.chunk_size(layout, CHUNK))
 
 
 @functools.partial(jax.jit, static_argnames=("d", "p", "n", "uniform", "dtype"))
@@ -364,49 +320,7 @@ def _lp_kernel(key, eps, *, d, p, n, uniform, dtype):
     radius = gamma_radius(k_gam, d + 1, m, cdt)
     return _scale(z * radius[:, None], eps, dtype)
 
-  return _chunked(fn, key, n, (d,), dtype)
-
-
-def gamma_radius(key, a: int, m: int, dtype, *, slots: int | None = None):
-  """``m`` i.i.d. Gamma(a) variates (integer shape ``a`` >= 1), exactly.
-
-  Marsaglia & Tsang's method, one try per variate (a normal and a uniform; accepted
-  with probability > 0.99 for a >= 3); every rejected variate is replaced by an
-  independent sum of ``a`` exponentials (the exact Gamma(a)), drawn for a buffer of
-  ``max(64, m / 16)`` slots, or for all m in the (astronomically rare) case of more
-  rejections. A variate is thus Gamma(a) whether accepted (the method's conditional
-  law) or replaced, independently of the rest: 2 random words instead of a. Shapes
-  a < 3 use the sum directly.
-
-  References:
-    G. Marsaglia, W. W. Tsang, "A simple method for generating gamma variables",
-    ACM TOMS 26(3), 2000.
-  """
-  k_norm, k_unif, k_back = jax.random.split(key, 3)
-  if a < 3:
-    return jnp.sum(jax.random.exponential(k_back, (m, a), dtype), axis=1)
-  dd = a - 1.0 / 3.0
-  c = 1.0 / math.sqrt(9.0 * dd)
-  x = jax.random.normal(k_norm, (m,), dtype)
-  u = jax.random.uniform(k_unif, (m,), dtype, minval=jnp.finfo(dtype).tiny)
-  t = 1.0 + c * x
-  v = t * t * t
-  log_v = jnp.log(jnp.where(t > 0, v, 1.0))
-  ok = (t > 0) & (jnp.log(u) < 0.5 * x * x + dd - dd * v + dd * log_v)
-  out = (dd * v).astype(dtype)
-  slots = min(m, max(64, m // 16)) if slots is None else slots  # (tests: fewer)
-  rejected = ~ok
-
-  def some(out):
-    idx = jnp.nonzero(rejected, size=slots, fill_value=m)[0]
-    back = jnp.sum(jax.random.exponential(k_back, (slots, a), dtype), axis=1)
-    return out.at[idx].set(back, mode="drop")
-
-  def many(out):
-    back = jnp.sum(jax.random.exponential(k_back, (m, a), dtype), axis=1)
-    return jnp.where(rejected, back, out)
-
-  return jax.lax.cond(jnp.sum(rejected) > slots, many, some, out)
+  return chunked(fn, key, n, (d,), dtype)
 
 
 def _scale(noise, eps, dtype):

@@ -67,5 +67,13 @@ from jaxdp.exact.intervals import (FAST_BITS, LIMIT, MARGIN, chain_round, knorm_
 from jaxdp.exact.refine import HOST_DIGITS, REFINE_WORDS, refine_linf_sample, refine_sample
 from jaxdp.exact.samplers import CHUNK, MAX_SCALE, laplace, linf_knorm, poset_knorm
 
-__all__ = ["laplace", "poset_knorm", "linf_knorm", "discrete_gaussian", "MARGIN",
-           "MAX_SCALE", "MAX_SIGMA"]
+__all__ = [
+    # the samplers
+    "discrete_gaussian", "laplace", "linf_knorm", "poset_knorm",
+    # their limits and constants
+    "CHUNK", "FAST_BITS", "HOST_DIGITS", "LIMIT", "MARGIN", "MAX_SCALE", "MAX_SIGMA",
+    "REFINE_WORDS",
+    # the exact steps the mechanisms and tests build on
+    "chain_round", "knorm_round", "laplace_round", "linf_round", "refine_linf_sample",
+    "refine_sample", "sigma_quarters", "simplex_coefficients", "uniform_below", "unrank",
+]

@@ -19,7 +19,7 @@ from jax import lax
 from jaxdp import _checks
 from jaxdp.exact.choices import int62
 from jaxdp.exact.samplers import CHUNK
-from jaxdp.random import _chunked
+from jaxdp.samplers.chunks import chunked
 from jaxdp.prng.threefry import fast_key
 
 MAX_SIGMA = 2047.0      # sigma <= 2^11 - 1 keeps every integer below 2^63
@@ -79,7 +79,7 @@ def _dg_kernel(key, *, quarters, n):
   with jax.enable_x64(True):
     def chunk(k, m):
       return _discrete_gaussian(k, quarters, m)
-    return _chunked(chunk, key, n, (), jnp.int32, CHUNK)
+    return chunked(chunk, key, n, (), jnp.int32, CHUNK)
 
 
 def _discrete_gaussian(key, a: int, m: int):

@@ -15,7 +15,7 @@ from jaxdp.exact.choices import simplex_coefficients, uniform_below, unrank
 from jaxdp.exact.intervals import chain_round, laplace_round, linf_round
 from jaxdp.exact.refine import refine_linf_sample, refine_sample, settle
 from jaxdp.posets import Poset
-from jaxdp.random import _chunked
+from jaxdp.samplers.chunks import chunked
 from jaxdp.prng.threefry import fast_key
 
 MAX_SCALE = 2.0 ** 20    # noise scales above this could overflow int32 outputs
@@ -123,7 +123,7 @@ def scale64(traced, const):
 def run_chunks(chunk, key, scale, n: int, tail: tuple[int, ...]):
   """``n`` samples from ``chunk(key, m)`` in chunks; the sentinel everywhere when a
   traced scale is bad."""
-  out = _chunked(chunk, key, n, tail, jnp.int32, CHUNK)
+  out = chunked(chunk, key, n, tail, jnp.int32, CHUNK)
   return _checks.mark_invalid(~jnp.isnan(scale), out)
 
 

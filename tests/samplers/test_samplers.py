@@ -16,7 +16,7 @@ from scipy import optimize, stats
 
 import jaxdp
 from jaxdp import Poset, PosetBall, LpBall
-from jaxdp.samplers import dispatch, forest, general, subsets
+from jaxdp.samplers import chunks, dispatch, forest, general, subsets
 from jaxdp.experiments import baselines
 from tests.helpers.exactness import chi_square_uniform_pvalue, object_index, second_moment_zscores
 
@@ -299,7 +299,7 @@ def test_a_chunked_draw_is_in_the_program_once():
   """The chunk loop holds one copy of the draw's program (two copies compile twice:
   an unrolled 200-depth series-parallel kernel takes about a minute once)."""
   fn = lambda k, m: jnp.sin(jax.random.uniform(k, (m, 2)))  # noqa: E731
-  jaxpr = jax.make_jaxpr(lambda k: jaxdp.random._chunked(
+  jaxpr = jax.make_jaxpr(lambda k: chunks.chunked(
       fn, k, 3 * jaxdp.random.CHUNK + 1, (2,), jnp.float32))(jax.random.key(0))
   assert str(jaxpr).count(" sin ") == 1
 

@@ -1,0 +1,57 @@
+"""Large draws in fixed-size chunks: one compiled draw, a sequential loop, memory of
+one chunk plus the output (shared by :mod:`jaxdp.random` and :mod:`jaxdp.exact`)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jaxdp import _checks
+
+__all__ = ["CHUNK", "chunked", "varying_like"]
+
+CHUNK = 1 << 15  # samples per chunk: bounds peak memory of large batches
+
+
+def chunked(fn, key, n: int, tail: tuple[int, ...], dtype, chunk: int = CHUNK):
+  """fn(key, m) -> (m, *tail); n samples in ``chunk``-sized pieces with split keys.
+
+  A sequential loop writes each chunk into the output in place, so memory stays one
+  chunk plus the output. When ``chunk`` does not divide ``n`` the last chunk is
+  written at ``n - chunk`` over the end of the one before: every output row is still
+  one fresh draw of its chunk's own key (the rows it replaces are discarded whatever
+  their values), and no padded copy of the output is made and sliced. Under
+  ``shard_map`` the buffer varies over the draws' mesh axes (a loop carry must keep
+  its type); ``fn`` appears once in the program, so it compiles once.
+  """
+  if n == 0:
+    return jnp.zeros((0, *tail), dtype)
+  if n > jnp.iinfo(jnp.result_type(int)).max:  # chunk offsets would wrap
+    raise ValueError(
+        f"{n:,} draws in one call are more than {jnp.iinfo(jnp.result_type(int)).max:,}, "
+        "the largest row offset JAX's integer dtype holds (int32 with x64 off): the "
+        "last chunks would be written at wrapped offsets, leaving rows without noise. "
+        "Draw in several calls, or enable x64.")
+  if n <= chunk:
+    return fn(key, n)
+  keys = jax.random.split(key, -(-n // chunk))
+
+  def put(out, xs):
+    i, k = xs
+    start = jnp.minimum(i * chunk, n - chunk)
+    return jax.lax.dynamic_update_slice_in_dim(out, fn(k, chunk), start, axis=0), None
+
+  # The keys are scanned over (and indexed only inside eval_shape's trace): JAX's
+  # key-reuse checker (jax_debug_key_reuse) then sees one fresh key per step.
+  out = varying_like(jax.eval_shape(lambda ks: fn(ks[0], chunk), keys),
+                      jnp.zeros((n, *tail), dtype))
+  return jax.lax.scan(put, out, (jnp.arange(keys.shape[0]), keys))[0]
+
+
+def varying_like(spec, x):
+  """``x`` cast to vary over the ``shard_map`` mesh axes that values of type ``spec``
+  vary over (none outside ``shard_map``, or under ``check_vma=False``)."""
+  axes = _checks.varying_axes(spec)
+  if not axes:
+    return x
+  return jax.lax.pcast(x, tuple(sorted(axes)), to="varying")
