@@ -9,7 +9,7 @@ imports neither.
 
 from jaxdp import (accounting, composition, exact, mechanisms, montecarlo, posets, prng,
                    random, samplers, session)
-from jaxdp._version import __version__
+from jaxdp._version import __version__  # noqa: F401 (the package version)
 from jaxdp.accounting import (
     Accountant,
     AdvancedComposition,

@@ -17,7 +17,7 @@ against random budgets small enough to force refusals. Then:
   :meth:`~jaxdp.Accountant.remaining`'s eps is answered.
 
 Tolerance of the lower-bound comparison: relative 2**-19 plus 1e-9. The unit
-arithmetic forgives a relative 2**-20 of the costs (:mod:`jaxdp._budget`), the
+arithmetic forgives a relative 2**-20 of the costs (:mod:`jaxdp.accounting.budget`), the
 reported figures are float32 (2**-24), and dp_accounting's optimistic figure is a
 lower bound up to its FFT's rounding (~1e-15 in delta, far below 1e-9 in eps).
 """

@@ -1,5 +1,0 @@
-"""Package-internal compatibility: moved to :mod:`jaxdp.samplers.sp_tables`."""
-
-from jaxdp._moved import alias
-
-alias(__name__, "jaxdp.samplers.sp_tables", warn=False)
