@@ -42,6 +42,6 @@ from jaxdp.mechanisms.laplace import LaplaceMechanism
 from jaxdp.mechanisms.poset_count import (COUNT_NOISES, EXACT_COUNT_NOISES,
                                           PosetCountMechanism)
 
-__all__ = ["Mechanism", "LaplaceMechanism", "KNormMechanism", "GaussianMechanism",
+__all__ = ["Mechanism", "LaplaceMechanism", "KNormMechanism", "GaussianMechanism", "EXACT_COUNT_NOISES",
            "ZCDPGaussianMechanism", "DiscreteGaussianMechanism", "PosetCountMechanism",
            "COUNT_NOISES"]
