@@ -144,7 +144,8 @@ class Accountant:
         OS (:func:`jaxdp.random.os_key`, or :func:`~jaxdp.random.secure_key`).
       composition: a rule of :mod:`jaxdp.accounting.rules`, or its name:
         ``"basic"``, ``"advanced"``, ``"zcdp"``, ``"rdp"`` or ``"planned"``.
-      max_releases, delta_prime: for ``"advanced"``, k and delta' > 0.
+      max_releases: for ``"advanced"``, the number k of releases.
+      delta_prime: for ``"advanced"``, the slack delta' > 0.
       orders: for ``"rdp"``, the Rényi orders (> 1; default 2, 4, ..., 256).
       plan: for ``"planned"``, the :class:`~jaxdp.Plan` to enforce.
       secure: releases meant to be published: a ChaCha20 key, and every release

@@ -51,7 +51,8 @@ def gaussian_sigma(eps, delta, k: int = 1, *, composition: str = "pld",
   ``sensitivity``) are together (eps, delta)-DP under ``composition``.
 
   Args:
-    eps, delta: the total target (delta > 0).
+    eps: the total target eps.
+    delta: the total target delta (> 0).
     k: the number of releases.
     composition: ``"pld"`` (exact), ``"zcdp"`` or ``"rdp"``.
     sensitivity: the l_2 sensitivity of each release.
@@ -81,7 +82,8 @@ def laplace_eps(eps, delta, k: int = 1, *, composition: str = "pld") -> float:
   (eps, delta)-DP under ``composition`` (the noise scale is sensitivity / that).
 
   Args:
-    eps, delta: the total target (delta may be 0 for ``"basic"`` only).
+    eps: the total target eps.
+    delta: the total target delta (0 for ``"basic"`` only).
     k: the number of releases.
     composition: ``"basic"``, ``"zcdp"``, ``"rdp"`` or ``"pld"``.
 

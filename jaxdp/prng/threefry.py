@@ -50,8 +50,11 @@ def hash2x32(k0, k1, x0, x1):
   """Threefry-2x32 (20 rounds) of the counter pair ``(x0, x1)`` under key ``(k0, k1)``.
 
   Args:
-    k0, k1: uint32 key words (scalars or arrays broadcasting with the counters).
-    x0, x1: uint32 counter words.
+    k0: the first uint32 key word (a scalar or an array broadcasting with the
+      counters).
+    k1: the second key word.
+    x0: the first uint32 counter word.
+    x1: the second counter word.
 
   Returns:
     The two uint32 output words.

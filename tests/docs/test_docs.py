@@ -141,7 +141,7 @@ def test_mkdocs_build_strict(tmp_path):
 
 
 API_NAMES = {
-    "jaxdp": "jaxdp.PosetBall",
+    "jaxdp": "jaxdp",
     "random": "jaxdp.random.poset_ball",
     "exact": "jaxdp.exact.discrete_gaussian",
     "montecarlo": "jaxdp.montecarlo.estimate",
@@ -150,5 +150,7 @@ API_NAMES = {
     "accounting": "jaxdp.accounting.Accountant",
     "composition": "jaxdp.composition.advanced_composition",
     "posets": "jaxdp.posets.Poset",
-    "chacha": "jaxdp.chacha.block",
+    "samplers": "jaxdp.samplers.balls.PosetBall",
+    "prng": "jaxdp.prng.chacha.block",
+    "typing": "jaxdp.typing.KeyArray",
 }
