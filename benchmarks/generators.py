@@ -16,7 +16,7 @@ and both poset rows record E||Z||^2 / (d / 3) over the batch, which must agree
 The two Threefry columns draw the same numbers: "threefry2x32" is a plain
 ``jax.random.key``, which ``jax.random`` (raw and uniform rows) computes with JAX's
 own code and jaxdp's samplers (the other rows) swap for the unrolled implementation
-on the CPU (``jaxdp.threefry.fast_key``); "threefry2x32_unrolled" uses that
+on the CPU (``jaxdp.prng.threefry.fast_key``); "threefry2x32_unrolled" uses that
 implementation's key throughout. Writes results/generators.{json,md}.
 """
 
@@ -127,10 +127,10 @@ def main(argv=None):
   nhis = Poset.nhis(3)
   impls = ["threefry2x32", "threefry2x32_unrolled", "rbg", "chacha20", "chacha8"]
   keys = {"threefry2x32": jax.random.key(0),
-          "threefry2x32_unrolled": jax.random.key(0, impl=jaxdp.threefry.THREEFRY_UNROLLED),
+          "threefry2x32_unrolled": jax.random.key(0, impl=jaxdp.prng.threefry.THREEFRY_UNROLLED),
           "rbg": jax.random.key(0, impl="rbg"),
           "chacha20": jaxdp.random.secure_key(bytes(32)),
-          "chacha8": jax.random.key(0, impl=jaxdp.chacha.CHACHA8)}
+          "chacha8": jax.random.key(0, impl=jaxdp.prng.chacha.CHACHA8)}
   table, ratios = {}, {}
   for name, (fn, count) in _numpy_cases(n, nhis).items():
     table.setdefault(name, {})["numpy PCG64"] = count / best_time(fn)

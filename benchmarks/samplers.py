@@ -12,7 +12,7 @@ sampler).
 "floor" is the time ``jax.random.uniform`` takes for the same number of samples times
 2(dim) floats (dim = d + 1 for posets), with JAX's own Threefry code; "x floor" is
 time / floor. "fast floor" is the same draw with the key jaxdp's samplers use
-(``jaxdp.threefry.fast_key``: the same Threefry stream, unrolled on the CPU; on other
+(``jaxdp.prng.threefry.fast_key``: the same Threefry stream, unrolled on the CPU; on other
 backends the same key), "x fast" is time / fast floor. The numpy insertion
 sampler runs one object at a time, so it is timed on fewer samples and scaled.
 Writes results/samplers.json and results/samplers.md.
@@ -41,7 +41,7 @@ def _floor(key, n, floats):
   """Seconds of ``jax.random.uniform`` for (n, floats): JAX's own code, and with
   the key jaxdp's samplers draw from."""
   f = jax.jit(lambda k: jax.random.uniform(k, (n, floats)))
-  fast = jaxdp.threefry.fast_key(key)
+  fast = jaxdp.prng.threefry.fast_key(key)
   return best_time(lambda: f(key)), best_time(lambda: f(fast))
 
 

@@ -1,4 +1,4 @@
-"""Every command of the README's "The command line", run as a subprocess at a small size
+"""Every command of the README and of docs/guides/cli.md, run as a subprocess at a small size
 (in a scratch directory, so that the default out/<command>/ lands there)."""
 
 import json
@@ -44,8 +44,6 @@ def test_nhis_with_eps_and_mechanisms(tmp_path):
 
 
 @pytest.mark.subprocess
-@pytest.mark.xfail(strict=False, reason="chacha8 under shard_map crashes in "
-                   "jaxdp/chacha.py (fixed separately)")
 def test_nhis_with_the_chacha8_generator(tmp_path):
   """python -m jaxdp nhis --generator chacha8"""
   _jaxdp(tmp_path, "nhis", "--generator", "chacha8", "--samples", "2e3", "--sections",
@@ -116,6 +114,17 @@ def test_sample_a_poset_file_streamed(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.subprocess
+def test_sample_a_synthetic_questionnaire(tmp_path):
+  """python -m jaxdp sample --poset questionnaire:300"""
+  r = _jaxdp(tmp_path, "sample", "--poset", "questionnaire:300", "--samples", "256",
+             "--out", "q.npy")
+  z = np.load(tmp_path / "q.npy")
+  assert z.shape == (256, 301) and np.isfinite(z).all() and np.abs(z).max() <= 1
+  assert "shape (256, 301)" in r.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_release_from_a_csv(tmp_path):
   """python -m jaxdp release --poset nhis3 --data answers.csv --eps 1 --out rel.json"""
   poset = jaxdp.Poset.nhis(3)
@@ -136,8 +145,30 @@ def test_release_from_a_csv(tmp_path):
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_devices_shards_over_host_devices(tmp_path):
-  """--devices K shards over K devices (on a CPU it creates K host devices)."""
+  """python -m jaxdp poset --poset nhis1 --devices 2  (K host devices on a CPU)"""
   _jaxdp(tmp_path, "poset", "--poset", "nhis1", "--devices", "2", "--samples", "4e3",
          "--insertion-samples", "0", "--mechanisms", "poset", "--no-plot")
   assert "(2 device(s))" in _results(tmp_path / "out" / "poset" / "poset_nhis1.json")[
       "machine"]
+
+
+def _documented_commands():
+  """The ``python -m jaxdp ...`` lines of the README's and the CLI guide's bash blocks."""
+  out = set()
+  for doc in (ROOT / "README.md", ROOT / "docs" / "guides" / "cli.md"):
+    text = doc.read_text()
+    for block in text.split("```bash")[1:]:
+      for line in block.split("```")[0].splitlines():
+        line = line.split("#")[0].strip()
+        if line.startswith("python -m jaxdp"):
+          out.add(" ".join(line.split()))
+  return out
+
+
+def test_every_documented_command_has_a_test():
+  """Each command the README or docs/guides/cli.md shows is the first docstring line of
+  a test above (so a command added to the docs without a test fails here)."""
+  tested = {" ".join(f.__doc__.splitlines()[0].split("(")[0].split())
+            for name, f in globals().items() if name.startswith("test_") and f.__doc__}
+  tested.add("python -m jaxdp")  # run in-process by tests/cli/test_commands.py
+  assert _documented_commands() - tested == set()
