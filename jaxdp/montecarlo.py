@@ -33,6 +33,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxdp import _checks
+from jaxdp.typing import KeyArray
 
 __all__ = ["Estimate", "Moments", "estimate", "merge_moments"]
 
@@ -69,7 +70,7 @@ class Estimate(NamedTuple):
   n: int
 
 
-def estimate(key, draw: Callable, statistic: Callable, num_samples: int, *,
+def estimate(key: KeyArray, draw: Callable, statistic: Callable, num_samples: int, *,
              chunk_size: int = 1 << 20, blocks: int = 16,
              devices: Sequence | None = None, progress: bool | None = None,
              label: str = "") -> Estimate:

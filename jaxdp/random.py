@@ -49,6 +49,7 @@ from jaxdp.samplers.balls import LpBall, PosetBall
 from jaxdp.samplers.chunks import CHUNK, chunked
 from jaxdp.samplers.gamma import gamma_radius
 from jaxdp.posets import Poset
+from jaxdp.typing import DTypeLike, KeyArray, Scalar, Shape
 
 __all__ = ["poset_ball", "lp_ball", "knorm", "laplace", "gaussian", "os_key", "secure_key",
            "is_secure_key", "study_key", "GENERATORS", "CHUNK"]
@@ -59,7 +60,7 @@ GENERATORS = ("threefry", "rbg", "chacha8")
 Ball = Union[PosetBall, LpBall]
 
 
-def poset_ball(key, poset: Poset, shape: Sequence[int] = (), dtype=None, *,
+def poset_ball(key: KeyArray, poset: Poset, shape: Shape = (), dtype: DTypeLike | None = None, *,
                method: str = "auto") -> jax.Array:
   """Exactly uniform points of the poset ball of ``poset``.
 
@@ -80,7 +81,8 @@ def poset_ball(key, poset: Poset, shape: Sequence[int] = (), dtype=None, *,
   return _draw(key, ball, None, shape, dtype, uniform=True)
 
 
-def lp_ball(key, d: int, p: float, shape: Sequence[int] = (), dtype=None) -> jax.Array:
+def lp_ball(key: KeyArray, d: int, p: float, shape: Shape = (),
+            dtype: DTypeLike | None = None) -> jax.Array:
   """Uniform points of the unit l_p ball in R^d.
 
   p = 1, 2 and inf use direct constructions (normalised exponentials, a normal
@@ -93,7 +95,8 @@ def lp_ball(key, d: int, p: float, shape: Sequence[int] = (), dtype=None) -> jax
   return _draw(key, LpBall(d, p), None, shape, dtype, uniform=True)
 
 
-def knorm(key, ball: Ball, eps, shape: Sequence[int] = (), dtype=None) -> jax.Array:
+def knorm(key: KeyArray, ball: Ball, eps: Scalar, shape: Shape = (),
+          dtype: DTypeLike | None = None) -> jax.Array:
   """K-norm mechanism noise ``R Z``: ``R ~ Gamma(dim + 1, scale=1/eps)``, Z uniform in K.
 
   Its density is proportional to ``exp(-eps ||y||_K)``, so adding it to a statistic
@@ -124,7 +127,8 @@ def knorm(key, ball: Ball, eps, shape: Sequence[int] = (), dtype=None) -> jax.Ar
   return _draw(key, ball, eps, shape, dtype, uniform=False)
 
 
-def laplace(key, shape: Sequence[int] = (), dtype=None, *, scale=1.0) -> jax.Array:
+def laplace(key: KeyArray, shape: Shape = (), dtype: DTypeLike | None = None, *,
+            scale: Scalar = 1.0) -> jax.Array:
   """I.i.d. Laplace noise with density ``exp(-|x| / scale) / (2 scale)``.
 
   The signature follows ``jax.random.laplace(key, shape, dtype)``; ``scale`` is
@@ -143,7 +147,8 @@ def laplace(key, shape: Sequence[int] = (), dtype=None, *, scale=1.0) -> jax.Arr
   return _scaled(_laplace, key, shape, dtype, scale)
 
 
-def gaussian(key, shape: Sequence[int] = (), dtype=None, *, scale=1.0) -> jax.Array:
+def gaussian(key: KeyArray, shape: Shape = (), dtype: DTypeLike | None = None, *,
+             scale: Scalar = 1.0) -> jax.Array:
   """I.i.d. normal noise with mean 0 and standard deviation ``scale``.
 
   As :func:`laplace`: ``jax.random.normal``'s signature with a keyword-only,
@@ -152,7 +157,7 @@ def gaussian(key, shape: Sequence[int] = (), dtype=None, *, scale=1.0) -> jax.Ar
   return _scaled(_gaussian, key, shape, dtype, scale)
 
 
-def os_key(impl=None, *, entropy: bytes | None = None) -> jax.Array:
+def os_key(impl: str | None = None, *, entropy: bytes | None = None) -> jax.Array:
   """A typed key whose whole state comes from the operating system's entropy.
 
   ``jax.random.key(seed)`` keeps only the low 32 bits of ``seed`` unless x64 is
@@ -235,7 +240,7 @@ def study_key(seed: int = 0, generator: str = "threefry") -> jax.Array:
   return jax.random.key(seed, impl=impls[generator])
 
 
-def is_secure_key(key) -> bool:
+def is_secure_key(key: KeyArray) -> bool:
   """Whether ``key`` is a typed ChaCha20 key (as :func:`secure_key` makes)."""
   return (isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
           and jax.random.key_impl(key) == CHACHA20)

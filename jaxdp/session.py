@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -70,11 +70,12 @@ from jaxdp.accounting import guard
 from jaxdp.accounting import (Accountant, BudgetExceededError, ReleaseRefusedError,
                               release_partitioned)
 from jaxdp.mechanisms import (DiscreteGaussianMechanism, GaussianMechanism, KNormMechanism,
-                              LaplaceMechanism, PosetCountMechanism)
+                              LaplaceMechanism, Mechanism, PosetCountMechanism)
 from jaxdp.posets import Poset
 from jaxdp.samplers.balls import LpBall, PosetBall
 from jaxdp.rowwise import (LRU, UnsafeQueryError, check_rowwise,  # noqa: F401 (public here)
                            checked_query, explain_failure, not_traced)
+from jaxdp.typing import ArrayLike, KeyArray
 
 __all__ = ["Session", "UnsafeQueryError"]
 
@@ -120,9 +121,10 @@ class Session:
     498.3
   """
 
-  def __init__(self, data, eps_budget, *, delta_budget=0.0, group_size: int = 1,
-               key=None, composition: str = "basic", max_releases=None,
-               delta_prime: float = 0.0, secure: bool = False, orders=None):
+  def __init__(self, data: ArrayLike, eps_budget: float, *, delta_budget: float = 0.0,
+               group_size: int = 1, key: KeyArray | None = None, composition: str = "basic",
+               max_releases: int | None = None, delta_prime: float = 0.0,
+               secure: bool = False, orders: Sequence[float] | None = None) -> None:
     data = _checks.check_data(data)
     if data.ndim not in (1, 2):
       raise ValueError(f"data must be 1-D or 2-D (one row per person); got shape "
@@ -180,8 +182,8 @@ class Session:
     return int(self._acct.refusals)
 
   # -------------------------------------------------------------- queries
-  def release(self, mech, rows: Callable | None = None, *,
-              by: Callable | None = None, num_parts: int | None = None):
+  def release(self, mech: Mechanism, rows: Callable | None = None, *,
+              by: Callable | None = None, num_parts: int | None = None) -> jax.Array:
     """Releases ``mech`` on the sum of per-row contributions.
 
     Args:
@@ -269,7 +271,7 @@ class Session:
       out = out.astype(np.float64) * unit
     return out if by is not None else out[0]
 
-  def count(self, predicate: Callable, eps: float):
+  def count(self, predicate: Callable, eps: float) -> int | float:
     """Noisy number of rows where ``predicate(row)`` holds (Laplace, sensitivity 1):
     a float, or an exact int in a secure session. Raises as :meth:`release`."""
     out = self._release(LaplaceMechanism(eps, exact=self.secure),
@@ -277,7 +279,7 @@ class Session:
                         ("predicate", "by"), scalar=True)
     return int(out) if self.secure else float(out)
 
-  def histogram(self, bin_of: Callable, num_bins: int, eps: float):
+  def histogram(self, bin_of: Callable, num_bins: int, eps: float) -> jax.Array:
     """Noisy counts of rows per bin (``bin_of(row)`` in ``[0, num_bins)``), cost eps.
     Raises as :meth:`release`."""
     return self._release(LaplaceMechanism(eps, exact=self.secure),
@@ -285,7 +287,7 @@ class Session:
                          ("rows", "bin_of"))
 
   def sum(self, value_of: Callable, eps: float, *, bound: float,
-          grid: float | None = None):
+          grid: float | None = None) -> float:
     """Noisy sum of ``value_of(row)``, each value clipped to ``[-bound, bound]``.
 
     In a secure session the sum is exact on a grid: ``grid=2.0**-k`` for real values
@@ -300,7 +302,7 @@ class Session:
 
   def poset_counts(self, poset: Poset, eps: float, *, noise: str = "poset",
                    columns: Callable | None = None,
-                   by: Callable | None = None, num_parts: int | None = None):
+                   by: Callable | None = None, num_parts: int | None = None) -> jax.Array:
     """Noisy (n, c_1, ..., c_d) of poset-ordered 0/1 answers (the poset-ball mechanism).
 
     Answers other than 1 count as 0 and a row that is not a filter is replaced by the

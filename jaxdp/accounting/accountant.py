@@ -89,6 +89,10 @@ from jaxdp.accounting import budget
 from jaxdp.accounting.history import KINDS
 from jaxdp.accounting.rules import BasicComposition, make_rule
 from jaxdp.composition.events import to_dp_event
+from typing import Any, Sequence
+from jaxdp.accounting.planning import Plan
+from jaxdp.accounting.rules import CompositionRule
+from jaxdp.typing import KeyArray
 
 __all__ = ["Accountant"]
 
@@ -129,10 +133,11 @@ class Accountant:
   history: int = _static(default=0)
 
   @classmethod
-  def create(cls, eps_budget, *, delta_budget=0.0, group_size: int = 1, key=None,
-             composition="basic", max_releases: int | None = None,
-             delta_prime: float = 0.0, secure: bool = False,
-             orders=None, plan=None, history: int = 0) -> "Accountant":
+  def create(cls, eps_budget: float, *, delta_budget: float = 0.0, group_size: int = 1,
+             key: KeyArray | None = None, composition: str | CompositionRule = "basic",
+             max_releases: int | None = None, delta_prime: float = 0.0,
+             secure: bool = False, orders: Sequence[float] | None = None,
+             plan: Plan | None = None, history: int = 0) -> "Accountant":
     """A fresh accountant.
 
     Args:
@@ -319,7 +324,7 @@ class Accountant:
     log = np.asarray(self.log[:n], np.float64)
     return [(KINDS[int(code) - 1], float(value)) for code, value in log]
 
-  def to_dp_event(self, pure_as: str = "randomized_response"):
+  def to_dp_event(self, pure_as: str = "randomized_response") -> Any:
     """The answered releases as a dp_accounting ``ComposedDpEvent`` (see
     :meth:`jaxdp.Plan.to_dp_event` for the mapping). Needs ``history`` > 0."""
     return to_dp_event(self.events(), pure_as)

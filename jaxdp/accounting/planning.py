@@ -31,6 +31,10 @@ from jaxdp.accounting import budget, dependence
 from jaxdp.accounting.errors import DataDependentCostError
 from jaxdp.composition.events import events_epsilon, to_dp_event
 from jaxdp.composition.zcdp import zcdp_epsilon
+from typing import Any, TYPE_CHECKING
+
+if TYPE_CHECKING:  # the accountant imports this module
+  from jaxdp.accounting.accountant import Accountant
 
 __all__ = ["plan", "Plan", "PlannedRelease", "DataDependentCostError", "events_epsilon"]
 
@@ -81,7 +85,7 @@ class Plan(NamedTuple):
       return events_epsilon([r.event for r in rows], delta)
     return _fallback_epsilon(rows, delta)
 
-  def to_dp_event(self, pure_as: str = "randomized_response"):
+  def to_dp_event(self, pure_as: str = "randomized_response") -> Any:
     """The answered releases as one dp_accounting ``ComposedDpEvent``
     (:func:`to_dp_event`).
 
@@ -128,7 +132,7 @@ def current() -> _PlanState | None:
   return _PLAN.get()
 
 
-def plan(fn: Callable, acct, *args, **kwargs) -> Plan:
+def plan(fn: Callable, acct: Accountant, *args, **kwargs) -> Plan:
   """Traces ``fn(acct, *args, **kwargs)`` abstractly and reports what it would spend.
 
   No data is read: arrays in ``args`` and ``kwargs`` are replaced by their shapes and

@@ -28,6 +28,8 @@ from jaxdp.accounting.accountant import Accountant
 from jaxdp.accounting.errors import ReleaseRefusedError
 from jaxdp.accounting.guard import check_unused, mark_used, one_key_per_lane
 from jaxdp.mechanisms import Mechanism, PosetCountMechanism
+from typing import Any, Sequence
+from jaxdp.typing import ArrayLike
 
 __all__ = ["release", "release_partitioned", "release_parallel_unchecked",
            "raise_if_refused", "postprocess", "MAX_PARTS", "spend", "mechanism_cost",
@@ -36,7 +38,7 @@ __all__ = ["release", "release_partitioned", "release_parallel_unchecked",
 MAX_PARTS = 2 ** 24  # parts of one partitioned release (their noise is one array)
 
 
-def release(acct: Accountant, mech: Mechanism, data):
+def release(acct: Accountant, mech: Mechanism, data: Any) -> tuple[Accountant, Any]:
   """Charges ``mech``'s cost to ``acct`` and returns ``(new_acct, output)``.
 
   The charge is what the accountant's composition rule makes of the mechanism
@@ -80,7 +82,8 @@ def release(acct: Accountant, mech: Mechanism, data):
   return new, planning.mark_if_planning(out)
 
 
-def release_partitioned(acct: Accountant, mech: Mechanism, rows, part, num_parts: int):
+def release_partitioned(acct: Accountant, mech: Mechanism, rows: ArrayLike, part: ArrayLike,
+                        num_parts: int) -> tuple[Accountant, Any]:
   """Parallel composition by construction: one release per part of one dataset.
 
   Each row of ``rows`` belongs to exactly one part, ``part[i]`` (rows whose part is
@@ -133,7 +136,8 @@ def release_partitioned(acct: Accountant, mech: Mechanism, rows, part, num_parts
   return new, planning.mark_if_planning(_fill_refused(ok, out))
 
 
-def release_parallel_unchecked(acct: Accountant, pairs):
+def release_parallel_unchecked(acct: Accountant, pairs: Sequence[tuple[Mechanism, Any]]
+                               ) -> tuple[Accountant, list]:
   """Releases mechanisms on parts the **caller asserts** are disjoint, at the cost of one.
 
   Nothing checks the assertion: if one person's data is in two parts, the true cost
@@ -170,7 +174,7 @@ def release_parallel_unchecked(acct: Accountant, pairs):
   return new, planning.mark_if_planning(_fill_refused(ok, outs))
 
 
-def raise_if_refused(acct: Accountant, output=None):
+def raise_if_refused(acct: Accountant, output: Any = None) -> Any:
   """Outside jit: raises :class:`ReleaseRefusedError` if the last release was refused.
 
   Args:
@@ -190,7 +194,7 @@ def raise_if_refused(acct: Accountant, output=None):
   return output
 
 
-def postprocess(fn: Callable, *outputs, **kwargs):
+def postprocess(fn: Callable, *outputs, **kwargs) -> Any:
   """Applies ``fn`` to released outputs; costs nothing.
 
   Proposition 2.4 (closure under postprocessing): if M is eps-DP then f(M(x)) is

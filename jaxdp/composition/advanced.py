@@ -14,11 +14,13 @@ import jax.numpy as jnp
 
 from jaxdp import _checks
 from jaxdp.composition.search import bisect, safe_exp
+from jaxdp.typing import Scalar
 
 __all__ = ["advanced_composition", "advanced_caps"]
 
 
-def advanced_composition(eps, delta, k: int, delta_prime: float):
+def advanced_composition(eps: Scalar, delta: Scalar, k: int,
+                         delta_prime: float) -> tuple[Scalar, Scalar]:
   """Dwork-Rothblum-Vadhan advanced composition.
 
   The k-fold adaptive composition of (eps, delta)-DP mechanisms is

@@ -45,7 +45,7 @@ def _check(eps, delta, k, composition, allowed):
   return eps, delta, k
 
 
-def gaussian_sigma(eps, delta, k: int = 1, *, composition: str = "pld",
+def gaussian_sigma(eps: float, delta: float, k: int = 1, *, composition: str = "pld",
                    sensitivity: float = 1.0) -> float:
   """The smallest sigma such that k Gaussian releases (l_2 sensitivity
   ``sensitivity``) are together (eps, delta)-DP under ``composition``.
@@ -77,7 +77,7 @@ def gaussian_sigma(eps, delta, k: int = 1, *, composition: str = "pld",
   return s * bisect(fits, hi, 0.0, steps=60)
 
 
-def laplace_eps(eps, delta, k: int = 1, *, composition: str = "pld") -> float:
+def laplace_eps(eps: float, delta: float, k: int = 1, *, composition: str = "pld") -> float:
   """The largest per-release eps such that k Laplace releases are together
   (eps, delta)-DP under ``composition`` (the noise scale is sensitivity / that).
 

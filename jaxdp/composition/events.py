@@ -21,6 +21,7 @@ from jaxdp import _checks
 from jaxdp.composition import pld, renyi
 from jaxdp.composition.optimal import optimal_composition_epsilon
 from jaxdp.composition.zcdp import zcdp_epsilon
+from typing import Any, Sequence
 
 __all__ = ["events_epsilon", "to_dp_event", "rdp_curve", "composed_pld", "PLAN_ORDERS",
            "METHODS", "PLD_GRID"]
@@ -34,7 +35,8 @@ PLD_GRID = 1e-4          # loss grid of the PLD figure
 PLD_MAX_POINTS = 1 << 22  # coarser grid beyond (the error bound grows with it)
 
 
-def events_epsilon(events, delta: float, methods=None) -> float:
+def events_epsilon(events: Sequence[tuple], delta: float,
+                   methods: Sequence[str] | None = None) -> float:
   """The tightest eps for a fixed sequence of mechanism events at ``delta``.
 
   Events are ``(kind, value)``: ``("laplace", eps)``, ``("pure", eps)``,
@@ -79,7 +81,7 @@ def events_epsilon(events, delta: float, methods=None) -> float:
   return best
 
 
-def to_dp_event(events, pure_as: str = "randomized_response"):
+def to_dp_event(events: Sequence[tuple], pure_as: str = "randomized_response") -> Any:
   """Events ``(kind, value)`` as one dp_accounting ``ComposedDpEvent``.
 
   Laplace -> ``LaplaceDpEvent(1 / eps)`` (l_1 sensitivity 1 after scaling);
@@ -112,7 +114,7 @@ def to_dp_event(events, pure_as: str = "randomized_response"):
   return dp_accounting.ComposedDpEvent(out)
 
 
-def rdp_curve(kind, value):
+def rdp_curve(kind: str, value: float) -> np.ndarray:
   """The Rényi curve of one event at :data:`PLAN_ORDERS`."""
   if kind == "laplace":
     return renyi.laplace_rdp(value, PLAN_ORDERS)
@@ -122,7 +124,7 @@ def rdp_curve(kind, value):
   return renyi.gaussian_rdp(rho, PLAN_ORDERS)
 
 
-def composed_pld(events) -> pld.PLD:
+def composed_pld(events: Sequence[tuple]) -> pld.PLD:
   """The composed PLD of pure, Laplace and Gaussian events (identical ones grouped)."""
   groups = {}
   for e in events:

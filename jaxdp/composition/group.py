@@ -11,11 +11,12 @@ import jax.numpy as jnp
 
 from jaxdp import _checks
 from jaxdp.composition.search import safe_exp
+from jaxdp.typing import Scalar
 
 __all__ = ["group_cost"]
 
 
-def group_cost(eps, delta, group_size: int):
+def group_cost(eps: Scalar, delta: Scalar, group_size: int) -> tuple[Scalar, Scalar]:
   """(eps, delta)-DP for individuals -> the guarantee for groups of ``group_size``.
 
   Pure DP: ``k eps``. Approximate DP: ``(k eps, k e^((k-1) eps) delta)``.

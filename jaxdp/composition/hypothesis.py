@@ -16,7 +16,7 @@ from jaxdp.composition.search import safe_exp
 __all__ = ["hypothesis_test_bound"]
 
 
-def hypothesis_test_bound(eps, alpha, delta: float = 0.0) -> float:
+def hypothesis_test_bound(eps: float, alpha: float, delta: float = 0.0) -> float:
   """Largest power of any test about one individual at significance ``alpha``.
 
   For an (eps, delta)-DP output, any test of H0 versus H1 about one person's value

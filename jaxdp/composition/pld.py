@@ -41,6 +41,7 @@ from typing import NamedTuple
 import numpy as np
 
 from jaxdp import _checks
+from typing import Sequence
 
 __all__ = ["PLD", "laplace_pld", "pure_pld", "approx_pld", "gaussian_pld", "compose"]
 
@@ -142,7 +143,7 @@ def gaussian_pld(sigma: float, h: float) -> PLD:
   return pld._replace(inf=tail)
 
 
-def compose(plds, counts=None) -> PLD:
+def compose(plds: Sequence[PLD], counts: Sequence[int] | None = None) -> PLD:
   """The PLD of the composition: ``plds[i]`` repeated ``counts[i]`` times (same h).
 
   One FFT of the total support; self-compositions are powers of a transform.

@@ -51,6 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
+from jaxdp.typing import ArrayLike, Scalar
 
 __all__ = ["DEFAULT_ORDERS", "pure_rdp", "laplace_rdp", "gaussian_rdp", "rdp_epsilon",
            "filter_budgets"]
@@ -151,7 +152,7 @@ def _laplace(e, a, xp):
   return xp.minimum(xp.where(small, near, far) / (a - 1), e)
 
 
-def pure_rdp(eps, orders):
+def pure_rdp(eps: Scalar, orders: ArrayLike) -> jax.Array:
   """RDP of any eps-DP mechanism at each order (randomized response's curve).
 
   Args:
@@ -168,7 +169,7 @@ def pure_rdp(eps, orders):
   return _curve(_pure, _pure_terms, eps, orders)
 
 
-def laplace_rdp(eps, orders):
+def laplace_rdp(eps: Scalar, orders: ArrayLike) -> jax.Array:
   """RDP of the Laplace mechanism with scale Delta / eps at each order.
 
   References:
@@ -177,7 +178,7 @@ def laplace_rdp(eps, orders):
   return _curve(_laplace, _laplace_terms, eps, orders)
 
 
-def gaussian_rdp(rho, orders):
+def gaussian_rdp(rho: Scalar, orders: ArrayLike) -> jax.Array:
   """RDP of a rho-zCDP Gaussian (or discrete Gaussian) mechanism: alpha rho."""
   a = np.asarray(orders, np.float64)
   if _checks.is_concrete(rho) and np.ndim(rho) == 0:
@@ -193,7 +194,7 @@ def _tail(orders, delta):
   return (math.log(1 / delta) + (a - 1) * np.log1p(-1 / a) - np.log(a)) / (a - 1)
 
 
-def rdp_epsilon(rdp, orders, delta: float):
+def rdp_epsilon(rdp: ArrayLike, orders: ArrayLike, delta: float) -> jax.Array:
   """The eps of (eps, delta)-DP implied by (alpha, rdp[alpha])-RDP at the best order.
 
   eps = min over the orders of rdp_a + (log(1/delta) + (a-1) log(1 - 1/a) - log a) /

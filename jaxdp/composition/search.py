@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 __all__ = ["bisect", "safe_exp"]
 
 
-def bisect(feasible, good: float, bad: float, *, steps: int = 200) -> float:
+def bisect(feasible: Callable[[float], bool], good: float, bad: float, *, steps: int = 200) -> float:
   """The boundary of a monotone predicate, on its feasible side.
 
   ``feasible(good)`` holds (or is the side to return) and ``feasible(bad)`` does not;

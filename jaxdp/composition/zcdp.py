@@ -15,6 +15,7 @@ import numpy as np
 
 from jaxdp import _checks
 from jaxdp.composition.search import bisect
+from jaxdp.typing import Scalar
 
 __all__ = ["zcdp_epsilon", "zcdp_budget", "ALPHAS"]
 
@@ -24,7 +25,7 @@ __all__ = ["zcdp_epsilon", "zcdp_budget", "ALPHAS"]
 ALPHAS = 1.0 + np.geomspace(1e-4, 1e5, 4096)
 
 
-def zcdp_epsilon(rho, delta: float):
+def zcdp_epsilon(rho: Scalar, delta: float) -> jax.Array:
   """The eps of (eps, delta)-DP implied by rho-zCDP (Canonne, Kamath & Steinke).
 
   eps = min over alpha > 1 of alpha rho + (log(1/delta) + (alpha - 1) log(1 - 1/alpha)

@@ -13,9 +13,10 @@ import numpy as np
 from jax import lax
 
 from jaxdp.samplers.exact_tables import ExactTables
+from jaxdp.typing import ArrayLike, KeyArray
 
 
-def uniform_below(key, total: int, m: int):
+def uniform_below(key: KeyArray, total: int, m: int) -> jax.Array:
   """``m`` independent, exactly uniform int64 in [0, total) (0 < total < 2^61).
 
   A 62-bit draw X is accepted when X < L = floor(2^62 / total) total, and then
@@ -44,7 +45,7 @@ def int62(w):
   return x.astype(jnp.int64)
 
 
-def unrank(rank, tables: ExactTables, d: int):
+def unrank(rank: ArrayLike, tables: ExactTables, d: int) -> tuple[jax.Array, jax.Array]:
   """Object number ``rank`` in [0, N(P)): a bijection onto the objects
   (A, ext(A), ext(B)), so a uniform rank gives an exactly uniform object.
 
@@ -91,7 +92,7 @@ def unrank(rank, tables: ExactTables, d: int):
   return seq, size_a
 
 
-def simplex_coefficients(seq, size_a, up):
+def simplex_coefficients(seq: ArrayLike, size_a: ArrayLike, up: ArrayLike) -> jax.Array:
   """The (m, d + 2, d + 1) int8 matrix whose row i is vertex i of the object's
   simplex: (1, 1_F0..F_k) for A (F_0 empty, then A's elements' up-sets added top
   down), -(1, 1_G0..G_l) for B. The K-norm noise is ``scale * sum_i E_i row_i``."""

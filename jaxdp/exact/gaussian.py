@@ -21,12 +21,13 @@ from jaxdp.exact.choices import int62
 from jaxdp.exact.samplers import CHUNK
 from jaxdp.samplers.chunks import chunked
 from jaxdp.prng.threefry import fast_key
+from jaxdp.typing import KeyArray, Shape
 
 MAX_SIGMA = 2047.0      # sigma <= 2^11 - 1 keeps every integer below 2^63
 Y_MAX = 1 << 18        # |Y| above this: C is decided by a lower bound on gamma
 
 
-def discrete_gaussian(key, shape=(), *, sigma) -> jax.Array:
+def discrete_gaussian(key: KeyArray, shape: Shape = (), *, sigma: float) -> jax.Array:
   """Discrete Gaussian noise N_Z(0, s^2), int32, exactly (Canonne, Kamath & Steinke).
 
   ``P(y) = exp(-y^2 / (2 s^2)) / sum_z exp(-z^2 / (2 s^2))`` over the integers, with
@@ -62,7 +63,7 @@ def discrete_gaussian(key, shape=(), *, sigma) -> jax.Array:
   return out.reshape(shape)
 
 
-def sigma_quarters(sigma) -> int:
+def sigma_quarters(sigma: float) -> int:
   """a = ceil(4 sigma^2), exactly (sigma^2 as a rational); the sampler's s^2 = a / 4."""
   if not _checks.is_concrete(sigma):
     raise ValueError("sigma must be a static Python number for the discrete Gaussian "

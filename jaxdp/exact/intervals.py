@@ -12,6 +12,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jaxdp.typing import ArrayLike, Scalar
 
 MARGIN = 2.0 ** -40      # relative widening of the fast pass's intervals
 FAST_BITS = 52           # digits of each uniform read by the fast pass
@@ -49,7 +50,7 @@ def round_settled(lo, hi, spread, scale):
   return k.astype(jnp.int32), settled
 
 
-def linf_round(words, scale, d: int):
+def linf_round(words: ArrayLike, scale: Scalar, d: int) -> tuple[jax.Array, jax.Array]:
   """The fast pass for l_inf: words (m, 2d + 1, 2), the first d + 1 rows the radius'
   exponentials, the last d the cube's uniforms (Z = 2U - 1, exact ends) -> (k (m, d)
   int32, settled (m,)). The product of intervals takes the min and max of the four
@@ -65,7 +66,8 @@ def linf_round(words, scale, d: int):
   return k, jnp.all(settled, axis=1)
 
 
-def laplace_round(words, scale):
+def laplace_round(words: ArrayLike, scale: Scalar
+                  ) -> tuple[jax.Array, jax.Array, jax.Array]:
   """The fast pass for Laplace: words (m, 1, 2) -> (k (m, 1) int32, settled (m,),
   coefficients (m, 1, 1) int8). The sign is bit 0 of the second word (not one of
   V's 52 digits)."""
@@ -78,7 +80,7 @@ def laplace_round(words, scale):
   return k, settled[:, 0], coeff
 
 
-def knorm_round(words, coeff, scale):
+def knorm_round(words: ArrayLike, coeff: ArrayLike, scale: Scalar) -> tuple[jax.Array, jax.Array]:
   """The fast pass for ``scale * sum_i coeff[i] E_i``: words (m, M, 2), coeff
   (m, M, D) in {-1, 0, 1} -> (k (m, D) int32, settled (m,): all D coordinates)."""
   e_lo, e_hi = (e[:, :, None] for e in exp_intervals(words))     # (m, M, 1)
@@ -90,7 +92,8 @@ def knorm_round(words, coeff, scale):
   return k, jnp.all(settled, axis=1)
 
 
-def chain_round(words, seq, size_a, up, scale):
+def chain_round(words: ArrayLike, seq: ArrayLike, size_a: ArrayLike, up: ArrayLike,
+                scale: Scalar) -> tuple[jax.Array, jax.Array]:
   """:func:`knorm_round` for the poset ball without the coefficient matrix: the
   vertices' filters form chains, so coordinate j of ``sum_i c_i E_i`` accumulates
   the E of every chain filter containing j (the float sampler's ``chain_noise``,

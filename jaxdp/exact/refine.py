@@ -63,7 +63,8 @@ def _refined_exponential(j: int, extra) -> tuple[decimal.Decimal, decimal.Decima
   return e_lo - _SLACK, e_hi + _SLACK
 
 
-def refine_sample(words, extra, scale: float, coeff) -> np.ndarray:
+def refine_sample(words: np.ndarray, extra: np.ndarray, scale: float,
+                  coeff: np.ndarray) -> np.ndarray:
   """Exact rounding of one sample from 244 digits per uniform, in ``decimal``.
 
   Args:
@@ -89,7 +90,7 @@ def refine_sample(words, extra, scale: float, coeff) -> np.ndarray:
   return np.asarray(out, np.int64)
 
 
-def refine_linf_sample(words, extra, scale: float, num_exp: int) -> np.ndarray:
+def refine_linf_sample(words: np.ndarray, extra: np.ndarray, scale: float, num_exp: int) -> np.ndarray:
   """:func:`refine_sample` for l_inf noise ``scale * R * Z``: the first ``num_exp``
   rows are R's exponentials, the others the cube's uniforms."""
   r_lo = r_hi = decimal.Decimal(0)

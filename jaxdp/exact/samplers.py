@@ -17,12 +17,13 @@ from jaxdp.exact.refine import refine_linf_sample, refine_sample, settle
 from jaxdp.posets import Poset
 from jaxdp.samplers.chunks import chunked
 from jaxdp.prng.threefry import fast_key
+from jaxdp.typing import KeyArray, Shape
 
 MAX_SCALE = 2.0 ** 20    # noise scales above this could overflow int32 outputs
 CHUNK = 1 << 14          # samples per sequential step (bounds memory)
 
 
-def laplace(key, shape=(), *, scale) -> jax.Array:
+def laplace(key: KeyArray, shape: Shape = (), *, scale: float) -> jax.Array:
   """Exactly rounded Laplace noise: ``round(L)`` for ``L`` ~ Laplace(scale), int32.
 
   Args:
@@ -45,7 +46,7 @@ def laplace(key, shape=(), *, scale) -> jax.Array:
   return out.reshape(shape)
 
 
-def poset_knorm(key, poset: Poset, scale, shape=()) -> jax.Array:
+def poset_knorm(key: KeyArray, poset: Poset, scale: float, shape: Shape = ()) -> jax.Array:
   """Exactly rounded K-norm noise for the poset ball, int32 ``(*shape, d + 1)``.
 
   The ideal noise has density proportional to ``exp(-||y||_K / scale)`` on
@@ -78,7 +79,7 @@ def poset_knorm(key, poset: Poset, scale, shape=()) -> jax.Array:
   return out.reshape(*shape, poset.d + 1)
 
 
-def linf_knorm(key, d: int, scale, shape=()) -> jax.Array:
+def linf_knorm(key: KeyArray, d: int, scale: float, shape: Shape = ()) -> jax.Array:
   """Exactly rounded K-norm noise for the l_inf ball, int32 ``(*shape, d)``.
 
   The ideal noise is ``scale * R * Z``: R ~ Gamma(d + 1) (a sum of d + 1

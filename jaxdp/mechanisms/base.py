@@ -19,6 +19,7 @@ import numpy as np
 from jaxdp import _checks, exact
 from jaxdp.composition import renyi
 from jaxdp.composition import group_cost
+from jaxdp.typing import ArrayLike, KeyArray, Scalar, Shape
 
 
 @runtime_checkable
@@ -32,7 +33,7 @@ class Mechanism(Protocol):
   def zcdp_cost(self, group_size: int = 1) -> Any:
     """rho (zero-concentrated DP) for groups of ``group_size``."""
 
-  def rdp_cost(self, orders, group_size: int = 1) -> Any:
+  def rdp_cost(self, orders: ArrayLike, group_size: int = 1) -> Any:
     """Rényi DP at each of ``orders`` for groups of ``group_size``."""
 
   def event(self, group_size: int = 1) -> tuple:
@@ -83,7 +84,7 @@ REBUILT = ("(A mechanism rebuilt from its leaves, e.g. by jax.tree_util, skips i
 class RangeChecked:
   """The allowlist of parameter ranges a mechanism's sampler supports."""
 
-  def valid(self, shape=()):
+  def valid(self, shape: Shape = ()) -> jax.Array:
     """Whether the parameters lie in the ranges the noise sampler supports.
 
     The constructor's checks again (JAX skips them when it rebuilds a mechanism from
@@ -134,11 +135,11 @@ class EpsMechanism(RangeChecked):
     object.__setattr__(self, "sensitivity", _checks.check_eps(self.sensitivity,
                                                               "sensitivity"))
 
-  def cost(self, group_size: int = 1):
+  def cost(self, group_size: int = 1) -> tuple[Scalar, Scalar]:
     """``(eps, delta)`` for groups of ``group_size`` (floats when eps is static)."""
     return group_cost(self.eps, getattr(self, "delta", 0.0), group_size)
 
-  def zcdp_cost(self, group_size: int = 1):
+  def zcdp_cost(self, group_size: int = 1) -> Scalar:
     """rho for groups of ``group_size``: a k eps-DP mechanism is (k eps)^2 / 2-zCDP.
 
     References:
@@ -147,7 +148,7 @@ class EpsMechanism(RangeChecked):
     k = _checks.check_int(group_size, "group_size", minimum=1)
     return (k * self.eps) ** 2 / 2
 
-  def rdp_cost(self, orders, group_size: int = 1):
+  def rdp_cost(self, orders: ArrayLike, group_size: int = 1) -> jax.Array:
     """RDP at each order for groups of ``group_size``: a k eps-DP mechanism has at
     most randomized response's curve at k eps.
 
@@ -157,7 +158,7 @@ class EpsMechanism(RangeChecked):
     k = _checks.check_int(group_size, "group_size", minimum=1)
     return renyi.pure_rdp(k * self.eps, orders)
 
-  def event(self, group_size: int = 1):
+  def event(self, group_size: int = 1) -> tuple:
     """``("pure", k eps)``: accounted as the worst k eps-DP mechanism (randomized
     response), whatever its noise."""
     k = _checks.check_int(group_size, "group_size", minimum=1)

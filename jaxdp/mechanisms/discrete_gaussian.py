@@ -17,6 +17,8 @@ from jaxdp.composition import renyi
 from jaxdp.composition import zcdp_budget
 from jaxdp.mechanisms.base import HUGE, TINY, EpsMechanism, noisy, pytree
 from jaxdp.mechanisms.statistics import grid_units, integer_part_sums
+import jax
+from jaxdp.typing import ArrayLike, KeyArray, Scalar, Shape
 
 
 @pytree("eps", "delta", "sensitivity")
@@ -86,29 +88,30 @@ class DiscreteGaussianMechanism(EpsMechanism):
     return discrete_gaussian_sigma(float(self.eps), float(self.delta),
                                    float(self.sensitivity))
 
-  def zcdp_cost(self, group_size: int = 1):
+  def zcdp_cost(self, group_size: int = 1) -> Scalar:
     """rho = (k sensitivity)^2 / (2 s^2) with the sampler's s^2 (at most the
     calibrated rho for k = 1)."""
     k = _checks.check_int(group_size, "group_size", minimum=1)
     s2 = exact.sigma_quarters(self.sigma) / 4
     return (k * self.sensitivity) ** 2 / (2 * s2)
 
-  def rdp_cost(self, orders, group_size: int = 1):
+  def rdp_cost(self, orders: ArrayLike, group_size: int = 1) -> jax.Array:
     """alpha rho at each order (Canonne, Kamath & Steinke 2020, Theorem 4)."""
     return renyi.gaussian_rdp(self.zcdp_cost(group_size), orders)
 
-  def event(self, group_size: int = 1):
+  def event(self, group_size: int = 1) -> tuple:
     """``("zcdp", rho)``: the discrete Gaussian's privacy profile is not the
     continuous one's, so it is accounted through its zCDP guarantee only."""
     return ("zcdp", self.zcdp_cost(group_size))
 
-  def randomize(self, key, data):
+  def randomize(self, key: KeyArray, data: ArrayLike) -> jax.Array:
     units, _ = grid_units(data, None)
     ok = self.valid(units.shape)
     noise = exact.discrete_gaussian(key, units.shape, sigma=self.sigma)
     return _checks.mark_invalid(*noisy(ok, units, noise))
 
-  def part_statistics(self, rows, part, num_parts):
+  def part_statistics(self, rows: ArrayLike, part: ArrayLike,
+                      num_parts: int) -> jax.Array:
     """Per-part int32 sums of integer rows; a row of l_2 norm above ``sensitivity``
     counts as 0."""
     return integer_part_sums(rows, part, num_parts, self.sensitivity, p=2)

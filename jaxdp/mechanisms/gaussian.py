@@ -22,6 +22,7 @@ from jaxdp import random as dprandom
 from jaxdp.composition.gaussian import analytic_gaussian_sigma
 from jaxdp.mechanisms.base import HUGE, TINY, EpsMechanism, RangeChecked, noisy, pytree
 from jaxdp.mechanisms.statistics import clipped_part_sums, float_statistic
+from jaxdp.typing import ArrayLike, KeyArray, Scalar, Shape
 
 
 class GaussianNoise(RangeChecked):
@@ -30,7 +31,7 @@ class GaussianNoise(RangeChecked):
 
   norm = 2.0
 
-  def zcdp_cost(self, group_size: int = 1):
+  def zcdp_cost(self, group_size: int = 1) -> Scalar:
     """rho = (k sensitivity)^2 / (2 sigma^2): a group of k moves the statistic by at
     most k sensitivity (sensitivity scaling, tighter than Lemma 2.8).
 
@@ -40,16 +41,17 @@ class GaussianNoise(RangeChecked):
     k = _checks.check_int(group_size, "group_size", minimum=1)
     return (k * self.sensitivity) ** 2 / (2 * self.sigma ** 2)
 
-  def rdp_cost(self, orders, group_size: int = 1):
+  def rdp_cost(self, orders: ArrayLike, group_size: int = 1) -> jax.Array:
     """alpha rho at each order (Mironov 2017, Proposition 7)."""
     return renyi.gaussian_rdp(self.zcdp_cost(group_size), orders)
 
-  def event(self, group_size: int = 1):
+  def event(self, group_size: int = 1) -> tuple:
     """``("gaussian", sigma / (k sensitivity))``: the noise multiplier."""
     k = _checks.check_int(group_size, "group_size", minimum=1)
     return ("gaussian", self.sigma / (k * self.sensitivity))
 
-  def part_statistics(self, rows, part, num_parts):
+  def part_statistics(self, rows: ArrayLike, part: ArrayLike,
+                      num_parts: int) -> jax.Array:
     """Per-part sums of rows clipped to l_2 norm ``sensitivity``."""
     return clipped_part_sums(rows, part, num_parts, self.norm, self.sensitivity)
 
@@ -114,7 +116,7 @@ class GaussianMechanism(GaussianNoise, EpsMechanism):
             ("sigma", lambda: self.sigma, TINY, HUGE, False)]
 
   @property
-  def sigma(self):
+  def sigma(self) -> Scalar:
     """The noise's standard deviation (a float when eps, delta, sensitivity are static)."""
     if self.calibration == "analytic":
       if not all(_checks.is_concrete(v) for v in (self.eps, self.delta, self.sensitivity)):
@@ -125,7 +127,7 @@ class GaussianMechanism(GaussianNoise, EpsMechanism):
       return self.sensitivity * math.sqrt(2 * math.log(1.25 / self.delta)) / self.eps
     return self.sensitivity * jnp.sqrt(2 * jnp.log(1.25 / self.delta)) / self.eps
 
-  def randomize(self, key, data):
+  def randomize(self, key: KeyArray, data: ArrayLike) -> jax.Array:
     data = float_statistic(data)
     ok = self.valid(data.shape)
     noise = dprandom.gaussian(key, data.shape, data.dtype)
@@ -166,13 +168,13 @@ class ZCDPGaussianMechanism(GaussianNoise):
     return [("sigma", self.sigma, TINY, HUGE, False),
             ("sensitivity", self.sensitivity, TINY, HUGE, False)]
 
-  def cost(self, group_size: int = 1):
+  def cost(self, group_size: int = 1) -> tuple[Scalar, Scalar]:
     raise ValueError(
         "ZCDPGaussianMechanism has a zCDP cost, not one (eps, delta): use an "
         "accountant with composition='zcdp' or 'rdp' (or a plan), or "
         "GaussianMechanism(eps, delta) under basic composition.")
 
-  def randomize(self, key, data):
+  def randomize(self, key: KeyArray, data: ArrayLike) -> jax.Array:
     data = float_statistic(data)
     ok = self.valid(data.shape)
     noise = dprandom.gaussian(key, data.shape, data.dtype)

@@ -18,6 +18,8 @@ from jaxdp.mechanisms.base import (HUGE, TINY, EpsMechanism, check_exact_options
                                    exact_scale, noisy, pytree)
 from jaxdp.mechanisms.statistics import (clipped_part_sums, float_statistic, grid_units,
                                          integer_part_sums)
+import jax
+from jaxdp.typing import ArrayLike, KeyArray, Scalar, Shape
 
 
 @pytree("eps", "sensitivity")
@@ -65,14 +67,15 @@ class KNormMechanism(EpsMechanism):
     return super()._ranges(shape) + [(scale[0], scale[1], TINY, scale[2], False)]
 
   @property
-  def norm(self):
+  def norm(self) -> LpBall | PosetBall:
     if isinstance(self.ball, PosetBall):
       raise ValueError(
           "per-row contributions cannot be clipped into a poset ball here; release "
           "poset counts by part with PosetCountMechanism.")
     return self.ball.p
 
-  def part_statistics(self, rows, part, num_parts):
+  def part_statistics(self, rows: ArrayLike, part: ArrayLike,
+                      num_parts: int) -> jax.Array:
     """Per-part sums of rows clipped to K-norm ``sensitivity`` (l_p balls only).
 
     Exact releases need integer (or bool) rows and keep int32 sums: a row whose
@@ -82,7 +85,7 @@ class KNormMechanism(EpsMechanism):
       return integer_part_sums(rows, part, num_parts, self.sensitivity, p=self.norm)
     return clipped_part_sums(rows, part, num_parts, self.norm, self.sensitivity)
 
-  def randomize(self, key, data):
+  def randomize(self, key: KeyArray, data: ArrayLike) -> jax.Array:
     if self.exact:
       units, _ = grid_units(data, None)
       self._check_dim(units)

@@ -20,6 +20,7 @@ from jaxdp.mechanisms.base import (HUGE, TINY, EpsMechanism, check_exact_options
                                    exact_scale, noisy, pytree)
 from jaxdp.mechanisms.statistics import (clipped_part_sums, float_statistic, grid_units,
                                          integer_part_sums)
+from jaxdp.typing import ArrayLike, KeyArray, Scalar, Shape
 
 
 @pytree("eps", "sensitivity")
@@ -77,7 +78,7 @@ class LaplaceMechanism(EpsMechanism):
 
   norm = 1.0  # the sensitivity's norm (for clipping per-row contributions)
 
-  def rdp_cost(self, orders, group_size: int = 1):
+  def rdp_cost(self, orders: ArrayLike, group_size: int = 1) -> jax.Array:
     """The Laplace mechanism's own RDP curve at k eps (a group of k moves the
     statistic by at most k sensitivity; exact releases round it: postprocessing).
 
@@ -87,12 +88,12 @@ class LaplaceMechanism(EpsMechanism):
     k = _checks.check_int(group_size, "group_size", minimum=1)
     return renyi.laplace_rdp(k * self.eps, orders)
 
-  def event(self, group_size: int = 1):
+  def event(self, group_size: int = 1) -> tuple:
     """``("laplace", k eps)``: the Laplace mechanism at scale sensitivity / eps."""
     k = _checks.check_int(group_size, "group_size", minimum=1)
     return ("laplace", k * self.eps)
 
-  def randomize(self, key, data):
+  def randomize(self, key: KeyArray, data: ArrayLike) -> jax.Array:
     if self.exact:
       return self._randomize_exact(key, data)
     data = float_statistic(data)
@@ -110,7 +111,8 @@ class LaplaceMechanism(EpsMechanism):
       out = out.astype(jnp.result_type(float)) * self.grid
     return _checks.mark_invalid(ok, out)
 
-  def part_statistics(self, rows, part, num_parts):
+  def part_statistics(self, rows: ArrayLike, part: ArrayLike,
+                      num_parts: int) -> jax.Array:
     """Per-part sums of rows clipped to l_1 norm ``sensitivity``.
 
     Exact releases without a grid need integer (or bool) rows and keep integer sums:

@@ -23,6 +23,7 @@ from jaxdp.mechanisms.knorm import KNormMechanism
 from jaxdp.mechanisms.laplace import LaplaceMechanism
 from jaxdp.mechanisms.statistics import as_int_counts, exact_counts, part_index, part_sums
 from jaxdp.posets import Poset
+from jaxdp.typing import ArrayLike, KeyArray, Scalar, Shape
 
 
 COUNT_NOISES = ("poset", "linf", "l2", "laplace")
@@ -80,7 +81,7 @@ class PosetCountMechanism(EpsMechanism):
     if self.on_invalid not in ("raise", "clip"):
       raise ValueError(f"on_invalid must be 'raise' or 'clip'; got {self.on_invalid!r}.")
 
-  def valid(self, shape=()):
+  def valid(self, shape: Shape = ()) -> jax.Array:
     """:meth:`KNormMechanism.valid` of the noise mechanism (:attr:`inner`), after
     this mechanism's own options; ``shape`` (the rows') is not needed."""
     self._check_options()
@@ -91,7 +92,7 @@ class PosetCountMechanism(EpsMechanism):
     return self.poset.d + 1
 
   @property
-  def inner(self):
+  def inner(self) -> LaplaceMechanism | KNormMechanism:
     """The mechanism that noises the (d + 1,) count vector."""
     dim = self.dim
     if self.noise == "poset":
@@ -102,7 +103,7 @@ class PosetCountMechanism(EpsMechanism):
       return KNormMechanism(LpBall(dim, 2.0), self.eps, math.sqrt(dim))
     return LaplaceMechanism(self.eps, float(dim), exact=self.exact)
 
-  def statistic(self, data):
+  def statistic(self, data: ArrayLike) -> jax.Array:
     """(n, c_1..c_d) after validating (or clipping) the rows, exactly.
 
     The counts are sums of 0/1 values in the default float dtype, and there may be
@@ -114,7 +115,8 @@ class PosetCountMechanism(EpsMechanism):
     counts = exact_counts(jnp.sum(rows, axis=0), rows.shape[0], ok)
     return as_int_counts(counts) if self.exact else counts
 
-  def part_statistics(self, data, part, num_parts):
+  def part_statistics(self, data: ArrayLike, part: ArrayLike,
+                      num_parts: int) -> jax.Array:
     """Exact (n_j, c_1..c_d) of the rows of each part j, shape ``(num_parts, d + 1)``."""
     rows, ok = self._validated(data)
     part = part_index(part, rows.shape[0], num_parts)
@@ -123,16 +125,16 @@ class PosetCountMechanism(EpsMechanism):
                            with_n=False)
     return as_int_counts(counts) if self.exact else counts
 
-  def randomize(self, key, data):
+  def randomize(self, key: KeyArray, data: ArrayLike) -> jax.Array:
     self._check_options()
     stat = self.statistic(data)
     return self.inner.randomize(key, stat)
 
-  def rdp_cost(self, orders, group_size: int = 1):
+  def rdp_cost(self, orders: ArrayLike, group_size: int = 1) -> jax.Array:
     """The noise mechanism's curve (Laplace's own for ``noise="laplace"``)."""
     return self.inner.rdp_cost(orders, group_size)
 
-  def event(self, group_size: int = 1):
+  def event(self, group_size: int = 1) -> tuple:
     return self.inner.event(group_size)
 
   def _validated(self, data):

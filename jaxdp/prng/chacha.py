@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.extend.random import define_prng_impl
+from jaxdp.typing import ArrayLike
 
 __all__ = ["CHACHA20", "CHACHA8", "block", "MAX_BLOCKS"]
 
@@ -67,7 +68,7 @@ def _double_round(_, words):
   return tuple(x)
 
 
-def block(key, counter, nonce, rounds: int = 20):
+def block(key: ArrayLike, counter: ArrayLike, nonce: ArrayLike, rounds: int = 20) -> jax.Array:
   """The ChaCha20 block function (ChaCha``rounds``), vectorised over counters.
 
   Args:

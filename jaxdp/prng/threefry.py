@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.extend.random import define_prng_impl, threefry_prng_impl
+from jaxdp.typing import ArrayLike, KeyArray, Shape
 
 __all__ = ["THREEFRY_UNROLLED", "hash2x32", "fast_key", "words64"]
 
@@ -46,7 +47,7 @@ def _rotl(x, r: int):
   return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
 
 
-def hash2x32(k0, k1, x0, x1):
+def hash2x32(k0: ArrayLike, k1: ArrayLike, x0: ArrayLike, x1: ArrayLike) -> tuple[jax.Array, jax.Array]:
   """Threefry-2x32 (20 rounds) of the counter pair ``(x0, x1)`` under key ``(k0, k1)``.
 
   Args:
@@ -134,7 +135,7 @@ def _threefry_data(key, impls):
   return key if jax.config.jax_default_prng_impl == threefry_prng_impl.name else None
 
 
-def words64(key, shape):
+def words64(key: KeyArray, shape: Shape) -> tuple[jax.Array, jax.Array]:
   """64 random bits per element of ``shape`` as two uint32 arrays ``(hi, lo)``.
 
   Made for float64 variates in code traced without x64 (where ``jax.random.bits``
@@ -160,7 +161,7 @@ def words64(key, shape):
   return bits[0], bits[1]
 
 
-def fast_key(key):
+def fast_key(key: KeyArray) -> KeyArray:
   """``key`` as a :data:`THREEFRY_UNROLLED` key where that is faster and the same.
 
   Swapped: a Threefry key (typed, or a legacy uint32 key under JAX's default

@@ -20,6 +20,8 @@ from jaxdp.posets import Poset
 from jaxdp.samplers import forest, general, simplex, sp_kernel, sp_tables
 from jaxdp.samplers.forest import FOREST_MAX_D
 from jaxdp.samplers.general import GENERAL_MAX_D
+from typing import Any
+from jaxdp.typing import DTypeLike, KeyArray
 
 __all__ = ["AUTO_FOREST_MAX_D", "METHODS", "chunk_size", "num_objects", "objects",
            "points", "resolve_method", "sample_objects", "tables_and_layout"]
@@ -77,7 +79,7 @@ def num_objects(poset: Poset) -> float:
   return forest.num_objects(poset)
 
 
-def tables_and_layout(poset: Poset, method: str):
+def tables_and_layout(poset: Poset, method: str) -> tuple[str, Any, Any]:
   """Host side: ``(method, tables, layout)`` for the kernels (layout None: general)."""
   method = resolve_method(poset, method)
   if method == "general":
@@ -87,8 +89,8 @@ def tables_and_layout(poset: Poset, method: str):
   return method, forest.forest_tables(poset), forest.forest_layout(poset)
 
 
-def sample_objects(key, poset: Poset, method: str, n: int, *,
-                   key_words: int | None = None):
+def sample_objects(key: KeyArray, poset: Poset, method: str, n: int, *,
+                   key_words: int | None = None) -> tuple[jax.Array, jax.Array]:
   """Draws ``n`` objects: ``seq`` (n, d) int32 elements in order of addition, ``k`` (n,).
 
   ``key_words`` (forest sampler only, static): 1 or 2 32-bit words per heap key;
@@ -104,7 +106,8 @@ def _objects_jit(key, tables, *, d, layout, n, key_words):
   return objects(key, tables, d, layout, n, key_words=key_words)
 
 
-def objects(key, tables, d: int, layout, n: int, *, key_words: int | None = None):
+def objects(key: KeyArray, tables: Any, d: int, layout: Any, n: int, *,
+            key_words: int | None = None) -> tuple[jax.Array, jax.Array]:
   """Traceable object sampler: the general algorithm when ``layout`` is None, the
   series-parallel one for an ``SPLayout``, else the forest algorithm for that
   layout."""
@@ -119,7 +122,8 @@ def objects(key, tables, d: int, layout, n: int, *, key_words: int | None = None
   return forest.forest_objects(key, tables, layout, n, key_words)
 
 
-def points(key_obj, key_exp, tables, d: int, layout, n: int, dtype):
+def points(key_obj: KeyArray, key_exp: KeyArray, tables: Any, d: int, layout: Any, n: int,
+           dtype: DTypeLike) -> jax.Array:
   """Exactly uniform points of the ball, (n, d+1): an object from ``key_obj``, its
   simplex's Dirichlet weights from ``key_exp``."""
   if isinstance(layout, sp_tables.SPLayout):
@@ -128,7 +132,7 @@ def points(key_obj, key_exp, tables, d: int, layout, n: int, dtype):
   return simplex.uniform_points(key_exp, seq, k, tables.up, dtype)
 
 
-def chunk_size(layout, chunk: int) -> int:
+def chunk_size(layout: Any, chunk: int) -> int:
   """Samples per chunk for ``layout`` (the series-parallel kernel keeps per-node
   arrays and takes smaller chunks on large posets)."""
   if isinstance(layout, sp_tables.SPLayout):

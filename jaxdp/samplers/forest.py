@@ -24,6 +24,7 @@ import numpy as np
 
 from jaxdp.posets import Poset
 from jaxdp.samplers.logweights import cdf, logconv, logsumexp
+from jaxdp.typing import KeyArray
 
 __all__ = ["COLUMN_MAX_D", "FOREST_MAX_D", "ForestLayout", "ForestTables", "forest_layout",
            "forest_objects", "forest_tables", "num_objects"]
@@ -172,8 +173,8 @@ def num_objects(poset: Poset) -> float:
   return float(np.exp(logsumexp(_forest_logs(poset)[0])))
 
 
-def forest_objects(key, tables: ForestTables, layout: ForestLayout, n: int,
-                   key_words: int):
+def forest_objects(key: KeyArray, tables: ForestTables, layout: ForestLayout, n: int,
+                   key_words: int) -> tuple[jax.Array, jax.Array]:
   """Traced: ``n`` objects ``(seq, k)``; ``key_words`` 32-bit words per heap key."""
   fc, ns = layout.first_child, layout.next_sibling
   d = layout.d

@@ -19,6 +19,7 @@ import numpy as np
 
 from jaxdp.posets import Poset
 from jaxdp.samplers.subsets import extension_counts, linear_extensions
+from jaxdp.typing import KeyArray
 
 __all__ = ["GENERAL_MAX_D", "GeneralTables", "general_objects", "general_tables",
            "num_objects"]
@@ -66,7 +67,7 @@ def num_objects(poset: Poset) -> float:
   return float(np.sum(e * e[full ^ idx]))
 
 
-def general_objects(key, tables: GeneralTables, d: int, n: int):
+def general_objects(key: KeyArray, tables: GeneralTables, d: int, n: int) -> tuple[jax.Array, jax.Array]:
   """Traced: ``n`` objects ``(seq, k)`` of the poset with these tables."""
   k_trie, k_ext = jax.random.split(key)
   u = jax.random.uniform(k_trie, (n, d))

@@ -64,11 +64,12 @@ from jaxdp.samplers.sp_plan import (LevelPlan, assemble, bottom_up, child_rows,
 from jaxdp.samplers.sp_tables import LEAF, PARALLEL, SERIES, SPLayout, SPTables
 from jaxdp.samplers.subsets import linear_extensions
 from jaxdp.samplers.words import exponential, log_normal, static_index, stored, uniform52
+from jaxdp.typing import DTypeLike, KeyArray
 
 __all__ = ["chunk_size", "sp_objects", "sp_points"]
 
 
-def sp_objects(key, t: SPTables, layout: SPLayout, n: int):
+def sp_objects(key: KeyArray, t: SPTables, layout: SPLayout, n: int) -> tuple[jax.Array, jax.Array]:
   """``(seq, k)`` as the other samplers: elements in order of addition (A top down,
   then B top down), and |A|."""
   d = layout.d
@@ -85,7 +86,8 @@ def sp_objects(key, t: SPTables, layout: SPLayout, n: int):
   return seq, draws["cnt"][0]
 
 
-def sp_points(key_obj, key_exp, t: SPTables, layout: SPLayout, n: int, dtype):
+def sp_points(key_obj: KeyArray, key_exp: KeyArray, t: SPTables, layout: SPLayout, n: int,
+              dtype: DTypeLike) -> jax.Array:
   """Exactly uniform points of the poset ball, (n, d+1), root first."""
   draws = _draws(key_obj, t, layout, n)
   bits_end = words64(key_exp, (2, n))

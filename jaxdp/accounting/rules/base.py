@@ -22,6 +22,12 @@ from jaxdp import _checks
 from jaxdp.accounting import budget, planning
 from jaxdp.accounting.errors import BudgetExceededError
 from jaxdp.accounting.history import logged
+from typing import Any, TYPE_CHECKING
+from jaxdp.typing import ArrayLike, KeyArray, Scalar
+
+if TYPE_CHECKING:  # the accountant imports the rules
+  from jaxdp.accounting.accountant import Accountant
+  from jaxdp.mechanisms import Mechanism
 
 __all__ = ["CompositionRule", "Capacity", "UnitRule"]
 
@@ -50,22 +56,24 @@ class CompositionRule(Protocol):
   def bind(self, eps_budget: float, delta_budget: float) -> "CompositionRule":
     """The rule checked against and completed for the budgets (raises ValueError)."""
 
-  def cost(self, mech, group_size: int):
+  def cost(self, mech: Mechanism, group_size: int) -> tuple[Scalar, Scalar]:
     """``(eps, delta)``: a mechanism's charge in this rule's currency."""
 
-  def capacity(self, acct) -> Capacity:
+  def capacity(self, acct: Accountant) -> Capacity:
     """The static limits, in units, for ``acct``'s budgets."""
 
-  def allows(self, caps: Capacity, spent, spent_delta, answered, ce, cd):
+  def allows(self, caps: Capacity, spent: ArrayLike, spent_delta: ArrayLike,
+             answered: ArrayLike, ce: ArrayLike, cd: ArrayLike) -> jax.Array:
     """Whether a charge of ``ce``, ``cd`` units is answered (the refusal rule)."""
 
-  def spend(self, acct, eps, delta, valid, event):
+  def spend(self, acct: Accountant, eps: Scalar, delta: Scalar, valid: ArrayLike,
+            event: tuple) -> tuple[jax.Array, KeyArray, Accountant]:
     """``(ok, key for the mechanism, accountant after the charge)``."""
 
-  def guarantee(self, acct):
+  def guarantee(self, acct: Accountant) -> tuple[Scalar, Scalar]:
     """The ``(eps, delta)`` guarantee of what ``acct`` has answered."""
 
-  def remaining(self, acct):
+  def remaining(self, acct: Accountant) -> tuple[Scalar, Scalar]:
     """The largest ``(eps, delta)`` one more release could be charged now."""
 
 
@@ -85,14 +93,14 @@ class UnitRule:
   planned = ()
 
   # ----------------------------------------------------------- configuration
-  def bind(self, eps_budget: float, delta_budget: float):
+  def bind(self, eps_budget: float, delta_budget: float) -> UnitRule:
     if self.needs_delta and not delta_budget > 0:
       raise ValueError(f"composition={self.name!r} needs delta_budget > 0: the budget "
                        "is the one whose (eps, delta) conversion fits (eps_budget, "
                        "delta_budget).")
     return self
 
-  def unit_exponents(self, eps_budget: float, delta_budget: float):
+  def unit_exponents(self, eps_budget: float, delta_budget: float) -> tuple:
     """``(eps unit exponent, delta unit exponent)`` fixed at creation."""
     return budget.unit_exponent(eps_budget), budget.unit_exponent(delta_budget)
 
@@ -100,35 +108,37 @@ class UnitRule:
     """The shape of the ``spent_units`` leaf."""
     return ()
 
-  def rho_budget(self, acct) -> float:
+  def rho_budget(self, acct: Accountant) -> float:
     return math.nan
 
-  def rdp_budgets(self, acct) -> tuple:
+  def rdp_budgets(self, acct: Accountant) -> tuple:
     return ()
 
-  def per_release_caps(self, acct) -> tuple:
+  def per_release_caps(self, acct: Accountant) -> tuple:
     """``(eps_cap, delta_cap)`` of one release (inf: none but the budget)."""
     return math.inf, math.inf
 
   # ----------------------------------------------------------- charging
-  def cost(self, mech, group_size: int):
+  def cost(self, mech: Mechanism, group_size: int) -> tuple[Scalar, Scalar]:
     return mech.cost(group_size)
 
-  def capacity(self, acct) -> Capacity:
+  def capacity(self, acct: Accountant) -> Capacity:
     eps = budget.capped_capacity(acct.eps_budget, acct.unit_exponent)
     delta = budget.capped_capacity(acct.delta_budget, acct.delta_unit_exponent)
     return Capacity(eps, delta, eps, delta)
 
-  def allows(self, caps, spent, spent_delta, answered, ce, cd):
+  def allows(self, caps: Capacity, spent: ArrayLike, spent_delta: ArrayLike,
+             answered: ArrayLike, ce: ArrayLike, cd: ArrayLike) -> jax.Array:
     """Lemma 2.6 on integer units (plain comparisons: traced values and Python ints
     alike; ``c <= capacity - spent`` cannot overflow int32)."""
     return (ce <= caps.eps_capacity - spent) & (cd <= caps.delta_capacity - spent_delta)
 
-  def add(self, caps, spent, ce):
+  def add(self, caps: Capacity, spent: ArrayLike, ce: ArrayLike) -> jax.Array:
     """``spent + ce`` after an answered release."""
     return spent + ce
 
-  def spend(self, acct, eps, delta, valid, event):
+  def spend(self, acct: Accountant, eps: Scalar, delta: Scalar, valid: ArrayLike,
+            event: tuple) -> tuple[jax.Array, KeyArray, Accountant]:
     """Refuses a static over-budget cost, records the release for :func:`plan`,
     splits the key and charges (nothing where ``valid`` is False)."""
     caps = self.capacity(acct)
@@ -146,7 +156,8 @@ class UnitRule:
         acct, spent_units=spent, spent_delta_units=spent_delta, answered=answered,
         refusals=refusals, last_answered=last, key=key, log=logged(acct, ok, event))
 
-  def check_static_cost(self, acct, caps, eps, delta):
+  def check_static_cost(self, acct: Accountant, caps: Capacity, eps: Scalar,
+                        delta: Scalar) -> None:
     """Raises BudgetExceededError for a static cost that no state could answer."""
     if not (_checks.is_concrete(eps) and _checks.is_concrete(delta)):
       return
@@ -164,23 +175,23 @@ class UnitRule:
           f"{acct.group_size}, more than {self.describe_limit(acct)}. "
           "Lower eps or raise the budget; no data was read.")
 
-  def describe_cost(self, eps, delta) -> str:
+  def describe_cost(self, eps: Scalar, delta: Scalar) -> str:
     return f"(eps={float(eps):g}, delta={float(delta):g})"
 
-  def describe_limit(self, acct) -> str:
+  def describe_limit(self, acct: Accountant) -> str:
     return f"the whole budget (eps={acct.eps_budget:g}, delta={acct.delta_budget:g})"
 
   # ----------------------------------------------------------- reporting
-  def spent_eps(self, acct):
+  def spent_eps(self, acct: Accountant) -> jax.Array:
     return budget.in_cost(acct.spent_units, acct.unit_exponent)
 
-  def spent_delta(self, acct):
+  def spent_delta(self, acct: Accountant) -> jax.Array:
     return budget.in_cost(acct.spent_delta_units, acct.delta_unit_exponent)
 
-  def guarantee(self, acct):
+  def guarantee(self, acct: Accountant) -> tuple[Scalar, Scalar]:
     return self.spent_eps(acct), self.spent_delta(acct)
 
-  def remaining(self, acct):
+  def remaining(self, acct: Accountant) -> tuple[Scalar, Scalar]:
     caps = self.capacity(acct)
     left = budget.in_cost(jnp.asarray(caps.eps_capacity) - acct.spent_units,
                           acct.unit_exponent)
@@ -188,11 +199,13 @@ class UnitRule:
                                 acct.delta_unit_exponent)
 
   # ----------------------------------------------------------- planning
-  def plan_row(self, eps, delta, refused: bool, event):
+  def plan_row(self, eps: Scalar, delta: Scalar, refused: bool,
+               event: tuple) -> planning.PlannedRelease:
     """One :class:`~jaxdp.PlannedRelease` in this rule's currency."""
     return planning.PlannedRelease(float(eps), float(delta), refused, event=event)
 
-  def plan_totals(self, acct, rows, spent, spent_delta):
+  def plan_totals(self, acct: Accountant, rows: list, spent: int,
+                  spent_delta: int) -> tuple[float, float]:
     """The plan's ``(eps, delta)`` from the units spent after its last release."""
     e = budget.to_float(spent - int(acct.spent_units), acct.unit_exponent)
     d = budget.to_float(spent_delta - int(acct.spent_delta_units),

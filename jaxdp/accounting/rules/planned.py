@@ -14,6 +14,12 @@ from jaxdp.accounting import budget, planning
 from jaxdp.accounting.history import logged
 from jaxdp.accounting.rules.base import UnitRule
 from jaxdp.composition.events import events_epsilon
+from typing import Any, TYPE_CHECKING
+from jaxdp.typing import ArrayLike, KeyArray, Scalar
+
+if TYPE_CHECKING:  # the accountant imports the rules
+  from jaxdp.accounting.accountant import Accountant
+  from jaxdp.mechanisms import Mechanism
 
 __all__ = ["PlannedComposition"]
 
@@ -47,7 +53,7 @@ class PlannedComposition(UnitRule):
   planned: tuple = ()  # the plan's events, () for a refused row (set by bind)
   name = "planned"
 
-  def bind(self, eps_budget, delta_budget):
+  def bind(self, eps_budget: float, delta_budget: float) -> UnitRule:
     plan = self.plan
     if not isinstance(plan, planning.Plan):
       raise _checks.ArgTypeError(f"plan must be a jaxdp.Plan (from jaxdp.plan); got "
@@ -62,10 +68,11 @@ class PlannedComposition(UnitRule):
                        f"(its tightest figure), more than eps_budget = {eps_budget:g}.")
     return dataclasses.replace(self, plan=None, planned=tuple(rows))
 
-  def cost(self, mech, group_size):
+  def cost(self, mech: Mechanism, group_size: int) -> tuple[Scalar, Scalar]:
     return 0.0, 0.0  # judged by its event against the plan's row
 
-  def spend(self, acct, eps, delta, valid, event):
+  def spend(self, acct: Accountant, eps: Scalar, delta: Scalar, valid: ArrayLike,
+            event: tuple) -> tuple[jax.Array, KeyArray, Accountant]:
     """The i-th release fits the plan's i-th row and has ``valid`` parameters, or is
     refused."""
     if not event:
@@ -101,20 +108,20 @@ class PlannedComposition(UnitRule):
         answered=acct.answered + ok.astype(jnp.int32),
         refusals=acct.refusals + (~ok).astype(jnp.int32), last_answered=ok)
 
-  def guarantee(self, acct):
+  def guarantee(self, acct: Accountant) -> tuple[Scalar, Scalar]:
     """The plan's figure and ``delta_budget`` once something was answered."""
     f = jnp.result_type(float)
     eps = planned_epsilon(self.planned, acct.delta_budget)
     return (jnp.where(acct.answered > 0, eps, 0.0).astype(f),
             jnp.where(acct.answered > 0, acct.delta_budget, 0.0).astype(f))
 
-  def spent_eps(self, acct):
+  def spent_eps(self, acct: Accountant) -> jax.Array:
     return self.guarantee(acct)[0]
 
-  def spent_delta(self, acct):
+  def spent_delta(self, acct: Accountant) -> jax.Array:
     return self.guarantee(acct)[1]
 
-  def remaining(self, acct):
+  def remaining(self, acct: Accountant) -> tuple[Scalar, Scalar]:
     """The eps of the plan's next row when it is a Laplace or pure row, else 0."""
     f = jnp.result_type(float)
     rows = [r[1] if r and r[0] in ("laplace", "pure") else 0.0 for r in self.planned]

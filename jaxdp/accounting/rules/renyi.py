@@ -11,6 +11,12 @@ import numpy as np
 from jaxdp.accounting import budget, planning
 from jaxdp.accounting.rules.base import Capacity, UnitRule
 from jaxdp.composition import renyi
+from typing import Any, TYPE_CHECKING
+from jaxdp.typing import ArrayLike, KeyArray, Scalar
+
+if TYPE_CHECKING:  # the accountant imports the rules
+  from jaxdp.accounting.accountant import Accountant
+  from jaxdp.mechanisms import Mechanism
 
 __all__ = ["RenyiFilter"]
 
@@ -41,7 +47,7 @@ class RenyiFilter(UnitRule):
   name = "rdp"
   needs_delta = True
 
-  def bind(self, eps_budget, delta_budget):
+  def bind(self, eps_budget: float, delta_budget: float) -> UnitRule:
     super().bind(eps_budget, delta_budget)
     orders, _ = renyi.filter_budgets(eps_budget, delta_budget, renyi.check_orders(
         renyi.DEFAULT_ORDERS if self.orders is None else self.orders))
@@ -52,28 +58,29 @@ class RenyiFilter(UnitRule):
           "Raise the budget or pass larger orders.")
     return dataclasses.replace(self, orders=orders)
 
-  def unit_exponents(self, eps_budget, delta_budget):
+  def unit_exponents(self, eps_budget: float, delta_budget: float) -> tuple:
     budgets = renyi.filter_budgets(eps_budget, delta_budget, self.orders)[1]
     return tuple(budget.unit_exponent(b) for b in budgets), budget.unit_exponent(0.0)
 
-  def state_shape(self):
+  def state_shape(self) -> tuple:
     return (len(self.orders),)
 
-  def rdp_budgets(self, acct):
+  def rdp_budgets(self, acct: Accountant) -> tuple:
     return renyi.filter_budgets(acct.eps_budget, acct.delta_budget, self.orders)[1]
 
-  def cost(self, mech, group_size):
+  def cost(self, mech: Mechanism, group_size: int) -> tuple[Scalar, Scalar]:
     return mech.rdp_cost(self.orders, group_size), 0.0
 
-  def capacity(self, acct):
+  def capacity(self, acct: Accountant) -> Capacity:
     eps = tuple(budget.capped_capacity(b, e)
                 for b, e in zip(self.rdp_budgets(acct), acct.unit_exponent))
     return Capacity(eps, 0, eps, 0)  # delta enters through the conversion
 
-  def allows(self, caps, spent, spent_delta, answered, ce, cd):
+  def allows(self, caps: Capacity, spent: ArrayLike, spent_delta: ArrayLike,
+             answered: ArrayLike, ce: ArrayLike, cd: ArrayLike) -> jax.Array:
     return (ce <= np.asarray(caps.eps_capacity) - spent).any()
 
-  def add(self, caps, spent, ce):
+  def add(self, caps: Capacity, spent: ArrayLike, ce: ArrayLike) -> jax.Array:
     """An order the charge does not fit is saturated at capacity + 1 (over budget for
     good; spent stays monotone and never overflows int32). A saturated order no
     longer holds the sum of its charges, so it bounds nothing: the reported spend
@@ -82,15 +89,15 @@ class RenyiFilter(UnitRule):
     xp = np if isinstance(spent, np.ndarray) else jnp  # plan: numpy; release: traced
     return xp.where(ce <= cap - spent, spent + ce, cap + 1).astype(spent.dtype)
 
-  def describe_cost(self, eps, delta):
+  def describe_cost(self, eps: Scalar, delta: Scalar) -> str:
     return f"RDP {tuple(round(float(c), 6) for c in np.asarray(eps))}"
 
-  def describe_limit(self, acct):
+  def describe_limit(self, acct: Accountant) -> str:
     return (f"the whole Rényi budget at every order (orders {self.orders}, "
             f"budgets {tuple(round(b, 6) for b in self.rdp_budgets(acct))}, from eps="
             f"{acct.eps_budget:g} at delta={acct.delta_budget:g})")
 
-  def spent_eps(self, acct):
+  def spent_eps(self, acct: Accountant) -> jax.Array:
     """The smallest conversion of the spent curve over the orders within budget,
     capped at ``eps_budget`` (0 before anything was answered)."""
     spent = budget.in_cost(acct.spent_units, acct.unit_exponent)
@@ -98,11 +105,11 @@ class RenyiFilter(UnitRule):
     return jnp.where(jnp.any(acct.spent_units > 0, axis=-1),
                      jnp.minimum(best, acct.eps_budget), 0.0).astype(spent.dtype)
 
-  def spent_delta(self, acct):
+  def spent_delta(self, acct: Accountant) -> jax.Array:
     return jnp.where(jnp.any(acct.spent_units > 0, axis=-1), acct.delta_budget,
                      0.0).astype(jnp.result_type(float))
 
-  def remaining(self, acct):
+  def remaining(self, acct: Accountant) -> tuple[Scalar, Scalar]:
     """A pure eps that is surely answered (the largest sqrt(2 left_a / a): any
     eps-DP curve is below a eps^2 / 2), and 0."""
     f = jnp.result_type(float)
@@ -112,11 +119,13 @@ class RenyiFilter(UnitRule):
     return (jnp.max(jnp.sqrt(2 * jnp.maximum(left, 0.0) / a), axis=-1),
             jnp.zeros(jnp.shape(left)[:-1], f))
 
-  def plan_row(self, eps, delta, refused, event):
+  def plan_row(self, eps: Scalar, delta: Scalar, refused: bool,
+               event: tuple) -> planning.PlannedRelease:
     return planning.PlannedRelease(math.nan, 0.0, refused,
                                    rdp=tuple(np.asarray(eps, float)), event=event)
 
-  def plan_totals(self, acct, rows, spent, spent_delta):
+  def plan_totals(self, acct: Accountant, rows: list, spent: int,
+                  spent_delta: int) -> tuple[float, float]:
     answered = [r for r in rows if not r.refused]
     if not answered:
       return 0.0, 0.0

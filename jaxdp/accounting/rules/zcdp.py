@@ -10,6 +10,12 @@ import jax.numpy as jnp
 from jaxdp.accounting import budget, planning
 from jaxdp.accounting.rules.base import Capacity, UnitRule
 from jaxdp.composition.zcdp import zcdp_budget, zcdp_epsilon
+from typing import Any, TYPE_CHECKING
+from jaxdp.typing import ArrayLike, KeyArray, Scalar
+
+if TYPE_CHECKING:  # the accountant imports the rules
+  from jaxdp.accounting.accountant import Accountant
+  from jaxdp.mechanisms import Mechanism
 
 __all__ = ["ZCDPFilter"]
 
@@ -31,44 +37,46 @@ class ZCDPFilter(UnitRule):
   name = "zcdp"
   needs_delta = True
 
-  def unit_exponents(self, eps_budget, delta_budget):
+  def unit_exponents(self, eps_budget: float, delta_budget: float) -> tuple:
     return (budget.unit_exponent(zcdp_budget(eps_budget, delta_budget)),
             budget.unit_exponent(0.0))
 
-  def rho_budget(self, acct):
+  def rho_budget(self, acct: Accountant) -> float:
     return zcdp_budget(acct.eps_budget, acct.delta_budget)
 
-  def cost(self, mech, group_size):
+  def cost(self, mech: Mechanism, group_size: int) -> tuple[Scalar, Scalar]:
     return mech.zcdp_cost(group_size), 0.0
 
-  def capacity(self, acct):
+  def capacity(self, acct: Accountant) -> Capacity:
     eps = budget.capped_capacity(self.rho_budget(acct), acct.unit_exponent)
     return Capacity(eps, 0, eps, 0)  # delta enters through the conversion
 
-  def describe_cost(self, eps, delta):
+  def describe_cost(self, eps: Scalar, delta: Scalar) -> str:
     return f"rho={float(eps):g}"
 
-  def describe_limit(self, acct):
+  def describe_limit(self, acct: Accountant) -> str:
     return (f"the whole zCDP budget (rho={self.rho_budget(acct):g}, from eps="
             f"{acct.eps_budget:g} at delta={acct.delta_budget:g})")
 
-  def spent_eps(self, acct):
+  def spent_eps(self, acct: Accountant) -> jax.Array:
     spent = budget.in_cost(acct.spent_units, acct.unit_exponent)
     return jnp.asarray(zcdp_epsilon(spent, acct.delta_budget), spent.dtype)
 
-  def spent_delta(self, acct):
+  def spent_delta(self, acct: Accountant) -> jax.Array:
     return jnp.where(acct.spent_units > 0, acct.delta_budget, 0.0).astype(
         jnp.result_type(float))
 
-  def remaining(self, acct):
+  def remaining(self, acct: Accountant) -> tuple[Scalar, Scalar]:
     """The pure eps whose rho (eps^2 / 2) is left, and 0."""
     left = budget.in_cost(jnp.asarray(self.capacity(acct).eps_capacity)
                           - acct.spent_units, acct.unit_exponent)
     return jnp.sqrt(2 * left), jnp.zeros((), jnp.result_type(float))
 
-  def plan_row(self, eps, delta, refused, event):
+  def plan_row(self, eps: Scalar, delta: Scalar, refused: bool,
+               event: tuple) -> planning.PlannedRelease:
     return planning.PlannedRelease(math.nan, 0.0, refused, rho=float(eps), event=event)
 
-  def plan_totals(self, acct, rows, spent, spent_delta):
+  def plan_totals(self, acct: Accountant, rows: list, spent: int,
+                  spent_delta: int) -> tuple[float, float]:
     e, _ = super().plan_totals(acct, rows, spent, spent_delta)
     return zcdp_epsilon(e, acct.delta_budget), (acct.delta_budget if e > 0 else 0.0)
