@@ -32,9 +32,9 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_time, machine, write_results  # noqa: E402
+from common import best_time, machine, write_results
 
-import jaxdp  # noqa: E402
+import jaxdp
 
 
 def _release_v01(state, eps, data):
@@ -188,7 +188,7 @@ def main(argv=None):
                   **_rate(a * r, best_time(lambda: with_acct(batch(composition="zcdp"), eps)))})
   rows.insert(2, {"how": "traced: same, Rényi filter (default 8 orders)",
                   **_rate(a * r, best_time(lambda: with_acct(batch(composition="rdp"), eps)))})
-  lap = lambda e, n: jaxdp.plan(  # noqa: E731
+  lap = lambda e, n: jaxdp.plan(
       lambda acct: jax.lax.scan(lambda s, _: jaxdp.release(s, jaxdp.LaplaceMechanism(e),
                                                           jnp.zeros(())), acct, None,
                                 length=n)[0],

@@ -25,9 +25,9 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, write_results  # noqa: E402
+from common import machine, write_results
 
-import jaxdp  # noqa: E402
+import jaxdp
 
 
 @jax.jit

@@ -32,11 +32,11 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_time, machine, write_results  # noqa: E402
+from common import best_time, machine, write_results
 
-import jaxdp  # noqa: E402
-from jaxdp import LpBall, Poset  # noqa: E402
-from jaxdp.samplers.general import general_tables  # noqa: E402
+import jaxdp
+from jaxdp import LpBall, Poset
+from jaxdp.samplers.general import general_tables
 
 D = 16
 
@@ -144,7 +144,7 @@ def main(argv=None):
       if name.startswith("poset"):
         ratios[impl] = _ratio(f(keys[impl]))
   cols = ["numpy PCG64"] + impls
-  lines = ["Samples (or vectors) per second, batch n = {:,} (x 16 for scalar rows):".format(n),
+  lines = [f"Samples (or vectors) per second, batch n = {n:,} (x 16 for scalar rows):",
            "", "| draw | " + " | ".join(cols) + " | unrolled / numpy | best JAX / numpy |",
            "|---|" + "---|" * (len(cols) + 2)]
   for name, row in table.items():

@@ -19,10 +19,10 @@ import jax
 import jax.numpy as jnp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, write_results  # noqa: E402
+from common import machine, write_results
 
-import jaxdp  # noqa: E402
-from jaxdp import montecarlo  # noqa: E402
+import jaxdp
+from jaxdp import montecarlo
 
 
 def main(argv=None):
@@ -31,8 +31,8 @@ def main(argv=None):
   ap.add_argument("--out", default="results")
   args = ap.parse_args(argv)
   p = jaxdp.Poset.nhis(3)
-  draw = lambda k, m: jaxdp.random.poset_ball(k, p, (m,))       # noqa: E731
-  stat = lambda z: jnp.sum(z[:, 1:] ** 2, axis=1) / (p.d / 3)   # noqa: E731
+  draw = lambda k, m: jaxdp.random.poset_ball(k, p, (m,))
+  stat = lambda z: jnp.sum(z[:, 1:] ** 2, axis=1) / (p.d / 3)
   rows = []
   for devs in sorted({1, len(jax.devices())}):
     kw = dict(chunk_size=1 << 20, devices=jax.devices()[:devs], progress=False)

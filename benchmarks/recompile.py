@@ -18,10 +18,10 @@ from pathlib import Path
 import jax
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, write_results  # noqa: E402
+from common import machine, write_results
 
-import jaxdp  # noqa: E402
-from jaxdp import random as dprandom  # noqa: E402
+import jaxdp
+from jaxdp import random as dprandom
 
 
 def main(argv=None):

@@ -49,15 +49,15 @@ def run_benchmarks(out: str, quick: bool) -> None:
   """Runs every benchmark, writing ``<out>/<name>.json`` and ``.md``; dates the JSON."""
   # Imported here so that --docs-only needs neither JAX nor the benchmarks' peers.
   sys.path.insert(0, str(Path(__file__).resolve().parent))
-  import accounting  # noqa: PLC0415
-  import float_attack  # noqa: PLC0415
-  import generators  # noqa: PLC0415
-  import montecarlo  # noqa: PLC0415
-  import recompile  # noqa: PLC0415
-  import samplers  # noqa: PLC0415
-  import secure  # noqa: PLC0415
-  import sp_costs  # noqa: PLC0415
-  from common import machine  # noqa: PLC0415
+  import accounting
+  import float_attack
+  import generators
+  import montecarlo
+  import recompile
+  import samplers
+  import secure
+  import sp_costs
+  from common import machine
 
   print(f"machine: {machine()}", flush=True)
   q = quick

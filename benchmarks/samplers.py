@@ -30,11 +30,11 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_time, machine, write_results  # noqa: E402
+from common import best_time, machine, write_results
 
-import jaxdp  # noqa: E402
-from jaxdp import LpBall, Poset, PosetBall  # noqa: E402
-from jaxdp.experiments import baselines  # noqa: E402
+import jaxdp
+from jaxdp import LpBall, Poset, PosetBall
+from jaxdp.experiments import baselines
 
 
 def _floor(key, n, floats):

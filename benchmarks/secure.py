@@ -30,12 +30,12 @@ import jax
 import jax.numpy as jnp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_time, machine, write_results  # noqa: E402
+from common import best_time, machine, write_results
 
-import jaxdp  # noqa: E402
-from jaxdp import exact  # noqa: E402
-from jaxdp import random as dprandom  # noqa: E402
-from jaxdp.samplers.exact_tables import exact_tables  # noqa: E402
+import jaxdp
+from jaxdp import exact
+from jaxdp import random as dprandom
+from jaxdp.samplers.exact_tables import exact_tables
 
 
 def _rate(fn, n):

@@ -26,12 +26,12 @@ import jax
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_time, machine, write_results  # noqa: E402
+from common import best_time, machine, write_results
 
-import jaxdp  # noqa: E402
-from jaxdp import Poset  # noqa: E402
-from jaxdp.samplers import sp_kernel, sp_plan, sp_tables  # noqa: E402
-from jaxdp.experiments.questionnaire import gate_chain, synthetic_questionnaire  # noqa: E402
+import jaxdp
+from jaxdp import Poset
+from jaxdp.experiments.questionnaire import gate_chain, synthetic_questionnaire
+from jaxdp.samplers import sp_kernel, sp_plan, sp_tables
 
 
 def main(argv=None):

@@ -25,8 +25,8 @@ def main(argv=None):
   ap.add_argument("--n", type=int, default=2_000_000, help="draws per estimate")
   args = ap.parse_args(argv)
   poset = jaxdp.Poset.nhis(3)
-  draw = lambda k, m: jaxdp.random.poset_ball(k, poset, (m,))       # noqa: E731
-  ratio = lambda z: jnp.sum(z[:, 1:] ** 2, axis=1) / (poset.d / 3)  # noqa: E731
+  draw = lambda k, m: jaxdp.random.poset_ball(k, poset, (m,))
+  ratio = lambda z: jnp.sum(z[:, 1:] ** 2, axis=1) / (poset.d / 3)
   results = {}
   for n_dev in sorted({1, len(jax.devices())}):
     est = montecarlo.estimate(jax.random.key(0), draw, ratio, args.n,

@@ -35,20 +35,20 @@ from __future__ import annotations
 import functools
 import math
 import secrets
-from typing import Sequence, Union
+from typing import Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
+from jaxdp.posets import Poset
 from jaxdp.prng.chacha import CHACHA8, CHACHA20
 from jaxdp.prng.threefry import fast_key
 from jaxdp.samplers import dispatch
 from jaxdp.samplers.balls import LpBall, PosetBall
 from jaxdp.samplers.chunks import CHUNK, chunked
 from jaxdp.samplers.gamma import gamma_radius
-from jaxdp.posets import Poset
 from jaxdp.typing import DTypeLike, KeyArray, Scalar, Shape
 
 __all__ = ["poset_ball", "lp_ball", "knorm", "laplace", "gaussian", "os_key", "secure_key",

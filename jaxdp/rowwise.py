@@ -13,7 +13,7 @@ import collections
 import dataclasses
 import functools
 import types
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import numpy as np

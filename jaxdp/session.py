@@ -59,22 +59,38 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks, accounting, exact
-from jaxdp.accounting import guard
-from jaxdp.accounting import (Accountant, BudgetExceededError, ReleaseRefusedError,
-                              release_partitioned)
-from jaxdp.mechanisms import (DiscreteGaussianMechanism, GaussianMechanism, KNormMechanism,
-                              LaplaceMechanism, Mechanism, PosetCountMechanism)
+from jaxdp.accounting import (
+  Accountant,
+  BudgetExceededError,
+  ReleaseRefusedError,
+  guard,
+  release_partitioned,
+)
+from jaxdp.mechanisms import (
+  DiscreteGaussianMechanism,
+  GaussianMechanism,
+  KNormMechanism,
+  LaplaceMechanism,
+  Mechanism,
+  PosetCountMechanism,
+)
 from jaxdp.posets import Poset
+from jaxdp.rowwise import (  # noqa: F401 (public here)
+  LRU,
+  UnsafeQueryError,
+  check_rowwise,
+  checked_query,
+  explain_failure,
+  not_traced,
+)
 from jaxdp.samplers.balls import LpBall, PosetBall
-from jaxdp.rowwise import (LRU, UnsafeQueryError, check_rowwise,  # noqa: F401 (public here)
-                           checked_query, explain_failure, not_traced)
 from jaxdp.typing import ArrayLike, KeyArray
 
 __all__ = ["Session", "UnsafeQueryError"]
@@ -256,7 +272,7 @@ class Session:
     except BudgetExceededError:
       self._acct = dataclasses.replace(self._acct, refusals=self._acct.refusals + 1)
       raise
-    except Exception:  # noqa: BLE001 - its message may quote the number of rows
+    except Exception:
       failed = True
     if failed:  # raised outside the handler: the first error is not chained
       explain_failure(run, self._acct, self._row, args)

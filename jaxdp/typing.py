@@ -9,7 +9,8 @@ Example::
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+from collections.abc import Sequence
+from typing import Union
 
 import jax
 from jax.typing import ArrayLike, DTypeLike

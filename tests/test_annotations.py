@@ -12,8 +12,6 @@ import importlib
 import inspect
 import types
 
-import pytest
-
 ROOTS = ("jaxdp", "jaxdp.random", "jaxdp.exact", "jaxdp.montecarlo", "jaxdp.session",
          "jaxdp.mechanisms", "jaxdp.accounting", "jaxdp.composition",
          "jaxdp.composition.calibration", "jaxdp.composition.renyi",

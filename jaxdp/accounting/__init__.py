@@ -9,14 +9,30 @@ analysis that planning runs.
 """
 
 from jaxdp.accounting.accountant import Accountant
-from jaxdp.accounting.errors import (BudgetExceededError, DataDependentCostError,
-                                     ReleaseRefusedError, StaleAccountantError)
+from jaxdp.accounting.errors import (
+                                     BudgetExceededError,
+                                     DataDependentCostError,
+                                     ReleaseRefusedError,
+                                     StaleAccountantError,
+)
 from jaxdp.accounting.planning import Plan, PlannedRelease, events_epsilon, plan
-from jaxdp.accounting.releases import (MAX_PARTS, postprocess, raise_if_refused, release,
-                                       release_parallel_unchecked, release_partitioned)
-from jaxdp.accounting.rules import (COMPOSITIONS, AdvancedComposition, BasicComposition,
-                                    CompositionRule, PlannedComposition, RenyiFilter,
-                                    ZCDPFilter)
+from jaxdp.accounting.releases import (
+                                     MAX_PARTS,
+                                     postprocess,
+                                     raise_if_refused,
+                                     release,
+                                     release_parallel_unchecked,
+                                     release_partitioned,
+)
+from jaxdp.accounting.rules import (
+                                     COMPOSITIONS,
+                                     AdvancedComposition,
+                                     BasicComposition,
+                                     CompositionRule,
+                                     PlannedComposition,
+                                     RenyiFilter,
+                                     ZCDPFilter,
+)
 
 __all__ = [
     "COMPOSITIONS", "MAX_PARTS", "Accountant", "AdvancedComposition", "BasicComposition",

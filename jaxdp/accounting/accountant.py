@@ -78,6 +78,8 @@ References:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -87,11 +89,9 @@ from jaxdp import _checks
 from jaxdp import random as dprandom
 from jaxdp.accounting import budget
 from jaxdp.accounting.history import KINDS
-from jaxdp.accounting.rules import BasicComposition, make_rule
-from jaxdp.composition.events import to_dp_event
-from typing import Any, Sequence
 from jaxdp.accounting.planning import Plan
-from jaxdp.accounting.rules import CompositionRule
+from jaxdp.accounting.rules import BasicComposition, CompositionRule, make_rule
+from jaxdp.composition.events import to_dp_event
 from jaxdp.typing import KeyArray
 
 __all__ = ["Accountant"]
@@ -137,7 +137,7 @@ class Accountant:
              key: KeyArray | None = None, composition: str | CompositionRule = "basic",
              max_releases: int | None = None, delta_prime: float = 0.0,
              secure: bool = False, orders: Sequence[float] | None = None,
-             plan: Plan | None = None, history: int = 0) -> "Accountant":
+             plan: Plan | None = None, history: int = 0) -> Accountant:
     """A fresh accountant.
 
     Args:

@@ -29,7 +29,8 @@ never the reverse.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -37,10 +38,8 @@ import numpy as np
 from jax.extend import core as jex_core
 from jax.interpreters import batching, mlir
 
-from jaxdp.accounting.jaxprs import (FINAL, call_jaxpr, fold, small_value, split,
-                                     subjaxprs)
+from jaxdp.accounting.jaxprs import FINAL, call_jaxpr, fold, small_value, split, subjaxprs
 from jaxdp.accounting.numbering import ValueNumbering
-
 
 _cost_p = jex_core.Primitive("jaxdp_cost")
 _released_p = jex_core.Primitive("jaxdp_released")

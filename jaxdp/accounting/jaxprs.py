@@ -62,7 +62,7 @@ def small_value(x):
   """``x`` as a NumPy value if it is a small plain array known now, else None."""
   try:
     a = np.asarray(x)
-  except Exception:  # noqa: BLE001 - tracers, keys: not known
+  except Exception:
     return None
   return a if a.dtype.kind in "biuf" and a.size <= 16 else None
 
@@ -82,7 +82,7 @@ def digest(x):
       bits = digest(jax.random.key_data(x))
       return None if bits is None else ("key", str(x.dtype), bits)
     a = np.asarray(x)
-  except Exception:  # noqa: BLE001 - anything unreadable is simply never equal
+  except Exception:
     return None
   if a.dtype == object:
     return None

@@ -67,7 +67,7 @@ class ValueNumbering:
     for k, v in enumerate(jaxpr.constvars):
       ids[v] = self.value(consts[k]) if consts is not None else self.fresh()
     read = lambda v: self.literal(v) if isinstance(v, jex_core.Literal) else \
-        ids[v] if v in ids else self.fresh()  # noqa: E731
+        ids[v] if v in ids else self.fresh()
     releases = ()
     for eqn in jaxpr.eqns:
       outs, made = self.eqn(eqn, [read(v) for v in eqn.invars])

@@ -21,7 +21,8 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import math
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import numpy as np
@@ -31,7 +32,6 @@ from jaxdp.accounting import budget, dependence
 from jaxdp.accounting.errors import DataDependentCostError
 from jaxdp.composition.events import events_epsilon, to_dp_event
 from jaxdp.composition.zcdp import zcdp_epsilon
-from typing import Any, TYPE_CHECKING
 
 if TYPE_CHECKING:  # the accountant imports this module
   from jaxdp.accounting.accountant import Accountant

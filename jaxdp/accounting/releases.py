@@ -15,7 +15,8 @@ References:
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +29,6 @@ from jaxdp.accounting.accountant import Accountant
 from jaxdp.accounting.errors import ReleaseRefusedError
 from jaxdp.accounting.guard import check_unused, mark_used, one_key_per_lane
 from jaxdp.mechanisms import Mechanism, PosetCountMechanism
-from typing import Any, Sequence
 from jaxdp.typing import ArrayLike
 
 __all__ = ["release", "release_partitioned", "release_parallel_unchecked",

@@ -7,9 +7,9 @@ from pathlib import Path
 import jax
 
 from jaxdp import Poset
-from jaxdp.samplers.general import GENERAL_MAX_D
 from jaxdp.cli.parser import UsageError
 from jaxdp.experiments.questionnaire import synthetic_questionnaire
+from jaxdp.samplers.general import GENERAL_MAX_D
 
 MAX_QUESTIONNAIRE_D = 512
 

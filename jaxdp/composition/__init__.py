@@ -21,8 +21,7 @@ from jaxdp.composition import calibration, events, gaussian, pld, renyi, search
 from jaxdp.composition.advanced import advanced_composition
 from jaxdp.composition.group import group_cost
 from jaxdp.composition.hypothesis import hypothesis_test_bound
-from jaxdp.composition.optimal import (optimal_composition_delta,
-                                       optimal_composition_epsilon)
+from jaxdp.composition.optimal import optimal_composition_delta, optimal_composition_epsilon
 from jaxdp.composition.zcdp import zcdp_budget, zcdp_epsilon
 
 __all__ = ["advanced_composition", "calibration", "events", "gaussian", "group_cost",

@@ -69,7 +69,7 @@ def gaussian_sigma(eps: float, delta: float, k: int = 1, *, composition: str = "
     return s * math.sqrt(k) * analytic_gaussian_sigma(eps, delta)
   if composition == "zcdp":
     return s * math.sqrt(k / (2 * zcdp_budget(eps, delta)))
-  fits = lambda sigma: events_epsilon(  # noqa: E731
+  fits = lambda sigma: events_epsilon(
       [("gaussian", sigma)] * k, delta, methods=("rdp",)) <= eps
   hi = 1.0
   while not fits(hi):
@@ -96,6 +96,6 @@ def laplace_eps(eps: float, delta: float, k: int = 1, *, composition: str = "pld
   if composition == "zcdp":
     return math.sqrt(2 * zcdp_budget(eps, delta) / k)
   methods = None if composition == "pld" else ("rdp",)  # pld: the tightest of all
-  fits = lambda e: events_epsilon(  # noqa: E731
+  fits = lambda e: events_epsilon(
       [("laplace", e)] * k, delta, methods=methods) <= eps
   return bisect(fits, 0.0, eps, steps=40)

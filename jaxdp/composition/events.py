@@ -14,6 +14,8 @@ References:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +23,6 @@ from jaxdp import _checks
 from jaxdp.composition import pld, renyi
 from jaxdp.composition.optimal import optimal_composition_epsilon
 from jaxdp.composition.zcdp import zcdp_epsilon
-from typing import Any, Sequence
 
 __all__ = ["events_epsilon", "to_dp_event", "rdp_curve", "composed_pld", "PLAN_ORDERS",
            "METHODS", "PLD_GRID"]

@@ -36,12 +36,12 @@ References:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 from jaxdp import _checks
-from typing import Sequence
 
 __all__ = ["PLD", "laplace_pld", "pure_pld", "approx_pld", "gaussian_pld", "compose"]
 

@@ -62,8 +62,15 @@ References:
 
 from jaxdp.exact.choices import simplex_coefficients, uniform_below, unrank
 from jaxdp.exact.gaussian import MAX_SIGMA, discrete_gaussian, sigma_quarters
-from jaxdp.exact.intervals import (FAST_BITS, LIMIT, MARGIN, chain_round, knorm_round,
-                                   laplace_round, linf_round)
+from jaxdp.exact.intervals import (
+                                   FAST_BITS,
+                                   LIMIT,
+                                   MARGIN,
+                                   chain_round,
+                                   knorm_round,
+                                   laplace_round,
+                                   linf_round,
+)
 from jaxdp.exact.refine import HOST_DIGITS, REFINE_WORDS, refine_linf_sample, refine_sample
 from jaxdp.exact.samplers import CHUNK, MAX_SCALE, laplace, linf_knorm, poset_knorm
 

@@ -19,8 +19,8 @@ from jax import lax
 from jaxdp import _checks
 from jaxdp.exact.choices import int62
 from jaxdp.exact.samplers import CHUNK
-from jaxdp.samplers.chunks import chunked
 from jaxdp.prng.threefry import fast_key
+from jaxdp.samplers.chunks import chunked
 from jaxdp.typing import KeyArray, Shape
 
 MAX_SIGMA = 2047.0      # sigma <= 2^11 - 1 keeps every integer below 2^63

@@ -9,9 +9,11 @@ References:
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
 from jaxdp.typing import ArrayLike, Scalar
 
 MARGIN = 2.0 ** -40      # relative widening of the fast pass's intervals

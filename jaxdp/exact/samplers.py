@@ -10,13 +10,13 @@ import jax
 import jax.numpy as jnp
 
 from jaxdp import _checks
-from jaxdp.samplers.exact_tables import exact_tables
 from jaxdp.exact.choices import simplex_coefficients, uniform_below, unrank
 from jaxdp.exact.intervals import chain_round, laplace_round, linf_round
 from jaxdp.exact.refine import refine_linf_sample, refine_sample, settle
 from jaxdp.posets import Poset
-from jaxdp.samplers.chunks import chunked
 from jaxdp.prng.threefry import fast_key
+from jaxdp.samplers.chunks import chunked
+from jaxdp.samplers.exact_tables import exact_tables
 from jaxdp.typing import KeyArray, Shape
 
 MAX_SCALE = 2.0 ** 20    # noise scales above this could overflow int32 outputs

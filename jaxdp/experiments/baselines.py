@@ -24,8 +24,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from jaxdp.samplers.balls import simplex_vertices
 from jaxdp.posets import Poset
+from jaxdp.samplers.balls import simplex_vertices
 
 __all__ = ["insertion_order", "insertion_objects", "insertion_poset_ball",
            "insertion_object_probabilities"]

@@ -15,18 +15,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import montecarlo
-from jaxdp.experiments import baselines
 from jaxdp import random as dprandom
-from jaxdp.samplers.balls import LpBall
+from jaxdp.experiments import baselines
 from jaxdp.mechanisms import COUNT_NOISES, PosetCountMechanism
 from jaxdp.posets import Poset, random_dags
+from jaxdp.samplers.balls import LpBall
 
 __all__ = ["norm_ratio", "insertion_norm_ratio", "mechanism_mse", "poset_study",
            "nhis_study", "random_by_dimension", "random_by_structure"]

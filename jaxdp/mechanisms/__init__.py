@@ -39,8 +39,11 @@ from jaxdp.mechanisms.discrete_gaussian import DiscreteGaussianMechanism
 from jaxdp.mechanisms.gaussian import GaussianMechanism, ZCDPGaussianMechanism
 from jaxdp.mechanisms.knorm import KNormMechanism
 from jaxdp.mechanisms.laplace import LaplaceMechanism
-from jaxdp.mechanisms.poset_count import (COUNT_NOISES, EXACT_COUNT_NOISES,
-                                          PosetCountMechanism)
+from jaxdp.mechanisms.poset_count import (
+                                          COUNT_NOISES,
+                                          EXACT_COUNT_NOISES,
+                                          PosetCountMechanism,
+)
 
 __all__ = ["Mechanism", "LaplaceMechanism", "KNormMechanism", "GaussianMechanism", "EXACT_COUNT_NOISES",
            "ZCDPGaussianMechanism", "DiscreteGaussianMechanism", "PosetCountMechanism",

@@ -17,9 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks, exact
-from jaxdp.composition import renyi
-from jaxdp.composition import group_cost
-from jaxdp.typing import ArrayLike, KeyArray, Scalar, Shape
+from jaxdp.composition import group_cost, renyi
+from jaxdp.typing import ArrayLike, Scalar, Shape
 
 
 @runtime_checkable

@@ -12,13 +12,13 @@ import functools
 import math
 from typing import Any
 
+import jax
+
 from jaxdp import _checks, exact
-from jaxdp.composition import renyi
-from jaxdp.composition import zcdp_budget
+from jaxdp.composition import renyi, zcdp_budget
 from jaxdp.mechanisms.base import HUGE, TINY, EpsMechanism, noisy, pytree
 from jaxdp.mechanisms.statistics import grid_units, integer_part_sums
-import jax
-from jaxdp.typing import ArrayLike, KeyArray, Scalar, Shape
+from jaxdp.typing import ArrayLike, KeyArray, Scalar
 
 
 @pytree("eps", "delta", "sensitivity")

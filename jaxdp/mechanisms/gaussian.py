@@ -14,15 +14,16 @@ import dataclasses
 import math
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 
 from jaxdp import _checks
-from jaxdp.composition import renyi
 from jaxdp import random as dprandom
+from jaxdp.composition import renyi
 from jaxdp.composition.gaussian import analytic_gaussian_sigma
 from jaxdp.mechanisms.base import HUGE, TINY, EpsMechanism, RangeChecked, noisy, pytree
 from jaxdp.mechanisms.statistics import clipped_part_sums, float_statistic
-from jaxdp.typing import ArrayLike, KeyArray, Scalar, Shape
+from jaxdp.typing import ArrayLike, KeyArray, Scalar
 
 
 class GaussianNoise(RangeChecked):

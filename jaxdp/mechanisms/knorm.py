@@ -11,15 +11,27 @@ import dataclasses
 import math
 from typing import Any
 
+import jax
+
 from jaxdp import _checks, exact
 from jaxdp import random as dprandom
+from jaxdp.mechanisms.base import (
+  HUGE,
+  TINY,
+  EpsMechanism,
+  check_exact_options,
+  exact_scale,
+  noisy,
+  pytree,
+)
+from jaxdp.mechanisms.statistics import (
+  clipped_part_sums,
+  float_statistic,
+  grid_units,
+  integer_part_sums,
+)
 from jaxdp.samplers.balls import LpBall, PosetBall
-from jaxdp.mechanisms.base import (HUGE, TINY, EpsMechanism, check_exact_options,
-                                   exact_scale, noisy, pytree)
-from jaxdp.mechanisms.statistics import (clipped_part_sums, float_statistic, grid_units,
-                                         integer_part_sums)
-import jax
-from jaxdp.typing import ArrayLike, KeyArray, Scalar, Shape
+from jaxdp.typing import ArrayLike, KeyArray
 
 
 @pytree("eps", "sensitivity")

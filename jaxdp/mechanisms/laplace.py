@@ -11,16 +11,28 @@ import dataclasses
 import math
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 
 from jaxdp import _checks, exact
-from jaxdp.composition import renyi
 from jaxdp import random as dprandom
-from jaxdp.mechanisms.base import (HUGE, TINY, EpsMechanism, check_exact_options,
-                                   exact_scale, noisy, pytree)
-from jaxdp.mechanisms.statistics import (clipped_part_sums, float_statistic, grid_units,
-                                         integer_part_sums)
-from jaxdp.typing import ArrayLike, KeyArray, Scalar, Shape
+from jaxdp.composition import renyi
+from jaxdp.mechanisms.base import (
+  HUGE,
+  TINY,
+  EpsMechanism,
+  check_exact_options,
+  exact_scale,
+  noisy,
+  pytree,
+)
+from jaxdp.mechanisms.statistics import (
+  clipped_part_sums,
+  float_statistic,
+  grid_units,
+  integer_part_sums,
+)
+from jaxdp.typing import ArrayLike, KeyArray
 
 
 @pytree("eps", "sensitivity")

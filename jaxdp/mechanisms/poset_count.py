@@ -16,15 +16,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
-from jaxdp.samplers.exact_tables import exact_tables
-from jaxdp.samplers.balls import LpBall, PosetBall
 from jaxdp.mechanisms.base import EpsMechanism, check_exact_options, pytree
 from jaxdp.mechanisms.knorm import KNormMechanism
 from jaxdp.mechanisms.laplace import LaplaceMechanism
 from jaxdp.mechanisms.statistics import as_int_counts, exact_counts, part_index, part_sums
 from jaxdp.posets import Poset
-from jaxdp.typing import ArrayLike, KeyArray, Scalar, Shape
-
+from jaxdp.samplers.balls import LpBall, PosetBall
+from jaxdp.samplers.exact_tables import exact_tables
+from jaxdp.typing import ArrayLike, KeyArray, Shape
 
 COUNT_NOISES = ("poset", "linf", "l2", "laplace")
 EXACT_COUNT_NOISES = ("poset", "linf", "laplace")

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -114,7 +114,7 @@ def is_series_parallel(poset: Poset) -> bool:
   return not prime_nodes(decompose(poset))
 
 
-def induced_n(poset: Poset) -> Optional[tuple]:
+def induced_n(poset: Poset) -> tuple | None:
   """An induced N of ``poset``, or None if it is series-parallel.
 
   Returns:

@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.extend.random import define_prng_impl
+
 from jaxdp.typing import ArrayLike
 
 __all__ = ["CHACHA20", "CHACHA8", "block", "MAX_BLOCKS"]

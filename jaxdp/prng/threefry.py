@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.extend.random import define_prng_impl, threefry_prng_impl
+
 from jaxdp.typing import ArrayLike, KeyArray, Shape
 
 __all__ = ["THREEFRY_UNROLLED", "hash2x32", "fast_key", "words64"]

@@ -46,8 +46,14 @@ References:
 """
 
 from jaxdp.samplers import dispatch, exact_tables, forest, general, sp_kernel, sp_tables
-from jaxdp.samplers.balls import (MAX_OBJECTS, LpBall, PosetBall, enumerate_objects,
-                                  exact_second_moment, simplex_vertices)
+from jaxdp.samplers.balls import (
+                                  MAX_OBJECTS,
+                                  LpBall,
+                                  PosetBall,
+                                  enumerate_objects,
+                                  exact_second_moment,
+                                  simplex_vertices,
+)
 from jaxdp.samplers.dispatch import METHODS, num_objects, resolve_method
 from jaxdp.samplers.forest import FOREST_MAX_D
 from jaxdp.samplers.general import GENERAL_MAX_D

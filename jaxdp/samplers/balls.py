@@ -15,13 +15,13 @@ import dataclasses
 import functools
 import itertools
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from jaxdp import _checks
-from jaxdp.samplers import dispatch
 from jaxdp.posets import Poset
+from jaxdp.samplers import dispatch
 
 __all__ = ["MAX_OBJECTS", "LpBall", "PosetBall", "enumerate_objects", "exact_second_moment"]
 

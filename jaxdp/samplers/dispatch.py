@@ -11,6 +11,7 @@ one compilation.
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -20,7 +21,6 @@ from jaxdp.posets import Poset
 from jaxdp.samplers import forest, general, simplex, sp_kernel, sp_tables
 from jaxdp.samplers.forest import FOREST_MAX_D
 from jaxdp.samplers.general import GENERAL_MAX_D
-from typing import Any
 from jaxdp.typing import DTypeLike, KeyArray
 
 __all__ = ["AUTO_FOREST_MAX_D", "METHODS", "chunk_size", "num_objects", "objects",

@@ -59,8 +59,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp.prng.threefry import words64
-from jaxdp.samplers.sp_plan import (LevelPlan, assemble, bottom_up, child_rows,
-                                    top_down)
+from jaxdp.samplers.sp_plan import LevelPlan, assemble, bottom_up, child_rows, top_down
 from jaxdp.samplers.sp_tables import LEAF, PARALLEL, SERIES, SPLayout, SPTables
 from jaxdp.samplers.subsets import linear_extensions
 from jaxdp.samplers.words import exponential, log_normal, static_index, stored, uniform52

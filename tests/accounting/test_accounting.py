@@ -13,9 +13,18 @@ import numpy as np
 import pytest
 
 import jaxdp
-from jaxdp import (Accountant, BudgetExceededError, GaussianMechanism, KNormMechanism,
-                   LaplaceMechanism, LpBall, Poset, PosetBall, PosetCountMechanism,
-                   release)
+from jaxdp import (
+  Accountant,
+  BudgetExceededError,
+  GaussianMechanism,
+  KNormMechanism,
+  LaplaceMechanism,
+  LpBall,
+  Poset,
+  PosetBall,
+  PosetCountMechanism,
+  release,
+)
 
 Z_MAX = 5.0
 

@@ -41,9 +41,20 @@ import pytest
 from jax._src.random import prng
 
 import jaxdp
-from jaxdp import (Accountant, DiscreteGaussianMechanism, GaussianMechanism,
-                   KNormMechanism, LaplaceMechanism, LpBall, Poset, PosetBall,
-                   PosetCountMechanism, ZCDPGaussianMechanism, exact, threefry)
+from jaxdp import (
+  Accountant,
+  DiscreteGaussianMechanism,
+  GaussianMechanism,
+  KNormMechanism,
+  LaplaceMechanism,
+  LpBall,
+  Poset,
+  PosetBall,
+  PosetCountMechanism,
+  ZCDPGaussianMechanism,
+  exact,
+  threefry,
+)
 from jaxdp.exact import intervals as exact_intervals
 from jaxdp.exact import samplers as exact_samplers
 from jaxdp.random import secure_key

@@ -34,8 +34,14 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import jaxdp
-from jaxdp import (Accountant, BudgetExceededError, GaussianMechanism, LaplaceMechanism,
-                   ZCDPGaussianMechanism, release)
+from jaxdp import (
+  Accountant,
+  BudgetExceededError,
+  GaussianMechanism,
+  LaplaceMechanism,
+  ZCDPGaussianMechanism,
+  release,
+)
 
 dp_accounting = pytest.importorskip("dp_accounting")
 from dp_accounting.pld import privacy_loss_distribution as pld_lib  # noqa: E402
@@ -103,7 +109,7 @@ def _lower_bound(events, delta):
   return _optimistic_eps(tuple(sorted(events)), float(delta))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _optimistic_eps(events, delta, grid=GRID):
   groups = {}
   for e in events:
@@ -282,14 +288,14 @@ def _mp_laplace(e, a):
                             + (a - 1) / (2 * a - 1) * mpmath.exp(-a * e)) / (a - 1))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _rdp_curve(spec, k, orders):
   if spec[0] == "laplace":
     return tuple(_mp_laplace(k * spec[1], a) for a in orders)
   return tuple(a * _rho(spec, k) for a in orders)  # Gaussian: alpha rho
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _filter_budgets(eps, delta, orders):
   """Each of the m kept orders gets delta / m and B_a = eps - (log(m / delta) +
   (a-1) log(1 - 1/a) - log a) / (a - 1) (CKS Proposition 12); orders with B_a <= 0
@@ -339,7 +345,7 @@ def test_renyi_filter_reports_cover_what_was_answered(specs, eps_budget, delta_b
   kw = {} if orders is None else dict(orders=orders)
   requested = jaxdp.renyi.DEFAULT_ORDERS if orders is None else orders
   kept, budgets = _filter_budgets(eps_budget, delta_budget, tuple(requested))
-  make = lambda key: Accountant.create(eps_budget, delta_budget=delta_budget,  # noqa: E731
+  make = lambda key: Accountant.create(eps_budget, delta_budget=delta_budget,
                                        group_size=k, composition="rdp", key=key, **kw)
   if not kept:
     with pytest.raises(ValueError, match="no Rényi order"):
@@ -411,7 +417,7 @@ def test_planned_reports_cover_what_was_answered(specs, variants, extra, delta_b
                               key=jax.random.key(5))
   p = jaxdp.plan(_query(specs), planner)
   assert not p.refused
-  make = lambda key: Accountant.create(100.0, delta_budget=delta_budget,  # noqa: E731
+  make = lambda key: Accountant.create(100.0, delta_budget=delta_budget,
                                        composition="planned", plan=p, group_size=k,
                                        key=key)
   acct = make(jax.random.key(6))

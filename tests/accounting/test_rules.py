@@ -7,9 +7,16 @@ import pytest
 
 from jaxdp import Accountant, LaplaceMechanism, plan, raise_if_refused, release
 from jaxdp.accounting import ReleaseRefusedError
-from jaxdp.accounting.rules import (RULES, AdvancedComposition, BasicComposition,
-                                    CompositionRule, PlannedComposition, RenyiFilter,
-                                    UnitRule, ZCDPFilter)
+from jaxdp.accounting.rules import (
+  RULES,
+  AdvancedComposition,
+  BasicComposition,
+  CompositionRule,
+  PlannedComposition,
+  RenyiFilter,
+  UnitRule,
+  ZCDPFilter,
+)
 
 pytestmark = pytest.mark.smoke
 

@@ -18,8 +18,14 @@ import pytest
 from scipy.stats import norm
 
 import jaxdp
-from jaxdp import (Accountant, GaussianMechanism, KNormMechanism, LaplaceMechanism, LpBall,
-                   release)
+from jaxdp import (
+  Accountant,
+  GaussianMechanism,
+  KNormMechanism,
+  LaplaceMechanism,
+  LpBall,
+  release,
+)
 from jaxdp.composition import optimal_composition_delta, pld, renyi
 
 mpmath.mp.dps = 50
@@ -203,7 +209,7 @@ def test_plan_epsilon_within_one_percent_of_dp_accounting_pld_on_20_random_plans
     assert ours <= rdp.get_epsilon(delta) * (1 + 1e-9)
   for eps, k in ((0.1, 50), (0.3, 20), (1.0, 5)):
     mech = KNormMechanism(LpBall(2, 1.0), eps)
-    p = jaxdp.plan(lambda a: jax.lax.scan(lambda s, _: release(s, mech, jnp.zeros(2)), a,  # noqa: B023
+    p = jaxdp.plan(lambda a: jax.lax.scan(lambda s, _: release(s, mech, jnp.zeros(2)), a,
                                           None, length=k)[0],
                    Accountant.create(1e3, key=jax.random.key(0)))
     acc = dp_accounting.pld.PLDAccountant(dp_accounting.NeighboringRelation.REPLACE_ONE,
@@ -242,7 +248,7 @@ def test_planned_accountant_enforces_the_plan():
   plan, also with traced eps under jit and vmap, and refuses a larger eps, a 112th
   release and anything the plan did not hold."""
   m = LaplaceMechanism(0.1)
-  plan_of = lambda n: jaxdp.plan(  # noqa: E731
+  plan_of = lambda n: jaxdp.plan(
       lambda a: jax.lax.scan(lambda s, _: release(s, m, jnp.zeros(())), a, None, length=n)[0],
       Accountant.create(100.0, key=jax.random.key(0)))
   p = plan_of(111)
@@ -250,7 +256,7 @@ def test_planned_accountant_enforces_the_plan():
   too_long = p._replace(releases=p.releases + p.releases[:1])
   with pytest.raises(ValueError, match="more than eps_budget"):
     Accountant.create(5.0, delta_budget=1e-6, composition="planned", plan=too_long)
-  make = lambda k: Accountant.create(5.0, delta_budget=1e-6, composition="planned",  # noqa: E731
+  make = lambda k: Accountant.create(5.0, delta_budget=1e-6, composition="planned",
                                      plan=p, key=k)
   eps = jnp.full(112, 0.1).at[7].set(0.2)  # row 7 asks for more than planned
   run = jax.jit(jax.vmap(lambda a, e: jax.lax.scan(

@@ -14,8 +14,15 @@ import numpy as np
 import pytest
 
 import jaxdp
-from jaxdp import (Accountant, BudgetExceededError, GaussianMechanism, LaplaceMechanism,
-                   Poset, PosetCountMechanism, release)
+from jaxdp import (
+  Accountant,
+  BudgetExceededError,
+  GaussianMechanism,
+  LaplaceMechanism,
+  Poset,
+  PosetCountMechanism,
+  release,
+)
 from jaxdp.accounting import budget as _budget
 
 

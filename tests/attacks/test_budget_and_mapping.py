@@ -12,8 +12,14 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 import jaxdp
-from jaxdp import (Accountant, BudgetExceededError, LaplaceMechanism, PosetCountMechanism,
-                   StaleAccountantError, release)
+from jaxdp import (
+  Accountant,
+  BudgetExceededError,
+  LaplaceMechanism,
+  PosetCountMechanism,
+  StaleAccountantError,
+  release,
+)
 from jaxdp.accounting import budget as _budget
 
 
@@ -69,7 +75,7 @@ def test_a_release_under_shard_map_without_vma_checks_is_refused():
   out exactly the data's difference apart), JAX's key-reuse checker on or not."""
   mesh = jax.make_mesh((1,), ("i",))
   acct = Accountant.create(1.0, key=jax.random.key(0))
-  body = lambda a, d: release(a, LaplaceMechanism(1.0), d)[1]  # noqa: E731
+  body = lambda a, d: release(a, LaplaceMechanism(1.0), d)[1]
   f = jax.shard_map(body, mesh=mesh, in_specs=(P(), P("i")), out_specs=P("i"),
                     check_vma=False)
   with pytest.raises(StaleAccountantError, match="check_vma=False"):

@@ -13,9 +13,17 @@ import numpy as np
 import pytest
 
 import jaxdp
-from jaxdp import (Accountant, DiscreteGaussianMechanism, GaussianMechanism,
-                   KNormMechanism, LaplaceMechanism, LpBall, Poset, Session,
-                   ZCDPGaussianMechanism)
+from jaxdp import (
+  Accountant,
+  DiscreteGaussianMechanism,
+  GaussianMechanism,
+  KNormMechanism,
+  LaplaceMechanism,
+  LpBall,
+  Poset,
+  Session,
+  ZCDPGaussianMechanism,
+)
 from jaxdp.cli import main as cli_main
 
 with jax.enable_x64(True):

@@ -18,9 +18,19 @@ import numpy as np
 import pytest
 
 import jaxdp
-from jaxdp import (Accountant, DiscreteGaussianMechanism, GaussianMechanism, KNormMechanism,
-                   LaplaceMechanism, LpBall, Poset, PosetBall, PosetCountMechanism,
-                   ZCDPGaussianMechanism, release)
+from jaxdp import (
+  Accountant,
+  DiscreteGaussianMechanism,
+  GaussianMechanism,
+  KNormMechanism,
+  LaplaceMechanism,
+  LpBall,
+  Poset,
+  PosetBall,
+  PosetCountMechanism,
+  ZCDPGaussianMechanism,
+  release,
+)
 
 INT_MIN = int(np.iinfo(np.int32).min)
 # float32 values (what a traced parameter is): zero, subnormals, negative, infinite, NaN

@@ -32,7 +32,7 @@ def _nothing(a):
 
 def _leaves(acct):
   """The accountant's state as NumPy arrays (the key as its raw bits)."""
-  is_key = lambda x: jnp.issubdtype(x.dtype, jax.dtypes.prng_key)  # noqa: E731
+  is_key = lambda x: jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
   return [np.asarray(jax.random.key_data(x) if is_key(x) else x)
           for x in jax.tree_util.tree_leaves(acct)]
 
@@ -114,13 +114,13 @@ def _other_mechanism(a, x):
 
 
 def _other_count(a, x):
-  two = lambda a: release(release(a, L(0.3), x.sum())[0], L(0.3), x[0])  # noqa: E731
+  two = lambda a: release(release(a, L(0.3), x.sum())[0], L(0.3), x[0])
   return lax.cond(x.sum() > 5, lambda a: release(a, L(0.3), x.sum()), two, a)
 
 
 def _other_order(a, x):
-  ab = lambda a: release(release(a, L(0.3), x.sum())[0], L(0.2), x[0])  # noqa: E731
-  ba = lambda a: release(release(a, L(0.2), x.sum())[0], L(0.3), x[0])  # noqa: E731
+  ab = lambda a: release(release(a, L(0.3), x.sum())[0], L(0.2), x[0])
+  ba = lambda a: release(release(a, L(0.2), x.sum())[0], L(0.3), x[0])
   return lax.cond(x.sum() > 5, ab, ba, a)
 
 
@@ -156,8 +156,8 @@ def _where_rewinds(a, x):
 
 def _branch_keeps_the_old_accountant(a, x):
   """Both branches release the same, but one returns the accountant from before."""
-  keep = lambda a: release(a, L(0.3), x.sum())  # noqa: E731
-  drop = lambda a: (a, release(a, L(0.3), x.sum())[1])  # noqa: E731
+  keep = lambda a: release(a, L(0.3), x.sum())
+  drop = lambda a: (a, release(a, L(0.3), x.sum())[1])
   a, _ = lax.cond(x.sum() > 5, keep, drop, a)
   return release(a, L(0.6), x.sum())
 
@@ -269,6 +269,6 @@ def test_control_flow_on_public_python_values_is_resolved_while_tracing():
     s = lax.cond(x > 5, lambda: x, lambda: -x)  # data, into a release's data input
     return release(a, L(0.25), s)
 
-  eps = lambda p: [r.eps for r in p.releases]  # noqa: E731
+  eps = lambda p: [r.eps for r in p.releases]
   assert eps(jaxdp.plan(query, _acct(), jnp.zeros(()), True, 1)) == [0.1, 0.2, 0.15, 0.25]
   assert eps(jaxdp.plan(query, _acct(), jnp.zeros(()), False, 0)) == [0.05, 0.3, 0.25]

@@ -19,7 +19,7 @@ from jaxdp.composition import zcdp_budget, zcdp_epsilon
 
 def _cks_reference(rho, delta):
   """min over alpha > 1 of the CKS bound, by scipy (an independent optimiser)."""
-  f = lambda a: a * rho + (math.log(1 / delta) + (a - 1) * math.log1p(-1 / a)  # noqa: E731
+  f = lambda a: a * rho + (math.log(1 / delta) + (a - 1) * math.log1p(-1 / a)
                            - math.log(a)) / (a - 1)
   best = optimize.minimize_scalar(f, bounds=(1 + 1e-9, 1e6), method="bounded",
                                   options={"xatol": 1e-10})
@@ -69,7 +69,7 @@ def test_traced_costs_and_gaussian_group_scaling():
   g = GaussianMechanism(0.5, 1e-5, sensitivity=2.0)
   assert g.zcdp_cost(3) == pytest.approx((3 * 2.0) ** 2 / (2 * g.sigma ** 2))
   assert LaplaceMechanism(0.2).zcdp_cost(4) == pytest.approx(0.32)
-  make = lambda: Accountant.create(5.0, delta_budget=1e-6, composition="zcdp",  # noqa: E731
+  make = lambda: Accountant.create(5.0, delta_budget=1e-6, composition="zcdp",
                                    key=jax.random.key(2))
   static, _ = release(make(), LaplaceMechanism(0.3), jnp.zeros(()))
   traced, _ = jax.jit(lambda a, e: release(a, LaplaceMechanism(e), jnp.zeros(())))(

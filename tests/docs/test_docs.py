@@ -58,7 +58,7 @@ def test_python_snippets_run(path, tmp_path, monkeypatch):
   for line, code in blocks:
     try:
       exec(compile(code, f"{path.relative_to(ROOT)}:{line}", "exec"), namespace)
-    except Exception as e:  # noqa: BLE001 - re-raised with the block's place
+    except Exception as e:
       raise AssertionError(f"{path.relative_to(ROOT)}, block at line {line}: "
                            f"{type(e).__name__}: {e}") from e
 

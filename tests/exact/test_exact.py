@@ -17,13 +17,13 @@ from scipy import stats
 
 import jaxdp
 from jaxdp import exact
-from tests.helpers import small_posets
+from jaxdp import random as dprandom
 from jaxdp.exact import gaussian as exact_gaussian
 from jaxdp.exact import intervals as exact_intervals
 from jaxdp.exact import refine as exact_refine
-from jaxdp import random as dprandom
 from jaxdp.samplers.exact_tables import exact_tables
 from jaxdp.samplers.simplex import chain_noise
+from tests.helpers import small_posets
 
 mpmath = pytest.importorskip("mpmath")
 KEY = bytes(range(32))

@@ -7,17 +7,26 @@ or the release is refused on both with the same fill. A sampler whose noise read
 data, rounded it, or let a sentinel into the sum fails this.
 """
 
-import pytest
 import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from hypothesis import HealthCheck, given, settings, strategies as st
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import jaxdp
-from jaxdp import (Accountant, DiscreteGaussianMechanism, KNormMechanism, LaplaceMechanism,
-                   LpBall, Poset, PosetBall, release)
+from jaxdp import (
+  Accountant,
+  DiscreteGaussianMechanism,
+  KNormMechanism,
+  LaplaceMechanism,
+  LpBall,
+  Poset,
+  PosetBall,
+  release,
+)
 
 _POSET = Poset.nhis(1)
 

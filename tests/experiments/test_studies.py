@@ -38,7 +38,7 @@ def test_estimate_matches_exact_moment():
 
 def test_estimate_streams_exact_mean_and_variance():
   # Statistic = the draw index, so mean and variance are known exactly.
-  draw = lambda k, m: jax.random.uniform(k, (m,))  # noqa: E731
+  draw = lambda k, m: jax.random.uniform(k, (m,))
   est = montecarlo.estimate(jax.random.key(1), draw, lambda u: jnp.stack([u, u * u], 1),
                             100_000, chunk_size=4096, blocks=8)
   assert est.mean.shape == (2,)
@@ -87,7 +87,7 @@ def test_estimate_across_two_processes_equals_one_device_bit_for_bit():
 
 
 def test_estimate_bad_arguments():
-  draw = lambda k, m: jnp.zeros(m)  # noqa: E731
+  draw = lambda k, m: jnp.zeros(m)
   with pytest.raises(ValueError, match="num_samples"):
     montecarlo.estimate(jax.random.key(0), draw, lambda x: x, 0)
   with pytest.raises(ValueError, match="multiple of blocks"):

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import jaxdp
-from jaxdp.prng import chacha
 from jaxdp import random as dprandom
+from jaxdp.prng import chacha
 
 
 def _hex(s):

@@ -13,9 +13,9 @@ import pytest
 
 import jaxdp
 from jaxdp import exact
-from jaxdp.prng import threefry
 from jaxdp import random as dprandom
 from jaxdp.exact import samplers as exact_samplers
+from jaxdp.prng import threefry
 
 KAT = [  # (key, counter, output) for threefry2x32 with 20 rounds
     ((0x00000000, 0x00000000), (0x00000000, 0x00000000), (0x6B200159, 0x99BA4EFE)),

@@ -6,8 +6,8 @@ code before the package was reorganised into subpackages; every entry is recompu
 here and compared byte for byte (dtype, shape and bits).
 """
 
-import pytest
 import numpy as np
+import pytest
 
 from tests.helpers import reference_draws
 

@@ -15,10 +15,14 @@ import pytest
 from scipy import optimize, stats
 
 import jaxdp
-from jaxdp import Poset, PosetBall, LpBall
-from jaxdp.samplers import chunks, dispatch, forest, general, subsets
+from jaxdp import LpBall, Poset, PosetBall
 from jaxdp.experiments import baselines
-from tests.helpers.exactness import chi_square_uniform_pvalue, object_index, second_moment_zscores
+from jaxdp.samplers import chunks, dispatch, forest, general, subsets
+from tests.helpers.exactness import (
+  chi_square_uniform_pvalue,
+  object_index,
+  second_moment_zscores,
+)
 
 P_MIN = 1e-4        # chi-square / KS p-value threshold for "consistent with exact"
 Z_MAX = 5.0         # largest |z| allowed for a second-moment entry
@@ -298,7 +302,7 @@ def test_large_batch_is_chunked_and_reproducible():
 def test_a_chunked_draw_is_in_the_program_once():
   """The chunk loop holds one copy of the draw's program (two copies compile twice:
   an unrolled 200-depth series-parallel kernel takes about a minute once)."""
-  fn = lambda k, m: jnp.sin(jax.random.uniform(k, (m, 2)))  # noqa: E731
+  fn = lambda k, m: jnp.sin(jax.random.uniform(k, (m, 2)))
   jaxpr = jax.make_jaxpr(lambda k: chunks.chunked(
       fn, k, 3 * jaxdp.random.CHUNK + 1, (2,), jnp.float32))(jax.random.key(0))
   assert str(jaxpr).count(" sin ") == 1

@@ -17,9 +17,9 @@ from scipy import stats
 
 import jaxdp
 from jaxdp import Poset, PosetBall
+from jaxdp.experiments.questionnaire import gate_chain, synthetic_questionnaire
 from jaxdp.posets import decomposition
 from jaxdp.samplers import dispatch, sp_kernel, sp_plan, sp_tables, subsets, words
-from jaxdp.experiments.questionnaire import gate_chain, synthetic_questionnaire
 from tests.helpers.exactness import random_series_parallel
 
 P_MIN = 1e-4

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TYPE_CHECKING
 
+import jax
 import jax.numpy as jnp
 
 from jaxdp import _checks
 from jaxdp.accounting import budget
 from jaxdp.accounting.rules.base import Capacity, UnitRule
 from jaxdp.composition.advanced import advanced_caps, advanced_composition
-from typing import Any, TYPE_CHECKING
-from jaxdp.typing import ArrayLike, KeyArray, Scalar
+from jaxdp.typing import ArrayLike, Scalar
 
 if TYPE_CHECKING:  # the accountant imports the rules
   from jaxdp.accounting.accountant import Accountant
-  from jaxdp.mechanisms import Mechanism
 
 __all__ = ["AdvancedComposition"]
 

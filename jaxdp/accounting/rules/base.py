@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
@@ -22,7 +22,6 @@ from jaxdp import _checks
 from jaxdp.accounting import budget, planning
 from jaxdp.accounting.errors import BudgetExceededError
 from jaxdp.accounting.history import logged
-from typing import Any, TYPE_CHECKING
 from jaxdp.typing import ArrayLike, KeyArray, Scalar
 
 if TYPE_CHECKING:  # the accountant imports the rules
@@ -53,7 +52,7 @@ class CompositionRule(Protocol):
 
   name: str
 
-  def bind(self, eps_budget: float, delta_budget: float) -> "CompositionRule":
+  def bind(self, eps_budget: float, delta_budget: float) -> CompositionRule:
     """The rule checked against and completed for the budgets (raises ValueError)."""
 
   def cost(self, mech: Mechanism, group_size: int) -> tuple[Scalar, Scalar]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +15,6 @@ from jaxdp.accounting import budget, planning
 from jaxdp.accounting.history import logged
 from jaxdp.accounting.rules.base import UnitRule
 from jaxdp.composition.events import events_epsilon
-from typing import Any, TYPE_CHECKING
 from jaxdp.typing import ArrayLike, KeyArray, Scalar
 
 if TYPE_CHECKING:  # the accountant imports the rules

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TYPE_CHECKING
 
+import jax
 import jax.numpy as jnp
 
 from jaxdp.accounting import budget, planning
 from jaxdp.accounting.rules.base import Capacity, UnitRule
 from jaxdp.composition.zcdp import zcdp_budget, zcdp_epsilon
-from typing import Any, TYPE_CHECKING
-from jaxdp.typing import ArrayLike, KeyArray, Scalar
+from jaxdp.typing import Scalar
 
 if TYPE_CHECKING:  # the accountant imports the rules
   from jaxdp.accounting.accountant import Accountant
