@@ -25,15 +25,15 @@ def machine() -> dict:
     pass
   devices = jax.devices()
   return {
-      "cpu": cpu,
-      "cpu_count": os.cpu_count(),
-      "platform": platform.platform(),
-      "python": platform.python_version(),
-      "jax": jax.__version__,
-      "numpy": np.__version__,
-      "backend": jax.default_backend(),
-      "devices": [f"{d.platform}:{getattr(d, 'device_kind', '')}" for d in devices],
-      "device_count": len(devices),
+    "cpu": cpu,
+    "cpu_count": os.cpu_count(),
+    "platform": platform.platform(),
+    "python": platform.python_version(),
+    "jax": jax.__version__,
+    "numpy": np.__version__,
+    "backend": jax.default_backend(),
+    "devices": [f"{d.platform}:{getattr(d, 'device_kind', '')}" for d in devices],
+    "device_count": len(devices),
   }
 
 
@@ -53,7 +53,9 @@ def write_results(out_dir: str | Path, name: str, payload: dict, table: str) -> 
   out.mkdir(parents=True, exist_ok=True)
   (out / f"{name}.json").write_text(json.dumps(payload, indent=2))
   m = payload["machine"]
-  header = (f"# {name}\n\nMachine: {m['cpu']}, {m['cpu_count']} CPUs, backend "
-            f"{m['backend']} ({', '.join(m['devices'])}), jax {m['jax']}.\n\n")
+  header = (
+    f"# {name}\n\nMachine: {m['cpu']}, {m['cpu_count']} CPUs, backend "
+    f"{m['backend']} ({', '.join(m['devices'])}), jax {m['jax']}.\n\n"
+  )
   (out / f"{name}.md").write_text(header + table + "\n")
   print(header + table)

@@ -45,13 +45,14 @@ def _laplace_from_bits(bits):
 def _check_replica():
   key = jax.random.key(123)
   ours = _laplace_from_bits(jax.random.bits(key, (100_000,), jnp.uint32))
-  np.testing.assert_array_equal(np.asarray(ours),
-                                np.asarray(jax.random.laplace(key, (100_000,))))
+  np.testing.assert_array_equal(
+    np.asarray(ours), np.asarray(jax.random.laplace(key, (100_000,)))
+  )
 
 
 def impossible_share(eps: float, x0: float, x1: float) -> tuple[float, float]:
   """P(output under x0 is impossible under x1), and the reverse, exactly."""
-  noise = _laplace_from_bits(jnp.arange(2 ** 23, dtype=jnp.uint32) << 9)
+  noise = _laplace_from_bits(jnp.arange(2**23, dtype=jnp.uint32) << 9)
   mech = jaxdp.LaplaceMechanism(eps)
   scale = np.float32(mech.sensitivity / eps)
   outs = [np.asarray(jnp.float32(x) + noise * scale).view(np.uint32) for x in (x0, x1)]
@@ -67,12 +68,24 @@ def main(argv=None):
   rows = []
   for eps in (0.1, 1.0, 10.0):
     p01, p10 = impossible_share(eps, 0.0, 1.0)
-    rows.append({"eps": eps, "x0": 0, "x1": 1, "impossible_under_other_from_0": p01,
-                 "impossible_under_other_from_1": p10})
-  table = ("| eps | counts | P(output under 0 impossible under 1) | "
-           "P(output under 1 impossible under 0) |\n|---|---|---|---|\n")
-  table += "\n".join(f"| {r['eps']:g} | 0 vs 1 | {r['impossible_under_other_from_0']:.1%}"
-                     f" | {r['impossible_under_other_from_1']:.1%} |" for r in rows)
+    rows.append(
+      {
+        "eps": eps,
+        "x0": 0,
+        "x1": 1,
+        "impossible_under_other_from_0": p01,
+        "impossible_under_other_from_1": p10,
+      }
+    )
+  table = (
+    "| eps | counts | P(output under 0 impossible under 1) | "
+    "P(output under 1 impossible under 0) |\n|---|---|---|---|\n"
+  )
+  table += "\n".join(
+    f"| {r['eps']:g} | 0 vs 1 | {r['impossible_under_other_from_0']:.1%}"
+    f" | {r['impossible_under_other_from_1']:.1%} |"
+    for r in rows
+  )
   write_results(args.out, "float_attack", {"machine": machine(), "rows": rows}, table)
 
 

@@ -87,7 +87,8 @@ def _numpy_cases(n, nhis):
 
   def linf():
     return rng.uniform(-1, 1, (n, D)).astype(np.float32) * rng.standard_gamma(
-        D + 1, (n, 1)).astype(np.float32)
+      D + 1, (n, 1)
+    ).astype(np.float32)
 
   def l2():
     g = rng.standard_normal((n, D), np.float32)
@@ -96,25 +97,25 @@ def _numpy_cases(n, nhis):
     return g / np.linalg.norm(g, axis=1, keepdims=True) * u * r
 
   return {
-      "raw 32-bit words": (lambda: rng.integers(0, 2 ** 32, n * D, np.uint32), n * D),
-      "uniform float32": (lambda: rng.random(n * D, np.float32), n * D),
-      "gaussian float32": (lambda: rng.standard_normal(n * D, np.float32), n * D),
-      "laplace": (lambda: rng.laplace(size=n * D).astype(np.float32), n * D),
-      "knorm l_inf d=16": (linf, n),
-      "knorm l_2 d=16": (l2, n),
-      "poset ball NHIS-3": (lambda: numpy_poset_ball(rng, nhis, n), n),
+    "raw 32-bit words": (lambda: rng.integers(0, 2**32, n * D, np.uint32), n * D),
+    "uniform float32": (lambda: rng.random(n * D, np.float32), n * D),
+    "gaussian float32": (lambda: rng.standard_normal(n * D, np.float32), n * D),
+    "laplace": (lambda: rng.laplace(size=n * D).astype(np.float32), n * D),
+    "knorm l_inf d=16": (linf, n),
+    "knorm l_2 d=16": (l2, n),
+    "poset ball NHIS-3": (lambda: numpy_poset_ball(rng, nhis, n), n),
   }
 
 
 def _jax_cases(n, nhis):
   return {
-      "raw 32-bit words": (lambda k: jax.random.bits(k, (n * D,), jnp.uint32), n * D),
-      "uniform float32": (lambda k: jax.random.uniform(k, (n * D,)), n * D),
-      "gaussian float32": (lambda k: jaxdp.random.gaussian(k, (n * D,)), n * D),
-      "laplace": (lambda k: jaxdp.random.laplace(k, (n * D,)), n * D),
-      "knorm l_inf d=16": (lambda k: jaxdp.random.knorm(k, LpBall(D, jnp.inf), 1.0, (n,)), n),
-      "knorm l_2 d=16": (lambda k: jaxdp.random.knorm(k, LpBall(D, 2.0), 1.0, (n,)), n),
-      "poset ball NHIS-3": (lambda k: jaxdp.random.poset_ball(k, nhis, (n,)), n),
+    "raw 32-bit words": (lambda k: jax.random.bits(k, (n * D,), jnp.uint32), n * D),
+    "uniform float32": (lambda k: jax.random.uniform(k, (n * D,)), n * D),
+    "gaussian float32": (lambda k: jaxdp.random.gaussian(k, (n * D,)), n * D),
+    "laplace": (lambda k: jaxdp.random.laplace(k, (n * D,)), n * D),
+    "knorm l_inf d=16": (lambda k: jaxdp.random.knorm(k, LpBall(D, jnp.inf), 1.0, (n,)), n),
+    "knorm l_2 d=16": (lambda k: jaxdp.random.knorm(k, LpBall(D, 2.0), 1.0, (n,)), n),
+    "poset ball NHIS-3": (lambda k: jaxdp.random.poset_ball(k, nhis, (n,)), n),
   }
 
 
@@ -126,11 +127,13 @@ def main(argv=None):
   n = args.n
   nhis = Poset.nhis(3)
   impls = ["threefry2x32", "threefry2x32_unrolled", "rbg", "chacha20", "chacha8"]
-  keys = {"threefry2x32": jax.random.key(0),
-          "threefry2x32_unrolled": jax.random.key(0, impl=jaxdp.prng.threefry.THREEFRY_UNROLLED),
-          "rbg": jax.random.key(0, impl="rbg"),
-          "chacha20": jaxdp.random.secure_key(bytes(32)),
-          "chacha8": jax.random.key(0, impl=jaxdp.prng.chacha.CHACHA8)}
+  keys = {
+    "threefry2x32": jax.random.key(0),
+    "threefry2x32_unrolled": jax.random.key(0, impl=jaxdp.prng.threefry.THREEFRY_UNROLLED),
+    "rbg": jax.random.key(0, impl="rbg"),
+    "chacha20": jaxdp.random.secure_key(bytes(32)),
+    "chacha8": jax.random.key(0, impl=jaxdp.prng.chacha.CHACHA8),
+  }
   table, ratios = {}, {}
   for name, (fn, count) in _numpy_cases(n, nhis).items():
     table.setdefault(name, {})["numpy PCG64"] = count / best_time(fn)
@@ -144,9 +147,12 @@ def main(argv=None):
       if name.startswith("poset"):
         ratios[impl] = _ratio(f(keys[impl]))
   cols = ["numpy PCG64"] + impls
-  lines = [f"Samples (or vectors) per second, batch n = {n:,} (x 16 for scalar rows):",
-           "", "| draw | " + " | ".join(cols) + " | unrolled / numpy | best JAX / numpy |",
-           "|---|" + "---|" * (len(cols) + 2)]
+  lines = [
+    f"Samples (or vectors) per second, batch n = {n:,} (x 16 for scalar rows):",
+    "",
+    "| draw | " + " | ".join(cols) + " | unrolled / numpy | best JAX / numpy |",
+    "|---|" + "---|" * (len(cols) + 2),
+  ]
   for name, row in table.items():
     cells = [f"{row[c]:,.0f}" if c in row else "-" for c in cols]
     best = max(impls, key=lambda c: row[c])
@@ -156,14 +162,22 @@ def main(argv=None):
     else:
       ratio, vs = "-", f"- ({best})"
     lines.append(f"| {name} | " + " | ".join(cells) + f" | {ratio} | {vs} |")
-  lines += ["", "Check that every poset-ball row samples the same ball: E||Z||^2 / (d / 3) "
-            "over its batch, ± one standard error (NHIS-3: 0.3718 ± 0.0002 in the "
-            "README's study of 10^6 draws):", "",
-            "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols),
-            "| " + " | ".join("{:.4f} ± {:.4f}".format(*ratios[c]) for c in cols) + " |"]
-  write_results(args.out, "generators",
-                {"machine": machine(), "n": n, "rows": table, "poset_ball_ratio": ratios},
-                "\n".join(lines))
+  lines += [
+    "",
+    "Check that every poset-ball row samples the same ball: E||Z||^2 / (d / 3) "
+    "over its batch, ± one standard error (NHIS-3: 0.3718 ± 0.0002 in the "
+    "README's study of 10^6 draws):",
+    "",
+    "| " + " | ".join(cols) + " |",
+    "|" + "---|" * len(cols),
+    "| " + " | ".join("{:.4f} ± {:.4f}".format(*ratios[c]) for c in cols) + " |",
+  ]
+  write_results(
+    args.out,
+    "generators",
+    {"machine": machine(), "n": n, "rows": table, "poset_ball_ratio": ratios},
+    "\n".join(lines),
+  )
 
 
 if __name__ == "__main__":

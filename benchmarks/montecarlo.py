@@ -40,21 +40,37 @@ def main(argv=None):
     t0 = time.perf_counter()
     est = montecarlo.estimate(jax.random.key(1), draw, stat, args.n, **kw)
     t = time.perf_counter() - t0
-    rows.append({"how": f"montecarlo.estimate, {devs} device(s)", "n": args.n,
-                 "seconds": t, "draws_per_s": args.n / t, "estimate": float(est.mean),
-                 "stderr": float(est.stderr)})
+    rows.append(
+      {
+        "how": f"montecarlo.estimate, {devs} device(s)",
+        "n": args.n,
+        "seconds": t,
+        "draws_per_s": args.n / t,
+        "estimate": float(est.mean),
+        "stderr": float(est.stderr),
+      }
+    )
   f = jax.jit(lambda k: stat(jaxdp.random.poset_ball(k, p, (args.n,))).mean())
   jax.block_until_ready(f(jax.random.key(0)))
   t0 = time.perf_counter()
   jax.block_until_ready(f(jax.random.key(1)))
   t = time.perf_counter() - t0
-  rows.append({"how": "poset_ball in one batch (not streamed)", "n": args.n,
-               "seconds": t, "draws_per_s": args.n / t})
+  rows.append(
+    {
+      "how": "poset_ball in one batch (not streamed)",
+      "n": args.n,
+      "seconds": t,
+      "draws_per_s": args.n / t,
+    }
+  )
   lines = ["| how | draws | seconds | draws/s |", "|---|---|---|---|"]
-  lines += [f"| {r['how']} | {r['n']:,} | {r['seconds']:.2f} | {r['draws_per_s']:,.0f} |"
-            for r in rows]
-  write_results(args.out, "montecarlo", {"machine": machine(), "rows": rows},
-                "\n".join(lines))
+  lines += [
+    f"| {r['how']} | {r['n']:,} | {r['seconds']:.2f} | {r['draws_per_s']:,.0f} |"
+    for r in rows
+  ]
+  write_results(
+    args.out, "montecarlo", {"machine": machine(), "rows": rows}, "\n".join(lines)
+  )
 
 
 if __name__ == "__main__":

@@ -32,21 +32,30 @@ def main(argv=None):
   ap.add_argument("--out", default="results", help="output folder (default: results)")
   args = ap.parse_args(argv)
   warm = jaxdp.Poset.random(jax.random.key(10_000), args.d)
-  jax.block_until_ready(dprandom.poset_ball(jax.random.key(0), warm, (args.n,),
-                                            method="general"))
+  jax.block_until_ready(
+    dprandom.poset_ball(jax.random.key(0), warm, (args.n,), method="general")
+  )
   posets = [jaxdp.Poset.random(jax.random.key(100 + i), args.d) for i in range(args.posets)]
   before = dprandom._poset_kernel._cache_size()
   t0 = time.perf_counter()
   for i, p in enumerate(posets):
-    jax.block_until_ready(dprandom.poset_ball(jax.random.key(i), p, (args.n,),
-                                              method="general"))
+    jax.block_until_ready(
+      dprandom.poset_ball(jax.random.key(i), p, (args.n,), method="general")
+    )
   seconds = time.perf_counter() - t0
-  row = {"posets": args.posets, "d": args.d, "draws_each": args.n, "seconds": seconds,
-         "new_compilations": dprandom._poset_kernel._cache_size() - before}
-  table = ("| new posets | d | draws each | seconds | new compilations |\n"
-           "|---|---|---|---|---|\n"
-           f"| {row['posets']} | {row['d']} | {row['draws_each']:,} | {seconds:.2f} | "
-           f"{row['new_compilations']} |")
+  row = {
+    "posets": args.posets,
+    "d": args.d,
+    "draws_each": args.n,
+    "seconds": seconds,
+    "new_compilations": dprandom._poset_kernel._cache_size() - before,
+  }
+  table = (
+    "| new posets | d | draws each | seconds | new compilations |\n"
+    "|---|---|---|---|---|\n"
+    f"| {row['posets']} | {row['d']} | {row['draws_each']:,} | {seconds:.2f} | "
+    f"{row['new_compilations']} |"
+  )
   write_results(args.out, "recompile", {"machine": machine(), "rows": [row]}, table)
 
 

@@ -57,10 +57,18 @@ def _peak_ratio(fn, key, out_bytes):
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--n", type=int, default=1_000_000)
-  ap.add_argument("--numpy-n", type=int, default=5_000,
-                  help="samples for the sequential numpy baseline (scaled to --n)")
-  ap.add_argument("--large-n", type=int, default=100_000,
-                  help="batch for the large posets (d = 32 .. 512)")
+  ap.add_argument(
+    "--numpy-n",
+    type=int,
+    default=5_000,
+    help="samples for the sequential numpy baseline (scaled to --n)",
+  )
+  ap.add_argument(
+    "--large-n",
+    type=int,
+    default=100_000,
+    help="batch for the large posets (d = 32 .. 512)",
+  )
   ap.add_argument("--out", default="results")
   args = ap.parse_args(argv)
   n = args.n
@@ -68,37 +76,62 @@ def main(argv=None):
   rows = []
 
   nhis = Poset.nhis(3)
-  rand20 = Poset.random(jax.random.key(20), 20)       # series-parallel
+  rand20 = Poset.random(jax.random.key(20), 20)  # series-parallel
   # a prime piece of more than 16 elements (the first such seed from 21 on: random
   # DAGs with d = 20 rarely have one), so auto takes the general sampler
   rand20n = Poset.random(jax.random.key(44), 20)
   assert rand20.is_series_parallel and PosetBall(rand20n).resolved_method == "general"
   cases = [
-      ("poset_ball", "NHIS 3 sections (forest)", nhis, None),
-      ("knorm", "NHIS 3 sections (forest)", nhis, PosetBall(nhis)),
-      ("poset_ball", "NHIS 3 sections (series-parallel)", nhis, "sp"),
-      ("poset_ball", "NHIS 3 sections (general)", nhis, "general"),
-      ("poset_ball", f"random d=20 ({PosetBall(rand20).resolved_method}, "
-       f"{rand20.num_cover_edges} cover edges)", rand20, None),
-      ("poset_ball", "random d=20 (general)", rand20, "general"),
-      ("knorm", f"random d=20 ({PosetBall(rand20).resolved_method})", rand20,
-       PosetBall(rand20)),
-      ("poset_ball", f"random d=20 with a prime piece of > 16 elements (`auto`: general; "
-       f"{rand20n.num_cover_edges} cover edges)", rand20n, None),
+    ("poset_ball", "NHIS 3 sections (forest)", nhis, None),
+    ("knorm", "NHIS 3 sections (forest)", nhis, PosetBall(nhis)),
+    ("poset_ball", "NHIS 3 sections (series-parallel)", nhis, "sp"),
+    ("poset_ball", "NHIS 3 sections (general)", nhis, "general"),
+    (
+      "poset_ball",
+      f"random d=20 ({PosetBall(rand20).resolved_method}, "
+      f"{rand20.num_cover_edges} cover edges)",
+      rand20,
+      None,
+    ),
+    ("poset_ball", "random d=20 (general)", rand20, "general"),
+    (
+      "knorm",
+      f"random d=20 ({PosetBall(rand20).resolved_method})",
+      rand20,
+      PosetBall(rand20),
+    ),
+    (
+      "poset_ball",
+      f"random d=20 with a prime piece of > 16 elements (`auto`: general; "
+      f"{rand20n.num_cover_edges} cover edges)",
+      rand20n,
+      None,
+    ),
   ]
   for fn_name, label, poset, extra in cases:
     dim = poset.d + 1
     if fn_name == "poset_ball":
       method = extra if isinstance(extra, str) else "auto"
-      f = jax.jit(lambda k, p=poset, m=method: jaxdp.random.poset_ball(k, p, (n,), method=m))
+      f = jax.jit(
+        lambda k, p=poset, m=method: jaxdp.random.poset_ball(k, p, (n,), method=m)
+      )
     else:
       f = jax.jit(lambda k, b=extra: jaxdp.random.knorm(k, b, 1.0, (n,)))
     t = best_time(lambda: f(key))
     floor, fast = _floor(key, n, 2 * dim)
-    row = {"sampler": fn_name, "case": label, "d": poset.d, "n": n, "seconds": t,
-           "samples_per_s": n / t, "floor_seconds": floor, "x_floor": t / floor,
-           "fast_floor_seconds": fast, "x_fast_floor": t / fast,
-           "peak_over_output": _peak_ratio(f, key, n * dim * 4)}
+    row = {
+      "sampler": fn_name,
+      "case": label,
+      "d": poset.d,
+      "n": n,
+      "seconds": t,
+      "samples_per_s": n / t,
+      "floor_seconds": floor,
+      "x_floor": t / floor,
+      "fast_floor_seconds": fast,
+      "x_fast_floor": t / fast,
+      "peak_over_output": _peak_ratio(f, key, n * dim * 4),
+    }
     if fn_name == "poset_ball" and poset is nhis and extra is None:
       rng = np.random.default_rng(0)
       t0 = time.perf_counter()
@@ -110,41 +143,66 @@ def main(argv=None):
     print(row, flush=True)
 
   for label, fn in [
-      ("knorm l_inf d=16", lambda k: jaxdp.random.knorm(k, LpBall(16, jnp.inf), 1.0, (n,))),
-      ("laplace d=16", lambda k: jaxdp.random.laplace(k, (n, 16))),
-      ("jax.random.laplace d=16", lambda k: jax.random.laplace(k, (n, 16))),
+    ("knorm l_inf d=16", lambda k: jaxdp.random.knorm(k, LpBall(16, jnp.inf), 1.0, (n,))),
+    ("laplace d=16", lambda k: jaxdp.random.laplace(k, (n, 16))),
+    ("jax.random.laplace d=16", lambda k: jax.random.laplace(k, (n, 16))),
   ]:
     f = jax.jit(fn)
     t = best_time(lambda: f(key))
     floor, fast = _floor(key, n, 2 * 17)
-    rows.append({"sampler": label.split()[0], "case": label, "d": 16, "n": n,
-                 "seconds": t, "samples_per_s": n / t, "floor_seconds": floor,
-                 "x_floor": t / floor, "fast_floor_seconds": fast,
-                 "x_fast_floor": t / fast, "peak_over_output": _peak_ratio(f, key, n * 16 * 4)})
+    rows.append(
+      {
+        "sampler": label.split()[0],
+        "case": label,
+        "d": 16,
+        "n": n,
+        "seconds": t,
+        "samples_per_s": n / t,
+        "floor_seconds": floor,
+        "x_floor": t / floor,
+        "fast_floor_seconds": fast,
+        "x_fast_floor": t / fast,
+        "peak_over_output": _peak_ratio(f, key, n * 16 * 4),
+      }
+    )
     print(rows[-1], flush=True)
 
   large = _large_posets(key, args.large_n)
-  lines = ["| sampler | case | n | seconds | samples/s | floor s | x floor | fast floor s | "
-           "x fast | peak mem / output | numpy insertion s | speed-up vs numpy |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+  lines = [
+    "| sampler | case | n | seconds | samples/s | floor s | x floor | fast floor s | "
+    "x fast | peak mem / output | numpy insertion s | speed-up vs numpy |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|",
+  ]
   for r in rows:
     peak = r["peak_over_output"]
     lines.append(
-        f"| {r['sampler']} | {r['case']} | {r['n']:,} | {r['seconds']:.3f} | "
-        f"{r['samples_per_s']:,.0f} | {r['floor_seconds']:.3f} | {r['x_floor']:.2f} | "
-        f"{r['fast_floor_seconds']:.3f} | {r['x_fast_floor']:.2f} | "
-        f"{'' if peak is None else f'{peak:.2f}'} | "
-        f"{r.get('numpy_insertion_seconds', float('nan')):.0f} | "
-        f"{r.get('speedup_vs_numpy', float('nan')):,.0f} |".replace("| nan |", "| - |")
-        .replace("| nan |", "| - |"))
-  lines += ["", f"Large posets (batch {args.large_n:,}; first call includes compilation):",
-            "", "| poset | d | method | first call s | samples/s | x floor | x fast |",
-            "|---|---|---|---|---|---|---|"]
+      f"| {r['sampler']} | {r['case']} | {r['n']:,} | {r['seconds']:.3f} | "
+      f"{r['samples_per_s']:,.0f} | {r['floor_seconds']:.3f} | {r['x_floor']:.2f} | "
+      f"{r['fast_floor_seconds']:.3f} | {r['x_fast_floor']:.2f} | "
+      f"{'' if peak is None else f'{peak:.2f}'} | "
+      f"{r.get('numpy_insertion_seconds', float('nan')):.0f} | "
+      f"{r.get('speedup_vs_numpy', float('nan')):,.0f} |".replace(
+        "| nan |", "| - |"
+      ).replace("| nan |", "| - |")
+    )
+  lines += [
+    "",
+    f"Large posets (batch {args.large_n:,}; first call includes compilation):",
+    "",
+    "| poset | d | method | first call s | samples/s | x floor | x fast |",
+    "|---|---|---|---|---|---|---|",
+  ]
   for r in large:
-    lines.append(f"| {r['case']} | {r['d']} | {r['method']} | {r['first_call_seconds']:.1f} | "
-                 f"{r['samples_per_s']:,.0f} | {r['x_floor']:.1f} | {r['x_fast_floor']:.1f} |")
-  write_results(args.out, "samplers", {"machine": machine(), "rows": rows,
-                                       "large_posets": large}, "\n".join(lines))
+    lines.append(
+      f"| {r['case']} | {r['d']} | {r['method']} | {r['first_call_seconds']:.1f} | "
+      f"{r['samples_per_s']:,.0f} | {r['x_floor']:.1f} | {r['x_fast_floor']:.1f} |"
+    )
+  write_results(
+    args.out,
+    "samplers",
+    {"machine": machine(), "rows": rows, "large_posets": large},
+    "\n".join(lines),
+  )
 
 
 def _large_posets(key, n):
@@ -152,11 +210,13 @@ def _large_posets(key, n):
   24, where ``auto`` switches from one to the other) and synthetic questionnaires
   with joint follow-ups (not forests; d = 128, 300, 512)."""
   from jaxdp.experiments.questionnaire import synthetic_questionnaire
+
   rng = np.random.default_rng(0)
   cases = []
   for d in (32, 64, 128, 16, 24):
-    forest = Poset.from_parents([-1] + [int(rng.integers(0, i)) for i in range(1, d)],
-                                name=f"random forest d={d}")
+    forest = Poset.from_parents(
+      [-1] + [int(rng.integers(0, i)) for i in range(1, d)], name=f"random forest d={d}"
+    )
     cases += [(forest, "forest"), (forest, "sp")]
   for d in (128, 300, 512):
     cases.append((synthetic_questionnaire(0, d), "sp"))
@@ -168,10 +228,21 @@ def _large_posets(key, n):
     first = time.perf_counter() - t0
     t = best_time(lambda: f(key))
     floor, fast = _floor(key, n, 2 * (poset.d + 1))
-    rows.append({"case": poset.name, "d": poset.d, "method": method, "n": n,
-                 "first_call_seconds": first, "seconds": t, "samples_per_s": n / t,
-                 "floor_seconds": floor, "x_floor": t / floor, "fast_floor_seconds": fast,
-                 "x_fast_floor": t / fast})
+    rows.append(
+      {
+        "case": poset.name,
+        "d": poset.d,
+        "method": method,
+        "n": n,
+        "first_call_seconds": first,
+        "seconds": t,
+        "samples_per_s": n / t,
+        "floor_seconds": floor,
+        "x_floor": t / floor,
+        "fast_floor_seconds": fast,
+        "x_fast_floor": t / fast,
+      }
+    )
     print(rows[-1], flush=True)
   return rows
 

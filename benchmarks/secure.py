@@ -79,13 +79,19 @@ def _opendp(n):
     return None
   dp.enable_features("contrib")
   out = {}
-  cases = (("float", float, "l1_distance", dp.m.make_laplace),
-           ("int", int, "l1_distance", dp.m.make_laplace),
-           ("gaussian_int", int, "l2_distance", dp.m.make_gaussian))
+  cases = (
+    ("float", float, "l1_distance", dp.m.make_laplace),
+    ("int", int, "l1_distance", dp.m.make_laplace),
+    ("gaussian_int", int, "l2_distance", dp.m.make_gaussian),
+  )
   for name, t, metric, make in cases:
-    m = make(dp.vector_domain(dp.atom_domain(T=t, nan=False) if t is float
-                              else dp.atom_domain(T=t)),
-             getattr(dp, metric)(T=t), scale=1.0)
+    m = make(
+      dp.vector_domain(
+        dp.atom_domain(T=t, nan=False) if t is float else dp.atom_domain(T=t)
+      ),
+      getattr(dp, metric)(T=t),
+      scale=1.0,
+    )
     data = [t(0)] * n
     m(data[:100])
     t0 = time.perf_counter()
@@ -107,83 +113,124 @@ def main(argv=None):
 
   words = 1 << 24
   draw_bits = jax.jit(lambda kk: jax.random.bits(kk, (words,), jnp.uint32))
-  bits = {name: _rate(lambda k=k: draw_bits(k), words)
-          for name, k in (("threefry", fry), ("chacha20", cc))}
+  bits = {
+    name: _rate(lambda k=k: draw_bits(k), words)
+    for name, k in (("threefry", fry), ("chacha20", cc))
+  }
   payload["bits_words_per_s"] = bits
   rows.append(("random bits (uint32 words)", "Threefry", bits["threefry"], None))
-  rows.append(("random bits (uint32 words)", "ChaCha20", bits["chacha20"],
-               bits["chacha20"] / bits["threefry"]))
+  rows.append(
+    (
+      "random bits (uint32 words)",
+      "ChaCha20",
+      bits["chacha20"],
+      bits["chacha20"] / bits["threefry"],
+    )
+  )
 
   lap_f = jax.jit(lambda k: dprandom.laplace(k, (n,)))
   lap_x = lambda k: exact.laplace(k, (n,), scale=1.0)
   floor_x = jax.jit(lambda k: jax.random.bits(k, (n, 2), jnp.uint32))
-  r = {"float_threefry": _rate(lambda: lap_f(fry), n),
-       "float_chacha20": _rate(lambda: lap_f(cc), n),
-       "exact_chacha20": _rate(lambda: lap_x(cc), n),
-       "chacha20_bits_floor": _rate(lambda: floor_x(cc), n)}
+  r = {
+    "float_threefry": _rate(lambda: lap_f(fry), n),
+    "float_chacha20": _rate(lambda: lap_f(cc), n),
+    "exact_chacha20": _rate(lambda: lap_x(cc), n),
+    "chacha20_bits_floor": _rate(lambda: floor_x(cc), n),
+  }
   payload["laplace_per_s"] = r
-  rows += [("Laplace", "float, Threefry", r["float_threefry"], None),
-           ("Laplace", "float, ChaCha20", r["float_chacha20"], None),
-           ("Laplace", "exact, ChaCha20", r["exact_chacha20"],
-            r["exact_chacha20"] / r["float_chacha20"]),
-           ("Laplace", "ChaCha20 bits it uses (floor)", r["chacha20_bits_floor"], None)]
+  rows += [
+    ("Laplace", "float, Threefry", r["float_threefry"], None),
+    ("Laplace", "float, ChaCha20", r["float_chacha20"], None),
+    (
+      "Laplace",
+      "exact, ChaCha20",
+      r["exact_chacha20"],
+      r["exact_chacha20"] / r["float_chacha20"],
+    ),
+    ("Laplace", "ChaCha20 bits it uses (floor)", r["chacha20_bits_floor"], None),
+  ]
 
   nhis = jaxdp.Poset.nhis(3)
   ball = jaxdp.PosetBall(nhis)
   knorm_f = jax.jit(lambda k: dprandom.knorm(k, ball, 1.0, (n,)))
   knorm_x = lambda k: exact.poset_knorm(k, nhis, 1.0, (n,))
-  p = {"float_chacha20": _rate(lambda: knorm_f(cc), n),
-       "exact_chacha20": _rate(lambda: knorm_x(cc), n),
-       "float_threefry": _rate(lambda: knorm_f(fry), n)}
+  p = {
+    "float_chacha20": _rate(lambda: knorm_f(cc), n),
+    "exact_chacha20": _rate(lambda: knorm_x(cc), n),
+    "float_threefry": _rate(lambda: knorm_f(fry), n),
+  }
   payload["nhis3_knorm_per_s"] = p
-  rows += [("NHIS-3 K-norm", "float, Threefry", p["float_threefry"], None),
-           ("NHIS-3 K-norm", "float, ChaCha20", p["float_chacha20"], None),
-           ("NHIS-3 K-norm", "exact, ChaCha20", p["exact_chacha20"],
-            p["exact_chacha20"] / p["float_chacha20"])]
+  rows += [
+    ("NHIS-3 K-norm", "float, Threefry", p["float_threefry"], None),
+    ("NHIS-3 K-norm", "float, ChaCha20", p["float_chacha20"], None),
+    (
+      "NHIS-3 K-norm",
+      "exact, ChaCha20",
+      p["exact_chacha20"],
+      p["exact_chacha20"] / p["float_chacha20"],
+    ),
+  ]
 
   dg = {}
   for sigma in (1.0, 20.0):
-    dg[sigma] = _rate(lambda s=sigma: exact.discrete_gaussian(cc, (n // 10,), sigma=s),
-                      n // 10)
+    dg[sigma] = _rate(
+      lambda s=sigma: exact.discrete_gaussian(cc, (n // 10,), sigma=s), n // 10
+    )
     rows.append(("discrete Gaussian", f"exact, ChaCha20, sigma {sigma:g}", dg[sigma], None))
   payload["discrete_gaussian_per_s"] = {str(k): v for k, v in dg.items()}
 
   od = _opendp(args.opendp_n)
   payload["opendp_laplace_per_s"] = od
   if od:
-    rows += [("Laplace", "OpenDP make_laplace, float vector", od["float"],
-              r["exact_chacha20"] / od["float"]),
-             ("Laplace", "OpenDP make_laplace, int vector", od["int"], None),
-             ("discrete Gaussian", "OpenDP make_gaussian, int vector, sigma 1",
-              od["gaussian_int"], dg[1.0] / od["gaussian_int"])]
+    rows += [
+      (
+        "Laplace",
+        "OpenDP make_laplace, float vector",
+        od["float"],
+        r["exact_chacha20"] / od["float"],
+      ),
+      ("Laplace", "OpenDP make_laplace, int vector", od["int"], None),
+      (
+        "discrete Gaussian",
+        "OpenDP make_gaussian, int vector, sigma 1",
+        od["gaussian_int"],
+        dg[1.0] / od["gaussian_int"],
+      ),
+    ]
 
   m_refine = 10_000_000
-  share = {"laplace_scale_1": _unsettled_laplace(jax.random.fold_in(cc, 1), m_refine, 1.0),
-           "laplace_scale_1000": _unsettled_laplace(jax.random.fold_in(cc, 2), m_refine,
-                                                    1000.0),
-           "nhis3_eps_1": _unsettled_poset(jax.random.fold_in(cc, 3), nhis, 1_000_000, 1.0)}
+  share = {
+    "laplace_scale_1": _unsettled_laplace(jax.random.fold_in(cc, 1), m_refine, 1.0),
+    "laplace_scale_1000": _unsettled_laplace(jax.random.fold_in(cc, 2), m_refine, 1000.0),
+    "nhis3_eps_1": _unsettled_poset(jax.random.fold_in(cc, 3), nhis, 1_000_000, 1.0),
+  }
   payload["unsettled"] = {"laplace_samples": m_refine, "poset_samples": 1_000_000, **share}
-  mem = {"exact_laplace": _memory(lambda k: exact.laplace(k, (n,), scale=1.0), cc, 4 * n),
-         "exact_nhis3": _memory(lambda k: exact.poset_knorm(k, nhis, 1.0, (n,)), cc,
-                                4 * n * 16)}
+  mem = {
+    "exact_laplace": _memory(lambda k: exact.laplace(k, (n,), scale=1.0), cc, 4 * n),
+    "exact_nhis3": _memory(lambda k: exact.poset_knorm(k, nhis, 1.0, (n,)), cc, 4 * n * 16),
+  }
   payload["memory_ratio"] = mem
 
   lines = ["| what | sampler | per second | ratio |", "|---|---|---:|---:|"]
-  ratio_note = {"ChaCha20": "x Threefry", "exact, ChaCha20": "x float (ChaCha20)",
-                "OpenDP make_laplace, float vector": "jaxdp exact / this",
-                "OpenDP make_gaussian, int vector, sigma 1": "jaxdp exact / this"}
+  ratio_note = {
+    "ChaCha20": "x Threefry",
+    "exact, ChaCha20": "x float (ChaCha20)",
+    "OpenDP make_laplace, float vector": "jaxdp exact / this",
+    "OpenDP make_gaussian, int vector, sigma 1": "jaxdp exact / this",
+  }
   for what, name, rate, ratio in rows:
     rtxt = f"{ratio:.2f} ({ratio_note.get(name, '')})" if ratio is not None else ""
     lines.append(f"| {what} | {name} | {rate:,.0f} | {rtxt} |")
   lines.append("")
   lines.append(
-      f"Exact Laplace takes {r['chacha20_bits_floor'] / r['exact_chacha20']:.2f}x the "
-      f"time of the ChaCha20 bits it consumes. Fast-pass samples left for the host "
-      f"refinement: Laplace scale 1: {share['laplace_scale_1']} of {m_refine:,}; "
-      f"scale 1000: {share['laplace_scale_1000']} of {m_refine:,}; NHIS-3 at eps = 1: "
-      f"{share['nhis3_eps_1']} of 1,000,000. Peak memory (XLA temporaries + output) / "
-      f"output: exact Laplace {mem['exact_laplace'] or float('nan'):.2f}, exact NHIS-3 "
-      f"{mem['exact_nhis3'] or float('nan'):.2f}. Batch {n:,}.")
+    f"Exact Laplace takes {r['chacha20_bits_floor'] / r['exact_chacha20']:.2f}x the "
+    f"time of the ChaCha20 bits it consumes. Fast-pass samples left for the host "
+    f"refinement: Laplace scale 1: {share['laplace_scale_1']} of {m_refine:,}; "
+    f"scale 1000: {share['laplace_scale_1000']} of {m_refine:,}; NHIS-3 at eps = 1: "
+    f"{share['nhis3_eps_1']} of 1,000,000. Peak memory (XLA temporaries + output) / "
+    f"output: exact Laplace {mem['exact_laplace'] or float('nan'):.2f}, exact NHIS-3 "
+    f"{mem['exact_nhis3'] or float('nan'):.2f}. Batch {n:,}."
+  )
   write_results(args.out, "secure", payload, "\n".join(lines))
 
 

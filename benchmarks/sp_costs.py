@@ -42,15 +42,19 @@ def main(argv=None):
   key = jax.random.key(0)
 
   compile_rows = []
-  cases = [(Poset.from_edges(200, [(i, i + 1) for i in range(199)], name="chain d=200"),
-            True), (Poset.from_edges(200, [], name="antichain d=200"), True),
-           (synthetic_questionnaire(0, 300), True), (gate_chain(200, follow_ups=1), True),
-           (gate_chain(200, follow_ups=1), False), (gate_chain(300), True),
-           (gate_chain(512, follow_ups=1), True)]
+  cases = [
+    (Poset.from_edges(200, [(i, i + 1) for i in range(199)], name="chain d=200"), True),
+    (Poset.from_edges(200, [], name="antichain d=200"), True),
+    (synthetic_questionnaire(0, 300), True),
+    (gate_chain(200, follow_ups=1), True),
+    (gate_chain(200, follow_ups=1), False),
+    (gate_chain(300), True),
+    (gate_chain(512, follow_ups=1), True),
+  ]
   default_band = sp_plan.BAND_MIN_STEPS
   try:
     for p, banded in cases:
-      sp_plan.BAND_MIN_STEPS = default_band if banded else 10 ** 9
+      sp_plan.BAND_MIN_STEPS = default_band if banded else 10**9
       jaxdp.random._poset_kernel.clear_cache()
       plan = sp_plan.LevelPlan(sp_tables.sp_tables(p)[1])
       f = jax.jit(lambda k, p=p: jaxdp.random.poset_ball(k, p, (20_000,), method="sp"))
@@ -59,52 +63,87 @@ def main(argv=None):
       first = time.perf_counter() - t0
       t = best_time(lambda: f(key))
       fl = jax.jit(lambda k, dim=p.d + 1: jax.random.uniform(k, (20_000, 2 * dim)))
-      compile_rows.append({
-          "poset": p.name, "d": p.d, "depths": plan.num_levels,
-          "scanned_depths": sum(b.b - b.a for b in plan.bands), "banded": banded,
-          "first_call_seconds": first, "samples_per_s": 20_000 / t,
-          "x_floor": t / best_time(lambda: fl(key))})
+      compile_rows.append(
+        {
+          "poset": p.name,
+          "d": p.d,
+          "depths": plan.num_levels,
+          "scanned_depths": sum(b.b - b.a for b in plan.bands),
+          "banded": banded,
+          "first_call_seconds": first,
+          "samples_per_s": 20_000 / t,
+          "x_floor": t / best_time(lambda: fl(key)),
+        }
+      )
       print(compile_rows[-1], flush=True)
   finally:
     sp_plan.BAND_MIN_STEPS = default_band
     jaxdp.random._poset_kernel.clear_cache()
 
   rng = np.random.default_rng(0)
-  forest = Poset.from_parents([-1] + [int(rng.integers(0, i)) for i in range(1, 128)],
-                              name="random forest d=128")
+  forest = Poset.from_parents(
+    [-1] + [int(rng.integers(0, i)) for i in range(1, 128)], name="random forest d=128"
+  )
   chunk_rows = []
   default = sp_kernel.chunk_size
   try:
     for rows in (1 << 16, 1 << 18, 1 << 20):
-      jaxdp.random._poset_kernel.clear_cache()    # the chunk is fixed at trace time
+      jaxdp.random._poset_kernel.clear_cache()  # the chunk is fixed at trace time
       sp_kernel.chunk_size = lambda lay, chunk, r=rows: int(
-          max(64, min(chunk, r // len(lay.kind))))
+        max(64, min(chunk, r // len(lay.kind)))
+      )
       for p in (forest, synthetic_questionnaire(0, 300)):
         f = jax.jit(lambda k, p=p: jaxdp.random.poset_ball(k, p, (args.n,), method="sp"))
         jax.block_until_ready(f(key))
         t = best_time(lambda: f(key))
         fl = jax.jit(lambda k, dim=p.d + 1: jax.random.uniform(k, (args.n, 2 * dim)))
         floor = best_time(lambda: fl(key))
-        chunk_rows.append({"node_rows": rows, "poset": p.name, "d": p.d, "n": args.n,
-                           "samples_per_s": args.n / t, "x_floor": t / floor})
+        chunk_rows.append(
+          {
+            "node_rows": rows,
+            "poset": p.name,
+            "d": p.d,
+            "n": args.n,
+            "samples_per_s": args.n / t,
+            "x_floor": t / floor,
+          }
+        )
         print(chunk_rows[-1], flush=True)
   finally:
     sp_kernel.chunk_size = default
     jaxdp.random._poset_kernel.clear_cache()
 
-  lines = ["First call of method='sp' (compile + 20,000 draws), then 20,000 draws:", "",
-           "| poset | d | tree depths | depths in scans | first call s | samples/s | "
-           "x floor |", "|---|---|---|---|---|---|---|"]
-  lines += [f"| {r['poset']} | {r['d']} | {r['depths']} | "
-            f"{r['scanned_depths'] if r['banded'] else '0 (scans disabled)'} | "
-            f"{r['first_call_seconds']:.1f} | {r['samples_per_s']:,.0f} | "
-            f"{r['x_floor']:.2f} |" for r in compile_rows]
-  lines += ["", f"Chunk size (node rows per chunk), batch {args.n:,}:", "",
-            "| node rows | poset | samples/s | x floor |", "|---|---|---|---|"]
-  lines += [f"| {r['node_rows']:,} | {r['poset']} | {r['samples_per_s']:,.0f} | "
-            f"{r['x_floor']:.2f} |" for r in chunk_rows]
-  write_results(args.out, "sp_costs", {"machine": machine(), "compile": compile_rows,
-                                       "chunks": chunk_rows}, "\n".join(lines))
+  lines = [
+    "First call of method='sp' (compile + 20,000 draws), then 20,000 draws:",
+    "",
+    "| poset | d | tree depths | depths in scans | first call s | samples/s | x floor |",
+    "|---|---|---|---|---|---|---|",
+  ]
+  lines += [
+    f"| {r['poset']} | {r['d']} | {r['depths']} | "
+    f"{r['scanned_depths'] if r['banded'] else '0 (scans disabled)'} | "
+    f"{r['first_call_seconds']:.1f} | {r['samples_per_s']:,.0f} | "
+    f"{r['x_floor']:.2f} |"
+    for r in compile_rows
+  ]
+  lines += [
+    "",
+    f"Chunk size (node rows per chunk), batch {args.n:,}:",
+    "",
+    "| node rows | poset | samples/s | x floor |",
+    "|---|---|---|---|",
+  ]
+  lines += [
+    f"| {r['node_rows']:,} | {r['poset']} | {r['samples_per_s']:,.0f} | "
+    f"{r['x_floor']:.2f} |"
+    for r in chunk_rows
+  ]
+  write_results(
+    args.out,
+    "sp_costs",
+    {"machine": machine(), "compile": compile_rows, "chunks": chunk_rows},
+    "\n".join(lines),
+  )
 
 
 if __name__ == "__main__":

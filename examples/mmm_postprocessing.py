@@ -21,15 +21,16 @@ def adstock(spend, decay=0.5):
   def step(carry, x):
     carry = x + decay * carry
     return carry, carry
+
   return jax.lax.scan(step, jnp.zeros(spend.shape[1]), spend)[1]
 
 
 def main():
   rng = np.random.default_rng(0)
-  spend = rng.gamma(2.0, 50.0, size=(WEEKS, CHANNELS))        # public
+  spend = rng.gamma(2.0, 50.0, size=(WEEKS, CHANNELS))  # public
   true_beta = np.array([0.8, 0.3, 1.5])
   expected = 40 + np.asarray(adstock(jnp.asarray(spend))) * true_beta
-  conversions = rng.poisson(expected)                          # private table
+  conversions = rng.poisson(expected)  # private table
 
   acct = jaxdp.Accountant.create(1.0, key=jax.random.key(0))
   acct, released = jaxdp.release(acct, jaxdp.LaplaceMechanism(EPS), conversions)
@@ -55,10 +56,15 @@ def main():
 
   params = jaxdp.postprocess(fit, released)
   print("true beta  :", ", ".join(f"{b:.2f}" for b in true_beta))
-  print("fitted beta:", ", ".join(f"{float(b):.2f}" for b in params["beta"]),
-        "(from the DP table)")
-  print(f"privacy spent: {spent_before:.2f} before fitting, "
-        f"{float(acct.spent_eps):.2f} after (postprocessing is free)")
+  print(
+    "fitted beta:",
+    ", ".join(f"{float(b):.2f}" for b in params["beta"]),
+    "(from the DP table)",
+  )
+  print(
+    f"privacy spent: {spent_before:.2f} before fitting, "
+    f"{float(acct.spent_eps):.2f} after (postprocessing is free)"
+  )
   assert float(acct.spent_eps) == spent_before
 
 

@@ -29,11 +29,16 @@ def main(argv=None):
   ratio = lambda z: jnp.sum(z[:, 1:] ** 2, axis=1) / (poset.d / 3)
   results = {}
   for n_dev in sorted({1, len(jax.devices())}):
-    est = montecarlo.estimate(jax.random.key(0), draw, ratio, args.n,
-                              chunk_size=1 << 18, devices=jax.devices()[:n_dev])
+    est = montecarlo.estimate(
+      jax.random.key(0),
+      draw,
+      ratio,
+      args.n,
+      chunk_size=1 << 18,
+      devices=jax.devices()[:n_dev],
+    )
     results[n_dev] = est
-    print(f"{n_dev} device(s): ratio = {est.mean:.6f} ± {est.stderr:.6f} "
-          f"({est.n:,} draws)")
+    print(f"{n_dev} device(s): ratio = {est.mean:.6f} ± {est.stderr:.6f} ({est.n:,} draws)")
   first, last = results[min(results)], results[max(results)]
   assert first.mean == last.mean, "estimates differ across device counts"
   print("identical estimates on every device count")

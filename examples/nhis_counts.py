@@ -54,8 +54,9 @@ def main(argv=None):
     # same mechanism on the same data (one batched draw of 2000 noise vectors on the
     # statistic), to show its accuracy.
     stat = mech.statistic(data)
-    many = jax.jit(mech.inner.randomize)(jax.random.key(1),
-                                         jnp.broadcast_to(stat, (2000, *stat.shape)))
+    many = jax.jit(mech.inner.randomize)(
+      jax.random.key(1), jnp.broadcast_to(stat, (2000, *stat.shape))
+    )
     rmse = float(jnp.sqrt(jnp.mean(jnp.sum((many - truth) ** 2, axis=1))))
     first = ", ".join(f"{v:.1f}" for v in np.asarray(out[:5]))
     print(f"{noise:>9} | [{first}] | {rmse:8.1f}")
@@ -68,8 +69,10 @@ def publishable():
   print(f"{N} respondents; true counts: {truth.tolist()}\n")
   noises = jaxdp.mechanisms.EXACT_COUNT_NOISES
   acct = jaxdp.Accountant.create(len(noises) * EPS, secure=True)  # ChaCha20 key, OS
-  print(f"{'mechanism':>9} | one publishable release (first 5) | RMSE exact vs float "
-        "(500 draws)")
+  print(
+    f"{'mechanism':>9} | one publishable release (first 5) | RMSE exact vs float "
+    "(500 draws)"
+  )
   for noise in noises:
     mech = jaxdp.PosetCountMechanism(poset, EPS, noise=noise, exact=True)
     acct, out = jaxdp.release(acct, mech, data)
@@ -81,13 +84,18 @@ def publishable():
     rmse = {}
     for name, m in (("exact", mech), ("float", dataclasses.replace(mech, exact=False))):
       stat = m.statistic(data)
-      many = jax.jit(m.inner.randomize)(jax.random.key(1),
-                                        jnp.broadcast_to(stat, (500, *stat.shape)))
+      many = jax.jit(m.inner.randomize)(
+        jax.random.key(1), jnp.broadcast_to(stat, (500, *stat.shape))
+      )
       rmse[name] = float(jnp.sqrt(jnp.mean(jnp.sum((many - truth) ** 2, axis=1))))
-    print(f"{noise:>9} | {np.asarray(out[:5]).tolist()} (int32) | "
-          f"{rmse['exact']:.1f} vs {rmse['float']:.1f}")
-  print(f"\nbudget spent: eps = {float(acct.spent_eps):.1f}; a float mechanism would "
-        "be refused by this accountant.")
+    print(
+      f"{noise:>9} | {np.asarray(out[:5]).tolist()} (int32) | "
+      f"{rmse['exact']:.1f} vs {rmse['float']:.1f}"
+    )
+  print(
+    f"\nbudget spent: eps = {float(acct.spent_eps):.1f}; a float mechanism would "
+    "be refused by this accountant."
+  )
 
 
 if __name__ == "__main__":

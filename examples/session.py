@@ -16,9 +16,12 @@ import jaxdp
 
 def main():
   ages = np.random.default_rng(0).integers(18, 90, size=1000)
-  session = jaxdp.Session(ages, eps_budget=1.0)      # key from the OS
-  queries = [("age < 40", lambda v: v < 40), ("age < 30", lambda v: v < 30),
-             ("age > 80", lambda v: v > 80)]
+  session = jaxdp.Session(ages, eps_budget=1.0)  # key from the OS
+  queries = [
+    ("age < 40", lambda v: v < 40),
+    ("age < 30", lambda v: v < 30),
+    ("age > 80", lambda v: v > 80),
+  ]
   for name, q in queries:
     try:
       shown = f"{session.count(q, 0.4):.1f}"
@@ -34,12 +37,15 @@ def main():
   def leaky(v):
     jax.debug.print("{}", v)
     return v > 50
+
   try:
     decades.count(leaky, 0.1)
   except jaxdp.UnsafeQueryError as e:
     print("refused a leaky query:", str(e).split(":")[0])
-  print(f"spent {decades.spent:.2f} of 1.0; answered {decades.answered}, "
-        f"refused {decades.refusals}")
+  print(
+    f"spent {decades.spent:.2f} of 1.0; answered {decades.answered}, "
+    f"refused {decades.refusals}"
+  )
 
 
 if __name__ == "__main__":

@@ -25,8 +25,11 @@ class ArgTypeError(TypeError, ValueError):
 def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
   """Returns ``value`` as a Python int, or raises ValueError naming ``name``."""
   if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-    if isinstance(value, (np.ndarray, jax.Array)) and np.ndim(value) == 0 and \
-        jnp.issubdtype(np.asarray(value).dtype, np.integer):
+    if (
+      isinstance(value, (np.ndarray, jax.Array))
+      and np.ndim(value) == 0
+      and jnp.issubdtype(np.asarray(value).dtype, np.integer)
+    ):
       value = int(value)
     else:
       raise ArgTypeError(f"{name} must be an integer; got {value!r}.")
@@ -51,8 +54,9 @@ def varying_axes(aval: Any) -> frozenset:
   return frozenset() if mat is None else frozenset(mat.varying)
 
 
-def check_positive(value: Any, name: str, *, allow_traced: bool = False,
-                   hint: str = "") -> Any:
+def check_positive(
+  value: Any, name: str, *, allow_traced: bool = False, hint: str = ""
+) -> Any:
   """Checks a scalar is finite and > 0.
 
   Concrete values are returned as Python floats. A traced value is returned as is
@@ -62,13 +66,17 @@ def check_positive(value: Any, name: str, *, allow_traced: bool = False,
   if not is_concrete(value):
     if not allow_traced:
       raise ValueError(
-          f"{name} must be a concrete Python number here (it is static); got a traced "
-          f"value. {hint}".strip())
+        f"{name} must be a concrete Python number here (it is static); got a traced "
+        f"value. {hint}".strip()
+      )
     if jnp.ndim(value) != 0:
       raise ValueError(f"{name} must be a scalar; got shape {jnp.shape(value)}.")
-    if not jnp.issubdtype(jnp.result_type(value), jnp.floating) and \
-        not jnp.issubdtype(jnp.result_type(value), jnp.integer):
-      raise ArgTypeError(f"{name} must be a real number; got dtype {jnp.result_type(value)}.")
+    if not jnp.issubdtype(jnp.result_type(value), jnp.floating) and not jnp.issubdtype(
+      jnp.result_type(value), jnp.integer
+    ):
+      raise ArgTypeError(
+        f"{name} must be a real number; got dtype {jnp.result_type(value)}."
+      )
     return value
   if isinstance(value, bool):
     raise ArgTypeError(f"{name} must be a positive finite number; got {value!r}.")
@@ -76,8 +84,9 @@ def check_positive(value: Any, name: str, *, allow_traced: bool = False,
     arr = np.asarray(value)
   except Exception:  # pragma: no cover - exotic objects
     raise ArgTypeError(f"{name} must be a positive finite number; got {value!r}.") from None
-  if arr.ndim != 0 or not (np.issubdtype(arr.dtype, np.floating)
-                           or np.issubdtype(arr.dtype, np.integer)):
+  if arr.ndim != 0 or not (
+    np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
+  ):
     raise ArgTypeError(f"{name} must be a positive finite scalar; got {value!r}.")
   v = float(arr)
   if not math.isfinite(v) or v <= 0:
@@ -112,8 +121,9 @@ def mark_invalid(ok, out):
   return jnp.where(ok, out, invalid_value(out.dtype))
 
 
-def in_range(name: str, value: Any, lo: float, hi: float, *, below: bool = False,
-             hint: str = "") -> Any:
+def in_range(
+  name: str, value: Any, lo: float, hi: float, *, below: bool = False, hint: str = ""
+) -> Any:
   """Whether ``lo <= value <= hi`` (``value < hi`` when ``below``): an allowlist,
   which NaN fails.
 
@@ -134,8 +144,9 @@ def in_range(name: str, value: Any, lo: float, hi: float, *, below: bool = False
       raise ArgTypeError(f"{name} must be a real number; got {value!r}.") from None
     if not np.all((v >= lo) & upper(v)):
       raise ValueError(
-          f"{name} must be in [{lo:.4g}, {hi:.4g}{')' if below else ']'}; got "
-          f"{value!r}. {hint}".strip())
+        f"{name} must be in [{lo:.4g}, {hi:.4g}{')' if below else ']'}; got "
+        f"{value!r}. {hint}".strip()
+      )
     return True
   v = jnp.asarray(value)
   v = v.astype(jnp.promote_types(v.dtype, jnp.float32))
@@ -155,20 +166,23 @@ def check_key(key: Any, name: str = "key") -> None:
     if jnp.issubdtype(dtype, jax.dtypes.prng_key):
       if key.shape != ():
         raise ValueError(
-            f"{name} must be a single PRNG key; got a batch of keys with shape "
-            f"{key.shape}. Pass one key and use shape=..., or jax.vmap over the keys.")
+          f"{name} must be a single PRNG key; got a batch of keys with shape "
+          f"{key.shape}. Pass one key and use shape=..., or jax.vmap over the keys."
+        )
       return
     if dtype == jnp.uint32:
       if key.shape == (2,):
         return
       if key.ndim >= 2 and key.shape[-1] == 2:
         raise ValueError(
-            f"{name} must be a single PRNG key; got a batch of raw keys with shape "
-            f"{key.shape}. Pass one key and use shape=..., or jax.vmap over the keys.")
+          f"{name} must be a single PRNG key; got a batch of raw keys with shape "
+          f"{key.shape}. Pass one key and use shape=..., or jax.vmap over the keys."
+        )
   raise ArgTypeError(
-      f"{name} must be a PRNG key from jax.random.key(seed) (or a legacy "
-      f"jax.random.PRNGKey); got {type(key).__name__} "
-      f"{getattr(key, 'dtype', '')}{getattr(key, 'shape', '')}.")
+    f"{name} must be a PRNG key from jax.random.key(seed) (or a legacy "
+    f"jax.random.PRNGKey); got {type(key).__name__} "
+    f"{getattr(key, 'dtype', '')}{getattr(key, 'shape', '')}."
+  )
 
 
 def check_shape(shape: Any, name: str = "shape") -> tuple[int, ...]:
@@ -178,9 +192,13 @@ def check_shape(shape: Any, name: str = "shape") -> tuple[int, ...]:
   try:
     out = tuple(check_int(s, name, minimum=0) for s in shape)
   except TypeError:
-    raise ArgTypeError(f"{name} must be a tuple of non-negative ints; got {shape!r}.") from None
+    raise ArgTypeError(
+      f"{name} must be a tuple of non-negative ints; got {shape!r}."
+    ) from None
   except ValueError:
-    raise ValueError(f"{name} must be a tuple of non-negative ints; got {shape!r}.") from None
+    raise ValueError(
+      f"{name} must be a tuple of non-negative ints; got {shape!r}."
+    ) from None
   return out
 
 
@@ -194,15 +212,18 @@ def check_float_dtype(dtype: Any, name: str = "dtype"):
     raise ArgTypeError(f"{name} must be a floating dtype; got {dtype!r}.") from None
   if not jnp.issubdtype(dt, jnp.floating):
     raise ArgTypeError(
-        f"{name} must be a floating dtype such as jnp.float32; got {dt}. Noise is "
-        "real-valued; cast the result yourself if you need another type.")
+      f"{name} must be a floating dtype such as jnp.float32; got {dt}. Noise is "
+      "real-valued; cast the result yourself if you need another type."
+    )
   out = jax.dtypes.canonicalize_dtype(dt)
   if out != dt:
     warnings.warn(
-        f"Explicitly requested dtype {dt} is not available, and will be truncated to "
-        f"dtype {out}. To enable more dtypes, set the jax_enable_x64 configuration "
-        "option or the JAX_ENABLE_X64 shell environment variable.", UserWarning,
-        stacklevel=3)
+      f"Explicitly requested dtype {dt} is not available, and will be truncated to "
+      f"dtype {out}. To enable more dtypes, set the jax_enable_x64 configuration "
+      "option or the JAX_ENABLE_X64 shell environment variable.",
+      UserWarning,
+      stacklevel=3,
+    )
   return out
 
 
@@ -216,8 +237,9 @@ def check_eps(value: Any, name: str = "eps") -> Any:
   v = check_positive(value, name, allow_traced=True)
   if is_concrete(v) and not float(_F32.tiny) <= v <= float(_F32.max):
     raise ValueError(
-        f"{name} must be between {float(_F32.tiny):.3g} and {float(_F32.max):.3g} "
-        f"(a normal float32 number); got {v!r}.")
+      f"{name} must be between {float(_F32.tiny):.3g} and {float(_F32.max):.3g} "
+      f"(a normal float32 number); got {v!r}."
+    )
   return v
 
 
@@ -239,23 +261,26 @@ def _host_values(x, name: str) -> np.ndarray:
   """Concrete data as a numpy array in its own dtype. Python ints beyond 64 bits
   (a numpy object array) are refused here, naming the first one."""
   arr = np.asarray(x)
-  if arr.dtype == object and arr.size and all(
-      isinstance(v, numbers.Integral) for v in arr.flat):
+  if (
+    arr.dtype == object
+    and arr.size
+    and all(isinstance(v, numbers.Integral) for v in arr.flat)
+  ):
     info = jnp.iinfo(jnp.dtype(jnp.result_type(int)))
     outside = np.frompyfunc(lambda v: not info.min <= v <= info.max, 1, 1)(arr)
     i = first_index(np.asarray(outside, dtype=bool))
     if i is not None:
       raise ValueError(
-          f"{name}{_where(i)} is the Python integer {arr[i]}, outside [{info.min:,}, "
-          f"{info.max:,}], the range of {info.dtype} (JAX's integer dtype): it cannot "
-          "be stored without wrapping. Bring the data into range (clip or rescale it) "
-          "first.")
+        f"{name}{_where(i)} is the Python integer {arr[i]}, outside [{info.min:,}, "
+        f"{info.max:,}], the range of {info.dtype} (JAX's integer dtype): it cannot "
+        "be stored without wrapping. Bring the data into range (clip or rescale it) "
+        "first."
+      )
     arr = arr.astype(info.dtype)
   return arr
 
 
-def check_data(x: Any, name: str = "data", *, limit: int | None = None,
-               reason: str = ""):
+def check_data(x: Any, name: str = "data", *, limit: int | None = None, reason: str = ""):
   """Converts data to a JAX array, refusing what the conversion would silently change.
 
   Concrete data (Python numbers and lists, numpy arrays and scalars, JAX arrays, of
@@ -292,47 +317,56 @@ def check_data(x: Any, name: str = "data", *, limit: int | None = None,
   arr = x if isinstance(x, jax.Array) else _host_values(x, name)
   dt = _check_data_dtype(jnp.dtype(arr.dtype), name)
   target = jnp.dtype(jax.dtypes.canonicalize_dtype(dt))
-  if dt == jnp.bool_ or (isinstance(arr, jax.Array) and dt == target and
-                         jnp.issubdtype(dt, jnp.integer) and limit is None):
+  if dt == jnp.bool_ or (
+    isinstance(arr, jax.Array)
+    and dt == target
+    and jnp.issubdtype(dt, jnp.integer)
+    and limit is None
+  ):
     return jnp.asarray(arr)  # nothing the conversion could change
   host = np.asarray(arr)
   if jnp.issubdtype(dt, jnp.floating):
     i = first_index(~np.isfinite(host))
     if i is not None:
       raise ValueError(
-          f"{name} holds a non-finite value{_where(i)}: NaN or infinite data would "
-          "make the output NaN while the budget is spent. Clean the data first.")
+        f"{name} holds a non-finite value{_where(i)}: NaN or infinite data would "
+        "make the output NaN while the budget is spent. Clean the data first."
+      )
     if target != dt:
       with np.errstate(over="ignore"):  # overflow is the refusal below
         narrowed = host.astype(target)
       i = first_index(~np.isfinite(narrowed))
       if i is not None:
         raise ValueError(
-            f"{name}{_where(i)} is {host[i]}, beyond {float(jnp.finfo(target).max):.4g}, "
-            f"the largest {target} (JAX stores {dt} as {target} with x64 off): it "
-            "would become infinite. Rescale the data, or enable x64 "
-            "(jax.config.update('jax_enable_x64', True)).")
+          f"{name}{_where(i)} is {host[i]}, beyond {float(jnp.finfo(target).max):.4g}, "
+          f"the largest {target} (JAX stores {dt} as {target} with x64 off): it "
+          "would become infinite. Rescale the data, or enable x64 "
+          "(jax.config.update('jax_enable_x64', True))."
+        )
       if limit is not None:
         i = first_index(np.abs(host) > limit)
         if i is not None:
-          raise ValueError(f"{name}{_where(i)} is {host[i]} ({dt}), beyond "
-                           f"{_limit_text(limit)}, {reason}")
+          raise ValueError(
+            f"{name}{_where(i)} is {host[i]} ({dt}), beyond {_limit_text(limit)}, {reason}"
+          )
       host = narrowed
   else:
     info, src = jnp.iinfo(target), jnp.iinfo(dt)
     if limit is not None and limit < info.max:
       i = first_index((host < -limit) | (host > limit))
       if i is not None:
-        raise ValueError(f"{name}{_where(i)} is {host[i]}, beyond {_limit_text(limit)}, "
-                         f"{reason}")
+        raise ValueError(
+          f"{name}{_where(i)} is {host[i]}, beyond {_limit_text(limit)}, {reason}"
+        )
     if src.min < info.min or src.max > info.max:
       i = first_index((host < info.min) | (host > info.max))
       if i is not None:
         raise ValueError(
-            f"{name}{_where(i)} is {host[i]}, outside [{info.min:,}, {info.max:,}]: "
-            f"JAX stores {dt} as {target} with x64 off, which would wrap it. Bring the "
-            "data into range (clip or rescale it) first, or enable x64 "
-            "(jax.config.update('jax_enable_x64', True)).")
+          f"{name}{_where(i)} is {host[i]}, outside [{info.min:,}, {info.max:,}]: "
+          f"JAX stores {dt} as {target} with x64 off, which would wrap it. Bring the "
+          "data into range (clip or rescale it) first, or enable x64 "
+          "(jax.config.update('jax_enable_x64', True))."
+        )
       host = host.astype(target)
   if isinstance(arr, jax.Array) and dt == target:
     return arr  # checked, and already in its dtype
@@ -342,10 +376,12 @@ def check_data(x: Any, name: str = "data", *, limit: int | None = None,
 def _check_data_dtype(dt, name: str):
   if dt in (jnp.dtype(jnp.float16), jnp.dtype(jnp.bfloat16)):
     raise ArgTypeError(
-        f"{name} has dtype {dt}, which cannot hold counts exactly (bfloat16 stores 257 "
-        "as 256, float16 2049 as 2048); pass integers or float32/float64.")
-  if not (jnp.issubdtype(dt, jnp.integer) or jnp.issubdtype(dt, jnp.floating)
-          or dt == jnp.bool_):
+      f"{name} has dtype {dt}, which cannot hold counts exactly (bfloat16 stores 257 "
+      "as 256, float16 2049 as 2048); pass integers or float32/float64."
+    )
+  if not (
+    jnp.issubdtype(dt, jnp.integer) or jnp.issubdtype(dt, jnp.floating) or dt == jnp.bool_
+  ):
     raise ArgTypeError(f"{name} must be numeric or bool; got dtype {dt}.")
   return dt
 
@@ -363,9 +399,11 @@ def exact_limit(dtype) -> int:
 
 def float_reason(f) -> str:
   """Why (and what to do) when data exceeds :func:`exact_limit` of the float ``f``."""
-  return (f"the largest range {jnp.dtype(f)} holds integers exactly in: noise would "
-          "be added to a rounded statistic. Enable x64 "
-          "(jax.config.update('jax_enable_x64', True)) for float64 releases.")
+  return (
+    f"the largest range {jnp.dtype(f)} holds integers exactly in: noise would "
+    "be added to a rounded statistic. Enable x64 "
+    "(jax.config.update('jax_enable_x64', True)) for float64 releases."
+  )
 
 
 def as_exact_float(x, name: str = "data"):
@@ -382,14 +420,17 @@ def as_exact_float(x, name: str = "data"):
   if is_concrete(x):
     i = first_index(np.abs(np.asarray(x).astype(np.float64)) > limit)
     if i is not None:
-      raise ValueError(f"{name}{_where(i)} is {np.asarray(x)[i]}, beyond "
-                       f"{_limit_text(limit)}, {float_reason(f)}")
+      raise ValueError(
+        f"{name}{_where(i)} is {np.asarray(x)[i]}, beyond "
+        f"{_limit_text(limit)}, {float_reason(f)}"
+      )
   elif x.dtype != jnp.bool_ and jnp.iinfo(x.dtype).max > limit:
     raise ValueError(
-        f"{name} is a traced {x.dtype} array, which may hold integers beyond {limit:,}, "
-        f"where {jnp.dtype(f)} rounds; noise would be added to a rounded statistic. "
-        f"Clip and cast first (jnp.clip({name}, -{limit}, {limit}).astype(jnp.float32): "
-        "clipping keeps the sensitivity), use a narrower integer dtype, or enable x64.")
+      f"{name} is a traced {x.dtype} array, which may hold integers beyond {limit:,}, "
+      f"where {jnp.dtype(f)} rounds; noise would be added to a rounded statistic. "
+      f"Clip and cast first (jnp.clip({name}, -{limit}, {limit}).astype(jnp.float32): "
+      "clipping keeps the sensitivity), use a narrower integer dtype, or enable x64."
+    )
   return x.astype(f)
 
 

@@ -19,8 +19,11 @@ def alias(old: str, new: str, *, warn: bool = True):
   """
   module = importlib.import_module(new)
   if warn:
-    warnings.warn(f"{old} moved to {new}: import it from there (the old path is kept "
-                  "for compatibility and will be removed in a future release).",
-                  DeprecationWarning, stacklevel=3)
+    warnings.warn(
+      f"{old} moved to {new}: import it from there (the old path is kept "
+      "for compatibility and will be removed in a future release).",
+      DeprecationWarning,
+      stacklevel=3,
+    )
   sys.modules[old] = module
   return module

@@ -41,6 +41,7 @@ __all__ = ["Estimate", "Moments", "estimate", "merge_moments"]
 
 class Moments(NamedTuple):
   """Count, mean and sum of squared deviations of a set of values (per statistic)."""
+
   n: float
   mean: np.ndarray
   m2: np.ndarray
@@ -58,23 +59,33 @@ def merge_moments(a: Moments, b: Moments) -> Moments:
     return b
   total = a.n + b.n
   delta = b.mean - a.mean
-  return Moments(total, a.mean + delta * (b.n / total),
-                 a.m2 + b.m2 + delta * delta * (a.n * b.n / total))
+  return Moments(
+    total, a.mean + delta * (b.n / total), a.m2 + b.m2 + delta * delta * (a.n * b.n / total)
+  )
 
 
 class Estimate(NamedTuple):
   """Monte Carlo estimate of E[f(X)] for each statistic: scalars (0-d arrays) when
   the statistic gives one value per draw, ``(k,)`` arrays for ``k`` values."""
+
   mean: np.ndarray
-  var: np.ndarray      # sample variance of f(X)
-  stderr: np.ndarray   # standard error of the mean
+  var: np.ndarray  # sample variance of f(X)
+  stderr: np.ndarray  # standard error of the mean
   n: int
 
 
-def estimate(key: KeyArray, draw: Callable, statistic: Callable, num_samples: int, *,
-             chunk_size: int = 1 << 20, blocks: int = 16,
-             devices: Sequence | None = None, progress: bool | None = None,
-             label: str = "") -> Estimate:
+def estimate(
+  key: KeyArray,
+  draw: Callable,
+  statistic: Callable,
+  num_samples: int,
+  *,
+  chunk_size: int = 1 << 20,
+  blocks: int = 16,
+  devices: Sequence | None = None,
+  progress: bool | None = None,
+  label: str = "",
+) -> Estimate:
   """Estimates E[statistic(draw)] from ``num_samples`` independent draws.
 
   Args:
@@ -129,23 +140,29 @@ def estimate(key: KeyArray, draw: Callable, statistic: Callable, num_samples: in
     if show and (now - last > 2.0 or c == num_chunks - 1):
       rate = count / (now - start)
       eta = (num_samples - count) / rate if rate > 0 else math.inf
-      print(f"[jaxdp.montecarlo{': ' + label if label else ''}] "
-            f"{int(count):,}/{num_samples:,} draws "
-            f"({rate:,.0f}/s, {eta:,.0f}s left)", file=sys.stderr, flush=True)
+      print(
+        f"[jaxdp.montecarlo{': ' + label if label else ''}] "
+        f"{int(count):,}/{num_samples:,} draws "
+        f"({rate:,.0f}/s, {eta:,.0f}s left)",
+        file=sys.stderr,
+        flush=True,
+      )
       last = now
   mean, m2 = acc.mean, acc.m2
   var = m2 / (count - 1) if count > 1 else np.full_like(m2, np.nan)
   stderr = np.sqrt(var / count)
   if scalar:
     mean, var, stderr = mean[0], var[0], stderr[0]
-  return Estimate(mean=np.asarray(mean), var=np.asarray(var), stderr=np.asarray(stderr),
-                  n=int(count))
+  return Estimate(
+    mean=np.asarray(mean), var=np.asarray(var), stderr=np.asarray(stderr), n=int(count)
+  )
 
 
 @functools.lru_cache(maxsize=16)
 def _chunk_fn(draw, statistic, block_size, blocks, devices):
   """The jitted per-chunk function, cached (by value for hashable callables) so
   repeated estimates compile once."""
+
   def one_block(key, block, valid):
     x = draw(jax.random.fold_in(key, block), block_size)
     v = jnp.asarray(statistic(x))
@@ -153,8 +170,9 @@ def _chunk_fn(draw, statistic, block_size, blocks, devices):
       v = v[:, None]
     if v.shape[0] != block_size:
       raise ValueError(
-          f"statistic must return one row per draw; got shape {v.shape} for a batch of "
-          f"{block_size}.")
+        f"statistic must return one row per draw; got shape {v.shape} for a batch of "
+        f"{block_size}."
+      )
     v = v.astype(jnp.float32)
     idx = block * block_size + jnp.arange(block_size)
     w = (idx < valid).astype(v.dtype)[:, None]
@@ -171,9 +189,12 @@ def _chunk_fn(draw, statistic, block_size, blocks, devices):
     return jax.lax.map(lambda b: one_block(key, b, valid), ids)
 
   spec = PartitionSpec("blocks")
-  mapped = jax.shard_map(per_device, mesh=mesh,
-                         in_specs=(PartitionSpec(), spec, PartitionSpec()),
-                         out_specs=(spec, spec, spec))
+  mapped = jax.shard_map(
+    per_device,
+    mesh=mesh,
+    in_specs=(PartitionSpec(), spec, PartitionSpec()),
+    out_specs=(spec, spec, spec),
+  )
 
   replicated = NamedSharding(mesh, PartitionSpec())
 
@@ -181,7 +202,8 @@ def _chunk_fn(draw, statistic, block_size, blocks, devices):
   def run(key, valid):
     # The per-block scalars come back replicated on every device, so each process of
     # a multi-process run can read them (a block-sharded result spans other hosts).
-    return jax.lax.with_sharding_constraint(mapped(key, jnp.arange(blocks), valid),
-                                            replicated)
+    return jax.lax.with_sharding_constraint(
+      mapped(key, jnp.arange(blocks), valid), replicated
+    )
 
   return run

@@ -35,7 +35,6 @@ from __future__ import annotations
 import functools
 import math
 import secrets
-from typing import Union
 
 import jax
 import jax.numpy as jnp
@@ -51,17 +50,34 @@ from jaxdp.samplers.chunks import CHUNK, chunked
 from jaxdp.samplers.gamma import gamma_radius
 from jaxdp.typing import DTypeLike, KeyArray, Scalar, Shape
 
-__all__ = ["poset_ball", "lp_ball", "knorm", "laplace", "gaussian", "os_key", "secure_key",
-           "is_secure_key", "study_key", "GENERATORS", "CHUNK"]
+__all__ = [
+  "poset_ball",
+  "lp_ball",
+  "knorm",
+  "laplace",
+  "gaussian",
+  "os_key",
+  "secure_key",
+  "is_secure_key",
+  "study_key",
+  "GENERATORS",
+  "CHUNK",
+]
 
 GENERATORS = ("threefry", "rbg", "chacha8")
 
 
-Ball = Union[PosetBall, LpBall]
+Ball = PosetBall | LpBall
 
 
-def poset_ball(key: KeyArray, poset: Poset, shape: Shape = (), dtype: DTypeLike | None = None, *,
-               method: str = "auto") -> jax.Array:
+def poset_ball(
+  key: KeyArray,
+  poset: Poset,
+  shape: Shape = (),
+  dtype: DTypeLike | None = None,
+  *,
+  method: str = "auto",
+) -> jax.Array:
   """Exactly uniform points of the poset ball of ``poset``.
 
   Args:
@@ -81,8 +97,9 @@ def poset_ball(key: KeyArray, poset: Poset, shape: Shape = (), dtype: DTypeLike 
   return _draw(key, ball, None, shape, dtype, uniform=True)
 
 
-def lp_ball(key: KeyArray, d: int, p: float, shape: Shape = (),
-            dtype: DTypeLike | None = None) -> jax.Array:
+def lp_ball(
+  key: KeyArray, d: int, p: float, shape: Shape = (), dtype: DTypeLike | None = None
+) -> jax.Array:
   """Uniform points of the unit l_p ball in R^d.
 
   p = 1, 2 and inf use direct constructions (normalised exponentials, a normal
@@ -95,8 +112,9 @@ def lp_ball(key: KeyArray, d: int, p: float, shape: Shape = (),
   return _draw(key, LpBall(d, p), None, shape, dtype, uniform=True)
 
 
-def knorm(key: KeyArray, ball: Ball, eps: Scalar, shape: Shape = (),
-          dtype: DTypeLike | None = None) -> jax.Array:
+def knorm(
+  key: KeyArray, ball: Ball, eps: Scalar, shape: Shape = (), dtype: DTypeLike | None = None
+) -> jax.Array:
   """K-norm mechanism noise ``R Z``: ``R ~ Gamma(dim + 1, scale=1/eps)``, Z uniform in K.
 
   Its density is proportional to ``exp(-eps ||y||_K)``, so adding it to a statistic
@@ -122,13 +140,15 @@ def knorm(key: KeyArray, ball: Ball, eps: Scalar, shape: Shape = (),
   """
   if not isinstance(ball, (PosetBall, LpBall)):
     raise _checks.ArgTypeError(
-        f"ball must be a jaxdp.PosetBall or jaxdp.LpBall; got {type(ball).__name__}.")
+      f"ball must be a jaxdp.PosetBall or jaxdp.LpBall; got {type(ball).__name__}."
+    )
   eps = _checks.check_eps(eps, "eps")
   return _draw(key, ball, eps, shape, dtype, uniform=False)
 
 
-def laplace(key: KeyArray, shape: Shape = (), dtype: DTypeLike | None = None, *,
-            scale: Scalar = 1.0) -> jax.Array:
+def laplace(
+  key: KeyArray, shape: Shape = (), dtype: DTypeLike | None = None, *, scale: Scalar = 1.0
+) -> jax.Array:
   """I.i.d. Laplace noise with density ``exp(-|x| / scale) / (2 scale)``.
 
   The signature follows ``jax.random.laplace(key, shape, dtype)``; ``scale`` is
@@ -147,8 +167,9 @@ def laplace(key: KeyArray, shape: Shape = (), dtype: DTypeLike | None = None, *,
   return _scaled(_laplace, key, shape, dtype, scale)
 
 
-def gaussian(key: KeyArray, shape: Shape = (), dtype: DTypeLike | None = None, *,
-             scale: Scalar = 1.0) -> jax.Array:
+def gaussian(
+  key: KeyArray, shape: Shape = (), dtype: DTypeLike | None = None, *, scale: Scalar = 1.0
+) -> jax.Array:
   """I.i.d. normal noise with mean 0 and standard deviation ``scale``.
 
   As :func:`laplace`: ``jax.random.normal``'s signature with a keyword-only,
@@ -182,8 +203,9 @@ def os_key(impl: str | None = None, *, entropy: bytes | None = None) -> jax.Arra
   if entropy is None:
     entropy = secrets.token_bytes(size)
   elif not isinstance(entropy, (bytes, bytearray)) or len(entropy) != size:
-    raise ValueError(f"entropy must be {size} bytes for this generator's key; got "
-                     f"{entropy!r:.40}.")
+    raise ValueError(
+      f"entropy must be {size} bytes for this generator's key; got {entropy!r:.40}."
+    )
   data = np.frombuffer(bytes(entropy), dtype="<u4").astype(np.uint32).reshape(words)
   return jax.random.wrap_key_data(data, impl=impl)
 
@@ -209,8 +231,9 @@ def secure_key(seed: bytes | None = None) -> jax.Array:
   """
   if seed is not None and not (isinstance(seed, (bytes, bytearray)) and len(seed) == 32):
     raise ValueError(
-        f"seed must be None (32 bytes from the OS: use this for releases) or exactly "
-        f"32 bytes; got {type(seed).__name__} {seed!r:.40}.")
+      f"seed must be None (32 bytes from the OS: use this for releases) or exactly "
+      f"32 bytes; got {type(seed).__name__} {seed!r:.40}."
+    )
   return os_key(CHACHA20, entropy=seed)
 
 
@@ -231,19 +254,26 @@ def study_key(seed: int = 0, generator: str = "threefry") -> jax.Array:
   """
   impls = {"threefry": "threefry2x32", "rbg": "rbg", "chacha8": CHACHA8}
   if generator not in impls:
-    raise ValueError(f"generator must be one of {GENERATORS}; got {generator!r} "
-                     "(releases to publish use secure_key()).")
-  seed = _checks.check_int(seed, "seed", minimum=-(2 ** 31))
-  if seed >= 2 ** 31:  # jax.random.key would silently keep only the low 32 bits
-    raise ValueError(f"seed must be in [-2**31, 2**31) (a study seed is a label, "
-                     f"and larger ones would collide); got {seed}.")
+    raise ValueError(
+      f"generator must be one of {GENERATORS}; got {generator!r} "
+      "(releases to publish use secure_key())."
+    )
+  seed = _checks.check_int(seed, "seed", minimum=-(2**31))
+  if seed >= 2**31:  # jax.random.key would silently keep only the low 32 bits
+    raise ValueError(
+      f"seed must be in [-2**31, 2**31) (a study seed is a label, "
+      f"and larger ones would collide); got {seed}."
+    )
   return jax.random.key(seed, impl=impls[generator])
 
 
 def is_secure_key(key: KeyArray) -> bool:
   """Whether ``key`` is a typed ChaCha20 key (as :func:`secure_key` makes)."""
-  return (isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
-          and jax.random.key_impl(key) == CHACHA20)
+  return (
+    isinstance(key, jax.Array)
+    and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+    and jax.random.key_impl(key) == CHACHA20
+  )
 
 
 # ------------------------------------------------------------------ internals
@@ -261,8 +291,9 @@ def _draw(key, ball, eps, shape, dtype, *, uniform: bool):
   n = math.prod(shape)
   if isinstance(ball, PosetBall):
     _, tables, layout = dispatch.tables_and_layout(ball.poset, ball.method)
-    flat = _poset_kernel(key, tables, eps, d=ball.poset.d, layout=layout, n=n,
-                         uniform=uniform, dtype=dtype)
+    flat = _poset_kernel(
+      key, tables, eps, d=ball.poset.d, layout=layout, n=n, uniform=uniform, dtype=dtype
+    )
   else:
     flat = _lp_kernel(key, eps, d=ball.d, p=ball.p, n=n, uniform=uniform, dtype=dtype)
   return flat.reshape(*shape, ball.dim)
@@ -291,8 +322,7 @@ def _poset_kernel(key, tables, eps, *, d, layout, n, uniform, dtype):
     radius = gamma_radius(k_rad, d + 2, m, cdt)
     return _scale(z * radius[:, None], eps, dtype)
 
-  return chunked(fn, key, n, (d + 1,), dtype,
-                  chunk=dispatch.chunk_size(layout, CHUNK))
+  return chunked(fn, key, n, (d + 1,), dtype, chunk=dispatch.chunk_size(layout, CHUNK))
 
 
 @functools.partial(jax.jit, static_argnames=("d", "p", "n", "uniform", "dtype"))
@@ -343,14 +373,16 @@ def _scaled(kernel, key, shape, dtype, scale):
     arr = np.asarray(scale)
     if arr.ndim == 0:
       scale = _checks.check_positive(scale, "scale")
-    elif not (np.issubdtype(arr.dtype, np.number) and np.all(np.isfinite(arr))
-              and np.all(arr > 0)):
+    elif not (
+      np.issubdtype(arr.dtype, np.number) and np.all(np.isfinite(arr)) and np.all(arr > 0)
+    ):
       raise ValueError(f"scale must hold positive finite numbers; got {scale!r}.")
   try:
     np.broadcast_shapes(np.shape(scale), shape)
   except ValueError:
-    raise ValueError(f"scale of shape {np.shape(scale)} does not broadcast to shape "
-                     f"{shape}.") from None
+    raise ValueError(
+      f"scale of shape {np.shape(scale)} does not broadcast to shape {shape}."
+    ) from None
   return kernel(key, jnp.asarray(scale), shape=shape, dtype=dtype)
 
 

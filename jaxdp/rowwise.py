@@ -31,7 +31,9 @@ class UnsafeQueryError(ValueError):
 # Primitives that act on their operands alone: traced on one row, they see that row
 # and constants only, and JAX's own batching rule for each keeps the rows apart.
 # Compared by identity (a user-made primitive may carry any name).
-ROWWISE_PRIMITIVES = frozenset(getattr(P, name + "_p") for name in """
+ROWWISE_PRIMITIVES = frozenset(
+  getattr(P, name + "_p")
+  for name in """
     abs acos acosh add and asin asinh atan atan2 atanh bessel_i0e bessel_i1e cbrt ceil
     clamp clz complex conj cos cosh digamma div erf erf_inv erfc exp exp2 expm1 floor
     igamma igammac imag integer_pow is_finite lgamma log log1p logistic max min mul
@@ -46,15 +48,18 @@ ROWWISE_PRIMITIVES = frozenset(getattr(P, name + "_p") for name in """
     concatenate pad rev iota gather scatter scatter_add sort top_k dot_general copy
     stop_gradient
     cond scan jit closed_call remat custom_jvp_call custom_vjp_call
-    """.split())
+    """.split()
+)
 
 _CALLBACK = "it calls back to the host, which could copy rows out of the session"
 _WHY = {
-    "debug_print": _CALLBACK, "debug_callback": _CALLBACK, "pure_callback": _CALLBACK,
-    "io_callback": _CALLBACK,
-    "while": "a while_loop's running time depends on the row without bound (write a "
-             "loop of fixed length with lax.fori_loop over Python ints, or lax.scan)",
-    "custom_vmap_call": "a custom_vmap rule sees the whole batch of rows",
+  "debug_print": _CALLBACK,
+  "debug_callback": _CALLBACK,
+  "pure_callback": _CALLBACK,
+  "io_callback": _CALLBACK,
+  "while": "a while_loop's running time depends on the row without bound (write a "
+  "loop of fixed length with lax.fori_loop over Python ints, or lax.scan)",
+  "custom_vmap_call": "a custom_vmap rule sees the whole batch of rows",
 }
 
 
@@ -64,12 +69,16 @@ def check_rowwise(jaxpr, name: str) -> None:
   for eqn in jaxpr.eqns:
     prim = eqn.primitive
     if prim not in ROWWISE_PRIMITIVES or eqn.effects:
-      why = _WHY.get(prim.name, "it is not known to act on one row alone (host "
-                     "callbacks, collectives, batching rules, effects and random "
-                     "numbers are refused)")
+      why = _WHY.get(
+        prim.name,
+        "it is not known to act on one row alone (host "
+        "callbacks, collectives, batching rules, effects and random "
+        "numbers are refused)",
+      )
       raise UnsafeQueryError(
-          f"{name} uses the primitive {prim.name!r}, which a session refuses: {why}. "
-          "Use jax.numpy and jax.lax operations on the row.")
+        f"{name} uses the primitive {prim.name!r}, which a session refuses: {why}. "
+        "Use jax.numpy and jax.lax operations on the row."
+      )
     for sub in jex_core.jaxprs_in_params(eqn.params):
       check_rowwise(sub, name)
 
@@ -77,6 +86,7 @@ def check_rowwise(jaxpr, name: str) -> None:
 @dataclasses.dataclass(frozen=True)
 class CheckedQuery:
   """An analyst's function, traced on one abstract row and checked."""
+
   jaxpr: object
   consts: tuple
   out: jax.ShapeDtypeStruct
@@ -106,7 +116,7 @@ class LRU:
     return value
 
 
-CHECKED = LRU(1024)   # (function fingerprint, row type) -> checked program
+CHECKED = LRU(1024)  # (function fingerprint, row type) -> checked program
 
 
 class NoFingerprint(Exception):
@@ -134,9 +144,12 @@ def fingerprint(obj, depth: int = 0):
   if isinstance(obj, (types.ModuleType, types.BuiltinFunctionType)) or _library(obj):
     return ("id", id(obj))
   if isinstance(obj, functools.partial):
-    return ("partial", fingerprint(obj.func, depth + 1),
-            fingerprint(obj.args, depth + 1),
-            fingerprint(tuple(sorted(obj.keywords.items())), depth + 1))
+    return (
+      "partial",
+      fingerprint(obj.func, depth + 1),
+      fingerprint(obj.args, depth + 1),
+      fingerprint(tuple(sorted(obj.keywords.items())), depth + 1),
+    )
   if not isinstance(obj, types.FunctionType):
     raise NoFingerprint
   code = obj.__code__
@@ -146,16 +159,24 @@ def fingerprint(obj, depth: int = 0):
     raise NoFingerprint from None
   g = obj.__globals__
   names = sorted(n for n in _names(code) if n in g)
-  return ("function", code, cells, fingerprint(obj.__defaults__ or (), depth + 1),
-          fingerprint(tuple(sorted((obj.__kwdefaults__ or {}).items())), depth + 1),
-          tuple((n, fingerprint(g[n], depth + 1)) for n in names))
+  return (
+    "function",
+    code,
+    cells,
+    fingerprint(obj.__defaults__ or (), depth + 1),
+    fingerprint(tuple(sorted((obj.__kwdefaults__ or {}).items())), depth + 1),
+    tuple((n, fingerprint(g[n], depth + 1)) for n in names),
+  )
 
 
 def _library(obj) -> bool:
   """A callable of JAX or numpy (a jitted jnp function, a ufunc, a custom_jvp),
   whose behaviour is fixed when it is made."""
-  return callable(obj) and not isinstance(obj, (type, np.ndarray, jax.Array)) and \
-      type(obj).__module__.split(".")[0] in ("jax", "jaxlib", "numpy")
+  return (
+    callable(obj)
+    and not isinstance(obj, (type, np.ndarray, jax.Array))
+    and type(obj).__module__.split(".")[0] in ("jax", "jaxlib", "numpy")
+  )
 
 
 def _names(code) -> set:
@@ -176,9 +197,10 @@ def not_traced():
   and the key would be staged into the caller's program."""
   if type(jex_core.find_top_trace(())) is not _EVAL_TRACE:
     raise UnsafeQueryError(
-        "a Session answers only outside JAX transformations (jit, make_jaxpr, "
-        "eval_shape, vmap, grad, or a row function): inside one, the data would become "
-        "part of the caller's program. Call it from plain Python; nothing was spent.")
+      "a Session answers only outside JAX transformations (jit, make_jaxpr, "
+      "eval_shape, vmap, grad, or a row function): inside one, the data would become "
+      "part of the caller's program. Call it from plain Python; nothing was spent."
+    )
 
 
 def lift_literals(jaxpr, consts):
@@ -189,8 +211,11 @@ def lift_literals(jaxpr, consts):
   for eqn in jaxpr.eqns:
     invars = list(eqn.invars)
     for i, v in enumerate(invars):
-      if isinstance(v, jex_core.Literal) and np.ndim(v.val) == 0 and \
-          np.result_type(v.val) != np.bool_:
+      if (
+        isinstance(v, jex_core.Literal)
+        and np.ndim(v.val) == 0
+        and np.result_type(v.val) != np.bool_
+      ):
         var = jex_core.Var(v.aval)
         lifted.append(var)
         values.append(np.asarray(v.val, v.aval.dtype))
@@ -198,8 +223,14 @@ def lift_literals(jaxpr, consts):
     eqns.append(eqn.replace(invars=invars) if lifted else eqn)
   if not lifted:
     return jaxpr, consts
-  new = jex_core.Jaxpr(list(jaxpr.constvars) + lifted, jaxpr.invars, jaxpr.outvars,
-                       eqns, jaxpr.effects, jaxpr.debug_info)
+  new = jex_core.Jaxpr(
+    list(jaxpr.constvars) + lifted,
+    jaxpr.invars,
+    jaxpr.outvars,
+    eqns,
+    jaxpr.effects,
+    jaxpr.debug_info,
+  )
   return new, consts + tuple(values)
 
 
@@ -232,8 +263,9 @@ def checked_query(fn: Callable, name: str, row: jax.ShapeDtypeStruct) -> Checked
 def _trace(fn: Callable, name: str, row: jax.ShapeDtypeStruct) -> CheckedQuery:
   closed = jax.make_jaxpr(fn)(row)
   if len(closed.jaxpr.outvars) != 1:
-    raise ValueError(f"{name} must return one array per row; it returns "
-                     f"{len(closed.jaxpr.outvars)}.")
+    raise ValueError(
+      f"{name} must return one array per row; it returns {len(closed.jaxpr.outvars)}."
+    )
   check_rowwise(closed.jaxpr, name)
   (aval,) = closed.out_avals
   jaxpr, consts = lift_literals(closed.jaxpr, tuple(closed.consts))
@@ -252,5 +284,5 @@ def explain_failure(run, acct, row: jax.ShapeDtypeStruct, args):
   stand_in = jax.ShapeDtypeStruct((1,) + row.shape, row.dtype)
   jax.eval_shape(run, acct, stand_in, *args)
   raise UnsafeQueryError(
-      "the query failed on the held data but not on a one-row stand-in; nothing "
-      "was spent.")
+    "the query failed on the held data but not on a one-row stand-in; nothing was spent."
+  )

@@ -96,12 +96,16 @@ from jaxdp.typing import ArrayLike, KeyArray
 __all__ = ["Session", "UnsafeQueryError"]
 
 
-_MECHANISMS = (LaplaceMechanism, GaussianMechanism, KNormMechanism, PosetCountMechanism,
-               DiscreteGaussianMechanism)
+_MECHANISMS = (
+  LaplaceMechanism,
+  GaussianMechanism,
+  KNormMechanism,
+  PosetCountMechanism,
+  DiscreteGaussianMechanism,
+)
 
 
-
-_COMPILED = LRU(256)   # (checked programs, mechanism, parts) -> jitted query
+_COMPILED = LRU(256)  # (checked programs, mechanism, parts) -> jitted query
 
 
 class Session:
@@ -137,26 +141,44 @@ class Session:
     498.3
   """
 
-  def __init__(self, data: ArrayLike, eps_budget: float, *, delta_budget: float = 0.0,
-               group_size: int = 1, key: KeyArray | None = None, composition: str = "basic",
-               max_releases: int | None = None, delta_prime: float = 0.0,
-               secure: bool = False, orders: Sequence[float] | None = None) -> None:
+  def __init__(
+    self,
+    data: ArrayLike,
+    eps_budget: float,
+    *,
+    delta_budget: float = 0.0,
+    group_size: int = 1,
+    key: KeyArray | None = None,
+    composition: str = "basic",
+    max_releases: int | None = None,
+    delta_prime: float = 0.0,
+    secure: bool = False,
+    orders: Sequence[float] | None = None,
+  ) -> None:
     data = _checks.check_data(data)
     if data.ndim not in (1, 2):
-      raise ValueError(f"data must be 1-D or 2-D (one row per person); got shape "
-                       f"{tuple(data.shape)}.")
+      raise ValueError(
+        f"data must be 1-D or 2-D (one row per person); got shape {tuple(data.shape)}."
+      )
     limit = _checks.exact_limit(jnp.result_type(float))
     if data.shape[0] > limit:
       raise ValueError(
-          f"data has {data.shape[0]:,} rows, more than {limit:,}, the counts the "
-          f"default float dtype ({jnp.dtype(jnp.result_type(float))}) holds exactly: "
-          "a query's error or rounding could then depend on the number of rows. "
-          "Enable x64 (jax.config.update('jax_enable_x64', True)) or split the data.")
-    self._acct = Accountant.create(eps_budget, delta_budget=delta_budget,
-                                   group_size=group_size, key=key,
-                                   composition=composition, max_releases=max_releases,
-                                   delta_prime=delta_prime, secure=secure,
-                                   orders=orders)
+        f"data has {data.shape[0]:,} rows, more than {limit:,}, the counts the "
+        f"default float dtype ({jnp.dtype(jnp.result_type(float))}) holds exactly: "
+        "a query's error or rounding could then depend on the number of rows. "
+        "Enable x64 (jax.config.update('jax_enable_x64', True)) or split the data."
+      )
+    self._acct = Accountant.create(
+      eps_budget,
+      delta_budget=delta_budget,
+      group_size=group_size,
+      key=key,
+      composition=composition,
+      max_releases=max_releases,
+      delta_prime=delta_prime,
+      secure=secure,
+      orders=orders,
+    )
     self._data = data
     self._row = jax.ShapeDtypeStruct(data.shape[1:], data.dtype)
 
@@ -198,8 +220,14 @@ class Session:
     return int(self._acct.refusals)
 
   # -------------------------------------------------------------- queries
-  def release(self, mech: Mechanism, rows: Callable | None = None, *,
-              by: Callable | None = None, num_parts: int | None = None) -> jax.Array:
+  def release(
+    self,
+    mech: Mechanism,
+    rows: Callable | None = None,
+    *,
+    by: Callable | None = None,
+    num_parts: int | None = None,
+  ) -> jax.Array:
     """Releases ``mech`` on the sum of per-row contributions.
 
     Args:
@@ -236,32 +264,42 @@ class Session:
       raise ValueError("by and num_parts go together: pass both or neither.")
     if type(mech) not in _MECHANISMS:  # a subclass could override randomize or cost
       raise _checks.ArgTypeError(
-          f"mech must be one of jaxdp's mechanisms "
-          f"({', '.join(m.__name__ for m in _MECHANISMS)}); got {type(mech).__name__}.")
+        f"mech must be one of jaxdp's mechanisms "
+        f"({', '.join(m.__name__ for m in _MECHANISMS)}); got {type(mech).__name__}."
+      )
     mech = dataclasses.replace(mech)  # validated again (a pytree may skip validation)
     ball = getattr(mech, "ball", None)
-    for name, part, kinds in (("poset", getattr(mech, "poset", None), (Poset,)),
-                              ("ball", ball, (PosetBall, LpBall)),
-                              ("ball.poset", getattr(ball, "poset", None), (Poset,))):
+    for name, part, kinds in (
+      ("poset", getattr(mech, "poset", None), (Poset,)),
+      ("ball", ball, (PosetBall, LpBall)),
+      ("ball.poset", getattr(ball, "poset", None), (Poset,)),
+    ):
       if part is not None and type(part) not in kinds:  # a subclass could lie
         raise _checks.ArgTypeError(
-            f"mech.{name} must be a {' or '.join(k.__name__ for k in kinds)} itself, "
-            f"not a subclass; got {type(part).__name__}.")
-    num_parts = 1 if num_parts is None else _checks.check_int(num_parts, "num_parts",
-                                                               minimum=1)
+          f"mech.{name} must be a {' or '.join(k.__name__ for k in kinds)} itself, "
+          f"not a subclass; got {type(part).__name__}."
+        )
+    num_parts = (
+      1 if num_parts is None else _checks.check_int(num_parts, "num_parts", minimum=1)
+    )
     if num_parts > accounting.MAX_PARTS:
-      raise ValueError(f"num_parts must be at most {accounting.MAX_PARTS:,}; got "
-                       f"{num_parts:,}.")
+      raise ValueError(
+        f"num_parts must be at most {accounting.MAX_PARTS:,}; got {num_parts:,}."
+      )
     rows_q = checked_query(rows, names[0], self._row) if rows is not None else None
     by_q = checked_query(by, names[1], self._row) if by is not None else None
-    if by_q is not None and (by_q.out.shape != () or
-                             not jnp.issubdtype(by_q.out.dtype, jnp.integer)):
-      raise ValueError(f"{names[1]} must return one integer per row; got {by_q.out.dtype} "
-                       f"values of shape {by_q.out.shape}.")
+    if by_q is not None and (
+      by_q.out.shape != () or not jnp.issubdtype(by_q.out.dtype, jnp.integer)
+    ):
+      raise ValueError(
+        f"{names[1]} must return one integer per row; got {by_q.out.dtype} "
+        f"values of shape {by_q.out.shape}."
+      )
     out_aval = rows_q.out if rows_q is not None else self._row
     if scalar and out_aval.shape != ():
-      raise ValueError(f"{names[0]} must return a scalar per row; got values of shape "
-                       f"{out_aval.shape}.")
+      raise ValueError(
+        f"{names[0]} must return a scalar per row; got values of shape {out_aval.shape}."
+      )
     mech, prepare, unit = _contributions(mech, out_aval)
     run = _compiled(mech, rows_q, by_q, num_parts, prepare)
     guard.check_unused(self._acct.key)
@@ -280,8 +318,9 @@ class Session:
     self._acct = acct
     if not bool(acct.last_answered):
       raise ReleaseRefusedError(
-          f"refused: this release's eps would take the total past the budget "
-          f"({self.spent:g} of {self.eps_budget:g} spent). Nothing was spent.")
+        f"refused: this release's eps would take the total past the budget "
+        f"({self.spent:g} of {self.eps_budget:g} spent). Nothing was spent."
+      )
     out = np.asarray(out)
     if unit is not None:  # grid units back to values (exact: a power of two)
       out = out.astype(np.float64) * unit
@@ -290,20 +329,30 @@ class Session:
   def count(self, predicate: Callable, eps: float) -> int | float:
     """Noisy number of rows where ``predicate(row)`` holds (Laplace, sensitivity 1):
     a float, or an exact int in a secure session. Raises as :meth:`release`."""
-    out = self._release(LaplaceMechanism(eps, exact=self.secure),
-                        lambda r: jnp.asarray(predicate(r)).astype(bool), None, None,
-                        ("predicate", "by"), scalar=True)
+    out = self._release(
+      LaplaceMechanism(eps, exact=self.secure),
+      lambda r: jnp.asarray(predicate(r)).astype(bool),
+      None,
+      None,
+      ("predicate", "by"),
+      scalar=True,
+    )
     return int(out) if self.secure else float(out)
 
   def histogram(self, bin_of: Callable, num_bins: int, eps: float) -> jax.Array:
     """Noisy counts of rows per bin (``bin_of(row)`` in ``[0, num_bins)``), cost eps.
     Raises as :meth:`release`."""
-    return self._release(LaplaceMechanism(eps, exact=self.secure),
-                         lambda r: jnp.ones((), bool), bin_of, num_bins,
-                         ("rows", "bin_of"))
+    return self._release(
+      LaplaceMechanism(eps, exact=self.secure),
+      lambda r: jnp.ones((), bool),
+      bin_of,
+      num_bins,
+      ("rows", "bin_of"),
+    )
 
-  def sum(self, value_of: Callable, eps: float, *, bound: float,
-          grid: float | None = None) -> float:
+  def sum(
+    self, value_of: Callable, eps: float, *, bound: float, grid: float | None = None
+  ) -> float:
     """Noisy sum of ``value_of(row)``, each value clipped to ``[-bound, bound]``.
 
     In a secure session the sum is exact on a grid: ``grid=2.0**-k`` for real values
@@ -311,14 +360,21 @@ class Session:
     exactly; the noise is scaled for the snapping), or integer values and
     ``grid=None``. Raises as :meth:`release`.
     """
-    mech = LaplaceMechanism(eps, bound, exact=self.secure, grid=grid if self.secure
-                            else None)
-    return float(self._release(mech, value_of, None, None, ("value_of", "by"),
-                               scalar=True))
+    mech = LaplaceMechanism(
+      eps, bound, exact=self.secure, grid=grid if self.secure else None
+    )
+    return float(self._release(mech, value_of, None, None, ("value_of", "by"), scalar=True))
 
-  def poset_counts(self, poset: Poset, eps: float, *, noise: str = "poset",
-                   columns: Callable | None = None,
-                   by: Callable | None = None, num_parts: int | None = None) -> jax.Array:
+  def poset_counts(
+    self,
+    poset: Poset,
+    eps: float,
+    *,
+    noise: str = "poset",
+    columns: Callable | None = None,
+    by: Callable | None = None,
+    num_parts: int | None = None,
+  ) -> jax.Array:
     """Noisy (n, c_1, ..., c_d) of poset-ordered 0/1 answers (the poset-ball mechanism).
 
     Answers other than 1 count as 0 and a row that is not a filter is replaced by the
@@ -336,15 +392,17 @@ class Session:
     Raises:
       As :meth:`release`.
     """
-    mech = PosetCountMechanism(poset, eps, noise=noise, on_invalid="clip",
-                               exact=self.secure)
+    mech = PosetCountMechanism(
+      poset, eps, noise=noise, on_invalid="clip", exact=self.secure
+    )
     return self._release(mech, columns, by, num_parts, ("columns", "by"))
 
 
-
-_NO_COPY = ("a Session cannot be copied or pickled: a copy would answer with the same "
-            "noise as the original while each counts only its own spend. Keep one "
-            "Session per dataset and budget.")
+_NO_COPY = (
+  "a Session cannot be copied or pickled: a copy would answer with the same "
+  "noise as the original while each counts only its own spend. Keep one "
+  "Session per dataset and budget."
+)
 
 
 def _contributions(mech, aval):
@@ -357,10 +415,14 @@ def _contributions(mech, aval):
   if isinstance(mech, LaplaceMechanism) and mech.exact and mech.grid is not None:
     entries = math.prod(aval.shape)
     units = min(math.floor(mech.sensitivity / mech.grid + entries / 2), exact.LIMIT)
-    return (LaplaceMechanism(mech.eps, float(max(units, 1)), exact=True),
-            ("grid", float(mech.sensitivity), float(mech.grid)), mech.grid)
-  if getattr(mech, "exact", False) and (jnp.issubdtype(aval.dtype, jnp.integer)
-                                       or aval.dtype == jnp.bool_):
+    return (
+      LaplaceMechanism(mech.eps, float(max(units, 1)), exact=True),
+      ("grid", float(mech.sensitivity), float(mech.grid)),
+      mech.grid,
+    )
+  if getattr(mech, "exact", False) and (
+    jnp.issubdtype(aval.dtype, jnp.integer) or aval.dtype == jnp.bool_
+  ):
     # summed exactly (int64, then clipped); a scalar is first clipped to the bound
     bound = math.floor(mech.sensitivity) if aval.shape == () else None
     return mech, ("integer", bound), None
@@ -370,8 +432,14 @@ def _contributions(mech, aval):
 def _compiled(mech, rows_q, by_q, num_parts, prepare):
   """The jitted query for this checked program and mechanism (cached)."""
   leaves, treedef = jax.tree_util.tree_flatten(mech)
-  cache_key = (rows_q.program if rows_q else None, by_q.program if by_q else None, treedef,
-               tuple((type(v), v) for v in leaves), num_parts, prepare)
+  cache_key = (
+    rows_q.program if rows_q else None,
+    by_q.program if by_q else None,
+    treedef,
+    tuple((type(v), v) for v in leaves),
+    num_parts,
+    prepare,
+  )
   run = _COMPILED.get(cache_key)
   if run is not None:
     return run
@@ -379,8 +447,7 @@ def _compiled(mech, rows_q, by_q, num_parts, prepare):
   def query(acct, data, rows_consts, by_consts):
     contrib = rows_q.apply(rows_consts, data) if rows_q else data
     contrib = _prepare(contrib, prepare)
-    part = (by_q.apply(by_consts, data) if by_q else
-            jnp.zeros((data.shape[0],), jnp.int32))
+    part = by_q.apply(by_consts, data) if by_q else jnp.zeros((data.shape[0],), jnp.int32)
     return release_partitioned(acct, mech, contrib, part, num_parts)
 
   return _COMPILED.put(cache_key, jax.jit(query))

@@ -10,7 +10,6 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Union
 
 import jax
 from jax.typing import ArrayLike, DTypeLike
@@ -24,5 +23,5 @@ or a legacy ``uint32`` key (``jax.random.PRNGKey``)."""
 Shape = Sequence[int]
 """A batch shape, as ``jax.random`` takes it."""
 
-Scalar = Union[float, int, ArrayLike]
+Scalar = float | int | ArrayLike
 """A scalar parameter (a Python number or a 0-d array)."""

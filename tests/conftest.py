@@ -10,8 +10,9 @@ bit must give its subprocesses the same flags; benchmarks run at the default lev
 import os
 
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                             + " --xla_backend_optimization_level=0").strip()
+  os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
+  ).strip()
 
 import pytest
 

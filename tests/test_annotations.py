@@ -12,18 +12,33 @@ import importlib
 import inspect
 import types
 
-ROOTS = ("jaxdp", "jaxdp.random", "jaxdp.exact", "jaxdp.montecarlo", "jaxdp.session",
-         "jaxdp.mechanisms", "jaxdp.accounting", "jaxdp.composition",
-         "jaxdp.composition.calibration", "jaxdp.composition.renyi",
-         "jaxdp.composition.pld", "jaxdp.composition.events", "jaxdp.posets",
-         "jaxdp.samplers", "jaxdp.prng")
+ROOTS = (
+  "jaxdp",
+  "jaxdp.random",
+  "jaxdp.exact",
+  "jaxdp.montecarlo",
+  "jaxdp.session",
+  "jaxdp.mechanisms",
+  "jaxdp.accounting",
+  "jaxdp.composition",
+  "jaxdp.composition.calibration",
+  "jaxdp.composition.renyi",
+  "jaxdp.composition.pld",
+  "jaxdp.composition.events",
+  "jaxdp.posets",
+  "jaxdp.samplers",
+  "jaxdp.prng",
+)
 
 
 def _public_names(module):
   names = getattr(module, "__all__", None)
   if names is None:
-    names = [n for n, v in vars(module).items() if not n.startswith("_") and
-             getattr(v, "__module__", None) == module.__name__]
+    names = [
+      n
+      for n, v in vars(module).items()
+      if not n.startswith("_") and getattr(v, "__module__", None) == module.__name__
+    ]
   return names
 
 
@@ -91,15 +106,20 @@ PUBLIC = _public_callables()
 
 def test_the_walk_finds_the_public_api():
   assert len(PUBLIC) > 100
-  for name in ("jaxdp.accounting.accountant.Accountant.create",
-               "jaxdp.mechanisms.laplace.LaplaceMechanism.randomize",
-               "jaxdp.random.laplace"):
+  for name in (
+    "jaxdp.accounting.accountant.Accountant.create",
+    "jaxdp.mechanisms.laplace.LaplaceMechanism.randomize",
+    "jaxdp.random.laplace",
+  ):
     assert name in PUBLIC, name
 
 
 def test_every_public_callable_is_annotated():
-  missing = {name: gaps for name, function in sorted(PUBLIC.items())
-             if (gaps := _missing_annotations(function))}
+  missing = {
+    name: gaps
+    for name, function in sorted(PUBLIC.items())
+    if (gaps := _missing_annotations(function))
+  }
   assert not missing, "\n".join(f"{n}: {', '.join(g)}" for n, g in missing.items())
 
 

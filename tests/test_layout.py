@@ -18,15 +18,15 @@ import import_graph  # noqa: E402
 # Module paths that moved, and where they live now: importing the old path warns and
 # gives the new module itself.
 MOVED = {
-    "jaxdp.balls": "jaxdp.samplers.balls",
-    "jaxdp.chacha": "jaxdp.prng.chacha",
-    "jaxdp.threefry": "jaxdp.prng.threefry",
-    "jaxdp.decomposition": "jaxdp.posets.decomposition",
-    "jaxdp.renyi": "jaxdp.composition.renyi",
-    "jaxdp.pld": "jaxdp.composition.pld",
-    "jaxdp.calibration": "jaxdp.composition.calibration",
-    "jaxdp.planning": "jaxdp.accounting.planning",
-    "jaxdp.experiments.cli": "jaxdp.cli",
+  "jaxdp.balls": "jaxdp.samplers.balls",
+  "jaxdp.chacha": "jaxdp.prng.chacha",
+  "jaxdp.threefry": "jaxdp.prng.threefry",
+  "jaxdp.decomposition": "jaxdp.posets.decomposition",
+  "jaxdp.renyi": "jaxdp.composition.renyi",
+  "jaxdp.pld": "jaxdp.composition.pld",
+  "jaxdp.calibration": "jaxdp.composition.calibration",
+  "jaxdp.planning": "jaxdp.accounting.planning",
+  "jaxdp.experiments.cli": "jaxdp.cli",
 }
 
 # Modules allowed past ~400 lines, with the reason.
@@ -58,17 +58,24 @@ def _private_uses(path: pathlib.Path):
         full = f"{node.module}.{a.name}"
         if full in import_graph.modules():
           modules[a.asname or a.name] = full
-        elif (a.name.startswith("_") and not a.name.startswith("__")
-              and node.module != "jaxdp._moved"):
+        elif (
+          a.name.startswith("_")
+          and not a.name.startswith("__")
+          and node.module != "jaxdp._moved"
+        ):
           yield f"from {node.module} import {a.name}"
     elif isinstance(node, ast.Import):
       for a in node.names:
         if a.name.startswith("jaxdp") and a.asname:
           modules[a.asname] = a.name
   for node in ast.walk(tree):
-    if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-        and node.value.id in modules and node.attr.startswith("_")
-        and not node.attr.startswith("__")):
+    if (
+      isinstance(node, ast.Attribute)
+      and isinstance(node.value, ast.Name)
+      and node.value.id in modules
+      and node.attr.startswith("_")
+      and not node.attr.startswith("__")
+    ):
       yield f"{modules[node.value.id]}.{node.attr}"
 
 
@@ -85,34 +92,56 @@ def test_no_private_name_crosses_modules():
 @pytest.mark.parametrize("old", sorted(MOVED))
 def test_old_module_path_warns_and_is_the_new_module(old):
   new = MOVED[old]
-  code = (f"import warnings, importlib\n"
-          f"warnings.simplefilter('error', DeprecationWarning)\n"
-          f"import jaxdp\n"
-          f"try:\n  importlib.import_module({old!r})\n"
-          f"except DeprecationWarning as e:\n  assert {new!r} in str(e), e\n"
-          f"else:\n  raise SystemExit('no DeprecationWarning')\n"
-          f"warnings.simplefilter('ignore')\n"
-          f"assert importlib.import_module({old!r}) is importlib.import_module({new!r})\n")
+  code = (
+    f"import warnings, importlib\n"
+    f"warnings.simplefilter('error', DeprecationWarning)\n"
+    f"import jaxdp\n"
+    f"try:\n  importlib.import_module({old!r})\n"
+    f"except DeprecationWarning as e:\n  assert {new!r} in str(e), e\n"
+    f"else:\n  raise SystemExit('no DeprecationWarning')\n"
+    f"warnings.simplefilter('ignore')\n"
+    f"assert importlib.import_module({old!r}) is importlib.import_module({new!r})\n"
+  )
   subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
 @pytest.mark.subprocess
 def test_importing_jaxdp_warns_nothing():
-  subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c",
-                  "import jaxdp, jaxdp.cli, jaxdp.experiments"], check=True, cwd=ROOT)
+  subprocess.run(
+    [
+      sys.executable,
+      "-W",
+      "error::DeprecationWarning",
+      "-c",
+      "import jaxdp, jaxdp.cli, jaxdp.experiments",
+    ],
+    check=True,
+    cwd=ROOT,
+  )
 
 
 def test_every_public_name_resolves():
   for name in jaxdp.__all__:
     assert getattr(jaxdp, name) is not None, name
-  for name in ["exact", "prng", "posets", "samplers", "mechanisms", "accounting",
-               "composition", "session", "montecarlo", "random"]:
+  for name in [
+    "exact",
+    "prng",
+    "posets",
+    "samplers",
+    "mechanisms",
+    "accounting",
+    "composition",
+    "session",
+    "montecarlo",
+    "random",
+  ]:
     assert name in jaxdp.__all__, name
     assert importlib.import_module(f"jaxdp.{name}") is getattr(jaxdp, name)
 
 
 def test_one_version_source():
   from jaxdp import _version
+
   assert jaxdp.__version__ == _version.__version__
   text = (ROOT / "pyproject.toml").read_text()
   assert 'dynamic = ["version"]' in text and '\nversion = "' not in text

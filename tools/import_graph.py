@@ -29,8 +29,9 @@ def modules() -> dict[str, pathlib.Path]:
 
 
 def is_shim(tree: ast.Module) -> bool:
-  return any(isinstance(n, ast.ImportFrom) and n.module == "jaxdp._moved"
-             for n in tree.body)
+  return any(
+    isinstance(n, ast.ImportFrom) and n.module == "jaxdp._moved" for n in tree.body
+  )
 
 
 def _targets(node, name: str, known) -> list[str]:
@@ -40,7 +41,7 @@ def _targets(node, name: str, known) -> list[str]:
   base = node.module or ""
   if node.level:
     pkg = name.split(".")
-    pkg = pkg[:len(pkg) - node.level + (1 if known[name].name == "__init__.py" else 0)]
+    pkg = pkg[: len(pkg) - node.level + (1 if known[name].name == "__init__.py" else 0)]
     base = ".".join(pkg + ([base] if base else []))
   out = []
   for alias in node.names:
@@ -126,19 +127,22 @@ def longest_chain(edges) -> list[str]:
 def report() -> dict:
   known, edges, deferred, shims = graph()
   real = {k: [t for t in v if t not in shims] for k, v in edges.items() if k not in shims}
-  both = {k: sorted(set(real.get(k, [])) | {t for t in deferred.get(k, []) if t not in shims})
-          for k in real}
+  both = {
+    k: sorted(set(real.get(k, [])) | {t for t in deferred.get(k, []) if t not in shims})
+    for k in real
+  }
   sizes = {k: len(known[k].read_text().splitlines()) for k in real}
   largest = max(sizes, key=sizes.get)
   return {
-      "modules": len(real),
-      "circles_module_level": circles(real),
-      "circles_with_deferred_imports": circles(both),
-      "deferred_imports": {k: v for k, v in deferred.items() if v and k not in shims},
-      "longest_chain": longest_chain(real),
-      "largest_module": [largest, sizes[largest]],
-      "over_400_lines": {k: n for k, n in sorted(sizes.items(), key=lambda x: -x[1])
-                         if n > 400},
+    "modules": len(real),
+    "circles_module_level": circles(real),
+    "circles_with_deferred_imports": circles(both),
+    "deferred_imports": {k: v for k, v in deferred.items() if v and k not in shims},
+    "longest_chain": longest_chain(real),
+    "largest_module": [largest, sizes[largest]],
+    "over_400_lines": {
+      k: n for k, n in sorted(sizes.items(), key=lambda x: -x[1]) if n > 400
+    },
   }
 
 

@@ -133,11 +133,21 @@ class Accountant:
   history: int = _static(default=0)
 
   @classmethod
-  def create(cls, eps_budget: float, *, delta_budget: float = 0.0, group_size: int = 1,
-             key: KeyArray | None = None, composition: str | CompositionRule = "basic",
-             max_releases: int | None = None, delta_prime: float = 0.0,
-             secure: bool = False, orders: Sequence[float] | None = None,
-             plan: Plan | None = None, history: int = 0) -> Accountant:
+  def create(
+    cls,
+    eps_budget: float,
+    *,
+    delta_budget: float = 0.0,
+    group_size: int = 1,
+    key: KeyArray | None = None,
+    composition: str | CompositionRule = "basic",
+    max_releases: int | None = None,
+    delta_prime: float = 0.0,
+    secure: bool = False,
+    orders: Sequence[float] | None = None,
+    plan: Plan | None = None,
+    history: int = 0,
+  ) -> Accountant:
     """A fresh accountant.
 
     Args:
@@ -169,8 +179,15 @@ class Accountant:
     if 0 < delta_budget < budget.MIN_BUDGET:
       raise ValueError(f"delta_budget must be 0 or at least 2**-60; got {delta_budget!r}.")
     group_size = _checks.check_int(group_size, "group_size", minimum=1)
-    rule = make_rule(composition, eps_budget, delta_budget, max_releases=max_releases,
-                     delta_prime=delta_prime, orders=orders, plan=plan)
+    rule = make_rule(
+      composition,
+      eps_budget,
+      delta_budget,
+      max_releases=max_releases,
+      delta_prime=delta_prime,
+      orders=orders,
+      plan=plan,
+    )
     history = _checks.check_int(history, "history", minimum=0)
     if not isinstance(secure, bool):
       raise _checks.ArgTypeError(f"secure must be True or False; got {secure!r}.")
@@ -179,8 +196,9 @@ class Accountant:
         key = dprandom.secure_key() if secure else dprandom.os_key()
       elif secure and not dprandom.is_secure_key(key):
         raise ValueError(
-            "secure=True needs a ChaCha20 key: pass key=None (a fresh key from the OS) "
-            "or jaxdp.random.secure_key(); got a key of another generator.")
+          "secure=True needs a ChaCha20 key: pass key=None (a fresh key from the OS) "
+          "or jaxdp.random.secure_key(); got a key of another generator."
+        )
       else:
         _checks.check_key(key)
         if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
@@ -190,11 +208,23 @@ class Accountant:
       spent = jnp.zeros(rule.state_shape(), jnp.int32)
       log = jnp.zeros((history, 2), jnp.float32)
     exponent, delta_exponent = rule.unit_exponents(eps_budget, delta_budget)
-    return cls(spent_units=spent, spent_delta_units=zero, key=key, refusals=zero,
-               answered=zero, last_answered=last, log=log, history=history,
-               eps_budget=eps_budget, delta_budget=delta_budget,
-               group_size=group_size, rule=rule, unit_exponent=exponent,
-               delta_unit_exponent=delta_exponent, secure=secure)
+    return cls(
+      spent_units=spent,
+      spent_delta_units=zero,
+      key=key,
+      refusals=zero,
+      answered=zero,
+      last_answered=last,
+      log=log,
+      history=history,
+      eps_budget=eps_budget,
+      delta_budget=delta_budget,
+      group_size=group_size,
+      rule=rule,
+      unit_exponent=exponent,
+      delta_unit_exponent=delta_exponent,
+      secure=secure,
+    )
 
   # -------------------------------------------------------------- derived config
   @property
@@ -275,8 +305,8 @@ class Accountant:
   def spent_rdp(self) -> jax.Array:
     """Rényi filter: the spent RDP at each order, the sum of the answered releases'
     charges (each its curve in units, see :mod:`jaxdp.accounting.budget`), or ``inf``
-    for an order that a release went past: such an order is over its budget for good (the filter never
-    charges it again) and its sum is no longer kept."""
+    for an order that a release went past: such an order is over its budget for good
+    (the filter never charges it again) and its sum is no longer kept."""
     spent = budget.in_cost(self.spent_units, self.unit_exponent)
     over = self.spent_units > jnp.asarray(self.eps_capacity, jnp.int32)
     return jnp.where(over, jnp.inf, spent)
@@ -315,12 +345,16 @@ class Accountant:
     if self.history == 0:
       raise ValueError("this accountant keeps no history: create it with history=K.")
     if not _checks.is_concrete(self.log) or self.log.ndim != 2:
-      raise ValueError("events() needs one concrete accountant (not traced, not a "
-                       "vmapped batch: index it first).")
+      raise ValueError(
+        "events() needs one concrete accountant (not traced, not a "
+        "vmapped batch: index it first)."
+      )
     n = int(self.answered)
     if n > self.history:
-      raise ValueError(f"{n} releases were answered but the history holds "
-                       f"{self.history}: create the accountant with history >= {n}.")
+      raise ValueError(
+        f"{n} releases were answered but the history holds "
+        f"{self.history}: create the accountant with history >= {n}."
+      )
     log = np.asarray(self.log[:n], np.float64)
     return [(KINDS[int(code) - 1], float(value)) for code, value in log]
 

@@ -42,9 +42,9 @@ from jaxdp import _checks
 
 UNIT_BITS = 30
 SLACK_BITS = 22
-MIN_BUDGET = 2.0 ** -60  # keeps 1/u inside float32's range
-MAX_BUDGET = 2.0 ** 60
-_CLIP = np.float32(2.0 ** 31 - 128)  # largest float32 below 2**31: > any capacity
+MIN_BUDGET = 2.0**-60  # keeps 1/u inside float32's range
+MAX_BUDGET = 2.0**60
+_CLIP = np.float32(2.0**31 - 128)  # largest float32 below 2**31: > any capacity
 
 
 def unit_exponent(budget: float) -> int:
@@ -91,8 +91,11 @@ def charge(x, exponent, *, positive: bool):
   zero = magnitude == 0
   valid = jnp.all(pos if positive else pos | zero)
   scaled = x * _scale(exponent)
-  relieved = jnp.where(scaled < _CLIP,  # a scaling that overflows is clipped, never
-                       scaled - scaled * np.float32(2.0 ** -SLACK_BITS), _CLIP)  # NaN
+  relieved = jnp.where(
+    scaled < _CLIP,  # a scaling that overflows is clipped, never
+    scaled - scaled * np.float32(2.0**-SLACK_BITS),
+    _CLIP,
+  )  # NaN
   units = jnp.ceil(jnp.minimum(relieved, _CLIP)).astype(jnp.int32)
   units = jnp.where(pos, jnp.maximum(units, 1), 0)
   return valid, jnp.where(valid, units, 0)
@@ -109,8 +112,9 @@ def charge_host(x: float, exponent: int, *, positive: bool):
     if not valid:
       return False, (0 if x.ndim == 0 else np.zeros(x.shape, np.int64))
     scaled = x * _scale(exponent)
-    relieved = np.where(scaled < _CLIP, scaled - scaled * np.float32(2.0 ** -SLACK_BITS),
-                        _CLIP)
+    relieved = np.where(
+      scaled < _CLIP, scaled - scaled * np.float32(2.0**-SLACK_BITS), _CLIP
+    )
     units = np.ceil(np.minimum(relieved, _CLIP)).astype(np.int64)
     units = np.where(x > 0, np.maximum(units, 1), 0)
   return True, (int(units) if units.ndim == 0 else units)
@@ -128,9 +132,10 @@ def in_cost(units, exponent) -> jax.Array:
   """Integer units as a cost in the default float dtype (one exponent per entry
   under the Rényi filter)."""
   return jnp.asarray(units).astype(jnp.result_type(float)) * np.ldexp(
-      1.0, np.asarray(exponent))
+    1.0, np.asarray(exponent)
+  )
 
 
 def capped_capacity(budget: float, exponent: int) -> int:
   """:func:`capacity`, at most the largest int32."""
-  return min(capacity(budget, exponent), 2 ** 31 - 1)
+  return min(capacity(budget, exponent), 2**31 - 1)

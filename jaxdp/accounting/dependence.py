@@ -47,18 +47,24 @@ for _p in (_cost_p, _released_p):
   _p.def_impl(lambda x, **_: x)
   _p.def_abstract_eval(lambda x, **_: x)
   mlir.register_lowering(_p, lambda ctx, x, **_: [x])
-batching.primitive_batchers[_cost_p] = (
-    lambda args, dims, **p: (_cost_p.bind(*args, **p), dims[0]))
-batching.primitive_batchers[_released_p] = (
-    lambda args, dims, **p: (_released_p.bind(*args, **p), dims[0]))
+batching.primitive_batchers[_cost_p] = lambda args, dims, **p: (
+  _cost_p.bind(*args, **p),
+  dims[0],
+)
+batching.primitive_batchers[_released_p] = lambda args, dims, **p: (
+  _released_p.bind(*args, **p),
+  dims[0],
+)
 
 _state_p = jex_core.Primitive("jaxdp_state")
 _state_p.multiple_results = True
 _state_p.def_impl(lambda *xs, **_: list(xs))
 _state_p.def_abstract_eval(lambda *xs, **_: list(xs))
 mlir.register_lowering(_state_p, lambda ctx, *xs, **_: list(xs))
-batching.primitive_batchers[_state_p] = (
-    lambda args, dims, **p: (_state_p.bind(*args, **p), list(dims)))
+batching.primitive_batchers[_state_p] = lambda args, dims, **p: (
+  _state_p.bind(*args, **p),
+  list(dims),
+)
 
 
 def mark_cost(x, index: int):
@@ -90,6 +96,7 @@ class Analysis(NamedTuple):
   first branch's). ``unplanned[i]`` names the construct that decides at run time,
   from data-independent values, whether or how often release ``i`` runs.
   """
+
   found: dict
   final: frozenset
   order: list
@@ -157,8 +164,10 @@ def _walk(j, in_deps, in_ids, ctx, an):
   for eqn in jaxpr.eqns:
     ins = [read(deps, v, lambda _: frozenset()) for v in eqn.invars]
     in_ids_ = [read(ids, v, an.vn.literal) for v in eqn.invars]
-    values = [small_value(v.val) if isinstance(v, jex_core.Literal) else known.get(v)
-              for v in eqn.invars]
+    values = [
+      small_value(v.val) if isinstance(v, jex_core.Literal) else known.get(v)
+      for v in eqn.invars
+    ]
     outs, seq = _eqn(eqn, ins, in_ids_, values, ctx, an)
     order += seq
     for v, d, i in zip(eqn.outvars, outs, an.vn.eqn(eqn, in_ids_)[0]):
@@ -166,8 +175,11 @@ def _walk(j, in_deps, in_ids, ctx, an):
     folded = fold(eqn, values)
     if folded is not None:
       known[eqn.outvars[0]] = folded
-  return ([read(deps, v, lambda _: frozenset()) for v in jaxpr.outvars],
-          [read(ids, v, an.vn.literal) for v in jaxpr.outvars], order)
+  return (
+    [read(deps, v, lambda _: frozenset()) for v in jaxpr.outvars],
+    [read(ids, v, an.vn.literal) for v in jaxpr.outvars],
+    order,
+  )
 
 
 def _within(ctx, inputs, what):
@@ -193,7 +205,7 @@ def _eqn(eqn, ins, in_ids, values, ctx, an):
   if name == "scan":
     body = params["jaxpr"]
     nc, ncarry = params["num_consts"], params["num_carry"]
-    consts, carry, xs = ins[:nc], ins[nc:nc + ncarry], ins[nc + ncarry:]
+    consts, carry, xs = ins[:nc], ins[nc : nc + ncarry], ins[nc + ncarry :]
     fresh = [an.vn.fresh() for _ in ins[nc:]]
     while True:
       out, _, seq = _walk(body, consts + carry + xs, in_ids[:nc] + fresh, ctx, an)
@@ -204,8 +216,8 @@ def _eqn(eqn, ins, in_ids, values, ctx, an):
   if name == "while":
     cond, body = params["cond_jaxpr"], params["body_jaxpr"]
     nc, nb = params["cond_nconsts"], params["body_nconsts"]
-    cconsts, bconsts, carry = ins[:nc], ins[nc:nc + nb], ins[nc + nb:]
-    cids, bids = in_ids[:nc], in_ids[nc:nc + nb]
+    cconsts, bconsts, carry = ins[:nc], ins[nc : nc + nb], ins[nc + nb :]
+    cids, bids = in_ids[:nc], in_ids[nc : nc + nb]
     pred = frozenset()
     while True:
       fresh = [an.vn.fresh() for _ in carry]
@@ -245,8 +257,12 @@ def _eqn(eqn, ins, in_ids, values, ctx, an):
     return outs, []
   subs = subjaxprs(eqn)
   call = call_jaxpr(eqn)
-  if call is None and len(subs) == 1 and len(split(subs[0])[0].invars) == len(ins) \
-      and len(split(subs[0])[0].outvars) == n_out:
+  if (
+    call is None
+    and len(subs) == 1
+    and len(split(subs[0])[0].invars) == len(ins)
+    and len(split(subs[0])[0].outvars) == n_out
+  ):
     call, in_ids = subs[0], [an.vn.fresh() for _ in ins]  # shard_map, ...: same arity
   if call is not None:
     out, _, seq = _walk(call, ins, in_ids, ctx, an)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-__all__ = ["BudgetExceededError", "ReleaseRefusedError", "StaleAccountantError",
-           "DataDependentCostError"]
+__all__ = [
+  "BudgetExceededError",
+  "ReleaseRefusedError",
+  "StaleAccountantError",
+  "DataDependentCostError",
+]
 
 
 class BudgetExceededError(ValueError):

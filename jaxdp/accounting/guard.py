@@ -33,18 +33,20 @@ def check_unused(key):
   """Eager host ledger: raises if an earlier release already used this key object."""
   if _host_ledger(key) and getattr(key, "_jaxdp_used", False):
     raise StaleAccountantError(
-        "this accountant's key was already used by an earlier release: releasing "
-        "from a stale accountant value would reuse its noise and undercount the "
-        "spend. Always continue from the accountant that the last release returned.")
+      "this accountant's key was already used by an earlier release: releasing "
+      "from a stale accountant value would reuse its noise and undercount the "
+      "spend. Always continue from the accountant that the last release returned."
+    )
 
 
 _SHARED_KEY = (
-    "{what}, but the accountant's key is the same on every {lane}: every {lane} would "
-    "add the same noise (differences between {lane}s give the differences of their "
-    "data exactly) while each returned accountant counts one release. Release the "
-    "stacked statistic in one call (one mechanism over all of it, or "
-    "release_partitioned for disjoint parts), or give every {lane} its own accountant "
-    "(its own key).")
+  "{what}, but the accountant's key is the same on every {lane}: every {lane} would "
+  "add the same noise (differences between {lane}s give the differences of their "
+  "data exactly) while each returned accountant counts one release. Release the "
+  "stacked statistic in one call (one mechanism over all of it, or "
+  "release_partitioned for disjoint parts), or give every {lane} its own accountant "
+  "(its own key)."
+)
 
 
 def one_key_per_lane(acct, inputs):
@@ -56,37 +58,47 @@ def one_key_per_lane(acct, inputs):
   not say which values differ across devices, so a release under them is refused
   too (an allowlist: only mesh axes whose variation JAX tracks are accepted)."""
   key = acct.key
-  others = [x for x in jax.tree_util.tree_leaves((inputs, acct))
-            if isinstance(x, jax.Array) and x is not key]
+  others = [
+    x
+    for x in jax.tree_util.tree_leaves((inputs, acct))
+    if isinstance(x, jax.Array) and x is not key
+  ]
   if all(map(_checks.is_concrete, others + [key])):
-    return acct                        # no transformation is tracing this release
+    return acct  # no transformation is tracing this release
   if _checks.is_concrete(key) and planning.current() is None:
     raise StaleAccountantError(
-        "this release's accountant is a constant of the traced program (closed over, "
-        "or created inside it) while its data or mechanism are traced: every run of "
-        "the program, and every step of a lax.map, fori_loop or while_loop body, would "
-        "add the same noise. Pass the accountant as an argument (or a loop carry) and "
-        "continue from the one each release returns.")
+      "this release's accountant is a constant of the traced program (closed over, "
+      "or created inside it) while its data or mechanism are traced: every run of "
+      "the program, and every step of a lax.map, fori_loop or while_loop body, would "
+      "add the same noise. Pass the accountant as an argument (or a loop carry) and "
+      "continue from the one each release returns."
+    )
   untracked = _untracked_axes()
   if untracked:
     raise StaleAccountantError(
-        f"this release runs under jax.pmap or jax.shard_map(check_vma=False) (mesh axes "
-        f"{sorted(untracked)}), where JAX does not track which values differ across "
-        "devices, so jaxdp cannot tell whether every device would add the same noise. "
-        "Use jax.shard_map with check_vma=True (the default), with the accountant's "
-        "key sharded over the axis (one accountant per device).")
+      f"this release runs under jax.pmap or jax.shard_map(check_vma=False) (mesh axes "
+      f"{sorted(untracked)}), where JAX does not track which values differ across "
+      "devices, so jaxdp cannot tell whether every device would add the same noise. "
+      "Use jax.shard_map with check_vma=True (the default), with the accountant's "
+      "key sharded over the axis (one accountant per device)."
+    )
   varying = lambda x: _checks.varying_axes(jax.typeof(x))
   spread = frozenset().union(*map(varying, others)) - varying(key)
   if spread:
-    raise StaleAccountantError(_SHARED_KEY.format(
+    raise StaleAccountantError(
+      _SHARED_KEY.format(
         what=f"this release is mapped over mesh axes {sorted(spread)} by shard_map "
-             "(its data, mechanism or counters differ across them)", lane="shard"))
+        "(its data, mechanism or counters differ across them)",
+        lane="shard",
+      )
+    )
   if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-    key = jax.random.key_data(key)   # unwrapping does not consume the key
+    key = jax.random.key_data(key)  # unwrapping does not consume the key
   # the batching rule runs when jax.vmap meets this call; the result feeds the
   # counters, so no transformation can drop the call
-  return dataclasses.replace(acct, answered=_lanes(acct.answered, key,
-                                                   jax.lax.stop_gradient(others)))
+  return dataclasses.replace(
+    acct, answered=_lanes(acct.answered, key, jax.lax.stop_gradient(others))
+  )
 
 
 def _untracked_axes() -> frozenset:
@@ -113,9 +125,13 @@ def _lanes_vmap(axis_size, in_batched, token, key, others):
   del axis_size
   token_batched, key_batched, others_batched = in_batched
   if not key_batched and any(jax.tree_util.tree_leaves(others_batched)):
-    raise StaleAccountantError(_SHARED_KEY.format(
+    raise StaleAccountantError(
+      _SHARED_KEY.format(
         what="this release is mapped by jax.vmap over its data, mechanism or the "
-             "accountant's counters", lane="lane"))
+        "accountant's counters",
+        lane="lane",
+      )
+    )
   return token, token_batched
 
 

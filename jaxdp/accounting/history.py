@@ -15,10 +15,13 @@ def logged(acct, ok, event):
   if acct.history == 0:
     return acct.log
   if not event:
-    raise ValueError("history needs mechanisms with a known event (Laplace, "
-                     "Gaussian, discrete Gaussian, pure eps-DP).")
-  row = jnp.stack([jnp.float32(KINDS.index(event[0]) + 1),
-                   jnp.asarray(event[1], jnp.float32)])
+    raise ValueError(
+      "history needs mechanisms with a known event (Laplace, "
+      "Gaussian, discrete Gaussian, pure eps-DP)."
+    )
+  row = jnp.stack(
+    [jnp.float32(KINDS.index(event[0]) + 1), jnp.asarray(event[1], jnp.float32)]
+  )
   write = ok & (acct.answered < acct.history)
   index = jnp.minimum(acct.answered, acct.history - 1)
   return jnp.where(write, acct.log.at[index].set(row), acct.log)

@@ -9,8 +9,16 @@ import jax
 import numpy as np
 from jax.extend import core as jex_core
 
-__all__ = ["CALLS", "FOLD", "call_jaxpr", "digest", "fold", "small_value", "split",
-           "subjaxprs"]
+__all__ = [
+  "CALLS",
+  "FOLD",
+  "call_jaxpr",
+  "digest",
+  "fold",
+  "small_value",
+  "split",
+  "subjaxprs",
+]
 
 FINAL = -1  # index of the state marker on the accountant the query function returns
 
@@ -24,13 +32,28 @@ def split(j):
 
 # Calls: their one inner jaxpr computes what the equation computes, from the same
 # inputs (a custom rule for jvp, vjp or vmap only changes transformations of it).
-CALLS = frozenset(["pjit", "jit", "closed_call", "core_call", "checkpoint", "remat",
-                    "custom_jvp_call", "custom_vjp_call", "custom_vmap_call"])
+CALLS = frozenset(
+  [
+    "pjit",
+    "jit",
+    "closed_call",
+    "core_call",
+    "checkpoint",
+    "remat",
+    "custom_jvp_call",
+    "custom_vjp_call",
+    "custom_vmap_call",
+  ]
+)
 
 
 def subjaxprs(eqn):
-  return [s for s in eqn.params.values() for s in (s if isinstance(s, tuple) else (s,))
-          if isinstance(s, (jex_core.Jaxpr, jex_core.ClosedJaxpr))]
+  return [
+    s
+    for s in eqn.params.values()
+    for s in (s if isinstance(s, tuple) else (s,))
+    if isinstance(s, (jex_core.Jaxpr, jex_core.ClosedJaxpr))
+  ]
 
 
 def call_jaxpr(eqn):
@@ -46,15 +69,19 @@ def call_jaxpr(eqn):
 # Primitives folded on small known values: enough to resolve a switch on a Python int
 # (``clamp`` of literals) or a cond on a Python int.
 FOLD = {
-    "convert_element_type": lambda x, new_dtype, **_: np.asarray(x).astype(new_dtype),
-    "clamp": lambda lo, x, hi, **_: np.clip(x, lo, hi),
-    "eq": lambda a, b, **_: np.equal(a, b), "ne": lambda a, b, **_: np.not_equal(a, b),
-    "lt": lambda a, b, **_: np.less(a, b), "le": lambda a, b, **_: np.less_equal(a, b),
-    "gt": lambda a, b, **_: np.greater(a, b),
-    "ge": lambda a, b, **_: np.greater_equal(a, b),
-    "and": lambda a, b, **_: np.bitwise_and(a, b),
-    "or": lambda a, b, **_: np.bitwise_or(a, b), "not": lambda a, **_: np.invert(a),
-    "min": lambda a, b, **_: np.minimum(a, b), "max": lambda a, b, **_: np.maximum(a, b),
+  "convert_element_type": lambda x, new_dtype, **_: np.asarray(x).astype(new_dtype),
+  "clamp": lambda lo, x, hi, **_: np.clip(x, lo, hi),
+  "eq": lambda a, b, **_: np.equal(a, b),
+  "ne": lambda a, b, **_: np.not_equal(a, b),
+  "lt": lambda a, b, **_: np.less(a, b),
+  "le": lambda a, b, **_: np.less_equal(a, b),
+  "gt": lambda a, b, **_: np.greater(a, b),
+  "ge": lambda a, b, **_: np.greater_equal(a, b),
+  "and": lambda a, b, **_: np.bitwise_and(a, b),
+  "or": lambda a, b, **_: np.bitwise_or(a, b),
+  "not": lambda a, **_: np.invert(a),
+  "min": lambda a, b, **_: np.minimum(a, b),
+  "max": lambda a, b, **_: np.maximum(a, b),
 }
 
 

@@ -23,7 +23,7 @@ class ValueNumbering:
     self._fresh = itertools.count()
     self._release_key = release_key
     self._structures: dict = {}  # id(jaxpr) -> (jaxpr, key)
-    self._holding: dict = {}     # id(jaxpr) -> (jaxpr, whether it holds a release)
+    self._holding: dict = {}  # id(jaxpr) -> (jaxpr, whether it holds a release)
 
   def intern(self, key) -> int:
     return self._table.setdefault(key, len(self._table))
@@ -49,15 +49,15 @@ class ValueNumbering:
       return outs, (self.intern(("release", tuple(outs))),) if self._holds(eqn) else ()
     if name == "jaxdp_state":
       i = eqn.params["index"]
-      k = self.intern(("eqn", name, FINAL if i == FINAL else self._release_key(i),
-                       tuple(in_ids)))
+      k = self.intern(
+        ("eqn", name, FINAL if i == FINAL else self._release_key(i), tuple(in_ids))
+      )
       return [self.intern(("out", k, j)) for j in range(n)], () if i == FINAL else (k,)
     call = call_jaxpr(eqn)
     if call is not None:
       return self.run(call, in_ids)
     k = self.intern(("eqn", name, self._params(eqn.params), tuple(in_ids)))
-    return [self.intern(("out", k, j)) for j in range(n)], \
-        (k,) if self._holds(eqn) else ()
+    return [self.intern(("out", k, j)) for j in range(n)], (k,) if self._holds(eqn) else ()
 
   def run(self, j, in_ids):
     """``(value numbers of j's outputs, numbers of its releases in order)`` for
@@ -66,8 +66,13 @@ class ValueNumbering:
     ids = dict(zip(jaxpr.invars, in_ids))
     for k, v in enumerate(jaxpr.constvars):
       ids[v] = self.value(consts[k]) if consts is not None else self.fresh()
-    read = lambda v: self.literal(v) if isinstance(v, jex_core.Literal) else \
-        ids[v] if v in ids else self.fresh()
+    read = lambda v: (
+      self.literal(v)
+      if isinstance(v, jex_core.Literal)
+      else ids[v]
+      if v in ids
+      else self.fresh()
+    )
     releases = ()
     for eqn in jaxpr.eqns:
       outs, made = self.eqn(eqn, [read(v) for v in eqn.invars])

@@ -46,6 +46,7 @@ class PlannedRelease(NamedTuple):
   (``eps`` nan); ``rdp`` (one value per order) under the Rényi filter. ``event`` is
   what the mechanism is (:meth:`jaxdp.Mechanism.event`), whatever the accountant.
   """
+
   eps: float
   delta: float
   refused: bool
@@ -58,6 +59,7 @@ class Plan(NamedTuple):
   """What a query function would spend: totals and one row per release (under zCDP
   or the Rényi filter, ``eps`` converts the planned spend at the accountant's
   ``delta_budget``)."""
+
   eps: float
   delta: float
   releases: tuple  # of PlannedRelease
@@ -124,7 +126,8 @@ class _PlanState:
 
 
 _PLAN: contextvars.ContextVar[_PlanState | None] = contextvars.ContextVar(
-    "jaxdp_plan", default=None)
+  "jaxdp_plan", default=None
+)
 
 
 def current() -> _PlanState | None:
@@ -191,8 +194,7 @@ def plan(fn: Callable, acct: Accountant, *args, **kwargs) -> Plan:
   """
   leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
   is_array = [hasattr(x, "shape") and hasattr(x, "dtype") for x in leaves]
-  abstract = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x, a in zip(leaves, is_array)
-              if a]
+  abstract = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x, a in zip(leaves, is_array) if a]
   names = _argument_names(args, kwargs)
 
   def run(*arrays):
@@ -201,10 +203,14 @@ def plan(fn: Callable, acct: Accountant, *args, **kwargs) -> Plan:
     a, k = jax.tree_util.tree_unflatten(treedef, full)
     return _mark_returned(fn(acct, *a, **k), type(acct))
 
-  if not all(_checks.is_concrete(v) for v in
-             (acct.spent_units, acct.spent_delta_units, acct.answered)):
-    raise ValueError("plan() needs an accountant whose state is known (not traced): "
-                     "plan before the run, with the accountant you will pass to it.")
+  if not all(
+    _checks.is_concrete(v)
+    for v in (acct.spent_units, acct.spent_delta_units, acct.answered)
+  ):
+    raise ValueError(
+      "plan() needs an accountant whose state is known (not traced): "
+      "plan before the run, with the accountant you will pass to it."
+    )
   state = _PlanState(acct, [])
   token = _PLAN.set(state)
   try:
@@ -218,27 +224,33 @@ def plan(fn: Callable, acct: Accountant, *args, **kwargs) -> Plan:
   _raise_if_data_dependent(found, names)
   for i, where in sorted(found.unplanned.items()):
     raise ValueError(
-        f"release #{i} runs inside {_UNPLANNED.get(where, _unknown(where))}: the "
-        "releases are no fixed sequence, so plan() cannot list them. Make every "
-        "branch release the same mechanisms in the same order, or loop with lax.scan "
-        "or a fori_loop with Python int bounds.")
+      f"release #{i} runs inside {_UNPLANNED.get(where, _unknown(where))}: the "
+      "releases are no fixed sequence, so plan() cannot list them. Make every "
+      "branch release the same mechanisms in the same order, or loop with lax.scan "
+      "or a fori_loop with Python int bounds."
+    )
   traced = [i for i in found.order if state.raw[i] is None]
   if traced:
     raise ValueError(
-        f"plan() needs static (Python number) costs; release #{traced[0]}'s "
-        "eps or delta is traced. Pass eps as a Python float to plan.")
+      f"plan() needs static (Python number) costs; release #{traced[0]}'s "
+      "eps or delta is traced. Pass eps as a Python float to plan."
+    )
   rows, spent, spent_delta = _rows(acct, [state.raw[i] for i in found.order])
   return Plan(*acct.rule.plan_totals(acct, rows, spent, spent_delta), tuple(rows))
 
 
-_WHERE = {"cond": "a lax.cond or lax.switch branch whose index depends on the data",
-          "while": "a lax.while_loop (or a fori_loop with traced bounds) whose "
-                   "predicate depends on the data"}
+_WHERE = {
+  "cond": "a lax.cond or lax.switch branch whose index depends on the data",
+  "while": "a lax.while_loop (or a fori_loop with traced bounds) whose "
+  "predicate depends on the data",
+}
 _LATER = "known only at run time (from released outputs or the accountant's state)"
-_UNPLANNED = {"cond": "a lax.cond or lax.switch whose branches release differently, "
-                      f"with an index {_LATER}",
-              "while": "a lax.while_loop (or a fori_loop with traced bounds) with a "
-                       f"trip count {_LATER}"}
+_UNPLANNED = {
+  "cond": "a lax.cond or lax.switch whose branches release differently, "
+  f"with an index {_LATER}",
+  "while": "a lax.while_loop (or a fori_loop with traced bounds) with a "
+  f"trip count {_LATER}",
+}
 
 
 def _unknown(name):
@@ -247,47 +259,54 @@ def _unknown(name):
 
 def _raise_if_data_dependent(found, names):
   """Raises DataDependentCostError for the first release the data can reach."""
+
   def which(inputs):
     return ", ".join(dict.fromkeys(names[j] for j in sorted(inputs)))
 
   for i, kinds in sorted(found.found.items()):
     if "cost" in kinds:
       raise DataDependentCostError(
-          f"release #{i} has an eps or delta computed from the data "
-          f"({which(kinds['cost'][0])}): whether it is refused would then disclose "
-          "the data. Choose privacy parameters from public values or from earlier "
-          "released outputs only.")
+        f"release #{i} has an eps or delta computed from the data "
+        f"({which(kinds['cost'][0])}): whether it is refused would then disclose "
+        "the data. Choose privacy parameters from public values or from earlier "
+        "released outputs only."
+      )
     if "control" in kinds:
       inputs, where = kinds["control"]
       where = _WHERE.get(where, _unknown(where) + ", fed by the data")
       raise DataDependentCostError(
-          f"release #{i} runs inside {where} ({which(inputs)}): "
-          "whether it runs, and so what the accountant spends and refuses "
-          "afterwards, would disclose the data. Branch and loop on public values or "
-          "on earlier released outputs only, or make every branch release the same "
-          "mechanisms in the same order.")
+        f"release #{i} runs inside {where} ({which(inputs)}): "
+        "whether it runs, and so what the accountant spends and refuses "
+        "afterwards, would disclose the data. Branch and loop on public values or "
+        "on earlier released outputs only, or make every branch release the same "
+        "mechanisms in the same order."
+      )
     if "state" in kinds:
       raise DataDependentCostError(
-          f"release #{i} starts from an accountant state (spend, counters, key) "
-          f"computed from the data ({which(kinds['state'][0])}): whether it is "
-          "refused would disclose the data. Pass each release the accountant the "
-          "previous one returned, never one chosen by the data (jnp.where, a "
-          "vmapped cond).")
+        f"release #{i} starts from an accountant state (spend, counters, key) "
+        f"computed from the data ({which(kinds['state'][0])}): whether it is "
+        "refused would disclose the data. Pass each release the accountant the "
+        "previous one returned, never one chosen by the data (jnp.where, a "
+        "vmapped cond)."
+      )
   if found.final:
     raise DataDependentCostError(
-        "the accountant the query function returns has a state (spend, counters, "
-        f"key) computed from the data ({which(found.final)}): what it reports, and "
-        "whether later releases are refused, would disclose the data. Return the "
-        "accountant the last release returned, never one chosen by the data.")
+      "the accountant the query function returns has a state (spend, counters, "
+      f"key) computed from the data ({which(found.final)}): what it reports, and "
+      "whether later releases are refused, would disclose the data. Return the "
+      "accountant the last release returned, never one chosen by the data."
+    )
 
 
 def _argument_names(args, kwargs):
   """Names of the array leaves of (args, kwargs), in flattening order."""
   names = []
-  for label, tree in [(f"argument {i}", a) for i, a in enumerate(args)] + \
-      [(f"argument {k!r}", v) for k, v in sorted(kwargs.items())]:
-    names += [label] * sum(hasattr(x, "shape") and hasattr(x, "dtype")
-                           for x in jax.tree_util.tree_leaves(tree))
+  for label, tree in [(f"argument {i}", a) for i, a in enumerate(args)] + [
+    (f"argument {k!r}", v) for k, v in sorted(kwargs.items())
+  ]:
+    names += [label] * sum(
+      hasattr(x, "shape") and hasattr(x, "dtype") for x in jax.tree_util.tree_leaves(tree)
+    )
   return names
 
 
@@ -330,8 +349,9 @@ def _rows(acct, releases):
     ``(rows, spent units, spent delta units)`` after the last release.
   """
   spent, spent_delta, answered = (
-      np.asarray(v, np.int64) if np.ndim(v) else int(v)
-      for v in (acct.spent_units, acct.spent_delta_units, acct.answered))
+    np.asarray(v, np.int64) if np.ndim(v) else int(v)
+    for v in (acct.spent_units, acct.spent_delta_units, acct.answered)
+  )
   rule, caps = acct.rule, acct.rule.capacity(acct)
   rows = []
   for eps, delta, event in releases:
@@ -348,12 +368,15 @@ def _rows(acct, releases):
 
 def _mark_returned(out, cls):
   """``out`` with the state of every accountant (a ``cls``) in it tagged."""
+
   def mark(x):
     if not isinstance(x, cls):
       return x
     leaves, treedef = jax.tree_util.tree_flatten(x)
     return jax.tree_util.tree_unflatten(
-        treedef, dependence.mark_state(leaves, dependence.FINAL))
+      treedef, dependence.mark_state(leaves, dependence.FINAL)
+    )
+
   return jax.tree_util.tree_map(mark, out, is_leaf=lambda x: isinstance(x, cls))
 
 

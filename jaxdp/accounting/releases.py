@@ -31,11 +31,19 @@ from jaxdp.accounting.guard import check_unused, mark_used, one_key_per_lane
 from jaxdp.mechanisms import Mechanism, PosetCountMechanism
 from jaxdp.typing import ArrayLike
 
-__all__ = ["release", "release_partitioned", "release_parallel_unchecked",
-           "raise_if_refused", "postprocess", "MAX_PARTS", "spend", "mechanism_cost",
-           "mechanism_event"]
+__all__ = [
+  "release",
+  "release_partitioned",
+  "release_parallel_unchecked",
+  "raise_if_refused",
+  "postprocess",
+  "MAX_PARTS",
+  "spend",
+  "mechanism_cost",
+  "mechanism_event",
+]
 
-MAX_PARTS = 2 ** 24  # parts of one partitioned release (their noise is one array)
+MAX_PARTS = 2**24  # parts of one partitioned release (their noise is one array)
 
 
 def release(acct: Accountant, mech: Mechanism, data: Any) -> tuple[Accountant, Any]:
@@ -75,15 +83,20 @@ def release(acct: Accountant, mech: Mechanism, data: Any) -> tuple[Accountant, A
       ``acct`` is a constant of the traced program while ``data`` or ``mech`` are
       traced (every run or loop step would reuse its key).
   """
-  ok, sub, new = spend(acct, *mechanism_cost(acct, mech, _shape(data)),
-                       mechanism_event(acct, mech), (mech, data))
+  ok, sub, new = spend(
+    acct,
+    *mechanism_cost(acct, mech, _shape(data)),
+    mechanism_event(acct, mech),
+    (mech, data),
+  )
   out = _fill_refused(ok, mech.randomize(sub, data))
   mark_used(acct.key)
   return new, planning.mark_if_planning(out)
 
 
-def release_partitioned(acct: Accountant, mech: Mechanism, rows: ArrayLike, part: ArrayLike,
-                        num_parts: int) -> tuple[Accountant, Any]:
+def release_partitioned(
+  acct: Accountant, mech: Mechanism, rows: ArrayLike, part: ArrayLike, num_parts: int
+) -> tuple[Accountant, Any]:
   """Parallel composition by construction: one release per part of one dataset.
 
   Each row of ``rows`` belongs to exactly one part, ``part[i]`` (rows whose part is
@@ -119,11 +132,17 @@ def release_partitioned(acct: Accountant, mech: Mechanism, rows: ArrayLike, part
   """
   num_parts = _checks.check_int(num_parts, "num_parts", minimum=1)
   if num_parts > MAX_PARTS:
-    raise ValueError(f"num_parts must be at most {MAX_PARTS:,} (2**24): the noise of "
-                     f"every part is drawn at once; got {num_parts:,}. Merge parts or "
-                     "release them in several partitioned releases of disjoint rows.")
-  ok, sub, new = spend(acct, *mechanism_cost(acct, mech, _shape(rows)[1:]),
-                       mechanism_event(acct, mech), (mech, rows, part))
+    raise ValueError(
+      f"num_parts must be at most {MAX_PARTS:,} (2**24): the noise of "
+      f"every part is drawn at once; got {num_parts:,}. Merge parts or "
+      "release them in several partitioned releases of disjoint rows."
+    )
+  ok, sub, new = spend(
+    acct,
+    *mechanism_cost(acct, mech, _shape(rows)[1:]),
+    mechanism_event(acct, mech),
+    (mech, rows, part),
+  )
   stat = mech.part_statistics(rows, part, num_parts)
   noise_mech = mech.inner if isinstance(mech, PosetCountMechanism) else mech
   if getattr(noise_mech, "grid", None) is None:
@@ -136,8 +155,9 @@ def release_partitioned(acct: Accountant, mech: Mechanism, rows: ArrayLike, part
   return new, planning.mark_if_planning(_fill_refused(ok, out))
 
 
-def release_parallel_unchecked(acct: Accountant, pairs: Sequence[tuple[Mechanism, Any]]
-                               ) -> tuple[Accountant, list]:
+def release_parallel_unchecked(
+  acct: Accountant, pairs: Sequence[tuple[Mechanism, Any]]
+) -> tuple[Accountant, list]:
   """Releases mechanisms on parts the **caller asserts** are disjoint, at the cost of one.
 
   Nothing checks the assertion: if one person's data is in two parts, the true cost
@@ -160,14 +180,20 @@ def release_parallel_unchecked(acct: Accountant, pairs: Sequence[tuple[Mechanism
     raise ValueError("pairs must hold at least one (mechanism, data) pair.")
   ids = [id(x) for _, x in pairs]
   if len(set(ids)) != len(ids):
-    raise ValueError("pairs passes the same data object twice: parts that share data "
-                     "are not disjoint (the cost would be the sum). Use "
-                     "release_partitioned to split one dataset into parts.")
+    raise ValueError(
+      "pairs passes the same data object twice: parts that share data "
+      "are not disjoint (the cost would be the sum). Use "
+      "release_partitioned to split one dataset into parts."
+    )
   costs = [mechanism_cost(acct, m, _shape(x)) for m, x in pairs]
-  ok, sub, new = spend(acct, _max([c[0] for c in costs]), _max([c[1] for c in costs]),
-                       functools.reduce(lambda a, b: a & b, [c[2] for c in costs]),
-                       parallel_event([mechanism_event(acct, m) for m, _ in pairs]),
-                       pairs)
+  ok, sub, new = spend(
+    acct,
+    _max([c[0] for c in costs]),
+    _max([c[1] for c in costs]),
+    functools.reduce(lambda a, b: a & b, [c[2] for c in costs]),
+    parallel_event([mechanism_event(acct, m) for m, _ in pairs]),
+    pairs,
+  )
   keys = jax.random.split(sub, len(pairs))
   outs = tuple(m.randomize(k, x) for k, (m, x) in zip(keys, pairs))
   mark_used(acct.key)
@@ -185,12 +211,15 @@ def raise_if_refused(acct: Accountant, output: Any = None) -> Any:
     ``output``.
   """
   if not isinstance(acct, Accountant):
-    raise TypeError("raise_if_refused takes the accountant returned with the output: "
-                    f"raise_if_refused(acct, output); got {type(acct).__name__}.")
+    raise TypeError(
+      "raise_if_refused takes the accountant returned with the output: "
+      f"raise_if_refused(acct, output); got {type(acct).__name__}."
+    )
   if not bool(jnp.all(acct.last_answered)):
     raise ReleaseRefusedError(
-        "the release was refused: its cost would exceed the remaining privacy budget "
-        "(Dwork, Lemma 2.6).")
+      "the release was refused: its cost would exceed the remaining privacy budget "
+      "(Dwork, Lemma 2.6)."
+    )
   return output
 
 
@@ -202,8 +231,6 @@ def postprocess(fn: Callable, *outputs, **kwargs) -> Any:
   released outputs (and public information), never the raw data.
   """
   return fn(*outputs, **kwargs)
-
-
 
 
 def _shape(data) -> tuple:
@@ -231,8 +258,11 @@ def _max(values):
   """The largest cost (elementwise for Rényi curves: parallel composition holds at
   each order)."""
   if all(_checks.is_concrete(v) for v in values):
-    return np.max(np.stack([np.asarray(v, np.float64) for v in values]), axis=0) \
-        if np.ndim(values[0]) else max(float(v) for v in values)
+    return (
+      np.max(np.stack([np.asarray(v, np.float64) for v in values]), axis=0)
+      if np.ndim(values[0])
+      else max(float(v) for v in values)
+    )
   return jnp.max(jnp.stack([jnp.asarray(v) for v in values]), axis=0)
 
 
@@ -253,17 +283,19 @@ def mechanism_cost(acct, mech, shape=()):
   """
   if acct.secure and not dprandom.is_secure_key(acct.key):
     raise ValueError(
-        "this accountant is secure (releases to publish) but its key is not a ChaCha20 "
-        f"key (got {_key_name(acct.key)}): its noise would not be cryptographically "
-        "secure. Continue from the accountant the last release returned, or create "
-        "one with Accountant.create(..., secure=True) (a fresh key from the OS).")
+      "this accountant is secure (releases to publish) but its key is not a ChaCha20 "
+      f"key (got {_key_name(acct.key)}): its noise would not be cryptographically "
+      "secure. Continue from the accountant the last release returned, or create "
+      "one with Accountant.create(..., secure=True) (a fresh key from the OS)."
+    )
   if acct.secure and getattr(mech, "exact", False) is not True:
     raise ValueError(
-        f"this accountant is secure (releases to publish) and refuses "
-        f"{type(mech).__name__} without exact=True: float noise leaks through which "
-        "floats it can produce. Use an exact mechanism (LaplaceMechanism, "
-        "KNormMechanism or PosetCountMechanism with exact=True, or "
-        "DiscreteGaussianMechanism).")
+      f"this accountant is secure (releases to publish) and refuses "
+      f"{type(mech).__name__} without exact=True: float noise leaks through which "
+      "floats it can produce. Use an exact mechanism (LaplaceMechanism, "
+      "KNormMechanism or PosetCountMechanism with exact=True, or "
+      "DiscreteGaussianMechanism)."
+    )
   valid = mech.valid(shape) if hasattr(mech, "valid") else True
   return (*acct.rule.cost(mech, acct.group_size), valid)
 

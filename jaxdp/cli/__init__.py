@@ -32,8 +32,14 @@ from jaxdp.cli.studies import run_dims, run_poset_study, run_sample, run_structu
 
 __all__ = ["main", "UsageError", "build_parser"]
 
-COMMANDS = {"nhis": run_poset_study, "poset": run_poset_study, "dims": run_dims,
-            "structure": run_structure, "sample": run_sample, "release": run_release}
+COMMANDS = {
+  "nhis": run_poset_study,
+  "poset": run_poset_study,
+  "dims": run_dims,
+  "structure": run_structure,
+  "sample": run_sample,
+  "release": run_release,
+}
 
 
 def _fail(message) -> int:

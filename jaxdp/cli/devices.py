@@ -29,18 +29,23 @@ def join_processes(args):
   Raises:
     UsageError: the three flags not given together, or a process id out of range.
   """
-  given = [getattr(args, a, None) is not None for a in
-           ("coordinator", "num_processes", "process_id")]
+  given = [
+    getattr(args, a, None) is not None
+    for a in ("coordinator", "num_processes", "process_id")
+  ]
   if not any(given):
     return
   if not all(given):
     raise UsageError("--coordinator, --num-processes and --process-id go together")
   if not 0 <= args.process_id < args.num_processes:
-    raise UsageError(f"--process-id {args.process_id}: must be in [0, "
-                     f"{args.num_processes})")
-  jax.distributed.initialize(coordinator_address=args.coordinator,
-                             num_processes=args.num_processes,
-                             process_id=args.process_id)
+    raise UsageError(
+      f"--process-id {args.process_id}: must be in [0, {args.num_processes})"
+    )
+  jax.distributed.initialize(
+    coordinator_address=args.coordinator,
+    num_processes=args.num_processes,
+    process_id=args.process_id,
+  )
 
 
 def selected_devices(n):

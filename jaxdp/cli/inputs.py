@@ -26,7 +26,7 @@ def _sized_spec(src: str, kind: str, max_d: int):
     raise UsageError(f"--poset {src!r}: expected {kind}:D or {kind}:D:SEED") from None
   if not 1 <= d <= max_d:
     raise UsageError(f"--poset {src!r}: {kind} posets need 1 <= D <= {max_d}")
-  if not -(2 ** 31) <= seed < 2 ** 31:
+  if not -(2**31) <= seed < 2**31:
     raise UsageError(f"--poset {src!r}: SEED must be in [-2^31, 2^31)")
   return d, seed
 
@@ -55,8 +55,10 @@ def load_poset(src: str) -> Poset:
     return synthetic_questionnaire(seed, d)
   path = Path(src)
   if not path.exists():
-    raise UsageError(f"--poset: no such file: {src} (a poset is nhis1|nhis2|nhis3, "
-                     "random:D[:SEED], questionnaire:D[:SEED], or a JSON/text file)")
+    raise UsageError(
+      f"--poset: no such file: {src} (a poset is nhis1|nhis2|nhis3, "
+      "random:D[:SEED], questionnaire:D[:SEED], or a JSON/text file)"
+    )
   if not path.is_file():
     raise UsageError(f"--poset: not a file: {src}")
   try:

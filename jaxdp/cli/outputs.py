@@ -23,8 +23,10 @@ def _refuse_results(out, overwrite_results: bool):
     return
   path = Path(out).resolve()
   if path == results or results in path.parents:
-    raise UsageError(f"--out {out}: inside the repository's results/ (the published "
-                     "figures); pass --overwrite-results to rewrite them")
+    raise UsageError(
+      f"--out {out}: inside the repository's results/ (the published "
+      "figures); pass --overwrite-results to rewrite them"
+    )
 
 
 def _probe_dir(path: Path, out):
@@ -35,8 +37,9 @@ def _probe_dir(path: Path, out):
     probe.write_text("")
     probe.unlink()
   except FileExistsError:  # mkdir: the path, or a folder above it, is a file
-    raise UsageError(f"--out {out}: cannot write ({path} or a folder above it is a "
-                     "file)") from None
+    raise UsageError(
+      f"--out {out}: cannot write ({path} or a folder above it is a file)"
+    ) from None
   except OSError as e:
     raise UsageError(f"--out {out}: cannot write ({e.strerror})") from None
 
@@ -77,8 +80,9 @@ def check_out_file(out, overwrite_results: bool = False):
 
 
 def machine_line() -> str:
-  return (f"{os.cpu_count()} CPU cores, {jax.default_backend()} "
-          f"({len(jax.devices())} device(s))")
+  return (
+    f"{os.cpu_count()} CPU cores, {jax.default_backend()} ({len(jax.devices())} device(s))"
+  )
 
 
 def write_results(out, name: str, rows, table: str, extra=None) -> list:
@@ -105,8 +109,11 @@ def write_results(out, name: str, rows, table: str, extra=None) -> list:
     written.append(f"{name}.json")
     (out / f"{name}.md").write_text(table + "\n")
     written.append(f"{name}.md")
-    flat = rows if isinstance(rows, list) else [dict(r, group=k) for k, v in rows.items()
-                                                for r in v]
+    flat = (
+      rows
+      if isinstance(rows, list)
+      else [dict(r, group=k) for k, v in rows.items() for r in v]
+    )
     if flat:
       keys = sorted({k for r in flat for k in r})
       with open(out / f"{name}.csv", "w", newline="") as f:
@@ -128,56 +135,88 @@ def study_table(rows, noises, eps) -> str:
   head += [f"MSE {n}" for n in noises]
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   for r in rows:
-    cells = [r["poset"], str(r["d"]),
-             f"{r['exact_ratio']:.4f} ± {r['exact_ratio_se']:.4f}"]
+    cells = [r["poset"], str(r["d"]), f"{r['exact_ratio']:.4f} ± {r['exact_ratio_se']:.4f}"]
     if "insertion_ratio" in r:
-      cells += [f"{r['insertion_ratio']:.4f} ± {r['insertion_ratio_se']:.4f}",
-                f"{r['difference_z']:+.1f}"]
+      cells += [
+        f"{r['insertion_ratio']:.4f} ± {r['insertion_ratio_se']:.4f}",
+        f"{r['difference_z']:+.1f}",
+      ]
     else:
       cells += ["-", "-"]
     for n in noises:
       exact = r.get(f"mse_{n}_exact")
-      cells.append(f"{r[f'mse_{n}']:.2f} ± {r[f'mse_{n}_se']:.2f}"
-                   + (f" (exact {exact:.1f})" if exact is not None else ""))
+      cells.append(
+        f"{r[f'mse_{n}']:.2f} ± {r[f'mse_{n}_se']:.2f}"
+        + (f" (exact {exact:.1f})" if exact is not None else "")
+      )
     lines.append("| " + " | ".join(cells) + " |")
-  return ("Ratio = E||Z||^2 (root dropped) / (d/3), poset ball vs l_inf cube; MSE = "
-          f"E||noise||^2 of the (d+1)-vector at eps = {eps:g}.\n\n" + "\n".join(lines))
+  return (
+    "Ratio = E||Z||^2 (root dropped) / (d/3), poset ball vs l_inf cube; MSE = "
+    f"E||noise||^2 of the (d+1)-vector at eps = {eps:g}.\n\n" + "\n".join(lines)
+  )
 
 
 def group_table(groups, field: str) -> str:
-  lines = [f"| {field} | posets | exact ratio | insertion ratio | insertion - exact "
-           "(paired) |", "|---|---|---|---|---|"]
+  lines = [
+    f"| {field} | posets | exact ratio | insertion ratio | insertion - exact (paired) |",
+    "|---|---|---|---|---|",
+  ]
   for g in groups:
-    ins = (f"{g['insertion_ratio']:.4f} ± {g['insertion_ratio_se']:.4f}"
-           if "insertion_ratio" in g else "-")
-    diff = (f"{g['difference']:+.4f} ± {g['difference_se']:.4f}"
-            if "difference" in g else "-")
-    lines.append(f"| {g[field]} | {g['posets']} | {g['exact_ratio']:.4f} ± "
-                 f"{g['exact_ratio_se']:.4f} | {ins} | {diff} |")
+    ins = (
+      f"{g['insertion_ratio']:.4f} ± {g['insertion_ratio_se']:.4f}"
+      if "insertion_ratio" in g
+      else "-"
+    )
+    diff = (
+      f"{g['difference']:+.4f} ± {g['difference_se']:.4f}" if "difference" in g else "-"
+    )
+    lines.append(
+      f"| {g[field]} | {g['posets']} | {g['exact_ratio']:.4f} ± "
+      f"{g['exact_ratio_se']:.4f} | {ins} | {diff} |"
+    )
   return "\n".join(lines)
 
 
 def _pyplot():
   try:  # matplotlib is optional (jaxdp[plots]) and slow to import: only when plotting
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
   except ImportError:
-    print("jaxdp: matplotlib not installed; skipping plots (pip install "
-          "'jaxdp[plots]')", file=sys.stderr)
+    print(
+      "jaxdp: matplotlib not installed; skipping plots (pip install 'jaxdp[plots]')",
+      file=sys.stderr,
+    )
     return None
 
 
 def plot_study(out, name: str, rows) -> list:
   labels = [f"{r['poset']} (d={r['d']})" for r in rows]
-  return _plot(out, name, rows, list(range(len(rows))), "", "E||Z||² / (d/3)  (±2 SE)",
-               ticks=labels, line="")
+  return _plot(
+    out,
+    name,
+    rows,
+    list(range(len(rows))),
+    "",
+    "E||Z||² / (d/3)  (±2 SE)",
+    ticks=labels,
+    line="",
+  )
 
 
 def plot_groups(out, name: str, groups, field: str, label: str) -> list:
-  return _plot(out, name, groups, [g[field] for g in groups], label,
-               "mean E||Z||² / (d/3)  (±2 SE)", line="-")
+  return _plot(
+    out,
+    name,
+    groups,
+    [g[field] for g in groups],
+    label,
+    "mean E||Z||² / (d/3)  (±2 SE)",
+    line="-",
+  )
 
 
 def _plot(out, name, rows, xs, xlabel, ylabel, *, ticks=None, line=""):
@@ -186,12 +225,19 @@ def _plot(out, name, rows, xs, xlabel, ylabel, *, ticks=None, line=""):
   if plt is None or not rows:
     return []
   fig, ax = plt.subplots(figsize=(6, 4))
-  series = [("exact_ratio", "o", "exact sampler"),
-            ("insertion_ratio", "s", "published insertion sampler")]
+  series = [
+    ("exact_ratio", "o", "exact sampler"),
+    ("insertion_ratio", "s", "published insertion sampler"),
+  ]
   for col, marker, label in series:
     if all(col in r for r in rows):
-      ax.errorbar(xs, [r[col] for r in rows], yerr=[2 * r[col + "_se"] for r in rows],
-                  fmt=marker + line, label=label)
+      ax.errorbar(
+        xs,
+        [r[col] for r in rows],
+        yerr=[2 * r[col + "_se"] for r in rows],
+        fmt=marker + line,
+        label=label,
+      )
   if ticks:
     ax.set_xticks(xs, ticks)
   ax.set_xlabel(xlabel)

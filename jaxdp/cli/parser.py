@@ -18,18 +18,22 @@ RELEASE_NOISES = ("poset", "linf", "laplace")
 GENERATORS = ("threefry", "rbg", "chacha8")  # jaxdp.random.GENERATORS
 SECTIONS = (1, 2, 3)
 
-MAX_SAMPLES = 10 ** 12            # ~10^4 s of exact draws on one fast device
-MAX_INSERTION_SAMPLES = 10 ** 7   # the published sampler is sequential numpy
-MAX_POSETS = 10 ** 6
-MAX_CHUNK = 1 << 24               # points held in memory at once by `sample`
+MAX_SAMPLES = 10**12  # ~10^4 s of exact draws on one fast device
+MAX_INSERTION_SAMPLES = 10**7  # the published sampler is sequential numpy
+MAX_POSETS = 10**6
+MAX_CHUNK = 1 << 24  # points held in memory at once by `sample`
 MAX_DEVICES = 1 << 16
 MIN_EPS, MAX_EPS = 1e-6, 1e3
-SEED_RANGE = (-(2 ** 31), 2 ** 31 - 1)  # jaxdp.random.study_key's range
+SEED_RANGE = (-(2**31), 2**31 - 1)  # jaxdp.random.study_key's range
 
-POSET_HELP = ("nhis1|nhis2|nhis3, random:D[:SEED] (D <= %d), questionnaire:D[:SEED] "
-              "(D <= 512), or a JSON/text file" % GENERAL_MAX_D)
-OUT_RULE = ("An --out inside the repository's results/ folder (the published figures) "
-            "is refused unless --overwrite-results is given.")
+POSET_HELP = (
+  f"nhis1|nhis2|nhis3, random:D[:SEED] (D <= {GENERAL_MAX_D}), questionnaire:D[:SEED] "
+  "(D <= 512), or a JSON/text file"
+)
+OUT_RULE = (
+  "An --out inside the repository's results/ folder (the published figures) "
+  "is refused unless --overwrite-results is given."
+)
 
 
 class UsageError(Exception):
@@ -60,9 +64,14 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
   def _get_help_string(self, action):
     text = action.help or ""
-    if ("(default" in text or "default:" in text or not action.option_strings
-        or action.default is None or action.default is False
-        or action.default == argparse.SUPPRESS):
+    if (
+      "(default" in text
+      or "default:" in text
+      or not action.option_strings
+      or action.default is None
+      or action.default is False
+      or action.default == argparse.SUPPRESS
+    ):
       return text
     return f"{text} (default: %(default)s)"
 
@@ -72,7 +81,7 @@ def _number_text(v) -> str:
   if isinstance(v, float):
     return f"{v:g}"
   k = len(str(abs(v))) - 1
-  return f"10^{k}" if k >= 6 and abs(v) == 10 ** k else f"{v:,}"
+  return f"10^{k}" if k >= 6 and abs(v) == 10**k else f"{v:,}"
 
 
 def _range_text(low, high, kind: str) -> str:
@@ -112,6 +121,7 @@ def integer_flag(low: int, high: int):
     if not low <= v <= high:
       raise argparse.ArgumentTypeError(f"{text} is out of range; expected {allowed}")
     return v
+
   return parse
 
 
@@ -123,11 +133,13 @@ def number_flag(low: float, high: float):
     try:
       v = float(text)
     except ValueError:
-      raise argparse.ArgumentTypeError(f"{text!r} is not a number; expected {allowed}") \
-          from None
+      raise argparse.ArgumentTypeError(
+        f"{text!r} is not a number; expected {allowed}"
+      ) from None
     if not (math.isfinite(v) and low <= v <= high):
       raise argparse.ArgumentTypeError(f"{text} is out of range; expected {allowed}")
     return v
+
   return parse
 
 
@@ -138,9 +150,11 @@ def integer_list_flag(low: int, high: int):
   def parse(text):
     vals = [one(v.strip()) for v in text.split(",") if v.strip()]
     if not vals:
-      raise argparse.ArgumentTypeError(f"{text!r} is empty; expected a comma list of "
-                                       f"{_range_text(low, high, 'integers')}")
+      raise argparse.ArgumentTypeError(
+        f"{text!r} is empty; expected a comma list of {_range_text(low, high, 'integers')}"
+      )
     return vals
+
   return parse
 
 
@@ -165,46 +179,88 @@ CHUNK = integer_flag(1, MAX_CHUNK)
 
 def _common(p, samples: int, out: str):
   """The flags every study command shares."""
-  p.add_argument("--samples", type=SAMPLES, default=samples,
-                 help="exact-sampler draws per poset, 1 to 10^12 (1e6 and 1_000_000 "
-                      "work)")
+  p.add_argument(
+    "--samples",
+    type=SAMPLES,
+    default=samples,
+    help="exact-sampler draws per poset, 1 to 10^12 (1e6 and 1_000_000 work)",
+  )
   p.add_argument("--out", default=out, help="output directory. " + OUT_RULE)
-  p.add_argument("--overwrite-results", action="store_true",
-                 help="allow an --out inside the repository's results/ folder")
-  p.add_argument("--devices", type=DEVICES, default=None,
-                 help="number of devices to shard over (on CPU, that many host devices "
-                      "are created; default: all local devices)")
-  p.add_argument("--seed", type=SEED, default=0,
-                 help="PRNG seed of the study, -2^31 to 2^31 - 1")
-  p.add_argument("--coordinator", default=None,
-                 help="HOST:PORT of process 0, to run one study over several processes "
-                      "or hosts (jax.distributed; with --num-processes and --process-id)")
-  p.add_argument("--num-processes", type=integer_flag(1, MAX_DEVICES), default=None,
-                 help=f"processes in the run, 1 to {MAX_DEVICES:,}")
-  p.add_argument("--process-id", type=integer_flag(0, MAX_DEVICES - 1), default=None,
-                 help="this process's index, 0 .. N-1")
-  p.add_argument("--generator", choices=GENERATORS, default="threefry",
-                 help="PRNG of the study (threefry is the fastest on CPU)")
+  p.add_argument(
+    "--overwrite-results",
+    action="store_true",
+    help="allow an --out inside the repository's results/ folder",
+  )
+  p.add_argument(
+    "--devices",
+    type=DEVICES,
+    default=None,
+    help="number of devices to shard over (on CPU, that many host devices "
+    "are created; default: all local devices)",
+  )
+  p.add_argument(
+    "--seed", type=SEED, default=0, help="PRNG seed of the study, -2^31 to 2^31 - 1"
+  )
+  p.add_argument(
+    "--coordinator",
+    default=None,
+    help="HOST:PORT of process 0, to run one study over several processes "
+    "or hosts (jax.distributed; with --num-processes and --process-id)",
+  )
+  p.add_argument(
+    "--num-processes",
+    type=integer_flag(1, MAX_DEVICES),
+    default=None,
+    help=f"processes in the run, 1 to {MAX_DEVICES:,}",
+  )
+  p.add_argument(
+    "--process-id",
+    type=integer_flag(0, MAX_DEVICES - 1),
+    default=None,
+    help="this process's index, 0 .. N-1",
+  )
+  p.add_argument(
+    "--generator",
+    choices=GENERATORS,
+    default="threefry",
+    help="PRNG of the study (threefry is the fastest on CPU)",
+  )
   p.add_argument("--no-plot", action="store_true", help="skip PNG plots")
 
 
 def _insertion(p, default: int, what: str):
-  p.add_argument("--insertion-samples", type=INSERTION_SAMPLES, default=default,
-                 help=f"{what} from the published insertion sampler, 0 to 10^7 (0: skip)")
+  p.add_argument(
+    "--insertion-samples",
+    type=INSERTION_SAMPLES,
+    default=default,
+    help=f"{what} from the published insertion sampler, 0 to 10^7 (0: skip)",
+  )
 
 
 def _one_poset_study(p, name: str):
   _common(p, 1_000_000, f"out/{name}")
   if name == "nhis":
-    p.add_argument("--sections", type=integer_list_flag(1, 3), default=list(SECTIONS),
-                   help="comma list from 1,2,3 (default: 1,2,3)")
+    p.add_argument(
+      "--sections",
+      type=integer_list_flag(1, 3),
+      default=list(SECTIONS),
+      help="comma list from 1,2,3 (default: 1,2,3)",
+    )
   else:
     p.add_argument("--poset", required=True, help=POSET_HELP)
   _insertion(p, 20_000, "draws")
-  p.add_argument("--eps", type=EPS, default=1.0,
-                 help="eps of the count mechanisms whose MSE is estimated, 1e-06 to 1000")
-  p.add_argument("--mechanisms", type=noise_list, default=list(NOISES),
-                 help=f"comma list from {','.join(NOISES)}; empty: none (default: all)")
+  p.add_argument(
+    "--eps",
+    type=EPS,
+    default=1.0,
+    help="eps of the count mechanisms whose MSE is estimated, 1e-06 to 1000",
+  )
+  p.add_argument(
+    "--mechanisms",
+    type=noise_list,
+    default=list(NOISES),
+    help=f"comma list from {','.join(NOISES)}; empty: none (default: all)",
+  )
 
 
 def build_parser(epilog: str = "") -> Parser:
@@ -217,8 +273,9 @@ def build_parser(epilog: str = "") -> Parser:
   Returns:
     The parser.
   """
-  ap = Parser(prog="jaxdp", description="Exact poset-ball DP noise: utility studies.",
-              epilog=epilog)
+  ap = Parser(
+    prog="jaxdp", description="Exact poset-ball DP noise: utility studies.", epilog=epilog
+  )
   sub = ap.add_subparsers(dest="command", parser_class=Parser)
 
   nhis = sub.add_parser("nhis", help="NHIS posets (Figure 4)")
@@ -229,10 +286,12 @@ def build_parser(epilog: str = "") -> Parser:
 
   p = sub.add_parser("dims", help="random posets by dimension (Figure 2)")
   _common(p, 20_000, "out/dims")
-  p.add_argument("--dims", type=integer_list_flag(1, GENERAL_MAX_D),
-                 default=[4, 6, 8, 10, 12],
-                 help=f"comma list of dimensions d, each 1 to {GENERAL_MAX_D} (default: "
-                      "4,6,8,10,12)")
+  p.add_argument(
+    "--dims",
+    type=integer_list_flag(1, GENERAL_MAX_D),
+    default=[4, 6, 8, 10, 12],
+    help=f"comma list of dimensions d, each 1 to {GENERAL_MAX_D} (default: 4,6,8,10,12)",
+  )
   p.add_argument("--posets", type=POSETS, default=20, help="random posets per d, 1 to 10^6")
   _insertion(p, 1_000, "draws per poset")
 
@@ -240,47 +299,82 @@ def build_parser(epilog: str = "") -> Parser:
   _common(p, 2_000, "out/structure")
   p.add_argument("--d", type=RANDOM_D, default=10, help=f"dimension, 1 to {GENERAL_MAX_D}")
   p.add_argument("--posets", type=POSETS, default=5000, help="random posets, 1 to 10^6")
-  p.add_argument("--min-group", type=POSETS, default=100,
-                 help="drop groups with fewer posets (as the paper does), 1 to 10^6")
+  p.add_argument(
+    "--min-group",
+    type=POSETS,
+    default=100,
+    help="drop groups with fewer posets (as the paper does), 1 to 10^6",
+  )
   _insertion(p, 200, "draws per poset")
 
   p = sub.add_parser("sample", help="draw poset-ball points (streamed to a .npy file)")
   p.add_argument("--poset", default="nhis3", help=POSET_HELP)
-  p.add_argument("--samples", type=SAMPLES, default=1_000_000,
-                 help="points to draw, 1 to 10^12")
-  p.add_argument("--out", default=None,
-                 help="write the points to this .npy file, chunk by chunk (default: only "
-                      "summarise). " + OUT_RULE)
-  p.add_argument("--overwrite-results", action="store_true",
-                 help="allow an --out inside the repository's results/ folder")
-  p.add_argument("--chunk", type=CHUNK, default=1 << 20,
-                 help="points per chunk (bounds memory), 1 to 2^24")
+  p.add_argument(
+    "--samples", type=SAMPLES, default=1_000_000, help="points to draw, 1 to 10^12"
+  )
+  p.add_argument(
+    "--out",
+    default=None,
+    help="write the points to this .npy file, chunk by chunk (default: only "
+    "summarise). " + OUT_RULE,
+  )
+  p.add_argument(
+    "--overwrite-results",
+    action="store_true",
+    help="allow an --out inside the repository's results/ folder",
+  )
+  p.add_argument(
+    "--chunk",
+    type=CHUNK,
+    default=1 << 20,
+    help="points per chunk (bounds memory), 1 to 2^24",
+  )
   p.add_argument("--seed", type=SEED, default=0, help="PRNG seed, -2^31 to 2^31 - 1")
-  p.add_argument("--generator", choices=GENERATORS, default="threefry",
-                 help="PRNG (threefry is the fastest on CPU)")
-  p.add_argument("--devices", type=DEVICES, default=None,
-                 help="number of host devices to create (CPU)")
+  p.add_argument(
+    "--generator",
+    choices=GENERATORS,
+    default="threefry",
+    help="PRNG (threefry is the fastest on CPU)",
+  )
+  p.add_argument(
+    "--devices", type=DEVICES, default=None, help="number of host devices to create (CPU)"
+  )
 
   p = sub.add_parser(
-      "release",
-      help="publishable counts of 0/1 survey answers (exact noise, ChaCha20 key)",
-      description="Releases (respondents, yes-count per question) once, safe to publish: "
-                  "exact integer noise (the exact rounding of the ideal mechanism's "
-                  "noise) from a ChaCha20 key drawn from the OS. Costs --eps. --out is "
-                  "checked before the data is read. " + OUT_RULE)
+    "release",
+    help="publishable counts of 0/1 survey answers (exact noise, ChaCha20 key)",
+    description="Releases (respondents, yes-count per question) once, safe to publish: "
+    "exact integer noise (the exact rounding of the ideal mechanism's "
+    "noise) from a ChaCha20 key drawn from the OS. Costs --eps. --out is "
+    "checked before the data is read. " + OUT_RULE,
+  )
   p.add_argument("--poset", default="nhis3", help=POSET_HELP)
-  p.add_argument("--data", required=True,
-                 help="answers: .npy (n, d) or CSV with d 0/1 columns (an optional header "
-                      "line); errors name rows from 0, the header not counted")
+  p.add_argument(
+    "--data",
+    required=True,
+    help="answers: .npy (n, d) or CSV with d 0/1 columns (an optional header "
+    "line); errors name rows from 0, the header not counted",
+  )
   p.add_argument("--eps", type=EPS, required=True, help="privacy parameter, 1e-06 to 1000")
-  p.add_argument("--noise", choices=RELEASE_NOISES, default="poset",
-                 help="K-norm noise with the poset ball (most accurate), the l_inf ball, "
-                      "or Laplace")
-  p.add_argument("--on-invalid", choices=("raise", "clip"), default="raise",
-                 help="rows that are not filters: refuse, or clip to the largest filter")
-  p.add_argument("--out", default=None,
-                 help="also write the release as JSON to this file. " + OUT_RULE)
-  p.add_argument("--overwrite-results", action="store_true",
-                 help="allow an --out inside the repository's results/ folder")
+  p.add_argument(
+    "--noise",
+    choices=RELEASE_NOISES,
+    default="poset",
+    help="K-norm noise with the poset ball (most accurate), the l_inf ball, or Laplace",
+  )
+  p.add_argument(
+    "--on-invalid",
+    choices=("raise", "clip"),
+    default="raise",
+    help="rows that are not filters: refuse, or clip to the largest filter",
+  )
+  p.add_argument(
+    "--out", default=None, help="also write the release as JSON to this file. " + OUT_RULE
+  )
+  p.add_argument(
+    "--overwrite-results",
+    action="store_true",
+    help="allow an --out inside the repository's results/ folder",
+  )
   p.add_argument("--devices", type=DEVICES, default=None, help=argparse.SUPPRESS)
   return ap

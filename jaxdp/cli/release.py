@@ -30,11 +30,13 @@ def _read_csv(path: Path, src: str, d: int) -> np.ndarray:
   except (OSError, UnicodeDecodeError, csv.Error) as e:
     raise UsageError(f"--data {src}: cannot read 0/1 rows ({type(e).__name__})") from None
   if lines and not all(v.strip().lstrip("-").isdigit() for v in lines[0]):
-    lines = lines[1:]                                          # a header
+    lines = lines[1:]  # a header
   for r, line in enumerate(lines):
     if len(line) != d:
-      raise UsageError(f"--data {src}: expected {d} columns (one 0/1 answer per "
-                       f"question); row {r} has {len(line)}")
+      raise UsageError(
+        f"--data {src}: expected {d} columns (one 0/1 answer per "
+        f"question); row {r} has {len(line)}"
+      )
     for c, v in enumerate(line):
       if v.strip() not in ("0", "1"):
         raise UsageError(f"--data {src}: row {r}, column {c}: an answer must be 0 or 1")
@@ -65,11 +67,14 @@ def load_rows(src: str, d: int) -> np.ndarray:
   try:
     rows = np.load(path, allow_pickle=False)
   except (ValueError, OSError) as e:
-    raise UsageError(f"--data {src}: cannot read a .npy array ({type(e).__name__})") \
-        from None
+    raise UsageError(
+      f"--data {src}: cannot read a .npy array ({type(e).__name__})"
+    ) from None
   if rows.ndim != 2 or rows.shape[1] != d:
-    raise UsageError(f"--data {src}: expected {d} columns (one 0/1 answer per "
-                     f"question); got shape {rows.shape}")
+    raise UsageError(
+      f"--data {src}: expected {d} columns (one 0/1 answer per "
+      f"question); got shape {rows.shape}"
+    )
   if not len(rows):
     raise UsageError(f"--data {src}: holds no rows")
   if not (rows.dtype == np.bool_ or np.issubdtype(rows.dtype, np.number)):
@@ -94,9 +99,10 @@ def check_filters(src: str, poset: Poset, rows: np.ndarray):
   if bad.size:
     r = int(bad[0])
     raise UsageError(
-        f"--data {src}: row {r} is not a filter of the poset ({bad.size} such rows): "
-        f"{poset.explain_violation(x[r])}. Fix the data, or pass --on-invalid clip to "
-        "replace each row by the largest filter it contains.")
+      f"--data {src}: row {r} is not a filter of the poset ({bad.size} such rows): "
+      f"{poset.explain_violation(x[r])}. Fix the data, or pass --on-invalid clip to "
+      "replace each row by the largest filter it contains."
+    )
 
 
 def run_release(args) -> int:
@@ -108,21 +114,28 @@ def run_release(args) -> int:
   if args.on_invalid == "raise":
     check_filters(args.data, poset, rows)
   acct = Accountant.create(args.eps, secure=True)
-  mech = PosetCountMechanism(poset, args.eps, noise=args.noise, exact=True,
-                             on_invalid=args.on_invalid)
+  mech = PosetCountMechanism(
+    poset, args.eps, noise=args.noise, exact=True, on_invalid=args.on_invalid
+  )
   acct, out = release(acct, mech, rows)
   counts = np.asarray(raise_if_refused(acct, out)).astype(int).tolist()
   names = ["respondents"] + list(poset.element_names)
-  payload = {"poset": repr(poset), "eps": args.eps, "noise": args.noise,
-             "mechanism": "exact integer K-norm noise (jaxdp.exact), ChaCha20 key from "
-                          "the OS", "counts": dict(zip(names, counts))}
+  payload = {
+    "poset": repr(poset),
+    "eps": args.eps,
+    "noise": args.noise,
+    "mechanism": "exact integer K-norm noise (jaxdp.exact), ChaCha20 key from the OS",
+    "counts": dict(zip(names, counts)),
+  }
   if args.out:
     try:
       Path(args.out).write_text(json.dumps(payload, indent=2))
     except OSError as e:
       raise UsageError(f"--out {args.out}: cannot write ({e.strerror})") from None
-  print(f"eps = {args.eps:g} release of {poset!r} counts ({args.noise} noise, exact "
-        "integers, safe to publish):")
+  print(
+    f"eps = {args.eps:g} release of {poset!r} counts ({args.noise} noise, exact "
+    "integers, safe to publish):"
+  )
   for name, c in zip(names, counts):
     print(f"  {name:>12}: {c}")
   if args.out:

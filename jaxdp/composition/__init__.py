@@ -24,8 +24,18 @@ from jaxdp.composition.hypothesis import hypothesis_test_bound
 from jaxdp.composition.optimal import optimal_composition_delta, optimal_composition_epsilon
 from jaxdp.composition.zcdp import zcdp_budget, zcdp_epsilon
 
-__all__ = ["advanced_composition", "calibration", "events", "gaussian", "group_cost",
-           "hypothesis_test_bound", "optimal_composition_delta",
-           "optimal_composition_epsilon", "pld", "renyi", "search", "zcdp_budget",
-           "zcdp_epsilon"]
-
+__all__ = [
+  "advanced_composition",
+  "calibration",
+  "events",
+  "gaussian",
+  "group_cost",
+  "hypothesis_test_bound",
+  "optimal_composition_delta",
+  "optimal_composition_epsilon",
+  "pld",
+  "renyi",
+  "search",
+  "zcdp_budget",
+  "zcdp_epsilon",
+]

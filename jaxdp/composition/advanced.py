@@ -19,8 +19,9 @@ from jaxdp.typing import Scalar
 __all__ = ["advanced_composition", "advanced_caps"]
 
 
-def advanced_composition(eps: Scalar, delta: Scalar, k: int,
-                         delta_prime: float) -> tuple[Scalar, Scalar]:
+def advanced_composition(
+  eps: Scalar, delta: Scalar, k: int, delta_prime: float
+) -> tuple[Scalar, Scalar]:
   """Dwork-Rothblum-Vadhan advanced composition.
 
   The k-fold adaptive composition of (eps, delta)-DP mechanisms is
@@ -57,6 +58,9 @@ def advanced_caps(eps_budget, delta_budget, k, delta_prime):
     ``(eps_cap, delta_cap)``.
   """
   delta_cap = (delta_budget - delta_prime) / k
-  cap = bisect(lambda e: e > 0 and advanced_composition(e, delta_cap, k, delta_prime)[0]
-                <= eps_budget, 0.0, eps_budget)  # advanced_composition grows with eps
+  cap = bisect(
+    lambda e: e > 0 and advanced_composition(e, delta_cap, k, delta_prime)[0] <= eps_budget,
+    0.0,
+    eps_budget,
+  )  # advanced_composition grows with eps
   return max(cap, eps_budget / k), delta_cap

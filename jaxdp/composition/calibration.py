@@ -45,8 +45,14 @@ def _check(eps, delta, k, composition, allowed):
   return eps, delta, k
 
 
-def gaussian_sigma(eps: float, delta: float, k: int = 1, *, composition: str = "pld",
-                   sensitivity: float = 1.0) -> float:
+def gaussian_sigma(
+  eps: float,
+  delta: float,
+  k: int = 1,
+  *,
+  composition: str = "pld",
+  sensitivity: float = 1.0,
+) -> float:
   """The smallest sigma such that k Gaussian releases (l_2 sensitivity
   ``sensitivity``) are together (eps, delta)-DP under ``composition``.
 
@@ -69,8 +75,9 @@ def gaussian_sigma(eps: float, delta: float, k: int = 1, *, composition: str = "
     return s * math.sqrt(k) * analytic_gaussian_sigma(eps, delta)
   if composition == "zcdp":
     return s * math.sqrt(k / (2 * zcdp_budget(eps, delta)))
-  fits = lambda sigma: events_epsilon(
-      [("gaussian", sigma)] * k, delta, methods=("rdp",)) <= eps
+  fits = lambda sigma: (
+    events_epsilon([("gaussian", sigma)] * k, delta, methods=("rdp",)) <= eps
+  )
   hi = 1.0
   while not fits(hi):
     hi *= 2
@@ -96,6 +103,5 @@ def laplace_eps(eps: float, delta: float, k: int = 1, *, composition: str = "pld
   if composition == "zcdp":
     return math.sqrt(2 * zcdp_budget(eps, delta) / k)
   methods = None if composition == "pld" else ("rdp",)  # pld: the tightest of all
-  fits = lambda e: events_epsilon(
-      [("laplace", e)] * k, delta, methods=methods) <= eps
+  fits = lambda e: events_epsilon([("laplace", e)] * k, delta, methods=methods) <= eps
   return bisect(fits, 0.0, eps, steps=40)

@@ -24,20 +24,28 @@ from jaxdp.composition import pld, renyi
 from jaxdp.composition.optimal import optimal_composition_epsilon
 from jaxdp.composition.zcdp import zcdp_epsilon
 
-__all__ = ["events_epsilon", "to_dp_event", "rdp_curve", "composed_pld", "PLAN_ORDERS",
-           "METHODS", "PLD_GRID"]
+__all__ = [
+  "events_epsilon",
+  "to_dp_event",
+  "rdp_curve",
+  "composed_pld",
+  "PLAN_ORDERS",
+  "METHODS",
+  "PLD_GRID",
+]
 
 
 # Orders for the Rényi conversion of a fixed plan (any order is valid, so the best of
 # a wide grid is): 1.01 to 10^4.
 PLAN_ORDERS = tuple(1.0 + np.geomspace(0.01, 1e4, 300))
 METHODS = ("basic", "kov", "zcdp", "rdp", "pld")
-PLD_GRID = 1e-4          # loss grid of the PLD figure
+PLD_GRID = 1e-4  # loss grid of the PLD figure
 PLD_MAX_POINTS = 1 << 22  # coarser grid beyond (the error bound grows with it)
 
 
-def events_epsilon(events: Sequence[tuple], delta: float,
-                   methods: Sequence[str] | None = None) -> float:
+def events_epsilon(
+  events: Sequence[tuple], delta: float, methods: Sequence[str] | None = None
+) -> float:
   """The tightest eps for a fixed sequence of mechanism events at ``delta``.
 
   Events are ``(kind, value)``: ``("laplace", eps)``, ``("pure", eps)``,
@@ -71,8 +79,10 @@ def events_epsilon(events: Sequence[tuple], delta: float,
   if all_pure and len(set(pure)) == 1 and "kov" in use:
     best = min(best, optimal_composition_epsilon(pure[0], len(pure), delta))
   if "zcdp" in use:
-    rho = sum(v * v / 2 if k in ("laplace", "pure") else
-              (1 / (2 * v * v) if k == "gaussian" else v) for k, v in events)
+    rho = sum(
+      v * v / 2 if k in ("laplace", "pure") else (1 / (2 * v * v) if k == "gaussian" else v)
+      for k, v in events
+    )
     best = min(best, zcdp_epsilon(rho, delta))
   if "rdp" in use:
     curve = sum(rdp_curve(k, v) for k, v in events)
@@ -98,8 +108,7 @@ def to_dp_event(events: Sequence[tuple], pure_as: str = "randomized_response") -
   import dp_accounting  # optional: only this export needs it
 
   if pure_as not in ("randomized_response", "zcdp"):
-    raise ValueError(f"pure_as must be 'randomized_response' or 'zcdp'; got "
-                     f"{pure_as!r}.")
+    raise ValueError(f"pure_as must be 'randomized_response' or 'zcdp'; got {pure_as!r}.")
   out = []
   for kind, value in events:
     if kind == "laplace":
@@ -130,8 +139,10 @@ def composed_pld(events: Sequence[tuple]) -> pld.PLD:
   groups = {}
   for e in events:
     groups[e] = groups.get(e, 0) + 1
-  span = sum(c * (2 * v if k in ("laplace", "pure") else
-                  2 * pld.TAIL_SIGMAS / v) for (k, v), c in groups.items())
+  span = sum(
+    c * (2 * v if k in ("laplace", "pure") else 2 * pld.TAIL_SIGMAS / v)
+    for (k, v), c in groups.items()
+  )
   h = max(PLD_GRID, span / PLD_MAX_POINTS)
   make = {"laplace": pld.laplace_pld, "pure": pld.pure_pld, "gaussian": pld.gaussian_pld}
   parts = [make[k](v, h) for k, v in groups]

@@ -33,7 +33,7 @@ def optimal_composition_delta(eps: float, k: int, eps_total: float) -> float:
   total = 0.0
   log_norm = k * (eps + math.log1p(math.exp(-eps)))  # k log(1 + e^eps)
   for l in range(k + 1):
-    gap = (k - 2 * l) * eps - eps_total              # log of e^((k-l)eps) / e^(...)
+    gap = (k - 2 * l) * eps - eps_total  # log of e^((k-l)eps) / e^(...)
     if gap <= 0:
       continue
     log_c = math.lgamma(k + 1) - math.lgamma(l + 1) - math.lgamma(k - l + 1)
@@ -46,6 +46,9 @@ def optimal_composition_epsilon(eps: float, k: int, delta: float) -> float:
   delta = _checks.check_delta(delta, "delta")
   if optimal_composition_delta(eps, k, 0.0) <= delta:
     return 0.0
-  return bisect(lambda e: optimal_composition_delta(eps, k, e) <= delta,  # decreasing
-                 k * eps, 0.0, steps=100)
-
+  return bisect(
+    lambda e: optimal_composition_delta(eps, k, e) <= delta,  # decreasing
+    k * eps,
+    0.0,
+    steps=100,
+  )

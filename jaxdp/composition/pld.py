@@ -46,13 +46,14 @@ from jaxdp import _checks
 __all__ = ["PLD", "laplace_pld", "pure_pld", "approx_pld", "gaussian_pld", "compose"]
 
 _ERFC = np.vectorize(math.erfc, otypes=[np.float64])
-FFT_SLACK = 2.0 ** -48  # added to delta per grid point of a convolved PLD
-TAIL_SIGMAS = 12.0     # Gaussian truncation: mass beyond is < 2e-33
+FFT_SLACK = 2.0**-48  # added to delta per grid point of a convolved PLD
+TAIL_SIGMAS = 12.0  # Gaussian truncation: mass beyond is < 2e-33
 
 
 class PLD(NamedTuple):
   """A discretized privacy-loss distribution: ``pmf[j]`` is the probability of loss
   ``(offset + j) h``; ``inf`` is the probability of infinite loss."""
+
   pmf: np.ndarray
   offset: int
   h: float
@@ -110,6 +111,7 @@ def laplace_pld(eps: float, h: float) -> PLD:
   def cdf(l):
     inner = 0.5 * np.exp(-(eps - np.clip(l, -eps, eps)) / 2)
     return np.where(l < -eps, 0.0, np.where(l >= eps, 1.0, inner))
+
   return _from_cdf(cdf, -eps, eps, h)
 
 
@@ -138,6 +140,7 @@ def gaussian_pld(sigma: float, h: float) -> PLD:
   def cdf(l):
     inner = _ERFC(-(np.clip(l, lo, hi) - mu) / (sd * math.sqrt(2))) / 2
     return np.where(l < lo, 0.0, inner)  # mass below lo joins the lowest point
+
   pld = _from_cdf(cdf, lo, hi, h)
   tail = 0.5 * math.erfc(TAIL_SIGMAS / math.sqrt(2))
   return pld._replace(inf=tail)

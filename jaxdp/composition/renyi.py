@@ -54,11 +54,17 @@ import numpy as np
 from jaxdp import _checks
 from jaxdp.typing import ArrayLike, Scalar
 
-__all__ = ["DEFAULT_ORDERS", "pure_rdp", "laplace_rdp", "gaussian_rdp", "rdp_epsilon",
-           "filter_budgets"]
+__all__ = [
+  "DEFAULT_ORDERS",
+  "pure_rdp",
+  "laplace_rdp",
+  "gaussian_rdp",
+  "rdp_epsilon",
+  "filter_budgets",
+]
 
 DEFAULT_ORDERS = (2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)
-TRACED_MARGIN = 1.0 + 2.0 ** -12
+TRACED_MARGIN = 1.0 + 2.0**-12
 
 
 def check_orders(orders) -> tuple:
@@ -66,11 +72,13 @@ def check_orders(orders) -> tuple:
   try:
     values = tuple(sorted({float(a) for a in orders}))
   except (TypeError, ValueError):
-    raise _checks.ArgTypeError(f"orders must be a sequence of numbers > 1; got "
-                               f"{orders!r}.") from None
+    raise _checks.ArgTypeError(
+      f"orders must be a sequence of numbers > 1; got {orders!r}."
+    ) from None
   if not values or not all(1 < a < math.inf for a in values):
-    raise ValueError(f"orders must be finite Rényi orders > 1 (at least one); got "
-                     f"{orders!r}.")
+    raise ValueError(
+      f"orders must be finite Rényi orders > 1 (at least one); got {orders!r}."
+    )
   return values
 
 
@@ -94,8 +102,11 @@ def _em(z, xp):
 def _log_expm1(z, xp):
   """log(e^z - 1) for z > 0, without overflow."""
   big = z > 20
-  return xp.where(big, z + xp.log1p(-xp.exp(-xp.where(big, z, 20.0))),
-                  xp.log(xp.expm1(xp.minimum(z, 20.0))))
+  return xp.where(
+    big,
+    z + xp.log1p(-xp.exp(-xp.where(big, z, 20.0))),
+    xp.log(xp.expm1(xp.minimum(z, 20.0))),
+  )
 
 
 def _softplus(y, xp):
@@ -117,7 +128,7 @@ def _curve(fn, terms, eps, orders):
   p, q, rest = terms(e, a)
   scale = np.float32(1 / (a - 1))
   value = (jnp.logaddexp(p, q) - rest) * scale
-  slack = (jnp.abs(p) + jnp.abs(q) + jnp.abs(rest) + 1) * (scale * np.float32(2.0 ** -20))
+  slack = (jnp.abs(p) + jnp.abs(q) + jnp.abs(rest) + 1) * (scale * np.float32(2.0**-20))
   out = jnp.minimum(value * np.float32(TRACED_MARGIN) + slack, e)
   return jnp.where(pos, jnp.maximum(out, 0.0), 0.0)
 
@@ -184,8 +195,9 @@ def gaussian_rdp(rho: Scalar, orders: ArrayLike) -> jax.Array:
   a = np.asarray(orders, np.float64)
   if _checks.is_concrete(rho) and np.ndim(rho) == 0:
     return a * float(rho)
-  return jnp.asarray(rho, jnp.float32)[..., None] * jnp.asarray(a, jnp.float32) * \
-      TRACED_MARGIN
+  return (
+    jnp.asarray(rho, jnp.float32)[..., None] * jnp.asarray(a, jnp.float32) * TRACED_MARGIN
+  )
 
 
 # ------------------------------------------------------------------ conversion
@@ -212,8 +224,11 @@ def rdp_epsilon(rdp: ArrayLike, orders: ArrayLike, delta: float) -> jax.Array:
   tail = _tail(orders, delta)
   if _checks.is_concrete(rdp):
     rdp = np.asarray(rdp, np.float64)
-    return float(np.max([0.0, np.min(rdp + tail)])) if rdp.ndim == 1 else \
-        np.maximum(np.min(rdp + tail, axis=-1), 0.0)
+    return (
+      float(np.max([0.0, np.min(rdp + tail)]))
+      if rdp.ndim == 1
+      else np.maximum(np.min(rdp + tail, axis=-1), 0.0)
+    )
   return jnp.maximum(jnp.min(jnp.asarray(rdp) + tail, axis=-1), 0.0)
 
 

@@ -8,7 +8,9 @@ from collections.abc import Callable
 __all__ = ["bisect", "safe_exp"]
 
 
-def bisect(feasible: Callable[[float], bool], good: float, bad: float, *, steps: int = 200) -> float:
+def bisect(
+  feasible: Callable[[float], bool], good: float, bad: float, *, steps: int = 200
+) -> float:
   """The boundary of a monotone predicate, on its feasible side.
 
   ``feasible(good)`` holds (or is the side to return) and ``feasible(bad)`` does not;

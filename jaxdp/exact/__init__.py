@@ -63,24 +63,41 @@ References:
 from jaxdp.exact.choices import simplex_coefficients, uniform_below, unrank
 from jaxdp.exact.gaussian import MAX_SIGMA, discrete_gaussian, sigma_quarters
 from jaxdp.exact.intervals import (
-                                   FAST_BITS,
-                                   LIMIT,
-                                   MARGIN,
-                                   chain_round,
-                                   knorm_round,
-                                   laplace_round,
-                                   linf_round,
+  FAST_BITS,
+  LIMIT,
+  MARGIN,
+  chain_round,
+  knorm_round,
+  laplace_round,
+  linf_round,
 )
 from jaxdp.exact.refine import HOST_DIGITS, REFINE_WORDS, refine_linf_sample, refine_sample
 from jaxdp.exact.samplers import CHUNK, MAX_SCALE, laplace, linf_knorm, poset_knorm
 
 __all__ = [
-    # the samplers
-    "discrete_gaussian", "laplace", "linf_knorm", "poset_knorm",
-    # their limits and constants
-    "CHUNK", "FAST_BITS", "HOST_DIGITS", "LIMIT", "MARGIN", "MAX_SCALE", "MAX_SIGMA",
-    "REFINE_WORDS",
-    # the exact steps the mechanisms and tests build on
-    "chain_round", "knorm_round", "laplace_round", "linf_round", "refine_linf_sample",
-    "refine_sample", "sigma_quarters", "simplex_coefficients", "uniform_below", "unrank",
+  # the samplers
+  "discrete_gaussian",
+  "laplace",
+  "linf_knorm",
+  "poset_knorm",
+  # their limits and constants
+  "CHUNK",
+  "FAST_BITS",
+  "HOST_DIGITS",
+  "LIMIT",
+  "MARGIN",
+  "MAX_SCALE",
+  "MAX_SIGMA",
+  "REFINE_WORDS",
+  # the exact steps the mechanisms and tests build on
+  "chain_round",
+  "knorm_round",
+  "laplace_round",
+  "linf_round",
+  "refine_linf_sample",
+  "refine_sample",
+  "sigma_quarters",
+  "simplex_coefficients",
+  "uniform_below",
+  "unrank",
 ]

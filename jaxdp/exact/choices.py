@@ -81,14 +81,15 @@ def unrank(rank: ArrayLike, tables: ExactTables, d: int) -> tuple[jax.Array, jax
     top = member & ((s_set[:, None] & tables.strict_up[None, :]) == 0)
     w = jnp.where(top, tables.ext[(s_set[:, None] ^ bits).astype(jnp.int32)], 0)
     c = jnp.cumsum(w, axis=1)
-    passed = c <= q[:, None]            # q lies beyond every extension through x
+    passed = c <= q[:, None]  # q lies beyond every extension through x
     x = jnp.sum(passed, axis=1).astype(jnp.int32)
     q = q - jnp.max(jnp.where(passed, c, 0), axis=1)
     return s_set ^ bits[x], q, seq.at[:, i].set(x)
 
   # a loop, not d unrolled steps: XLA:CPU fuses the unrolled graph badly
-  _, _, seq = lax.fori_loop(0, d, step, (a.astype(jnp.uint32), r_a,
-                                         jnp.zeros((m, d), jnp.int32)))
+  _, _, seq = lax.fori_loop(
+    0, d, step, (a.astype(jnp.uint32), r_a, jnp.zeros((m, d), jnp.int32))
+  )
   return seq, size_a
 
 
@@ -97,21 +98,22 @@ def simplex_coefficients(seq: ArrayLike, size_a: ArrayLike, up: ArrayLike) -> ja
   simplex: (1, 1_F0..F_k) for A (F_0 empty, then A's elements' up-sets added top
   down), -(1, 1_G0..G_l) for B. The K-norm noise is ``scale * sum_i E_i row_i``."""
   m, d = seq.shape
-  rows = [jnp.zeros((m, d), bool)]       # F_0
+  rows = [jnp.zeros((m, d), bool)]  # F_0
   f = jnp.zeros((m, d), bool)
   for step in range(d):
     f = jnp.where((size_a == step)[:, None], False, f) | up[seq[:, step]]
     rows.append(f)
   # row 0: F_0 (A); rows 1..d: chain filters; B's empty G_0 sits at index k + 1
-  filt = jnp.stack(rows, axis=1)                                  # (m, d + 1, d)
+  filt = jnp.stack(rows, axis=1)  # (m, d + 1, d)
   idx = jnp.arange(d + 2)
   k = size_a[:, None]
   # vertex i: i <= k -> A's F_i = filt[i]; i == k + 1 -> G_0 (empty); i > k + 1 ->
   # G_(i-k-1) = filt[i - 1]
   src = jnp.where(idx <= k, idx, jnp.maximum(idx - 1, 0))
-  chosen = jnp.take_along_axis(filt, src[:, :, None], axis=1)     # (m, d + 2, d)
+  chosen = jnp.take_along_axis(filt, src[:, :, None], axis=1)  # (m, d + 2, d)
   chosen = jnp.where((idx == k + 1)[:, :, None], False, chosen)
-  sign = jnp.where(idx <= k, 1, -1).astype(jnp.int8)              # (m, d + 2)
-  vec = jnp.concatenate([jnp.ones((m, d + 2, 1), jnp.int8), chosen.astype(jnp.int8)],
-                        axis=2)
+  sign = jnp.where(idx <= k, 1, -1).astype(jnp.int8)  # (m, d + 2)
+  vec = jnp.concatenate(
+    [jnp.ones((m, d + 2, 1), jnp.int8), chosen.astype(jnp.int8)], axis=2
+  )
   return vec * sign[:, :, None]

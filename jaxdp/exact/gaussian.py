@@ -23,8 +23,8 @@ from jaxdp.prng.threefry import fast_key
 from jaxdp.samplers.chunks import chunked
 from jaxdp.typing import KeyArray, Shape
 
-MAX_SIGMA = 2047.0      # sigma <= 2^11 - 1 keeps every integer below 2^63
-Y_MAX = 1 << 18        # |Y| above this: C is decided by a lower bound on gamma
+MAX_SIGMA = 2047.0  # sigma <= 2^11 - 1 keeps every integer below 2^63
+Y_MAX = 1 << 18  # |Y| above this: C is decided by a lower bound on gamma
 
 
 def discrete_gaussian(key: KeyArray, shape: Shape = (), *, sigma: float) -> jax.Array:
@@ -66,20 +66,26 @@ def discrete_gaussian(key: KeyArray, shape: Shape = (), *, sigma: float) -> jax.
 def sigma_quarters(sigma: float) -> int:
   """a = ceil(4 sigma^2), exactly (sigma^2 as a rational); the sampler's s^2 = a / 4."""
   if not _checks.is_concrete(sigma):
-    raise ValueError("sigma must be a static Python number for the discrete Gaussian "
-                     "(its integer tables are built on the host).")
+    raise ValueError(
+      "sigma must be a static Python number for the discrete Gaussian "
+      "(its integer tables are built on the host)."
+    )
   sigma = _checks.check_positive(sigma, "sigma")
   if sigma > MAX_SIGMA:
-    raise ValueError(f"sigma must be at most {MAX_SIGMA:g} for the exact discrete "
-                     f"Gaussian (64-bit integer arithmetic); got {sigma:g}.")
+    raise ValueError(
+      f"sigma must be at most {MAX_SIGMA:g} for the exact discrete "
+      f"Gaussian (64-bit integer arithmetic); got {sigma:g}."
+    )
   return max(1, math.ceil(4 * Fraction(sigma) ** 2))
 
 
 @functools.partial(jax.jit, static_argnames=("quarters", "n"))
 def _dg_kernel(key, *, quarters, n):
   with jax.enable_x64(True):
+
     def chunk(k, m):
       return _discrete_gaussian(k, quarters, m)
+
     return chunked(chunk, key, n, (), jnp.int32, CHUNK)
 
 
@@ -104,10 +110,10 @@ def _discrete_gaussian(key, a: int, m: int):
   Beyond |Y| = 2^18 gamma is only bounded below (by ``lower`` >= 2^13); a sample
   surviving that many trials sets the error flag (probability below e^-8192).
   """
-  t = math.isqrt(a) // 2 + 1                        # floor(sqrt(a / 4)) + 1
-  den = 8 * a * t * t                               # < 2^49 for s < 2^11
+  t = math.isqrt(a) // 2 + 1  # floor(sqrt(a / 4)) + 1
+  den = 8 * a * t * t  # < 2^49 for s < 2^11
   y_max = Y_MAX
-  lower = (4 * t * (y_max + 1) - a) ** 2 // den     # gamma >= this for |Y| > y_max
+  lower = (4 * t * (y_max + 1) - a) ** 2 // den  # gamma >= this for |Y| > y_max
   P_U, P_D, P_V, P_Y, P_W, P_F, DONE = range(7)
   i64 = jnp.int64
   two62 = i64(1 << 62)
@@ -119,11 +125,11 @@ def _discrete_gaussian(key, a: int, m: int):
     phase, u, k, v, y, left, frac, big, bad, i = state
     w = jax.random.bits(jax.random.fold_in(key, i), (m, 2, 2), jnp.uint32)
     x1, x2 = int62(w[:, 0]), int62(w[:, 1])
-    sign = (w[:, 0, 0] >> 31) == 1                 # a bit x1 does not use
+    sign = (w[:, 0, 0] >> 31) == 1  # a bit x1 does not use
     q1 = jnp.where(phase == P_F, i64(den), i64(t))
     ok1, r1 = uniform(x1, q1)
     ok2, r2 = uniform(x2, k)
-    hit = r2 == 0                                   # Bernoulli(1 / K)
+    hit = r2 == 0  # Bernoulli(1 / K)
     # P_U
     at = phase == P_U
     go = at & ok1
@@ -144,7 +150,7 @@ def _discrete_gaussian(key, a: int, m: int):
     cont = at & hit
     stop = at & ~hit
     k_new = jnp.where(cont, k + 1, k_new)
-    v = jnp.where(stop & odd, v + 1, v)             # a success: one more
+    v = jnp.where(stop & odd, v + 1, v)  # a success: one more
     k_new = jnp.where(stop, 1, k_new)
     phase_new = jnp.where(stop & ~odd, P_Y, phase_new)
     # P_Y: the candidate and its gamma (no draw)
@@ -155,7 +161,7 @@ def _discrete_gaussian(key, a: int, m: int):
     ay = jnp.abs(cand)
     is_big = ay > y_max
     z = 4 * t * jnp.minimum(ay, y_max) - a
-    num = z * z                                     # exact: |z| < 2^31
+    num = z * z  # exact: |z| < 2^31
     whole = jnp.where(is_big, lower, num // den)
     fr = jnp.where(is_big, 0, num % den)
     take = at & ~restart
@@ -175,8 +181,8 @@ def _discrete_gaussian(key, a: int, m: int):
     success = stop & odd
     left = jnp.where(success, left - 1, left)
     k_new = jnp.where(stop | empty, 1, k_new)
-    phase_new = jnp.where(stop & ~odd, P_U, phase_new)         # rejected
-    survived = empty & big                          # gamma unknown beyond the bound
+    phase_new = jnp.where(stop & ~odd, P_U, phase_new)  # rejected
+    survived = empty & big  # gamma unknown beyond the bound
     bad = bad | jnp.any(survived)
     phase_new = jnp.where(survived, DONE, jnp.where(empty, P_F, phase_new))
     # P_F: Bernoulli(exp(-frac/den)): Bernoulli(frac/den) and Bernoulli(1/K)
@@ -189,13 +195,26 @@ def _discrete_gaussian(key, a: int, m: int):
     return phase_new, u, k_new, v, y, left, frac, big, bad, i + 1
 
   zeros = jnp.zeros((m,), i64)
-  init = (jnp.full((m,), P_U, jnp.int32), zeros, jnp.ones((m,), i64), zeros, zeros,
-          zeros, zeros, jnp.zeros((m,), bool), jnp.asarray(False), jnp.int32(0))
+  init = (
+    jnp.full((m,), P_U, jnp.int32),
+    zeros,
+    jnp.ones((m,), i64),
+    zeros,
+    zeros,
+    zeros,
+    zeros,
+    jnp.zeros((m,), bool),
+    jnp.asarray(False),
+    jnp.int32(0),
+  )
   final = lax.while_loop(lambda state: jnp.any(state[0] != DONE), step, init)
   y, bad = final[4], final[8]
-  passed = _raise_if(bad, "exact discrete Gaussian: a candidate beyond 2^18 survived "
-                          "2^13 Bernoulli(1/e) trials (probability below e^-8192); "
-                          "nothing released.")
+  passed = _raise_if(
+    bad,
+    "exact discrete Gaussian: a candidate beyond 2^18 survived "
+    "2^13 Bernoulli(1/e) trials (probability below e^-8192); "
+    "nothing released.",
+  )
   return _checks.mark_invalid(passed, y.astype(jnp.int32))
 
 
@@ -208,6 +227,10 @@ def _raise_if(flag, message: str):
       raise RuntimeError(message)
     return np.ones(np.shape(f), np.bool_)
 
-  return lax.cond(flag, lambda: jax.pure_callback(
-      check, jax.ShapeDtypeStruct((), jnp.bool_), flag, vmap_method="broadcast_all"),
-                  lambda: jnp.ones((), bool))
+  return lax.cond(
+    flag,
+    lambda: jax.pure_callback(
+      check, jax.ShapeDtypeStruct((), jnp.bool_), flag, vmap_method="broadcast_all"
+    ),
+    lambda: jnp.ones((), bool),
+  )

@@ -16,17 +16,17 @@ from jax import lax
 
 from jaxdp.typing import ArrayLike, Scalar
 
-MARGIN = 2.0 ** -40      # relative widening of the fast pass's intervals
-FAST_BITS = 52           # digits of each uniform read by the fast pass
-LIMIT = 1 << 30          # |statistic| and |noise| bounds that keep int32 sums exact
+MARGIN = 2.0**-40  # relative widening of the fast pass's intervals
+FAST_BITS = 52  # digits of each uniform read by the fast pass
+LIMIT = 1 << 30  # |statistic| and |noise| bounds that keep int32 sums exact
 
 
 def exp_intervals(words):
   """(..., 2) uint32 words -> (E_lo, E_hi) float64 for ``E = -log(1 - V)``, V's first
   52 binary digits from the words (high word first). E_hi is inf when V may be 1."""
   j = digits52(words)
-  u_hi = 1.0 - j * 2.0 ** -FAST_BITS          # exact: multiples of 2^-52 in (0, 1]
-  u_lo = 1.0 - (j + 1.0) * 2.0 ** -FAST_BITS  # exact, may be 0
+  u_hi = 1.0 - j * 2.0**-FAST_BITS  # exact: multiples of 2^-52 in (0, 1]
+  u_lo = 1.0 - (j + 1.0) * 2.0**-FAST_BITS  # exact, may be 0
   return -jnp.log(u_hi), -jnp.log(u_lo)
 
 
@@ -57,23 +57,24 @@ def linf_round(words: ArrayLike, scale: Scalar, d: int) -> tuple[jax.Array, jax.
   exponentials, the last d the cube's uniforms (Z = 2U - 1, exact ends) -> (k (m, d)
   int32, settled (m,)). The product of intervals takes the min and max of the four
   corner products; the widening (``MARGIN * scale * R_hi``) bounds their rounding."""
-  e_lo, e_hi = exp_intervals(words[:, :d + 1])
+  e_lo, e_hi = exp_intervals(words[:, : d + 1])
   r_lo = jnp.sum(e_lo, axis=1, keepdims=True)
   r_hi = jnp.sum(e_hi, axis=1, keepdims=True)
-  j = digits52(words[:, d + 1:])
-  z_lo = j * 2.0 ** -(FAST_BITS - 1) - 1.0                       # exact
-  z_hi = (j + 1.0) * 2.0 ** -(FAST_BITS - 1) - 1.0                # exact
+  j = digits52(words[:, d + 1 :])
+  z_lo = j * 2.0 ** -(FAST_BITS - 1) - 1.0  # exact
+  z_hi = (j + 1.0) * 2.0 ** -(FAST_BITS - 1) - 1.0  # exact
   corners = jnp.stack([r_lo * z_lo, r_lo * z_hi, r_hi * z_lo, r_hi * z_hi])
   k, settled = round_settled(jnp.min(corners, 0), jnp.max(corners, 0), r_hi, scale)
   return k, jnp.all(settled, axis=1)
 
 
-def laplace_round(words: ArrayLike, scale: Scalar
-                  ) -> tuple[jax.Array, jax.Array, jax.Array]:
+def laplace_round(
+  words: ArrayLike, scale: Scalar
+) -> tuple[jax.Array, jax.Array, jax.Array]:
   """The fast pass for Laplace: words (m, 1, 2) -> (k (m, 1) int32, settled (m,),
   coefficients (m, 1, 1) int8). The sign is bit 0 of the second word (not one of
   V's 52 digits)."""
-  e_lo, e_hi = exp_intervals(words)                              # (m, 1)
+  e_lo, e_hi = exp_intervals(words)  # (m, 1)
   positive = (words[..., 1] & 1) == 0
   lo = jnp.where(positive, e_lo, -e_hi)
   hi = jnp.where(positive, e_hi, -e_lo)
@@ -82,10 +83,12 @@ def laplace_round(words: ArrayLike, scale: Scalar
   return k, settled[:, 0], coeff
 
 
-def knorm_round(words: ArrayLike, coeff: ArrayLike, scale: Scalar) -> tuple[jax.Array, jax.Array]:
+def knorm_round(
+  words: ArrayLike, coeff: ArrayLike, scale: Scalar
+) -> tuple[jax.Array, jax.Array]:
   """The fast pass for ``scale * sum_i coeff[i] E_i``: words (m, M, 2), coeff
   (m, M, D) in {-1, 0, 1} -> (k (m, D) int32, settled (m,): all D coordinates)."""
-  e_lo, e_hi = (e[:, :, None] for e in exp_intervals(words))     # (m, M, 1)
+  e_lo, e_hi = (e[:, :, None] for e in exp_intervals(words))  # (m, M, 1)
   pos, neg = coeff > 0, coeff < 0
   lo = jnp.sum(jnp.where(pos, e_lo, jnp.where(neg, -e_hi, 0.0)), axis=1)
   hi = jnp.sum(jnp.where(pos, e_hi, jnp.where(neg, -e_lo, 0.0)), axis=1)
@@ -94,33 +97,37 @@ def knorm_round(words: ArrayLike, coeff: ArrayLike, scale: Scalar) -> tuple[jax.
   return k, jnp.all(settled, axis=1)
 
 
-def chain_round(words: ArrayLike, seq: ArrayLike, size_a: ArrayLike, up: ArrayLike,
-                scale: Scalar) -> tuple[jax.Array, jax.Array]:
+def chain_round(
+  words: ArrayLike, seq: ArrayLike, size_a: ArrayLike, up: ArrayLike, scale: Scalar
+) -> tuple[jax.Array, jax.Array]:
   """:func:`knorm_round` for the poset ball without the coefficient matrix: the
   vertices' filters form chains, so coordinate j of ``sum_i c_i E_i`` accumulates
   the E of every chain filter containing j (the float sampler's ``chain_noise``,
   on intervals). Same results as ``knorm_round(words, simplex_coefficients(...))``."""
   m, d = seq.shape
-  e_lo, e_hi = exp_intervals(words)                              # (m, d + 2)
+  e_lo, e_hi = exp_intervals(words)  # (m, d + 2)
+
   def step(i, state):
     f, lo, hi, spread = state
     in_a = (i < size_a)[:, None]
     f = jnp.where((size_a == i)[:, None], False, f) | up[seq[:, i]]
-    ea_lo, ea_hi = e_lo[:, i + 1, None], e_hi[:, i + 1, None]   # A's F_(i+1)
-    eb_lo, eb_hi = e_lo[:, i + 2, None], e_hi[:, i + 2, None]   # B's G_(i-k+1)
+    ea_lo, ea_hi = e_lo[:, i + 1, None], e_hi[:, i + 1, None]  # A's F_(i+1)
+    eb_lo, eb_hi = e_lo[:, i + 2, None], e_hi[:, i + 2, None]  # B's G_(i-k+1)
     lo = lo + jnp.where(f, jnp.where(in_a, ea_lo, -eb_hi), 0.0)
     hi = hi + jnp.where(f, jnp.where(in_a, ea_hi, -eb_lo), 0.0)
     spread = spread + jnp.where(f, jnp.where(in_a, ea_hi, eb_hi), 0.0)
     return f, lo, hi, spread
 
   zero = jnp.zeros((m, d), jnp.float64)
-  _, lo, hi, spread = lax.fori_loop(0, d, step, (jnp.zeros((m, d), bool), zero, zero,
-                                                 zero))
-  on_a = jnp.arange(d + 2)[None, :] <= size_a[:, None]           # root: +E on A
+  _, lo, hi, spread = lax.fori_loop(0, d, step, (jnp.zeros((m, d), bool), zero, zero, zero))
+  on_a = jnp.arange(d + 2)[None, :] <= size_a[:, None]  # root: +E on A
   root_lo = jnp.sum(jnp.where(on_a, e_lo, -e_hi), axis=1, keepdims=True)
   root_hi = jnp.sum(jnp.where(on_a, e_hi, -e_lo), axis=1, keepdims=True)
   root_sp = jnp.sum(e_hi, axis=1, keepdims=True)
-  k, settled = round_settled(jnp.concatenate([root_lo, lo], 1),
-                              jnp.concatenate([root_hi, hi], 1),
-                              jnp.concatenate([root_sp, spread], 1), scale)
+  k, settled = round_settled(
+    jnp.concatenate([root_lo, lo], 1),
+    jnp.concatenate([root_hi, hi], 1),
+    jnp.concatenate([root_sp, spread], 1),
+    scale,
+  )
   return k, jnp.all(settled, axis=1)

@@ -19,8 +19,8 @@ from jax import lax
 
 from jaxdp.exact.intervals import FAST_BITS, LIMIT
 
-REFINE_WORDS = 6         # 192 more digits per uniform for the host refinement
-HOST_DIGITS = 100        # decimal precision of the host refinement
+REFINE_WORDS = 6  # 192 more digits per uniform for the host refinement
+HOST_DIGITS = 100  # decimal precision of the host refinement
 
 
 def settle(k, settled, words, scale, key, refine_one, *operands):
@@ -35,16 +35,23 @@ def settle(k, settled, words, scale, key, refine_one, *operands):
   def refine(k):
     ops = [o() if callable(o) else o for o in operands]
     extra = jax.random.bits(key, (*words.shape[:-1], REFINE_WORDS), jnp.uint32)
-    return jax.pure_callback(functools.partial(host_refine, refine_one),
-                             jax.ShapeDtypeStruct(k.shape, jnp.int32),
-                             k, settled, words, extra, scale, *ops,
-                             vmap_method="broadcast_all")
+    return jax.pure_callback(
+      functools.partial(host_refine, refine_one),
+      jax.ShapeDtypeStruct(k.shape, jnp.int32),
+      k,
+      settled,
+      words,
+      extra,
+      scale,
+      *ops,
+      vmap_method="broadcast_all",
+    )
 
   return lax.cond(jnp.all(settled), lambda k: k, refine, k)
 
 
 _CTX = decimal.Context(prec=HOST_DIGITS, rounding=decimal.ROUND_HALF_EVEN)
-_TOTAL_BITS = FAST_BITS + 32 * REFINE_WORDS   # 244
+_TOTAL_BITS = FAST_BITS + 32 * REFINE_WORDS  # 244
 _SLACK = decimal.Decimal("1e-80")
 
 
@@ -55,16 +62,19 @@ def _refined_exponential(j: int, extra) -> tuple[decimal.Decimal, decimal.Decima
     big = (big << 32) | int(w)
   top = 1 << _TOTAL_BITS
   if top - big - 1 <= 0:
-    raise RuntimeError("exact noise: a uniform could not be bounded away from 1 with "
-                       "244 bits (probability 2^-244); nothing was released.")
+    raise RuntimeError(
+      "exact noise: a uniform could not be bounded away from 1 with "
+      "244 bits (probability 2^-244); nothing was released."
+    )
   ln_top = _CTX.multiply(_TOTAL_BITS, _CTX.ln(decimal.Decimal(2)))
   e_lo = _CTX.subtract(ln_top, _CTX.ln(decimal.Decimal(top - big)))
   e_hi = _CTX.subtract(ln_top, _CTX.ln(decimal.Decimal(top - big - 1)))
   return e_lo - _SLACK, e_hi + _SLACK
 
 
-def refine_sample(words: np.ndarray, extra: np.ndarray, scale: float,
-                  coeff: np.ndarray) -> np.ndarray:
+def refine_sample(
+  words: np.ndarray, extra: np.ndarray, scale: float, coeff: np.ndarray
+) -> np.ndarray:
   """Exact rounding of one sample from 244 digits per uniform, in ``decimal``.
 
   Args:
@@ -90,7 +100,9 @@ def refine_sample(words: np.ndarray, extra: np.ndarray, scale: float,
   return np.asarray(out, np.int64)
 
 
-def refine_linf_sample(words: np.ndarray, extra: np.ndarray, scale: float, num_exp: int) -> np.ndarray:
+def refine_linf_sample(
+  words: np.ndarray, extra: np.ndarray, scale: float, num_exp: int
+) -> np.ndarray:
   """:func:`refine_sample` for l_inf noise ``scale * R * Z``: the first ``num_exp``
   rows are R's exponentials, the others the cube's uniforms."""
   r_lo = r_hi = decimal.Decimal(0)
@@ -104,7 +116,7 @@ def refine_linf_sample(words: np.ndarray, extra: np.ndarray, scale: float, num_e
     big = _digits(w)
     for v in x:
       big = (big << 32) | int(v)
-    z_lo = _CTX.divide(big, top) - 1 - _SLACK          # Z = 2U - 1, U = big / 2^244
+    z_lo = _CTX.divide(big, top) - 1 - _SLACK  # Z = 2U - 1, U = big / 2^244
     z_hi = _CTX.divide(big + 1, top) - 1 + _SLACK
     corners = [_CTX.multiply(r, z) for r in (r_lo, r_hi) for z in (z_lo, z_hi)]
     out.append(_settled_integer(min(corners), max(corners), b))
@@ -122,8 +134,10 @@ def _settled_integer(lo, hi, b) -> int:
   mid = _CTX.add(_CTX.divide(_CTX.add(lo, hi), 2), half)
   k = int(mid.to_integral_value(rounding=decimal.ROUND_FLOOR))
   if not (k - half < lo and hi < k + half):
-    raise RuntimeError("exact noise: a sample could not be settled with 244 bits per "
-                       "uniform (probability below 2^-150); nothing was released.")
+    raise RuntimeError(
+      "exact noise: a sample could not be settled with 244 bits per "
+      "uniform (probability below 2^-150); nothing was released."
+    )
   return k
 
 
@@ -133,11 +147,13 @@ def host_refine(refine_one, k, settled, words, extra, scale, *operands):
   words, extra = np.asarray(words), np.asarray(extra)
   operands = [np.asarray(o) for o in operands]
   scale = np.asarray(scale, np.float64)
-  scale = np.broadcast_to(scale.reshape(scale.shape + (1,) * (settled.ndim - scale.ndim)),
-                          settled.shape)
+  scale = np.broadcast_to(
+    scale.reshape(scale.shape + (1,) * (settled.ndim - scale.ndim)), settled.shape
+  )
   for idx in zip(*np.nonzero(~settled & (scale > 0))):  # NaN scale: sentinel output
-    k[idx] = refine_one(words[idx], extra[idx], float(scale[idx]),
-                        *[o[idx] for o in operands])
+    k[idx] = refine_one(
+      words[idx], extra[idx], float(scale[idx]), *[o[idx] for o in operands]
+    )
   if np.any(np.abs(k) >= LIMIT):
     raise RuntimeError("exact noise beyond +-2^30 (scale too large); nothing released.")
   return k.astype(np.int32)

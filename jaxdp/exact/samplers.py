@@ -19,8 +19,8 @@ from jaxdp.samplers.chunks import chunked
 from jaxdp.samplers.exact_tables import exact_tables
 from jaxdp.typing import KeyArray, Shape
 
-MAX_SCALE = 2.0 ** 20    # noise scales above this could overflow int32 outputs
-CHUNK = 1 << 14          # samples per sequential step (bounds memory)
+MAX_SCALE = 2.0**20  # noise scales above this could overflow int32 outputs
+CHUNK = 1 << 14  # samples per sequential step (bounds memory)
 
 
 def laplace(key: KeyArray, shape: Shape = (), *, scale: float) -> jax.Array:
@@ -74,8 +74,9 @@ def poset_knorm(key: KeyArray, poset: Poset, scale: float, shape: Shape = ()) ->
   tables, total = exact_tables(poset)
   traced, const = (None, scale) if isinstance(scale, float) else (scale, None)
   with jax.enable_x64(True):  # the int64 tables must not be canonicalised to int32
-    out = _poset_kernel(key, tables, traced, const=const, total=total, d=poset.d,
-                        n=math.prod(shape))
+    out = _poset_kernel(
+      key, tables, traced, const=const, total=total, d=poset.d, n=math.prod(shape)
+    )
   return out.reshape(*shape, poset.d + 1)
 
 
@@ -108,8 +109,9 @@ def check_scale(scale):
     scale = _checks.check_positive(scale, "scale")
     if scale > MAX_SCALE:
       raise ValueError(
-          f"scale must be at most {MAX_SCALE:g} for exact integer noise (larger noise "
-          f"could overflow int32); got {scale:g}. Use a coarser grid or a larger eps.")
+        f"scale must be at most {MAX_SCALE:g} for exact integer noise (larger noise "
+        f"could overflow int32); got {scale:g}. Use a coarser grid or a larger eps."
+      )
     return float(scale)
   return _checks.check_positive(scale, "scale", allow_traced=True)
 
@@ -154,7 +156,7 @@ def _poset_kernel(key, tables, traced, *, const, total, d, n):
       seq, size_a = unrank(rank, device_tables, d)
       words = jax.random.bits(k_bits, (m, d + 2, 2), jnp.uint32)
       k, settled = chain_round(words, seq, size_a, device_tables.up, scale)
-      coeff = lambda: simplex_coefficients(seq, size_a, device_tables.up)   # (m, d+2, d+1)
+      coeff = lambda: simplex_coefficients(seq, size_a, device_tables.up)  # (m, d+2, d+1)
       return settle(k, settled, words, scale, k_ref, refine_sample, coeff)
 
     return run_chunks(chunk, key, scale, n, (d + 1,))

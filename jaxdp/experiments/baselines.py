@@ -27,8 +27,12 @@ import numpy as np
 from jaxdp.posets import Poset
 from jaxdp.samplers.balls import simplex_vertices
 
-__all__ = ["insertion_order", "insertion_objects", "insertion_poset_ball",
-           "insertion_object_probabilities"]
+__all__ = [
+  "insertion_order",
+  "insertion_objects",
+  "insertion_poset_ball",
+  "insertion_object_probabilities",
+]
 
 
 def insertion_order(poset: Poset) -> list[int]:
@@ -38,8 +42,7 @@ def insertion_order(poset: Poset) -> list[int]:
   remaining = set(range(poset.d))
   removed = []
   while remaining:
-    maximal = [x for x in remaining
-               if not any(o[x, y] and y != x for y in remaining)]
+    maximal = [x for x in remaining if not any(o[x, y] and y != x for y in remaining)]
     m = min(maximal)
     removed.append(m)
     remaining.remove(m)

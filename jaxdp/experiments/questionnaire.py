@@ -56,7 +56,7 @@ def synthetic_questionnaire(seed: int, d: int, *, section_size: int = 30) -> Pos
       return length
     if kind == "joint":
       a, b = new([gate]), new([gate])
-      new([a, b])                 # asked only after "yes" to both a and b
+      new([a, b])  # asked only after "yes" to both a and b
       return 3
     sub = new([gate])
     size = int(rng.integers(2, min(budget, 12) + 1))
@@ -82,8 +82,9 @@ def synthetic_questionnaire(seed: int, d: int, *, section_size: int = 30) -> Pos
     labels.append(f"s{section}q{count}")
     count += 1
   edges = [(q, r) for q in ids for r in requires[q] if r in keep]
-  return Poset.from_edges(len(ids), edges, name=f"questionnaire{d}-{seed}",
-                          labels=tuple(labels))
+  return Poset.from_edges(
+    len(ids), edges, name=f"questionnaire{d}-{seed}", labels=tuple(labels)
+  )
 
 
 def gate_chain(d: int, seed: int = 0, *, follow_ups: int | None = None) -> Poset:

@@ -28,12 +28,26 @@ from jaxdp.mechanisms import COUNT_NOISES, PosetCountMechanism
 from jaxdp.posets import Poset, random_dags
 from jaxdp.samplers.balls import LpBall
 
-__all__ = ["norm_ratio", "insertion_norm_ratio", "mechanism_mse", "poset_study",
-           "nhis_study", "random_by_dimension", "random_by_structure"]
+__all__ = [
+  "norm_ratio",
+  "insertion_norm_ratio",
+  "mechanism_mse",
+  "poset_study",
+  "nhis_study",
+  "random_by_dimension",
+  "random_by_structure",
+]
 
 
-def norm_ratio(key, poset: Poset, num_samples: int, *, chunk_size: int = 1 << 20,
-               devices=None, progress=None):
+def norm_ratio(
+  key,
+  poset: Poset,
+  num_samples: int,
+  *,
+  chunk_size: int = 1 << 20,
+  devices=None,
+  progress=None,
+):
   """E||Z_(1:)||^2 / (d/3) for Z exactly uniform in the poset ball.
 
   Returns:
@@ -41,9 +55,15 @@ def norm_ratio(key, poset: Poset, num_samples: int, *, chunk_size: int = 1 << 20
   """
   chunk_size = min(chunk_size, _round_up(num_samples, 16))
   est = montecarlo.estimate(
-      key, _PosetBallDraw(poset), _SquaredNorm(1, poset.d / 3.0),
-      num_samples, chunk_size=chunk_size, devices=devices, progress=progress,
-      label=f"{poset.name or 'poset'}: exact-sampler E||Z||^2 ratio")
+    key,
+    _PosetBallDraw(poset),
+    _SquaredNorm(1, poset.d / 3.0),
+    num_samples,
+    chunk_size=chunk_size,
+    devices=devices,
+    progress=progress,
+    label=f"{poset.name or 'poset'}: exact-sampler E||Z||^2 ratio",
+  )
   return float(est.mean), float(est.stderr)
 
 
@@ -68,11 +88,11 @@ class _NoiseDraw:
 
 @dataclasses.dataclass(frozen=True)
 class _SquaredNorm:
-  start: int    # first coordinate counted
+  start: int  # first coordinate counted
   scale: float  # divided by
 
   def __call__(self, z):
-    return jnp.sum(z[:, self.start:] ** 2, axis=1) / self.scale
+    return jnp.sum(z[:, self.start :] ** 2, axis=1) / self.scale
 
 
 def insertion_norm_ratio(seed: int, poset: Poset, num_samples: int):
@@ -94,7 +114,7 @@ def exact_mse(poset: Poset, eps: float, noise: str, poset_sq_norm: float | None 
   (D+1)(D+2)/eps^2 * E||Z||^2 given ``poset_sq_norm`` = E||Z||^2. D = d + 1.
   """
   dim = poset.d + 1
-  scale = (dim + 1) * (dim + 2) / eps ** 2
+  scale = (dim + 1) * (dim + 2) / eps**2
   if noise == "linf":
     return scale * LpBall(dim, math.inf).expected_sq_norm()
   if noise == "l2":
@@ -104,8 +124,16 @@ def exact_mse(poset: Poset, eps: float, noise: str, poset_sq_norm: float | None 
   return None if poset_sq_norm is None else scale * poset_sq_norm
 
 
-def mechanism_mse(key, poset: Poset, eps: float, noises: Sequence[str],
-                  num_samples: int, *, devices=None, progress=None):
+def mechanism_mse(
+  key,
+  poset: Poset,
+  eps: float,
+  noises: Sequence[str],
+  num_samples: int,
+  *,
+  devices=None,
+  progress=None,
+):
   """Monte Carlo E||M(X) - T(X)||^2 of each count mechanism (root included).
 
   Returns:
@@ -115,17 +143,30 @@ def mechanism_mse(key, poset: Poset, eps: float, noises: Sequence[str],
   for i, noise in enumerate(noises):
     inner = PosetCountMechanism(poset, eps, noise=noise).inner
     est = montecarlo.estimate(
-        jax.random.fold_in(key, i), _NoiseDraw(inner, poset.d + 1), _SquaredNorm(0, 1.0),
-        num_samples, chunk_size=min(1 << 18, _round_up(num_samples, 16)),
-        devices=devices, progress=progress,
-        label=f"{poset.name or 'poset'}: MSE of {noise} noise at eps {eps:g}")
+      jax.random.fold_in(key, i),
+      _NoiseDraw(inner, poset.d + 1),
+      _SquaredNorm(0, 1.0),
+      num_samples,
+      chunk_size=min(1 << 18, _round_up(num_samples, 16)),
+      devices=devices,
+      progress=progress,
+      label=f"{poset.name or 'poset'}: MSE of {noise} noise at eps {eps:g}",
+    )
     out[noise] = (float(est.mean), float(est.stderr), exact_mse(poset, eps, noise))
   return out
 
 
-def poset_study(key, poset: Poset, *, num_samples: int = 1_000_000,
-                insertion_samples: int = 20_000, eps: float = 1.0,
-                noises: Sequence[str] = COUNT_NOISES, devices=None, progress=None):
+def poset_study(
+  key,
+  poset: Poset,
+  *,
+  num_samples: int = 1_000_000,
+  insertion_samples: int = 20_000,
+  eps: float = 1.0,
+  noises: Sequence[str] = COUNT_NOISES,
+  devices=None,
+  progress=None,
+):
   """Ratio (exact and insertion sampler) and mechanism MSEs for one poset.
 
   Returns:
@@ -133,17 +174,27 @@ def poset_study(key, poset: Poset, *, num_samples: int = 1_000_000,
   """
   k_ratio, k_mse, k_sq = jax.random.split(key, 3)
   ratio, se = norm_ratio(k_ratio, poset, num_samples, devices=devices, progress=progress)
-  row = {"poset": poset.name or repr(poset), "d": poset.d, "depth": poset.depth,
-         "cover_edges": poset.num_cover_edges, "exact_ratio": ratio,
-         "exact_ratio_se": se, "samples": num_samples}
+  row = {
+    "poset": poset.name or repr(poset),
+    "d": poset.d,
+    "depth": poset.depth,
+    "cover_edges": poset.num_cover_edges,
+    "exact_ratio": ratio,
+    "exact_ratio_se": se,
+    "samples": num_samples,
+  }
   if insertion_samples:
     ins, ins_se = insertion_norm_ratio(0, poset, insertion_samples)
-    row.update(insertion_ratio=ins, insertion_ratio_se=ins_se,
-               insertion_samples=insertion_samples,
-               difference_z=(ins - ratio) / math.hypot(se, ins_se))
+    row.update(
+      insertion_ratio=ins,
+      insertion_ratio_se=ins_se,
+      insertion_samples=insertion_samples,
+      difference_z=(ins - ratio) / math.hypot(se, ins_se),
+    )
   if noises:
-    mses = mechanism_mse(k_mse, poset, eps, noises, num_samples, devices=devices,
-                         progress=progress)
+    mses = mechanism_mse(
+      k_mse, poset, eps, noises, num_samples, devices=devices, progress=progress
+    )
     row["eps"] = eps
     for noise, (mse, mse_se, exact) in mses.items():
       row[f"mse_{noise}"] = mse
@@ -175,23 +226,36 @@ def _random_poset_rows(key, d, num_posets, num_samples, insertion_samples):
     poset = Poset.from_edges(d, edges, name=f"random{d}-{i}")
     # the public sampler: its tables are data, so all posets of this d share one
     # compilation
-    z = dprandom.poset_ball(jax.random.fold_in(key, i + 1), poset, (num_samples,),
-                            method="general")
+    z = dprandom.poset_ball(
+      jax.random.fold_in(key, i + 1), poset, (num_samples,), method="general"
+    )
     m1, m2 = jax.device_get(_ratio_moments(z))
     m1, m2 = float(m1), float(m2)
     se = math.sqrt(max(m2 - m1 * m1, 0.0) / max(num_samples - 1, 1))
-    row = {"d": d, "poset": i, "dag_edges": len(edges), "depth": poset.depth,
-           "exact_ratio": m1, "exact_ratio_se": se}
+    row = {
+      "d": d,
+      "poset": i,
+      "dag_edges": len(edges),
+      "depth": poset.depth,
+      "exact_ratio": m1,
+      "exact_ratio_se": se,
+    }
     if insertion_samples:
       row["insertion_ratio"], row["insertion_ratio_se"] = insertion_norm_ratio(
-          i, poset, insertion_samples)
+        i, poset, insertion_samples
+      )
     rows.append(row)
   return rows
 
 
-def random_by_dimension(key, dims: Sequence[int] = (4, 6, 8, 10, 12), *,
-                        posets_per_dim: int = 20, num_samples: int = 20_000,
-                        insertion_samples: int = 1_000):
+def random_by_dimension(
+  key,
+  dims: Sequence[int] = (4, 6, 8, 10, 12),
+  *,
+  posets_per_dim: int = 20,
+  num_samples: int = 20_000,
+  insertion_samples: int = 1_000,
+):
   """Figure 2: the ratio for random posets (Melancon DAGs) by dimension.
 
   Returns:
@@ -200,14 +264,21 @@ def random_by_dimension(key, dims: Sequence[int] = (4, 6, 8, 10, 12), *,
   """
   per = []
   for d in dims:
-    per += _random_poset_rows(jax.random.fold_in(key, d), d, posets_per_dim,
-                              num_samples, insertion_samples)
+    per += _random_poset_rows(
+      jax.random.fold_in(key, d), d, posets_per_dim, num_samples, insertion_samples
+    )
   return _group(per, "d"), per
 
 
-def random_by_structure(key, d: int = 10, *, num_posets: int = 5000,
-                        num_samples: int = 2_000, insertion_samples: int = 200,
-                        min_group: int = 100):
+def random_by_structure(
+  key,
+  d: int = 10,
+  *,
+  num_posets: int = 5000,
+  num_samples: int = 2_000,
+  insertion_samples: int = 200,
+  min_group: int = 100,
+):
   """Figure 3: the ratio for ``num_posets`` random posets of fixed d, by depth and
   by number of DAG edges (groups with fewer than ``min_group`` posets are dropped,
   as in the paper).
@@ -230,10 +301,12 @@ def _group(rows, field):
       vals = np.array([r[col] for r in sel if col in r])
       if vals.size:
         g[col] = float(vals.mean())
-        g[col + "_se"] = float(vals.std(ddof=1) / math.sqrt(len(vals))) if len(vals) > 1 \
-            else float("nan")
-    paired = np.array([r["insertion_ratio"] - r["exact_ratio"] for r in sel
-                       if "insertion_ratio" in r])
+        g[col + "_se"] = (
+          float(vals.std(ddof=1) / math.sqrt(len(vals))) if len(vals) > 1 else float("nan")
+        )
+    paired = np.array(
+      [r["insertion_ratio"] - r["exact_ratio"] for r in sel if "insertion_ratio" in r]
+    )
     if paired.size > 1:  # same posets, so the paired difference is the sharper test
       g["difference"] = float(paired.mean())
       g["difference_se"] = float(paired.std(ddof=1) / math.sqrt(paired.size))

@@ -40,11 +40,19 @@ from jaxdp.mechanisms.gaussian import GaussianMechanism, ZCDPGaussianMechanism
 from jaxdp.mechanisms.knorm import KNormMechanism
 from jaxdp.mechanisms.laplace import LaplaceMechanism
 from jaxdp.mechanisms.poset_count import (
-                                          COUNT_NOISES,
-                                          EXACT_COUNT_NOISES,
-                                          PosetCountMechanism,
+  COUNT_NOISES,
+  EXACT_COUNT_NOISES,
+  PosetCountMechanism,
 )
 
-__all__ = ["Mechanism", "LaplaceMechanism", "KNormMechanism", "GaussianMechanism", "EXACT_COUNT_NOISES",
-           "ZCDPGaussianMechanism", "DiscreteGaussianMechanism", "PosetCountMechanism",
-           "COUNT_NOISES"]
+__all__ = [
+  "Mechanism",
+  "LaplaceMechanism",
+  "KNormMechanism",
+  "GaussianMechanism",
+  "EXACT_COUNT_NOISES",
+  "ZCDPGaussianMechanism",
+  "DiscreteGaussianMechanism",
+  "PosetCountMechanism",
+  "COUNT_NOISES",
+]

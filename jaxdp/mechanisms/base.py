@@ -53,12 +53,16 @@ def pytree(*leaves: str):
     static = tuple(f.name for f in dataclasses.fields(cls) if f.name not in leaves)
 
     def flatten(mech):
-      return ([getattr(mech, name) for name in leaves],
-              tuple(getattr(mech, name) for name in static))
+      return (
+        [getattr(mech, name) for name in leaves],
+        tuple(getattr(mech, name) for name in static),
+      )
 
     def flatten_with_keys(mech):
-      return ([(jax.tree_util.GetAttrKey(name), getattr(mech, name)) for name in leaves],
-              tuple(getattr(mech, name) for name in static))
+      return (
+        [(jax.tree_util.GetAttrKey(name), getattr(mech, name)) for name in leaves],
+        tuple(getattr(mech, name) for name in static),
+      )
 
     def unflatten(aux, children):
       mech = object.__new__(cls)
@@ -72,12 +76,14 @@ def pytree(*leaves: str):
   return wrap
 
 
-TINY = float(np.finfo(np.float32).tiny)   # the normal float32 range: noise, scales
-HUGE = float(np.finfo(np.float32).max)    # and budgets are computed in float32
+TINY = float(np.finfo(np.float32).tiny)  # the normal float32 range: noise, scales
+HUGE = float(np.finfo(np.float32).max)  # and budgets are computed in float32
 
 
-REBUILT = ("(A mechanism rebuilt from its leaves, e.g. by jax.tree_util, skips its "
-            "constructor's checks.)")
+REBUILT = (
+  "(A mechanism rebuilt from its leaves, e.g. by jax.tree_util, skips its "
+  "constructor's checks.)"
+)
 
 
 class RangeChecked:
@@ -108,8 +114,9 @@ class RangeChecked:
     for name, value, lo, hi, below in self._ranges(tuple(shape)):
       value = value() if callable(value) else value  # derived: after the others passed
       if jnp.ndim(value) != 0:  # a rebuilt mechanism may carry an array leaf
-        raise ValueError(f"{name} must be a scalar; got shape {jnp.shape(value)}. "
-                         f"{REBUILT}")
+        raise ValueError(
+          f"{name} must be a scalar; got shape {jnp.shape(value)}. {REBUILT}"
+        )
       ok = ok & _checks.in_range(name, value, lo, hi, below=below, hint=REBUILT)
     return ok
 
@@ -118,8 +125,10 @@ class RangeChecked:
 
   def _ranges(self, shape):
     """``(name, value, lo, hi, below)``: ``lo <= value <= hi`` (``< hi`` if below)."""
-    return [("eps", self.eps, TINY, HUGE, False),
-            ("sensitivity", self.sensitivity, TINY, HUGE, False)]
+    return [
+      ("eps", self.eps, TINY, HUGE, False),
+      ("sensitivity", self.sensitivity, TINY, HUGE, False),
+    ]
 
 
 class EpsMechanism(RangeChecked):
@@ -131,8 +140,9 @@ class EpsMechanism(RangeChecked):
       object.__setattr__(self, "eps", float(self.eps))
 
   def _check_sensitivity(self):
-    object.__setattr__(self, "sensitivity", _checks.check_eps(self.sensitivity,
-                                                              "sensitivity"))
+    object.__setattr__(
+      self, "sensitivity", _checks.check_eps(self.sensitivity, "sensitivity")
+    )
 
   def cost(self, group_size: int = 1) -> tuple[Scalar, Scalar]:
     """``(eps, delta)`` for groups of ``group_size`` (floats when eps is static)."""
@@ -172,9 +182,11 @@ def check_exact_options(is_exact, grid):
   if not is_exact:
     raise ValueError("grid is an option of exact=True releases; pass exact=True too.")
   step = _checks.check_positive(grid, "grid")
-  if math.frexp(step)[0] != 0.5 or not 2.0 ** -60 <= step <= 2.0 ** 20:
-    raise ValueError(f"grid must be a power of two 2**-k (between 2**-60 and 2**20) so "
-                     f"snapping is exact; got {grid!r}.")
+  if math.frexp(step)[0] != 0.5 or not 2.0**-60 <= step <= 2.0**20:
+    raise ValueError(
+      f"grid must be a power of two 2**-k (between 2**-60 and 2**20) so "
+      f"snapping is exact; got {grid!r}."
+    )
 
 
 def exact_scale(units, eps):
@@ -185,10 +197,11 @@ def exact_scale(units, eps):
     scale = math.nextafter(math.nextafter(float(units) / float(eps), math.inf), math.inf)
     if scale > exact.MAX_SCALE:
       raise ValueError(
-          f"exact noise of scale {scale:g} (sensitivity in grid units / eps) exceeds "
-          f"{exact.MAX_SCALE:g}; use a larger eps or a coarser grid.")
+        f"exact noise of scale {scale:g} (sensitivity in grid units / eps) exceeds "
+        f"{exact.MAX_SCALE:g}; use a larger eps or a coarser grid."
+      )
     return scale
-  scale = jnp.asarray(units, jnp.float32) / eps * (1 + 2.0 ** -20)
+  scale = jnp.asarray(units, jnp.float32) / eps * (1 + 2.0**-20)
   return _checks.guard_positive(eps, scale)
 
 

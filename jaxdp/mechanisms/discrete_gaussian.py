@@ -55,38 +55,45 @@ class DiscreteGaussianMechanism(EpsMechanism):
     self._check_eps()
     delta = _checks.check_eps(self.delta, "delta")
     if not all(_checks.is_concrete(v) for v in (self.eps, delta, self.sensitivity)):
-      raise ValueError("DiscreteGaussianMechanism needs static eps, delta and "
-                       "sensitivity (sigma and the sampler's integer tables are set on "
-                       "the host).")
+      raise ValueError(
+        "DiscreteGaussianMechanism needs static eps, delta and "
+        "sensitivity (sigma and the sampler's integer tables are set on "
+        "the host)."
+      )
     if not 0 < float(delta) < 1:
       raise ValueError(f"delta must be in (0, 1); got {delta}.")
     object.__setattr__(self, "delta", float(delta))
     self._check_sensitivity()
     if self.sigma > exact.MAX_SIGMA:
       raise ValueError(
-          f"eps = {self.eps:g} at delta = {self.delta:g} and sensitivity "
-          f"{self.sensitivity:g} need sigma = {self.sigma:.4g}, above the exact "
-          f"sampler's {exact.MAX_SIGMA:g}; use a larger eps or a coarser statistic.")
+        f"eps = {self.eps:g} at delta = {self.delta:g} and sensitivity "
+        f"{self.sensitivity:g} need sigma = {self.sigma:.4g}, above the exact "
+        f"sampler's {exact.MAX_SIGMA:g}; use a larger eps or a coarser statistic."
+      )
 
   def _check_options(self):
     if not all(_checks.is_concrete(v) for v in (self.eps, self.delta, self.sensitivity)):
       raise ValueError(
-          "DiscreteGaussianMechanism needs static eps, delta and sensitivity (sigma and "
-          "the sampler's integer tables are set on the host); got traced ones. Pass "
-          "the mechanism as a static argument (or close over it) instead of as a "
-          "traced jit, vmap or scan input.")
+        "DiscreteGaussianMechanism needs static eps, delta and sensitivity (sigma and "
+        "the sampler's integer tables are set on the host); got traced ones. Pass "
+        "the mechanism as a static argument (or close over it) instead of as a "
+        "traced jit, vmap or scan input."
+      )
 
   def _ranges(self, shape):
-    return [("eps", self.eps, TINY, HUGE, False),
-            ("delta", self.delta, TINY, 1.0, True),
-            ("sensitivity", self.sensitivity, TINY, HUGE, False),
-            ("sigma", lambda: self.sigma, TINY, exact.MAX_SIGMA, False)]
+    return [
+      ("eps", self.eps, TINY, HUGE, False),
+      ("delta", self.delta, TINY, 1.0, True),
+      ("sensitivity", self.sensitivity, TINY, HUGE, False),
+      ("sigma", lambda: self.sigma, TINY, exact.MAX_SIGMA, False),
+    ]
 
   @property
   def sigma(self) -> float:
     """sensitivity / sqrt(2 rho) (before the sampler rounds sigma^2 up to a quarter)."""
-    return discrete_gaussian_sigma(float(self.eps), float(self.delta),
-                                   float(self.sensitivity))
+    return discrete_gaussian_sigma(
+      float(self.eps), float(self.delta), float(self.sensitivity)
+    )
 
   def zcdp_cost(self, group_size: int = 1) -> Scalar:
     """rho = (k sensitivity)^2 / (2 s^2) with the sampler's s^2 (at most the
@@ -110,8 +117,7 @@ class DiscreteGaussianMechanism(EpsMechanism):
     noise = exact.discrete_gaussian(key, units.shape, sigma=self.sigma)
     return _checks.mark_invalid(*noisy(ok, units, noise))
 
-  def part_statistics(self, rows: ArrayLike, part: ArrayLike,
-                      num_parts: int) -> jax.Array:
+  def part_statistics(self, rows: ArrayLike, part: ArrayLike, num_parts: int) -> jax.Array:
     """Per-part int32 sums of integer rows; a row of l_2 norm above ``sensitivity``
     counts as 0."""
     return integer_part_sums(rows, part, num_parts, self.sensitivity, p=2)

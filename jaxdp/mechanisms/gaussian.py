@@ -40,7 +40,7 @@ class GaussianNoise(RangeChecked):
       Bun & Steinke (2016), Proposition 1.6.
     """
     k = _checks.check_int(group_size, "group_size", minimum=1)
-    return (k * self.sensitivity) ** 2 / (2 * self.sigma ** 2)
+    return (k * self.sensitivity) ** 2 / (2 * self.sigma**2)
 
   def rdp_cost(self, orders: ArrayLike, group_size: int = 1) -> jax.Array:
     """alpha rho at each order (Mironov 2017, Proposition 7)."""
@@ -51,8 +51,7 @@ class GaussianNoise(RangeChecked):
     k = _checks.check_int(group_size, "group_size", minimum=1)
     return ("gaussian", self.sigma / (k * self.sensitivity))
 
-  def part_statistics(self, rows: ArrayLike, part: ArrayLike,
-                      num_parts: int) -> jax.Array:
+  def part_statistics(self, rows: ArrayLike, part: ArrayLike, num_parts: int) -> jax.Array:
     """Per-part sums of rows clipped to l_2 norm ``sensitivity``."""
     return clipped_part_sums(rows, part, num_parts, self.norm, self.sensitivity)
 
@@ -86,12 +85,14 @@ class GaussianMechanism(GaussianNoise, EpsMechanism):
   def __post_init__(self):
     self._check_eps()
     self._check_options()
-    if self.calibration == "classical" and _checks.is_concrete(self.eps) and \
-        not self.eps < 1:
+    if (
+      self.calibration == "classical" and _checks.is_concrete(self.eps) and not self.eps < 1
+    ):
       raise ValueError(
-          f"eps must be < 1 for the classical Gaussian mechanism; got {self.eps}. "
-          "Use calibration='analytic' (any eps > 0), a smaller eps, or a pure-DP "
-          "mechanism.")
+        f"eps must be < 1 for the classical Gaussian mechanism; got {self.eps}. "
+        "Use calibration='analytic' (any eps > 0), a smaller eps, or a pure-DP "
+        "mechanism."
+      )
     delta = _checks.check_eps(self.delta, "delta")
     if _checks.is_concrete(delta):
       if delta >= 1:
@@ -102,27 +103,35 @@ class GaussianMechanism(GaussianNoise, EpsMechanism):
 
   def _check_options(self):
     if self.calibration not in ("classical", "analytic"):
-      raise ValueError(f"calibration must be 'classical' or 'analytic'; got "
-                       f"{self.calibration!r}.")
+      raise ValueError(
+        f"calibration must be 'classical' or 'analytic'; got {self.calibration!r}."
+      )
     if self.calibration == "analytic" and not all(
-        _checks.is_concrete(v) for v in (self.eps, self.delta, self.sensitivity)):
-      raise ValueError("calibration='analytic' needs static eps, delta and "
-                       "sensitivity (sigma is solved for on the host).")
+      _checks.is_concrete(v) for v in (self.eps, self.delta, self.sensitivity)
+    ):
+      raise ValueError(
+        "calibration='analytic' needs static eps, delta and "
+        "sensitivity (sigma is solved for on the host)."
+      )
 
   def _ranges(self, shape):
     classical = self.calibration == "classical"  # Dwork & Roth's sigma needs eps < 1
-    return [("eps", self.eps, TINY, 1.0 if classical else HUGE, classical),
-            ("delta", self.delta, TINY, 1.0, True),
-            ("sensitivity", self.sensitivity, TINY, HUGE, False),
-            ("sigma", lambda: self.sigma, TINY, HUGE, False)]
+    return [
+      ("eps", self.eps, TINY, 1.0 if classical else HUGE, classical),
+      ("delta", self.delta, TINY, 1.0, True),
+      ("sensitivity", self.sensitivity, TINY, HUGE, False),
+      ("sigma", lambda: self.sigma, TINY, HUGE, False),
+    ]
 
   @property
   def sigma(self) -> Scalar:
     """The noise's standard deviation (a float when eps, delta, sensitivity are static)."""
     if self.calibration == "analytic":
       if not all(_checks.is_concrete(v) for v in (self.eps, self.delta, self.sensitivity)):
-        raise ValueError("calibration='analytic' needs static eps, delta and sensitivity; "
-                         "pass the mechanism as a static jit argument.")
+        raise ValueError(
+          "calibration='analytic' needs static eps, delta and sensitivity; "
+          "pass the mechanism as a static jit argument."
+        )
       return self.sensitivity * analytic_gaussian_sigma(float(self.eps), float(self.delta))
     if all(_checks.is_concrete(v) for v in (self.eps, self.delta, self.sensitivity)):
       return self.sensitivity * math.sqrt(2 * math.log(1.25 / self.delta)) / self.eps
@@ -162,18 +171,22 @@ class ZCDPGaussianMechanism(GaussianNoise):
 
   def __post_init__(self):
     object.__setattr__(self, "sigma", _checks.check_eps(self.sigma, "sigma"))
-    object.__setattr__(self, "sensitivity", _checks.check_eps(self.sensitivity,
-                                                              "sensitivity"))
+    object.__setattr__(
+      self, "sensitivity", _checks.check_eps(self.sensitivity, "sensitivity")
+    )
 
   def _ranges(self, shape):
-    return [("sigma", self.sigma, TINY, HUGE, False),
-            ("sensitivity", self.sensitivity, TINY, HUGE, False)]
+    return [
+      ("sigma", self.sigma, TINY, HUGE, False),
+      ("sensitivity", self.sensitivity, TINY, HUGE, False),
+    ]
 
   def cost(self, group_size: int = 1) -> tuple[Scalar, Scalar]:
     raise ValueError(
-        "ZCDPGaussianMechanism has a zCDP cost, not one (eps, delta): use an "
-        "accountant with composition='zcdp' or 'rdp' (or a plan), or "
-        "GaussianMechanism(eps, delta) under basic composition.")
+      "ZCDPGaussianMechanism has a zCDP cost, not one (eps, delta): use an "
+      "accountant with composition='zcdp' or 'rdp' (or a plan), or "
+      "GaussianMechanism(eps, delta) under basic composition."
+    )
 
   def randomize(self, key: KeyArray, data: ArrayLike) -> jax.Array:
     data = float_statistic(data)

@@ -61,33 +61,43 @@ class KNormMechanism(EpsMechanism):
   def _check_options(self):
     if not isinstance(self.ball, (PosetBall, LpBall)):
       raise _checks.ArgTypeError(
-          f"ball must be a jaxdp.PosetBall or jaxdp.LpBall; got {self.ball!r}.")
+        f"ball must be a jaxdp.PosetBall or jaxdp.LpBall; got {self.ball!r}."
+      )
     check_exact_options(self.exact, None)
-    if self.exact and not (isinstance(self.ball, PosetBall) or self.ball.p in (1, math.inf)):
+    if self.exact and not (
+      isinstance(self.ball, PosetBall) or self.ball.p in (1, math.inf)
+    ):
       raise ValueError(
-          f"exact=True is available for the poset ball, the l_1 ball (i.i.d. Laplace) "
-          f"and the l_inf ball; got {self.ball!r}, whose noise the exact sampler "
-          "cannot bound in intervals yet (the l_2 ball needs normal variates).")
+        f"exact=True is available for the poset ball, the l_1 ball (i.i.d. Laplace) "
+        f"and the l_inf ball; got {self.ball!r}, whose noise the exact sampler "
+        "cannot bound in intervals yet (the l_2 ball needs normal variates)."
+      )
 
   def _ranges(self, shape):
     if self.exact:
-      scale = ("the exact noise scale sensitivity / eps",
-               lambda: exact_scale(self.sensitivity, self.eps), exact.MAX_SCALE)
+      scale = (
+        "the exact noise scale sensitivity / eps",
+        lambda: exact_scale(self.sensitivity, self.eps),
+        exact.MAX_SCALE,
+      )
     else:
-      scale = ("the noise scale sensitivity / eps",
-               lambda: self.sensitivity / self.eps, HUGE)
+      scale = (
+        "the noise scale sensitivity / eps",
+        lambda: self.sensitivity / self.eps,
+        HUGE,
+      )
     return super()._ranges(shape) + [(scale[0], scale[1], TINY, scale[2], False)]
 
   @property
   def norm(self) -> LpBall | PosetBall:
     if isinstance(self.ball, PosetBall):
       raise ValueError(
-          "per-row contributions cannot be clipped into a poset ball here; release "
-          "poset counts by part with PosetCountMechanism.")
+        "per-row contributions cannot be clipped into a poset ball here; release "
+        "poset counts by part with PosetCountMechanism."
+      )
     return self.ball.p
 
-  def part_statistics(self, rows: ArrayLike, part: ArrayLike,
-                      num_parts: int) -> jax.Array:
+  def part_statistics(self, rows: ArrayLike, part: ArrayLike, num_parts: int) -> jax.Array:
     """Per-part sums of rows clipped to K-norm ``sensitivity`` (l_p balls only).
 
     Exact releases need integer (or bool) rows and keep int32 sums: a row whose
@@ -119,5 +129,6 @@ class KNormMechanism(EpsMechanism):
   def _check_dim(self, data):
     if data.shape[-1:] != (self.ball.dim,):
       raise ValueError(
-          f"data must have last dimension {self.ball.dim} (the ball's); got shape "
-          f"{data.shape}.")
+        f"data must have last dimension {self.ball.dim} (the ball's); got shape "
+        f"{data.shape}."
+      )

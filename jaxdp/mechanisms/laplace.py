@@ -78,7 +78,8 @@ class LaplaceMechanism(EpsMechanism):
     else:
       scale = ("the noise scale sensitivity / eps", HUGE)
     return super()._ranges(shape) + [
-        (scale[0], lambda: self._noise_scale(shape), TINY, scale[1], False)]
+      (scale[0], lambda: self._noise_scale(shape), TINY, scale[1], False)
+    ]
 
   def _noise_scale(self, shape):
     """The Laplace scale: sensitivity / eps, or for exact noise the scale in grid
@@ -123,8 +124,7 @@ class LaplaceMechanism(EpsMechanism):
       out = out.astype(jnp.result_type(float)) * self.grid
     return _checks.mark_invalid(ok, out)
 
-  def part_statistics(self, rows: ArrayLike, part: ArrayLike,
-                      num_parts: int) -> jax.Array:
+  def part_statistics(self, rows: ArrayLike, part: ArrayLike, num_parts: int) -> jax.Array:
     """Per-part sums of rows clipped to l_1 norm ``sensitivity``.
 
     Exact releases without a grid need integer (or bool) rows and keep integer sums:

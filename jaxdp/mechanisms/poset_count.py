@@ -74,7 +74,8 @@ class PosetCountMechanism(EpsMechanism):
     check_exact_options(self.exact, None)
     if self.exact and self.noise not in EXACT_COUNT_NOISES:
       raise ValueError(
-          f"exact=True supports noise in {EXACT_COUNT_NOISES}; got {self.noise!r}.")
+        f"exact=True supports noise in {EXACT_COUNT_NOISES}; got {self.noise!r}."
+      )
     if self.exact and self.noise == "poset":
       exact_tables(self.poset)  # the exact sampler's limits, checked now
     if self.on_invalid not in ("raise", "clip"):
@@ -114,14 +115,12 @@ class PosetCountMechanism(EpsMechanism):
     counts = exact_counts(jnp.sum(rows, axis=0), rows.shape[0], ok)
     return as_int_counts(counts) if self.exact else counts
 
-  def part_statistics(self, data: ArrayLike, part: ArrayLike,
-                      num_parts: int) -> jax.Array:
+  def part_statistics(self, data: ArrayLike, part: ArrayLike, num_parts: int) -> jax.Array:
     """Exact (n_j, c_1..c_d) of the rows of each part j, shape ``(num_parts, d + 1)``."""
     rows, ok = self._validated(data)
     part = part_index(part, rows.shape[0], num_parts)
     ext = jnp.concatenate([jnp.ones((rows.shape[0], 1), rows.dtype), rows], axis=1)
-    counts = exact_counts(part_sums(ext, part, num_parts), rows.shape[0], ok,
-                           with_n=False)
+    counts = exact_counts(part_sums(ext, part, num_parts), rows.shape[0], ok, with_n=False)
     return as_int_counts(counts) if self.exact else counts
 
   def randomize(self, key: KeyArray, data: ArrayLike) -> jax.Array:
@@ -142,8 +141,9 @@ class PosetCountMechanism(EpsMechanism):
       data = np.asarray(data)
     if data.ndim != 2 or data.shape[1] != d:
       raise ValueError(
-          f"data must have shape (n, {d}) (one 0/1 row per respondent); got "
-          f"{tuple(data.shape)}.")
+        f"data must have shape (n, {d}) (one 0/1 row per respondent); got "
+        f"{tuple(data.shape)}."
+      )
     x = _checks.check_data(data)
     order = jnp.asarray(self.poset.order, jnp.float32)
     binary = jnp.all((x == 0) | (x == 1), axis=1)
@@ -179,14 +179,15 @@ class PosetCountMechanism(EpsMechanism):
     if self.on_invalid != "raise":
       return
     order = np.asarray(self.poset.order, np.float32)
-    missing = (1.0 - rows.astype(np.float32)) @ order.T   # exact: sums of 0/1 values
+    missing = (1.0 - rows.astype(np.float32)) @ order.T  # exact: sums of 0/1 values
     bad = np.nonzero(~np.all((rows == 0) | (missing == 0), axis=1))[0]
     if bad.size:
       r = int(bad[0])
       raise ValueError(
-          f"data row {r} is not a filter of the poset ({bad.size} such rows): "
-          f"{self.poset.explain_violation(rows[r])}. Fix the data, or pass "
-          "on_invalid='clip' to replace each row by the largest filter it contains.")
+        f"data row {r} is not a filter of the poset ({bad.size} such rows): "
+        f"{self.poset.explain_violation(rows[r])}. Fix the data, or pass "
+        "on_invalid='clip' to replace each row by the largest filter it contains."
+      )
 
 
 def check_rows_at_run_time(ok, binary, is_filter):
@@ -207,9 +208,16 @@ def check_rows_at_run_time(ok, binary, is_filter):
       raise ValueError(f"data must hold 0/1 values; row {int(nb[0])} does not{where}.")
     bad = np.nonzero(~is_filter_[first])[0]
     raise ValueError(
-        f"data row {int(bad[0])} is not a filter of the poset ({bad.size} such rows)"
-        f"{where}; fix the data or use on_invalid='clip'.")
+      f"data row {int(bad[0])} is not a filter of the poset ({bad.size} such rows)"
+      f"{where}; fix the data or use on_invalid='clip'."
+    )
 
-  passed = jax.pure_callback(check, jax.ShapeDtypeStruct((), jnp.bool_), ok, binary,
-                             is_filter, vmap_method="broadcast_all")
+  passed = jax.pure_callback(
+    check,
+    jax.ShapeDtypeStruct((), jnp.bool_),
+    ok,
+    binary,
+    is_filter,
+    vmap_method="broadcast_all",
+  )
   return passed & ok

@@ -21,8 +21,12 @@ def float_statistic(data, name="data"):
   sensitivity no longer holds.
   """
   float_dtype = jnp.result_type(float)
-  x = _checks.check_data(data, name, limit=_checks.exact_limit(float_dtype),
-                         reason=_checks.float_reason(float_dtype))
+  x = _checks.check_data(
+    data,
+    name,
+    limit=_checks.exact_limit(float_dtype),
+    reason=_checks.float_reason(float_dtype),
+  )
   return _checks.as_exact_float(x, name)
 
 
@@ -36,9 +40,10 @@ def exact_counts(counts, n: int, ok, *, with_n: bool = True):
   limit = _checks.exact_limit(float_dtype)
   if n > limit:
     raise ValueError(
-        f"data has {n:,} rows, more than {limit:,}: counts that large are not exact "
-        f"in {jnp.dtype(float_dtype)} (noise would be added to a rounded count). "
-        "Enable x64 (jax.config.update('jax_enable_x64', True)) or split the data.")
+      f"data has {n:,} rows, more than {limit:,}: counts that large are not exact "
+      f"in {jnp.dtype(float_dtype)} (noise would be added to a rounded count). "
+      "Enable x64 (jax.config.update('jax_enable_x64', True)) or split the data."
+    )
   if with_n:
     counts = jnp.concatenate([jnp.full((1,), n, counts.dtype), counts])
   return jnp.where(ok, counts, jnp.nan)  # NaN: a failed run-time check
@@ -54,8 +59,10 @@ def part_index(part, n: int, num_parts: int):
   if not hasattr(part, "dtype"):
     part = np.asarray(part)
   if part.shape != (n,) or not jnp.issubdtype(part.dtype, jnp.integer):
-    raise ValueError(f"part must be an integer array of shape ({n},), one part index "
-                     f"per row; got {part.dtype}{tuple(part.shape)}.")
+    raise ValueError(
+      f"part must be an integer array of shape ({n},), one part index "
+      f"per row; got {part.dtype}{tuple(part.shape)}."
+    )
   target = jax.dtypes.canonicalize_dtype(part.dtype)
   if _checks.is_concrete(part) and target != part.dtype:
     host = np.asarray(part)
@@ -82,12 +89,16 @@ def clipped_part_sums(rows, part, num_parts: int, p: float, bound: float):
   float dtype).
   """
   x = _checks.check_data(rows, "rows")
-  if not jnp.issubdtype(x.dtype, jnp.floating) and _checks.is_concrete(bound) and \
-      x.shape[0] * bound > _checks.exact_limit(jnp.result_type(float)):
+  if (
+    not jnp.issubdtype(x.dtype, jnp.floating)
+    and _checks.is_concrete(bound)
+    and x.shape[0] * bound > _checks.exact_limit(jnp.result_type(float))
+  ):
     raise ValueError(
-        f"rows: {x.shape[0]:,} integer contributions of up to {bound:g} each can add "
-        f"up to more than {_checks.exact_limit(jnp.result_type(float)):,}, beyond the "
-        "exact range of the default float dtype. Enable x64 or split the data.")
+      f"rows: {x.shape[0]:,} integer contributions of up to {bound:g} each can add "
+      f"up to more than {_checks.exact_limit(jnp.result_type(float)):,}, beyond the "
+      "exact range of the default float dtype. Enable x64 or split the data."
+    )
   x = x.astype(jnp.result_type(float))
   x = jnp.where(jnp.isfinite(x), x, 0.0)  # a non-finite contribution counts as 0
   scalar = x.ndim == 1
@@ -102,12 +113,13 @@ def clipped_part_sums(rows, part, num_parts: int, p: float, bound: float):
   elif p == 1:
     norm = jnp.sum(magnitude, axis=1)
   else:
-    norm = jnp.sum(magnitude ** p, axis=1) ** (1.0 / p)
+    norm = jnp.sum(magnitude**p, axis=1) ** (1.0 / p)
   factor = jnp.where(norm > bound, bound / jnp.where(norm > 0, norm, 1.0), 1.0)
   big = float(jnp.finfo(x.dtype).max)
   with jax.enable_x64(True):  # accumulated in float64, clipped to the float's range
-    sums = part_sums((x * factor[:, None]).astype(jnp.float64), part,
-                      num_parts)  # (1-Lipschitz: the sensitivity holds)
+    sums = part_sums(
+      (x * factor[:, None]).astype(jnp.float64), part, num_parts
+    )  # (1-Lipschitz: the sensitivity holds)
     sums = jnp.clip(sums, -big, big).astype(x.dtype)
   return sums[:, 0] if scalar else sums
 
@@ -130,28 +142,31 @@ def grid_units(data, grid):
   """
   if not hasattr(data, "dtype"):
     data = np.asarray(data)
-  if grid is None and not jnp.issubdtype(data.dtype, jnp.integer) and \
-      data.dtype != object:
+  if grid is None and not jnp.issubdtype(data.dtype, jnp.integer) and data.dtype != object:
     _checks.check_data(data)  # a dtype error first
     raise ValueError(
-        f"exact=True needs an integer statistic (counts); got dtype {data.dtype}. Cast "
-        "counts to an integer dtype, or pass grid=2.0**-k to snap a real-valued "
-        "statistic to a grid.")
-  too_big = ("the largest |statistic| an exact release holds (int32, with room for "
-             "the noise). Clip it yourself if that is meant (clipping keeps the "
-             "sensitivity), or use a coarser unit" + (" or grid." if grid else "."))
+      f"exact=True needs an integer statistic (counts); got dtype {data.dtype}. Cast "
+      "counts to an integer dtype, or pass grid=2.0**-k to snap a real-valued "
+      "statistic to a grid."
+    )
+  too_big = (
+    "the largest |statistic| an exact release holds (int32, with room for "
+    "the noise). Clip it yourself if that is meant (clipping keeps the "
+    "sensitivity), or use a coarser unit" + (" or grid." if grid else ".")
+  )
   if grid is None:
     x = _checks.check_data(data, limit=exact.LIMIT, reason=too_big)
     return _checks.clip_integers(x, exact.LIMIT).astype(jnp.int32), 0
   x = _checks.check_data(data)
   if _checks.is_concrete(x):
     host = np.asarray(data).astype(np.float64)  # exact for every value check_data passes
-    units = np.round(host / grid)                # exact: grid is a power of two
+    units = np.round(host / grid)  # exact: grid is a power of two
     i = _checks.first_index(np.abs(units) > exact.LIMIT)
     if i is not None:
       raise ValueError(
-          f"data{'' if i == () else f' at index {i}'} is {host[i]}, {units[i]:.0f} "
-          f"units of grid {grid!r}, beyond {exact.LIMIT:,} = 2**30 units, {too_big}")
+        f"data{'' if i == () else f' at index {i}'} is {host[i]}, {units[i]:.0f} "
+        f"units of grid {grid!r}, beyond {exact.LIMIT:,} = 2**30 units, {too_big}"
+      )
     return jnp.asarray(units.astype(np.int32)), math.prod(x.shape)
   xf = _checks.as_exact_float(x)
   xf = jnp.where(jnp.isfinite(xf), xf, 0.0)  # a non-finite statistic counts as 0
@@ -178,9 +193,10 @@ def integer_part_sums(rows, part, num_parts: int, bound, p: float = 1):
   x = _checks.check_data(rows, "rows")
   if not (jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == jnp.bool_):
     raise ValueError(
-        f"rows: an exact release without a grid sums integer contributions; got dtype "
-        f"{x.dtype}. Return integers (or booleans) per row, or give the mechanism "
-        "grid=2.0**-k.")
+      f"rows: an exact release without a grid sums integer contributions; got dtype "
+      f"{x.dtype}. Return integers (or booleans) per row, or give the mechanism "
+      "grid=2.0**-k."
+    )
   scalar = x.ndim == 1
   x2 = x[:, None] if scalar else x
   if x2.ndim != 2:

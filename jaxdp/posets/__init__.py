@@ -10,5 +10,13 @@ from jaxdp.posets import decomposition, formats, graphs, nhis
 from jaxdp.posets.random_dags import random_dag, random_dags
 from jaxdp.posets.relation import MAX_ENUMERATE_D, Poset
 
-__all__ = ["MAX_ENUMERATE_D", "Poset", "decomposition", "formats", "graphs", "nhis",
-           "random_dag", "random_dags"]
+__all__ = [
+  "MAX_ENUMERATE_D",
+  "Poset",
+  "decomposition",
+  "formats",
+  "graphs",
+  "nhis",
+  "random_dag",
+  "random_dags",
+]

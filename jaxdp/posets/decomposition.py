@@ -90,7 +90,7 @@ def decompose(poset: Poset) -> SPNode:
       if len(parts) > 1:
         kind = "series"
         # co-components are totally ordered: sort by how many elements lie below
-        below = o[np.ix_(elems, elems)].sum(axis=0)     # column j: elements <= j
+        below = o[np.ix_(elems, elems)].sum(axis=0)  # column j: elements <= j
         parts.sort(key=lambda p: int(below[p[0]]))
       else:
         built[key] = ("prime", elems, [])
@@ -131,8 +131,10 @@ def induced_n(poset: Poset) -> tuple | None:
 def describe_n(poset: Poset, n) -> str:
   """``n`` (from :func:`induced_n`) in words, with element names."""
   a, b, c, d = (poset.element_names[i] for i in n)
-  return (f"{a} < {b}, {c} < {b}, {c} < {d} with {a}, {d} incomparable "
-          f"(and {a} || {c}, {b} || {d})")
+  return (
+    f"{a} < {b}, {c} < {b}, {c} < {d} with {a}, {d} incomparable "
+    f"(and {a} || {c}, {b} || {d})"
+  )
 
 
 # ------------------------------------------------------------------ internals
@@ -179,8 +181,8 @@ def n_in(order: np.ndarray, elems: np.ndarray):
     ys = np.nonzero(adj[x])[0]
     if not len(ys):
       continue
-    w_sets = adj[x][None, :] & ~closed[ys]            # w ~ x, w !~ y, w != y
-    z_sets = adj[ys] & ~closed[x][None, :]            # z ~ y, z !~ x, z != x
+    w_sets = adj[x][None, :] & ~closed[ys]  # w ~ x, w !~ y, w != y
+    z_sets = adj[ys] & ~closed[x][None, :]  # z ~ y, z !~ x, z != x
     hits = (w_sets.astype(np.float32) @ non > 0) & z_sets
     rows = np.nonzero(hits.any(axis=1))[0]
     if len(rows):
@@ -188,9 +190,9 @@ def n_in(order: np.ndarray, elems: np.ndarray):
       z = int(np.nonzero(hits[rows[0]])[0][0])
       w = int(np.nonzero(w_sets[rows[0]] & (non[:, z] > 0))[0][0])
       path = [w, x, int(y), z]
-      if o[path[0], path[1]]:            # w < x > y < z: N with b = x
+      if o[path[0], path[1]]:  # w < x > y < z: N with b = x
         a, b, c, d = w, x, int(y), z
-      else:                              # w > x < y > z: N with b = y
+      else:  # w > x < y > z: N with b = y
         a, b, c, d = z, int(y), x, w
       return tuple(int(elems[i]) for i in (a, b, c, d))
   return None

@@ -39,8 +39,9 @@ def parse(path: Path, text: str) -> PosetSpec:
   if path.suffix == ".json":
     obj: Any = json.loads(text)
     if not isinstance(obj, dict):
-      raise ValueError("JSON must be an object with 'order', 'd' and 'edges', or "
-                       "'requires'")
+      raise ValueError(
+        "JSON must be an object with 'order', 'd' and 'edges', or 'requires'"
+      )
     labels = tuple(obj.get("labels", ()))
     if "requires" in obj:
       return PosetSpec("requires", (obj["requires"],))

@@ -10,7 +10,7 @@ def transitive_closure(adj: np.ndarray) -> np.ndarray:
   d = adj.shape[0]
   reach = adj.copy() | np.eye(d, dtype=bool)
   for k in range(d):
-    reach |= reach[:, k:k + 1] & reach[k:k + 1, :]
+    reach |= reach[:, k : k + 1] & reach[k : k + 1, :]
   return reach
 
 
@@ -53,20 +53,22 @@ def validate_order(o: np.ndarray, arg: str) -> None:
   if diag.size:
     i = diag[0]
     raise ValueError(
-        f"{arg} is not reflexive: {arg}[{i}][{i}] is 0; every element satisfies "
-        "p_i <= p_i.")
+      f"{arg} is not reflexive: {arg}[{i}][{i}] is 0; every element satisfies p_i <= p_i."
+    )
   both = np.argwhere(o & o.T & ~np.eye(d, dtype=bool))
   if both.size:
     i, j = both[0]
     raise ValueError(
-        f"{arg} is not antisymmetric: {arg}[{i}][{j}] and {arg}[{j}][{i}] are both 1 "
-        f"for i != j (p{i} <= p{j} <= p{i}).")
+      f"{arg} is not antisymmetric: {arg}[{i}][{j}] and {arg}[{j}][{i}] are both 1 "
+      f"for i != j (p{i} <= p{j} <= p{i})."
+    )
   closure = transitive_closure(o)
   missing = np.argwhere(closure & ~o)
   if missing.size:
     i, k = missing[0]
     j = int(np.nonzero(o[i] & o[:, k])[0][0]) if np.any(o[i] & o[:, k]) else -1
-    via = (f" (p{i} <= p{j} and p{j} <= p{k})" if j >= 0 else "")
+    via = f" (p{i} <= p{j} and p{j} <= p{k})" if j >= 0 else ""
     raise ValueError(
-        f"{arg} is not transitive: {arg}[{i}][{k}] is 0 but p{i} <= p{k} follows"
-        f"{via}. Use Poset.from_edges to take the transitive closure.")
+      f"{arg} is not transitive: {arg}[{i}][{k}] is 0 but p{i} <= p{k} follows"
+      f"{via}. Use Poset.from_edges to take the transitive closure."
+    )

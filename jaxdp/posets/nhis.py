@@ -10,9 +10,11 @@ from __future__ import annotations
 __all__ = ["PARENTS", "SIZES", "parents"]
 
 PARENTS = (
-    (-1, 0, 1, 0)                 # section 1: q1..q4
-    + (-1,) + (4,) * 6            # section 2: q5..q11
-    + (-1,) + (11,) * 3           # section 3: q12..q15
+  (-1, 0, 1, 0)  # section 1: q1..q4
+  + (-1,)
+  + (4,) * 6  # section 2: q5..q11
+  + (-1,)
+  + (11,) * 3  # section 3: q12..q15
 )
 """The element directly above each question (-1: none), questions numbered q1 = 0."""
 
@@ -28,4 +30,4 @@ def parents(sections: int) -> tuple[int, ...]:
   """
   if isinstance(sections, bool) or sections not in SIZES:
     raise ValueError(f"sections must be 1, 2 or 3; got {sections!r}.")
-  return PARENTS[:SIZES[sections]]
+  return PARENTS[: SIZES[sections]]

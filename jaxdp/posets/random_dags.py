@@ -55,7 +55,6 @@ def random_dags(key: KeyArray, d: int, num: int, *, steps: int | None = None) ->
   return np.asarray(_melancon_batch(keys, d, steps))
 
 
-
 @functools.partial(jax.jit, static_argnames=("d", "steps"))
 def _melancon(key, d, steps):
   pairs = jax.random.randint(key, (steps, 2), 0, d)
@@ -79,8 +78,9 @@ def _melancon(key, d, steps):
     i, j = pair[0], pair[1]
     present = adj[i, j]
     # Adding i -> j closes a cycle iff j already reaches i.
-    can_add = (i != j) & ~jax.lax.cond(present | (i == j), lambda: True,
-                                       lambda: reaches(adj, j, i))
+    can_add = (i != j) & ~jax.lax.cond(
+      present | (i == j), lambda: True, lambda: reaches(adj, j, i)
+    )
     new = jnp.where(present, False, can_add)
     return adj.at[i, j].set(new), None
 
@@ -88,5 +88,6 @@ def _melancon(key, d, steps):
   return adj
 
 
-_melancon_batch = jax.jit(jax.vmap(_melancon, in_axes=(0, None, None)),
-                          static_argnums=(1, 2))
+_melancon_batch = jax.jit(
+  jax.vmap(_melancon, in_axes=(0, None, None)), static_argnums=(1, 2)
+)

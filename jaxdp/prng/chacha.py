@@ -55,21 +55,35 @@ def _rotl(x, r: int):
 
 
 def _quarter(x, a: int, b: int, c: int, d: int):
-  x[a] = x[a] + x[b]; x[d] = _rotl(x[d] ^ x[a], 16)
-  x[c] = x[c] + x[d]; x[b] = _rotl(x[b] ^ x[c], 12)
-  x[a] = x[a] + x[b]; x[d] = _rotl(x[d] ^ x[a], 8)
-  x[c] = x[c] + x[d]; x[b] = _rotl(x[b] ^ x[c], 7)
+  x[a] = x[a] + x[b]
+  x[d] = _rotl(x[d] ^ x[a], 16)
+  x[c] = x[c] + x[d]
+  x[b] = _rotl(x[b] ^ x[c], 12)
+  x[a] = x[a] + x[b]
+  x[d] = _rotl(x[d] ^ x[a], 8)
+  x[c] = x[c] + x[d]
+  x[b] = _rotl(x[b] ^ x[c], 7)
 
 
 def _double_round(_, words):
   x = list(words)  # 16 arrays, one per state word
-  for q in ((0, 4, 8, 12), (1, 5, 9, 13), (2, 6, 10, 14), (3, 7, 11, 15),  # columns
-            (0, 5, 10, 15), (1, 6, 11, 12), (2, 7, 8, 13), (3, 4, 9, 14)):  # diagonals
+  for q in (
+    (0, 4, 8, 12),
+    (1, 5, 9, 13),
+    (2, 6, 10, 14),
+    (3, 7, 11, 15),  # columns
+    (0, 5, 10, 15),
+    (1, 6, 11, 12),
+    (2, 7, 8, 13),
+    (3, 4, 9, 14),
+  ):  # diagonals
     _quarter(x, *q)
   return tuple(x)
 
 
-def block(key: ArrayLike, counter: ArrayLike, nonce: ArrayLike, rounds: int = 20) -> jax.Array:
+def block(
+  key: ArrayLike, counter: ArrayLike, nonce: ArrayLike, rounds: int = 20
+) -> jax.Array:
   """The ChaCha20 block function (ChaCha``rounds``), vectorised over counters.
 
   Args:
@@ -114,8 +128,9 @@ def _blocks(key, num_blocks: int, domain: int, rounds: int = 20):
   """
   if num_blocks > MAX_BLOCKS:
     raise ValueError(
-        f"a ChaCha{rounds} draw of {num_blocks:,} blocks exceeds the 2**32-block stream "
-        "of one key; split the key and draw in pieces.")
+      f"a ChaCha{rounds} draw of {num_blocks:,} blocks exceeds the 2**32-block stream "
+      "of one key; split the key and draw in pieces."
+    )
   nonce = (domain, 0, 0)
   if num_blocks <= CPU_CHUNK or jax.default_backend() != "cpu":
     return block(key, lax.iota(jnp.uint32, num_blocks), nonce, rounds)
@@ -127,9 +142,10 @@ def _blocks(key, num_blocks: int, domain: int, rounds: int = 20):
 
 def _seed(seed):
   raise TypeError(
-      "ChaCha20 keys are not made from integer seeds (an integer has too little "
-      "entropy to protect a release); use jaxdp.random.secure_key(), or "
-      "secure_key(seed_bytes) with 32 bytes in tests.")
+    "ChaCha20 keys are not made from integer seeds (an integer has too little "
+    "entropy to protect a release); use jaxdp.random.secure_key(), or "
+    "secure_key(seed_bytes) with 32 bytes in tests."
+  )
 
 
 def _split(key, shape, rounds: int = 20):
@@ -161,9 +177,15 @@ def _random_bits(key, bit_width: int, shape, rounds: int = 20):
   return out.reshape(shape)
 
 
-CHACHA20 = define_prng_impl(key_shape=(8,), seed=_seed, split=_split,
-                            random_bits=_random_bits, fold_in=_fold_in,
-                            name="chacha20", tag="cc20")
+CHACHA20 = define_prng_impl(
+  key_shape=(8,),
+  seed=_seed,
+  split=_split,
+  random_bits=_random_bits,
+  fold_in=_fold_in,
+  name="chacha20",
+  tag="cc20",
+)
 
 
 def _seed8(seed):
@@ -181,8 +203,11 @@ def _seed8(seed):
 
 # ChaCha8: the same code with 8 rounds, for Monte Carlo (see jaxdp.random.study_key).
 CHACHA8 = define_prng_impl(
-    key_shape=(8,), seed=_seed8,
-    split=lambda key, shape: _split(key, shape, 8),
-    random_bits=lambda key, bit_width, shape: _random_bits(key, bit_width, shape, 8),
-    fold_in=lambda key, data: _fold_in(key, data, 8),
-    name="chacha8", tag="cc8")
+  key_shape=(8,),
+  seed=_seed8,
+  split=lambda key, shape: _split(key, shape, 8),
+  random_bits=lambda key, bit_width, shape: _random_bits(key, bit_width, shape, 8),
+  fold_in=lambda key, data: _fold_in(key, data, 8),
+  name="chacha8",
+  tag="cc8",
+)

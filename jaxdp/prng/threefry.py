@@ -48,7 +48,9 @@ def _rotl(x, r: int):
   return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
 
 
-def hash2x32(k0: ArrayLike, k1: ArrayLike, x0: ArrayLike, x1: ArrayLike) -> tuple[jax.Array, jax.Array]:
+def hash2x32(
+  k0: ArrayLike, k1: ArrayLike, x0: ArrayLike, x1: ArrayLike
+) -> tuple[jax.Array, jax.Array]:
   """Threefry-2x32 (20 rounds) of the counter pair ``(x0, x1)`` under key ``(k0, k1)``.
 
   Args:
@@ -77,8 +79,9 @@ def _counters(shape):
   if not shape:
     return jnp.zeros((), jnp.uint32)
   strides = np.cumprod((*shape[1:], 1)[::-1])[::-1]
-  return sum(lax.broadcasted_iota(jnp.uint32, shape, i) * np.uint32(s)
-             for i, s in enumerate(strides))
+  return sum(
+    lax.broadcasted_iota(jnp.uint32, shape, i) * np.uint32(s) for i, s in enumerate(strides)
+  )
 
 
 def _hash_index(key, shape):
@@ -100,8 +103,9 @@ def _random_bits(key, bit_width: int, shape):
   b0, b1 = _hash_index(key, shape)
   if bit_width == 64:
     dtype = jnp.dtype("uint64")
-    return (lax.convert_element_type(b0, dtype) << np.uint64(32)) | \
-        lax.convert_element_type(b1, dtype)
+    return (
+      lax.convert_element_type(b0, dtype) << np.uint64(32)
+    ) | lax.convert_element_type(b1, dtype)
   out = b0 ^ b1
   if bit_width == 32:
     return out
@@ -122,9 +126,14 @@ def _fold_in(key, data):
 
 
 THREEFRY_UNROLLED = define_prng_impl(
-    key_shape=(2,), seed=threefry_prng_impl.seed, split=_split,
-    random_bits=_random_bits, fold_in=_fold_in, name="threefry2x32_unrolled",
-    tag="fryu")
+  key_shape=(2,),
+  seed=threefry_prng_impl.seed,
+  split=_split,
+  random_bits=_random_bits,
+  fold_in=_fold_in,
+  name="threefry2x32_unrolled",
+  tag="fryu",
+)
 
 
 def _threefry_data(key, impls):
@@ -155,8 +164,11 @@ def words64(key: KeyArray, shape: Shape) -> tuple[jax.Array, jax.Array]:
   """
   shape = tuple(shape)
   data = _threefry_data(key, (threefry_prng_impl.name, THREEFRY_UNROLLED))
-  if (jax.config.jax_threefry_partitionable and data is not None
-      and math.prod(shape) < MAX_COUNT):
+  if (
+    jax.config.jax_threefry_partitionable
+    and data is not None
+    and math.prod(shape) < MAX_COUNT
+  ):
     return _hash_index(data, shape)
   bits = jax.random.bits(key, (2, *shape), jnp.uint32)
   return bits[0], bits[1]

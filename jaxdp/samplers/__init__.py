@@ -16,18 +16,18 @@ down, then B top down) and ``k = |A|``.
 Three exact algorithms choose the object (:mod:`jaxdp.samplers.dispatch` picks one):
 
 * ``general`` (any poset, d <= GENERAL_MAX_D, :mod:`jaxdp.samplers.general`): with
-  e(S) the number of linear extensions of the subposet induced on S (a table over all 2^d subsets), A is drawn
-  with probability e(A) e(P \\ A) / N(P) by descending a binary trie over the bits of
-  A (one conditional probability per trie node), then a uniform linear extension of
-  each part by repeatedly taking a maximal x as the next top with probability
-  e(S \\ x) / e(S).
+  e(S) the number of linear extensions of the subposet induced on S (a table over all
+  2^d subsets), A is drawn with probability e(A) e(P \\ A) / N(P) by descending a
+  binary trie over the bits of A (one conditional probability per trie node), then a
+  uniform linear extension of each part by repeatedly taking a maximal x as the next
+  top with probability e(S \\ x) / e(S).
 * ``forest`` (forests, d <= FOREST_MAX_D, :mod:`jaxdp.samplers.forest`): the weight
-  e(A) e(B) factorises over the tree by the hook-length formula, so a tree recursion over "how many A-elements lie in
-  this subtree (and in the subtrees of its later siblings)" gives N(P) and lets A be
-  drawn top down. Uniform linear extensions of both parts come from distinct random
-  keys: top down, each element swaps in the smallest key of its part within its
-  subtree, which leaves a uniformly random heap order (the hook-length law); the
-  order of the keys is the extension.
+  e(A) e(B) factorises over the tree by the hook-length formula, so a tree recursion
+  over "how many A-elements lie in this subtree (and in the subtrees of its later
+  siblings)" gives N(P) and lets A be drawn top down. Uniform linear extensions of
+  both parts come from distinct random keys: top down, each element swaps in the
+  smallest key of its part within its subtree, which leaves a uniformly random heap
+  order (the hook-length law); the order of the keys is the extension.
 * ``sp`` (series-parallel posets, d <= SP_MAX_D, :mod:`jaxdp.samplers.sp_tables` and
   :mod:`jaxdp.samplers.sp_kernel`): the size recursion down the series-parallel
   decomposition, with prime pieces of at most BLOCK_MAX_D elements drawn by the subset
@@ -47,19 +47,36 @@ References:
 
 from jaxdp.samplers import dispatch, exact_tables, forest, general, sp_kernel, sp_tables
 from jaxdp.samplers.balls import (
-                                  MAX_OBJECTS,
-                                  LpBall,
-                                  PosetBall,
-                                  enumerate_objects,
-                                  exact_second_moment,
-                                  simplex_vertices,
+  MAX_OBJECTS,
+  LpBall,
+  PosetBall,
+  enumerate_objects,
+  exact_second_moment,
+  simplex_vertices,
 )
 from jaxdp.samplers.dispatch import METHODS, num_objects, resolve_method
 from jaxdp.samplers.forest import FOREST_MAX_D
 from jaxdp.samplers.general import GENERAL_MAX_D
 from jaxdp.samplers.sp_tables import BLOCK_MAX_D, SP_MAX_D
 
-__all__ = ["BLOCK_MAX_D", "FOREST_MAX_D", "GENERAL_MAX_D", "LpBall", "MAX_OBJECTS",
-           "METHODS", "PosetBall", "SP_MAX_D", "dispatch", "enumerate_objects",
-           "exact_second_moment", "exact_tables", "forest", "general", "num_objects",
-           "resolve_method", "simplex_vertices", "sp_kernel", "sp_tables"]
+__all__ = [
+  "BLOCK_MAX_D",
+  "FOREST_MAX_D",
+  "GENERAL_MAX_D",
+  "LpBall",
+  "MAX_OBJECTS",
+  "METHODS",
+  "PosetBall",
+  "SP_MAX_D",
+  "dispatch",
+  "enumerate_objects",
+  "exact_second_moment",
+  "exact_tables",
+  "forest",
+  "general",
+  "num_objects",
+  "resolve_method",
+  "simplex_vertices",
+  "sp_kernel",
+  "sp_tables",
+]

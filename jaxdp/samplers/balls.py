@@ -51,7 +51,9 @@ class PosetBall:
 
   def __post_init__(self):
     if not isinstance(self.poset, Poset):
-      raise _checks.ArgTypeError(f"poset must be a jaxdp.Poset; got {type(self.poset).__name__}.")
+      raise _checks.ArgTypeError(
+        f"poset must be a jaxdp.Poset; got {type(self.poset).__name__}."
+      )
     dispatch.resolve_method(self.poset, self.method)
 
   @property
@@ -125,8 +127,9 @@ def enumerate_objects(poset: Poset) -> tuple[np.ndarray, np.ndarray]:
   n_obj = dispatch.num_objects(poset)
   if n_obj > MAX_OBJECTS:
     raise ValueError(
-        f"this poset has {n_obj:.3g} objects; enumerate_objects supports at most "
-        f"{MAX_OBJECTS}. Use a smaller poset.")
+      f"this poset has {n_obj:.3g} objects; enumerate_objects supports at most "
+      f"{MAX_OBJECTS}. Use a smaller poset."
+    )
   return _enumerate(poset)
 
 
@@ -150,8 +153,9 @@ def _top_down_extensions(o, elems):
   out = []
   for perm in itertools.permutations(elems):
     # perm[i] is added before perm[j] (i < j): perm[i] must not be below perm[j]
-    if all(not o[perm[i], perm[j]] for i in range(len(perm))
-           for j in range(i + 1, len(perm))):
+    if all(
+      not o[perm[i], perm[j]] for i in range(len(perm)) for j in range(i + 1, len(perm))
+    ):
       out.append(list(perm))
   return out
 
@@ -162,7 +166,7 @@ def simplex_vertices(poset: Poset, seq: Sequence[int], k: int) -> np.ndarray:
   chains = []
   for sign, rows in ((1.0, up[:k]), (-1.0, up[k:])):
     filters = np.logical_or.accumulate(rows, axis=0) if len(rows) else rows
-    f = np.concatenate([np.zeros((1, poset.d), bool), filters])   # F_0 = {} first
+    f = np.concatenate([np.zeros((1, poset.d), bool), filters])  # F_0 = {} first
     chains.append(sign * np.concatenate([np.ones((len(f), 1)), f], axis=1))
   return np.concatenate(chains)
 

@@ -28,10 +28,11 @@ def chunked(fn, key, n: int, tail: tuple[int, ...], dtype, chunk: int = CHUNK):
     return jnp.zeros((0, *tail), dtype)
   if n > jnp.iinfo(jnp.result_type(int)).max:  # chunk offsets would wrap
     raise ValueError(
-        f"{n:,} draws in one call are more than {jnp.iinfo(jnp.result_type(int)).max:,}, "
-        "the largest row offset JAX's integer dtype holds (int32 with x64 off): the "
-        "last chunks would be written at wrapped offsets, leaving rows without noise. "
-        "Draw in several calls, or enable x64.")
+      f"{n:,} draws in one call are more than {jnp.iinfo(jnp.result_type(int)).max:,}, "
+      "the largest row offset JAX's integer dtype holds (int32 with x64 off): the "
+      "last chunks would be written at wrapped offsets, leaving rows without noise. "
+      "Draw in several calls, or enable x64."
+    )
   if n <= chunk:
     return fn(key, n)
   keys = jax.random.split(key, -(-n // chunk))
@@ -43,8 +44,9 @@ def chunked(fn, key, n: int, tail: tuple[int, ...], dtype, chunk: int = CHUNK):
 
   # The keys are scanned over (and indexed only inside eval_shape's trace): JAX's
   # key-reuse checker (jax_debug_key_reuse) then sees one fresh key per step.
-  out = varying_like(jax.eval_shape(lambda ks: fn(ks[0], chunk), keys),
-                      jnp.zeros((n, *tail), dtype))
+  out = varying_like(
+    jax.eval_shape(lambda ks: fn(ks[0], chunk), keys), jnp.zeros((n, *tail), dtype)
+  )
   return jax.lax.scan(put, out, (jnp.arange(keys.shape[0]), keys))[0]
 
 

@@ -23,8 +23,17 @@ from jaxdp.samplers.forest import FOREST_MAX_D
 from jaxdp.samplers.general import GENERAL_MAX_D
 from jaxdp.typing import DTypeLike, KeyArray
 
-__all__ = ["AUTO_FOREST_MAX_D", "METHODS", "chunk_size", "num_objects", "objects",
-           "points", "resolve_method", "sample_objects", "tables_and_layout"]
+__all__ = [
+  "AUTO_FOREST_MAX_D",
+  "METHODS",
+  "chunk_size",
+  "num_objects",
+  "objects",
+  "points",
+  "resolve_method",
+  "sample_objects",
+  "tables_and_layout",
+]
 
 METHODS = ("auto", "forest", "sp", "general")
 
@@ -47,25 +56,28 @@ def resolve_method(poset: Poset, method: str) -> str:
       return "sp"
     if d <= GENERAL_MAX_D:
       return "general"
-    sp_tables.check_supported(poset)   # raises, naming the induced N
+    sp_tables.check_supported(poset)  # raises, naming the induced N
   if method == "forest":
     if not poset.is_forest:
       raise ValueError(
-          "method='forest' needs a forest (every element with at most one element "
-          f"directly above it); {poset!r} is not one. Use method='sp' or 'auto'.")
+        "method='forest' needs a forest (every element with at most one element "
+        f"directly above it); {poset!r} is not one. Use method='sp' or 'auto'."
+      )
     if d > FOREST_MAX_D:
       raise ValueError(
-          f"method='forest' supports d <= {FOREST_MAX_D} (its table grows as d^3); "
-          f"got d = {d}. Use method='sp' (d <= {sp_tables.SP_MAX_D}).")
+        f"method='forest' supports d <= {FOREST_MAX_D} (its table grows as d^3); "
+        f"got d = {d}. Use method='sp' (d <= {sp_tables.SP_MAX_D})."
+      )
     return "forest"
   if method == "sp":
     sp_tables.check_supported(poset)
     return "sp"
   if d > GENERAL_MAX_D:
     raise ValueError(
-        f"the general poset-ball sampler supports d <= {GENERAL_MAX_D} (its tables hold "
-        f"2^d entries); got d = {d}. Series-parallel posets (no induced N) of up to "
-        f"{sp_tables.SP_MAX_D} elements take method='sp' or 'auto'.")
+      f"the general poset-ball sampler supports d <= {GENERAL_MAX_D} (its tables hold "
+      f"2^d entries); got d = {d}. Series-parallel posets (no induced N) of up to "
+      f"{sp_tables.SP_MAX_D} elements take method='sp' or 'auto'."
+    )
   return "general"
 
 
@@ -89,8 +101,9 @@ def tables_and_layout(poset: Poset, method: str) -> tuple[str, Any, Any]:
   return method, forest.forest_tables(poset), forest.forest_layout(poset)
 
 
-def sample_objects(key: KeyArray, poset: Poset, method: str, n: int, *,
-                   key_words: int | None = None) -> tuple[jax.Array, jax.Array]:
+def sample_objects(
+  key: KeyArray, poset: Poset, method: str, n: int, *, key_words: int | None = None
+) -> tuple[jax.Array, jax.Array]:
   """Draws ``n`` objects: ``seq`` (n, d) int32 elements in order of addition, ``k`` (n,).
 
   ``key_words`` (forest sampler only, static): 1 or 2 32-bit words per heap key;
@@ -106,8 +119,9 @@ def _objects_jit(key, tables, *, d, layout, n, key_words):
   return objects(key, tables, d, layout, n, key_words=key_words)
 
 
-def objects(key: KeyArray, tables: Any, d: int, layout: Any, n: int, *,
-            key_words: int | None = None) -> tuple[jax.Array, jax.Array]:
+def objects(
+  key: KeyArray, tables: Any, d: int, layout: Any, n: int, *, key_words: int | None = None
+) -> tuple[jax.Array, jax.Array]:
   """Traceable object sampler: the general algorithm when ``layout`` is None, the
   series-parallel one for an ``SPLayout``, else the forest algorithm for that
   layout."""
@@ -122,8 +136,15 @@ def objects(key: KeyArray, tables: Any, d: int, layout: Any, n: int, *,
   return forest.forest_objects(key, tables, layout, n, key_words)
 
 
-def points(key_obj: KeyArray, key_exp: KeyArray, tables: Any, d: int, layout: Any, n: int,
-           dtype: DTypeLike) -> jax.Array:
+def points(
+  key_obj: KeyArray,
+  key_exp: KeyArray,
+  tables: Any,
+  d: int,
+  layout: Any,
+  n: int,
+  dtype: DTypeLike,
+) -> jax.Array:
   """Exactly uniform points of the ball, (n, d+1): an object from ``key_obj``, its
   simplex's Dirichlet weights from ``key_exp``."""
   if isinstance(layout, sp_tables.SPLayout):

@@ -22,10 +22,11 @@ EXACT_MAX_OBJECTS = 1 << 62  # N(P) bound for the exact sampler's int64 ranks
 
 class ExactTables(NamedTuple):
   """Integer tables for the exact sampler (ranks in [0, N(P)) unrank to objects)."""
+
   trie_left: jax.Array  # (2^d - 1,) int64: objects whose next bit of A is 0, per prefix
-  ext: jax.Array        # (2^d,) int64: e(S)
+  ext: jax.Array  # (2^d,) int64: e(S)
   strict_up: jax.Array  # (d,) uint32
-  up: jax.Array         # (d, d) bool
+  up: jax.Array  # (d, d) bool
 
 
 @functools.lru_cache(maxsize=32)
@@ -38,21 +39,24 @@ def exact_tables(poset: Poset) -> tuple[ExactTables, int]:
   d = poset.d
   if d > GENERAL_MAX_D:
     raise ValueError(
-        f"the exact poset-ball sampler supports d <= {GENERAL_MAX_D} (integer tables "
-        f"over all 2^d subsets); got d = {d}.")
+      f"the exact poset-ball sampler supports d <= {GENERAL_MAX_D} (integer tables "
+      f"over all 2^d subsets); got d = {d}."
+    )
   approx = num_objects(poset)
   if approx >= EXACT_MAX_OBJECTS / 2:
     raise ValueError(
-        f"the exact poset-ball sampler needs N(P) < 2^61 objects (64-bit integer ranks); "
-        f"this poset has N(P) ~ {approx:.3g}. Split it into independent components.")
+      f"the exact poset-ball sampler needs N(P) < 2^61 objects (64-bit integer ranks); "
+      f"this poset has N(P) ~ {approx:.3g}. Split it into independent components."
+    )
   e = extension_counts(poset, np.int64)  # every e(S) <= N(P) < 2^61: exact
   full = (1 << d) - 1
-  w = e * e[full ^ np.arange(1 << d)]         # every product <= N(P) < 2^61
+  w = e * e[full ^ np.arange(1 << d)]  # every product <= N(P) < 2^61
   total = int(w.sum())
   trie_left = np.empty((1 << d) - 1, dtype=np.int64)
   for level in range(d):
     sums = w.reshape(1 << (level + 1), -1).sum(axis=1)
-    trie_left[(1 << level) - 1:(1 << (level + 1)) - 1] = sums[0::2]
+    trie_left[(1 << level) - 1 : (1 << (level + 1)) - 1] = sums[0::2]
   general = general_tables(poset)
-  return ExactTables(trie_left=trie_left, ext=e, strict_up=general.strict_up,
-                     up=general.up), total
+  return ExactTables(
+    trie_left=trie_left, ext=e, strict_up=general.strict_up, up=general.up
+  ), total

@@ -26,18 +26,26 @@ from jaxdp.posets import Poset
 from jaxdp.samplers.logweights import cdf, logconv, logsumexp
 from jaxdp.typing import KeyArray
 
-__all__ = ["COLUMN_MAX_D", "FOREST_MAX_D", "ForestLayout", "ForestTables", "forest_layout",
-           "forest_objects", "forest_tables", "num_objects"]
+__all__ = [
+  "COLUMN_MAX_D",
+  "FOREST_MAX_D",
+  "ForestLayout",
+  "ForestTables",
+  "forest_layout",
+  "forest_objects",
+  "forest_tables",
+  "num_objects",
+]
 
-FOREST_MAX_D = 128   # the forest table holds d (d+1) 2(d+1) float32 values (17 MiB)
+FOREST_MAX_D = 128  # the forest table holds d (d+1) 2(d+1) float32 values (17 MiB)
 
 
 class ForestTables(NamedTuple):
-  top_cdf: jax.Array    # (d+1,) float32: CDF of k = |A|
-  node_cdf: jax.Array   # (d, d+1, 2(d+1)) float32: per preorder node, per budget m,
-                        # CDF over options 2a + [node in A], a = A-count in its subtree
-  up: jax.Array         # (d, d) bool
-  labels: jax.Array     # (d,) int32: the element at each preorder position
+  top_cdf: jax.Array  # (d+1,) float32: CDF of k = |A|
+  node_cdf: jax.Array  # (d, d+1, 2(d+1)) float32: per preorder node, per budget m,
+  # CDF over options 2a + [node in A], a = A-count in its subtree
+  up: jax.Array  # (d, d) bool
+  labels: jax.Array  # (d,) int32: the element at each preorder position
 
 
 class ForestLayout(NamedTuple):
@@ -47,6 +55,7 @@ class ForestLayout(NamedTuple):
   share one compiled kernel; which element sits at each position is data
   (``ForestTables.labels``).
   """
+
   first_child: tuple
   next_sibling: tuple
   subtree_size: tuple
@@ -115,8 +124,8 @@ def _forest_logs(poset: Poset):
     m = np.arange(s + 1)
     w = np.full(s + 1, -np.inf)
     with np.errstate(divide="ignore"):
-      in_a = np.concatenate([[-np.inf], c - np.log(m[1:])])           # m >= 1
-      in_b = np.concatenate([c - np.log(s - m[:-1]), [-np.inf]])       # m <= s-1
+      in_a = np.concatenate([[-np.inf], c - np.log(m[1:])])  # m >= 1
+      in_b = np.concatenate([c - np.log(s - m[:-1]), [-np.inf]])  # m <= s-1
     w = np.logaddexp(in_a, in_b)
     log_w[i] = w
     log_x[i] = logconv(w, log_x[ns[i]]) if ns[i] >= 0 else w
@@ -136,7 +145,7 @@ def forest_tables(poset: Poset) -> ForestTables:
   node_cdf = np.ones((d, d + 1, 2 * (d + 1)), dtype=np.float64)
   for i in range(d):
     s = size[i]
-    t_len = len(log_x[i]) - 1        # |T_v|
+    t_len = len(log_x[i]) - 1  # |T_v|
     xn = log_x[ns[i]] if ns[i] >= 0 else np.zeros(1)
     c = log_c[i]
     for m in range(t_len + 1):
@@ -150,10 +159,11 @@ def forest_tables(poset: Poset) -> ForestTables:
       node_cdf[i, m] = cdf(lw)
   # node_cdf is indexed by preorder position, up by element.
   return ForestTables(
-      top_cdf=cdf(log_top).astype(np.float32),
-      node_cdf=node_cdf.astype(np.float32),
-      up=np.array(poset.order),
-      labels=np.asarray(pre, np.int32))
+    top_cdf=cdf(log_top).astype(np.float32),
+    node_cdf=node_cdf.astype(np.float32),
+    up=np.array(poset.order),
+    labels=np.asarray(pre, np.int32),
+  )
 
 
 def _subtree_sizes(fc, ns):
@@ -173,8 +183,9 @@ def num_objects(poset: Poset) -> float:
   return float(np.exp(logsumexp(_forest_logs(poset)[0])))
 
 
-def forest_objects(key: KeyArray, tables: ForestTables, layout: ForestLayout, n: int,
-                   key_words: int) -> tuple[jax.Array, jax.Array]:
+def forest_objects(
+  key: KeyArray, tables: ForestTables, layout: ForestLayout, n: int, key_words: int
+) -> tuple[jax.Array, jax.Array]:
   """Traced: ``n`` objects ``(seq, k)``; ``key_words`` 32-bit words per heap key."""
   fc, ns = layout.first_child, layout.next_sibling
   d = layout.d
@@ -185,10 +196,10 @@ def forest_objects(key: KeyArray, tables: ForestTables, layout: ForestLayout, n:
   k = jnp.minimum(k, d)
   budget = [None] * d
   budget[0] = k
-  in_b = [None] * d                                      # by preorder position
+  in_b = [None] * d  # by preorder position
   for i in range(d):
-    row = tables.node_cdf[i][budget[i]]                         # (n, 2(d+1))
-    opt = jnp.sum(row <= u[:, i:i + 1], axis=1).astype(jnp.int32)
+    row = tables.node_cdf[i][budget[i]]  # (n, 2(d+1))
+    opt = jnp.sum(row <= u[:, i : i + 1], axis=1).astype(jnp.int32)
     cnt, here = opt // 2, opt % 2
     if fc[i] >= 0:
       budget[fc[i]] = cnt - here
@@ -222,7 +233,7 @@ def _heap_order_columns(key, in_b, layout: ForestLayout, n, labels):
   raw = jax.random.bits(key, (n, d), jnp.uint32)
   keys = [((raw[:, i] >> (low + 1)) << low) | jnp.uint32(i) for i in range(d)]
   for i in range(d):
-    sub = range(i, i + size[i])                            # v's subtree, preorder
+    sub = range(i, i + size[i])  # v's subtree, preorder
     same = [in_b[j] == in_b[i] for j in sub]
     smallest = keys[i]
     for j, ok in zip(sub, same):
@@ -240,31 +251,33 @@ def _heap_order_pairs(key, in_b, layout: ForestLayout, n, labels):
   d, size = layout.d, layout.subtree_size
   low = max(1, (d - 1).bit_length())
   raw = jax.random.bits(key, (2, n, d), jnp.uint32)
-  hi = raw[0] >> 1                                         # (n, d), preorder order
+  hi = raw[0] >> 1  # (n, d), preorder order
   lo = ((raw[1] >> low) << low) | jnp.arange(d, dtype=jnp.uint32)
   part = jnp.stack(in_b, axis=1)
   top = jnp.uint32(0xFFFFFFFF)
   for i in range(d):
     if size[i] == 1:
       continue
-    sub = slice(i, i + size[i])                            # v's subtree, preorder
+    sub = slice(i, i + size[i])  # v's subtree, preorder
     h, l, b = hi[:, sub], lo[:, sub], part[:, sub]
     same = b == b[:, :1]
     min_h = jnp.min(jnp.where(same, h, top), axis=1, keepdims=True)
     min_l = jnp.min(jnp.where(same & (h == min_h), l, top), axis=1, keepdims=True)
-    is_min = same & (l == min_l)                           # lo alone is unique
+    is_min = same & (l == min_l)  # lo alone is unique
     h = jnp.where(is_min, h[:, :1], h).at[:, 0].set(min_h[:, 0])
     l = jnp.where(is_min, l[:, :1], l).at[:, 0].set(min_l[:, 0])
     hi, lo = hi.at[:, sub].set(h), lo.at[:, sub].set(l)
   part_hi = hi | (part << 31)
-  return _order_from_keys(_pair_less(part_hi[:, None, :], lo[:, None, :],
-                                     part_hi[:, :, None], lo[:, :, None]), labels)
+  return _order_from_keys(
+    _pair_less(part_hi[:, None, :], lo[:, None, :], part_hi[:, :, None], lo[:, :, None]),
+    labels,
+  )
 
 
 def _order_from_keys(smaller, labels):
   """Column r holds the label whose key has rank r; ``smaller[:, x, y]`` = key_y <
   key_x. Counting (much faster than a sort on CPU for small d)."""
-  pos = jnp.sum(smaller, axis=2)                           # (n, d) rank of each index
+  pos = jnp.sum(smaller, axis=2)  # (n, d) rank of each index
   slot = jnp.arange(labels.shape[0], dtype=pos.dtype)
   return jnp.sum(jnp.where(pos[:, :, None] == slot, labels[None, :, None], 0), axis=1)
 

@@ -21,17 +21,22 @@ from jaxdp.posets import Poset
 from jaxdp.samplers.subsets import extension_counts, linear_extensions
 from jaxdp.typing import KeyArray
 
-__all__ = ["GENERAL_MAX_D", "GeneralTables", "general_objects", "general_tables",
-           "num_objects"]
+__all__ = [
+  "GENERAL_MAX_D",
+  "GeneralTables",
+  "general_objects",
+  "general_tables",
+  "num_objects",
+]
 
-GENERAL_MAX_D = 22   # the tables hold 2^d float32 values twice (32 MiB at d = 22)
+GENERAL_MAX_D = 22  # the tables hold 2^d float32 values twice (32 MiB at d = 22)
 
 
 class GeneralTables(NamedTuple):
-  trie: jax.Array       # (2^d - 1,) float32: P(next bit of A is 1 | bits so far)
-  ext: jax.Array        # (2^d,) float32: e(S), linear extensions of the subposet S
+  trie: jax.Array  # (2^d - 1,) float32: P(next bit of A is 1 | bits so far)
+  ext: jax.Array  # (2^d,) float32: e(S), linear extensions of the subposet S
   strict_up: jax.Array  # (d,) uint32: bitmask of {y : p_x < p_y}
-  up: jax.Array         # (d, d) bool: up[x, j] = p_x <= p_j
+  up: jax.Array  # (d, d) bool: up[x, j] = p_x <= p_j
 
 
 # Tables are cached numpy arrays (never device arrays created during a trace); the
@@ -48,15 +53,16 @@ def general_tables(poset: Poset) -> GeneralTables:
   for level in range(d):
     sums = w.reshape(1 << (level + 1), -1).sum(axis=1)
     parent = sums.reshape(-1, 2).sum(axis=1)
-    trie[(1 << level) - 1:(1 << (level + 1)) - 1] = sums[1::2] / parent
+    trie[(1 << level) - 1 : (1 << (level + 1)) - 1] = sums[1::2] / parent
   o = poset.order
   strict = o & ~np.eye(d, dtype=bool)
   strict_up = (strict.astype(np.uint64) << np.arange(d, dtype=np.uint64)).sum(axis=1)
   return GeneralTables(
-      trie=trie.astype(np.float32),
-      ext=e.astype(np.float32),
-      strict_up=strict_up.astype(np.uint32),
-      up=np.array(o))
+    trie=trie.astype(np.float32),
+    ext=e.astype(np.float32),
+    strict_up=strict_up.astype(np.uint32),
+    up=np.array(o),
+  )
 
 
 def num_objects(poset: Poset) -> float:
@@ -67,7 +73,9 @@ def num_objects(poset: Poset) -> float:
   return float(np.sum(e * e[full ^ idx]))
 
 
-def general_objects(key: KeyArray, tables: GeneralTables, d: int, n: int) -> tuple[jax.Array, jax.Array]:
+def general_objects(
+  key: KeyArray, tables: GeneralTables, d: int, n: int
+) -> tuple[jax.Array, jax.Array]:
   """Traced: ``n`` objects ``(seq, k)`` of the poset with these tables."""
   k_trie, k_ext = jax.random.split(key)
   u = jax.random.uniform(k_trie, (n, d))

@@ -20,7 +20,7 @@ def logconv(a, b):
   out = np.full(len(a) + len(b) - 1, -np.inf)
   for i, v in enumerate(a):
     if np.isfinite(v):
-      out[i:i + len(b)] = np.logaddexp(out[i:i + len(b)], v + b)
+      out[i : i + len(b)] = np.logaddexp(out[i : i + len(b)], v + b)
   return out
 
 

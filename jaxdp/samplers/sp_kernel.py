@@ -68,11 +68,13 @@ from jaxdp.typing import DTypeLike, KeyArray
 __all__ = ["chunk_size", "sp_objects", "sp_points"]
 
 
-def sp_objects(key: KeyArray, t: SPTables, layout: SPLayout, n: int) -> tuple[jax.Array, jax.Array]:
+def sp_objects(
+  key: KeyArray, tables: SPTables, layout: SPLayout, n: int
+) -> tuple[jax.Array, jax.Array]:
   """``(seq, k)`` as the other samplers: elements in order of addition (A top down,
   then B top down), and |A|."""
   d = layout.d
-  draws = _draws(key, t, layout, n)
+  draws = _draws(key, tables, layout, n)
   in_a = draws["in_a"]
   with jax.enable_x64(True):
     value, root = _times(draws, layout, n)
@@ -80,30 +82,40 @@ def sp_objects(key: KeyArray, t: SPTables, layout: SPLayout, n: int) -> tuple[ja
     sort_key = jnp.where(in_a, value, value + (2.0 * root[0, 0] + 1.0)[None, :])
     order = np.asarray(layout.top_down)
     ids = jnp.broadcast_to(jnp.asarray(order, jnp.int32), (n, d))
-    _, seq = jax.lax.sort((sort_key[static_index(order)].T, ids), dimension=1, num_keys=1,
-                          is_stable=True)
+    _, seq = jax.lax.sort(
+      (sort_key[static_index(order)].T, ids), dimension=1, num_keys=1, is_stable=True
+    )
   return seq, draws["cnt"][0]
 
 
-def sp_points(key_obj: KeyArray, key_exp: KeyArray, t: SPTables, layout: SPLayout, n: int,
-              dtype: DTypeLike) -> jax.Array:
+def sp_points(
+  key_obj: KeyArray,
+  key_exp: KeyArray,
+  tables: SPTables,
+  layout: SPLayout,
+  n: int,
+  dtype: DTypeLike,
+) -> jax.Array:
   """Exactly uniform points of the poset ball, (n, d+1), root first."""
-  draws = _draws(key_obj, t, layout, n)
+  draws = _draws(key_obj, tables, layout, n)
   bits_end = words64(key_exp, (2, n))
   with jax.enable_x64(True):
     value, root = _times(draws, layout, n)
     # a part's end: its root end, or one Exp(1) where the part is empty
-    end = stored(jnp.where(root[1] > 0, root[1], exponential(bits_end)),
-                  bits_end[0][0, 0])                                  # (2, n)
+    end = stored(
+      jnp.where(root[1] > 0, root[1], exponential(bits_end)), bits_end[0][0, 0]
+    )  # (2, n)
     # The down-set minima only pick which time to subtract, so for float32 output
     # they run in float32 (half the memory traffic): a tie can only swap two times
     # equal to float32 rounding, which moves the output by less than its ulp.
     work = jnp.float64 if jnp.dtype(dtype) == jnp.float64 else jnp.float32
     value_w, end_w = value.astype(work), end.astype(work)
-  low = jnp.minimum(_down_set_min(value_w, draws, t, layout, n), end_w[None])  # (d, 2, n)
+  low = jnp.minimum(
+    _down_set_min(value_w, draws, tables, layout, n), end_w[None]
+  )  # (d, 2, n)
   with jax.enable_x64(True):
     low = low.astype(jnp.float64)
-    coord = (end[0] - low[:, 0]) - (end[1] - low[:, 1])            # (d, n)
+    coord = (end[0] - low[:, 0]) - (end[1] - low[:, 1])  # (d, n)
     z = jnp.concatenate([(end[0] - end[1])[None], coord], axis=0) / (end[0] + end[1])
     return z.T.astype(dtype)
 
@@ -114,19 +126,19 @@ def chunk_size(layout: SPLayout, chunk: int) -> int:
   return int(max(256, min(chunk, (1 << 18) // len(layout.kind))))
 
 
-def _draws(key, t: SPTables, layout: SPLayout, n: int):
+def _draws(key, tables: SPTables, layout: SPLayout, n: int):
   """The discrete choices (sizes, block subsets and extensions) and the random bits
   of the times; outside the x64 scope."""
   d = layout.d
   plan = LevelPlan(layout)
   k_root, k_split, k_block, k_space, k_par = jax.random.split(key, 5)
-  cnt = jnp.concatenate(_sizes(k_root, k_split, t, plan, d, n), axis=0)   # (M, n)
+  cnt = jnp.concatenate(_sizes(k_root, k_split, tables, plan, d, n), axis=0)  # (M, n)
   in_a = jnp.zeros((d, n), bool)
   if len(plan.leaf_elems):
     in_a = in_a.at[plan.leaf_elems].set(cnt[plan.node_of[plan.leaf_elems]] == 1)
   block_seq = []
   kb = jax.random.split(k_block, 2 * max(1, len(layout.blocks)))
-  for b, ((nid, elems), bt) in enumerate(zip(layout.blocks, t.blocks)):
+  for b, ((nid, elems), bt) in enumerate(zip(layout.blocks, tables.blocks)):
     mask, seq_loc = _block_choice(kb[2 * b], kb[2 * b + 1], bt, cnt[nid], len(elems), n)
     bits = ((mask[None, :] >> jnp.arange(len(elems), dtype=jnp.uint32)[:, None]) & 1) == 1
     in_a = in_a.at[np.asarray(elems)].set(bits)
@@ -135,15 +147,21 @@ def _draws(key, t: SPTables, layout: SPLayout, n: int):
   # scope (JAX's generators are traced in the caller's mode); one Threefry hash
   # gives both (jaxdp.threefry.words64).
   k_end, k_v = jax.random.split(k_par)
-  par_counts = jnp.zeros((1, 2, n), jnp.int32)   # each parallel node's count in A, B
+  par_counts = jnp.zeros((1, 2, n), jnp.int32)  # each parallel node's count in A, B
   if plan.num_parallel:
     a_par = cnt[static_index(plan.parallel)]
     size = jnp.asarray(plan.size[plan.parallel], jnp.int32)[:, None]
-    par_counts = jnp.stack([a_par, size - a_par], axis=1)                  # (P, 2, n)
-  return dict(plan=plan, cnt=cnt, in_a=in_a, block_seq=block_seq, par_counts=par_counts,
-              bits_space=words64(k_space, (2, d, n)),         # each element's 2 spacings
-              bits_v=words64(k_v, (max(1, plan.num_parallel), 2, n)),
-              bits_block_end=words64(k_end, (max(1, len(layout.blocks)), 2, n)))
+    par_counts = jnp.stack([a_par, size - a_par], axis=1)  # (P, 2, n)
+  return dict(
+    plan=plan,
+    cnt=cnt,
+    in_a=in_a,
+    block_seq=block_seq,
+    par_counts=par_counts,
+    bits_space=words64(k_space, (2, d, n)),  # each element's 2 spacings
+    bits_v=words64(k_v, (max(1, plan.num_parallel), 2, n)),
+    bits_block_end=words64(k_end, (max(1, len(layout.blocks)), 2, n)),
+  )
 
 
 def _times(draws, layout: SPLayout, n: int):
@@ -155,13 +173,18 @@ def _times(draws, layout: SPLayout, n: int):
   # The uniforms and then the variates are stored (``_stored``): the logarithm's
   # division splits its fusion, and both halves would recompute the hash.
   word = draws["bits_space"][0][0, 0, 0]
-  u_space, u_v, u_block, m = stored(tuple(uniform52(draws[k]) for k in (
-      "bits_space", "bits_v", "bits_block_end")) + (draws["par_counts"],), word)
+  u_space, u_v, u_block, m = stored(
+    tuple(uniform52(draws[k]) for k in ("bits_space", "bits_v", "bits_block_end"))
+    + (draws["par_counts"],),
+    word,
+  )
   # V^(1/(m+1)) per parallel node and part (m: the node's count in the part), formed
   # once here, so that a scanned depth computes no transcendental in padded rows.
-  w = jnp.exp(log_normal(u_v) / (m.astype(f64) + 1.0))                   # (P, 2, n)
-  spacing = -log_normal(u_space)                                         # (2, d, n)
-  time, extra, w, block_end = stored((spacing[0], spacing[1], w, -log_normal(u_block)), word)
+  w = jnp.exp(log_normal(u_v) / (m.astype(f64) + 1.0))  # (P, 2, n)
+  spacing = -log_normal(u_space)  # (2, d, n)
+  time, extra, w, block_end = stored(
+    (spacing[0], spacing[1], w, -log_normal(u_block)), word
+  )
   # A node's row, (2, 2, n): [last time, end] x part; an empty part's are 0.
   block_row = []
   for b, ((nid, elems), seq_loc) in enumerate(zip(layout.blocks, draws["block_seq"])):
@@ -171,29 +194,38 @@ def _times(draws, layout: SPLayout, n: int):
     filled = jnp.stack([cnt[nid] > 0, cnt[nid] < len(elems)])
     block_row.append(jnp.stack([last, jnp.where(filled, last + block_end[b], 0.0)]))
   # a leaf's row: in its own part, last time = its time, end = one more Exp(1) on
-  mine = jnp.stack([in_a, ~in_a], axis=1)                            # (d, 2, n)
-  leaf_row = jnp.where(mine[:, None], jnp.stack([time, time + extra], axis=1)[:, :, None],
-                       0.0)                                          # (d, 2, 2, n)
+  mine = jnp.stack([in_a, ~in_a], axis=1)  # (d, 2, n)
+  leaf_row = jnp.where(
+    mine[:, None], jnp.stack([time, time + extra], axis=1)[:, :, None], 0.0
+  )  # (d, 2, 2, n)
 
   # bottom up: each node's row, and the child -> parent maps
-  def up(kids, x):                             # a scanned depth
+  def up(kids, x):  # a scanned depth
     cl, cr = kids[x["left"]], kids[x["right"]]
     kind = x["kind"][:, None, None]
     series = kind == SERIES
     pv, s1, s2 = _parallel(cl, cr, w[x["par"]])
-    here = jnp.where(series[:, None], _series(cl, cr), jnp.where(
-        (kind == PARALLEL)[:, None], pv,
-        jnp.where((kind == LEAF)[:, None], leaf_row[x["elem"]], 0.0)))
+    here = jnp.where(
+      series[:, None],
+      _series(cl, cr),
+      jnp.where(
+        (kind == PARALLEL)[:, None],
+        pv,
+        jnp.where((kind == LEAF)[:, None], leaf_row[x["elem"]], 0.0),
+      ),
+    )
     one = jnp.ones_like(s1)
     l_scale, r_scale = jnp.where(series, one, s1), jnp.where(series, one, s2)
     l_shift = jnp.where(series, cr[:, 0], 0.0)
     p, is_left = x["parent"], x["is_left"][:, None, None]
-    return here, (jnp.where(is_left, l_scale[p], r_scale[p]),
-                  jnp.where(is_left, l_shift[p], 0.0))
+    return here, (
+      jnp.where(is_left, l_scale[p], r_scale[p]),
+      jnp.where(is_left, l_shift[p], 0.0),
+    )
 
-  maps = [None] * plan.num_levels              # (scale, shift) rows of a depth's nodes
+  maps = [None] * plan.num_levels  # (scale, shift) rows of a depth's nodes
 
-  def level_up(lv):                            # an unrolled depth
+  def level_up(lv):  # an unrolled depth
     info = plan.levels[lv]
     le = info["leaf_elems"]
     leaf = leaf_row[static_index(le)] if len(le) else None
@@ -202,12 +234,16 @@ def _times(draws, layout: SPLayout, n: int):
     if len(info["inner"]):
       kids = top[lv + 1]
       cl, cr = kids[static_index(info["left_loc"])], kids[static_index(info["right_loc"])]
-      k = info["n_ser"]                  # rows [:k] series, [k:] parallel
+      k = info["n_ser"]  # rows [:k] series, [k:] parallel
       # series: the lower (left) child follows the upper one, shifted by its last
       # time; parallel: both children rescaled to the parent's spacing scale
       ones = jnp.ones_like(cl[:k, 0])
       parts, left_scale, left_shift, right_scale = (
-          [_series(cl[:k], cr[:k])], [ones], [cr[:k, 0]], [ones])
+        [_series(cl[:k], cr[:k])],
+        [ones],
+        [cr[:k, 0]],
+        [ones],
+      )
       if k < len(info["inner"]):
         pv, s1, s2 = _parallel(cl[k:], cr[k:], w[static_index(info["par_row"])])
         parts.append(pv)
@@ -215,21 +251,23 @@ def _times(draws, layout: SPLayout, n: int):
         left_shift.append(jnp.zeros_like(s1))
         right_scale.append(s2)
       inner = jnp.concatenate(parts)
-      maps[lv + 1] = (child_rows(info, jnp.concatenate(left_scale), jnp.concatenate(right_scale)),
-                      child_rows(info, jnp.concatenate(left_shift), jnp.zeros_like(cl[:, 0])))
+      maps[lv + 1] = (
+        child_rows(info, jnp.concatenate(left_scale), jnp.concatenate(right_scale)),
+        child_rows(info, jnp.concatenate(left_shift), jnp.zeros_like(cl[:, 0])),
+      )
     return assemble(info, inner, leaf, blk)
 
   top = [None] * plan.num_levels
   band_maps = bottom_up(plan, top, level_up, lambda band: up)
 
   # top down: root time = c_scale * local time + c_shift
-  def down(carry, x):                          # a scanned depth
+  def down(carry, x):  # a scanned depth
     scale, shift = carry
     ps, ph = scale[x["parent"]], shift[x["parent"]]
     new = (ps * x["scale"], ps * x["shift"] + ph)
     return new, new
 
-  def level_down(lv):                          # an unrolled depth
+  def level_down(lv):  # an unrolled depth
     info = plan.levels[lv]
     par = static_index(info["inner_loc"][info["kid_parent"]])
     scale, shift = cs[lv]
@@ -237,11 +275,20 @@ def _times(draws, layout: SPLayout, n: int):
     return scale[par] * sc, scale[par] * sh + shift[par]
 
   cs = [(jnp.ones((1, 2, n), f64), jnp.zeros((1, 2, n), f64))] + [None] * (
-      plan.num_levels - 1)
-  cs = top_down(plan, cs, level_down, lambda band: down, lambda band: dict(
-      parent=band.arrays()["parent"], scale=band_maps[band.a][0],
-      shift=band_maps[band.a][1]))
-  node_scale = jnp.concatenate([c[0] for c in cs], axis=0)[static_index(plan.node_of)]  # (d, 2, n)
+    plan.num_levels - 1
+  )
+  cs = top_down(
+    plan,
+    cs,
+    level_down,
+    lambda band: down,
+    lambda band: dict(
+      parent=band.arrays()["parent"], scale=band_maps[band.a][0], shift=band_maps[band.a][1]
+    ),
+  )
+  node_scale = jnp.concatenate([c[0] for c in cs], axis=0)[
+    static_index(plan.node_of)
+  ]  # (d, 2, n)
   node_shift = jnp.concatenate([c[1] for c in cs], axis=0)[static_index(plan.node_of)]
   scale = jnp.where(in_a, node_scale[:, 0], node_scale[:, 1])
   shift = jnp.where(in_a, node_shift[:, 0], node_shift[:, 1])
@@ -271,41 +318,47 @@ def _parallel(c1, c2, w):
   return row, s1, s2
 
 
-def _sizes(k_root, k_split, t: SPTables, plan: LevelPlan, d: int, n: int):
+def _sizes(k_root, k_split, tables: SPTables, plan: LevelPlan, d: int, n: int):
   """A-count of every node, top down: (rows, n) int32 blocks in node order, one per
   unrolled depth and one per scanned run."""
   u_root = jax.random.uniform(k_root, (n,))
-  root = jnp.minimum(jnp.sum(t.root_cdf[None, :] <= u_root[:, None], axis=1),
-                     d).astype(jnp.int32)
+  root = jnp.minimum(
+    jnp.sum(tables.root_cdf[None, :] <= u_root[:, None], axis=1), d
+  ).astype(jnp.int32)
   out = [root[None, :]] + [None] * (plan.num_levels - 1)
   if not plan.num_internal:
     return out
   u = jax.random.uniform(k_split, (plan.num_internal, n))
 
-  def step(a, x, widmax):                      # a scanned depth
-    a_left = _split(t, a, x["off"], x["wid"], x["small_left"], u[x["slot"]], widmax)
-    kid = jnp.where(x["is_left"][:, None], a_left[x["parent"]],
-                    (a - a_left)[x["parent"]])
+  def step(a, x, widmax):  # a scanned depth
+    a_left = _split(tables, a, x["off"], x["wid"], x["small_left"], u[x["slot"]], widmax)
+    kid = jnp.where(x["is_left"][:, None], a_left[x["parent"]], (a - a_left)[x["parent"]])
     return kid, kid
 
-  def level(lv):                               # an unrolled depth
+  def level(lv):  # an unrolled depth
     info = plan.levels[lv]
-    a = out[lv][info["inner_loc"]]                                  # (I, n)
-    a_left = _split(t, a, info["off"], info["wid"], info["small_left"],
-                    u[info["slot"]], int(info["wid"].max()))
+    a = out[lv][info["inner_loc"]]  # (I, n)
+    a_left = _split(
+      tables,
+      a,
+      info["off"],
+      info["wid"],
+      info["small_left"],
+      u[info["slot"]],
+      int(info["wid"].max()),
+    )
     return child_rows(info, a_left, a - a_left)
 
-  return top_down(plan, out, level,
-                   lambda band: lambda a, x: step(a, x, band.widmax))
+  return top_down(plan, out, level, lambda band: lambda a, x: step(a, x, band.widmax))
 
 
-def _split(t: SPTables, a, off, wid, small_left, u, widmax: int):
+def _split(tables: SPTables, a, off, wid, small_left, u, widmax: int):
   """The left child's A-count for nodes with A-counts ``a`` (rows, n): the smaller
   child's count by inverse CDF from its table row, uniforms ``u`` (rows, n)."""
   j = np.arange(widmax)
-  valid = (j[None, :] < wid[:, None])[:, None, :]                 # (I, 1, W)
+  valid = (j[None, :] < wid[:, None])[:, None, :]  # (I, 1, W)
   idx = off[:, None, None] + a[:, :, None] * wid[:, None, None] + j[None, None, :]
-  row = jnp.where(valid, t.split_cdf[jnp.where(valid, idx, 0)], 2.0)
+  row = jnp.where(valid, tables.split_cdf[jnp.where(valid, idx, 0)], 2.0)
   a_s = jnp.sum(row <= u[:, :, None], axis=2).astype(jnp.int32)
   return jnp.where(small_left[:, None], a_s, a - a_s)
 
@@ -314,7 +367,7 @@ def _block_choice(k_sub, k_ext, bt, a, size: int, n: int):
   """A block's subset (bitmask, (n,) uint32) of size ``a`` with probability
   e(A) e(B) / T[a], and uniform extensions of both parts (local (n, L) sequence)."""
   u = jax.random.uniform(k_sub, (n,))
-  lo, hi = bt.start[a], bt.start[a + 1] - 1       # first index with cdf > u
+  lo, hi = bt.start[a], bt.start[a + 1] - 1  # first index with cdf > u
   for _ in range(math.comb(size, size // 2).bit_length()):
     mid = (lo + hi) // 2
     left = bt.cdf[mid] > u
@@ -328,10 +381,11 @@ def _block_choice(k_sub, k_ext, bt, a, size: int, n: int):
 def _block_times(time, elems, seq_loc, a, n):
   """Times of a block's elements, (L, n) (partial sums of their spacings along each
   part's extension), and the last time of each part."""
-  s_loc = time[static_index(elems)].T                                  # (n, L)
+  s_loc = time[static_index(elems)].T  # (n, L)
   cs = jnp.cumsum(jnp.take_along_axis(s_loc, seq_loc, axis=1), axis=1)
-  last_a = jnp.where(a > 0, jnp.take_along_axis(
-      cs, jnp.maximum(a - 1, 0)[:, None], axis=1)[:, 0], 0.0)
+  last_a = jnp.where(
+    a > 0, jnp.take_along_axis(cs, jnp.maximum(a - 1, 0)[:, None], axis=1)[:, 0], 0.0
+  )
   pos = jnp.arange(len(elems))[None, :]
   in_order = jnp.where(pos < a[:, None], cs, cs - last_a[:, None])
   rows = jnp.arange(n)[:, None]
@@ -339,7 +393,7 @@ def _block_times(time, elems, seq_loc, a, n):
   return local.T, last_a, cs[:, -1] - last_a
 
 
-def _down_set_min(value, draws, t: SPTables, layout: SPLayout, n: int):
+def _down_set_min(value, draws, tables: SPTables, layout: SPLayout, n: int):
   """For element j and part p, the smallest root time (``value``, (d, n)) of an
   element of part p below or equal to j (+inf if none), (d, 2, n)."""
   plan, in_a = draws["plan"], draws["in_a"]
@@ -347,14 +401,17 @@ def _down_set_min(value, draws, t: SPTables, layout: SPLayout, n: int):
   own = jnp.stack([jnp.where(in_a, value, inf), jnp.where(in_a, inf, value)], axis=1)
   block_low = [jnp.min(own[static_index(elems)], axis=0) for _, elems in layout.blocks]
 
-  def up(kids, x):                             # a scanned depth
+  def up(kids, x):  # a scanned depth
     kind = x["kind"][:, None, None]
     inner = jnp.minimum(kids[x["left"]], kids[x["right"]])
-    here = jnp.where((kind == SERIES) | (kind == PARALLEL), inner,
-                     jnp.where(kind == LEAF, own[x["elem"]], inf))
+    here = jnp.where(
+      (kind == SERIES) | (kind == PARALLEL),
+      inner,
+      jnp.where(kind == LEAF, own[x["elem"]], inf),
+    )
     return here, kids
 
-  def level_up(lv):                            # an unrolled depth
+  def level_up(lv):  # an unrolled depth
     info = plan.levels[lv]
     le = info["leaf_elems"]
     leaf = own[static_index(le)] if len(le) else None
@@ -362,20 +419,22 @@ def _down_set_min(value, draws, t: SPTables, layout: SPLayout, n: int):
     inner = None
     if len(info["inner"]):
       kids = low[lv + 1]
-      inner = jnp.minimum(kids[static_index(info["left_loc"])], kids[static_index(info["right_loc"])])
+      inner = jnp.minimum(
+        kids[static_index(info["left_loc"])], kids[static_index(info["right_loc"])]
+      )
     return assemble(info, inner, leaf, blk)
 
-  low = [None] * plan.num_levels                       # min over the node
+  low = [None] * plan.num_levels  # min over the node
   band_low = bottom_up(plan, low, level_up, lambda band: up)
 
   # min over the rest of the down-set, from above
-  def down(b, x):                              # a scanned depth
+  def down(b, x):  # a scanned depth
     lower = x["low"][x["left"]]
     upper = jnp.where((x["kind"] == SERIES)[:, None, None], jnp.minimum(b, lower), b)
     kid = jnp.where(x["is_left"][:, None, None], b[x["parent"]], upper[x["parent"]])
     return kid, kid
 
-  def level_down(lv):                          # an unrolled depth
+  def level_down(lv):  # an unrolled depth
     info = plan.levels[lv]
     b = below[lv][static_index(info["inner_loc"])]
     lower = low[lv + 1][static_index(info["left_loc"])]
@@ -384,12 +443,19 @@ def _down_set_min(value, draws, t: SPTables, layout: SPLayout, n: int):
     return child_rows(info, b, upper)
 
   below = [jnp.full((1, 2, n), inf)] + [None] * (plan.num_levels - 1)
-  below = top_down(plan, below, level_down, lambda band: down,
-                    lambda band: dict(band.arrays(), low=band_low[band.a]))
+  below = top_down(
+    plan,
+    below,
+    level_down,
+    lambda band: down,
+    lambda band: dict(band.arrays(), low=band_low[band.a]),
+  )
   first = jnp.minimum(jnp.concatenate(below, axis=0)[static_index(plan.node_of)], own)
-  for (nid, elems), bt in zip(layout.blocks, t.blocks):
-    mine = own[static_index(elems)]                                             # (L, 2, n)
-    le = jnp.asarray(bt.up)                                           # y <= x
+  for (_, elems), bt in zip(layout.blocks, tables.blocks):
+    mine = own[static_index(elems)]  # (L, 2, n)
+    le = jnp.asarray(bt.up)  # y <= x
     inner = jnp.min(jnp.where(le[:, :, None, None], mine[:, None], inf), axis=0)
-    first = first.at[static_index(elems)].set(jnp.minimum(first[static_index(elems)], inner))
+    first = first.at[static_index(elems)].set(
+      jnp.minimum(first[static_index(elems)], inner)
+    )
   return first

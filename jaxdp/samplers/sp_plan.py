@@ -16,8 +16,17 @@ import numpy as np
 from jaxdp.samplers.sp_tables import BLOCK, LEAF, PARALLEL, SERIES, SPLayout
 from jaxdp.samplers.words import static_index
 
-__all__ = ["BAND_MAX_ROWS", "BAND_MIN_STEPS", "Band", "LevelPlan", "assemble",
-           "bottom_up", "find_bands", "child_rows", "top_down"]
+__all__ = [
+  "BAND_MAX_ROWS",
+  "BAND_MIN_STEPS",
+  "Band",
+  "LevelPlan",
+  "assemble",
+  "bottom_up",
+  "find_bands",
+  "child_rows",
+  "top_down",
+]
 
 
 class LevelPlan:
@@ -28,24 +37,27 @@ class LevelPlan:
     left, right = np.asarray(layout.left), np.asarray(layout.right)
     num = len(kind)
     depth = np.zeros(num, np.int64)
-    for v in range(num):                       # breadth-first: parents first
+    for v in range(num):  # breadth-first: parents first
       for c in (left[v], right[v]):
         if c >= 0:
           depth[c] = depth[v] + 1
     self.num_levels = int(depth.max()) + 1
     self.start = [int(np.nonzero(depth == lv)[0].min()) for lv in range(self.num_levels)]
     self.stop = [int(np.nonzero(depth == lv)[0].max()) + 1 for lv in range(self.num_levels)]
-    assert all((depth[a:b] == lv).all()
-               for lv, (a, b) in enumerate(zip(self.start, self.stop)))
+    assert all(
+      (depth[a:b] == lv).all() for lv, (a, b) in enumerate(zip(self.start, self.stop))
+    )
     internal = np.nonzero((kind == SERIES) | (kind == PARALLEL))[0]
     self.num_internal = len(internal)
     slot = {int(v): i for i, v in enumerate(internal)}
     parallel = np.nonzero(kind == PARALLEL)[0]
     self.num_parallel = len(parallel)
-    self.parallel = parallel                     # node ids; row i is par_row i
+    self.parallel = parallel  # node ids; row i is par_row i
     par_row = {int(v): i for i, v in enumerate(parallel)}
     block_of = {nid: b for b, (nid, _) in enumerate(layout.blocks)}
-    elem_of_leaf = {layout.node_of[x]: x for x in range(layout.d) if kind[layout.node_of[x]] == LEAF}
+    elem_of_leaf = {
+      layout.node_of[x]: x for x in range(layout.d) if kind[layout.node_of[x]] == LEAF
+    }
     self.levels = []
     for lv in range(self.num_levels):
       a, b = self.start[lv], self.stop[lv]
@@ -57,9 +69,13 @@ class LevelPlan:
       # a level's block of rows = concat(internal, leaves, blocks)[assemble]
       src = np.concatenate([inner, leaves, blocks])
       assemble = np.argsort(src - a)
-      info = dict(inner=inner, inner_loc=inner - a, assemble=assemble,
-                  leaf_elems=np.asarray([elem_of_leaf[v] for v in leaves], np.int64),
-                  blocks=[block_of[int(v)] for v in blocks])
+      info = dict(
+        inner=inner,
+        inner_loc=inner - a,
+        assemble=assemble,
+        leaf_elems=np.asarray([elem_of_leaf[v] for v in leaves], np.int64),
+        blocks=[block_of[int(v)] for v in blocks],
+      )
       if len(inner):
         a2 = self.stop[lv]
         small = np.asarray([layout.small[v] for v in inner])
@@ -68,20 +84,26 @@ class LevelPlan:
         kid_src[left[inner] - a2] = np.arange(len(inner))
         kid_src[right[inner] - a2] = len(inner) + np.arange(len(inner))
         info.update(
-            left_loc=left[inner] - a2, right_loc=right[inner] - a2, kid_src=kid_src,
-            kid_parent=np.concatenate([np.arange(len(inner))] * 2)[kid_src],
-            small_left=(small == left[inner]),
-            n_ser=int((kind[inner] == SERIES).sum()),
-            off=np.asarray([layout.offset[v] for v in inner]),
-            wid=np.asarray([layout.width[v] for v in inner]),
-            slot=np.asarray([slot[int(v)] for v in inner]),
-            par_row=np.asarray([par_row[int(v)] for v in inner if kind[v] == PARALLEL],
-                               np.int64))
+          left_loc=left[inner] - a2,
+          right_loc=right[inner] - a2,
+          kid_src=kid_src,
+          kid_parent=np.concatenate([np.arange(len(inner))] * 2)[kid_src],
+          small_left=(small == left[inner]),
+          n_ser=int((kind[inner] == SERIES).sum()),
+          off=np.asarray([layout.offset[v] for v in inner]),
+          wid=np.asarray([layout.width[v] for v in inner]),
+          slot=np.asarray([slot[int(v)] for v in inner]),
+          par_row=np.asarray(
+            [par_row[int(v)] for v in inner if kind[v] == PARALLEL], np.int64
+          ),
+        )
       self.levels.append(info)
-    self.inner_levels = [lv for lv in range(self.num_levels) if len(self.levels[lv]["inner"])]
+    self.inner_levels = [
+      lv for lv in range(self.num_levels) if len(self.levels[lv]["inner"])
+    ]
     self.bands = find_bands(self, layout, kind, left, right, slot, par_row)
-    self.band_from = {band.a: band for band in self.bands}     # top-down entry
-    self.band_to = {band.b - 1: band for band in self.bands}   # bottom-up entry
+    self.band_from = {band.a: band for band in self.bands}  # top-down entry
+    self.band_to = {band.b - 1: band for band in self.bands}  # bottom-up entry
     self.size = np.asarray(layout.size)
     self.node_of = np.asarray(layout.node_of)
     self.leaf_elems = np.concatenate([info["leaf_elems"] for info in self.levels])
@@ -115,9 +137,19 @@ class Band:
     w = self.w = max(rows)
     steps = b - a
     z = lambda dt=np.int64: np.zeros((steps, w), dt)
-    x = dict(kind=np.full((steps, w), -1, np.int64), left=z(), right=z(), elem=z(),
-             par=z(), slot=z(), small_left=z(bool), off=z(),
-             wid=np.ones((steps, w), np.int64), parent=z(), is_left=z(bool))
+    x = dict(
+      kind=np.full((steps, w), -1, np.int64),
+      left=z(),
+      right=z(),
+      elem=z(),
+      par=z(),
+      slot=z(),
+      small_left=z(bool),
+      off=z(),
+      wid=np.ones((steps, w), np.int64),
+      parent=z(),
+      is_left=z(bool),
+    )
     elem_of = {layout.node_of[e]: e for e in range(layout.d)}
     for i, lv in enumerate(range(a, b)):
       s0, s1 = plan.start[lv], plan.start[lv + 1]
@@ -126,7 +158,7 @@ class Band:
         x["kind"][i, r] = kind[v]
         if kind[v] == LEAF:
           x["elem"][i, r] = elem_of[v]
-        else:                                   # SERIES or PARALLEL (no blocks)
+        else:  # SERIES or PARALLEL (no blocks)
           lc, rc = left[v], right[v]
           x["left"][i, r], x["right"][i, r] = lc - s1, rc - s1
           x["slot"][i, r] = slot[v]
@@ -138,8 +170,9 @@ class Band:
     self.widmax = int(x["wid"].max())
     self.xs = x
     # rows of depths a+1 .. b-1 in the stacked (steps * w) output of a top-down pass
-    self.unpad = np.concatenate([i * w + np.arange(rows[i + 1]) for i in range(steps - 1)]
-                                + [np.zeros(0, np.int64)])
+    self.unpad = np.concatenate(
+      [i * w + np.arange(rows[i + 1]) for i in range(steps - 1)] + [np.zeros(0, np.int64)]
+    )
 
   def arrays(self):
     """The per-step arrays as device arrays (uint32 indices, bool masks)."""
@@ -169,12 +202,18 @@ class Band:
 def find_bands(plan, layout, kind, left, right, slot, par_row):
   """Maximal runs of at least BAND_MIN_STEPS steps whose depths (both ends) are narrow,
   have no blocks, and have internal nodes (so a next depth)."""
+
   def narrow(lv):
     rows = plan.stop[lv] - plan.start[lv]
     return rows <= BAND_MAX_ROWS and not plan.levels[lv]["blocks"]
 
-  ok = [lv + 1 < plan.num_levels and len(plan.levels[lv]["inner"]) > 0 and narrow(lv)
-        and narrow(lv + 1) for lv in range(plan.num_levels)]
+  ok = [
+    lv + 1 < plan.num_levels
+    and len(plan.levels[lv]["inner"]) > 0
+    and narrow(lv)
+    and narrow(lv + 1)
+    for lv in range(plan.num_levels)
+  ]
   bands, lv = [], 0
   while lv < plan.num_levels:
     if not ok[lv]:
@@ -216,9 +255,10 @@ def bottom_up(plan: LevelPlan, vals: list, level, band_body, band_xs=None):
       lv -= 1
       continue
     xs = band.arrays() if band_xs is None else band_xs(band)
-    first, ys_of[band.a] = jax.lax.scan(band_body(band), band.pad(vals[band.b]), xs,
-                                        reverse=True)
-    vals[band.a] = first[:band.rows[0]]
+    first, ys_of[band.a] = jax.lax.scan(
+      band_body(band), band.pad(vals[band.b]), xs, reverse=True
+    )
+    vals[band.a] = first[: band.rows[0]]
     lv = band.a - 1
   return ys_of
 
@@ -239,9 +279,8 @@ def top_down(plan: LevelPlan, vals: list, level, band_body, band_xs=None):
       vals[lv + 1] = level(lv)
       continue
     xs = band.arrays() if band_xs is None else band_xs(band)
-    last, ys = jax.lax.scan(band_body(band), jax.tree_util.tree_map(band.pad, vals[lv]),
-                            xs)
+    last, ys = jax.lax.scan(band_body(band), jax.tree_util.tree_map(band.pad, vals[lv]), xs)
     vals[lv + 1] = jax.tree_util.tree_map(band.middle, ys)
-    vals[band.b] = jax.tree_util.tree_map(lambda v: v[:band.rows[-1]], last)
+    vals[band.b] = jax.tree_util.tree_map(lambda v: v[: band.rows[-1]], last)
     skip = band.b
   return [v for v in vals if v is not None]

@@ -41,26 +41,26 @@ from jaxdp.posets import Poset, decomposition
 from jaxdp.samplers.logweights import cdf, log_binom
 from jaxdp.samplers.subsets import extension_counts
 
-SP_MAX_D = 512     # the sizes measured and tested; host tables grow as d^2 log d
-BLOCK_MAX_D = 16   # a prime block's tables hold 2^L entries (and 2^L (L+1) work)
+SP_MAX_D = 512  # the sizes measured and tested; host tables grow as d^2 log d
+BLOCK_MAX_D = 16  # a prime block's tables hold 2^L entries (and 2^L (L+1) work)
 
 LEAF, BLOCK, SERIES, PARALLEL = 0, 1, 2, 3
 
 
 class BlockTables(NamedTuple):
-  masks: jax.Array      # (2^L,) int32: subsets of the block, grouped by size
-  cdf: jax.Array        # (2^L,) float32: within each size group, CDF of e(A) e(B)
-  start: jax.Array      # (L+2,) int32: first index of each size group
-  ext: jax.Array        # (2^L,) float32: e(S) for subsets of the block
+  masks: jax.Array  # (2^L,) int32: subsets of the block, grouped by size
+  cdf: jax.Array  # (2^L,) float32: within each size group, CDF of e(A) e(B)
+  start: jax.Array  # (L+2,) int32: first index of each size group
+  ext: jax.Array  # (2^L,) float32: e(S) for subsets of the block
   strict_up: jax.Array  # (L,) uint32: local bitmask of {y : x < y}
-  up: jax.Array         # (L, L) bool: local order, up[x, y] = x <= y
+  up: jax.Array  # (L, L) bool: local order, up[x, y] = x <= y
 
 
 class SPTables(NamedTuple):
-  root_cdf: jax.Array   # (d+1,) float32: CDF of |A|
+  root_cdf: jax.Array  # (d+1,) float32: CDF of |A|
   split_cdf: jax.Array  # flat float32: per internal node, rows a = 0..n_v of CDFs
-                        # over the A-count of its smaller child
-  blocks: tuple         # BlockTables per block
+  # over the A-count of its smaller child
+  blocks: tuple  # BlockTables per block
 
 
 class SPLayout(NamedTuple):
@@ -68,17 +68,18 @@ class SPLayout(NamedTuple):
 
   Nodes are numbered from the root (0). ``left`` is the lower child of a series node.
   """
+
   d: int
-  kind: tuple           # per node: LEAF, BLOCK, SERIES or PARALLEL
-  left: tuple           # per node: child ids (-1 for leaves and blocks)
+  kind: tuple  # per node: LEAF, BLOCK, SERIES or PARALLEL
+  left: tuple  # per node: child ids (-1 for leaves and blocks)
   right: tuple
-  size: tuple           # per node: number of elements
-  small: tuple          # per internal node: the child whose A-count is drawn
-  offset: tuple         # per internal node: start of its rows in split_cdf
-  width: tuple          # per internal node: entries per row (size of small + 1)
-  node_of: tuple        # per element: its leaf or block node
-  blocks: tuple         # per block: (node id, elements in local order)
-  top_down: tuple       # the elements in a fixed linear extension, top first
+  size: tuple  # per node: number of elements
+  small: tuple  # per internal node: the child whose A-count is drawn
+  offset: tuple  # per internal node: start of its rows in split_cdf
+  width: tuple  # per internal node: entries per row (size of small + 1)
+  node_of: tuple  # per element: its leaf or block node
+  blocks: tuple  # per block: (node id, elements in local order)
+  top_down: tuple  # the elements in a fixed linear extension, top first
 
 
 class _Node:
@@ -97,11 +98,12 @@ def check_supported(poset: Poset) -> None:
     if node.size > BLOCK_MAX_D:
       n = decomposition.n_in(poset.order, np.asarray(node.elements))
       raise ValueError(
-          f"{poset!r} is not series-parallel: it has an induced N "
-          f"({decomposition.describe_n(poset, n)}) inside a prime piece of "
-          f"{node.size} elements, and method='sp' handles prime pieces of at most "
-          f"{BLOCK_MAX_D} elements (by the subset recursion). Use method='general' "
-          "(d <= 22) or remove a relation of the N.")
+        f"{poset!r} is not series-parallel: it has an induced N "
+        f"({decomposition.describe_n(poset, n)}) inside a prime piece of "
+        f"{node.size} elements, and method='sp' handles prime pieces of at most "
+        f"{BLOCK_MAX_D} elements (by the subset recursion). Use method='general' "
+        "(d <= 22) or remove a relation of the N."
+      )
 
 
 @functools.lru_cache(maxsize=32)
@@ -120,7 +122,7 @@ def sp_tables(poset: Poset) -> tuple[SPTables, SPLayout]:
   Raises:
     ValueError: as :func:`check_supported`.
   """
-  root = _binary_tree(poset)              # checks support first
+  root = _binary_tree(poset)  # checks support first
   nodes = _number(root)
   d = poset.d
   kind, left, right, size = [], [], [], []
@@ -155,13 +157,23 @@ def sp_tables(poset: Poset) -> tuple[SPTables, SPLayout]:
   strict_above = poset.order.sum(axis=1) - 1
   top_down = tuple(int(x) for x in np.argsort(strict_above, kind="stable"))
   tables = SPTables(
-      root_cdf=cdf(root.log_t).astype(np.float32),
-      split_cdf=(np.concatenate(flat) if flat else np.ones(1)).astype(np.float32),
-      blocks=tuple(blocks_t))
-  layout = SPLayout(d=d, kind=tuple(kind), left=tuple(left), right=tuple(right),
-                    size=tuple(size), small=tuple(small), offset=tuple(offset),
-                    width=tuple(width), node_of=tuple(node_of), blocks=tuple(blocks_l),
-                    top_down=top_down)
+    root_cdf=cdf(root.log_t).astype(np.float32),
+    split_cdf=(np.concatenate(flat) if flat else np.ones(1)).astype(np.float32),
+    blocks=tuple(blocks_t),
+  )
+  layout = SPLayout(
+    d=d,
+    kind=tuple(kind),
+    left=tuple(left),
+    right=tuple(right),
+    size=tuple(size),
+    small=tuple(small),
+    offset=tuple(offset),
+    width=tuple(width),
+    node_of=tuple(node_of),
+    blocks=tuple(blocks_l),
+    top_down=top_down,
+  )
   return tables, layout
 
 
@@ -226,7 +238,7 @@ def _log_size_table(v: _Node) -> np.ndarray:
   nl, nr = w.shape[0] - 1, w.shape[1] - 1
   out = np.full(nl + nr + 1, -np.inf)
   for a1 in range(nl + 1):
-    out[a1:a1 + nr + 1] = np.logaddexp(out[a1:a1 + nr + 1], w[a1])
+    out[a1 : a1 + nr + 1] = np.logaddexp(out[a1 : a1 + nr + 1], w[a1])
   return out
 
 
@@ -234,7 +246,7 @@ def _splitcdf(v: _Node, s_is_right: bool) -> np.ndarray:
   """Rows a = 0..n_v: CDF over the smaller child's A-count given a."""
   w = _pair_weights(v)
   if s_is_right:
-    w = w.T                            # rows: small child's count
+    w = w.T  # rows: small child's count
   ns, no = w.shape[0] - 1, w.shape[1] - 1
   n = ns + no
   rows = np.ones((n + 1, ns + 1))
@@ -266,18 +278,23 @@ def _block_tables(poset: Poset, elems: tuple):
   cdf = np.empty(1 << L)
   t = np.zeros(L + 1)
   for a in range(L + 1):
-    g = order[start[a]:start[a + 1]]
+    g = order[start[a] : start[a + 1]]
     t[a] = w[g].sum()
     c = np.cumsum(w[g]) / t[a]
     last = np.nonzero(w[g])[0][-1]
     c[last:] = 1.0
-    cdf[start[a]:start[a + 1]] = c
+    cdf[start[a] : start[a + 1]] = c
   o = sub.order
   strict = o & ~np.eye(L, dtype=bool)
   strict_up = (strict.astype(np.uint64) << np.arange(L, dtype=np.uint64)).sum(axis=1)
-  tables = BlockTables(masks=masks[order].astype(np.int32), cdf=cdf.astype(np.float32),
-                       start=start.astype(np.int32), ext=e.astype(np.float32),
-                       strict_up=strict_up.astype(np.uint32), up=np.array(o))
+  tables = BlockTables(
+    masks=masks[order].astype(np.int32),
+    cdf=cdf.astype(np.float32),
+    start=start.astype(np.int32),
+    ext=e.astype(np.float32),
+    strict_up=strict_up.astype(np.uint32),
+    up=np.array(o),
+  )
   return tables, np.log(t)
 
 

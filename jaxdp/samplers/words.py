@@ -22,8 +22,8 @@ def uniform52(words):
   """Uniform on (0, 1): the midpoint (j + 1/2) 2^-52 of one of 2^52 equal cells, j
   from 52 random bits of two uint32 words ``(hi, lo)``; exact in float64 (so never
   0 or 1). Call in the x64 scope."""
-  hi = (words[0] >> 5).astype(jnp.float64)         # 27 bits
-  lo = (words[1] >> 7).astype(jnp.float64)         # 25 bits
+  hi = (words[0] >> 5).astype(jnp.float64)  # 27 bits
+  lo = (words[1] >> 7).astype(jnp.float64)  # 25 bits
   return (hi * 33554432.0 + lo) * (1.0 / 4503599627370496.0) + (1.0 / 9007199254740992.0)
 
 
@@ -46,16 +46,26 @@ def stored(tree, word):
   that the two are not merged. Under ``vmap`` the conditional becomes a select
   (same values, no boundary).
   """
-  return jax.lax.cond((word | np.uint32(1)) != 0, lambda t: t,
-                      lambda t: jax.tree_util.tree_map(jnp.negative, t), tree)
+  return jax.lax.cond(
+    (word | np.uint32(1)) != 0,
+    lambda t: t,
+    lambda t: jax.tree_util.tree_map(jnp.negative, t),
+    tree,
+  )
 
 
 # fdlibm's e_log.c (Sun Microsystems, 1993): ln 2 in two parts and the coefficients
 # of its minimax polynomial in s^2, s = f / (2 + f).
 _LN2_HI, _LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10
-_LG = (6.666666666666735130e-01, 3.999999999940941908e-01, 2.857142874366239149e-01,
-       2.222219843214978396e-01, 1.818357216161805012e-01, 1.531383769920937332e-01,
-       1.479819860511658591e-01)
+_LG = (
+  6.666666666666735130e-01,
+  3.999999999940941908e-01,
+  2.857142874366239149e-01,
+  2.222219843214978396e-01,
+  1.818357216161805012e-01,
+  1.531383769920937332e-01,
+  1.479819860511658591e-01,
+)
 
 
 def log_normal(x):
@@ -73,19 +83,23 @@ def log_normal(x):
   bits = jax.lax.bitcast_convert_type(x, jnp.int64)
   # The high word in int32: AVX2 converts int32, not int64, to float64 in vectors.
   high = (bits >> 32).astype(jnp.int32)
-  mant = high & 0xFFFFF                            # high 20 bits of the mantissa
-  i = (mant + 0x95F64) & 0x100000                  # set where 1.m >= sqrt(2)
+  mant = high & 0xFFFFF  # high 20 bits of the mantissa
+  i = (mant + 0x95F64) & 0x100000  # set where 1.m >= sqrt(2)
   m = jax.lax.bitcast_convert_type(
-      ((mant | (i ^ 0x3FF00000)).astype(jnp.int64) << 32) | (bits & 0xFFFFFFFF),
-      jnp.float64)                                 # 1 + f, halved where i is set
+    ((mant | (i ^ 0x3FF00000)).astype(jnp.int64) << 32) | (bits & 0xFFFFFFFF), jnp.float64
+  )  # 1 + f, halved where i is set
   k = ((high >> 20) - 1023 + (i >> 20)).astype(jnp.float64)
   f = m - 1.0
   s = f / (2.0 + f)
   z = s * s
   w = z * z
-  r = (w * (_LG[1] + w * (_LG[3] + w * _LG[5]))
-       + z * (_LG[0] + w * (_LG[2] + w * (_LG[4] + w * _LG[6]))))
+  r = w * (_LG[1] + w * (_LG[3] + w * _LG[5])) + z * (
+    _LG[0] + w * (_LG[2] + w * (_LG[4] + w * _LG[6]))
+  )
   hfsq = 0.5 * f * f
   mid = ((mant - 0x6147A) | (0x6B851 - mant)) > 0  # fdlibm's choice of rearrangement
-  return jnp.where(mid, k * _LN2_HI - ((hfsq - (s * (hfsq + r) + k * _LN2_LO)) - f),
-                   k * _LN2_HI - ((s * (f - r) - k * _LN2_LO) - f))
+  return jnp.where(
+    mid,
+    k * _LN2_HI - ((hfsq - (s * (hfsq + r) + k * _LN2_LO)) - f),
+    k * _LN2_HI - ((s * (f - r) - k * _LN2_LO) - f),
+  )

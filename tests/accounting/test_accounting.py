@@ -52,7 +52,7 @@ def test_scan_of_ten_releases_answers_exactly_six():
   assert float(acct.spent_eps) == pytest.approx(0.9)
 
 
-SLACK = 2.0 ** -20  # documented bound: answered costs add up to <= budget (1 + 2^-20)
+SLACK = 2.0**-20  # documented bound: answered costs add up to <= budget (1 + 2^-20)
 
 
 def test_vmap_over_1000_accountants_matches_exact_lemma_2_6():
@@ -65,6 +65,7 @@ def test_vmap_over_1000_accountants_matches_exact_lemma_2_6():
   eps reported equals the exact sum of answered costs within a relative 2^-20.
   """
   from fractions import Fraction
+
   rng = np.random.default_rng(0)
   eps = rng.uniform(0.02, 0.6, size=(1000, 12)).astype(np.float32)
 
@@ -72,6 +73,7 @@ def test_vmap_over_1000_accountants_matches_exact_lemma_2_6():
     def step(a, e):
       a, out = release(a, LaplaceMechanism(e), jnp.zeros(()))
       return a, a.last_answered
+
     return jax.lax.scan(step, acct, eps_row)
 
   keys = jax.random.split(jax.random.key(1), 1000)
@@ -93,8 +95,9 @@ def test_vmap_over_1000_accountants_matches_exact_lemma_2_6():
       if answered[i, j]:
         spent = total
     reported = Fraction(float(accts.spent_eps[i]))
-    assert spent * (1 - Fraction(SLACK)) <= reported * (1 + Fraction(2.0 ** -23)) and \
-        reported <= spent * (1 + Fraction(2.0 ** -23)), i
+    assert spent * (1 - Fraction(SLACK)) <= reported * (
+      1 + Fraction(2.0**-23)
+    ) and reported <= spent * (1 + Fraction(2.0**-23)), i
     assert int(accts.refusals[i]) == int((~answered[i]).sum())
   assert in_band <= 3
 
@@ -146,7 +149,8 @@ def test_mechanisms_are_pytrees():
   mechs = jax.vmap(LaplaceMechanism)(jnp.array([0.1, 0.2, 0.3]))
   assert mechs.eps.shape == (3,) and isinstance(mechs, LaplaceMechanism)
   accts = jax.vmap(lambda k: Accountant.create(0.25, key=k))(
-      jax.random.split(jax.random.key(0), 3))
+    jax.random.split(jax.random.key(0), 3)
+  )
   accts, outs = jax.jit(jax.vmap(lambda a, mm: release(a, mm, jnp.zeros(2))))(accts, mechs)
   assert np.asarray(accts.last_answered).tolist() == [True, True, False]
 
@@ -155,12 +159,14 @@ def test_mechanisms_are_pytrees():
     a, _ = release(a, mm, jnp.zeros(()))
     return (a, LaplaceMechanism(mm.eps * 2)), a.last_answered
 
-  (_, last), flags = jax.lax.scan(step, (_acct(1.0), LaplaceMechanism(0.1)), None,
-                                  length=4)  # 0.1, 0.2, 0.4 answered; 0.8 refused
+  (_, last), flags = jax.lax.scan(
+    step, (_acct(1.0), LaplaceMechanism(0.1)), None, length=4
+  )  # 0.1, 0.2, 0.4 answered; 0.8 refused
   assert np.asarray(flags).tolist() == [True, True, True, False]
   assert float(last.eps) == pytest.approx(1.6)
   traced = jax.jit(lambda m: m.randomize(jax.random.key(0), jnp.zeros(3)))(
-      LaplaceMechanism(0.5))  # a jit argument: eps traced
+    LaplaceMechanism(0.5)
+  )  # a jit argument: eps traced
   assert np.isfinite(np.asarray(traced)).all()
   bad = jax.jit(lambda e: LaplaceMechanism(e).randomize(jax.random.key(0), jnp.zeros(3)))
   assert np.isnan(np.asarray(bad(-1.0))).all()
@@ -170,7 +176,8 @@ def test_group_size_charges_k_eps():
   acct, _ = release(_acct(10.0, group_size=3), LaplaceMechanism(0.5), jnp.zeros(2))
   assert float(acct.spent_eps) == pytest.approx(1.5)
   assert GaussianMechanism(0.5, 1e-6).cost(3) == pytest.approx(
-      (1.5, 3 * math.exp(1.0) * 1e-6))
+    (1.5, 3 * math.exp(1.0) * 1e-6)
+  )
   assert jaxdp.group_cost(0.5, 0.0, 3) == pytest.approx((1.5, 0.0))
 
 
@@ -206,13 +213,15 @@ def test_jit_matches_eager_and_does_not_retrace():
 
 def test_unchecked_parallel_composition_costs_the_maximum():
   acct, outs = jaxdp.release_parallel_unchecked(
-      _acct(), [(LaplaceMechanism(0.3), jnp.zeros(2)), (LaplaceMechanism(0.5), jnp.ones(3))])
+    _acct(), [(LaplaceMechanism(0.3), jnp.zeros(2)), (LaplaceMechanism(0.5), jnp.ones(3))]
+  )
   assert float(acct.spent_eps) == pytest.approx(0.5) and len(outs) == 2
 
 
 def test_postprocessing_is_free():
   """The plan of a query that postprocesses a release costs that release only, and
   postprocess (which never sees the accountant) returns fn's value."""
+
   def query(acct, x):
     acct, out = release(acct, LaplaceMechanism(0.5), x)
     return acct, jaxdp.postprocess(lambda y: jnp.clip(y, 0, None).sum(), out)
@@ -237,7 +246,9 @@ def test_plan_reports_spend_and_refusals_without_data():
 # ------------------------------------------------------------------ advanced composition
 def test_advanced_composition_formula():
   eps, d = jaxdp.advanced_composition(0.01, 0.0, 1000, 1e-6)
-  assert eps == pytest.approx(0.01 * math.sqrt(2000 * math.log(1e6)) + 10 * (math.e ** 0.01 - 1))
+  assert eps == pytest.approx(
+    0.01 * math.sqrt(2000 * math.log(1e6)) + 10 * (math.e**0.01 - 1)
+  )
   assert d == pytest.approx(1e-6)
 
 
@@ -248,8 +259,12 @@ def test_advanced_accountant_answers_more_than_basic():
     return jax.lax.scan(lambda a, _: release(a, mech, jnp.zeros(())), acct, None, length=n)
 
   basic, _ = run(_acct(2.0, delta_budget=1e-5), 1001)
-  adv, _ = run(_acct(2.0, delta_budget=1e-5, composition="advanced", max_releases=1000,
-                     delta_prime=1e-6), 1001)
+  adv, _ = run(
+    _acct(
+      2.0, delta_budget=1e-5, composition="advanced", max_releases=1000, delta_prime=1e-6
+    ),
+    1001,
+  )
   assert int(basic.answered) == 200
   assert int(adv.answered) == 1000 and int(adv.refusals) == 1
   g_eps, g_delta = adv.guarantee()
@@ -264,15 +279,18 @@ def test_remaining_and_derived_config_never_go_stale():
   assert float(a.remaining()[0]) == pytest.approx(0.75, rel=1e-5)
   b = dataclasses.replace(a, eps_budget=2.0)  # capacities are derived, never stored
   assert float(b.remaining()[0]) == pytest.approx(1.75, rel=1e-5)
-  adv = _acct(2.0, delta_budget=1e-5, composition="advanced", max_releases=2,
-              delta_prime=1e-6)
+  adv = _acct(
+    2.0, delta_budget=1e-5, composition="advanced", max_releases=2, delta_prime=1e-6
+  )
   cap = adv.eps_cap
   assert float(adv.remaining()[0]) == pytest.approx(cap)
   for _ in range(2):
     adv, _ = release(adv, LaplaceMechanism(0.01), jnp.zeros(()))
   assert [float(v) for v in adv.remaining()] == [0.0, 0.0]
-  assert dataclasses.replace(
-      adv, rule=dataclasses.replace(adv.rule, max_releases=4)).eps_cap < cap
+  assert (
+    dataclasses.replace(adv, rule=dataclasses.replace(adv.rule, max_releases=4)).eps_cap
+    < cap
+  )
   g = adv.guarantee()
   assert all(isinstance(v, jax.Array) for v in g + _acct(1.0).guarantee())
   # configuration is static (hashable aux data), state the leaves; unflattening with
@@ -296,7 +314,7 @@ def test_laplace_mechanism_variance():
 def test_gaussian_mechanism_variance():
   m = GaussianMechanism(0.5, 1e-5, sensitivity=1.0)
   x = np.asarray(m.randomize(jax.random.key(4), jnp.zeros(200_000)), np.float64)
-  assert _zscore(x.var(), m.sigma ** 2, math.sqrt(2) * m.sigma ** 2, len(x)) < Z_MAX
+  assert _zscore(x.var(), m.sigma**2, math.sqrt(2) * m.sigma**2, len(x)) < Z_MAX
 
 
 @pytest.mark.statistical
@@ -318,14 +336,14 @@ def test_poset_count_mechanisms_end_to_end(noise):
   err = out - truth
   assert np.all(np.abs(err.mean(0)) / (err.std(0) / math.sqrt(len(err))) < Z_MAX)
   dim = p.d + 1
-  scale = (dim + 1) * (dim + 2) / eps ** 2
+  scale = (dim + 1) * (dim + 2) / eps**2
   expected = {
-      "poset": scale * np.trace(jaxdp.exact_second_moment(p)),
-      "linf": scale * dim / 3,
-      "l2": scale * dim / (dim + 2) * dim,
-      "laplace": dim * 2 * (dim / eps) ** 2,
+    "poset": scale * np.trace(jaxdp.exact_second_moment(p)),
+    "linf": scale * dim / 3,
+    "l2": scale * dim / (dim + 2) * dim,
+    "laplace": dim * 2 * (dim / eps) ** 2,
   }[noise]
-  sq = (err ** 2).sum(1)
+  sq = (err**2).sum(1)
   assert _zscore(sq.mean(), expected, sq.std(), len(sq)) < Z_MAX
 
 
@@ -380,9 +398,12 @@ def test_wrong_shapes_and_dtypes():
 # ------------------------------------------------------------------ bad parameters
 @pytest.mark.parametrize("eps", [0.0, -0.1, float("nan"), float("inf"), "x", True])
 def test_bad_eps_everywhere(eps):
-  for make in (lambda: LaplaceMechanism(eps), lambda: KNormMechanism(LpBall(2, 1), eps),
-               lambda: PosetCountMechanism(Poset.nhis(1), eps),
-               lambda: GaussianMechanism(eps, 1e-5)):
+  for make in (
+    lambda: LaplaceMechanism(eps),
+    lambda: KNormMechanism(LpBall(2, 1), eps),
+    lambda: PosetCountMechanism(Poset.nhis(1), eps),
+    lambda: GaussianMechanism(eps, 1e-5),
+  ):
     with pytest.raises(ValueError, match="eps"):
       make()
 
@@ -445,8 +466,9 @@ def test_plan_sees_releases_inside_an_already_compiled_jit():
 
 
 def test_plan_applies_the_advanced_composition_rule():
-  acct = _acct(2.0, delta_budget=1e-5, composition="advanced", max_releases=2,
-               delta_prime=1e-6)
+  acct = _acct(
+    2.0, delta_budget=1e-5, composition="advanced", max_releases=2, delta_prime=1e-6
+  )
 
   def three(a, x):
     for _ in range(3):

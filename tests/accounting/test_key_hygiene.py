@@ -18,7 +18,8 @@ data that each use consumes and derives. A release then runs eagerly from a fixe
 key, and :func:`_violations` checks the record.
 
 ``release_partitioned`` draws every part's noise in one call, except for a grid
-mechanism, which it maps over its parts with ``jax.vmap``; here that map runs part by part (``_per_part``), the program's meaning for each part. Under
+mechanism, which it maps over its parts with ``jax.vmap``; here that map runs part by
+part (``_per_part``), the program's meaning for each part. Under
 ``vmap`` a conditional on a batched predicate computes both branches and selects
 per part, and a batched while loop keeps computing (and discarding) the steps of the
 parts already done, so the run-time record of a vmapped sampler also holds draws
@@ -62,7 +63,7 @@ from jaxdp.random import secure_key
 releases = importlib.import_module("jaxdp.accounting.releases")
 sp_kernels = importlib.import_module("jaxdp.samplers.sp_kernel")
 
-FOREST = Poset.nhis(1)                                               # d = 4
+FOREST = Poset.nhis(1)  # d = 4
 SERIES_PARALLEL = Poset.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)])
 N_SHAPE = Poset.from_edges(4, [(0, 2), (1, 2), (1, 3)])
 NUM_PARTS = 3
@@ -101,8 +102,9 @@ def _on_split(parent, child):
 
 def _on_fold(parent, msg, child):
   children = _rows(child)
-  parents = _rows(np.broadcast_to(
-      np.asarray(parent), np.asarray(child).shape[:-1] + parent.shape[-1:]))
+  parents = _rows(
+    np.broadcast_to(np.asarray(parent), np.asarray(child).shape[:-1] + parent.shape[-1:])
+  )
   msgs = np.broadcast_to(np.asarray(msg), np.asarray(child).shape[:-1]).reshape(-1)
   _log("fold", parents, [int(m) for m in msgs], [[c] for c in children])
 
@@ -118,8 +120,12 @@ def recorder():
   key-reuse checker on; jit caches are cleared before and after, so every kernel is
   traced with both and no other test runs an instrumented one."""
   mp = pytest.MonkeyPatch()
-  split0, fold0, bits0, words0 = (prng.random_split, prng.random_fold_in,
-                                  prng.random_bits, threefry.words64)
+  split0, fold0, bits0, words0 = (
+    prng.random_split,
+    prng.random_fold_in,
+    prng.random_bits,
+    threefry.words64,
+  )
   inside_words64 = [0]
 
   def split(keys, shape):
@@ -131,20 +137,23 @@ def recorder():
   def fold_in(keys, msgs):
     out = fold0(keys, msgs)
     if not inside_words64[0]:
-      jax.debug.callback(_on_fold, jax.random.key_data(keys), msgs,
-                         jax.random.key_data(out))
+      jax.debug.callback(
+        _on_fold, jax.random.key_data(keys), msgs, jax.random.key_data(out)
+      )
     return out
 
   def bits(keys, bit_width, shape):
     out = bits0(keys, bit_width=bit_width, shape=shape)
     if not inside_words64[0]:
-      jax.debug.callback(lambda p: _on_bits((bit_width, tuple(shape)), p),
-                         jax.random.key_data(keys))
+      jax.debug.callback(
+        lambda p: _on_bits((bit_width, tuple(shape)), p), jax.random.key_data(keys)
+      )
     return out
 
   def words64(key, shape):  # one draw, whichever way words64 makes it
-    jax.debug.callback(lambda p: _on_bits(("words64", tuple(shape)), p),
-                       jax.random.key_data(key))
+    jax.debug.callback(
+      lambda p: _on_bits(("words64", tuple(shape)), p), jax.random.key_data(key)
+    )
     inside_words64[0] += 1
     try:
       return words0(key, shape)
@@ -242,45 +251,73 @@ def _filters(poset, n):
 # compiled samplers.
 DIM = 5
 CASES = {
-    "laplace": (LaplaceMechanism(0.5), _floats((DIM,)), _floats((6, DIM))),
-    "laplace-exact": (LaplaceMechanism(0.5, exact=True), _ints((DIM,)), _ints((6, DIM))),
-    "laplace-grid": (LaplaceMechanism(0.5, exact=True, grid=2.0 ** -4), _floats((DIM,)),
-                     _floats((6, DIM))),
-    "gaussian": (GaussianMechanism(0.5, 1e-5), _floats((DIM,)), _floats((6, DIM))),
-    "zcdp-gaussian": (ZCDPGaussianMechanism(2.0), _floats((DIM,)), _floats((6, DIM))),
-    "discrete-gaussian": (DiscreteGaussianMechanism(0.5, 1e-5), _ints((DIM,)),
-                          _ints((6, DIM))),
-    "knorm-l1": (KNormMechanism(LpBall(DIM, 1), 0.5), _floats((DIM,)), _floats((6, DIM))),
-    "knorm-l2": (KNormMechanism(LpBall(DIM, 2), 0.5), _floats((DIM,)), _floats((6, DIM))),
-    "knorm-linf": (KNormMechanism(LpBall(DIM, math.inf), 0.5), _floats((DIM,)),
-                   _floats((6, DIM))),
-    # exact l_p K-norm noise has no integer per-part statistic (its clipped sums are
-    # floats), so release_partitioned refuses it
-    "knorm-l1-exact": (KNormMechanism(LpBall(DIM, 1), 0.5, exact=True), _ints((DIM,)),
-                       None),
-    "knorm-linf-exact": (KNormMechanism(LpBall(DIM, math.inf), 0.5, exact=True),
-                         _ints((DIM,)), None),
-    # the poset ball clips no rows: PosetCountMechanism's cases partition it
-    "knorm-poset-forest": (KNormMechanism(PosetBall(FOREST, "forest"), 0.5),
-                           _floats((DIM,)), None),
-    "knorm-poset-sp": (KNormMechanism(PosetBall(SERIES_PARALLEL, "sp"), 0.5),
-                       _floats((DIM,)), None),
-    "knorm-poset-general": (KNormMechanism(PosetBall(N_SHAPE, "general"), 0.5),
-                            _floats((DIM,)), None),
-    "knorm-poset-exact": (KNormMechanism(PosetBall(N_SHAPE), 0.5, exact=True),
-                          _ints((DIM,)), None),
+  "laplace": (LaplaceMechanism(0.5), _floats((DIM,)), _floats((6, DIM))),
+  "laplace-exact": (LaplaceMechanism(0.5, exact=True), _ints((DIM,)), _ints((6, DIM))),
+  "laplace-grid": (
+    LaplaceMechanism(0.5, exact=True, grid=2.0**-4),
+    _floats((DIM,)),
+    _floats((6, DIM)),
+  ),
+  "gaussian": (GaussianMechanism(0.5, 1e-5), _floats((DIM,)), _floats((6, DIM))),
+  "zcdp-gaussian": (ZCDPGaussianMechanism(2.0), _floats((DIM,)), _floats((6, DIM))),
+  "discrete-gaussian": (
+    DiscreteGaussianMechanism(0.5, 1e-5),
+    _ints((DIM,)),
+    _ints((6, DIM)),
+  ),
+  "knorm-l1": (KNormMechanism(LpBall(DIM, 1), 0.5), _floats((DIM,)), _floats((6, DIM))),
+  "knorm-l2": (KNormMechanism(LpBall(DIM, 2), 0.5), _floats((DIM,)), _floats((6, DIM))),
+  "knorm-linf": (
+    KNormMechanism(LpBall(DIM, math.inf), 0.5),
+    _floats((DIM,)),
+    _floats((6, DIM)),
+  ),
+  # exact l_p K-norm noise has no integer per-part statistic (its clipped sums are
+  # floats), so release_partitioned refuses it
+  "knorm-l1-exact": (KNormMechanism(LpBall(DIM, 1), 0.5, exact=True), _ints((DIM,)), None),
+  "knorm-linf-exact": (
+    KNormMechanism(LpBall(DIM, math.inf), 0.5, exact=True),
+    _ints((DIM,)),
+    None,
+  ),
+  # the poset ball clips no rows: PosetCountMechanism's cases partition it
+  "knorm-poset-forest": (
+    KNormMechanism(PosetBall(FOREST, "forest"), 0.5),
+    _floats((DIM,)),
+    None,
+  ),
+  "knorm-poset-sp": (
+    KNormMechanism(PosetBall(SERIES_PARALLEL, "sp"), 0.5),
+    _floats((DIM,)),
+    None,
+  ),
+  "knorm-poset-general": (
+    KNormMechanism(PosetBall(N_SHAPE, "general"), 0.5),
+    _floats((DIM,)),
+    None,
+  ),
+  "knorm-poset-exact": (
+    KNormMechanism(PosetBall(N_SHAPE), 0.5, exact=True),
+    _ints((DIM,)),
+    None,
+  ),
 }
 for _noise in ("poset", "linf", "l2", "laplace"):
-  CASES[f"count-{_noise}"] = (PosetCountMechanism(FOREST, 0.5, noise=_noise),
-                              _filters(FOREST, 6), _filters(FOREST, 6))
+  CASES[f"count-{_noise}"] = (
+    PosetCountMechanism(FOREST, 0.5, noise=_noise),
+    _filters(FOREST, 6),
+    _filters(FOREST, 6),
+  )
 for _noise in ("poset", "linf", "laplace"):
   CASES[f"count-{_noise}-exact"] = (
-      PosetCountMechanism(N_SHAPE, 0.5, noise=_noise, exact=True), _filters(N_SHAPE, 6),
-      _filters(N_SHAPE, 6))
+    PosetCountMechanism(N_SHAPE, 0.5, noise=_noise, exact=True),
+    _filters(N_SHAPE, 6),
+    _filters(N_SHAPE, 6),
+  )
 
 KEYS = {
-    "threefry": lambda: jax.random.key(7),
-    "chacha20": lambda: secure_key(bytes(range(32))),
+  "threefry": lambda: jax.random.key(7),
+  "chacha20": lambda: secure_key(bytes(range(32))),
 }
 
 
@@ -288,8 +325,9 @@ def _accountant(name, key_kind):
   mech = CASES[name][0]
   secure = key_kind == "chacha20" and getattr(mech, "exact", False) is True
   comp = "zcdp" if isinstance(mech, ZCDPGaussianMechanism) else "basic"
-  return Accountant.create(100.0, delta_budget=1e-2, composition=comp, secure=secure,
-                           key=KEYS[key_kind]())
+  return Accountant.create(
+    100.0, delta_budget=1e-2, composition=comp, secure=secure, key=KEYS[key_kind]()
+  )
 
 
 def _releases(acct, name):
@@ -303,8 +341,9 @@ def _releases(acct, name):
     part = jnp.arange(rows.shape[0]) % NUM_PARTS
     acct, c = jaxdp.release_partitioned(acct, mech, rows, part, NUM_PARTS)
     outs.append(c)
-  halves = (stat[:3], stat[3:]) if isinstance(mech, PosetCountMechanism) else \
-      (stat, stat + 1)
+  halves = (
+    (stat[:3], stat[3:]) if isinstance(mech, PosetCountMechanism) else (stat, stat + 1)
+  )
   acct, d = jaxdp.release_parallel_unchecked(acct, [(mech, halves[0]), (mech, halves[1])])
   return acct, outs + list(d)
 
@@ -321,8 +360,11 @@ def _check(record, root, acct, outs):
   assert _violations(record, [root]) == []
   for out in outs:  # every release was answered
     out = np.asarray(out)
-    assert not (np.isnan(out).any() if out.dtype.kind == "f" else
-                (out == np.iinfo(out.dtype).min).any())
+    assert not (
+      np.isnan(out).any()
+      if out.dtype.kind == "f"
+      else (out == np.iinfo(out.dtype).min).any()
+    )
   # the next release's key is fresh: derived here and not yet used
   derived = {c for *_, children in record.uses for c in children}
   assert _data(acct.key) in derived
@@ -334,11 +376,13 @@ def _check(record, root, acct, outs):
 def test_threefry_split_is_fold_in_and_children_are_drawn_words(swap):
   key = jax.random.key(11)
   if swap:
-    key = jax.random.wrap_key_data(jax.random.key_data(key),
-                                   impl=threefry.THREEFRY_UNROLLED)
+    key = jax.random.wrap_key_data(
+      jax.random.key_data(key), impl=threefry.THREEFRY_UNROLLED
+    )
   children = np.asarray(jax.random.key_data(jax.random.split(key, 5)))
-  folds = np.stack([np.asarray(jax.random.key_data(jax.random.fold_in(key, i)))
-                    for i in range(5)])
+  folds = np.stack(
+    [np.asarray(jax.random.key_data(jax.random.fold_in(key, i))) for i in range(5)]
+  )
   np.testing.assert_array_equal(children, folds)
   hi, lo = threefry.words64(key, (5,))
   np.testing.assert_array_equal(np.stack([hi, lo], axis=1), children)
@@ -349,8 +393,9 @@ def test_threefry_split_is_fold_in_and_children_are_drawn_words(swap):
 def test_chacha20_keeps_split_fold_in_and_stream_apart():
   key = secure_key(bytes(range(32)))
   children = np.asarray(jax.random.key_data(jax.random.split(key, 5)))
-  folds = np.stack([np.asarray(jax.random.key_data(jax.random.fold_in(key, i)))
-                    for i in range(5)])
+  folds = np.stack(
+    [np.asarray(jax.random.key_data(jax.random.fold_in(key, i))) for i in range(5)]
+  )
   stream = np.asarray(jax.random.bits(key, (5 * 8,), jnp.uint32)).reshape(5, 8)
   assert not (children[:, None] == folds[None]).all(-1).any()
   assert not (children[:, None] == stream[None]).all(-1).any()
@@ -375,12 +420,14 @@ class TestKeyHygiene:
       return jax.random.normal(a, (2,)), threefry.words64(jax.random.fold_in(b, 4), (2,))
 
     misuses = {
-        "draw and split": lambda k: (jax.random.uniform(k), jax.random.split(k)),
-        "draw twice": lambda k: (jax.random.normal(k), jax.random.normal(k)),
-        "words64 and split": lambda k: (threefry.words64(k, (2,)), jax.random.split(k)),
-        "split and fold_in": lambda k: (jax.random.split(k, 3), jax.random.fold_in(k, 1)),
-        "fold_in twice": lambda k: (jax.random.normal(jax.random.fold_in(k, 1)),
-                                    jax.random.uniform(jax.random.fold_in(k, 1))),
+      "draw and split": lambda k: (jax.random.uniform(k), jax.random.split(k)),
+      "draw twice": lambda k: (jax.random.normal(k), jax.random.normal(k)),
+      "words64 and split": lambda k: (threefry.words64(k, (2,)), jax.random.split(k)),
+      "split and fold_in": lambda k: (jax.random.split(k, 3), jax.random.fold_in(k, 1)),
+      "fold_in twice": lambda k: (
+        jax.random.normal(jax.random.fold_in(k, 1)),
+        jax.random.uniform(jax.random.fold_in(k, 1)),
+      ),
     }
     _, record = recorder(jax.jit(clean), key)
     assert len(record.uses) == 4 and _violations(record, root) == []
@@ -395,8 +442,9 @@ class TestKeyHygiene:
   @pytest.mark.slow
   @pytest.mark.parametrize("key_kind", list(KEYS))
   @pytest.mark.parametrize("name", list(CASES))
-  def test_every_release_path_uses_each_key_once(self, recorder, monkeypatch, name,
-                                                 key_kind):
+  def test_every_release_path_uses_each_key_once(
+    self, recorder, monkeypatch, name, key_kind
+  ):
     monkeypatch.setattr(releases, "jax", _JaxPerPart())
     acct = _accountant(name, key_kind)
     root = _data(acct.key)
@@ -411,14 +459,21 @@ class TestKeyHygiene:
     key inside the block loop as a use, once per block.)"""
     key = jax.random.key(5)
     with jax.debug_key_reuse(False):
-      _, record = recorder(lambda k: jaxdp.montecarlo.estimate(
-          k, _normal_draw, _first_column, 20, chunk_size=8, blocks=4).mean, key)
+      _, record = recorder(
+        lambda k: (
+          jaxdp.montecarlo.estimate(
+            k, _normal_draw, _first_column, 20, chunk_size=8, blocks=4
+          ).mean
+        ),
+        key,
+      )
     assert _violations(record, [_data(key)]) == []
     assert sum(u[0] == "bits" for u in record.uses) == 3 * 4
 
   @pytest.mark.parametrize("key_kind", list(KEYS))
-  def test_chunks_and_exact_refinement_use_each_key_once(self, recorder, monkeypatch,
-                                                         key_kind):
+  def test_chunks_and_exact_refinement_use_each_key_once(
+    self, recorder, monkeypatch, key_kind
+  ):
     """A batch of several chunks (one split key each) and the exact samplers' host
     refinement (more digits from the chunk's own key): with chunks of 4 samples and a
     margin of 1, where the fast pass never settles, 7 samples take 2 chunks, both
@@ -428,12 +483,14 @@ class TestKeyHygiene:
     jax.clear_caches()
     acct = Accountant.create(100.0, key=KEYS[key_kind]())
     root = _data(acct.key)
-    (acct, out), record = recorder(jaxdp.release, acct, LaplaceMechanism(0.5, exact=True),
-                                   _ints((7,)))
+    (acct, out), record = recorder(
+      jaxdp.release, acct, LaplaceMechanism(0.5, exact=True), _ints((7,))
+    )
     splits = [u for u in record.uses if u[0] == "split"]
     assert [len(u[3]) for u in splits] == [2, 2, 2, 2]  # accountant, chunks, 2 chunks'
-    refined = [u for u in record.uses
-               if u[0] == "bits" and u[2][1][-1:] == (exact.REFINE_WORDS,)]
+    refined = [
+      u for u in record.uses if u[0] == "bits" and u[2][1][-1:] == (exact.REFINE_WORDS,)
+    ]
     assert len(refined) == 2
     _check(record, root, acct, [out])
     jax.clear_caches()

@@ -46,17 +46,23 @@ from jaxdp import (
 dp_accounting = pytest.importorskip("dp_accounting")
 from dp_accounting.pld import privacy_loss_distribution as pld_lib  # noqa: E402
 
-PROFILE = settings(max_examples=12, deadline=None, derandomize=True, database=None,
-                   suppress_health_check=[HealthCheck.too_slow])
+PROFILE = settings(
+  max_examples=12,
+  deadline=None,
+  derandomize=True,
+  database=None,
+  suppress_health_check=[HealthCheck.too_slow],
+)
 RDP_PROFILE = settings(PROFILE, max_examples=20)
-SLACK = 2.0 ** -20       # the unit arithmetic's documented relative slack
-BAND = 2.0 ** -17        # decisions this close to a budget may go either way
-GRID = 1e-3              # dp_accounting's loss grid (any grid gives a lower bound)
+SLACK = 2.0**-20  # the unit arithmetic's documented relative slack
+BAND = 2.0**-17  # decisions this close to a budget may go either way
+GRID = 1e-3  # dp_accounting's loss grid (any grid gives a lower bound)
 
 # ------------------------------------------------------------------ mechanisms
 LAPLACE = st.tuples(st.just("laplace"), st.sampled_from([0.05, 0.1, 0.3, 0.7, 1.2]))
-GAUSS = st.tuples(st.just("gauss"), st.sampled_from([0.3, 0.6, 0.9]),
-                  st.sampled_from([1e-6, 1e-7]))
+GAUSS = st.tuples(
+  st.just("gauss"), st.sampled_from([0.3, 0.6, 0.9]), st.sampled_from([1e-6, 1e-7])
+)
 ZGAUSS = st.tuples(st.just("zgauss"), st.sampled_from([1.5, 3.0, 6.0]))
 
 
@@ -104,8 +110,7 @@ def _lower_bound(events, delta):
   if not events:
     return 0.0
   if delta == 0:  # only pure releases compose to a finite eps at delta = 0: the sum
-    return sum(v for k, v in events) if all(k == "laplace" for k, _ in events) \
-        else math.inf
+    return sum(v for k, v in events) if all(k == "laplace" for k, _ in events) else math.inf
   return _optimistic_eps(tuple(sorted(events)), float(delta))
 
 
@@ -117,13 +122,19 @@ def _optimistic_eps(events, delta, grid=GRID):
   total = None
   for (kind, v), n in sorted(groups.items()):
     if kind == "laplace":
-      p = pld_lib.from_laplace_mechanism(1 / v, pessimistic_estimate=False,
-                                         value_discretization_interval=grid,
-                                         use_connect_dots=False)
+      p = pld_lib.from_laplace_mechanism(
+        1 / v,
+        pessimistic_estimate=False,
+        value_discretization_interval=grid,
+        use_connect_dots=False,
+      )
     else:
-      p = pld_lib.from_gaussian_mechanism(v, pessimistic_estimate=False,
-                                          value_discretization_interval=grid,
-                                          use_connect_dots=False)
+      p = pld_lib.from_gaussian_mechanism(
+        v,
+        pessimistic_estimate=False,
+        value_discretization_interval=grid,
+        use_connect_dots=False,
+      )
     p = p.self_compose(n) if n > 1 else p
     total = p if total is None else total.compose(p)
   return total.get_epsilon_for_delta(delta)
@@ -131,16 +142,18 @@ def _optimistic_eps(events, delta, grid=GRID):
 
 def _assert_covers(reported_eps, reported_delta, events):
   lb = _lower_bound(events, float(reported_delta))
-  assert float(reported_eps) >= lb - (2.0 ** -19 * lb + 1e-9), (reported_eps, lb, events)
+  assert float(reported_eps) >= lb - (2.0**-19 * lb + 1e-9), (reported_eps, lb, events)
 
 
 # ------------------------------------------------------------------ running
 def _query(specs):
   """A query function for jaxdp.plan: the releases of ``specs`` in order."""
+
   def query(acct):
     for spec in specs:
       acct, _ = release(acct, _mech(spec), jnp.zeros(()))
     return acct
+
   return query
 
 
@@ -184,18 +197,24 @@ DELTAS = st.sampled_from([2.55e-6, 6.35e-6, 1.215e-5])
 # ------------------------------------------------------------------ basic
 @pytest.mark.subprocess
 @PROFILE
-@given(specs=st.lists(st.one_of(LAPLACE, GAUSS), min_size=3, max_size=14),
-       eps_budget=BUDGETS, delta_budget=st.sampled_from([0.0, 2.55e-6, 1.215e-5]),
-       k=GROUPS)
+@given(
+  specs=st.lists(st.one_of(LAPLACE, GAUSS), min_size=3, max_size=14),
+  eps_budget=BUDGETS,
+  delta_budget=st.sampled_from([0.0, 2.55e-6, 1.215e-5]),
+  k=GROUPS,
+)
 def test_basic_reports_cover_what_was_answered(specs, eps_budget, delta_budget, k):
-  acct = Accountant.create(eps_budget, delta_budget=delta_budget, group_size=k,
-                           key=jax.random.key(0))
+  acct = Accountant.create(
+    eps_budget, delta_budget=delta_budget, group_size=k, key=jax.random.key(0)
+  )
   acct, answered = _run(acct, specs)
   spent_e = spent_d = 0.0
   for spec, ok in zip(specs, answered):  # Lemma 2.6: answer iff both totals fit
     e, d = _dp_cost(spec, k)
-    fits = [_decide(spent_e, e, eps_budget), True if d == 0 else
-            _decide(spent_d, d, delta_budget) if delta_budget else False]
+    fits = [
+      _decide(spent_e, e, eps_budget),
+      True if d == 0 else _decide(spent_d, d, delta_budget) if delta_budget else False,
+    ]
     assume(None not in fits)
     assert ok == all(fits)
     if ok:
@@ -212,30 +231,48 @@ def test_basic_reports_cover_what_was_answered(specs, eps_budget, delta_budget, 
 # ------------------------------------------------------------------ advanced
 @pytest.mark.subprocess
 @PROFILE
-@given(specs=st.lists(st.one_of(LAPLACE, GAUSS), min_size=3, max_size=14),
-       eps_budget=BUDGETS, delta_budget=DELTAS, max_releases=st.integers(2, 10),
-       k=GROUPS)
-def test_advanced_reports_cover_what_was_answered(specs, eps_budget, delta_budget,
-                                                  max_releases, k):
-  acct = Accountant.create(eps_budget, delta_budget=delta_budget, group_size=k,
-                           composition="advanced", max_releases=max_releases,
-                           delta_prime=1e-6, key=jax.random.key(1))
+@given(
+  specs=st.lists(st.one_of(LAPLACE, GAUSS), min_size=3, max_size=14),
+  eps_budget=BUDGETS,
+  delta_budget=DELTAS,
+  max_releases=st.integers(2, 10),
+  k=GROUPS,
+)
+def test_advanced_reports_cover_what_was_answered(
+  specs, eps_budget, delta_budget, max_releases, k
+):
+  acct = Accountant.create(
+    eps_budget,
+    delta_budget=delta_budget,
+    group_size=k,
+    composition="advanced",
+    max_releases=max_releases,
+    delta_prime=1e-6,
+    key=jax.random.key(1),
+  )
   acct, answered = _run(acct, specs)
   count = 0
   for spec, ok in zip(specs, answered):  # at most k releases, each within the caps
     e, d = _dp_cost(spec, k)
-    fits = [count < max_releases, _decide(0.0, e, acct.eps_cap),
-            _decide(0.0, d, acct.delta_cap) if d else True]
+    fits = [
+      count < max_releases,
+      _decide(0.0, e, acct.eps_cap),
+      _decide(0.0, d, acct.delta_cap) if d else True,
+    ]
     assume(None not in fits)
     assert ok == all(fits)
     count += ok
   eps, delta = acct.guarantee()
   # Dwork-Rothblum-Vadhan for max_releases at the caps, or basic composition
   cap, dcap, n = acct.eps_cap, acct.delta_cap, max_releases
-  drv = (cap * math.sqrt(2 * n * math.log(1e6)) + n * cap * math.expm1(cap),
-         n * dcap + 1e-6)
-  assert (float(eps), float(delta)) in [pytest.approx(drv, rel=1e-6),
-                                        pytest.approx((n * cap, n * dcap), rel=1e-6)]
+  drv = (
+    cap * math.sqrt(2 * n * math.log(1e6)) + n * cap * math.expm1(cap),
+    n * dcap + 1e-6,
+  )
+  assert (float(eps), float(delta)) in [
+    pytest.approx(drv, rel=1e-6),
+    pytest.approx((n * cap, n * dcap), rel=1e-6),
+  ]
   assert float(eps) <= eps_budget * (1 + 1e-6)
   events = [_event(s, k) for s, ok in zip(specs, answered) if ok]
   _assert_covers(eps, delta, events)
@@ -248,17 +285,29 @@ def _cks_epsilon(rho, delta):
   """Canonne-Kamath-Steinke Proposition 12 at 20000 orders: an upper bound on the
   conversion's minimum over all orders."""
   a = 1 + np.geomspace(1e-4, 1e5, 20000)
-  return float(np.min(a * rho + (math.log(1 / delta) + (a - 1) * np.log1p(-1 / a)
-                                 - np.log(a)) / (a - 1)))
+  return float(
+    np.min(
+      a * rho + (math.log(1 / delta) + (a - 1) * np.log1p(-1 / a) - np.log(a)) / (a - 1)
+    )
+  )
 
 
 @pytest.mark.subprocess
 @PROFILE
-@given(specs=st.lists(st.one_of(LAPLACE, GAUSS, ZGAUSS), min_size=3, max_size=14),
-       eps_budget=BUDGETS, delta_budget=DELTAS, k=GROUPS)
+@given(
+  specs=st.lists(st.one_of(LAPLACE, GAUSS, ZGAUSS), min_size=3, max_size=14),
+  eps_budget=BUDGETS,
+  delta_budget=DELTAS,
+  k=GROUPS,
+)
 def test_zcdp_reports_cover_what_was_answered(specs, eps_budget, delta_budget, k):
-  acct = Accountant.create(eps_budget, delta_budget=delta_budget, group_size=k,
-                           composition="zcdp", key=jax.random.key(2))
+  acct = Accountant.create(
+    eps_budget,
+    delta_budget=delta_budget,
+    group_size=k,
+    composition="zcdp",
+    key=jax.random.key(2),
+  )
   rho_budget = acct.rho_budget
   assert _cks_epsilon(rho_budget, delta_budget) <= eps_budget * (1 + 1e-6)
   acct, answered = _run(acct, specs)
@@ -284,8 +333,13 @@ def _mp_laplace(e, a):
   """Mironov (2017), Proposition 6, at 40 digits."""
   with mpmath.workdps(40):
     e, a = mpmath.mpf(e), mpmath.mpf(a)
-    return float(mpmath.log(a / (2 * a - 1) * mpmath.exp((a - 1) * e)
-                            + (a - 1) / (2 * a - 1) * mpmath.exp(-a * e)) / (a - 1))
+    return float(
+      mpmath.log(
+        a / (2 * a - 1) * mpmath.exp((a - 1) * e)
+        + (a - 1) / (2 * a - 1) * mpmath.exp(-a * e)
+      )
+      / (a - 1)
+    )
 
 
 @functools.cache
@@ -304,9 +358,16 @@ def _filter_budgets(eps, delta, orders):
   with mpmath.workdps(40):
     while kept:
       m = len(kept)
-      b = [eps - (mpmath.log(m / mpmath.mpf(delta))
-                  + (a - 1) * mpmath.log(1 - 1 / mpmath.mpf(a)) - mpmath.log(a)) / (a - 1)
-           for a in kept]
+      b = [
+        eps
+        - (
+          mpmath.log(m / mpmath.mpf(delta))
+          + (a - 1) * mpmath.log(1 - 1 / mpmath.mpf(a))
+          - mpmath.log(a)
+        )
+        / (a - 1)
+        for a in kept
+      ]
       if all(x > 0 for x in b):
         return tuple(kept), tuple(float(x) for x in b)
       kept = [a for a, x in zip(kept, b) if x > 0]
@@ -322,8 +383,9 @@ def _rdp_reference(specs, k, orders, budgets):
   decisions, close = [], False
   for spec in specs:
     curve = _rdp_curve(spec, k, orders)
-    fits = [_decide(t, c, b) if t < math.inf else False
-            for t, c, b in zip(total, curve, budgets)]
+    fits = [
+      _decide(t, c, b) if t < math.inf else False for t, c, b in zip(total, curve, budgets)
+    ]
     close |= None in fits
     ok = any(fits)
     decisions.append(ok)
@@ -338,15 +400,22 @@ ORDERS = st.sampled_from([None, (6.0,), (2.0, 8.0, 32.0)])
 @pytest.mark.slow
 @pytest.mark.subprocess
 @RDP_PROFILE
-@given(specs=st.lists(st.one_of(LAPLACE, GAUSS, ZGAUSS), min_size=3, max_size=14),
-       eps_budget=BUDGETS, delta_budget=DELTAS, k=GROUPS, orders=ORDERS)
-def test_renyi_filter_reports_cover_what_was_answered(specs, eps_budget, delta_budget,
-                                                      k, orders):
+@given(
+  specs=st.lists(st.one_of(LAPLACE, GAUSS, ZGAUSS), min_size=3, max_size=14),
+  eps_budget=BUDGETS,
+  delta_budget=DELTAS,
+  k=GROUPS,
+  orders=ORDERS,
+)
+def test_renyi_filter_reports_cover_what_was_answered(
+  specs, eps_budget, delta_budget, k, orders
+):
   kw = {} if orders is None else dict(orders=orders)
   requested = jaxdp.renyi.DEFAULT_ORDERS if orders is None else orders
   kept, budgets = _filter_budgets(eps_budget, delta_budget, tuple(requested))
-  make = lambda key: Accountant.create(eps_budget, delta_budget=delta_budget,
-                                       group_size=k, composition="rdp", key=key, **kw)
+  make = lambda key: Accountant.create(
+    eps_budget, delta_budget=delta_budget, group_size=k, composition="rdp", key=key, **kw
+  )
   if not kept:
     with pytest.raises(ValueError, match="no Rényi order"):
       make(jax.random.key(3))
@@ -366,8 +435,9 @@ def test_renyi_filter_reports_cover_what_was_answered(specs, eps_budget, delta_b
   assert np.array_equal(np.isinf(spent), np.isinf(total))
   assert not events or np.isfinite(spent).any()
   finite = np.isfinite(total)
-  np.testing.assert_allclose(spent[finite], np.asarray(total)[finite], rtol=2.0 ** -19,
-                             atol=0)
+  np.testing.assert_allclose(
+    spent[finite], np.asarray(total)[finite], rtol=2.0**-19, atol=0
+  )
   eps, delta = acct.guarantee()
   assert float(eps) <= eps_budget
   assert float(delta) == pytest.approx(delta_budget if events else 0.0)
@@ -406,20 +476,32 @@ def _dominated(run, planned, k):
 @pytest.mark.slow
 @pytest.mark.subprocess
 @PROFILE
-@given(specs=st.lists(st.one_of(LAPLACE, st.tuples(st.just("gauss"),
-                                                   st.sampled_from([0.3, 0.45]),
-                                                   st.sampled_from([1e-6, 1e-7])),
-                                ZGAUSS), min_size=2, max_size=8),
-       variants=st.lists(VARIANTS, min_size=8, max_size=8), extra=st.booleans(),
-       delta_budget=DELTAS, k=GROUPS)
+@given(
+  specs=st.lists(
+    st.one_of(
+      LAPLACE,
+      st.tuples(
+        st.just("gauss"), st.sampled_from([0.3, 0.45]), st.sampled_from([1e-6, 1e-7])
+      ),
+      ZGAUSS,
+    ),
+    min_size=2,
+    max_size=8,
+  ),
+  variants=st.lists(VARIANTS, min_size=8, max_size=8),
+  extra=st.booleans(),
+  delta_budget=DELTAS,
+  k=GROUPS,
+)
 def test_planned_reports_cover_what_was_answered(specs, variants, extra, delta_budget, k):
-  planner = Accountant.create(1e3, delta_budget=0.5, composition="zcdp", group_size=k,
-                              key=jax.random.key(5))
+  planner = Accountant.create(
+    1e3, delta_budget=0.5, composition="zcdp", group_size=k, key=jax.random.key(5)
+  )
   p = jaxdp.plan(_query(specs), planner)
   assert not p.refused
-  make = lambda key: Accountant.create(100.0, delta_budget=delta_budget,
-                                       composition="planned", plan=p, group_size=k,
-                                       key=key)
+  make = lambda key: Accountant.create(
+    100.0, delta_budget=delta_budget, composition="planned", plan=p, group_size=k, key=key
+  )
   acct = make(jax.random.key(6))
   # remaining(): the first row's eps for a Laplace row (a Laplace release within it
   # is answered), else 0
@@ -440,17 +522,18 @@ def test_planned_reports_cover_what_was_answered(specs, variants, extra, delta_b
 
 # ------------------------------------------------------------------ the figures
 @pytest.mark.subprocess
-@pytest.mark.parametrize("eps,n,answered,true_lb", [(0.3, 11, 6, 1.7994),
-                                                    (0.1, 30, 23, 1.7506)])
-def test_renyi_filter_reports_at_least_the_true_eps_of_what_it_answered(eps, n, answered,
-                                                                        true_lb):
+@pytest.mark.parametrize(
+  "eps,n,answered,true_lb", [(0.3, 11, 6, 1.7994), (0.1, 30, 23, 1.7506)]
+)
+def test_renyi_filter_reports_at_least_the_true_eps_of_what_it_answered(
+  eps, n, answered, true_lb
+):
   """(2, 1e-5) with the default orders: 6 of 11 Laplace(0.3) (23 of 30 Laplace(0.1))
   are answered, after which the smaller orders are past their budgets. dp_accounting
   puts the true eps of what was answered at about 1.7994 (1.7506); a figure that
   converted the past-budget orders' capped totals said 1.7440 for both. Each past
   order shows inf, and the figure is the best conversion over the others."""
-  acct = Accountant.create(2.0, delta_budget=1e-5, composition="rdp",
-                           key=jax.random.key(9))
+  acct = Accountant.create(2.0, delta_budget=1e-5, composition="rdp", key=jax.random.key(9))
   specs = [("laplace", eps)] * n
   kept, budgets = _filter_budgets(2.0, 1e-5, jaxdp.renyi.DEFAULT_ORDERS)
   decisions, total, close = _rdp_reference(specs, 1, kept, budgets)
@@ -463,12 +546,13 @@ def test_renyi_filter_reports_at_least_the_true_eps_of_what_it_answered(eps, n, 
   assert reported >= max(lb, true_lb) and delta == pytest.approx(1e-5)
   spent = np.asarray(acct.spent_rdp)
   assert np.isinf(spent).any() and np.isfinite(spent).any()
-  tail = (math.log(1e5) + (np.array(kept) - 1) * np.log1p(-1 / np.array(kept))
-          - np.log(kept)) / (np.array(kept) - 1)
+  tail = (
+    math.log(1e5) + (np.array(kept) - 1) * np.log1p(-1 / np.array(kept)) - np.log(kept)
+  ) / (np.array(kept) - 1)
   assert reported == pytest.approx(min(np.min(np.asarray(total) + tail), 2.0), rel=1e-5)
   rdp = dp_accounting.rdp.RdpAccountant(orders=list(kept))
   rdp.compose(dp_accounting.LaplaceDpEvent(1 / eps), answered)
-  assert reported >= rdp.get_epsilon(1e-5) * (1 - 2.0 ** -19)
+  assert reported >= rdp.get_epsilon(1e-5) * (1 - 2.0**-19)
   # batched accountants report the same, lane by lane
   batch = jax.vmap(lambda _: acct)(jnp.arange(2))
   np.testing.assert_array_equal(np.asarray(batch.spent_eps), [reported] * 2)

@@ -30,20 +30,26 @@ def _query(acct, x):
 
 
 OPTIONS = {
-    "basic": {},
-    "advanced": {"max_releases": 3, "delta_prime": 1e-7},
-    "zcdp": {},
-    "rdp": {"orders": (8.0, 16.0)},
-    "planned": {"plan": plan(_query, Accountant.create(1.0, **KEY_ARGS), jnp.zeros(()))},
+  "basic": {},
+  "advanced": {"max_releases": 3, "delta_prime": 1e-7},
+  "zcdp": {},
+  "rdp": {"orders": (8.0, 16.0)},
+  "planned": {"plan": plan(_query, Accountant.create(1.0, **KEY_ARGS), jnp.zeros(()))},
 }
-CLASSES = {"basic": BasicComposition, "advanced": AdvancedComposition,
-           "zcdp": ZCDPFilter, "rdp": RenyiFilter, "planned": PlannedComposition}
+CLASSES = {
+  "basic": BasicComposition,
+  "advanced": AdvancedComposition,
+  "zcdp": ZCDPFilter,
+  "rdp": RenyiFilter,
+  "planned": PlannedComposition,
+}
 
 
 @pytest.mark.parametrize("name", list(CLASSES))
 def test_each_shorthand_maps_to_its_class_which_satisfies_the_protocol(name):
-  acct = Accountant.create(3.0, delta_budget=1e-5, composition=name, **OPTIONS[name],
-                           **KEY_ARGS)
+  acct = Accountant.create(
+    3.0, delta_budget=1e-5, composition=name, **OPTIONS[name], **KEY_ARGS
+  )
   assert type(acct.rule) is CLASSES[name] and RULES[name] is CLASSES[name]
   assert isinstance(acct.rule, CompositionRule)
   assert acct.composition == name == acct.rule.name
@@ -54,14 +60,18 @@ def test_each_shorthand_maps_to_its_class_which_satisfies_the_protocol(name):
   assert 0 < float(eps) <= 3.0 + 1e-6 and 0 <= float(delta) <= 1e-5
 
 
-@pytest.mark.parametrize("name, rule", [
+@pytest.mark.parametrize(
+  "name, rule",
+  [
     ("advanced", AdvancedComposition(max_releases=3, delta_prime=1e-7)),
     ("rdp", RenyiFilter(orders=(8.0, 16.0))),
     ("zcdp", ZCDPFilter()),
-])
+  ],
+)
 def test_a_rule_instance_is_the_same_accountant_as_its_shorthand(name, rule):
-  by_name = Accountant.create(3.0, delta_budget=1e-5, composition=name,
-                              **OPTIONS.get(name, {}), **KEY_ARGS)
+  by_name = Accountant.create(
+    3.0, delta_budget=1e-5, composition=name, **OPTIONS.get(name, {}), **KEY_ARGS
+  )
   by_rule = Accountant.create(3.0, delta_budget=1e-5, composition=rule, **KEY_ARGS)
   assert by_name.rule == by_rule.rule
   assert by_name.unit_exponent == by_rule.unit_exponent
@@ -71,8 +81,11 @@ def test_a_rule_instance_is_the_same_accountant_as_its_shorthand(name, rule):
 
 
 def test_unknown_shorthand_names_the_argument_the_value_and_the_choices():
-  with pytest.raises(ValueError, match=r"composition must be one of \('basic', "
-                     r"'advanced', 'zcdp', 'rdp', 'planned'\); got 'renyi'"):
+  with pytest.raises(
+    ValueError,
+    match=r"composition must be one of \('basic', "
+    r"'advanced', 'zcdp', 'rdp', 'planned'\); got 'renyi'",
+  ):
     Accountant.create(1.0, composition="renyi")
   with pytest.raises(TypeError, match="composition must be one of"):
     Accountant.create(1.0, composition=3)
@@ -114,6 +127,5 @@ def test_a_sixth_rule_runs_without_editing_the_accountant():
     raise_if_refused(acct, out)
   assert float(acct.guarantee()[0]) == pytest.approx(0.2, rel=1e-5)
   # planning uses the same rule: the third release is planned refused
-  p = plan(_query, Accountant.create(1.0, composition=AtMostKReleases(k=2), **KEY_ARGS),
-           x)
+  p = plan(_query, Accountant.create(1.0, composition=AtMostKReleases(k=2), **KEY_ARGS), x)
   assert p.refused == (2,)

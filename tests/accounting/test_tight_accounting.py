@@ -33,17 +33,21 @@ mpmath.mp.dps = 50
 
 def _mp_pure(e, a):
   e, a = mpmath.mpf(e), mpmath.mpf(a)
-  return mpmath.log((mpmath.exp(a * e) + mpmath.exp((1 - a) * e)) / (1 + mpmath.exp(e))) / (a - 1)
+  return mpmath.log((mpmath.exp(a * e) + mpmath.exp((1 - a) * e)) / (1 + mpmath.exp(e))) / (
+    a - 1
+  )
 
 
 def _mp_laplace(e, a):
   e, a = mpmath.mpf(e), mpmath.mpf(a)
-  return mpmath.log(a / (2 * a - 1) * mpmath.exp((a - 1) * e)
-                    + (a - 1) / (2 * a - 1) * mpmath.exp(-a * e)) / (a - 1)
+  return mpmath.log(
+    a / (2 * a - 1) * mpmath.exp((a - 1) * e) + (a - 1) / (2 * a - 1) * mpmath.exp(-a * e)
+  ) / (a - 1)
 
 
-@pytest.mark.parametrize("curve,ref", [(renyi.pure_rdp, _mp_pure),
-                                       (renyi.laplace_rdp, _mp_laplace)])
+@pytest.mark.parametrize(
+  "curve,ref", [(renyi.pure_rdp, _mp_pure), (renyi.laplace_rdp, _mp_laplace)]
+)
 def test_renyi_curves_against_mpmath(curve, ref):
   """Static (float64, cancellation-free): relative error < 1e-9. Traced (float32,
   rounded up): never below the exact value at the float32 eps it was given, and at
@@ -58,7 +62,7 @@ def test_renyi_curves_against_mpmath(curve, ref):
     for i, a in enumerate(orders):
       assert static[i] == pytest.approx(float(ref(eps, a)), rel=1e-9)
       exact = float(ref(e32, a))
-      slack = 2 ** -19 * (3 + abs(math.log((a - 1) / (2 * a - 1))) + 2 * a * e32) / (a - 1)
+      slack = 2**-19 * (3 + abs(math.log((a - 1) / (2 * a - 1))) + 2 * a * e32) / (a - 1)
       assert exact <= traced[j, i] <= exact * (1 + 1e-3) + slack
 
 
@@ -68,8 +72,16 @@ def _rdp_expected(eps_budget, delta, orders, cost):
   kept = list(orders)
   while True:
     m = len(kept)
-    budgets = [eps_budget - (mpmath.log(m / mpmath.mpf(delta)) + (a - 1) * mpmath.log(1 - 1 / mpmath.mpf(a))
-                             - mpmath.log(a)) / (a - 1) for a in kept]
+    budgets = [
+      eps_budget
+      - (
+        mpmath.log(m / mpmath.mpf(delta))
+        + (a - 1) * mpmath.log(1 - 1 / mpmath.mpf(a))
+        - mpmath.log(a)
+      )
+      / (a - 1)
+      for a in kept
+    ]
     if all(b > 0 for b in budgets):
       break
     kept = [a for a, b in zip(kept, budgets) if b > 0]
@@ -82,15 +94,21 @@ def test_renyi_filter_counts_laplace_releases(orders):
   the budgets and Mironov's curve (up to one release lost to unit rounding); the same
   eagerly, under jit and with traced eps. One order (a = 6): 100; default: 89."""
   kw = {} if orders is None else dict(orders=orders)
-  acct = Accountant.create(5.0, delta_budget=1e-6, composition="rdp", key=jax.random.key(0),
-                           **kw)
-  expected = _rdp_expected(5.0, 1e-6, orders or renyi.DEFAULT_ORDERS,
-                           lambda a: _mp_laplace(0.1, a))
-  run = jax.jit(lambda a, e: jax.lax.scan(
-      lambda s, x: release(s, LaplaceMechanism(x), jnp.zeros(())), a, e))
+  acct = Accountant.create(
+    5.0, delta_budget=1e-6, composition="rdp", key=jax.random.key(0), **kw
+  )
+  expected = _rdp_expected(
+    5.0, 1e-6, orders or renyi.DEFAULT_ORDERS, lambda a: _mp_laplace(0.1, a)
+  )
+  run = jax.jit(
+    lambda a, e: jax.lax.scan(
+      lambda s, x: release(s, LaplaceMechanism(x), jnp.zeros(())), a, e
+    )
+  )
   traced, outs = run(acct, jnp.full(120, 0.1))
-  static = jax.lax.scan(lambda s, _: release(s, LaplaceMechanism(0.1), jnp.zeros(())),
-                        acct, None, length=120)[0]
+  static = jax.lax.scan(
+    lambda s, _: release(s, LaplaceMechanism(0.1), jnp.zeros(())), acct, None, length=120
+  )[0]
   n = int(static.answered)
   assert n in (expected, expected - 1) and n >= (100 if orders else 89)
   assert int(traced.answered) in (n, n - 1)
@@ -118,13 +136,13 @@ def test_renyi_filter_attack_mixed_adaptive_sequence():
       mech, curve = KNormMechanism(LpBall(2, 2.0), x), [float(_mp_pure(x, a)) for a in kept]
     else:
       mech = GaussianMechanism(x, 1e-6, calibration="analytic")
-      curve = [a / (2 * mech.sigma ** 2) for a in kept]
+      curve = [a / (2 * mech.sigma**2) for a in kept]
     before = int(acct.answered)
     acct, _ = release(acct, mech, jnp.zeros(2))
     if int(acct.answered) > before:
       total += curve
   assert int(acct.answered) > 5 and orders != kept  # order 2 dropped at this budget
-  assert np.any(total <= np.asarray(budgets) * (1 + 2 ** -20))
+  assert np.any(total <= np.asarray(budgets) * (1 + 2**-20))
 
 
 def test_renyi_filter_errors_and_plan():
@@ -140,8 +158,10 @@ def test_renyi_filter_errors_and_plan():
   with pytest.raises(jaxdp.BudgetExceededError, match="every order"):
     release(acct, LaplaceMechanism(50.0), jnp.zeros(()))
   # a cost that underflows float32 cannot be charged: refused, and the error says why
-  for a in (acct, Accountant.create(1.0, delta_budget=1e-6, composition="zcdp",
-                                    key=jax.random.key(3))):
+  for a in (
+    acct,
+    Accountant.create(1.0, delta_budget=1e-6, composition="zcdp", key=jax.random.key(3)),
+  ):
     with pytest.raises(jaxdp.BudgetExceededError, match="underflows float32"):
       release(a, LaplaceMechanism(1e-30), jnp.zeros(()))
   p = jaxdp.plan(lambda a: release(a, LaplaceMechanism(0.3), jnp.zeros(()))[0], acct)
@@ -186,8 +206,10 @@ def _random_plan(rng):
     for m in mechs:
       acct, _ = release(acct, m, x)
     return acct
-  return jaxdp.plan(query, Accountant.create(1e3, delta_budget=0.5, key=jax.random.key(0)),
-                    jnp.zeros(2))
+
+  return jaxdp.plan(
+    query, Accountant.create(1e3, delta_budget=0.5, key=jax.random.key(0)), jnp.zeros(2)
+  )
 
 
 @pytest.mark.slow
@@ -209,11 +231,15 @@ def test_plan_epsilon_within_one_percent_of_dp_accounting_pld_on_20_random_plans
     assert ours <= rdp.get_epsilon(delta) * (1 + 1e-9)
   for eps, k in ((0.1, 50), (0.3, 20), (1.0, 5)):
     mech = KNormMechanism(LpBall(2, 1.0), eps)
-    p = jaxdp.plan(lambda a: jax.lax.scan(lambda s, _: release(s, mech, jnp.zeros(2)), a,
-                                          None, length=k)[0],
-                   Accountant.create(1e3, key=jax.random.key(0)))
-    acc = dp_accounting.pld.PLDAccountant(dp_accounting.NeighboringRelation.REPLACE_ONE,
-                                          value_discretization_interval=1e-4)
+    p = jaxdp.plan(
+      lambda a: jax.lax.scan(
+        lambda s, _: release(s, mech, jnp.zeros(2)), a, None, length=k
+      )[0],
+      Accountant.create(1e3, key=jax.random.key(0)),
+    )
+    acc = dp_accounting.pld.PLDAccountant(
+      dp_accounting.NeighboringRelation.REPLACE_ONE, value_discretization_interval=1e-4
+    )
     acc.compose(p.to_dp_event())
     assert p.epsilon(1e-6) == pytest.approx(acc.get_epsilon(1e-6), rel=0.01)
 
@@ -221,24 +247,31 @@ def test_plan_epsilon_within_one_percent_of_dp_accounting_pld_on_20_random_plans
 @pytest.mark.slow
 def test_export_events_and_the_design_note_figure():
   m = LaplaceMechanism(0.1)
-  p = jaxdp.plan(lambda a: jax.lax.scan(lambda s, _: release(s, m, jnp.zeros(())), a, None,
-                                        length=100)[0],
-                 Accountant.create(20.0, key=jax.random.key(3)))
+  p = jaxdp.plan(
+    lambda a: jax.lax.scan(lambda s, _: release(s, m, jnp.zeros(())), a, None, length=100)[
+      0
+    ],
+    Accountant.create(20.0, key=jax.random.key(3)),
+  )
   event = p.to_dp_event()
   assert len(event.events) == 100 and event.events[0] == dp_accounting.LaplaceDpEvent(10.0)
   acc = dp_accounting.pld.PLDAccountant()
   acc.compose(event)
   assert acc.get_epsilon(1e-6) == pytest.approx(4.6927, abs=1e-4)
   assert 4.6927 <= p.epsilon(1e-6) <= 4.6927 * 1.001
-  zevent = jaxdp.plan(lambda a: release(a, KNormMechanism(LpBall(2, 1.0), 0.4), jnp.zeros(2))[0],
-                      Accountant.create(1.0, key=jax.random.key(3))).to_dp_event(pure_as="zcdp")
+  zevent = jaxdp.plan(
+    lambda a: release(a, KNormMechanism(LpBall(2, 1.0), 0.4), jnp.zeros(2))[0],
+    Accountant.create(1.0, key=jax.random.key(3)),
+  ).to_dp_event(pure_as="zcdp")
   assert zevent.events[0].rho == pytest.approx(0.08)
 
 
 def _laplace_run(n):
   return lambda a, e: jax.lax.scan(
-      lambda s, x: release(s, LaplaceMechanism(x), jnp.zeros(())), a, e if e is not None
-      else jnp.full(n, 0.1))
+    lambda s, x: release(s, LaplaceMechanism(x), jnp.zeros(())),
+    a,
+    e if e is not None else jnp.full(n, 0.1),
+  )
 
 
 @pytest.mark.slow
@@ -249,18 +282,25 @@ def test_planned_accountant_enforces_the_plan():
   release and anything the plan did not hold."""
   m = LaplaceMechanism(0.1)
   plan_of = lambda n: jaxdp.plan(
-      lambda a: jax.lax.scan(lambda s, _: release(s, m, jnp.zeros(())), a, None, length=n)[0],
-      Accountant.create(100.0, key=jax.random.key(0)))
+    lambda a: jax.lax.scan(lambda s, _: release(s, m, jnp.zeros(())), a, None, length=n)[0],
+    Accountant.create(100.0, key=jax.random.key(0)),
+  )
   p = plan_of(111)
   assert p.epsilon(1e-6) <= 5.0 < jaxdp.events_epsilon([("laplace", 0.1)] * 112, 1e-6)
   too_long = p._replace(releases=p.releases + p.releases[:1])
   with pytest.raises(ValueError, match="more than eps_budget"):
     Accountant.create(5.0, delta_budget=1e-6, composition="planned", plan=too_long)
-  make = lambda k: Accountant.create(5.0, delta_budget=1e-6, composition="planned",
-                                     plan=p, key=k)
+  make = lambda k: Accountant.create(
+    5.0, delta_budget=1e-6, composition="planned", plan=p, key=k
+  )
   eps = jnp.full(112, 0.1).at[7].set(0.2)  # row 7 asks for more than planned
-  run = jax.jit(jax.vmap(lambda a, e: jax.lax.scan(
-      lambda s, x: release(s, LaplaceMechanism(x), jnp.zeros(())), a, e)))
+  run = jax.jit(
+    jax.vmap(
+      lambda a, e: jax.lax.scan(
+        lambda s, x: release(s, LaplaceMechanism(x), jnp.zeros(())), a, e
+      )
+    )
+  )
   accts = jax.vmap(make)(jax.random.split(jax.random.key(1), 2))
   out_acct, outs = run(accts, jnp.stack([eps, jnp.full(112, 0.1)]))
   assert out_acct.answered.tolist() == [110, 111] and out_acct.refusals.tolist() == [2, 1]
@@ -276,28 +316,37 @@ def test_planned_accountant_attack_swapping_the_mechanism():
   profile (randomized response's), and a Gaussian one a different kind: both are
   refused, though their eps matches. A pure row accepts a Laplace release (Laplace
   is eps-DP), never the other way round."""
-  lap = jaxdp.plan(lambda a: release(a, LaplaceMechanism(0.5), jnp.zeros(2))[0],
-                   Accountant.create(1.0, key=jax.random.key(0)))
-  acct = Accountant.create(1.0, delta_budget=1e-6, composition="planned", plan=lap,
-                           key=jax.random.key(4))
+  lap = jaxdp.plan(
+    lambda a: release(a, LaplaceMechanism(0.5), jnp.zeros(2))[0],
+    Accountant.create(1.0, key=jax.random.key(0)),
+  )
+  acct = Accountant.create(
+    1.0, delta_budget=1e-6, composition="planned", plan=lap, key=jax.random.key(4)
+  )
   for mech in (KNormMechanism(LpBall(2, 1.0), 0.5), GaussianMechanism(0.5, 1e-6)):
     new, out = release(acct, mech, jnp.zeros(2))
     assert int(new.answered) == 0 and np.isnan(np.asarray(out)).all()
-    acct = Accountant.create(1.0, delta_budget=1e-6, composition="planned", plan=lap,
-                             key=jax.random.key(5))
-  pure = jaxdp.plan(lambda a: release(a, KNormMechanism(LpBall(2, 1.0), 0.5), jnp.zeros(2))[0],
-                    Accountant.create(1.0, key=jax.random.key(0)))
-  acct = Accountant.create(1.0, delta_budget=1e-6, composition="planned", plan=pure,
-                           key=jax.random.key(6))
+    acct = Accountant.create(
+      1.0, delta_budget=1e-6, composition="planned", plan=lap, key=jax.random.key(5)
+    )
+  pure = jaxdp.plan(
+    lambda a: release(a, KNormMechanism(LpBall(2, 1.0), 0.5), jnp.zeros(2))[0],
+    Accountant.create(1.0, key=jax.random.key(0)),
+  )
+  acct = Accountant.create(
+    1.0, delta_budget=1e-6, composition="planned", plan=pure, key=jax.random.key(6)
+  )
   new, _ = release(acct, LaplaceMechanism(0.5), jnp.zeros(2))
   assert int(new.answered) == 1
   # a sigma-given Gaussian against a Gaussian plan: at least the planned noise
-  gp = jaxdp.plan(lambda a: release(a, jaxdp.ZCDPGaussianMechanism(4.0), jnp.zeros(2))[0],
-                  Accountant.create(10.0, delta_budget=1e-6, composition="zcdp",
-                                    key=jax.random.key(0)))
+  gp = jaxdp.plan(
+    lambda a: release(a, jaxdp.ZCDPGaussianMechanism(4.0), jnp.zeros(2))[0],
+    Accountant.create(10.0, delta_budget=1e-6, composition="zcdp", key=jax.random.key(0)),
+  )
   for sigma, answered in ((3.9, 0), (4.0, 1)):
-    acct = Accountant.create(2.0, delta_budget=1e-6, composition="planned", plan=gp,
-                             key=jax.random.key(8))
+    acct = Accountant.create(
+      2.0, delta_budget=1e-6, composition="planned", plan=gp, key=jax.random.key(8)
+    )
     new, _ = release(acct, jaxdp.ZCDPGaussianMechanism(sigma), jnp.zeros(2))
     assert int(new.answered) == answered
   with pytest.raises(ValueError, match="needs plan"):
@@ -307,10 +356,14 @@ def test_planned_accountant_attack_swapping_the_mechanism():
 def test_history_exports_a_jitted_run():
   """history=K logs each answered release's event inside jit; the export composed by
   dp_accounting's PLD gives the figure of the same plan."""
-  acct = Accountant.create(5.0, delta_budget=1e-6, composition="rdp", key=jax.random.key(7),
-                           history=100)
-  run = jax.jit(lambda a, e: jax.lax.scan(
-      lambda s, x: release(s, LaplaceMechanism(x), jnp.zeros(())), a, e))
+  acct = Accountant.create(
+    5.0, delta_budget=1e-6, composition="rdp", key=jax.random.key(7), history=100
+  )
+  run = jax.jit(
+    lambda a, e: jax.lax.scan(
+      lambda s, x: release(s, LaplaceMechanism(x), jnp.zeros(())), a, e
+    )
+  )
   acct, _ = run(acct, jnp.full(80, 0.1))
   acct, _ = release(acct, jaxdp.ZCDPGaussianMechanism(40.0, 2.0), jnp.zeros(3))
   events = acct.events()
@@ -318,7 +371,9 @@ def test_history_exports_a_jitted_run():
   assert events[0] == ("laplace", pytest.approx(0.1)) and events[-1] == ("gaussian", 20.0)
   acc = dp_accounting.pld.PLDAccountant()
   acc.compose(acct.to_dp_event())
-  assert acc.get_epsilon(1e-6) == pytest.approx(jaxdp.events_epsilon(events, 1e-6), rel=0.01)
+  assert acc.get_epsilon(1e-6) == pytest.approx(
+    jaxdp.events_epsilon(events, 1e-6), rel=0.01
+  )
   with pytest.raises(ValueError, match="history >= 81"):
     dataclasses.replace(acct, history=10, log=acct.log[:10]).events()
   with pytest.raises(ValueError, match="keeps no history"):
@@ -331,9 +386,12 @@ def test_zcdp_gaussian_mechanism_costs_and_refusal_under_basic():
   np.testing.assert_allclose(m.rdp_cost((2.0, 10.0)), [2 * 9 / 8, 10 * 9 / 8])
   with pytest.raises(ValueError, match="composition='zcdp'"):
     release(Accountant.create(1.0, key=jax.random.key(0)), m, jnp.zeros(2))
-  acct = Accountant.create(1.0, delta_budget=1e-6, composition="zcdp", key=jax.random.key(0))
+  acct = Accountant.create(
+    1.0, delta_budget=1e-6, composition="zcdp", key=jax.random.key(0)
+  )
   acct, _ = jax.jit(lambda a, s: release(a, jaxdp.ZCDPGaussianMechanism(s), jnp.zeros(2)))(
-      acct, 10.0)
+    acct, 10.0
+  )
   assert float(acct.spent_rho) == pytest.approx(1 / 200, rel=1e-5)
 
 
@@ -344,17 +402,24 @@ def test_calibration_against_dp_accounting_and_its_own_figures():
   answer meets its target by the figure it names, and tighter compositions need
   less noise."""
   from jaxdp.composition import calibration
+
   ref = dp_accounting.calibrate_dp_mechanism(
-      dp_accounting.pld.PLDAccountant,
-      lambda s: dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(s), 10),
-      1.0, 1e-5)
+    dp_accounting.pld.PLDAccountant,
+    lambda s: dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(s), 10),
+    1.0,
+    1e-5,
+  )
   assert calibration.gaussian_sigma(1.0, 1e-5, 10) == pytest.approx(ref, rel=1e-6)
   ref = dp_accounting.calibrate_dp_mechanism(
-      dp_accounting.pld.PLDAccountant,
-      lambda s: dp_accounting.SelfComposedDpEvent(dp_accounting.LaplaceDpEvent(s), 100),
-      5.0, 1e-6)
-  e = {c: calibration.laplace_eps(5.0, 1e-6, 100, composition=c) for c in
-       calibration.CALIBRATIONS}
+    dp_accounting.pld.PLDAccountant,
+    lambda s: dp_accounting.SelfComposedDpEvent(dp_accounting.LaplaceDpEvent(s), 100),
+    5.0,
+    1e-6,
+  )
+  e = {
+    c: calibration.laplace_eps(5.0, 1e-6, 100, composition=c)
+    for c in calibration.CALIBRATIONS
+  }
   assert 1 / e["pld"] == pytest.approx(ref, rel=1e-3)
   assert e["basic"] < e["zcdp"] < e["rdp"] < e["pld"]
   assert jaxdp.events_epsilon([("laplace", e["pld"])] * 100, 1e-6) <= 5.0

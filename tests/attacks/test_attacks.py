@@ -30,8 +30,9 @@ from jaxdp.accounting import budget as _budget
 def test_keys_differing_only_in_high_seed_bits_differ():
   # The 0.1 hole: without x64, jax.random.key keeps the low 32 bits of a seed.
   s = (0x5EADBEEF << 32) | 12345
-  assert np.array_equal(jax.random.key_data(jax.random.key(s)),
-                        jax.random.key_data(jax.random.key(12345)))
+  assert np.array_equal(
+    jax.random.key_data(jax.random.key(s)), jax.random.key_data(jax.random.key(12345))
+  )
   low = (12345).to_bytes(4, "little")
   k1 = jaxdp.random.os_key(entropy=low + (0).to_bytes(4, "little"))
   k2 = jaxdp.random.os_key(entropy=low + (0x5EADBEEF).to_bytes(4, "little"))
@@ -64,13 +65,14 @@ def test_tiny_eps_after_the_budget_is_spent_is_refused():
 
   @jax.jit
   def many(a):
-    return jax.lax.scan(lambda a, _: (release(a, tiny, jnp.zeros(()))[0], None), a,
-                        None, length=2 ** 20)[0]
+    return jax.lax.scan(
+      lambda a, _: (release(a, tiny, jnp.zeros(()))[0], None), a, None, length=2**20
+    )[0]
 
   after = many(acct)
   extra = int(after.answered) - 1
-  assert 0 <= extra <= 4 and int(after.refusals) == 2 ** 20 - extra
-  assert 1.0 + extra * 5.9e-8 <= 1.0 * (1 + 2 ** -20)  # the documented bound
+  assert 0 <= extra <= 4 and int(after.refusals) == 2**20 - extra
+  assert 1.0 + extra * 5.9e-8 <= 1.0 * (1 + 2**-20)  # the documented bound
   assert int(after.spent_units) == after.eps_capacity
   again = many(after)
   assert int(again.answered) == int(after.answered)
@@ -93,6 +95,7 @@ DECIMAL_PATTERNS = [(10, 0.1, 1.0), (3, 0.1, 0.3), (20, 0.05, 1.0), (7, 1 / 7, 1
 def test_decimal_patterns_fit_exactly(count, eps, budget, how):
   """k releases of eps fit a budget of k * eps (0.1 answered 9 of 10 x 0.1 under 1.0);
   one more is refused. Static and traced eps, eager, jit, scan and vmap agree."""
+
   def run(acct, e):
     flags = []
     for _ in range(count + 1):
@@ -106,14 +109,18 @@ def test_decimal_patterns_fit_exactly(count, eps, budget, how):
   elif how == "jit-static":
     acct, flags = jax.jit(lambda a: run(a, eps))(acct)
   elif how == "scan-traced":
+
     def step(a, e):
       a, _ = release(a, LaplaceMechanism(e), jnp.zeros(()))
       return a, a.last_answered
+
     acct, flags = jax.jit(lambda a, es: jax.lax.scan(step, a, es))(
-        acct, jnp.full(count + 1, eps, jnp.float32))
+      acct, jnp.full(count + 1, eps, jnp.float32)
+    )
   else:
     accts = jax.vmap(lambda k: Accountant.create(budget, key=k))(
-        jax.random.split(jax.random.key(0), 3))
+      jax.random.split(jax.random.key(0), 3)
+    )
     accts, flags = jax.jit(jax.vmap(run))(accts, jnp.full(3, eps, jnp.float32))
     assert np.asarray(flags).tolist() == [[True] * count + [False]] * 3
     return
@@ -136,18 +143,20 @@ def test_host_and_traced_charges_agree_and_obey_the_bound():
   XLA (traced) charges are identical, and every charge c units of u satisfies
   x (1 - 2^-21) <= c u <= x + u (exact rational check of the documented bound)."""
   rng = np.random.default_rng(1)
-  xs = np.concatenate([10 ** rng.uniform(-12, 3, 100_000),
-                       [0.1, 0.3, 0.05, 1 / 7, 1.0, 2.0, 1e-30, 5.9e-8]]).astype(np.float32)
+  xs = np.concatenate(
+    [10 ** rng.uniform(-12, 3, 100_000), [0.1, 0.3, 0.05, 1 / 7, 1.0, 2.0, 1e-30, 5.9e-8]]
+  ).astype(np.float32)
   for budget in (1.0, 0.3, 7.5, 1e-6):
     e = _budget.unit_exponent(budget)
     _, traced = jax.jit(lambda x: _budget.charge(x, e, positive=True))(
-        jnp.asarray(xs))  # charge is elementwise
+      jnp.asarray(xs)
+    )  # charge is elementwise
     host = np.array([_budget.charge_host(float(x), e, positive=True)[1] for x in xs])
     np.testing.assert_array_equal(np.asarray(traced), host)
     u = Fraction(2) ** e
     for x, c in list(zip(xs, host))[::97]:
       x = Fraction(float(x))
-      if c < 2 ** 31 - 128:  # not clipped
+      if c < 2**31 - 128:  # not clipped
         assert x * (1 - Fraction(2) ** -21) <= c * u <= x + u
 
 
@@ -156,25 +165,25 @@ def test_host_and_traced_charges_agree_and_obey_the_bound():
 def test_counts_beyond_float32_exact_range_are_an_error_not_rounded():
   """0.1 rounded 2^24 + 1 rows to 2^24 (neighbours then differ by 2)."""
   mech = PosetCountMechanism(Poset.from_edges(1, []), 1.0, noise="laplace")
-  rows = np.ones((2 ** 24 + 1, 1), np.int8)
+  rows = np.ones((2**24 + 1, 1), np.int8)
   with pytest.raises(ValueError, match="16,777,216"):
     mech.statistic(rows)
   with pytest.raises(ValueError, match="16,777,216"):
     jax.jit(mech.statistic)(rows)
   # 2^24 rows and the neighbour with one row removed: exact, differ by exactly 1
-  big = np.asarray(mech.statistic(rows[:2 ** 24]), np.float64)
-  small = np.asarray(mech.statistic(rows[:2 ** 24 - 1]), np.float64)
+  big = np.asarray(mech.statistic(rows[: 2**24]), np.float64)
+  small = np.asarray(mech.statistic(rows[: 2**24 - 1]), np.float64)
   np.testing.assert_array_equal(big - small, [1, 1])
 
 
 def test_laplace_refuses_integers_float32_would_round():
   with pytest.raises(ValueError, match="16,777,216"):
-    LaplaceMechanism(1.0).randomize(jax.random.key(0), np.array([2 ** 24 + 1]))
+    LaplaceMechanism(1.0).randomize(jax.random.key(0), np.array([2**24 + 1]))
   with pytest.raises(ValueError, match="traced int32"):
-    jax.jit(LaplaceMechanism(1.0).randomize)(jax.random.key(0),
-                                             jnp.array([3], jnp.int32))
-  out = jax.jit(LaplaceMechanism(1.0).randomize)(jax.random.key(0),
-                                                 jnp.array([3], jnp.int16))
+    jax.jit(LaplaceMechanism(1.0).randomize)(jax.random.key(0), jnp.array([3], jnp.int32))
+  out = jax.jit(LaplaceMechanism(1.0).randomize)(
+    jax.random.key(0), jnp.array([3], jnp.int16)
+  )
   assert out.dtype == jnp.float32
 
 
@@ -196,8 +205,11 @@ def test_replaying_a_stale_accountant_raises_eagerly():
   with pytest.raises(jaxdp.StaleAccountantError, match="already used"):
     release(acct, mech, jnp.asarray(4.0))
   with pytest.raises(jaxdp.StaleAccountantError):  # a copy shares the key object
-    release(dataclasses.replace(acct, spent_units=jnp.zeros((), jnp.int32)),
-            GaussianMechanism(0.5, 1e-5), jnp.asarray(4.0))
+    release(
+      dataclasses.replace(acct, spent_units=jnp.zeros((), jnp.int32)),
+      GaussianMechanism(0.5, 1e-5),
+      jnp.asarray(4.0),
+    )
 
 
 def test_a_release_that_fails_on_bad_input_leaves_the_accountant_usable():
@@ -222,26 +234,42 @@ def _mapped_release(how, acct, mech, data):
   """One accountant value mapped over a batch of datasets (or eps, or counters)."""
   zero = jnp.zeros(3, jnp.int32)
   return {
-      "vmap": lambda: jax.vmap(lambda x: release(acct, mech, x))(data),
-      "jit(vmap)": lambda: jax.jit(jax.vmap(lambda x: release(acct, mech, x)))(data),
-      "vmap(jit)": lambda: jax.vmap(jax.jit(release), in_axes=(None, None, 0))(
-          acct, mech, data),
-      "vmap over eps": lambda: jax.vmap(lambda e: release(acct, LaplaceMechanism(e),
-                                                           3.0))(jnp.array([0.5, 1.0])),
-      "vmap over counters": lambda: jax.vmap(lambda s: release(
-          dataclasses.replace(acct, spent_units=s), mech, 3.0))(jnp.zeros(2, jnp.int32)),
-      "release_partitioned": lambda: jax.vmap(lambda r: jaxdp.release_partitioned(
-          acct, mech, r, zero, 1))(jnp.ones((2, 3))),
-      "release_parallel_unchecked": lambda: jax.vmap(
-          lambda x: jaxdp.release_parallel_unchecked(acct, [(mech, x)]))(data),
-      "plan": lambda: jaxdp.plan(lambda a: jax.vmap(lambda x: release(a, mech, x))(data),
-                                 acct),
+    "vmap": lambda: jax.vmap(lambda x: release(acct, mech, x))(data),
+    "jit(vmap)": lambda: jax.jit(jax.vmap(lambda x: release(acct, mech, x)))(data),
+    "vmap(jit)": lambda: jax.vmap(jax.jit(release), in_axes=(None, None, 0))(
+      acct, mech, data
+    ),
+    "vmap over eps": lambda: jax.vmap(lambda e: release(acct, LaplaceMechanism(e), 3.0))(
+      jnp.array([0.5, 1.0])
+    ),
+    "vmap over counters": lambda: jax.vmap(
+      lambda s: release(dataclasses.replace(acct, spent_units=s), mech, 3.0)
+    )(jnp.zeros(2, jnp.int32)),
+    "release_partitioned": lambda: jax.vmap(
+      lambda r: jaxdp.release_partitioned(acct, mech, r, zero, 1)
+    )(jnp.ones((2, 3))),
+    "release_parallel_unchecked": lambda: jax.vmap(
+      lambda x: jaxdp.release_parallel_unchecked(acct, [(mech, x)])
+    )(data),
+    "plan": lambda: jaxdp.plan(
+      lambda a: jax.vmap(lambda x: release(a, mech, x))(data), acct
+    ),
   }[how]
 
 
-@pytest.mark.parametrize("how", ["vmap", "jit(vmap)", "vmap(jit)", "vmap over eps",
-                                 "vmap over counters", "release_partitioned",
-                                 "release_parallel_unchecked", "plan"])
+@pytest.mark.parametrize(
+  "how",
+  [
+    "vmap",
+    "jit(vmap)",
+    "vmap(jit)",
+    "vmap over eps",
+    "vmap over counters",
+    "release_partitioned",
+    "release_parallel_unchecked",
+    "plan",
+  ],
+)
 def test_a_release_mapped_over_data_but_not_the_accountant_is_refused(how):
   """Found after 0.1 (JAX's key-reuse checker does not see it): ``jax.vmap`` of a
   release over a batch of datasets with one accountant closed over drew the noise
@@ -254,11 +282,12 @@ def test_a_release_mapped_over_data_but_not_the_accountant_is_refused(how):
   acct = Accountant.create(10.0, key=jax.random.key(0))
   with pytest.raises(jaxdp.StaleAccountantError, match="the same noise"):
     _mapped_release(how, acct, mech, data)()
-  acct, out = release(acct, mech, data)          # the stacked statistic in one call
+  acct, out = release(acct, mech, data)  # the stacked statistic in one call
   assert np.isfinite(np.asarray(out)).all()
   keys = jax.random.split(jax.random.key(1), 2)
   _, out = jax.vmap(lambda k, x: release(Accountant.create(10.0, key=k), mech, x))(
-      keys, data)
+    keys, data
+  )
   assert abs(float(out[1] - out[0]) - 1.0) > 1e-3
 
 
@@ -268,16 +297,19 @@ def test_a_release_sharded_over_data_but_not_the_accountant_is_refused():
   types (a one-device mesh suffices: the types are the same); replicated data with
   a replicated accountant is one release and is answered."""
   from jax.sharding import PartitionSpec as P
+
   mesh = jax.make_mesh((1,), ("i",))
   mech = LaplaceMechanism(0.5)
   data = jnp.array([10.0, 11.0])
   acct = Accountant.create(10.0, key=jax.random.key(0))
-  sharded = jax.shard_map(lambda a, x: release(a, mech, x)[1], mesh=mesh,
-                          in_specs=(P(), P("i")), out_specs=P("i"))
+  sharded = jax.shard_map(
+    lambda a, x: release(a, mech, x)[1], mesh=mesh, in_specs=(P(), P("i")), out_specs=P("i")
+  )
   with pytest.raises(jaxdp.StaleAccountantError, match=r"mesh axes \['i'\]"):
     jax.jit(sharded)(acct, jax.device_put(data, jax.NamedSharding(mesh, P("i"))))
-  replicated = jax.shard_map(lambda a, x: release(a, mech, x)[1], mesh=mesh,
-                             in_specs=(P(), P()), out_specs=P())
+  replicated = jax.shard_map(
+    lambda a, x: release(a, mech, x)[1], mesh=mesh, in_specs=(P(), P()), out_specs=P()
+  )
   assert np.isfinite(np.asarray(jax.jit(replicated)(acct, data))).all()
 
 
@@ -296,8 +328,11 @@ def test_session_cannot_be_replayed():
   assert len(noise) == 5 and len(set(noise)) == 5
   assert s.answered == 5 and s.refusals == 5 and s.spent == pytest.approx(1.0, rel=1e-5)
   public = [getattr(s, n) for n in dir(s) if not n.startswith("_")]
-  assert not any(isinstance(v, Accountant) or (hasattr(v, "dtype") and
-                 jnp.issubdtype(v.dtype, jax.dtypes.prng_key)) for v in public)
+  assert not any(
+    isinstance(v, Accountant)
+    or (hasattr(v, "dtype") and jnp.issubdtype(v.dtype, jax.dtypes.prng_key))
+    for v in public
+  )
 
 
 def test_session_refuses_host_callbacks():
@@ -351,6 +386,7 @@ def test_plan_rejects_an_eps_computed_from_the_data():
     @jax.jit
     def helper(a, s):
       return release(a, LaplaceMechanism(0.1 + 0 * jnp.sum(s)), s)
+
     return jax.lax.scan(lambda a, _: helper(a, secret), acct, None, length=2)
 
   with pytest.raises(jaxdp.DataDependentCostError):
@@ -360,6 +396,7 @@ def test_plan_rejects_an_eps_computed_from_the_data():
 def test_plan_allows_eps_chosen_from_released_outputs():
   """Adaptivity on *answers* is postprocessing: not flagged as data-dependent (the
   plan still needs static costs, so it says so)."""
+
   def query(acct, x):
     acct, y = release(acct, LaplaceMechanism(0.1), x)
     return release(acct, LaplaceMechanism(jnp.clip(y, 0.1, 0.5)), x)
@@ -391,8 +428,11 @@ def test_partitioned_release_counts_each_part_exactly_and_charges_once(jit):
   for j in range(4):
     sel = rows[part == j]
     np.testing.assert_array_equal(stats[j], [len(sel), *sel.sum(0)])
-  rel = jax.jit(jaxdp.release_partitioned, static_argnums=(1, 4)) if jit else \
-      jaxdp.release_partitioned
+  rel = (
+    jax.jit(jaxdp.release_partitioned, static_argnums=(1, 4))
+    if jit
+    else jaxdp.release_partitioned
+  )
   acct, out = rel(Accountant.create(1.0, key=jax.random.key(0)), mech, rows, part, 4)
   assert out.shape == (4, 5) and np.isfinite(np.asarray(out)).all()
   assert float(acct.spent_eps) == pytest.approx(0.5, rel=1e-5)
@@ -404,15 +444,19 @@ def test_partitioned_contributions_are_clipped_to_the_sensitivity():
   sums = GaussianMechanism(0.5, 1e-5).part_statistics(rows, part, 2)  # l2 <= 1
   np.testing.assert_allclose(np.asarray(sums), [[0.9, 1.2], [1.0, 0.0]], rtol=1e-6)
   sums = LaplaceMechanism(1.0, 2.0).part_statistics(rows, part, 2)  # l1 <= 2
-  np.testing.assert_allclose(np.asarray(sums), [[3 * 2 / 7 + 0.3, 4 * 2 / 7 + 0.4],
-                                                [2.0, 0.0]], rtol=1e-6)
+  np.testing.assert_allclose(
+    np.asarray(sums), [[3 * 2 / 7 + 0.3, 4 * 2 / 7 + 0.4], [2.0, 0.0]], rtol=1e-6
+  )
 
 
 # ------------------------------------------------------------------ 7. smaller holes
 def test_nan_data_is_rejected():
   with pytest.raises(ValueError, match="non-finite value at index"):
-    release(Accountant.create(1.0, key=jax.random.key(0)), LaplaceMechanism(1.0),
-            jnp.array([1.0, jnp.nan]))
+    release(
+      Accountant.create(1.0, key=jax.random.key(0)),
+      LaplaceMechanism(1.0),
+      jnp.array([1.0, jnp.nan]),
+    )
 
 
 @pytest.mark.parametrize("jit", [False, True])
@@ -437,8 +481,7 @@ def test_eps_outside_float32_normal_range_is_rejected(eps):
 
 def test_overflowing_costs_give_inf_or_a_clear_error():
   assert GaussianMechanism(0.5, 1e-5).cost(2000) == (1000.0, math.inf)
-  acct = Accountant.create(5000.0, delta_budget=0.5, group_size=2000,
-                           key=jax.random.key(0))
+  acct = Accountant.create(5000.0, delta_budget=0.5, group_size=2000, key=jax.random.key(0))
   with pytest.raises(BudgetExceededError, match="more than the whole budget"):
     release(acct, GaussianMechanism(0.5, 1e-5), jnp.zeros(()))
   assert jaxdp.hypothesis_test_bound(1000, 0.05) == 1.0
@@ -455,10 +498,11 @@ def test_session_never_raises_on_a_data_row():
   assert out.shape == (5,) and np.isfinite(out).all()
   # the same statistic as the clipped exact counts: rows -> {q1,q2}, {}, {q1}
   stat = PosetCountMechanism(p, 1.0, on_invalid="clip").statistic(
-      np.array([[1, 1, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0]]))
+    np.array([[1, 1, 0, 0], [0, 0, 0, 0], [1, 0, 0, 0]])
+  )
   # Laplace(scale 5/5) per coordinate: all 5 within 10 w.p. > 1 - 3e-4
   assert np.abs(out - np.asarray(stat)).max() < 10
-  big = jaxdp.Session(np.array([2 ** 31 - 1, 1, 2]), 10.0, key=jax.random.key(1))
+  big = jaxdp.Session(np.array([2**31 - 1, 1, 2]), 10.0, key=jax.random.key(1))
   assert math.isfinite(big.sum(lambda v: v, 1.0, bound=3.0))
 
 
@@ -467,15 +511,18 @@ def test_session_histogram_is_disjoint_by_construction():
   s = jaxdp.Session(ages, 1.0, key=jax.random.key(0))
   hist = s.histogram(lambda v: v // 10 - 1, num_bins=3, eps=1.0)  # 99 -> bin 8: dropped
   assert hist.shape == (3,) and s.spent == pytest.approx(1.0, rel=1e-5)
-  np.testing.assert_allclose(hist, [1, 2, 3], atol=25)  # Laplace(1): |.| < 25 w.p. 1 - 1e-10
+  np.testing.assert_allclose(
+    hist, [1, 2, 3], atol=25
+  )  # Laplace(1): |.| < 25 w.p. 1 - 1e-10
   with pytest.raises(ValueError, match="one integer per row"):
     jaxdp.Session(ages, 1.0).histogram(lambda v: v / 10, num_bins=3, eps=0.1)
 
 
 def test_plan_counts_every_release_of_a_scan():
   def query(acct, x):
-    return jax.lax.scan(lambda a, _: release(a, LaplaceMechanism(0.3), x), acct, None,
-                        length=4)
+    return jax.lax.scan(
+      lambda a, _: release(a, LaplaceMechanism(0.3), x), acct, None, length=4
+    )
 
   p = jaxdp.plan(query, Accountant.create(1.0, key=jax.random.key(0)), jnp.zeros(2))
   assert [r.refused for r in p.releases] == [False, False, False, True]

@@ -29,15 +29,16 @@ def test_a_huge_static_eps_costs_more_than_the_budget(eps):
   answered for 9.3e-10 of a budget of 1 and returned the statistic with no noise
   (about 10^9 such releases fit)."""
   for exact, secure in ((True, True), (False, False)):
-    acct = Accountant.create(1.0, secure=secure,
-                             key=None if secure else jax.random.key(0))
+    acct = Accountant.create(1.0, secure=secure, key=None if secure else jax.random.key(0))
     stat = np.array([42, 7], np.int32) if exact else np.array([42.0, 7.0], np.float32)
     with pytest.raises(BudgetExceededError):
       release(acct, LaplaceMechanism(eps, exact=exact), stat)
   with pytest.raises(BudgetExceededError):
-    release(Accountant.create(1.0, secure=True),
-            PosetCountMechanism(jaxdp.Poset.nhis(1), 3e37, exact=True),
-            np.array([[1, 1, 0, 0]] * 5, np.int32))
+    release(
+      Accountant.create(1.0, secure=True),
+      PosetCountMechanism(jaxdp.Poset.nhis(1), 3e37, exact=True),
+      np.array([[1, 1, 0, 0]] * 5, np.int32),
+    )
 
 
 @pytest.mark.parametrize("composition", ["basic", "advanced", "rdp", "zcdp"])
@@ -49,8 +50,9 @@ def test_a_huge_traced_eps_is_refused_and_spends_nothing(composition):
 
   @jax.jit
   def many(a, e, x):
-    return jax.lax.scan(lambda a, _: release(a, LaplaceMechanism(e, exact=True), x), a,
-                        None, length=20)
+    return jax.lax.scan(
+      lambda a, _: release(a, LaplaceMechanism(e, exact=True), x), a, None, length=20
+    )
 
   for eps in (1e30, 3e37, 3e38):
     after, outs = many(acct, jnp.float32(eps), jnp.array([42], jnp.int32))
@@ -60,13 +62,12 @@ def test_a_huge_traced_eps_is_refused_and_spends_nothing(composition):
 
 
 def test_host_and_traced_charges_agree_on_huge_costs():
-  exponent = _budget.unit_exponent(2.0 ** -60)  # the finest unit: scaling by 2^90
+  exponent = _budget.unit_exponent(2.0**-60)  # the finest unit: scaling by 2^90
   for x in (1e-30, 1.0, 1e10, 1e30, 3e38):
     host = _budget.charge_host(x, exponent, positive=True)
-    traced = jax.jit(lambda v: _budget.charge(v, exponent, positive=True))(
-        jnp.float32(x))
+    traced = jax.jit(lambda v: _budget.charge(v, exponent, positive=True))(jnp.float32(x))
     assert host[0] == bool(traced[0]) and host[1] == int(traced[1])
-    assert x < 1e-20 or host[1] > 2 ** 30  # beyond any capacity
+    assert x < 1e-20 or host[1] > 2**30  # beyond any capacity
 
 
 def test_a_release_under_shard_map_without_vma_checks_is_refused():
@@ -76,11 +77,13 @@ def test_a_release_under_shard_map_without_vma_checks_is_refused():
   mesh = jax.make_mesh((1,), ("i",))
   acct = Accountant.create(1.0, key=jax.random.key(0))
   body = lambda a, d: release(a, LaplaceMechanism(1.0), d)[1]
-  f = jax.shard_map(body, mesh=mesh, in_specs=(P(), P("i")), out_specs=P("i"),
-                    check_vma=False)
+  f = jax.shard_map(
+    body, mesh=mesh, in_specs=(P(), P("i")), out_specs=P("i"), check_vma=False
+  )
   with pytest.raises(StaleAccountantError, match="check_vma=False"):
-    jax.jit(f)(acct, jax.device_put(jnp.array([10.0, 11.0]),
-                                    jax.NamedSharding(mesh, P("i"))))
+    jax.jit(f)(
+      acct, jax.device_put(jnp.array([10.0, 11.0]), jax.NamedSharding(mesh, P("i")))
+    )
   checked = jax.shard_map(body, mesh=mesh, in_specs=(P(), P()), out_specs=P())
   assert np.isfinite(np.asarray(jax.jit(checked)(acct, jnp.array([10.0])))).all()
 
@@ -98,7 +101,8 @@ def test_a_batch_of_distinct_accountants_is_answered_with_distinct_noise():
   same = 0
   for seed in range(20):
     batch = jax.vmap(lambda k: Accountant.create(1.0, key=k))(
-        jax.random.split(jax.random.key(seed), 4))
+      jax.random.split(jax.random.key(seed), 4)
+    )
     new, out = run(batch, data)
     out = np.asarray(out).ravel()
     same += out[0] == out[2] == out[3]
@@ -119,8 +123,9 @@ def test_an_accountant_closed_over_by_a_traced_program_is_refused(loop):
     if loop == "lax.map":
       jax.lax.map(lambda d: release(acct, mech, d)[1], data)
     elif loop == "fori_loop":
-      jax.lax.fori_loop(0, 2, lambda i, o: o + release(acct, mech, data[i])[1],
-                        jnp.zeros(1, jnp.int32))
+      jax.lax.fori_loop(
+        0, 2, lambda i, o: o + release(acct, mech, data[i])[1], jnp.zeros(1, jnp.int32)
+      )
     else:
       jax.jit(lambda d: release(acct, mech, d)[1])(data[0])
   acct2, out = jax.jit(lambda a, d: release(a, mech, d))(acct, data[0])  # passed in
@@ -133,20 +138,23 @@ def test_a_rebuilt_mechanism_with_an_array_parameter_is_refused():
   leaves, treedef = jax.tree_util.tree_flatten(LaplaceMechanism(1.0))
   bad = jax.tree_util.tree_unflatten(treedef, [leaves[0], jnp.array([[1.0], [1e-6]])])
   with pytest.raises(ValueError, match="must be a scalar"):
-    jax.jit(release)(Accountant.create(1.0, key=jax.random.key(0)), bad,
-                     jnp.array([10.0, 20.0, 30.0]))
+    jax.jit(release)(
+      Accountant.create(1.0, key=jax.random.key(0)), bad, jnp.array([10.0, 20.0, 30.0])
+    )
 
 
 def test_a_positive_cost_below_float32s_normal_range_spends_a_unit():
   """Before: under the Rényi filter, group_size 2^25 and eps 1e-30 gave curve values
   near 1e-44 that XLA flushed to zero in one comparison and not in another: 1000
   releases answered, 0 units spent."""
-  acct = Accountant.create(1.0, delta_budget=1e-6, composition="rdp", group_size=2 ** 25,
-                           key=jax.random.key(0))
+  acct = Accountant.create(
+    1.0, delta_budget=1e-6, composition="rdp", group_size=2**25, key=jax.random.key(0)
+  )
   for _ in range(3):
     acct, _ = release(acct, LaplaceMechanism(1e-30), jnp.zeros(1))
   assert int(acct.answered) == 3
   assert np.all(np.asarray(acct.spent_units) == 3)
   _, units = jax.jit(lambda x: _budget.charge(x, 0, positive=True))(
-      jnp.asarray([1e-45, 1e-40, 1e-38], jnp.float32))
+    jnp.asarray([1e-45, 1e-40, 1e-38], jnp.float32)
+  )
   assert np.asarray(units).tolist() == [1, 1, 1]

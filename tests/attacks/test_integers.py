@@ -27,7 +27,7 @@ from jaxdp import (
 from jaxdp.cli import main as cli_main
 
 with jax.enable_x64(True):
-  _JAX_INT64 = jnp.array([2 ** 31], jnp.int64)  # a JAX int64 array, used with x64 off
+  _JAX_INT64 = jnp.array([2**31], jnp.int64)  # a JAX int64 array, used with x64 off
 
 
 def _digits(v) -> str:
@@ -36,22 +36,24 @@ def _digits(v) -> str:
 
 # ------------------------------------------------------------------ exact statistics
 EXACT_OUT_OF_RANGE = {
-    "int64 2**31 (wrapped to -2**31)": np.array([2 ** 31], np.int64),
-    "int64 2**31 - 1 (clipped to 2**30)": np.array([2 ** 31 - 1], np.int64),
-    "int32 2**30 + 1 (clipped)": np.array([2 ** 30 + 1], np.int32),
-    "int64 -2**31 - 1 (wrapped to 2**31 - 1)": np.array([-(2 ** 31) - 1], np.int64),
-    "uint64 2**32 + 5 (wrapped to 5)": np.array([2 ** 32 + 5], np.uint64),
-    "uint64 2**63": np.array([2 ** 63], np.uint64),
-    "Python int 2**31": 2 ** 31,
-    "Python int 2**32 + 5": 2 ** 32 + 5,
-    "numpy int64 scalar": np.int64(2 ** 40),
-    "0-d JAX int32": jnp.int32(2 ** 30 + 1),
-    "JAX int64 array": _JAX_INT64,
-    "Python int beyond 64 bits": [2 ** 70],
+  "int64 2**31 (wrapped to -2**31)": np.array([2**31], np.int64),
+  "int64 2**31 - 1 (clipped to 2**30)": np.array([2**31 - 1], np.int64),
+  "int32 2**30 + 1 (clipped)": np.array([2**30 + 1], np.int32),
+  "int64 -2**31 - 1 (wrapped to 2**31 - 1)": np.array([-(2**31) - 1], np.int64),
+  "uint64 2**32 + 5 (wrapped to 5)": np.array([2**32 + 5], np.uint64),
+  "uint64 2**63": np.array([2**63], np.uint64),
+  "Python int 2**31": 2**31,
+  "Python int 2**32 + 5": 2**32 + 5,
+  "numpy int64 scalar": np.int64(2**40),
+  "0-d JAX int32": jnp.int32(2**30 + 1),
+  "JAX int64 array": _JAX_INT64,
+  "Python int beyond 64 bits": [2**70],
 }
 
 
-@pytest.mark.parametrize("value", EXACT_OUT_OF_RANGE.values(), ids=EXACT_OUT_OF_RANGE.keys())
+@pytest.mark.parametrize(
+  "value", EXACT_OUT_OF_RANGE.values(), ids=EXACT_OUT_OF_RANGE.keys()
+)
 def test_exact_statistic_beyond_its_range_is_refused_not_wrapped_or_clipped(value):
   """An exact release's statistic is an int32 within +-2**30. Outside it, 2**31 and
   2**31 - 1 (neighbours) came out 2**31 apart (one wrapped, one clipped), 2**32 + 5
@@ -63,26 +65,30 @@ def test_exact_statistic_beyond_its_range_is_refused_not_wrapped_or_clipped(valu
   assert _digits(value) in str(e.value)
 
 
-@pytest.mark.parametrize("mech", [
+@pytest.mark.parametrize(
+  "mech",
+  [
     DiscreteGaussianMechanism(1.0, 1e-5),
     KNormMechanism(LpBall(1, np.inf), 1e6, exact=True),
-], ids=["discrete_gaussian", "linf_knorm"])
+  ],
+  ids=["discrete_gaussian", "linf_knorm"],
+)
 def test_other_exact_mechanisms_refuse_int64_beyond_int32(mech):
   with pytest.raises(ValueError, match="2147483648"):
-    mech.randomize(jax.random.key(0), np.array([2 ** 31], np.int64))
+    mech.randomize(jax.random.key(0), np.array([2**31], np.int64))
 
 
 def test_exact_statistic_limit_is_2_30_in_every_width():
   """+-2**30 in int64 (and uint64) are in range: released as themselves plus noise
   of scale 1e-6 (0 with probability 1 - 1e-400000); one more is refused."""
   mech = LaplaceMechanism(1e6, exact=True)
-  got = mech.randomize(jax.random.key(1), np.array([2 ** 30, -(2 ** 30), 7], np.int64))
-  np.testing.assert_array_equal(np.asarray(got), [2 ** 30, -(2 ** 30), 7])
-  got = mech.randomize(jax.random.key(1), np.array([2 ** 30], np.uint64))
-  np.testing.assert_array_equal(np.asarray(got), [2 ** 30])
+  got = mech.randomize(jax.random.key(1), np.array([2**30, -(2**30), 7], np.int64))
+  np.testing.assert_array_equal(np.asarray(got), [2**30, -(2**30), 7])
+  got = mech.randomize(jax.random.key(1), np.array([2**30], np.uint64))
+  np.testing.assert_array_equal(np.asarray(got), [2**30])
   for dtype in (np.int64, np.uint64):
     with pytest.raises(ValueError, match="1073741825"):
-      mech.randomize(jax.random.key(1), np.array([2 ** 30 + 1], dtype))
+      mech.randomize(jax.random.key(1), np.array([2**30 + 1], dtype))
 
 
 def test_exact_grid_statistic_is_snapped_before_float32_rounds_it():
@@ -94,35 +100,37 @@ def test_exact_grid_statistic_is_snapped_before_float32_rounds_it():
   (float32, spacing 64 units) is 2**19 + 64 units iff N >= 2: probability
   0.5 exp(-1.5 / 2) = 0.236 (sd 0.0095 over 2000); snapped after rounding, iff
   N > 32 (probability 6e-8). Accept a fraction in (0.18, 0.29)."""
-  g = 2.0 ** -10
+  g = 2.0**-10
   mech = LaplaceMechanism(2001 / 2, g, exact=True, grid=g)
-  out = np.asarray(mech.randomize(jax.random.key(2), np.full(2000, 2.0 ** 19 + 31 * g)))
-  frac = np.mean(out == 2.0 ** 19 + 64 * g)
+  out = np.asarray(mech.randomize(jax.random.key(2), np.full(2000, 2.0**19 + 31 * g)))
+  frac = np.mean(out == 2.0**19 + 64 * g)
   assert 0.18 < frac < 0.29, frac
 
 
 def test_exact_grid_statistic_beyond_the_range_is_refused():
-  mech = LaplaceMechanism(1e6, exact=True, grid=2.0 ** -10)
+  mech = LaplaceMechanism(1e6, exact=True, grid=2.0**-10)
   with pytest.raises(ValueError, match="2097152"):
-    mech.randomize(jax.random.key(0), 2.0 ** 21)  # 2**31 units
+    mech.randomize(jax.random.key(0), 2.0**21)  # 2**31 units
 
 
 # ------------------------------------------------------------------ float statistics
 FLOAT_ROUNDED = {
-    "Python int": 2 ** 24 + 1,
-    "numpy int64 scalar": np.int64(2 ** 24 + 1),
-    "numpy int32 scalar": np.int32(2 ** 24 + 1),
-    "0-d numpy array": np.array(2 ** 24 + 1),
-    "0-d JAX int32": jnp.int32(2 ** 24 + 1),
-    "numpy uint32 scalar": np.uint32(2 ** 24 + 1),
-    "int64 2**32 + 1 (wrapped to 1)": np.array([2 ** 32 + 1], np.int64),
-    "uint64 2**32 + 1 (wrapped to 1)": np.array([2 ** 32 + 1], np.uint64),
+  "Python int": 2**24 + 1,
+  "numpy int64 scalar": np.int64(2**24 + 1),
+  "numpy int32 scalar": np.int32(2**24 + 1),
+  "0-d numpy array": np.array(2**24 + 1),
+  "0-d JAX int32": jnp.int32(2**24 + 1),
+  "numpy uint32 scalar": np.uint32(2**24 + 1),
+  "int64 2**32 + 1 (wrapped to 1)": np.array([2**32 + 1], np.int64),
+  "uint64 2**32 + 1 (wrapped to 1)": np.array([2**32 + 1], np.uint64),
 }
 
 
-@pytest.mark.parametrize("mech", [LaplaceMechanism(1e6), GaussianMechanism(0.5, 1e-5),
-                                  ZCDPGaussianMechanism(1e-6)],
-                         ids=["laplace", "gaussian", "zcdp_gaussian"])
+@pytest.mark.parametrize(
+  "mech",
+  [LaplaceMechanism(1e6), GaussianMechanism(0.5, 1e-5), ZCDPGaussianMechanism(1e-6)],
+  ids=["laplace", "gaussian", "zcdp_gaussian"],
+)
 @pytest.mark.parametrize("value", FLOAT_ROUNDED.values(), ids=FLOAT_ROUNDED.keys())
 def test_float_statistic_refuses_integers_float32_would_round_at_any_shape(mech, value):
   """float32 holds integers exactly up to 2**24 = 16,777,216. Arrays beyond it were
@@ -133,9 +141,11 @@ def test_float_statistic_refuses_integers_float32_would_round_at_any_shape(mech,
   assert _digits(value) in str(e.value)
 
 
-@pytest.mark.parametrize("value", [np.array([2.0 ** 24 + 1]), 2.0 ** 24 + 1,
-                                   np.float64(3e7), np.array([[0.5, -3e7]])],
-                         ids=["array", "Python float", "numpy scalar", "2-D"])
+@pytest.mark.parametrize(
+  "value",
+  [np.array([2.0**24 + 1]), 2.0**24 + 1, np.float64(3e7), np.array([[0.5, -3e7]])],
+  ids=["array", "Python float", "numpy scalar", "2-D"],
+)
 def test_float64_statistic_beyond_float32_exact_range_is_refused(value):
   """With x64 off a float64 statistic is cast to float32. Beyond 2**24 float32 cannot
   hold neighbouring integers (16777217.0 became 16777216.0), so a count or sum given
@@ -148,16 +158,23 @@ def test_float64_statistic_beyond_float32_exact_range_is_refused(value):
 
 def test_float64_statistic_limit_is_2_24():
   """Up to 2**24 a float64 statistic is released (noise of scale 1e-6); beyond, not."""
-  out = LaplaceMechanism(1e6).randomize(jax.random.key(0), np.array([0.1, -(2.0 ** 24)]))
-  np.testing.assert_allclose(np.asarray(out), [0.1, -(2.0 ** 24)], atol=1e-4)
+  out = LaplaceMechanism(1e6).randomize(jax.random.key(0), np.array([0.1, -(2.0**24)]))
+  np.testing.assert_allclose(np.asarray(out), [0.1, -(2.0**24)], atol=1e-4)
   with pytest.raises(ValueError, match="16777218"):
-    LaplaceMechanism(1e6).randomize(jax.random.key(0), np.array([0.1, 2.0 ** 24 + 2]))
+    LaplaceMechanism(1e6).randomize(jax.random.key(0), np.array([0.1, 2.0**24 + 2]))
 
 
-@pytest.mark.parametrize("value", [np.array([1e39]), 1e39, np.float64(np.nan), float("inf"),
-                                   np.array(np.nan)],
-                         ids=["float64 overflow", "Python float overflow", "0-d NaN",
-                              "Python inf", "0-d array NaN"])
+@pytest.mark.parametrize(
+  "value",
+  [np.array([1e39]), 1e39, np.float64(np.nan), float("inf"), np.array(np.nan)],
+  ids=[
+    "float64 overflow",
+    "Python float overflow",
+    "0-d NaN",
+    "Python inf",
+    "0-d array NaN",
+  ],
+)
 def test_non_finite_statistics_are_refused_at_any_shape(value):
   """NaN data is refused (it would look like a refusal while the budget is spent),
   but a 0-d NaN slipped through, and float64 1e39 became float32 infinity."""
@@ -166,10 +183,11 @@ def test_non_finite_statistics_are_refused_at_any_shape(value):
 
 
 # ------------------------------------------------------------------ sessions and files
-@pytest.mark.parametrize("data", [np.array([2 ** 32 + 5, 3]), np.array([2 ** 32 + 5, 3],
-                                                                       np.uint64),
-                                  [2 ** 40, 3], _JAX_INT64],
-                         ids=["int64", "uint64", "Python ints", "JAX int64"])
+@pytest.mark.parametrize(
+  "data",
+  [np.array([2**32 + 5, 3]), np.array([2**32 + 5, 3], np.uint64), [2**40, 3], _JAX_INT64],
+  ids=["int64", "uint64", "Python ints", "JAX int64"],
+)
 def test_session_refuses_data_jax_would_wrap_when_created(data):
   """Session(np.array([2**32 + 5])) stored 5: a count of rows > 10 answered 0 for 1.
   The data is checked once, by its owner, when the session is created (before any
@@ -179,10 +197,10 @@ def test_session_refuses_data_jax_would_wrap_when_created(data):
 
 
 def test_session_keeps_int64_data_within_int32_and_refuses_one_more():
-  s = Session(np.array([2 ** 31 - 1, 3], np.int64), 100.0, key=jax.random.key(4))
+  s = Session(np.array([2**31 - 1, 3], np.int64), 100.0, key=jax.random.key(4))
   assert abs(s.count(lambda v: v > 10, 50.0) - 1) < 0.5  # P(|Laplace(0.02)| > 0.5) = e^-25
   with pytest.raises(ValueError, match="2147483648"):
-    Session(np.array([2 ** 31, 3], np.int64), 100.0)
+    Session(np.array([2**31, 3], np.int64), 100.0)
 
 
 def _nhis1_csv(tmp_path, value):
@@ -193,7 +211,7 @@ def _nhis1_csv(tmp_path, value):
   return path
 
 
-@pytest.mark.parametrize("value", [2 ** 32 + 1, 2 ** 70], ids=["int64", "beyond int64"])
+@pytest.mark.parametrize("value", [2**32 + 1, 2**70], ids=["int64", "beyond int64"])
 def test_cli_release_refuses_answers_that_would_wrap(tmp_path, capsys, value):
   """`jaxdp release` read the CSV as int64: the answer 4294967297 wrapped to 1 and
   counted as a yes; 2**70 raised an OverflowError traceback. Both are now a one-line
@@ -213,21 +231,26 @@ def test_part_index_beyond_int32_drops_the_row_instead_of_wrapping(dtype, exact)
   scale 1e-6."""
   acct = Accountant.create(1e7, key=jax.random.key(5))
   rows = np.ones(3, np.int32 if exact else np.float32)
-  part = np.array([0, 2 ** 32 + 1, 1], dtype)
-  _, out = jaxdp.release_partitioned(acct, LaplaceMechanism(1e6, exact=exact), rows,
-                                     part, 2)
+  part = np.array([0, 2**32 + 1, 1], dtype)
+  _, out = jaxdp.release_partitioned(
+    acct, LaplaceMechanism(1e6, exact=exact), rows, part, 2
+  )
   np.testing.assert_allclose(np.asarray(out, np.float64), [1, 1], atol=1e-3)
 
 
-@pytest.mark.parametrize("draw", [
+@pytest.mark.parametrize(
+  "draw",
+  [
     lambda k, n: jaxdp.random.lp_ball(k, 1, 2.0, (n,)),
     lambda k, n: jaxdp.random.knorm(k, LpBall(2, np.inf), 1.0, (n,)),
     lambda k, n: jaxdp.random.poset_ball(k, Poset.nhis(1), (n,)),
-], ids=["lp_ball", "knorm", "poset_ball"])
+  ],
+  ids=["lp_ball", "knorm", "poset_ball"],
+)
 def test_noise_batches_beyond_int32_offsets_are_refused(draw):
   """K-norm and ball samples are written chunk by chunk at offset i * chunk, an
   int32 with x64 off: beyond 2**31 samples the last offset wrapped to -2**31, the
   write was clamped to offset 0, and the last rows kept the buffer's zeros (no
   noise). (Traced only: the arrays would take 8 GiB.)"""
   with pytest.raises(ValueError, match="2,147,483,653"):
-    jax.eval_shape(lambda k: draw(k, 2 ** 31 + 5), jax.random.key(0))
+    jax.eval_shape(lambda k: draw(k, 2**31 + 5), jax.random.key(0))

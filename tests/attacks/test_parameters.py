@@ -39,7 +39,7 @@ BAD = [0.0, 1e-45, 1e-39, -1.0, -np.inf, np.inf, np.nan]
 # attack, which released int32 min + the statistic)
 EXACT_EPS = BAD + [1e-9, 1e-7]
 EXACT_SENS = BAD + [1e7, 1e30]
-FLOAT_SENS = BAD + [3e38]       # sensitivity / eps overflows float32
+FLOAT_SENS = BAD + [3e38]  # sensitivity / eps overflows float32
 POSET = Poset.from_edges(3, [(1, 0)])
 INTS = jnp.array([1234, -77, 5], jnp.int32)
 INTS4 = jnp.array([1234, -77, 5, 9], jnp.int32)
@@ -58,70 +58,188 @@ def _plain(budget=10.0, **kw):
 
 def _batch(acct, n):
   """n accountants with their own keys (a batch, as jax.vmap returns it)."""
-  return jax.vmap(lambda k: dataclasses.replace(acct, key=k))(
-      jax.random.split(acct.key, n))
+  return jax.vmap(lambda k: dataclasses.replace(acct, key=k))(jax.random.split(acct.key, n))
 
 
 # name: (mechanism from the traced parameter, accountant, data, bad values, good value)
 CASES = {
-    "laplace-exact-eps": (lambda p: LaplaceMechanism(p, exact=True), _secure, INTS,
-                          EXACT_EPS, 0.5),
-    "laplace-exact-sensitivity": (lambda p: LaplaceMechanism(0.5, p, exact=True), _secure,
-                                  INTS, EXACT_SENS, 2.0),
-    "laplace-grid-eps": (lambda p: LaplaceMechanism(p, exact=True, grid=2.0 ** -4),
-                         _secure, FLOATS, EXACT_EPS, 0.5),
-    "laplace-grid-sensitivity": (
-        lambda p: LaplaceMechanism(0.5, p, exact=True, grid=2.0 ** -4), _secure, FLOATS,
-        BAD + [1e5, 1e30], 1.0),
-    "laplace-float-eps": (lambda p: LaplaceMechanism(p), _plain, FLOATS, BAD, 0.5),
-    "laplace-float-sensitivity": (lambda p: LaplaceMechanism(0.5, p), _plain, FLOATS,
-                                  FLOAT_SENS, 1.0),
-    "knorm-poset-exact-eps": (lambda p: KNormMechanism(PosetBall(POSET), p, exact=True),
-                              _secure, INTS4, EXACT_EPS, 0.5),
-    "knorm-poset-exact-sensitivity": (
-        lambda p: KNormMechanism(PosetBall(POSET), 0.5, p, exact=True), _secure, INTS4,
-        EXACT_SENS, 1.0),
-    "knorm-l1-exact-eps": (lambda p: KNormMechanism(LpBall(3, 1), p, exact=True),
-                           _secure, INTS, EXACT_EPS, 0.5),
-    "knorm-linf-exact-eps": (lambda p: KNormMechanism(LpBall(3, math.inf), p, exact=True),
-                             _secure, INTS, EXACT_EPS, 0.5),
-    "knorm-linf-exact-sensitivity": (
-        lambda p: KNormMechanism(LpBall(3, math.inf), 0.5, p, exact=True), _secure, INTS,
-        EXACT_SENS, 1.0),
-    "knorm-poset-float-eps": (lambda p: KNormMechanism(PosetBall(POSET), p), _plain,
-                              FLOATS4, BAD, 0.5),
-    "knorm-l1-float-eps": (lambda p: KNormMechanism(LpBall(3, 1), p), _plain, FLOATS, BAD,
-                           0.5),
-    "knorm-linf-float-sensitivity": (
-        lambda p: KNormMechanism(LpBall(3, math.inf), 0.5, p), _plain, FLOATS, FLOAT_SENS,
-        1.0),
-    "knorm-l2-float-eps": (lambda p: KNormMechanism(LpBall(3, 2), p), _plain, FLOATS, BAD,
-                           0.5),
-    "knorm-l2-float-sensitivity": (lambda p: KNormMechanism(LpBall(3, 2), 0.5, p), _plain,
-                                   FLOATS, FLOAT_SENS, 1.0),
-    # the classical calibration needs eps < 1
-    "gaussian-eps": (lambda p: GaussianMechanism(p, 1e-5), lambda: _plain(
-        delta_budget=1e-3), FLOATS, BAD + [1.0, 1.5], 0.5),
-    "gaussian-delta": (lambda p: GaussianMechanism(0.5, p), lambda: _plain(
-        delta_budget=0.5), FLOATS, BAD + [1.0, 2.0], 1e-5),
-    "gaussian-sensitivity": (lambda p: GaussianMechanism(0.5, 1e-5, p), lambda: _plain(
-        delta_budget=1e-3), FLOATS, FLOAT_SENS, 2.0),
-    "zcdp-sigma": (lambda p: ZCDPGaussianMechanism(p), lambda: _plain(
-        composition="zcdp", delta_budget=1e-6), FLOATS, BAD, 2.0),
-    "zcdp-sensitivity": (lambda p: ZCDPGaussianMechanism(2.0, p), lambda: _plain(
-        composition="zcdp", delta_budget=1e-6), FLOATS, BAD, 1.0),
-    "poset-count-exact-poset": (lambda p: PosetCountMechanism(POSET, p, exact=True),
-                                _secure, ROWS, EXACT_EPS, 0.5),
-    "poset-count-exact-linf": (
-        lambda p: PosetCountMechanism(POSET, p, noise="linf", exact=True), _secure, ROWS,
-        EXACT_EPS, 0.5),
-    "poset-count-exact-laplace": (
-        lambda p: PosetCountMechanism(POSET, p, noise="laplace", exact=True), _secure,
-        ROWS, EXACT_EPS, 0.5),
-    "poset-count-float-l2": (lambda p: PosetCountMechanism(POSET, p, noise="l2"), _plain,
-                             ROWS, BAD, 0.5),
-    "poset-count-float-poset": (lambda p: PosetCountMechanism(POSET, p), _plain, ROWS, BAD,
-                                0.5),
+  "laplace-exact-eps": (
+    lambda p: LaplaceMechanism(p, exact=True),
+    _secure,
+    INTS,
+    EXACT_EPS,
+    0.5,
+  ),
+  "laplace-exact-sensitivity": (
+    lambda p: LaplaceMechanism(0.5, p, exact=True),
+    _secure,
+    INTS,
+    EXACT_SENS,
+    2.0,
+  ),
+  "laplace-grid-eps": (
+    lambda p: LaplaceMechanism(p, exact=True, grid=2.0**-4),
+    _secure,
+    FLOATS,
+    EXACT_EPS,
+    0.5,
+  ),
+  "laplace-grid-sensitivity": (
+    lambda p: LaplaceMechanism(0.5, p, exact=True, grid=2.0**-4),
+    _secure,
+    FLOATS,
+    BAD + [1e5, 1e30],
+    1.0,
+  ),
+  "laplace-float-eps": (lambda p: LaplaceMechanism(p), _plain, FLOATS, BAD, 0.5),
+  "laplace-float-sensitivity": (
+    lambda p: LaplaceMechanism(0.5, p),
+    _plain,
+    FLOATS,
+    FLOAT_SENS,
+    1.0,
+  ),
+  "knorm-poset-exact-eps": (
+    lambda p: KNormMechanism(PosetBall(POSET), p, exact=True),
+    _secure,
+    INTS4,
+    EXACT_EPS,
+    0.5,
+  ),
+  "knorm-poset-exact-sensitivity": (
+    lambda p: KNormMechanism(PosetBall(POSET), 0.5, p, exact=True),
+    _secure,
+    INTS4,
+    EXACT_SENS,
+    1.0,
+  ),
+  "knorm-l1-exact-eps": (
+    lambda p: KNormMechanism(LpBall(3, 1), p, exact=True),
+    _secure,
+    INTS,
+    EXACT_EPS,
+    0.5,
+  ),
+  "knorm-linf-exact-eps": (
+    lambda p: KNormMechanism(LpBall(3, math.inf), p, exact=True),
+    _secure,
+    INTS,
+    EXACT_EPS,
+    0.5,
+  ),
+  "knorm-linf-exact-sensitivity": (
+    lambda p: KNormMechanism(LpBall(3, math.inf), 0.5, p, exact=True),
+    _secure,
+    INTS,
+    EXACT_SENS,
+    1.0,
+  ),
+  "knorm-poset-float-eps": (
+    lambda p: KNormMechanism(PosetBall(POSET), p),
+    _plain,
+    FLOATS4,
+    BAD,
+    0.5,
+  ),
+  "knorm-l1-float-eps": (
+    lambda p: KNormMechanism(LpBall(3, 1), p),
+    _plain,
+    FLOATS,
+    BAD,
+    0.5,
+  ),
+  "knorm-linf-float-sensitivity": (
+    lambda p: KNormMechanism(LpBall(3, math.inf), 0.5, p),
+    _plain,
+    FLOATS,
+    FLOAT_SENS,
+    1.0,
+  ),
+  "knorm-l2-float-eps": (
+    lambda p: KNormMechanism(LpBall(3, 2), p),
+    _plain,
+    FLOATS,
+    BAD,
+    0.5,
+  ),
+  "knorm-l2-float-sensitivity": (
+    lambda p: KNormMechanism(LpBall(3, 2), 0.5, p),
+    _plain,
+    FLOATS,
+    FLOAT_SENS,
+    1.0,
+  ),
+  # the classical calibration needs eps < 1
+  "gaussian-eps": (
+    lambda p: GaussianMechanism(p, 1e-5),
+    lambda: _plain(delta_budget=1e-3),
+    FLOATS,
+    BAD + [1.0, 1.5],
+    0.5,
+  ),
+  "gaussian-delta": (
+    lambda p: GaussianMechanism(0.5, p),
+    lambda: _plain(delta_budget=0.5),
+    FLOATS,
+    BAD + [1.0, 2.0],
+    1e-5,
+  ),
+  "gaussian-sensitivity": (
+    lambda p: GaussianMechanism(0.5, 1e-5, p),
+    lambda: _plain(delta_budget=1e-3),
+    FLOATS,
+    FLOAT_SENS,
+    2.0,
+  ),
+  "zcdp-sigma": (
+    lambda p: ZCDPGaussianMechanism(p),
+    lambda: _plain(composition="zcdp", delta_budget=1e-6),
+    FLOATS,
+    BAD,
+    2.0,
+  ),
+  "zcdp-sensitivity": (
+    lambda p: ZCDPGaussianMechanism(2.0, p),
+    lambda: _plain(composition="zcdp", delta_budget=1e-6),
+    FLOATS,
+    BAD,
+    1.0,
+  ),
+  "poset-count-exact-poset": (
+    lambda p: PosetCountMechanism(POSET, p, exact=True),
+    _secure,
+    ROWS,
+    EXACT_EPS,
+    0.5,
+  ),
+  "poset-count-exact-linf": (
+    lambda p: PosetCountMechanism(POSET, p, noise="linf", exact=True),
+    _secure,
+    ROWS,
+    EXACT_EPS,
+    0.5,
+  ),
+  "poset-count-exact-laplace": (
+    lambda p: PosetCountMechanism(POSET, p, noise="laplace", exact=True),
+    _secure,
+    ROWS,
+    EXACT_EPS,
+    0.5,
+  ),
+  "poset-count-float-l2": (
+    lambda p: PosetCountMechanism(POSET, p, noise="l2"),
+    _plain,
+    ROWS,
+    BAD,
+    0.5,
+  ),
+  "poset-count-float-poset": (
+    lambda p: PosetCountMechanism(POSET, p),
+    _plain,
+    ROWS,
+    BAD,
+    0.5,
+  ),
 }
 
 
@@ -174,10 +292,13 @@ def test_a_bad_traced_parameter_is_refused_under_jit_and_vmap(name):
 
 
 def test_the_reported_attack_is_refused():
-  f = jax.jit(lambda a, e: release(a, dataclasses.replace(
-      LaplaceMechanism(0.5, exact=True), eps=e), jnp.int32(1234)))
+  f = jax.jit(
+    lambda a, e: release(
+      a, dataclasses.replace(LaplaceMechanism(0.5, exact=True), eps=e), jnp.int32(1234)
+    )
+  )
   acct, out = f(_secure(1.0), 1e-9)
-  assert int(out) == INT_MIN            # not int32 min + 1234
+  assert int(out) == INT_MIN  # not int32 min + 1234
   assert float(acct.spent_eps) == 0.0 and int(acct.spent_units) == 0
   assert not bool(acct.last_answered) and int(acct.refusals) == 1
 
@@ -186,8 +307,12 @@ def test_the_reported_attack_is_refused():
 def test_a_bad_traced_eps_is_refused_under_every_composition(composition):
   """Under the planned rule eps = 1e-9 fits a planned Laplace(0.5) row, and under the
   filters its tiny cost fits: the release must still be refused."""
-  kw = dict(basic={}, advanced=dict(max_releases=4, delta_budget=1e-6, delta_prime=1e-7),
-            zcdp=dict(delta_budget=1e-6), rdp=dict(delta_budget=1e-6))
+  kw = dict(
+    basic={},
+    advanced=dict(max_releases=4, delta_budget=1e-6, delta_prime=1e-7),
+    zcdp=dict(delta_budget=1e-6),
+    rdp=dict(delta_budget=1e-6),
+  )
   mech = lambda e: LaplaceMechanism(e, exact=True)
   if composition == "planned":
     template = _secure(10.0)
@@ -204,8 +329,10 @@ def test_a_bad_traced_eps_is_refused_under_every_composition(composition):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["laplace-exact-eps", "knorm-poset-exact-sensitivity",
-                                  "gaussian-eps", "zcdp-sigma"])
+@pytest.mark.parametrize(
+  "name",
+  ["laplace-exact-eps", "knorm-poset-exact-sensitivity", "gaussian-eps", "zcdp-sigma"],
+)
 def test_a_bad_traced_parameter_is_refused_in_a_scan(name):
   """lax.scan threading one accountant through every value: only the good releases
   are answered and charged (as much as the same releases without the bad ones)."""
@@ -235,7 +362,8 @@ def test_partitioned_and_parallel_releases_refuse_a_bad_traced_parameter():
     m = LaplaceMechanism(e, sensitivity=5.0, exact=True)
     a, parts = jaxdp.release_partitioned(a, m, rows, part, 3)
     a, pair = jaxdp.release_parallel_unchecked(
-        a, [(LaplaceMechanism(0.5, exact=True), INTS), (m, INTS[:2])])
+      a, [(LaplaceMechanism(0.5, exact=True), INTS), (m, INTS[:2])]
+    )
     return a, parts, pair
 
   acct, parts, pair = run(_secure(), jnp.float32(1e-9))
@@ -261,7 +389,7 @@ def test_discrete_gaussian_parameters_cannot_be_traced_or_rebuilt_out_of_range()
     DiscreteGaussianMechanism(1e-9, 1e-6)
   leaves, treedef = jax.tree_util.tree_flatten(mech)
   for i, bad in [(0, 1e-9), (0, 0.0), (1, 1.0), (1, np.nan), (2, 0.0), (2, 1e30)]:
-    swapped = jax.tree_util.tree_unflatten(treedef, leaves[:i] + [bad] + leaves[i + 1:])
+    swapped = jax.tree_util.tree_unflatten(treedef, leaves[:i] + [bad] + leaves[i + 1 :])
     with pytest.raises(ValueError, match="must be in"):
       release(acct, swapped, INTS)
     with pytest.raises(ValueError, match="must be in"):
@@ -272,9 +400,12 @@ def test_discrete_gaussian_parameters_cannot_be_traced_or_rebuilt_out_of_range()
 
 # ------------------------------------------------------------------ static state
 def _weak_keys():
-  return {"threefry": jax.random.key(0), "raw": jax.random.PRNGKey(0),
-          "chacha8": jaxdp.random.study_key(0, "chacha8"),
-          "rbg": jaxdp.random.study_key(0, "rbg")}
+  return {
+    "threefry": jax.random.key(0),
+    "raw": jax.random.PRNGKey(0),
+    "chacha8": jaxdp.random.study_key(0, "chacha8"),
+    "rbg": jaxdp.random.study_key(0, "rbg"),
+  }
 
 
 @pytest.mark.parametrize("kind", ["threefry", "raw", "chacha8", "rbg"])
@@ -286,9 +417,9 @@ def test_a_secure_accountant_refuses_a_weak_key_swapped_in(kind):
   leaves, treedef = jax.tree_util.tree_flatten(acct)
   i = next(j for j, x in enumerate(leaves) if x is acct.key)
   swapped = [
-      dataclasses.replace(acct, key=weak),
-      jax.tree_util.tree_unflatten(treedef, leaves[:i] + [weak] + leaves[i + 1:]),
-      jax.tree_util.tree_map(lambda x: weak if x is acct.key else x, acct),
+    dataclasses.replace(acct, key=weak),
+    jax.tree_util.tree_unflatten(treedef, leaves[:i] + [weak] + leaves[i + 1 :]),
+    jax.tree_util.tree_map(lambda x: weak if x is acct.key else x, acct),
   ]
   mech = LaplaceMechanism(0.5, exact=True)
   match = "secure .* not a ChaCha20 key"
@@ -319,7 +450,8 @@ def _rebuilt(mech, **static):
   aux = tuple(static.get(n, v) for n, v in zip(names, aux))
   children = [jax.tree_util.tree_structure(0.0)] * len(leaves)
   made = jax.tree_util.PyTreeDef.from_node_data_and_children(
-      jax.tree_util.default_registry, (cls, aux), children)
+    jax.tree_util.default_registry, (cls, aux), children
+  )
   return jax.tree_util.tree_unflatten(made, leaves)
 
 
@@ -337,10 +469,12 @@ def test_static_options_swapped_through_the_treedef_are_checked_at_release():
   skip = _rebuilt(PosetCountMechanism(POSET, 1.0, exact=True), on_invalid="skip")
   not_a_filter = jnp.array([[0, 1, 0], [1, 0, 0]], jnp.int32)
   acct = _secure(10.0)
-  for mech, data, match in [(l2, INTS, "exact=True is available"),
-                            (grid, FLOATS, "grid must be a power of two"),
-                            (counts, ROWS, "exact=True supports noise"),
-                            (skip, not_a_filter, "on_invalid must be")]:
+  for mech, data, match in [
+    (l2, INTS, "exact=True is available"),
+    (grid, FLOATS, "grid must be a power of two"),
+    (counts, ROWS, "exact=True supports noise"),
+    (skip, not_a_filter, "on_invalid must be"),
+  ]:
     with pytest.raises(ValueError, match=match):
       release(acct, mech, data)
     with pytest.raises(ValueError, match=match):

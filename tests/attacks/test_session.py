@@ -39,11 +39,12 @@ def test_a_huge_bound_does_not_tell_the_row_count(secure):
   "1,000 integer contributions" (the exact n, nothing spent). Now both datasets
   are answered; the sum of n ones is within 60 of n at eps 0.5 (Laplace scale 2;
   the secure grid's snapping adds at most one unit to the scale)."""
-  grid = 2.0 ** 20 if secure else None
-  bound = 2.0 ** 30 if secure else 1e30
+  grid = 2.0**20 if secure else None
+  bound = 2.0**30 if secure else 1e30
   for n in (1000, 1001):
-    s = Session(np.arange(n), 10.0, key=None if secure else jax.random.key(n),
-                secure=secure)
+    s = Session(
+      np.arange(n), 10.0, key=None if secure else jax.random.key(n), secure=secure
+    )
     out = s.sum(lambda a: a >= 0, eps=0.5, bound=bound, grid=grid)
     assert np.isfinite(out)
     if not secure:  # bound 1e30: the noise is huge, but no error
@@ -61,7 +62,7 @@ def test_bisection_on_the_row_count_sees_only_refusals():
     s = Session(np.arange(n), 1.0, key=jax.random.key(0))
     s.count(lambda a: a > 5, eps=0.6)
     for m in (500, 1000, 2000):
-      kind, msg = _outcome(lambda: s.sum(lambda a: a > 0, eps=0.5, bound=2 ** 24 / m))
+      kind, msg = _outcome(lambda: s.sum(lambda a: a > 0, eps=0.5, bound=2**24 / m))
       seen.add((m, kind, msg))
     assert s.refusals == 3 and s.answered == 1
   assert {k for _, k, _ in seen} == {"ReleaseRefusedError"}
@@ -71,7 +72,7 @@ def test_bisection_on_the_row_count_sees_only_refusals():
 def test_too_many_rows_is_the_data_holders_error_at_creation():
   """The release dtype's exact range is a property of the data: checked when the
   session is created, never by a query (whose error would tell the analyst)."""
-  limit = 2 ** 24
+  limit = 2**24
   rows = jax.ShapeDtypeStruct((limit + 1,), jnp.int8)
   with pytest.raises(ValueError, match="more than 16,777,216"):
     Session(jnp.zeros(rows.shape, rows.dtype), 1.0)
@@ -100,7 +101,9 @@ def _named_add():
   p.def_abstract_eval(lambda x: x)
   mlir.register_lowering(p, lambda ctx, x: [x])
   batching.primitive_batchers[p] = lambda args, dims: (
-      jnp.broadcast_to(args[0][7], args[0].shape), dims[0])
+    jnp.broadcast_to(args[0][7], args[0].shape),
+    dims[0],
+  )
   return lambda v: p.bind(v) == 37
 
 
@@ -123,15 +126,27 @@ def test_a_primitive_named_like_an_allowed_one_is_refused():
   assert s.answered == 0
 
 
-@pytest.mark.parametrize("name, fn", [
+@pytest.mark.parametrize(
+  "name, fn",
+  [
     ("while", lambda v: jax.lax.while_loop(lambda c: c < v, lambda c: c + 1, 0) > 3),
-    ("pure_callback", lambda v: jax.pure_callback(
-        lambda x: x, jax.ShapeDtypeStruct((), jnp.int32), v) > 3),
+    (
+      "pure_callback",
+      lambda v: jax.pure_callback(lambda x: x, jax.ShapeDtypeStruct((), jnp.int32), v) > 3,
+    ),
     ("random_seed", lambda v: jax.random.bits(jax.random.key(0)) > v.astype(jnp.uint32)),
     ("debug_print", lambda v: (jax.debug.print("{}", v), v > 3)[1]),
-    ("while", lambda v: jax.lax.cond(v > 3, lambda: jax.lax.while_loop(
-        lambda c: c < 2, lambda c: c + 1, v), lambda: v) > 0),  # nested in a branch
-])
+    (
+      "while",
+      lambda v: (
+        jax.lax.cond(
+          v > 3, lambda: jax.lax.while_loop(lambda c: c < 2, lambda c: c + 1, v), lambda: v
+        )
+        > 0
+      ),
+    ),  # nested in a branch
+  ],
+)
 def test_constructs_outside_the_allowlist_are_refused(name, fn):
   s = Session(np.arange(100), 1.0, key=jax.random.key(0))
   with pytest.raises(UnsafeQueryError, match=repr(name)):
@@ -147,12 +162,16 @@ def test_row_local_jax_code_is_accepted_and_correct():
   rows = np.random.default_rng(0).integers(-5, 6, size=(500, 3))
   s = Session(rows, 100.0, key=jax.random.key(1))
   queries = {
-      "relu": (lambda r: jax.nn.relu(r).sum() > 4, (np.maximum(rows, 0).sum(1) > 4)),
-      "cond": (lambda r: jax.lax.cond(r[0] > 0, lambda: r[1] > 0, lambda: r[2] > 0),
-               np.where(rows[:, 0] > 0, rows[:, 1] > 0, rows[:, 2] > 0)),
-      "loop": (lambda r: jax.lax.fori_loop(0, 3, lambda i, c: c + r[i], 0) > 0,
-               rows.sum(1) > 0),
-      "jit sort": (lambda r: jax.jit(jnp.sort)(r)[1] > 0, np.sort(rows, 1)[:, 1] > 0),
+    "relu": (lambda r: jax.nn.relu(r).sum() > 4, (np.maximum(rows, 0).sum(1) > 4)),
+    "cond": (
+      lambda r: jax.lax.cond(r[0] > 0, lambda: r[1] > 0, lambda: r[2] > 0),
+      np.where(rows[:, 0] > 0, rows[:, 1] > 0, rows[:, 2] > 0),
+    ),
+    "loop": (
+      lambda r: jax.lax.fori_loop(0, 3, lambda i, c: c + r[i], 0) > 0,
+      rows.sum(1) > 0,
+    ),
+    "jit sort": (lambda r: jax.jit(jnp.sort)(r)[1] > 0, np.sort(rows, 1)[:, 1] > 0),
   }
   for name, (fn, truth) in queries.items():
     assert abs(s.count(fn, eps=2.0) - truth.sum()) < 12, name
@@ -170,8 +189,10 @@ def test_mechanism_parts_must_be_jaxdps_own_classes():
   with pytest.raises(TypeError, match="not a subclass"):
     s.poset_counts(lying, 0.5)
   with pytest.raises(TypeError, match="not a subclass"):
-    s.release(jaxdp.KNormMechanism(jaxdp.PosetBall(lying), 0.5),
-              lambda r: jnp.concatenate([jnp.ones(1, r.dtype), r]))
+    s.release(
+      jaxdp.KNormMechanism(jaxdp.PosetBall(lying), 0.5),
+      lambda r: jnp.concatenate([jnp.ones(1, r.dtype), r]),
+    )
   assert s.answered == 0
 
 
@@ -183,8 +204,11 @@ def test_a_session_cannot_be_copied_or_pickled(how):
   spent = 0)."""
   s = Session(np.arange(100), 1.0, key=jax.random.key(0))
   s.count(lambda v: v < 10, eps=0.5)
-  clone = {"copy": copy.copy, "deepcopy": copy.deepcopy,
-           "pickle": lambda x: pickle.loads(pickle.dumps(x))}[how]
+  clone = {
+    "copy": copy.copy,
+    "deepcopy": copy.deepcopy,
+    "pickle": lambda x: pickle.loads(pickle.dumps(x)),
+  }[how]
   with pytest.raises(TypeError, match="cannot be copied or pickled"):
     clone(s)
   assert s.answered == 1  # the original is unharmed and goes on
@@ -202,12 +226,13 @@ def _queries(draw):
   """A Session query drawn from the public API: kind, parameters (tiny, huge and
   out-of-range values included) and a row function."""
   kind = draw(st.sampled_from(["count", "sum", "histogram", "poset", "release"]))
-  eps = draw(st.sampled_from([1e-45, 1e-9, 0.05, 0.5, 3.0, 1e30, float("inf"),
-                              float("nan"), -1.0]))
+  eps = draw(
+    st.sampled_from([1e-45, 1e-9, 0.05, 0.5, 3.0, 1e30, float("inf"), float("nan"), -1.0])
+  )
   threshold = draw(st.integers(-5, 120))
-  bound = draw(st.sampled_from([1e-30, 0.5, 3.0, 2.0 ** 24, 1e30, float("inf"), 0.0]))
-  grid = draw(st.sampled_from([None, 2.0 ** -6, 2.0 ** 20, 0.3]))
-  bins = draw(st.sampled_from([1, 3, 2 ** 20]))
+  bound = draw(st.sampled_from([1e-30, 0.5, 3.0, 2.0**24, 1e30, float("inf"), 0.0]))
+  grid = draw(st.sampled_from([None, 2.0**-6, 2.0**20, 0.3]))
+  bins = draw(st.sampled_from([1, 3, 2**20]))
   return kind, eps, threshold, bound, grid, bins
 
 
@@ -220,14 +245,23 @@ def _ask(s, q):
   if kind == "histogram":
     return s.histogram(lambda v: (v - t) // 10, bins, eps)
   if kind == "poset":
-    return s.poset_counts(jaxdp.Poset.nhis(1), eps, columns=lambda v: jnp.stack(
-        [v > t, v > t + 10, v > t + 20, v % 7 == 0]).astype(jnp.int32))
+    return s.poset_counts(
+      jaxdp.Poset.nhis(1),
+      eps,
+      columns=lambda v: jnp.stack([v > t, v > t + 10, v > t + 20, v % 7 == 0]).astype(
+        jnp.int32
+      ),
+    )
   return s.release(jaxdp.GaussianMechanism(min(eps, 0.9), 1e-6, bound), lambda v: v)
 
 
 @pytest.mark.slow
-@settings(max_examples=40, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+  max_examples=40,
+  deadline=None,
+  derandomize=True,
+  suppress_health_check=[HealthCheck.too_slow],
+)
 @given(st.lists(_queries(), min_size=1, max_size=4), st.booleans())
 def test_nothing_a_session_raises_depends_on_the_data(queries, secure):
   """Property: the same sequence of queries on neighbouring datasets (one person
@@ -237,8 +271,9 @@ def test_nothing_a_session_raises_depends_on_the_data(queries, secure):
   for q in queries:
     outcomes = [_outcome(lambda s=s: _ask(s, q)) for s in sessions]
     assert outcomes[0] == outcomes[1], q
-    assert [(s.answered, s.refusals, s.spent) for s in sessions][0] == \
-        [(s.answered, s.refusals, s.spent) for s in sessions][1]
+    assert [(s.answered, s.refusals, s.spent) for s in sessions][0] == [
+      (s.answered, s.refusals, s.spent) for s in sessions
+    ][1]
 
 
 THRESHOLD = 10
@@ -283,9 +318,13 @@ def test_a_query_inside_a_jax_transformation_is_refused(how):
       errors.append(e)
     return x * 1.0
 
-  wrap = {"make_jaxpr": lambda: jax.make_jaxpr(f)(1.0),
-          "jit": lambda: jax.jit(f)(1.0), "eval_shape": lambda: jax.eval_shape(f, 1.0),
-          "vmap": lambda: jax.vmap(f)(jnp.ones(2)), "grad": lambda: jax.grad(f)(1.0)}[how]
+  wrap = {
+    "make_jaxpr": lambda: jax.make_jaxpr(f)(1.0),
+    "jit": lambda: jax.jit(f)(1.0),
+    "eval_shape": lambda: jax.eval_shape(f, 1.0),
+    "vmap": lambda: jax.vmap(f)(jnp.ones(2)),
+    "grad": lambda: jax.grad(f)(1.0),
+  }[how]
   out = wrap()
   assert errors and "outside JAX transformations" in str(errors[0])
   if how == "make_jaxpr":
@@ -300,9 +339,11 @@ def test_shape_errors_do_not_quote_the_row_count(query):
   raised "got (1000,)" / "got (1000, 4, 4)": the exact n for free. Now the error
   is the same on 1000 and on 1001 rows, and nothing is spent."""
   poset = jaxdp.Poset.nhis(1)
-  ask = {"poset columns": lambda s: s.poset_counts(poset, 0.5, columns=lambda r: r[0]),
-         "matrix rows": lambda s: s.release(LaplaceMechanism(0.5), lambda r: jnp.outer(r, r)),
-         "vector count": lambda s: s.count(lambda r: r > 0, 0.5)}[query]
+  ask = {
+    "poset columns": lambda s: s.poset_counts(poset, 0.5, columns=lambda r: r[0]),
+    "matrix rows": lambda s: s.release(LaplaceMechanism(0.5), lambda r: jnp.outer(r, r)),
+    "vector count": lambda s: s.count(lambda r: r > 0, 0.5),
+  }[query]
   seen = []
   for n in (1000, 1001):
     s = Session(np.zeros((n, 4), np.float32), 1.0, key=jax.random.key(0))
@@ -326,8 +367,8 @@ def test_parameters_are_read_before_the_analysts_code_runs():
   while it is traced must not change the release: parameters are taken as Python
   numbers when the query is made. A grid turned into 0.3 (not a power of two) or
   a negative value would otherwise reach the snapping."""
-  for new in (0.3, -2.0 ** -6, float("nan"), 2.0 ** 30):
-    grid = np.array(2.0 ** -6)
+  for new in (0.3, -(2.0**-6), float("nan"), 2.0**30):
+    grid = np.array(2.0**-6)
 
     def value(v, new=new):
       grid[...] = new
@@ -349,17 +390,20 @@ def test_the_fingerprint_tells_minus_zero_from_zero():
   s = Session(np.arange(100, dtype=np.float32), 100.0, key=jax.random.key(3))
   for z, truth in ((0.0, 0), (-0.0, 100), (0.0, 0)):
     ZERO = z
-    assert abs(s.count(lambda r: 1.0 / ((r * 0.0 + 1.0) * ZERO) < 0, eps=20.0)
-               - truth) < 2
+    assert abs(s.count(lambda r: 1.0 / ((r * 0.0 + 1.0) * ZERO) < 0, eps=20.0) - truth) < 2
 
 
 def test_a_huge_number_of_parts_is_refused_before_compiling():
   """``histogram(num_bins=2**40)`` hung (a noise array of 2^40 entries)."""
   s = Session(np.arange(10), 1.0, key=jax.random.key(0))
   with pytest.raises(ValueError, match="num_parts must be at most"):
-    s.histogram(lambda v: v % 3, 2 ** 40, eps=0.1)
+    s.histogram(lambda v: v % 3, 2**40, eps=0.1)
   with pytest.raises(ValueError, match="num_parts must be at most"):
-    jaxdp.release_partitioned(jaxdp.Accountant.create(1.0, key=jax.random.key(1)),
-                              LaplaceMechanism(0.1), jnp.ones(10), jnp.zeros(10, jnp.int32),
-                              2 ** 25)
+    jaxdp.release_partitioned(
+      jaxdp.Accountant.create(1.0, key=jax.random.key(1)),
+      LaplaceMechanism(0.1),
+      jnp.ones(10),
+      jnp.zeros(10, jnp.int32),
+      2**25,
+    )
   assert s.answered == 0

@@ -10,8 +10,22 @@ from jaxdp.cli import main, outputs
 
 @pytest.mark.slow
 def test_poset_study_writes_files(tmp_path, capsys):
-  rc = main(["poset", "--poset", "nhis1", "--samples", "20000", "--mechanisms", "poset",
-             "--insertion-samples", "500", "--out", str(tmp_path), "--no-plot"])
+  rc = main(
+    [
+      "poset",
+      "--poset",
+      "nhis1",
+      "--samples",
+      "20000",
+      "--mechanisms",
+      "poset",
+      "--insertion-samples",
+      "500",
+      "--out",
+      str(tmp_path),
+      "--no-plot",
+    ]
+  )
   assert rc == 0
   out = capsys.readouterr().out
   assert "nhis1" in out and "exact ratio" in out
@@ -23,23 +37,68 @@ def test_poset_study_writes_files(tmp_path, capsys):
 @pytest.mark.slow
 def test_sample_streams_and_structure_reports_empty_groups(tmp_path, capsys):
   out = tmp_path / "z.npy"
-  assert main(["sample", "--poset", "nhis1", "--samples", "1e4", "--chunk", "3000",
-               "--out", str(out)]) == 0
+  assert (
+    main(
+      [
+        "sample",
+        "--poset",
+        "nhis1",
+        "--samples",
+        "1e4",
+        "--chunk",
+        "3000",
+        "--out",
+        str(out),
+      ]
+    )
+    == 0
+  )
   z = np.load(out)
   assert z.shape == (10_000, 5) and np.isfinite(z).all() and len(np.unique(z[:, 1])) > 9000
-  assert main(["structure", "--posets", "5", "--samples", "100",
-               "--insertion-samples", "0", "--no-plot", "--out", str(tmp_path)]) == 0
+  assert (
+    main(
+      [
+        "structure",
+        "--posets",
+        "5",
+        "--samples",
+        "100",
+        "--insertion-samples",
+        "0",
+        "--no-plot",
+        "--out",
+        str(tmp_path),
+      ]
+    )
+    == 0
+  )
   captured = capsys.readouterr()
   assert "lower --min-group" in captured.out
   assert "structure.csv" not in captured.err  # no rows: no CSV, and none listed
 
 
 def test_unwritable_out_is_refused_before_any_work(tmp_path, capsys):
-  assert main(["poset", "--poset", "nhis1", "--samples", "100", "--no-plot",
-               "--insertion-samples", "0", "--out", "/dev/null/x"]) == 2
+  assert (
+    main(
+      [
+        "poset",
+        "--poset",
+        "nhis1",
+        "--samples",
+        "100",
+        "--no-plot",
+        "--insertion-samples",
+        "0",
+        "--out",
+        "/dev/null/x",
+      ]
+    )
+    == 2
+  )
   assert "cannot write" in capsys.readouterr().err
-  assert main(["sample", "--poset", "nhis1", "--samples", "100",
-               "--out", str(tmp_path)]) == 2
+  assert (
+    main(["sample", "--poset", "nhis1", "--samples", "100", "--out", str(tmp_path)]) == 2
+  )
   assert "is a directory" in capsys.readouterr().err
 
 
@@ -51,7 +110,9 @@ def test_reads_poset_files(tmp_path, capsys):
   assert "shape (100, 4)" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv,msg", [
+@pytest.mark.parametrize(
+  "argv,msg",
+  [
     (["poset", "--poset", "nope.json"], "--poset: no such file: nope.json"),
     (["poset", "--poset", "random:x"], "random:D"),
     (["poset", "--poset", "random:4:1:2"], "random:D"),
@@ -61,7 +122,8 @@ def test_reads_poset_files(tmp_path, capsys):
     (["nhis", "--sections", "4"], "--sections"),
     (["nhis", "--mechanisms", "poset,gauss"], "unknown 'gauss'"),
     (["nhis", "--coordinator", "localhost:1"], "go together"),
-])
+  ],
+)
 def test_bad_options_one_line_error(argv, msg, tmp_path, capsys):
   assert main(argv + ["--no-plot", "--out", str(tmp_path)]) == 2
   err = capsys.readouterr().err.strip()

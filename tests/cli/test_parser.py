@@ -33,62 +33,80 @@ def _subparsers(ap):
 
 # (argv, the flag, the value, the allowed range as --help states it)
 OUT_OF_RANGE = [
-    (["nhis", "--samples", "1e30"], "--samples", "1e30", "1 to 10^12"),
-    (["nhis", "--samples", "1000000000001"], "--samples", "1000000000001", "1 to 10^12"),
-    (["nhis", "--samples", "0"], "--samples", "0", "1 to 10^12"),
-    (["nhis", "--insertion-samples", "-1"], "--insertion-samples", "-1", "0 to 10^7"),
-    (["nhis", "--eps", "0"], "--eps", "0", "1e-06 to 1000"),
-    (["nhis", "--eps", "inf"], "--eps", "inf", "1e-06 to 1000"),
-    (["nhis", "--eps", "1e9"], "--eps", "1e9", "1e-06 to 1000"),
-    (["nhis", "--devices", "0"], "--devices", "0", "1 to 65,536"),
-    (["nhis", "--num-processes", "0"], "--num-processes", "0", "1 to 65,536"),
-    (["nhis", "--seed", "1e10"], "--seed", "1e10", "-2,147,483,648 to 2,147,483,647"),
-    (["nhis", "--sections", "1,4"], "--sections", "4", "1 to 3"),
-    (["dims", "--dims", "4,30"], "--dims", "30", "1 to 22"),
-    (["dims", "--posets", "1e7"], "--posets", "1e7", "1 to 10^6"),
-    (["structure", "--d", "23"], "--d", "23", "1 to 22"),
-    (["structure", "--min-group", "0"], "--min-group", "0", "1 to 10^6"),
-    (["sample", "--chunk", "1e9"], "--chunk", "1e9", "1 to 16,777,216"),
-    (["release", "--data", "x.csv", "--eps", "-1"], "--eps", "-1", "1e-06 to 1000"),
+  (["nhis", "--samples", "1e30"], "--samples", "1e30", "1 to 10^12"),
+  (["nhis", "--samples", "1000000000001"], "--samples", "1000000000001", "1 to 10^12"),
+  (["nhis", "--samples", "0"], "--samples", "0", "1 to 10^12"),
+  (["nhis", "--insertion-samples", "-1"], "--insertion-samples", "-1", "0 to 10^7"),
+  (["nhis", "--eps", "0"], "--eps", "0", "1e-06 to 1000"),
+  (["nhis", "--eps", "inf"], "--eps", "inf", "1e-06 to 1000"),
+  (["nhis", "--eps", "1e9"], "--eps", "1e9", "1e-06 to 1000"),
+  (["nhis", "--devices", "0"], "--devices", "0", "1 to 65,536"),
+  (["nhis", "--num-processes", "0"], "--num-processes", "0", "1 to 65,536"),
+  (["nhis", "--seed", "1e10"], "--seed", "1e10", "-2,147,483,648 to 2,147,483,647"),
+  (["nhis", "--sections", "1,4"], "--sections", "4", "1 to 3"),
+  (["dims", "--dims", "4,30"], "--dims", "30", "1 to 22"),
+  (["dims", "--posets", "1e7"], "--posets", "1e7", "1 to 10^6"),
+  (["structure", "--d", "23"], "--d", "23", "1 to 22"),
+  (["structure", "--min-group", "0"], "--min-group", "0", "1 to 10^6"),
+  (["sample", "--chunk", "1e9"], "--chunk", "1e9", "1 to 16,777,216"),
+  (["release", "--data", "x.csv", "--eps", "-1"], "--eps", "-1", "1e-06 to 1000"),
 ]
 
 
 @pytest.mark.parametrize("argv,flag,value,allowed", OUT_OF_RANGE)
-def test_numeric_flags_out_of_range_are_refused_at_parse_time(argv, flag, value, allowed,
-                                                              capsys):
+def test_numeric_flags_out_of_range_are_refused_at_parse_time(
+  argv, flag, value, allowed, capsys
+):
   """`--samples 1e30` ran for ~10^24 s: every number is checked while parsing, and the
   message names the flag, the value and the range."""
   err = _parse_error(argv, capsys)
   assert f"argument {flag}: {value} is out of range" in err and allowed in err
 
 
-@pytest.mark.parametrize("argv,flag", [
+@pytest.mark.parametrize(
+  "argv,flag",
+  [
     (["nhis", "--samples", "2.5"], "--samples"),
     (["nhis", "--samples", "many"], "--samples"),
     (["dims", "--posets", "3.5"], "--posets"),
     (["structure", "--d", "1e0.5"], "--d"),
     (["sample", "--seed", "nan"], "--seed"),
-])
+  ],
+)
 def test_integer_flags_take_only_integers(argv, flag, capsys):
   err = _parse_error(argv, capsys)
   assert f"argument {flag}: '{argv[-1]}' is not an integer" in err
 
 
 def test_integers_written_in_scientific_or_grouped_form():
-  args = build_parser().parse_args(["nhis", "--samples", "1e6", "--insertion-samples",
-                                    "1_000", "--sections", "1,3", "--mechanisms", ""])
-  assert (args.samples, args.insertion_samples) == (10 ** 6, 1000)
+  args = build_parser().parse_args(
+    [
+      "nhis",
+      "--samples",
+      "1e6",
+      "--insertion-samples",
+      "1_000",
+      "--sections",
+      "1,3",
+      "--mechanisms",
+      "",
+    ]
+  )
+  assert (args.samples, args.insertion_samples) == (10**6, 1000)
   assert args.sections == [1, 3] and args.mechanisms == []
 
 
-@pytest.mark.parametrize("argv", [
+@pytest.mark.parametrize(
+  "argv",
+  [
     ["nhis", "--sample", "5"],
     ["poset", "--pos", "nhis1"],
     ["dims", "--dim", "4"],
     ["structure", "--min", "5"],
     ["sample", "--out", "z.npy", "--chun", "5"],
     ["release", "--dat", "x.csv", "--eps", "1"],
-])
+  ],
+)
 def test_flags_must_be_spelled_in_full(argv, capsys):
   """argparse took `--sample` for `--samples` (prefix matching)."""
   err = _parse_error(argv, capsys)
@@ -121,8 +139,9 @@ def test_bare_command_has_every_option_of_nhis():
   bare = vars(build_parser().parse_args([]))
   nhis = vars(build_parser().parse_args(["nhis"]))
   assert set(nhis) <= set(bare)
-  assert {k: bare[k] for k in nhis if k != "command"} == \
-      {k: v for k, v in nhis.items() if k != "command"}
+  assert {k: bare[k] for k in nhis if k != "command"} == {
+    k: v for k, v in nhis.items() if k != "command"
+  }
   assert bare["out"] == "out/nhis" and bare["command"] is None
 
 
@@ -130,7 +149,7 @@ def test_bare_command_runs_the_nhis_study(monkeypatch):
   seen = []
   monkeypatch.setitem(cli.COMMANDS, "nhis", lambda args: seen.append(args) or 0)
   assert main([]) == 0
-  assert seen[0].command == "nhis" and seen[0].samples == 10 ** 6
+  assert seen[0].command == "nhis" and seen[0].samples == 10**6
   assert seen[0].sections == [1, 2, 3] and seen[0].out == "out/nhis"
 
 
@@ -143,6 +162,7 @@ def test_main_returns_2_on_bad_flags_and_0_on_help(capsys):
 def test_user_errors_are_one_line_and_bugs_keep_their_traceback(monkeypatch, capsys):
   def invalid(args):
     raise ValueError("eps must be positive;\nsee the docs")
+
   monkeypatch.setitem(cli.COMMANDS, "dims", invalid)
   assert main(["dims"]) == 2
   err = capsys.readouterr().err
@@ -150,6 +170,7 @@ def test_user_errors_are_one_line_and_bugs_keep_their_traceback(monkeypatch, cap
 
   def bug(args):
     raise KeyError("internal")
+
   monkeypatch.setitem(cli.COMMANDS, "dims", bug)
   with pytest.raises(KeyError):
     main(["dims"])
@@ -157,8 +178,13 @@ def test_user_errors_are_one_line_and_bugs_keep_their_traceback(monkeypatch, cap
 
 @pytest.mark.subprocess
 def test_argparse_errors_exit_2_with_one_line_and_no_traceback():
-  r = subprocess.run([sys.executable, "-m", "jaxdp", "nhis", "--eps", "-1"], cwd=ROOT,
-                     env=dict(os.environ, PYTHONUNBUFFERED="1"), capture_output=True,
-                     text=True, timeout=900)
+  r = subprocess.run(
+    [sys.executable, "-m", "jaxdp", "nhis", "--eps", "-1"],
+    cwd=ROOT,
+    env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    capture_output=True,
+    text=True,
+    timeout=900,
+  )
   assert r.returncode == 2 and "--eps" in r.stderr
   assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr

@@ -19,10 +19,19 @@ pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
 
 def _jaxdp(cwd, *args):
-  env = dict(os.environ, PYTHONUNBUFFERED="1",
-             PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-  r = subprocess.run([sys.executable, "-m", "jaxdp", *args], cwd=cwd, env=env,
-                     capture_output=True, text=True, timeout=TIMEOUT)
+  env = dict(
+    os.environ,
+    PYTHONUNBUFFERED="1",
+    PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+  )
+  r = subprocess.run(
+    [sys.executable, "-m", "jaxdp", *args],
+    cwd=cwd,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=TIMEOUT,
+  )
   assert r.returncode == 0, r.stderr[-3000:]
   return r
 
@@ -35,8 +44,21 @@ def _results(path):
 @pytest.mark.subprocess
 def test_nhis_with_eps_and_mechanisms(tmp_path):
   """python -m jaxdp nhis --samples 1e7 --eps 0.5 --mechanisms poset,linf"""
-  _jaxdp(tmp_path, "nhis", "--samples", "2e3", "--eps", "0.5", "--mechanisms",
-         "poset,linf", "--sections", "1", "--insertion-samples", "50", "--no-plot")
+  _jaxdp(
+    tmp_path,
+    "nhis",
+    "--samples",
+    "2e3",
+    "--eps",
+    "0.5",
+    "--mechanisms",
+    "poset,linf",
+    "--sections",
+    "1",
+    "--insertion-samples",
+    "50",
+    "--no-plot",
+  )
   (row,) = _results(tmp_path / "out" / "nhis" / "nhis.json")["results"]
   assert row["d"] == 4 and row["samples"] == 2000 and 0 < row["exact_ratio"] <= 1
   assert "mse_linf" in row and "mse_poset" in row and "mse_l2" not in row
@@ -46,8 +68,21 @@ def test_nhis_with_eps_and_mechanisms(tmp_path):
 @pytest.mark.subprocess
 def test_nhis_with_the_chacha8_generator(tmp_path):
   """python -m jaxdp nhis --generator chacha8"""
-  _jaxdp(tmp_path, "nhis", "--generator", "chacha8", "--samples", "2e3", "--sections",
-         "1", "--insertion-samples", "0", "--mechanisms", "poset", "--no-plot")
+  _jaxdp(
+    tmp_path,
+    "nhis",
+    "--generator",
+    "chacha8",
+    "--samples",
+    "2e3",
+    "--sections",
+    "1",
+    "--insertion-samples",
+    "0",
+    "--mechanisms",
+    "poset",
+    "--no-plot",
+  )
   (row,) = _results(tmp_path / "out" / "nhis" / "nhis.json")["results"]
   assert 0 < row["exact_ratio"] <= 1
 
@@ -56,8 +91,19 @@ def test_nhis_with_the_chacha8_generator(tmp_path):
 @pytest.mark.subprocess
 def test_poset_random_writes_under_out_poset(tmp_path):
   """python -m jaxdp poset --poset random:12:7  (writes out/poset/poset_random12.*)"""
-  _jaxdp(tmp_path, "poset", "--poset", "random:12:7", "--samples", "2e3",
-         "--insertion-samples", "50", "--mechanisms", "poset", "--no-plot")
+  _jaxdp(
+    tmp_path,
+    "poset",
+    "--poset",
+    "random:12:7",
+    "--samples",
+    "2e3",
+    "--insertion-samples",
+    "50",
+    "--mechanisms",
+    "poset",
+    "--no-plot",
+  )
   out = tmp_path / "out" / "poset"
   (row,) = _results(out / "poset_random12.json")["results"]
   assert row["d"] == 12 and 0 < row["exact_ratio"] <= 1
@@ -68,9 +114,22 @@ def test_poset_random_writes_under_out_poset(tmp_path):
 @pytest.mark.subprocess
 def test_dims_into_a_results_folder(tmp_path):
   """python -m jaxdp dims --out results/dims --overwrite-results"""
-  _jaxdp(tmp_path, "dims", "--out", "results/dims", "--overwrite-results", "--dims",
-         "4,5", "--posets", "2", "--samples", "500", "--insertion-samples", "20",
-         "--no-plot")
+  _jaxdp(
+    tmp_path,
+    "dims",
+    "--out",
+    "results/dims",
+    "--overwrite-results",
+    "--dims",
+    "4,5",
+    "--posets",
+    "2",
+    "--samples",
+    "500",
+    "--insertion-samples",
+    "20",
+    "--no-plot",
+  )
   data = _results(tmp_path / "results" / "dims" / "dims.json")
   assert [g["d"] for g in data["results"]] == [4, 5] and len(data["per_poset"]) == 4
   assert all(0 < g["exact_ratio"] <= 1 and g["posets"] == 2 for g in data["results"])
@@ -80,9 +139,24 @@ def test_dims_into_a_results_folder(tmp_path):
 @pytest.mark.subprocess
 def test_structure_into_a_results_folder(tmp_path):
   """python -m jaxdp structure --out results/structure --overwrite-results"""
-  _jaxdp(tmp_path, "structure", "--out", "results/structure", "--overwrite-results",
-         "--d", "4", "--posets", "12", "--min-group", "1", "--samples", "200",
-         "--insertion-samples", "0", "--no-plot")
+  _jaxdp(
+    tmp_path,
+    "structure",
+    "--out",
+    "results/structure",
+    "--overwrite-results",
+    "--d",
+    "4",
+    "--posets",
+    "12",
+    "--min-group",
+    "1",
+    "--samples",
+    "200",
+    "--insertion-samples",
+    "0",
+    "--no-plot",
+  )
   data = _results(tmp_path / "results" / "structure" / "structure.json")
   assert sum(g["posets"] for g in data["results"]["by_depth"]) == 12
   assert len(data["per_poset"]) == 12
@@ -93,8 +167,14 @@ def test_the_repositorys_results_are_not_rewritten_without_the_flag():
   """python -m jaxdp dims --out results/dims, from the repository: refused, at once."""
   env = dict(os.environ, PYTHONUNBUFFERED="1")
   before = {p: p.stat().st_mtime_ns for p in (ROOT / "results").rglob("*")}
-  r = subprocess.run([sys.executable, "-m", "jaxdp", "dims", "--out", "results/dims"],
-                     cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+  r = subprocess.run(
+    [sys.executable, "-m", "jaxdp", "dims", "--out", "results/dims"],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=TIMEOUT,
+  )
   assert r.returncode == 2 and "--overwrite-results" in r.stderr
   assert {p: p.stat().st_mtime_ns for p in (ROOT / "results").rglob("*")} == before
 
@@ -103,10 +183,21 @@ def test_the_repositorys_results_are_not_rewritten_without_the_flag():
 @pytest.mark.subprocess
 def test_sample_a_poset_file_streamed(tmp_path):
   """python -m jaxdp sample --poset my_poset.json --samples 1e8 --out z.npy"""
-  (tmp_path / "my_poset.json").write_text(json.dumps({"requires": {"q2": ["q1"],
-                                                                   "q3": ["q1"]}}))
-  r = _jaxdp(tmp_path, "sample", "--poset", "my_poset.json", "--samples", "1e4",
-             "--chunk", "4096", "--out", "z.npy")
+  (tmp_path / "my_poset.json").write_text(
+    json.dumps({"requires": {"q2": ["q1"], "q3": ["q1"]}})
+  )
+  r = _jaxdp(
+    tmp_path,
+    "sample",
+    "--poset",
+    "my_poset.json",
+    "--samples",
+    "1e4",
+    "--chunk",
+    "4096",
+    "--out",
+    "z.npy",
+  )
   z = np.load(tmp_path / "z.npy")
   assert z.shape == (10_000, 4) and np.isfinite(z).all()
   assert "shape (10000, 4)" in r.stdout
@@ -116,8 +207,9 @@ def test_sample_a_poset_file_streamed(tmp_path):
 @pytest.mark.subprocess
 def test_sample_a_synthetic_questionnaire(tmp_path):
   """python -m jaxdp sample --poset questionnaire:300"""
-  r = _jaxdp(tmp_path, "sample", "--poset", "questionnaire:300", "--samples", "256",
-             "--out", "q.npy")
+  r = _jaxdp(
+    tmp_path, "sample", "--poset", "questionnaire:300", "--samples", "256", "--out", "q.npy"
+  )
   z = np.load(tmp_path / "q.npy")
   assert z.shape == (256, 301) and np.isfinite(z).all() and np.abs(z).max() <= 1
   assert "shape (256, 301)" in r.stdout
@@ -130,15 +222,32 @@ def test_release_from_a_csv(tmp_path):
   poset = jaxdp.Poset.nhis(3)
   filters = np.asarray(poset.filters())
   rows = filters[np.random.default_rng(0).integers(0, len(filters), 2000)]
-  np.savetxt(tmp_path / "answers.csv", rows, fmt="%d", delimiter=",",
-             header=",".join(poset.element_names), comments="")
-  r = _jaxdp(tmp_path, "release", "--poset", "nhis3", "--data", "answers.csv", "--eps",
-             "1", "--out", "rel.json")
+  np.savetxt(
+    tmp_path / "answers.csv",
+    rows,
+    fmt="%d",
+    delimiter=",",
+    header=",".join(poset.element_names),
+    comments="",
+  )
+  r = _jaxdp(
+    tmp_path,
+    "release",
+    "--poset",
+    "nhis3",
+    "--data",
+    "answers.csv",
+    "--eps",
+    "1",
+    "--out",
+    "rel.json",
+  )
   got = _results(tmp_path / "rel.json")
   assert list(got["counts"]) == ["respondents", *poset.element_names]
   truth = [2000, *rows.sum(0).tolist()]
-  assert all(isinstance(v, int) and abs(v - t) < 500
-             for v, t in zip(got["counts"].values(), truth))
+  assert all(
+    isinstance(v, int) and abs(v - t) < 500 for v, t in zip(got["counts"].values(), truth)
+  )
   assert "safe to publish" in r.stdout and "wrote rel.json" in r.stderr
 
 
@@ -146,10 +255,24 @@ def test_release_from_a_csv(tmp_path):
 @pytest.mark.subprocess
 def test_devices_shards_over_host_devices(tmp_path):
   """python -m jaxdp poset --poset nhis1 --devices 2  (K host devices on a CPU)"""
-  _jaxdp(tmp_path, "poset", "--poset", "nhis1", "--devices", "2", "--samples", "4e3",
-         "--insertion-samples", "0", "--mechanisms", "poset", "--no-plot")
-  assert "(2 device(s))" in _results(tmp_path / "out" / "poset" / "poset_nhis1.json")[
-      "machine"]
+  _jaxdp(
+    tmp_path,
+    "poset",
+    "--poset",
+    "nhis1",
+    "--devices",
+    "2",
+    "--samples",
+    "4e3",
+    "--insertion-samples",
+    "0",
+    "--mechanisms",
+    "poset",
+    "--no-plot",
+  )
+  assert (
+    "(2 device(s))" in _results(tmp_path / "out" / "poset" / "poset_nhis1.json")["machine"]
+  )
 
 
 def _documented_commands():
@@ -168,7 +291,10 @@ def _documented_commands():
 def test_every_documented_command_has_a_test():
   """Each command the README or docs/guides/cli.md shows is the first docstring line of
   a test above (so a command added to the docs without a test fails here)."""
-  tested = {" ".join(f.__doc__.splitlines()[0].split("(")[0].split())
-            for name, f in globals().items() if name.startswith("test_") and f.__doc__}
+  tested = {
+    " ".join(f.__doc__.splitlines()[0].split("(")[0].split())
+    for name, f in globals().items()
+    if name.startswith("test_") and f.__doc__
+  }
   tested.add("python -m jaxdp")  # run in-process by tests/cli/test_commands.py
   assert _documented_commands() - tested == set()

@@ -28,8 +28,10 @@ def _err(capsys, *hide):
 @pytest.fixture
 def no_release(monkeypatch):
   """Fails the test if the budget is touched (an accountant is created)."""
+
   def refuse(*args, **kwargs):
     raise AssertionError("the accountant was created")
+
   monkeypatch.setattr(cli_release.Accountant, "create", refuse)
 
 
@@ -39,8 +41,22 @@ def test_release_publishes_exact_integer_counts(tmp_path, capsys):
   rows = _answers()
   np.save(tmp_path / "a.npy", rows)
   out = tmp_path / "sub" / "rel.json"
-  assert main(["release", "--poset", "nhis1", "--data", str(tmp_path / "a.npy"),
-               "--eps", "2", "--out", str(out)]) == 0
+  assert (
+    main(
+      [
+        "release",
+        "--poset",
+        "nhis1",
+        "--data",
+        str(tmp_path / "a.npy"),
+        "--eps",
+        "2",
+        "--out",
+        str(out),
+      ]
+    )
+    == 0
+  )
   got = json.loads(out.read_text())["counts"]
   truth = [3000] + rows.sum(0).tolist()
   assert list(got) == ["respondents", "q1", "q2", "q3", "q4"]
@@ -49,17 +65,33 @@ def test_release_publishes_exact_integer_counts(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("out", ["/dev/null/rel.json", "{tmp}"])
-def test_unwritable_out_is_refused_before_the_data_is_read(tmp_path, capsys, no_release,
-                                                           monkeypatch, out):
+def test_unwritable_out_is_refused_before_the_data_is_read(
+  tmp_path, capsys, no_release, monkeypatch, out
+):
   """`--out` was written only after the release had spent the budget."""
   out = out.format(tmp=tmp_path)  # a path under a file, or a directory
   np.save(tmp_path / "a.npy", _answers(50))
 
   def read(*args):
     raise AssertionError("the data was read")
+
   monkeypatch.setattr(cli_release, "load_rows", read)
-  assert main(["release", "--poset", "nhis1", "--data", str(tmp_path / "a.npy"),
-               "--eps", "1", "--out", out]) == 2
+  assert (
+    main(
+      [
+        "release",
+        "--poset",
+        "nhis1",
+        "--data",
+        str(tmp_path / "a.npy"),
+        "--eps",
+        "1",
+        "--out",
+        out,
+      ]
+    )
+    == 2
+  )
   assert f"--out {out}: " in _err(capsys)
 
 
@@ -83,14 +115,31 @@ def test_clip_releases_what_raise_refuses(tmp_path):
   rows[3] = [0, 1, 0, 0]
   np.save(tmp_path / "a.npy", rows)
   out = tmp_path / "rel.json"
-  assert main(["release", "--poset", "nhis1", "--data", str(tmp_path / "a.npy"),
-               "--eps", "1", "--on-invalid", "clip", "--out", str(out)]) == 0
+  assert (
+    main(
+      [
+        "release",
+        "--poset",
+        "nhis1",
+        "--data",
+        str(tmp_path / "a.npy"),
+        "--eps",
+        "1",
+        "--on-invalid",
+        "clip",
+        "--out",
+        str(out),
+      ]
+    )
+    == 0
+  )
   assert json.loads(out.read_text())["eps"] == 1.0
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".npy"])
-def test_an_answer_other_than_0_and_1_is_named_by_row_and_column(tmp_path, capsys,
-                                                                 no_release, suffix):
+def test_an_answer_other_than_0_and_1_is_named_by_row_and_column(
+  tmp_path, capsys, no_release, suffix
+):
   rows = _answers(10).astype(np.int64)
   rows[4] = [1, 1, 98765, 0]
   path = tmp_path / f"a{suffix}"
@@ -106,11 +155,17 @@ def test_an_answer_other_than_0_and_1_is_named_by_row_and_column(tmp_path, capsy
 def test_missing_files_are_named(tmp_path, capsys, no_release):
   np.save(tmp_path / "a.npy", _answers(10))
   missing = tmp_path / "nope.json"
-  assert main(["release", "--poset", str(missing), "--data", str(tmp_path / "a.npy"),
-               "--eps", "1"]) == 2
+  assert (
+    main(
+      ["release", "--poset", str(missing), "--data", str(tmp_path / "a.npy"), "--eps", "1"]
+    )
+    == 2
+  )
   assert f"--poset: no such file: {missing}" in _err(capsys)
-  assert main(["release", "--poset", "nhis1", "--data", str(tmp_path / "no.csv"),
-               "--eps", "1"]) == 2
+  assert (
+    main(["release", "--poset", "nhis1", "--data", str(tmp_path / "no.csv"), "--eps", "1"])
+    == 2
+  )
   assert f"--data: no such file: {tmp_path / 'no.csv'}" in _err(capsys)
 
 
@@ -118,11 +173,17 @@ def test_wrong_columns_and_empty_data(tmp_path, capsys, no_release):
   rows = _answers(10)
   np.savetxt(tmp_path / "bad.csv", rows[:, :3], fmt="%d", delimiter=",")
   (tmp_path / "empty.csv").write_text("q1,q2,q3,q4\n")
-  assert main(["release", "--poset", "nhis1", "--data", str(tmp_path / "bad.csv"),
-               "--eps", "1"]) == 2
+  assert (
+    main(["release", "--poset", "nhis1", "--data", str(tmp_path / "bad.csv"), "--eps", "1"])
+    == 2
+  )
   assert "expected 4 columns" in _err(capsys)
-  assert main(["release", "--poset", "nhis1", "--data", str(tmp_path / "empty.csv"),
-               "--eps", "1"]) == 2
+  assert (
+    main(
+      ["release", "--poset", "nhis1", "--data", str(tmp_path / "empty.csv"), "--eps", "1"]
+    )
+    == 2
+  )
   assert "holds no rows" in _err(capsys)
 
 
@@ -131,8 +192,17 @@ def test_out_inside_results_needs_the_flag(tmp_path, capsys, monkeypatch):
   results.mkdir()
   monkeypatch.setattr(outputs, "RESULTS_DIR", results)
   np.save(tmp_path / "a.npy", _answers(50))
-  argv = ["release", "--poset", "nhis1", "--data", str(tmp_path / "a.npy"), "--eps", "1",
-          "--out", str(results / "rel.json")]
+  argv = [
+    "release",
+    "--poset",
+    "nhis1",
+    "--data",
+    str(tmp_path / "a.npy"),
+    "--eps",
+    "1",
+    "--out",
+    str(results / "rel.json"),
+  ]
   assert main(argv) == 2
   assert "--overwrite-results" in _err(capsys) and not (results / "rel.json").exists()
   assert main(argv + ["--overwrite-results"]) == 0

@@ -12,8 +12,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-SNIPPET_FILES = [ROOT / "README.md", DOCS / "index.md",
-                 *sorted((DOCS / "guides").glob("*.md"))]
+SNIPPET_FILES = [
+  ROOT / "README.md",
+  DOCS / "index.md",
+  *sorted((DOCS / "guides").glob("*.md")),
+]
 OPT_OUT = "<!-- no-test -->"
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S)
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
@@ -27,7 +30,7 @@ def python_blocks(path: Path) -> list[tuple[int, str]]:
   for m in FENCE.finditer(text):
     if m.group(1) != "python":
       continue
-    before = text[:m.start()].rstrip().splitlines()
+    before = text[: m.start()].rstrip().splitlines()
     if before and before[-1].strip() == OPT_OUT:
       continue
     blocks.append((text.count("\n", 0, m.start()) + 1, m.group(2)))
@@ -40,9 +43,11 @@ def test_readme_and_tour_have_python_blocks():
 
 def test_snippet_parser_finds_and_skips_blocks(tmp_path):
   page = tmp_path / "page.md"
-  page.write_text("text\n\n```python\nx = 1\n```\n\n<!-- no-test -->\n```python\n"
-                  "open('mine.csv')\n```\n\n```bash\nls\n```\n\n"
-                  "```python\ny = x + 1\n```\n")
+  page.write_text(
+    "text\n\n```python\nx = 1\n```\n\n<!-- no-test -->\n```python\n"
+    "open('mine.csv')\n```\n\n```bash\nls\n```\n\n"
+    "```python\ny = x + 1\n```\n"
+  )
   assert [code for _, code in python_blocks(page)] == ["x = 1\n", "y = x + 1\n"]
 
 
@@ -59,8 +64,9 @@ def test_python_snippets_run(path, tmp_path, monkeypatch):
     try:
       exec(compile(code, f"{path.relative_to(ROOT)}:{line}", "exec"), namespace)
     except Exception as e:
-      raise AssertionError(f"{path.relative_to(ROOT)}, block at line {line}: "
-                           f"{type(e).__name__}: {e}") from e
+      raise AssertionError(
+        f"{path.relative_to(ROOT)}, block at line {line}: {type(e).__name__}: {e}"
+      ) from e
 
 
 def markdown_files() -> list[Path]:
@@ -90,14 +96,17 @@ def test_relative_links_resolve():
 
 def test_link_check_sees_a_missing_file(tmp_path):
   page = tmp_path / "page.md"
-  page.write_text("[ok](page.md), [gone](nope.md#x), [web](https://example.org), "
-                  "[anchor](#here)\n```\n[in code](skipped.md)\n```\n")
+  page.write_text(
+    "[ok](page.md), [gone](nope.md#x), [web](https://example.org), "
+    "[anchor](#here)\n```\n[in code](skipped.md)\n```\n"
+  )
   assert relative_links(page) == ["page.md", "nope.md"]
 
 
 def load_run_all():
-  spec = importlib.util.spec_from_file_location("run_all",
-                                                ROOT / "benchmarks" / "run_all.py")
+  spec = importlib.util.spec_from_file_location(
+    "run_all", ROOT / "benchmarks" / "run_all.py"
+  )
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module
@@ -107,8 +116,9 @@ def test_benchmarks_page_is_generated_from_results():
   run_all = load_run_all()
   expected = run_all.benchmarks_page(ROOT / "results")
   assert (DOCS / "benchmarks.md").read_text() == expected, (
-      "docs/benchmarks.md differs from what results/ generates: do not edit it by hand; "
-      "run python benchmarks/run_all.py --docs-only")
+    "docs/benchmarks.md differs from what results/ generates: do not edit it by hand; "
+    "run python benchmarks/run_all.py --docs-only"
+  )
 
 
 def test_benchmarks_page_follows_the_results(tmp_path):
@@ -130,8 +140,12 @@ def test_mkdocs_build_strict(tmp_path):
   if importlib.util.find_spec("mkdocstrings_handlers") is None:
     pytest.skip("mkdocstrings[python] is not installed (pip install -e '.[docs]')")
   proc = subprocess.run(
-      [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
-      cwd=ROOT, capture_output=True, text=True, timeout=600)
+    [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
   assert proc.returncode == 0, proc.stdout + proc.stderr
   # Every API page documents its module's main names (a module path that became a
   # shim or a package without them would render an empty page without a warning).
@@ -141,16 +155,16 @@ def test_mkdocs_build_strict(tmp_path):
 
 
 API_NAMES = {
-    "jaxdp": "jaxdp",
-    "random": "jaxdp.random.poset_ball",
-    "exact": "jaxdp.exact.discrete_gaussian",
-    "montecarlo": "jaxdp.montecarlo.estimate",
-    "session": "jaxdp.session.Session",
-    "mechanisms": "jaxdp.mechanisms.LaplaceMechanism",
-    "accounting": "jaxdp.accounting.Accountant",
-    "composition": "jaxdp.composition.advanced_composition",
-    "posets": "jaxdp.posets.Poset",
-    "samplers": "jaxdp.samplers.balls.PosetBall",
-    "prng": "jaxdp.prng.chacha.block",
-    "typing": "jaxdp.typing.KeyArray",
+  "jaxdp": "jaxdp",
+  "random": "jaxdp.random.poset_ball",
+  "exact": "jaxdp.exact.discrete_gaussian",
+  "montecarlo": "jaxdp.montecarlo.estimate",
+  "session": "jaxdp.session.Session",
+  "mechanisms": "jaxdp.mechanisms.LaplaceMechanism",
+  "accounting": "jaxdp.accounting.Accountant",
+  "composition": "jaxdp.composition.advanced_composition",
+  "posets": "jaxdp.posets.Poset",
+  "samplers": "jaxdp.samplers.balls.PosetBall",
+  "prng": "jaxdp.prng.chacha.block",
+  "typing": "jaxdp.typing.KeyArray",
 }

@@ -36,11 +36,12 @@ def _key(i=0):
 def _brute_objects(poset):
   """Every object (A, ext(A) top down, ext(B) top down) by enumerating permutations."""
   d = poset.d
-  strict = poset.order & ~np.eye(d, dtype=bool)       # strict[x, y]: x below y
+  strict = poset.order & ~np.eye(d, dtype=bool)  # strict[x, y]: x below y
 
   def top_down(seq):
-    return all(not strict[seq[t], seq[u]] for t in range(len(seq))
-               for u in range(t + 1, len(seq)))
+    return all(
+      not strict[seq[t], seq[u]] for t in range(len(seq)) for u in range(t + 1, len(seq))
+    )
 
   objs = set()
   for mask in range(1 << d):
@@ -65,8 +66,10 @@ def test_unranking_is_a_bijection_onto_all_objects(name):
   with jax.enable_x64(True):
     t = jax.tree_util.tree_map(jnp.asarray, tables)
     seq, size_a = exact.unrank(jnp.arange(total, dtype=jnp.int64), t, poset.d)
-  got = {(int(k),) + tuple(int(v) for v in s) for s, k in zip(np.asarray(seq),
-                                                            np.asarray(size_a))}
+  got = {
+    (int(k),) + tuple(int(v) for v in s)
+    for s, k in zip(np.asarray(seq), np.asarray(size_a))
+  }
   assert got == brute
 
 
@@ -97,9 +100,10 @@ def test_coefficients_match_the_float_samplers_chain_construction():
     rank = exact.uniform_below(_key(2), total, 2000)
     seq, size_a = exact.unrank(rank, t, d)
     coeff = np.asarray(exact.simplex_coefficients(seq, size_a, t.up))
-    units = jnp.eye(d + 2)[:, None, :] * jnp.ones((1, 2000, 1))    # (d+2, 2000, d+2)
-    ref = jax.jit(jax.vmap(lambda u: chain_noise(
-        seq, size_a, u, t.up, jnp.float64)))(units)                  # (d+2, 2000, d+1)
+    units = jnp.eye(d + 2)[:, None, :] * jnp.ones((1, 2000, 1))  # (d+2, 2000, d+2)
+    ref = jax.jit(jax.vmap(lambda u: chain_noise(seq, size_a, u, t.up, jnp.float64)))(
+      units
+    )  # (d+2, 2000, d+1)
     np.testing.assert_array_equal(coeff, np.asarray(ref).transpose(1, 0, 2))
 
 
@@ -108,10 +112,14 @@ def test_platform_log_error_is_far_below_the_margin():
   fast pass uses (1 - j 2^-52). Measured on 4 * 10^5 inputs (uniform j, log-uniform
   j, and the extremes) against mpmath at 200 bits; the margin is 2^-40."""
   rng = np.random.default_rng(7)
-  j = np.concatenate([rng.integers(0, 2**52, 200_000, dtype=np.uint64),
-                      (2.0 ** -rng.uniform(0, 52, 200_000) * 2**52).astype(np.uint64),
-                      np.array([0, 1, 2, 2**52 - 1, 2**52 - 2, 2**51], np.uint64)])
-  u = 1.0 - j.astype(np.float64) * 2.0 ** -52
+  j = np.concatenate(
+    [
+      rng.integers(0, 2**52, 200_000, dtype=np.uint64),
+      (2.0 ** -rng.uniform(0, 52, 200_000) * 2**52).astype(np.uint64),
+      np.array([0, 1, 2, 2**52 - 1, 2**52 - 2, 2**51], np.uint64),
+    ]
+  )
+  u = 1.0 - j.astype(np.float64) * 2.0**-52
   with jax.enable_x64(True):
     got = np.asarray(jax.jit(jnp.log)(jnp.asarray(u)))
   mpmath.mp.prec = 200
@@ -120,7 +128,7 @@ def test_platform_log_error_is_far_below_the_margin():
     ref = mpmath.log(mpmath.mpf(float(ui)))
     if ref != 0:
       worst = max(worst, float(abs((mpmath.mpf(float(gi)) - ref) / ref)))
-  assert worst <= 2.0 ** -44, worst
+  assert worst <= 2.0**-44, worst
 
 
 def _reference_round(words, extra, coeff, scale):
@@ -149,12 +157,14 @@ def test_laplace_fast_pass_matches_high_precision_on_1e5_samples():
   rng = np.random.default_rng(11)
   n = 100_000
   words = rng.integers(0, 2**32, (n, 1, 2), dtype=np.uint64).astype(np.uint32)
-  extra = rng.integers(0, 2**32, (n, 1, exact.REFINE_WORDS),
-                       dtype=np.uint64).astype(np.uint32)
+  extra = rng.integers(0, 2**32, (n, 1, exact.REFINE_WORDS), dtype=np.uint64).astype(
+    np.uint32
+  )
   scales = np.array([0.37, 1.0, 3.0, 1000.0, 2.0**20])[np.arange(n) % 5]
   with jax.enable_x64(True):
     k, settled, coeff = jax.jit(jax.vmap(lambda w, s: exact.laplace_round(w[None], s)))(
-        jnp.asarray(words), jnp.asarray(scales))
+      jnp.asarray(words), jnp.asarray(scales)
+    )
   k, settled, coeff = np.asarray(k)[:, 0, 0], np.asarray(settled)[:, 0], np.asarray(coeff)
   assert np.sum(~settled) <= 10
   for i in np.nonzero(settled)[0]:
@@ -172,8 +182,9 @@ def test_poset_fast_pass_matches_high_precision_on_4000_samples():
   n, d = 4000, poset.d
   rng = np.random.default_rng(12)
   words = rng.integers(0, 2**32, (n, d + 2, 2), dtype=np.uint64).astype(np.uint32)
-  extra = rng.integers(0, 2**32, (n, d + 2, exact.REFINE_WORDS),
-                       dtype=np.uint64).astype(np.uint32)
+  extra = rng.integers(0, 2**32, (n, d + 2, exact.REFINE_WORDS), dtype=np.uint64).astype(
+    np.uint32
+  )
   with jax.enable_x64(True):
     t = jax.tree_util.tree_map(jnp.asarray, tables)
     seq, size_a = exact.unrank(exact.uniform_below(_key(4), total, n), t, d)
@@ -185,8 +196,7 @@ def test_poset_fast_pass_matches_high_precision_on_4000_samples():
       np.testing.assert_array_equal(k2, k)
       np.testing.assert_array_equal(settled2, settled)
   coeff = np.asarray(coeff)
-  for (k, settled), s, half in zip(outs, (0.5, 7.0), (slice(0, n // 2),
-                                                     slice(n // 2, n))):
+  for (k, settled), s, half in zip(outs, (0.5, 7.0), (slice(0, n // 2), slice(n // 2, n))):
     k, settled = np.asarray(k), np.asarray(settled)
     assert settled.mean() > 0.999
     for i in np.arange(n)[half][settled[half]]:
@@ -199,12 +209,20 @@ def test_host_refinement_matches_high_precision():
   rng = np.random.default_rng(13)
   for m, dim in ((300, 1), (100, 5)):
     words = rng.integers(0, 2**32, (m, dim, 2), dtype=np.uint64).astype(np.uint32)
-    extra = rng.integers(0, 2**32, (m, dim, exact.REFINE_WORDS),
-                         dtype=np.uint64).astype(np.uint32)
+    extra = rng.integers(0, 2**32, (m, dim, exact.REFINE_WORDS), dtype=np.uint64).astype(
+      np.uint32
+    )
     coeff = rng.integers(-1, 2, (m, dim, 3)).astype(np.int8)
     scale = 3.3
-    got = exact_refine.host_refine(exact.refine_sample, np.zeros((m, 3), np.int32),
-                                   np.zeros(m, bool), words, extra, scale, coeff)
+    got = exact_refine.host_refine(
+      exact.refine_sample,
+      np.zeros((m, 3), np.int32),
+      np.zeros(m, bool),
+      words,
+      extra,
+      scale,
+      coeff,
+    )
     for i in range(m):
       assert list(got[i]) == _reference_round(words[i], extra[i], coeff[i], scale)
 
@@ -217,11 +235,14 @@ def test_forced_refinement_through_the_kernel_gives_the_same_release(monkeypatch
   key = _key(5)
   normal = np.asarray(exact.laplace(key, (4000,), scale=0.75))
   jax.clear_caches()
-  monkeypatch.setattr(exact_intervals, "MARGIN", 2.0 ** -3)
+  monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-3)
   calls = []
   real = exact_refine.host_refine
-  monkeypatch.setattr(exact_refine, "host_refine",
-                      lambda *a: calls.append(int(np.sum(~np.asarray(a[2])))) or real(*a))
+  monkeypatch.setattr(
+    exact_refine,
+    "host_refine",
+    lambda *a: calls.append(int(np.sum(~np.asarray(a[2])))) or real(*a),
+  )
   forced = np.asarray(exact.laplace(key, (4000,), scale=0.75))
   jax.clear_caches()
   assert calls and calls[0] > 500
@@ -240,8 +261,9 @@ def test_rounded_laplace_has_the_exact_probabilities():
   p = cdf(ks + 0.5) - cdf(ks - 0.5)
   tail = cdf(-12.5)
   probs = np.concatenate([[tail], p, [tail]])
-  counts = np.concatenate([[np.sum(x < -12)], [np.sum(x == k) for k in ks],
-                           [np.sum(x > 12)]])
+  counts = np.concatenate(
+    [[np.sum(x < -12)], [np.sum(x == k) for k in ks], [np.sum(x > 12)]]
+  )
   assert stats.chisquare(counts, probs * x.size).pvalue > 1e-4
   assert abs(x.mean()) < 5 * math.sqrt(2 * b * b / x.size)
 
@@ -255,15 +277,17 @@ def test_exact_poset_noise_has_the_float_samplers_law_rounded():
   poset = jaxdp.Poset.nhis(2)
   n, s = 200_000, 1.5
   ex = np.asarray(exact.poset_knorm(_key(7), poset, s, (n,))).astype(np.int64)
-  fl = np.rint(np.asarray(dprandom.knorm(jax.random.key(8), jaxdp.PosetBall(poset),
-                                         1 / s, (n,)))).astype(np.int64)
+  fl = np.rint(
+    np.asarray(dprandom.knorm(jax.random.key(8), jaxdp.PosetBall(poset), 1 / s, (n,)))
+  ).astype(np.int64)
   cols = [ex[:, c] for c in range(poset.d + 1)] + [ex.sum(1)]
   refs = [fl[:, c] for c in range(poset.d + 1)] + [fl.sum(1)]
   for a, b in zip(cols, refs):
     lo, hi = np.percentile(np.concatenate([a, b]), [0.5, 99.5]).astype(int)
     bins = np.arange(lo, hi + 2)
-    table = np.stack([np.histogram(np.clip(a, lo, hi), bins)[0],
-                      np.histogram(np.clip(b, lo, hi), bins)[0]])
+    table = np.stack(
+      [np.histogram(np.clip(a, lo, hi), bins)[0], np.histogram(np.clip(b, lo, hi), bins)[0]]
+    )
     table = table[:, table.sum(0) > 0]
     assert stats.chi2_contingency(table)[1] > 1e-4 / len(cols)
 
@@ -279,18 +303,25 @@ def test_exact_releases_translate_with_the_statistic():
   key = _key(9)
   a = np.asarray(mech.randomize(key, rows))
   b = np.asarray(mech.randomize(key, rows[1:]))
-  np.testing.assert_array_equal(a - b, np.asarray(mech.statistic(rows)) -
-                                np.asarray(mech.statistic(rows[1:])))
+  np.testing.assert_array_equal(
+    a - b, np.asarray(mech.statistic(rows)) - np.asarray(mech.statistic(rows[1:]))
+  )
   lap = jaxdp.LaplaceMechanism(0.3, exact=True)
-  np.testing.assert_array_equal(np.asarray(lap.randomize(key, jnp.array([5, 9]))) -
-                                np.asarray(lap.randomize(key, jnp.array([4, 9]))), [1, 0])
+  np.testing.assert_array_equal(
+    np.asarray(lap.randomize(key, jnp.array([5, 9])))
+    - np.asarray(lap.randomize(key, jnp.array([4, 9]))),
+    [1, 0],
+  )
 
 
 @pytest.mark.slow
 def test_traced_eps_under_jit_and_vmap_and_bad_eps_gives_the_sentinel():
   mech = jaxdp.LaplaceMechanism(0.5, exact=True)
-  f = jax.jit(jax.vmap(lambda e, k: jaxdp.LaplaceMechanism(e, exact=True).randomize(
-      k, jnp.array([10, 20]))))
+  f = jax.jit(
+    jax.vmap(
+      lambda e, k: jaxdp.LaplaceMechanism(e, exact=True).randomize(k, jnp.array([10, 20]))
+    )
+  )
   out = np.asarray(f(jnp.array([0.5, -1.0, jnp.nan]), jax.random.split(_key(10), 3)))
   assert out.dtype == np.int32
   assert np.all(np.abs(out[0] - [10, 20]) < 60)
@@ -301,13 +332,16 @@ def test_traced_eps_under_jit_and_vmap_and_bad_eps_gives_the_sentinel():
 def test_grid_release_charges_the_snapping():
   """grid = 2^-4 on 3 entries of sensitivity 1: the noise scale is (16 + 3) / eps
   units; the output holds exact multiples of the grid."""
-  mech = jaxdp.LaplaceMechanism(1.0, exact=True, grid=2.0 ** -4)
-  out = np.asarray(jax.vmap(lambda k: mech.randomize(k, jnp.array([0.1, 0.2, 0.3])))(
-      jax.random.split(_key(12), 20000)))
+  mech = jaxdp.LaplaceMechanism(1.0, exact=True, grid=2.0**-4)
+  out = np.asarray(
+    jax.vmap(lambda k: mech.randomize(k, jnp.array([0.1, 0.2, 0.3])))(
+      jax.random.split(_key(12), 20000)
+    )
+  )
   assert np.all(out * 16 == np.round(out * 16))
   # variance of the noise in units: 2 * 19^2 (+ 1/12 from rounding)
   var = np.var(out * 16 - np.round(np.array([0.1, 0.2, 0.3]) * 16), axis=0)
-  assert np.all(np.abs(var / (2 * 19.0 ** 2) - 1) < 0.06)
+  assert np.all(np.abs(var / (2 * 19.0**2) - 1) < 0.06)
 
 
 def test_bad_exact_options_are_clear_errors():
@@ -335,16 +369,19 @@ def test_secure_accountant_refuses_float_mechanisms_and_other_keys():
   with pytest.raises(ValueError, match="exact=True"):
     jaxdp.release(acct, jaxdp.LaplaceMechanism(0.1), jnp.array([1.0]))
   with pytest.raises(ValueError, match="exact=True"):
-    jax.jit(lambda a: jaxdp.release(a, jaxdp.GaussianMechanism(0.5, 1e-6),
-                                    jnp.array([1.0])))(acct)
+    jax.jit(
+      lambda a: jaxdp.release(a, jaxdp.GaussianMechanism(0.5, 1e-6), jnp.array([1.0]))
+    )(acct)
   assert float(acct.spent_eps) == 0.0
   with pytest.raises(ValueError, match="ChaCha20"):
     jaxdp.Accountant.create(1.0, secure=True, key=jax.random.key(0))
-  acct, out = jaxdp.release(acct, jaxdp.LaplaceMechanism(0.6, exact=True),
-                            jnp.array([3, 4]))
+  acct, out = jaxdp.release(
+    acct, jaxdp.LaplaceMechanism(0.6, exact=True), jnp.array([3, 4])
+  )
   assert out.dtype == jnp.int32 and bool(acct.last_answered)
-  acct, out = jaxdp.release(acct, jaxdp.LaplaceMechanism(0.6, exact=True),
-                            jnp.array([3, 4]))
+  acct, out = jaxdp.release(
+    acct, jaxdp.LaplaceMechanism(0.6, exact=True), jnp.array([3, 4])
+  )
   assert not bool(acct.last_answered)
   assert np.all(np.asarray(out) == np.iinfo(np.int32).min)
 
@@ -358,7 +395,7 @@ def test_secure_session_answers_with_integers():
   assert h.dtype == np.int32 and np.all(np.abs(h - 250) < 40)
   with pytest.raises(ValueError, match="exact=True"):
     s.release(jaxdp.LaplaceMechanism(0.1), lambda v: v < 3)
-  total = s.sum(lambda v: v / 1000.0, 0.5, bound=1.0, grid=2.0 ** -6)
+  total = s.sum(lambda v: v / 1000.0, 0.5, bound=1.0, grid=2.0**-6)
   assert abs(total - 499.5) < 100 and total * 64 == round(total * 64)
   poset = jaxdp.Poset.nhis(1)
   rows = np.asarray(poset.filters())[np.random.default_rng(1).integers(0, 6, 400)]
@@ -392,17 +429,19 @@ def test_discrete_gaussian_has_the_exact_probabilities(sigma):
   core = ys[keep]
   lo, hi = core.min(), core.max()
   probs = np.concatenate([[1 - p[ys >= lo].sum()], p[keep], [1 - p[ys <= hi].sum()]])
-  counts = np.concatenate([[np.sum(x < lo)], [np.sum(x == y) for y in core],
-                           [np.sum(x > hi)]])
+  counts = np.concatenate(
+    [[np.sum(x < lo)], [np.sum(x == y) for y in core], [np.sum(x > hi)]]
+  )
   tails = probs * n >= 1e-9
   assert stats.chisquare(counts[tails], probs[tails] / probs[tails].sum() * n).pvalue > 1e-4
   var = float((p * ys.astype(float) ** 2).sum())
   fourth = float((p * ys.astype(float) ** 4).sum())
-  assert abs(np.mean(x.astype(float) ** 2) - var) < 5 * math.sqrt((fourth - var ** 2) / n)
+  assert abs(np.mean(x.astype(float) ** 2) - var) < 5 * math.sqrt((fourth - var**2) / n)
 
 
 def test_sigma_is_rounded_up_to_a_quarter_exactly():
   from fractions import Fraction
+
   for sigma in (0.1, 0.5, 1 / 3, 1.7, 20.0, 2047.0):
     a = exact.sigma_quarters(sigma)
     assert Fraction(a, 4) >= Fraction(sigma) ** 2 > Fraction(a - 1, 4)
@@ -426,8 +465,7 @@ def test_discrete_gaussian_mechanism_costs_and_secure_release():
   rho = jaxdp.zcdp_budget(0.5, 1e-6)
   assert 0 < mech.zcdp_cost() <= rho and mech.cost() == (0.5, 1e-6)
   assert mech.zcdp_cost(3) == pytest.approx(9 * mech.zcdp_cost())
-  acct = jaxdp.Accountant.create(2.0, delta_budget=1e-5, secure=True,
-                                 composition="zcdp")
+  acct = jaxdp.Accountant.create(2.0, delta_budget=1e-5, secure=True, composition="zcdp")
   answered = 0
   for _ in range(40):
     acct, out = jaxdp.release(acct, mech, jnp.array([100, 200]))
@@ -470,11 +508,15 @@ def _reference_linf(words, extra, scale, d):
       big = (big << 32) | int(v)
     return (mpmath.mpf(big) + mpmath.mpf(0.5)) / mpmath.mpf(2) ** 244
 
-  r = mpmath.fsum(-mpmath.log(1 - value(w, x)) for w, x in zip(words[:d + 1],
-                                                               extra[:d + 1]))
-  return [int(mpmath.floor(mpmath.mpf(float(scale)) * r * (2 * value(w, x) - 1)
-                           + mpmath.mpf(0.5)))
-          for w, x in zip(words[d + 1:], extra[d + 1:])]
+  r = mpmath.fsum(
+    -mpmath.log(1 - value(w, x)) for w, x in zip(words[: d + 1], extra[: d + 1])
+  )
+  return [
+    int(
+      mpmath.floor(mpmath.mpf(float(scale)) * r * (2 * value(w, x) - 1) + mpmath.mpf(0.5))
+    )
+    for w, x in zip(words[d + 1 :], extra[d + 1 :])
+  ]
 
 
 @pytest.mark.slow
@@ -484,19 +526,22 @@ def test_linf_fast_pass_and_refinement_match_high_precision():
   d, n = 5, 10_000
   rng = np.random.default_rng(31)
   words = rng.integers(0, 2**32, (n, 2 * d + 1, 2), dtype=np.uint64).astype(np.uint32)
-  extra = rng.integers(0, 2**32, (n, 2 * d + 1, exact.REFINE_WORDS),
-                       dtype=np.uint64).astype(np.uint32)
+  extra = rng.integers(
+    0, 2**32, (n, 2 * d + 1, exact.REFINE_WORDS), dtype=np.uint64
+  ).astype(np.uint32)
   for s, part in ((0.6, slice(0, n // 2)), (9.0, slice(n // 2, n))):
     with jax.enable_x64(True):
       k, settled = jax.jit(exact.linf_round, static_argnums=2)(
-          jnp.asarray(words[part]), s, d)
+        jnp.asarray(words[part]), s, d
+      )
     k, settled = np.asarray(k), np.asarray(settled)
     assert settled.mean() > 0.999
     for i in np.nonzero(settled)[0]:
       assert list(k[i]) == _reference_linf(words[part][i], extra[part][i], s, d)
   refine = functools.partial(exact.refine_linf_sample, num_exp=d + 1)
-  got = exact_refine.host_refine(refine, np.zeros((200, d), np.int32), np.zeros(200, bool),
-                                 words[:200], extra[:200], 2.5)
+  got = exact_refine.host_refine(
+    refine, np.zeros((200, d), np.int32), np.zeros(200, bool), words[:200], extra[:200], 2.5
+  )
   for i in range(200):
     assert list(got[i]) == _reference_linf(words[i], extra[i], 2.5, d)
 
@@ -523,7 +568,7 @@ def test_exact_integer_sums_cannot_reveal_the_row_count():
   large row count times a large bound neither overflows nor raises (an error that
   depended on the number of rows would let an analyst bisect for it)."""
   s = jaxdp.Session(np.full(5000, 2**19, np.int32), 1.0, secure=True)
-  out = s.release(jaxdp.LaplaceMechanism(1.0, 2.0 ** 19, exact=True), lambda v: v)
+  out = s.release(jaxdp.LaplaceMechanism(1.0, 2.0**19, exact=True), lambda v: v)
   assert abs(int(out) - 2**30) < 40 * 2**19
 
 

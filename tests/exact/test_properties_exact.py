@@ -34,27 +34,34 @@ _POSET = Poset.nhis(1)
 def _mechanisms(eps):
   d1 = _POSET.d + 1
   return {
-      "laplace": (LaplaceMechanism(eps, 2.0, exact=True), 3),
-      "laplace grid": (LaplaceMechanism(eps, 1.0, exact=True, grid=2.0 ** -3), 3),
-      "knorm poset": (KNormMechanism(PosetBall(_POSET), eps, exact=True), d1),
-      "knorm l1": (KNormMechanism(LpBall(4, 1), eps, exact=True), 4),
-      "knorm linf": (KNormMechanism(LpBall(4, math.inf), eps, exact=True), 4),
-      "discrete gaussian": (DiscreteGaussianMechanism(min(eps, 5.0), 1e-6), 3),
+    "laplace": (LaplaceMechanism(eps, 2.0, exact=True), 3),
+    "laplace grid": (LaplaceMechanism(eps, 1.0, exact=True, grid=2.0**-3), 3),
+    "knorm poset": (KNormMechanism(PosetBall(_POSET), eps, exact=True), d1),
+    "knorm l1": (KNormMechanism(LpBall(4, 1), eps, exact=True), 4),
+    "knorm linf": (KNormMechanism(LpBall(4, math.inf), eps, exact=True), 4),
+    "discrete gaussian": (DiscreteGaussianMechanism(min(eps, 5.0), 1e-6), 3),
   }
 
 
 @pytest.mark.slow
-@settings(max_examples=20, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow])
-@given(name=st.sampled_from(sorted(_mechanisms(1.0))),
-       eps=st.sampled_from([0.05, 0.5, 2.0]),
-       refuse=st.booleans(),
-       seed=st.integers(0, 2 ** 31 - 1),
-       stat=st.lists(st.integers(-10 ** 6, 10 ** 6), min_size=5, max_size=5),
-       shift=st.lists(st.integers(-3, 3), min_size=5, max_size=5),
-       secure=st.booleans())
-def test_exact_outputs_move_by_exactly_the_statistics_change(name, eps, refuse, seed,
-                                                             stat, shift, secure):
+@settings(
+  max_examples=20,
+  deadline=None,
+  derandomize=True,
+  suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+  name=st.sampled_from(sorted(_mechanisms(1.0))),
+  eps=st.sampled_from([0.05, 0.5, 2.0]),
+  refuse=st.booleans(),
+  seed=st.integers(0, 2**31 - 1),
+  stat=st.lists(st.integers(-(10**6), 10**6), min_size=5, max_size=5),
+  shift=st.lists(st.integers(-3, 3), min_size=5, max_size=5),
+  secure=st.booleans(),
+)
+def test_exact_outputs_move_by_exactly_the_statistics_change(
+  name, eps, refuse, seed, stat, shift, secure
+):
   """Each example: one mechanism, a statistic and a neighbour within +-3 per entry,
   released from the same key; with ``refuse`` a first release leaves too little
   budget for the second."""
@@ -67,8 +74,12 @@ def test_exact_outputs_move_by_exactly_the_statistics_change(name, eps, refuse, 
   words, impl = jax.random.key_data(key), jax.random.key_impl(key)
   outs = []
   for data in (x, x2):  # the same key, as a new key object each time
-    acct = Accountant.create(eps * 1.5, delta_budget=1e-5, secure=secure,
-                             key=jax.random.wrap_key_data(words, impl=impl))
+    acct = Accountant.create(
+      eps * 1.5,
+      delta_budget=1e-5,
+      secure=secure,
+      key=jax.random.wrap_key_data(words, impl=impl),
+    )
     if refuse:
       acct, _ = release(acct, mech, jnp.zeros_like(jnp.asarray(data)))
     before = (np.asarray(acct.spent_units), np.asarray(acct.spent_delta_units))

@@ -43,7 +43,7 @@ def random_series_parallel(rng, d, n_block=False):
       return items
     cut = int(rng.integers(1, len(items)))
     lo, hi = build(items[:cut]), build(items[cut:])
-    if rng.random() < 0.5:                       # series: all of lo below all of hi
+    if rng.random() < 0.5:  # series: all of lo below all of hi
       edges.extend((x, y) for x in lo for y in hi)
     return lo + hi
 

@@ -33,8 +33,7 @@ def test_session_releases_exact_knorm_integer_sums(ball):
 @pytest.mark.parametrize("ball", sorted(BALLS))
 def test_session_releases_exact_knorm_by_part(ball):
   session = jaxdp.Session(ROWS, eps_budget=1e7, secure=True)
-  out = session.release(_mech(ball, 1e6), by=lambda r: (r[2] > 1).astype(int),
-                        num_parts=2)
+  out = session.release(_mech(ball, 1e6), by=lambda r: (r[2] > 1).astype(int), num_parts=2)
   np.testing.assert_array_equal(out, [ROWS[[1, 3]].sum(0), ROWS[0]])
 
 
@@ -52,5 +51,6 @@ def test_partitioned_exact_knorm_is_noisy_at_a_small_eps(ball):
 def test_exact_knorm_refuses_float_contributions():
   acct = jaxdp.Accountant.create(10.0, key=jax.random.key(3))
   with pytest.raises(ValueError, match="sums integer contributions"):
-    jaxdp.release_partitioned(acct, _mech("l1", 0.5), ROWS.astype(np.float32),
-                              np.zeros(len(ROWS), np.int32), 1)
+    jaxdp.release_partitioned(
+      acct, _mech("l1", 0.5), ROWS.astype(np.float32), np.zeros(len(ROWS), np.int32), 1
+    )

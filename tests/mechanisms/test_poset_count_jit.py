@@ -28,14 +28,18 @@ def test_closed_over_part_statistics_match_outside_jit():
   mech = jaxdp.PosetCountMechanism(POSET, 1.0)
   rows, part = _filters(6), jnp.arange(6) % 3
   jitted = jax.jit(lambda: mech.part_statistics(rows, part, 3))()
-  np.testing.assert_array_equal(np.asarray(jitted),
-                                np.asarray(mech.part_statistics(rows, part, 3)))
+  np.testing.assert_array_equal(
+    np.asarray(jitted), np.asarray(mech.part_statistics(rows, part, 3))
+  )
 
 
-@pytest.mark.parametrize("bad, match", [
+@pytest.mark.parametrize(
+  "bad, match",
+  [
     (2.0, r"data must hold 0/1 values; row 1 does not \(column 0\)"),
     (None, r"data row 1 is not a filter of the poset \(1 such rows\)"),
-])
+  ],
+)
 def test_closed_over_bad_rows_raise_the_outside_message(bad, match):
   rows = np.asarray(_filters(4)).copy()
   if bad is None:  # element 1 without element 0 above it: not a filter

@@ -47,24 +47,30 @@ def test_filters_are_exactly_the_up_sets():
     assert p.is_filter(x) == (tuple(x) in filt)
 
 
-@pytest.mark.parametrize("edges,match", [
+@pytest.mark.parametrize(
+  "edges,match",
+  [
     ([(0, 1), (1, 2), (2, 0)], r"cycle: p0 < p1 < p2 < p0"),
     ([(0, 0)], "self-loop"),
     ([(0, 5)], "out of range"),
     ([(0,)], "pair"),
-])
+  ],
+)
 def test_bad_edges(edges, match):
   with pytest.raises(ValueError, match=match):
     Poset.from_edges(3, edges)
 
 
-@pytest.mark.parametrize("order,match", [
+@pytest.mark.parametrize(
+  "order,match",
+  [
     ([[1, 0, 0], [0, 1, 0]], "square"),
     ([[1, 1], [1, 1]], "antisymmetric"),
     ([[1, 1, 0], [0, 1, 1], [0, 0, 1]], r"not transitive: order\[0\]\[2\]"),
     ([[0, 0], [0, 1]], "reflexive"),
     ([[1, 2], [0, 1]], "0/1"),
-])
+  ],
+)
 def test_bad_order(order, match):
   with pytest.raises(ValueError, match=match):
     Poset.from_order(order)
@@ -121,13 +127,15 @@ def test_empty_poset_is_a_clear_error():
 def test_load_formats_and_errors(tmp_path):
   nhis1 = Poset.nhis(1)
   files = {
-      "order.json": json.dumps({"order": nhis1.order.astype(int).tolist(),
-                                "labels": ["a", "b", "c", "d"]}),
-      "edges.json": json.dumps({"d": 4, "edges": [[1, 0], [2, 1], [3, 0]]}),
-      "requires.json": json.dumps({"requires": {"q1": [], "q2": ["q1"], "q3": ["q2"],
-                                                "q4": ["q1"]}}),
-      "edges.txt": "# NHIS 1\nd 4\n1 0\n2 1\n3 0\n",
-      "order.txt": "\n".join(" ".join(str(int(v)) for v in row) for row in nhis1.order),
+    "order.json": json.dumps(
+      {"order": nhis1.order.astype(int).tolist(), "labels": ["a", "b", "c", "d"]}
+    ),
+    "edges.json": json.dumps({"d": 4, "edges": [[1, 0], [2, 1], [3, 0]]}),
+    "requires.json": json.dumps(
+      {"requires": {"q1": [], "q2": ["q1"], "q3": ["q2"], "q4": ["q1"]}}
+    ),
+    "edges.txt": "# NHIS 1\nd 4\n1 0\n2 1\n3 0\n",
+    "order.txt": "\n".join(" ".join(str(int(v)) for v in row) for row in nhis1.order),
   }
   for name, text in files.items():
     (tmp_path / name).write_text(text)

@@ -31,24 +31,36 @@ def _words(b):
 
 
 A1 = [  # (key, counter, 64-byte keystream block) from RFC 8439 appendix A.1, nonce 0
-    (bytes(32), 0,
-     "76b8e0ada0f13d90405d6ae55386bd28bdd219b8a08ded1aa836efcc8b770dc7"
-     "da41597c5157488d7724e03fb8d84a376a43b8f41518a11cc387b669b2ee6586"),
-    (bytes(32), 1,
-     "9f07e7be5551387a98ba977c732d080dcb0f29a048e3656912c6533e32ee7aed"
-     "29b721769ce64e43d57133b074d839d531ed1f28510afb45ace10a1f4b794d6f"),
-    (bytes(31) + b"\x01", 1,
-     "3aeb5224ecf849929b9d828db1ced4dd832025e8018b8160b82284f3c949aa5a"
-     "8eca00bbb4a73bdad192b5c42f73f2fd4e273644c8b36125a64addeb006c13a0"),
-    (b"\x00\xff" + bytes(30), 2,
-     "72d54dfbf12ec44b362692df94137f328fea8da73990265ec1bbbea1ae9af0ca"
-     "13b25aa26cb4a648cb9b9d1be65b2c0924a66c54d545ec1b7374f4872e99f096"),
+  (
+    bytes(32),
+    0,
+    "76b8e0ada0f13d90405d6ae55386bd28bdd219b8a08ded1aa836efcc8b770dc7"
+    "da41597c5157488d7724e03fb8d84a376a43b8f41518a11cc387b669b2ee6586",
+  ),
+  (
+    bytes(32),
+    1,
+    "9f07e7be5551387a98ba977c732d080dcb0f29a048e3656912c6533e32ee7aed"
+    "29b721769ce64e43d57133b074d839d531ed1f28510afb45ace10a1f4b794d6f",
+  ),
+  (
+    bytes(31) + b"\x01",
+    1,
+    "3aeb5224ecf849929b9d828db1ced4dd832025e8018b8160b82284f3c949aa5a"
+    "8eca00bbb4a73bdad192b5c42f73f2fd4e273644c8b36125a64addeb006c13a0",
+  ),
+  (
+    b"\x00\xff" + bytes(30),
+    2,
+    "72d54dfbf12ec44b362692df94137f328fea8da73990265ec1bbbea1ae9af0ca"
+    "13b25aa26cb4a648cb9b9d1be65b2c0924a66c54d545ec1b7374f4872e99f096",
+  ),
 ]
 
 
 @pytest.mark.parametrize("key,counter,expected", A1)
 def test_rfc8439_a1_keystream_through_jax_random_bits(key, counter, expected):
-  got = _stream_bytes(key, 64 * (counter + 1))[64 * counter:]
+  got = _stream_bytes(key, 64 * (counter + 1))[64 * counter :]
   assert got.hex() == expected
 
 
@@ -57,21 +69,25 @@ def test_rfc8439_232_block_function():
   nonce = _words(_hex("000000090000004a00000000"))
   out = np.asarray(chacha.block(key, jnp.array([1], jnp.uint32), tuple(nonce)))[0]
   assert [f"{int(w):08x}" for w in out] == (
-      "e4e7f110 15593bd1 1fdd0f50 c47120a3 c7f4d1c7 0368c033 9aaa2204 4e6cd4c3 "
-      "466482d2 09aa9f07 05d7c214 a2028bd9 d19c12b5 b94e16de e883d0cb 4e3c50a2").split()
+    "e4e7f110 15593bd1 1fdd0f50 c47120a3 c7f4d1c7 0368c033 9aaa2204 4e6cd4c3 "
+    "466482d2 09aa9f07 05d7c214 a2028bd9 d19c12b5 b94e16de e883d0cb 4e3c50a2"
+  ).split()
 
 
 def test_rfc8439_242_encryption():
   key = _words(bytes(range(32)))
   nonce = tuple(_words(_hex("000000000000004a00000000")))
-  plain = (b"Ladies and Gentlemen of the class of '99: If I could offer you only one "
-           b"tip for the future, sunscreen would be it.")
+  plain = (
+    b"Ladies and Gentlemen of the class of '99: If I could offer you only one "
+    b"tip for the future, sunscreen would be it."
+  )
   blocks = np.asarray(chacha.block(key, jnp.array([1, 2], jnp.uint32), nonce))
   stream = blocks.astype("<u4").tobytes()
   cipher = bytes(p ^ s for p, s in zip(plain, stream))
   assert cipher[:48].hex() == (
-      "6e2e359a2568f98041ba0728dd0d6981e97e7aec1d4360c20a27afccfd9fae0b"
-      "f91b65c5524733ab8f593dabcd62b357")
+    "6e2e359a2568f98041ba0728dd0d6981e97e7aec1d4360c20a27afccfd9fae0b"
+    "f91b65c5524733ab8f593dabcd62b357"
+  )
   assert len(cipher) == 114
 
 
@@ -80,6 +96,7 @@ def test_matches_an_independent_implementation_on_random_keys():
   the 8-, 16-, 32- and 64-bit views of the stream."""
   algorithms = pytest.importorskip("cryptography.hazmat.primitives.ciphers").algorithms
   from cryptography.hazmat.primitives.ciphers import Cipher
+
   rng = np.random.default_rng(20261130)
   for _ in range(8):
     key = rng.bytes(32)
@@ -94,8 +111,9 @@ def test_matches_an_independent_implementation_on_random_keys():
       w64 = np.asarray(jax.random.bits(k, (40,), jnp.uint64)).astype("<u8").tobytes()
     assert w64 == ref
     # an odd length is a prefix of the stream
-    assert np.asarray(jax.random.bits(k, (7,), jnp.uint32)).astype("<u4").tobytes() == \
-        ref[:28]
+    assert (
+      np.asarray(jax.random.bits(k, (7,), jnp.uint32)).astype("<u4").tobytes() == ref[:28]
+    )
 
 
 def test_large_draws_use_the_chunked_path_and_stay_the_stream():
@@ -104,10 +122,11 @@ def test_large_draws_use_the_chunked_path_and_stay_the_stream():
   n_blocks = chacha.CPU_CHUNK + 3
   bits = np.asarray(jax.random.bits(k, (16 * n_blocks - 5,), jnp.uint32))
   for i in (0, chacha.CPU_CHUNK - 1, chacha.CPU_CHUNK, n_blocks - 1):
-    ref = np.asarray(chacha.block(jax.random.key_data(k), jnp.array([i], jnp.uint32),
-                                  (0, 0, 0)))[0]
-    got = bits[16 * i:16 * (i + 1)]
-    np.testing.assert_array_equal(got, ref[:got.size])
+    ref = np.asarray(
+      chacha.block(jax.random.key_data(k), jnp.array([i], jnp.uint32), (0, 0, 0))
+    )[0]
+    got = bits[16 * i : 16 * (i + 1)]
+    np.testing.assert_array_equal(got, ref[: got.size])
 
 
 def test_split_and_fold_in_streams_do_not_collide():
@@ -173,10 +192,11 @@ def test_chacha8_is_the_published_8_round_keystream():
   draft-strombergson-chacha-test-vectors, TC1, 8 rounds): the same code as ChaCha20
   with 8 rounds, and jax.random.bits of an all-zero ChaCha8 key is that stream."""
   expected = bytes.fromhex(
-      "3e00ef2f895f40d67f5bb8e81f09a5a12c840ec3ce9a7f3b181be188ef711a1e"
-      "984ce172b9216f419f445367456d5619314a42a3da86b001387bfdb80e0cfe42"
-      "d2aefa0deaa5c151bf0adb6c01f2a5adc0fd581259f9a2aadcf20f8fd566a26b"
-      "5032ec38bbc5da98ee0c6f568b872a65a08abf251deb21bb4b56e5d8821e68aa")
+    "3e00ef2f895f40d67f5bb8e81f09a5a12c840ec3ce9a7f3b181be188ef711a1e"
+    "984ce172b9216f419f445367456d5619314a42a3da86b001387bfdb80e0cfe42"
+    "d2aefa0deaa5c151bf0adb6c01f2a5adc0fd581259f9a2aadcf20f8fd566a26b"
+    "5032ec38bbc5da98ee0c6f568b872a65a08abf251deb21bb4b56e5d8821e68aa"
+  )
   key = jax.random.wrap_key_data(jnp.zeros(8, jnp.uint32), impl=jaxdp.chacha.CHACHA8)
   words = np.asarray(jax.random.bits(key, (32,), jnp.uint32))
   assert words.astype("<u4").tobytes() == expected
@@ -190,13 +210,18 @@ def test_chacha8_study_keys_and_a_statistical_battery():
   chi-square p > 1e-6): monobit, byte frequencies (255 dof), adjacent-word byte pairs
   (65535 dof), lag-1 correlation of uniforms, runs up/down count."""
   from scipy import stats
+
   k = jaxdp.random.study_key(5, "chacha8")
   assert jax.random.key_impl(k) == jaxdp.chacha.CHACHA8
-  firsts = {tuple(np.asarray(jax.random.bits(jaxdp.random.study_key(s, "chacha8"), (4,),
-                                             jnp.uint32))) for s in (0, 1, -1, 2 ** 31 - 1)}
+  firsts = {
+    tuple(
+      np.asarray(jax.random.bits(jaxdp.random.study_key(s, "chacha8"), (4,), jnp.uint32))
+    )
+    for s in (0, 1, -1, 2**31 - 1)
+  }
   assert len(firsts) == 4
   with pytest.raises(ValueError, match="would collide"):
-    jaxdp.random.study_key(2 ** 32, "chacha8")  # jax.random.key keeps 32 bits
+    jaxdp.random.study_key(2**32, "chacha8")  # jax.random.key keeps 32 bits
   kids = jax.random.key_data(jax.random.split(k, 64))
   folded = jax.vmap(lambda i: jax.random.key_data(jax.random.fold_in(k, i)))(jnp.arange(64))
   allk = np.concatenate([np.asarray(kids), np.asarray(folded)])
@@ -211,7 +236,7 @@ def test_chacha8_study_keys_and_a_statistical_battery():
   assert stats.chisquare(np.bincount(b, minlength=256)).pvalue > 1e-6
   pairs = (w[:-1:2] & 0xFF).astype(np.int64) * 256 + (w[1::2] & 0xFF)
   assert stats.chisquare(np.bincount(pairs, minlength=65536)).pvalue > 1e-6
-  u = w / 2.0 ** 32
+  u = w / 2.0**32
   r = np.corrcoef(u[:-1], u[1:])[0, 1]
   assert abs(r) * math.sqrt(u.size) < 5
   ups = np.diff(u) > 0

@@ -32,13 +32,13 @@ NHIS1 = Poset.nhis(1)  # a forest, so the forest, sp and general samplers all ap
 INT32_MIN = np.iinfo(np.int32).min  # exact samplers' sentinel for a bad traced scale
 
 KEY_KINDS = {
-    "threefry": lambda i: jax.random.key(i),
-    "rbg": lambda i: jax.random.key(i, impl="rbg"),
-    "unsafe_rbg": lambda i: jax.random.key(i, impl="unsafe_rbg"),
-    "chacha8": lambda i: jaxdp.random.study_key(i, "chacha8"),
-    "chacha20": lambda i: jaxdp.random.secure_key(bytes([i]) + bytes(31)),
-    "os_key": lambda i: jaxdp.random.os_key(),
-    "legacy_uint32": lambda i: jax.random.PRNGKey(i),
+  "threefry": lambda i: jax.random.key(i),
+  "rbg": lambda i: jax.random.key(i, impl="rbg"),
+  "unsafe_rbg": lambda i: jax.random.key(i, impl="unsafe_rbg"),
+  "chacha8": lambda i: jaxdp.random.study_key(i, "chacha8"),
+  "chacha20": lambda i: jaxdp.random.secure_key(bytes([i]) + bytes(31)),
+  "os_key": lambda i: jaxdp.random.os_key(),
+  "legacy_uint32": lambda i: jax.random.PRNGKey(i),
 }
 
 
@@ -46,8 +46,9 @@ def _poset_ball_norm(poset, z):
   """||z||_K for K = conv{+-(1, 1_F) : F a filter}, by linear programming."""
   f = poset.filters().astype(float)
   verts = np.concatenate([np.c_[np.ones(len(f)), f], -np.c_[np.ones(len(f)), f]])
-  res = optimize.linprog(np.ones(len(verts)), A_eq=verts.T, b_eq=z, bounds=(0, None),
-                         method="highs")
+  res = optimize.linprog(
+    np.ones(len(verts)), A_eq=verts.T, b_eq=z, bounds=(0, None), method="highs"
+  )
   assert res.status == 0, res.message
   return res.fun
 
@@ -83,26 +84,50 @@ def _lp_ball(p):
 
 # name -> (draw(key), expected shape, expected dtype, support check)
 SAMPLERS = {
-    "poset_ball_forest": (_poset_ball("forest"), (N, 5), jnp.float32, _in_poset_ball),
-    "poset_ball_sp": (_poset_ball("sp"), (N, 5), jnp.float32, _in_poset_ball),
-    "poset_ball_general": (_poset_ball("general"), (N, 5), jnp.float32, _in_poset_ball),
-    "lp_ball_1": (_lp_ball(1), (N, 3), jnp.float32, _in_lp_ball(1)),
-    "lp_ball_2": (_lp_ball(2), (N, 3), jnp.float32, _in_lp_ball(2)),
-    "lp_ball_inf": (_lp_ball(math.inf), (N, 3), jnp.float32, _in_lp_ball(np.inf)),
-    "knorm_poset": (lambda k: jaxdp.random.knorm(k, PosetBall(NHIS1), 1.0, (N,)),
-                    (N, 5), jnp.float32, _float_noise),
-    "knorm_l2": (lambda k: jaxdp.random.knorm(k, LpBall(3, 2), 1.0, (N,)),
-                 (N, 3), jnp.float32, _float_noise),
-    "laplace": (lambda k: jaxdp.random.laplace(k, (N,)), (N,), jnp.float32, _float_noise),
-    "gaussian": (lambda k: jaxdp.random.gaussian(k, (N,)), (N,), jnp.float32, _float_noise),
-    "exact_laplace": (lambda k: exact.laplace(k, (N,), scale=10.0), (N,), jnp.int32,
-                      _exact_int),
-    "exact_poset_knorm": (lambda k: exact.poset_knorm(k, NHIS1, 10.0, (N,)), (N, 5),
-                          jnp.int32, _exact_int),
-    "exact_linf_knorm": (lambda k: exact.linf_knorm(k, 3, 10.0, (N,)), (N, 3), jnp.int32,
-                         _exact_int),
-    "exact_discrete_gaussian": (lambda k: exact.discrete_gaussian(k, (N,), sigma=10.0),
-                                (N,), jnp.int32, _exact_int),
+  "poset_ball_forest": (_poset_ball("forest"), (N, 5), jnp.float32, _in_poset_ball),
+  "poset_ball_sp": (_poset_ball("sp"), (N, 5), jnp.float32, _in_poset_ball),
+  "poset_ball_general": (_poset_ball("general"), (N, 5), jnp.float32, _in_poset_ball),
+  "lp_ball_1": (_lp_ball(1), (N, 3), jnp.float32, _in_lp_ball(1)),
+  "lp_ball_2": (_lp_ball(2), (N, 3), jnp.float32, _in_lp_ball(2)),
+  "lp_ball_inf": (_lp_ball(math.inf), (N, 3), jnp.float32, _in_lp_ball(np.inf)),
+  "knorm_poset": (
+    lambda k: jaxdp.random.knorm(k, PosetBall(NHIS1), 1.0, (N,)),
+    (N, 5),
+    jnp.float32,
+    _float_noise,
+  ),
+  "knorm_l2": (
+    lambda k: jaxdp.random.knorm(k, LpBall(3, 2), 1.0, (N,)),
+    (N, 3),
+    jnp.float32,
+    _float_noise,
+  ),
+  "laplace": (lambda k: jaxdp.random.laplace(k, (N,)), (N,), jnp.float32, _float_noise),
+  "gaussian": (lambda k: jaxdp.random.gaussian(k, (N,)), (N,), jnp.float32, _float_noise),
+  "exact_laplace": (
+    lambda k: exact.laplace(k, (N,), scale=10.0),
+    (N,),
+    jnp.int32,
+    _exact_int,
+  ),
+  "exact_poset_knorm": (
+    lambda k: exact.poset_knorm(k, NHIS1, 10.0, (N,)),
+    (N, 5),
+    jnp.int32,
+    _exact_int,
+  ),
+  "exact_linf_knorm": (
+    lambda k: exact.linf_knorm(k, 3, 10.0, (N,)),
+    (N, 3),
+    jnp.int32,
+    _exact_int,
+  ),
+  "exact_discrete_gaussian": (
+    lambda k: exact.discrete_gaussian(k, (N,), sigma=10.0),
+    (N,),
+    jnp.int32,
+    _exact_int,
+  ),
 }
 
 
@@ -115,8 +140,9 @@ def test_every_key_kind_draws_from_every_sampler(kind, sampler):
     assert z.shape == shape and z.dtype == dtype
     assert np.all(np.isfinite(np.asarray(z)))
     assert in_support(z), f"{sampler} with a {kind} key drew outside its support"
-  assert not np.array_equal(np.asarray(a), np.asarray(b)), \
-      f"two {kind} keys gave the same {sampler} draws"
+  assert not np.array_equal(np.asarray(a), np.asarray(b)), (
+    f"two {kind} keys gave the same {sampler} draws"
+  )
 
 
 def _poset_ball_draw(key, m):
@@ -131,8 +157,12 @@ def _sq_norm(z):
 def test_every_key_kind_runs_the_monte_carlo_engine(kind):
   """Two chunks of four blocks under shard_map (devices= default): E||Z||^2 of the
   NHIS-1 poset ball lies in (0, 5), the ball's coordinates being at most 1."""
-  a, b = (montecarlo.estimate(KEY_KINDS[kind](i), _poset_ball_draw, _sq_norm, 512,
-                              chunk_size=256, blocks=4) for i in (0, 1))
+  a, b = (
+    montecarlo.estimate(
+      KEY_KINDS[kind](i), _poset_ball_draw, _sq_norm, 512, chunk_size=256, blocks=4
+    )
+    for i in (0, 1)
+  )
   for est in (a, b):
     assert est.n == 512 and est.mean.shape == ()
     assert np.isfinite(est.mean) and 0 < est.mean < 5
@@ -151,11 +181,16 @@ def test_chacha_under_shard_map_draws_what_it_draws_outside(kind):
   def draw(ids):
     k1, k2 = jax.random.split(jax.random.fold_in(key, ids[0]))
     long = jax.random.bits(k1, (num_words,), jnp.uint32)
-    return jnp.concatenate([long[:3], long[-3:], jax.random.bits(k2, (3,), jnp.uint32)])[None]
+    return jnp.concatenate([long[:3], long[-3:], jax.random.bits(k2, (3,), jnp.uint32)])[
+      None
+    ]
 
   mesh = Mesh(np.array(jax.local_devices()[:1]), ("blocks",))
-  mapped = jax.jit(jax.shard_map(draw, mesh=mesh, in_specs=PartitionSpec("blocks"),
-                                 out_specs=PartitionSpec("blocks")))
+  mapped = jax.jit(
+    jax.shard_map(
+      draw, mesh=mesh, in_specs=PartitionSpec("blocks"), out_specs=PartitionSpec("blocks")
+    )
+  )
   ids = jnp.array([7])
   np.testing.assert_array_equal(np.asarray(mapped(ids)), np.asarray(draw(ids)))
 
@@ -166,11 +201,26 @@ def test_nhis_study_runs_with_the_chacha8_generator(tmp_path):
   """``python -m jaxdp nhis --generator chacha8`` at a tiny size: exit 0 and its
   report names the NHIS-1 row."""
   env = dict(os.environ, PYTHONUNBUFFERED="1")
-  args = [sys.executable, "-m", "jaxdp", "nhis", "--generator", "chacha8",
-          "--samples", "1000", "--insertion-samples", "0", "--sections", "1",
-          "--mechanisms", "", "--no-plot", "--out", str(tmp_path)]
-  out = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=600)
+  args = [
+    sys.executable,
+    "-m",
+    "jaxdp",
+    "nhis",
+    "--generator",
+    "chacha8",
+    "--samples",
+    "1000",
+    "--insertion-samples",
+    "0",
+    "--sections",
+    "1",
+    "--mechanisms",
+    "",
+    "--no-plot",
+    "--out",
+    str(tmp_path),
+  ]
+  out = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
   assert out.returncode == 0, out.stderr[-3000:]
   report = (tmp_path / "nhis.md").read_text()
   assert "| nhis1 | 4 |" in report

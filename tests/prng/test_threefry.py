@@ -18,9 +18,9 @@ from jaxdp.exact import samplers as exact_samplers
 from jaxdp.prng import threefry
 
 KAT = [  # (key, counter, output) for threefry2x32 with 20 rounds
-    ((0x00000000, 0x00000000), (0x00000000, 0x00000000), (0x6B200159, 0x99BA4EFE)),
-    ((0xFFFFFFFF, 0xFFFFFFFF), (0xFFFFFFFF, 0xFFFFFFFF), (0x1CB996FC, 0xBB002BE7)),
-    ((0x13198A2E, 0x03707344), (0x243F6A88, 0x85A308D3), (0xC4923A9C, 0x483DF7A0)),
+  ((0x00000000, 0x00000000), (0x00000000, 0x00000000), (0x6B200159, 0x99BA4EFE)),
+  ((0xFFFFFFFF, 0xFFFFFFFF), (0xFFFFFFFF, 0xFFFFFFFF), (0x1CB996FC, 0xBB002BE7)),
+  ((0x13198A2E, 0x03707344), (0x243F6A88, 0x85A308D3), (0xC4923A9C, 0x483DF7A0)),
 ]
 
 
@@ -40,10 +40,13 @@ def test_bits_and_split_are_jax_threefry(shape):
   k = jax.random.key(20261130)
   u = _unrolled(k)
   for dtype in (jnp.uint8, jnp.uint16, jnp.uint32):
-    np.testing.assert_array_equal(jax.random.bits(u, shape, dtype),
-                                  jax.random.bits(k, shape, dtype))
-  np.testing.assert_array_equal(jax.random.key_data(jax.random.split(u, shape)),
-                                jax.random.key_data(jax.random.split(k, shape)))
+    np.testing.assert_array_equal(
+      jax.random.bits(u, shape, dtype), jax.random.bits(k, shape, dtype)
+    )
+  np.testing.assert_array_equal(
+    jax.random.key_data(jax.random.split(u, shape)),
+    jax.random.key_data(jax.random.split(k, shape)),
+  )
 
 
 @pytest.mark.slow
@@ -51,12 +54,17 @@ def test_64_bit_draws_fold_in_vmap_and_distributions_are_jax_threefry():
   k = jax.random.key(7)
   u = _unrolled(k)
   with jax.enable_x64(True):
-    np.testing.assert_array_equal(jax.random.bits(u, (5, 3), jnp.uint64),
-                                  jax.random.bits(k, (5, 3), jnp.uint64))
+    np.testing.assert_array_equal(
+      jax.random.bits(u, (5, 3), jnp.uint64), jax.random.bits(k, (5, 3), jnp.uint64)
+    )
   for x in (0, 1, 2**31 + 5, 2**32 - 1):
-    np.testing.assert_array_equal(jax.random.key_data(jax.random.fold_in(u, x)),
-                                  jax.random.key_data(jax.random.fold_in(k, x)))
-  draw = jax.vmap(lambda kk: (jax.random.normal(kk, (9,)), jax.random.exponential(kk, (4,))))
+    np.testing.assert_array_equal(
+      jax.random.key_data(jax.random.fold_in(u, x)),
+      jax.random.key_data(jax.random.fold_in(k, x)),
+    )
+  draw = jax.vmap(
+    lambda kk: (jax.random.normal(kk, (9,)), jax.random.exponential(kk, (4,)))
+  )
   for a, b in zip(draw(jax.random.split(u, 6)), draw(jax.random.split(k, 6))):
     np.testing.assert_array_equal(a, b)
 
@@ -68,8 +76,11 @@ def test_fast_key_swaps_only_threefry_keys():
   assert jax.random.key_impl(threefry.fast_key(k)) == threefry.THREEFRY_UNROLLED
   legacy = threefry.fast_key(jax.random.PRNGKey(3))
   np.testing.assert_array_equal(jax.random.key_data(legacy), jax.random.key_data(k))
-  for other in (jax.random.key(3, impl="rbg"), dprandom.study_key(3, "chacha8"),
-                dprandom.secure_key(bytes(32))):
+  for other in (
+    jax.random.key(3, impl="rbg"),
+    dprandom.study_key(3, "chacha8"),
+    dprandom.secure_key(bytes(32)),
+  ):
     assert threefry.fast_key(other) is other
   with jax.threefry_partitionable(False):  # another stream: JAX's own code draws it
     assert threefry.fast_key(k) is k
@@ -77,8 +88,9 @@ def test_fast_key_swaps_only_threefry_keys():
 
 def test_huge_draws_are_left_to_jax():
   """2**32 elements need 64-bit counters: traced, not drawn (no memory spent)."""
-  out = jax.eval_shape(lambda kk: jax.random.bits(kk, (2**16, 2**16), jnp.uint32),
-                       _unrolled(jax.random.key(0)))
+  out = jax.eval_shape(
+    lambda kk: jax.random.bits(kk, (2**16, 2**16), jnp.uint32), _unrolled(jax.random.key(0))
+  )
   assert out.shape == (2**16, 2**16)
 
 
@@ -89,10 +101,10 @@ def test_samplers_draw_the_same_values_with_the_swap(monkeypatch):
   key = jax.random.key(11)
   nhis = jaxdp.Poset.nhis(3)
   draws = {
-      "poset ball": lambda: dprandom.poset_ball(key, nhis, (300,)),
-      "knorm l_inf": lambda: dprandom.knorm(key, jaxdp.LpBall(16, jnp.inf), 1.0, (300,)),
-      "laplace": lambda: dprandom.laplace(key, (300,)),
-      "exact laplace": lambda: exact.laplace(key, (300,), scale=2.0),
+    "poset ball": lambda: dprandom.poset_ball(key, nhis, (300,)),
+    "knorm l_inf": lambda: dprandom.knorm(key, jaxdp.LpBall(16, jnp.inf), 1.0, (300,)),
+    "laplace": lambda: dprandom.laplace(key, (300,)),
+    "exact laplace": lambda: exact.laplace(key, (300,), scale=2.0),
   }
   fast = {name: np.asarray(f()) for name, f in draws.items()}
   monkeypatch.setattr(dprandom, "fast_key", lambda k: k)
@@ -109,10 +121,12 @@ def test_samplers_do_not_lower_jax_rolled_threefry():
     pytest.skip("the swap is for the CPU backend")
   key = jax.random.key(0)
   text = lambda f: jax.jit(f).lower(key).as_text()
-  assert "while" in text(lambda k: jax.random.laplace(k, (10,)))   # the check sees it
-  for draw in (lambda k: dprandom.laplace(k, (10,)),
-               lambda k: dprandom.gaussian(k, (10,)),
-               lambda k: dprandom.lp_ball(k, 4, jnp.inf, (10,))):
+  assert "while" in text(lambda k: jax.random.laplace(k, (10,)))  # the check sees it
+  for draw in (
+    lambda k: dprandom.laplace(k, (10,)),
+    lambda k: dprandom.gaussian(k, (10,)),
+    lambda k: dprandom.lp_ball(k, 4, jnp.inf, (10,)),
+  ):
     assert "while" not in text(draw)
 
 
@@ -125,7 +139,10 @@ def test_words64_are_jax_64_bit_draws_or_two_32_bit_draws():
   with jax.enable_x64(True):
     for k in (jax.random.key(9), _unrolled(jax.random.key(9)), jax.random.PRNGKey(9)):
       ref = np.asarray(jax.random.bits(k, shape, jnp.uint64))
-      for hi, lo in (threefry.words64(k, shape), jax.jit(lambda k: threefry.words64(k, shape))(k)):
+      for hi, lo in (
+        threefry.words64(k, shape),
+        jax.jit(lambda k: threefry.words64(k, shape))(k),
+      ):
         both = (np.asarray(hi).astype(np.uint64) << np.uint64(32)) | np.asarray(lo)
         np.testing.assert_array_equal(both, ref)
   for k in (jax.random.key(9, impl="rbg"), dprandom.study_key(9, generator="chacha8")):

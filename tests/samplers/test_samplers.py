@@ -24,8 +24,8 @@ from tests.helpers.exactness import (
   second_moment_zscores,
 )
 
-P_MIN = 1e-4        # chi-square / KS p-value threshold for "consistent with exact"
-Z_MAX = 5.0         # largest |z| allowed for a second-moment entry
+P_MIN = 1e-4  # chi-square / KS p-value threshold for "consistent with exact"
+Z_MAX = 5.0  # largest |z| allowed for a second-moment entry
 FOREST_NAMES = ["a<c,b", "nhis1", "chain4", "antichain3"]
 
 
@@ -48,8 +48,9 @@ def test_enumeration_counts_match_formula(posets):
   for name, p in posets.items():
     seq, _ = jaxdp.enumerate_objects(p)
     assert seq.shape[0] == round(PosetBall(p).num_objects()), name
-    assert len({(tuple(s), int(k)) for s, k in zip(*jaxdp.enumerate_objects(p))}) \
-        == seq.shape[0]
+    assert (
+      len({(tuple(s), int(k)) for s, k in zip(*jaxdp.enumerate_objects(p))}) == seq.shape[0]
+    )
 
 
 def test_nhis1_exact_norm_ratio():
@@ -61,8 +62,12 @@ def test_exact_volume_matches_convex_hull():
   # vol(K) = 2 N(P) / D! (the triangulation into N(P) pairs of simplices), checked with
   # scipy's convex hull.
   from scipy.spatial import ConvexHull
-  for p in [Poset.nhis(1), Poset.from_edges(3, [(1, 0)]),
-            Poset.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)])]:
+
+  for p in [
+    Poset.nhis(1),
+    Poset.from_edges(3, [(1, 0)]),
+    Poset.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)]),
+  ]:
     f = p.filters().astype(float)
     pts = np.concatenate([np.c_[np.ones(len(f)), f], -np.c_[np.ones(len(f)), f]])
     vol = ConvexHull(pts).volume
@@ -72,8 +77,9 @@ def test_exact_volume_matches_convex_hull():
 # ------------------------------------------------------------- object frequencies
 @pytest.mark.slow
 @pytest.mark.statistical
-@pytest.mark.parametrize("name", ["a<c,b", "nhis1", "diamond", "chain4", "antichain3",
-                                  "random6", "N-shape"])
+@pytest.mark.parametrize(
+  "name", ["a<c,b", "nhis1", "diamond", "chain4", "antichain3", "random6", "N-shape"]
+)
 def test_object_frequencies_uniform(posets, name):
   """Chi-square of sampled object counts vs uniform over all N(P) objects.
 
@@ -121,12 +127,15 @@ def test_categorical_is_the_inverse_cdf():
   rng = np.random.default_rng(0)
   d, grid = 20, 1 << 16
   w = np.where(rng.random((8, d)) < 0.4, 10.0 ** rng.uniform(0, 18, (8, d)), 0.0)
-  w[:, 7] = 1e18                       # every row has a valid index
+  w[:, 7] = 1e18  # every row has a valid index
   w[0] = [1.0 if i in (3, 11) else 0.0 for i in range(d)]
   w = w.astype(np.float32)
   u = ((np.arange(grid) + 0.5) / grid).astype(np.float32)
-  pick = jax.jit(lambda wr, uu: subsets.categorical(
-      jnp.broadcast_to(wr, (uu.shape[0], d)), uu, jnp.broadcast_to(wr > 0, (uu.shape[0], d))))
+  pick = jax.jit(
+    lambda wr, uu: subsets.categorical(
+      jnp.broadcast_to(wr, (uu.shape[0], d)), uu, jnp.broadcast_to(wr > 0, (uu.shape[0], d))
+    )
+  )
   for row in w:
     x = np.asarray(pick(row, u))
     assert np.all(row[x] > 0)
@@ -157,10 +166,12 @@ def test_forest_and_general_agree_on_nhis2():
   """Two-sample z-scores of E[Z Z^T] between the algorithms on NHIS (d = 11), n = 200_000
   each; all |z| < 5 (66 entries)."""
   p = Poset.nhis(2)
-  za = np.asarray(jaxdp.random.poset_ball(jax.random.key(1), p, (200_000,),
-                                          method="forest"), np.float64)
-  zb = np.asarray(jaxdp.random.poset_ball(jax.random.key(2), p, (200_000,),
-                                          method="general"), np.float64)
+  za = np.asarray(
+    jaxdp.random.poset_ball(jax.random.key(1), p, (200_000,), method="forest"), np.float64
+  )
+  zb = np.asarray(
+    jaxdp.random.poset_ball(jax.random.key(2), p, (200_000,), method="general"), np.float64
+  )
   iu = np.triu_indices(p.d + 1)
   pa, pb = za[:, iu[0]] * za[:, iu[1]], zb[:, iu[0]] * zb[:, iu[1]]
   se = np.sqrt(pa.var(0) / len(pa) + pb.var(0) / len(pb))
@@ -180,17 +191,19 @@ def test_points_lie_in_the_ball_and_radial_law():
   dim = p.d + 1
 
   def knorm_of(y):
-    res = optimize.linprog(np.ones(len(verts)), A_eq=verts.T, b_eq=y,
-                           bounds=(0, None), method="highs")
+    res = optimize.linprog(
+      np.ones(len(verts)), A_eq=verts.T, b_eq=y, bounds=(0, None), method="highs"
+    )
     return res.fun
 
   z = np.asarray(jaxdp.random.poset_ball(jax.random.key(3), p, (600,)), np.float64)
   r = np.array([knorm_of(v) for v in z])
   assert r.max() <= 1 + 1e-6
-  assert stats.kstest(r ** dim, "uniform").pvalue > P_MIN
+  assert stats.kstest(r**dim, "uniform").pvalue > P_MIN
   eps = 0.7
-  y = np.asarray(jaxdp.random.knorm(jax.random.key(4), PosetBall(p), eps, (600,)),
-                 np.float64)
+  y = np.asarray(
+    jaxdp.random.knorm(jax.random.key(4), PosetBall(p), eps, (600,)), np.float64
+  )
   ry = np.array([knorm_of(v) for v in y]) * eps
   assert stats.kstest(ry, stats.gamma(dim).cdf).pvalue > P_MIN
 
@@ -201,7 +214,7 @@ def test_knorm_second_moment_scales():
   p = Poset.nhis(1)
   eps = 0.5
   dim = p.d + 1
-  exact = jaxdp.exact_second_moment(p) * (dim + 1) * (dim + 2) / eps ** 2
+  exact = jaxdp.exact_second_moment(p) * (dim + 1) * (dim + 2) / eps**2
   y = jaxdp.random.knorm(jax.random.key(5), PosetBall(p), eps, (200_000,))
   assert np.abs(second_moment_zscores(y, exact)).max() < Z_MAX
 
@@ -214,14 +227,17 @@ def test_lp_ball_uniform(p):
   coordinate's sign is balanced (binomial z < 5)."""
   d = 5
   z = np.asarray(jaxdp.random.lp_ball(jax.random.key(7), d, p, (50_000,)), np.float64)
-  norm = np.max(np.abs(z), axis=1) if p == math.inf else \
-      np.sum(np.abs(z) ** p, axis=1) ** (1 / p)
+  norm = (
+    np.max(np.abs(z), axis=1)
+    if p == math.inf
+    else np.sum(np.abs(z) ** p, axis=1) ** (1 / p)
+  )
   assert norm.max() <= 1 + 1e-6
-  assert stats.kstest(norm ** d, "uniform").pvalue > P_MIN
+  assert stats.kstest(norm**d, "uniform").pvalue > P_MIN
   pos = (z > 0).mean(axis=0)
   assert np.all(np.abs(pos - 0.5) / np.sqrt(0.25 / len(z)) < Z_MAX)
   if p in (1.0, 2.0, math.inf):
-    sq = (z ** 2).sum(1)
+    sq = (z**2).sum(1)
     se = sq.std() / np.sqrt(len(sq))
     assert abs(sq.mean() - LpBall(d, p).expected_sq_norm()) < Z_MAX * se
 
@@ -232,8 +248,9 @@ def test_knorm_lp_radius_law(p):
   """eps ||Y||_p ~ Gamma(d), the radial law of density exp(-eps ||y||_p) (KS,
   n = 50_000, p > 1e-4)."""
   d, eps = 4, 2.0
-  y = np.asarray(jaxdp.random.knorm(jax.random.key(8), LpBall(d, p), eps, (50_000,)),
-                 np.float64)
+  y = np.asarray(
+    jaxdp.random.knorm(jax.random.key(8), LpBall(d, p), eps, (50_000,)), np.float64
+  )
   norm = np.max(np.abs(y), 1) if p == math.inf else np.sum(np.abs(y) ** p, 1) ** (1 / p)
   assert stats.kstest(eps * norm, stats.gamma(d).cdf).pvalue > P_MIN
 
@@ -244,17 +261,22 @@ def test_laplace_and_gaussian_laws():
   also with a broadcast array of scales (each column its own scale)."""
   x = np.asarray(jaxdp.random.laplace(jax.random.key(9), (100_000,), scale=2.5), np.float64)
   assert stats.kstest(x, stats.laplace(scale=2.5).cdf).pvalue > P_MIN
-  g = np.asarray(jaxdp.random.gaussian(jax.random.key(10), (100_000, 2),
-                                       scale=jnp.array([0.5, 3.0])), np.float64)
+  g = np.asarray(
+    jaxdp.random.gaussian(jax.random.key(10), (100_000, 2), scale=jnp.array([0.5, 3.0])),
+    np.float64,
+  )
   assert stats.kstest(g[:, 0], stats.norm(scale=0.5).cdf).pvalue > P_MIN
   assert stats.kstest(g[:, 1], stats.norm(scale=3.0).cdf).pvalue > P_MIN
 
 
 def test_noise_signatures_follow_jax_random():
   key = jax.random.key(0)
-  np.testing.assert_array_equal(jaxdp.random.laplace(key, (3,), jnp.float32),
-                                jax.random.laplace(key, (3,), jnp.float32))
-  np.testing.assert_array_equal(jaxdp.random.gaussian(key, (3,)), jax.random.normal(key, (3,)))
+  np.testing.assert_array_equal(
+    jaxdp.random.laplace(key, (3,), jnp.float32), jax.random.laplace(key, (3,), jnp.float32)
+  )
+  np.testing.assert_array_equal(
+    jaxdp.random.gaussian(key, (3,)), jax.random.normal(key, (3,))
+  )
   with pytest.raises(ValueError, match="does not broadcast"):
     jaxdp.random.laplace(key, (3,), scale=jnp.ones(2))
   with pytest.raises(ValueError, match="scale"):
@@ -303,8 +325,9 @@ def test_a_chunked_draw_is_in_the_program_once():
   """The chunk loop holds one copy of the draw's program (two copies compile twice:
   an unrolled 200-depth series-parallel kernel takes about a minute once)."""
   fn = lambda k, m: jnp.sin(jax.random.uniform(k, (m, 2)))
-  jaxpr = jax.make_jaxpr(lambda k: chunks.chunked(
-      fn, k, 3 * jaxdp.random.CHUNK + 1, (2,), jnp.float32))(jax.random.key(0))
+  jaxpr = jax.make_jaxpr(
+    lambda k: chunks.chunked(fn, k, 3 * jaxdp.random.CHUNK + 1, (2,), jnp.float32)
+  )(jax.random.key(0))
   assert str(jaxpr).count(" sin ") == 1
 
 
@@ -315,6 +338,7 @@ def test_large_batch_needs_one_chunk_beyond_the_output(draw):
   grow with the batch beyond the chunks' keys (8 bytes each): one chunk's working
   memory beyond the output, at 8 and at 16 chunks (stacking padded chunks and
   slicing kept a second, padded copy of the output)."""
+
   def temp(n):
     if draw == "poset":
       f = jax.jit(lambda k: jaxdp.random.poset_ball(k, Poset.nhis(1), (n,)))
@@ -340,8 +364,9 @@ def test_typed_and_legacy_keys():
 
 
 def test_traced_bad_eps_gives_nan_not_weaker_noise():
-  f = jax.jit(lambda e: jaxdp.random.knorm(jax.random.key(0), PosetBall(Poset.nhis(1)),
-                                           e, (2,)))
+  f = jax.jit(
+    lambda e: jaxdp.random.knorm(jax.random.key(0), PosetBall(Poset.nhis(1)), e, (2,))
+  )
   assert np.isnan(np.asarray(f(-1.0))).all()
   assert np.isnan(np.asarray(f(jnp.inf))).all()
   assert np.isfinite(np.asarray(f(1.0))).all()
@@ -392,8 +417,9 @@ def test_bad_shape_rejected():
 def test_general_sampler_size_limit():
   # a fence a1 < b1 > a2 < b2 ...: neither a forest nor series-parallel
   d = general.GENERAL_MAX_D + 1
-  big = Poset.from_edges(d, [(i, i + 1) if i % 2 == 0 else (i + 1, i)
-                             for i in range(d - 1)])
+  big = Poset.from_edges(
+    d, [(i, i + 1) if i % 2 == 0 else (i + 1, i) for i in range(d - 1)]
+  )
   assert not big.is_forest
   with pytest.raises(ValueError, match=f"d <= {general.GENERAL_MAX_D}"):
     jaxdp.random.poset_ball(jax.random.key(0), big)
@@ -437,15 +463,15 @@ def test_forest_two_word_key_path_is_uniform(posets, name, monkeypatch):
   chi-square (n = 100_000, p > 1e-4)."""
   p = posets[name]
   ref = jaxdp.enumerate_objects(p)
-  seq, k = dispatch.sample_objects(jax.random.key(300), p, "forest", 100_000,
-                                         key_words=2)
+  seq, k = dispatch.sample_objects(jax.random.key(300), p, "forest", 100_000, key_words=2)
   calls, pairs = [], forest._heap_order_pairs
-  monkeypatch.setattr(forest, "_heap_order_pairs",
-                      lambda *a: calls.append(1) or pairs(*a))
+  monkeypatch.setattr(forest, "_heap_order_pairs", lambda *a: calls.append(1) or pairs(*a))
   tables = jax.tree_util.tree_map(jnp.asarray, forest.forest_tables(p))
-  jax.make_jaxpr(lambda key: dispatch.objects(  # a fresh trace: no cache
-      key, tables, p.d, forest.forest_layout(p), 8, key_words=2))(
-          jax.random.key(0))
+  jax.make_jaxpr(
+    lambda key: dispatch.objects(  # a fresh trace: no cache
+      key, tables, p.d, forest.forest_layout(p), 8, key_words=2
+    )
+  )(jax.random.key(0))
   assert calls  # key_words=2 does select the two-word path
   idx = object_index(np.asarray(seq), np.asarray(k), *ref)
   assert (idx >= 0).all()
@@ -457,6 +483,7 @@ def test_posets_of_one_size_share_one_compilation():
   """Tables are data: only d and the forest layout are static, so new posets of the
   same size (general) or the same forest shape do not recompile the kernel."""
   from jaxdp import random as dprandom
+
   posets = [Poset.random(jax.random.key(i), 7) for i in range(5)]
   before = dprandom._poset_kernel._cache_size()
   for i, p in enumerate(posets):
@@ -471,8 +498,9 @@ def test_posets_of_one_size_share_one_compilation():
   assert dprandom._poset_kernel._cache_size() - before == 1
   # same random numbers, relabelled poset: the draws are the same up to relabelling
   # (element 0 of f1 is element 1 of f2)
-  np.testing.assert_array_equal(np.asarray(z1)[:, [0, 1, 2, 3]],
-                                np.asarray(z2)[:, [0, 2, 1, 3]])
+  np.testing.assert_array_equal(
+    np.asarray(z1)[:, [0, 1, 2, 3]], np.asarray(z2)[:, [0, 2, 1, 3]]
+  )
 
 
 @pytest.mark.statistical
@@ -482,6 +510,8 @@ def test_gamma_radius_is_gamma(a, slots):
   against scipy's Gamma(a) CDF, 200,000 draws, p > 1e-4; slots=1 forces the branch
   that replaces every rejection (about 340 here) from the full-size buffer."""
   from scipy import stats
+
   g = jax.jit(lambda k: jaxdp.random.gamma_radius(k, a, 200_000, jnp.float32, slots=slots))(
-      jax.random.key(a))
+    jax.random.key(a)
+  )
   assert stats.kstest(np.asarray(g, np.float64), stats.gamma(a).cdf).pvalue > 1e-4

@@ -64,8 +64,11 @@ def test_recognition_and_induced_n_against_brute_force():
   iff brute force finds no induced N; a reported N is one."""
   rng = np.random.default_rng(0)
   posets = [_random_poset(rng, 7, p) for p in np.linspace(0.2, 0.5, 40)]
-  posets += [Poset.nhis(3), Poset.from_edges(4, [(0, 1), (2, 1), (2, 3)]),
-             Poset.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)])]
+  posets += [
+    Poset.nhis(3),
+    Poset.from_edges(4, [(0, 1), (2, 1), (2, 3)]),
+    Poset.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)]),
+  ]
   kinds = set()
   for p in posets:
     brute = _brute_force_n(p.order)
@@ -125,15 +128,17 @@ def test_sp_agrees_with_the_subset_recursion_and_the_general_sampler_at_d12():
   law = _size_table_by_subsets(p)
   law = law / law.sum()
   counts = np.bincount(np.asarray(k), minlength=p.d + 1)
-  keep = law * n >= 5                       # bins expecting < 5 are pooled
+  keep = law * n >= 5  # bins expecting < 5 are pooled
   obs, exp = counts[keep], law[keep] * n
   if (~keep).any():
     obs, exp = np.append(obs, counts[~keep].sum()), np.append(exp, law[~keep].sum() * n)
   assert stats.chisquare(obs, exp).pvalue > P_MIN
-  za = np.asarray(jaxdp.random.poset_ball(jax.random.key(12), p, (n,), method="sp"),
-                  np.float64)
-  zb = np.asarray(jaxdp.random.poset_ball(jax.random.key(13), p, (n,),
-                                          method="general"), np.float64)
+  za = np.asarray(
+    jaxdp.random.poset_ball(jax.random.key(12), p, (n,), method="sp"), np.float64
+  )
+  zb = np.asarray(
+    jaxdp.random.poset_ball(jax.random.key(13), p, (n,), method="general"), np.float64
+  )
   iu = np.triu_indices(p.d + 1)
   pa, pb = za[:, iu[0]] * za[:, iu[1]], zb[:, iu[0]] * zb[:, iu[1]]
   se = np.sqrt(pa.var(0, ddof=1) / n + pb.var(0, ddof=1) / n)
@@ -168,7 +173,7 @@ def test_questionnaire_of_300_questions():
   # (its prerequisites), in all 2048 draws (checked on the 322 cover relations)
   seq, k = dispatch.sample_objects(jax.random.key(301), q, "sp", 2048)
   seq, k = np.asarray(seq), np.asarray(k)
-  pos = np.argsort(seq, axis=1)                       # position of each question
+  pos = np.argsort(seq, axis=1)  # position of each question
   in_a = pos < k[:, None]
   below, above = np.nonzero(q.cover_matrix)
   same = in_a[:, below] == in_a[:, above]
@@ -185,7 +190,8 @@ def test_sp_sampler_under_jit_and_vmap():
   batch = f(keys)
   for i in range(3):
     np.testing.assert_array_equal(
-        batch[i], jaxdp.random.poset_ball(keys[i], p, (4,), method="sp"))
+      batch[i], jaxdp.random.poset_ball(keys[i], p, (4,), method="sp")
+    )
 
 
 # ------------------------------------------------------------------ deep trees
@@ -199,7 +205,7 @@ def _spine(d, n_leg=None):
     return poset
   edges = [tuple(e) for e in np.argwhere(poset.cover_matrix).tolist()]
   x, extra = n_leg, d
-  n = [extra, extra + 1, extra + 2]                  # with leg x+1: a<b, c<b, c<e
+  n = [extra, extra + 1, extra + 2]  # with leg x+1: a<b, c<b, c<e
   edges += [(x + 1, n[0]), (n[1], n[0]), (n[1], n[2]), (n[0], x), (n[2], x)]
   edges.remove((x + 1, x))
   return Poset.from_edges(d + 3, edges)
@@ -212,12 +218,19 @@ def _draw(poset, n, min_steps, monkeypatch, points=True):
   _, tables, layout = dispatch.tables_and_layout(poset, "sp")
   tables = jax.tree_util.tree_map(jax.numpy.asarray, tables)
   bands = [(b.a, b.b) for b in sp_plan.LevelPlan(layout).bands]
-  z = jax.jit(lambda k: dispatch.points(k, jax.random.fold_in(k, 1), tables,
-                                              poset.d, layout, n, np.float32))
+  z = jax.jit(
+    lambda k: dispatch.points(
+      k, jax.random.fold_in(k, 1), tables, poset.d, layout, n, np.float32
+    )
+  )
   obj = jax.jit(lambda k: sp_kernel.sp_objects(k, tables, layout, n))
   seq, k = obj(jax.random.key(8))
-  return (bands, np.asarray(z(jax.random.key(7))) if points else None, np.asarray(seq),
-          np.asarray(k))
+  return (
+    bands,
+    np.asarray(z(jax.random.key(7))) if points else None,
+    np.asarray(seq),
+    np.asarray(k),
+  )
 
 
 @pytest.mark.slow
@@ -229,10 +242,12 @@ def test_scanned_depths_equal_the_unrolled_kernel(which, monkeypatch):
   caterpillar with an N block in the middle (19 elements; runs above and below the
   block, the lower one entered and left from unrolled depths) and a 24-element chain
   of gates whose follow-ups differ (depths of different shapes, padded)."""
-  poset = {"caterpillar with an N": lambda: _spine(16, n_leg=8),
-           "gate chain": lambda: gate_chain(24, 1)}[which]()
+  poset = {
+    "caterpillar with an N": lambda: _spine(16, n_leg=8),
+    "gate chain": lambda: gate_chain(24, 1),
+  }[which]()
   bands, z1, s1, k1 = _draw(poset, 2000, 4, monkeypatch)
-  none, z0, s0, k0 = _draw(poset, 2000, 10 ** 9, monkeypatch)
+  none, z0, s0, k0 = _draw(poset, 2000, 10**9, monkeypatch)
   assert bands and not none
   if which == "caterpillar with an N":
     assert len(bands) == 2 and bands[0][0] == 0
@@ -250,6 +265,7 @@ def test_scanned_depths_sample_objects_uniformly(d, n_leg, monkeypatch):
   one scan) and a 4-element one with an N block (7 elements: a scan above the block,
   unrolled depths below)."""
   from tests.helpers.exactness import chi_square_uniform_pvalue, object_index
+
   poset = _spine(d, n_leg)
   ref = jaxdp.enumerate_objects(poset)
   num = ref[0].shape[0]
@@ -261,8 +277,9 @@ def test_scanned_depths_sample_objects_uniformly(d, n_leg, monkeypatch):
 
 
 # ------------------------------------------------------------------ errors
-@pytest.mark.parametrize("make", [lambda d: synthetic_questionnaire(0, d),
-                                  lambda d: gate_chain(d)])
+@pytest.mark.parametrize(
+  "make", [lambda d: synthetic_questionnaire(0, d), lambda d: gate_chain(d)]
+)
 def test_experiment_posets_check_d(make):
   """The synthetic instruments name a bad ``d`` (a float failed deep inside)."""
   with pytest.raises(TypeError, match=r"d must be an integer; got 1\.5"):
@@ -278,9 +295,9 @@ def test_gate_chain_follow_ups():
   d = 7
   want = np.eye(d, dtype=bool)
   for i in range(0, d, 2):
-    want[i, i::2] = True                       # spine: 2i <= 2j for j >= i
+    want[i, i::2] = True  # spine: 2i <= 2j for j >= i
     if i + 1 < d:
-      want[i + 1, i::2] = True                 # the leg lies below its spine element
+      want[i + 1, i::2] = True  # the leg lies below its spine element
   assert np.array_equal(gate_chain(d, follow_ups=1).order, want)
   assert gate_chain(d, follow_ups=1).name == "caterpillar d=7"
   gates = gate_chain(10, follow_ups=3)
@@ -291,14 +308,15 @@ def test_gate_chain_follow_ups():
 
 def _fence(d):
   """a1 < b1 > a2 < b2 > ...: prime (one prime piece of d elements)."""
-  return Poset.from_edges(d, [(i, i + 1) if i % 2 == 0 else (i + 1, i)
-                              for i in range(d - 1)])
+  return Poset.from_edges(
+    d, [(i, i + 1) if i % 2 == 0 else (i + 1, i) for i in range(d - 1)]
+  )
 
 
 def test_non_series_parallel_errors_name_an_induced_n():
   fence = _fence(24)
   with pytest.raises(ValueError, match=r"induced N \(p\d+ < p\d+.*d <= 22"):
-    PosetBall(fence)                    # auto: too big for general, not sp
+    PosetBall(fence)  # auto: too big for general, not sp
   with pytest.raises(ValueError, match="prime piece of 18 elements"):
     PosetBall(_fence(18), "sp")
   assert PosetBall(_fence(18)).resolved_method == "general"
@@ -317,10 +335,16 @@ def test_kernel_log_is_within_one_ulp_of_mpmath():
   120 bits for the 3,000 values farthest from numpy's log and all edge values;
   numpy's log (itself below 1 ulp) for the rest. Threshold: below 1 ulp."""
   import mpmath
+
   rng = np.random.default_rng(11)
-  j = np.concatenate([rng.integers(0, 2 ** 52, 200_000, dtype=np.int64),
-                      np.arange(2000), 2 ** 52 - 1 - np.arange(2000)])
-  x = (j.astype(np.float64) + 0.5) * 2.0 ** -52
+  j = np.concatenate(
+    [
+      rng.integers(0, 2**52, 200_000, dtype=np.int64),
+      np.arange(2000),
+      2**52 - 1 - np.arange(2000),
+    ]
+  )
+  x = (j.astype(np.float64) + 0.5) * 2.0**-52
   # the mantissas where fdlibm's reduction and rearrangement switch, at all exponents
   edges = []
   for high in (0x6A09E, 0x6147A, 0x6B851):
@@ -328,7 +352,7 @@ def test_kernel_log_is_within_one_ulp_of_mpmath():
       b = ((1023 + e) << 52) | (high << 32)
       edges += [b - 1, b, b + 1, b + (1 << 32) - 1]
   x_edge = np.asarray(edges, np.uint64).view(np.float64)
-  x_edge = x_edge[(x_edge >= 2.0 ** -53) & (x_edge < 1.0)]
+  x_edge = x_edge[(x_edge >= 2.0**-53) & (x_edge < 1.0)]
   x = np.concatenate([x, x_edge])
   with jax.enable_x64(True):
     y = np.asarray(jax.jit(words.log_normal)(jax.numpy.asarray(x)))
@@ -337,10 +361,17 @@ def test_kernel_log_is_within_one_ulp_of_mpmath():
   assert (np.abs(y - ref) <= ulp).all()
   mpmath.mp.prec = 120
   worst = np.argsort(-np.abs(y - ref) / ulp)[:3000]
-  check = np.unique(np.concatenate([worst, np.arange(len(x) - len(x_edge), len(x)),
-                                    np.arange(200_000, 204_000)]))
-  err = max(float(abs(mpmath.mpf(float(y[i])) - mpmath.log(mpmath.mpf(float(x[i]))))
-                  / float(ulp[i])) for i in check)
+  check = np.unique(
+    np.concatenate(
+      [worst, np.arange(len(x) - len(x_edge), len(x)), np.arange(200_000, 204_000)]
+    )
+  )
+  err = max(
+    float(
+      abs(mpmath.mpf(float(y[i])) - mpmath.log(mpmath.mpf(float(x[i])))) / float(ulp[i])
+    )
+    for i in check
+  )
   assert err < 1.0, err
 
 
@@ -349,15 +380,16 @@ def test_kernel_uniforms_are_the_cell_midpoints():
   (j + 1/2) 2^-52 exactly, checked with Python integers on extreme and random words:
   never 0 or 1, so every Exp(1) variate is positive and finite."""
   rng = np.random.default_rng(3)
-  hi = np.concatenate([[0, 0, 2 ** 32 - 1, 2 ** 32 - 1], rng.integers(0, 2 ** 32, 1000)])
-  lo = np.concatenate([[0, 2 ** 32 - 1, 0, 2 ** 32 - 1], rng.integers(0, 2 ** 32, 1000)])
+  hi = np.concatenate([[0, 0, 2**32 - 1, 2**32 - 1], rng.integers(0, 2**32, 1000)])
+  lo = np.concatenate([[0, 2**32 - 1, 0, 2**32 - 1], rng.integers(0, 2**32, 1000)])
   pair = (jax.numpy.asarray(hi.astype(np.uint32)), jax.numpy.asarray(lo.astype(np.uint32)))
   with jax.enable_x64(True):
     u = np.asarray(jax.jit(words.uniform52)(pair))
     e = np.asarray(jax.jit(words.exponential)(pair))
   from fractions import Fraction
+
   for h, l, v in zip(hi, lo, u):
-    jj = (int(h) >> 5) * 2 ** 25 + (int(l) >> 7)
-    assert Fraction(float(v)) == Fraction(2 * jj + 1, 2 ** 53)
+    jj = (int(h) >> 5) * 2**25 + (int(l) >> 7)
+    assert Fraction(float(v)) == Fraction(2 * jj + 1, 2**53)
   assert (u > 0).all() and (u < 1).all() and (e > 0).all() and np.isfinite(e).all()
-  assert u[0] == 2.0 ** -53 and u[3] == 1 - 2.0 ** -53
+  assert u[0] == 2.0**-53 and u[3] == 1 - 2.0**-53

@@ -14,17 +14,40 @@ from jaxdp.accounting.rules.planned import PlannedComposition
 from jaxdp.accounting.rules.renyi import RenyiFilter
 from jaxdp.accounting.rules.zcdp import ZCDPFilter
 
-__all__ = ["CompositionRule", "UnitRule", "Capacity", "BasicComposition",
-           "AdvancedComposition", "ZCDPFilter", "RenyiFilter", "PlannedComposition",
-           "RULES", "COMPOSITIONS", "make_rule"]
+__all__ = [
+  "CompositionRule",
+  "UnitRule",
+  "Capacity",
+  "BasicComposition",
+  "AdvancedComposition",
+  "ZCDPFilter",
+  "RenyiFilter",
+  "PlannedComposition",
+  "RULES",
+  "COMPOSITIONS",
+  "make_rule",
+]
 
-RULES = {"basic": BasicComposition, "advanced": AdvancedComposition,
-         "zcdp": ZCDPFilter, "rdp": RenyiFilter, "planned": PlannedComposition}
+RULES = {
+  "basic": BasicComposition,
+  "advanced": AdvancedComposition,
+  "zcdp": ZCDPFilter,
+  "rdp": RenyiFilter,
+  "planned": PlannedComposition,
+}
 COMPOSITIONS = tuple(RULES)
 
 
-def make_rule(composition, eps_budget: float, delta_budget: float, *,
-              max_releases=None, delta_prime: float = 0.0, orders=None, plan=None):
+def make_rule(
+  composition,
+  eps_budget: float,
+  delta_budget: float,
+  *,
+  max_releases=None,
+  delta_prime: float = 0.0,
+  orders=None,
+  plan=None,
+):
   """The bound rule for ``composition``: a name of :data:`RULES` with its options,
   or a rule instance (its options are its own: the keyword options must be unset).
 
@@ -35,16 +58,25 @@ def make_rule(composition, eps_budget: float, delta_budget: float, *,
   if not isinstance(composition, str):
     if not isinstance(composition, CompositionRule):
       raise _checks.ArgTypeError(
-          f"composition must be one of {COMPOSITIONS} or a composition rule (see "
-          f"jaxdp.accounting.rules); got {composition!r}.")
-    given = [name for name, value, unset in (
-        ("max_releases", max_releases, None), ("delta_prime", delta_prime, 0.0),
-        ("orders", orders, None), ("plan", plan, None)) if value is not unset and
-        value != unset]
+        f"composition must be one of {COMPOSITIONS} or a composition rule (see "
+        f"jaxdp.accounting.rules); got {composition!r}."
+      )
+    given = [
+      name
+      for name, value, unset in (
+        ("max_releases", max_releases, None),
+        ("delta_prime", delta_prime, 0.0),
+        ("orders", orders, None),
+        ("plan", plan, None),
+      )
+      if value is not unset and value != unset
+    ]
     if given:
-      raise ValueError(f"{', '.join(given)} must be given to the rule "
-                       f"{type(composition).__name__}, not to create, when composition "
-                       "is a rule instance.")
+      raise ValueError(
+        f"{', '.join(given)} must be given to the rule "
+        f"{type(composition).__name__}, not to create, when composition "
+        "is a rule instance."
+      )
     return composition.bind(eps_budget, delta_budget)
   if composition not in RULES:
     raise ValueError(f"composition must be one of {COMPOSITIONS}; got {composition!r}.")
@@ -57,11 +89,12 @@ def make_rule(composition, eps_budget: float, delta_budget: float, *,
   if rule.needs_delta and not delta_budget > 0:
     rule.bind(eps_budget, delta_budget)  # raises: the rule converts at delta_budget
   if (plan is not None) != (composition == "planned"):
-    raise ValueError("composition='planned' needs plan=jaxdp.plan(...), and plan is "
-                     f"only for it; got composition={composition!r}, plan={plan!r}.")
+    raise ValueError(
+      "composition='planned' needs plan=jaxdp.plan(...), and plan is "
+      f"only for it; got composition={composition!r}, plan={plan!r}."
+    )
   if orders is not None and composition != "rdp":
-    raise ValueError(f"orders is for composition='rdp'; got composition="
-                     f"{composition!r}.")
+    raise ValueError(f"orders is for composition='rdp'; got composition={composition!r}.")
   if composition == "planned":
     rule = PlannedComposition(plan)
   return rule.bind(eps_budget, delta_budget)

@@ -46,54 +46,81 @@ class AdvancedComposition(UnitRule):
 
   def __post_init__(self):
     if self.max_releases is None:
-      raise ValueError("composition='advanced' needs max_releases (k, declared in "
-                       "advance).")
-    object.__setattr__(self, "max_releases", _checks.check_int(
-        self.max_releases, "max_releases", minimum=1))
-    object.__setattr__(self, "delta_prime", _checks.check_positive(
-        self.delta_prime, "delta_prime", hint="Advanced composition needs delta' > 0."))
+      raise ValueError(
+        "composition='advanced' needs max_releases (k, declared in advance)."
+      )
+    object.__setattr__(
+      self, "max_releases", _checks.check_int(self.max_releases, "max_releases", minimum=1)
+    )
+    object.__setattr__(
+      self,
+      "delta_prime",
+      _checks.check_positive(
+        self.delta_prime, "delta_prime", hint="Advanced composition needs delta' > 0."
+      ),
+    )
 
   def bind(self, eps_budget: float, delta_budget: float) -> UnitRule:
     if self.delta_prime > delta_budget:
       raise ValueError(
-          f"delta_prime ({self.delta_prime}) must not exceed delta_budget "
-          f"({delta_budget}); advanced composition spends k delta + delta'.")
+        f"delta_prime ({self.delta_prime}) must not exceed delta_budget "
+        f"({delta_budget}); advanced composition spends k delta + delta'."
+      )
     return self
 
   def unit_exponents(self, eps_budget: float, delta_budget: float) -> tuple:
-    eps_cap, delta_cap = advanced_caps(eps_budget, delta_budget, self.max_releases,
-                                       self.delta_prime)
+    eps_cap, delta_cap = advanced_caps(
+      eps_budget, delta_budget, self.max_releases, self.delta_prime
+    )
     # units large enough to count k releases at the caps
-    return (budget.unit_exponent(max(eps_budget, self.max_releases * eps_cap)),
-            budget.unit_exponent(max(delta_budget, self.max_releases * delta_cap)))
+    return (
+      budget.unit_exponent(max(eps_budget, self.max_releases * eps_cap)),
+      budget.unit_exponent(max(delta_budget, self.max_releases * delta_cap)),
+    )
 
   def per_release_caps(self, acct: Accountant) -> tuple:
-    return advanced_caps(acct.eps_budget, acct.delta_budget, self.max_releases,
-                         self.delta_prime)
+    return advanced_caps(
+      acct.eps_budget, acct.delta_budget, self.max_releases, self.delta_prime
+    )
 
   def capacity(self, acct: Accountant) -> Capacity:
     basic = super().capacity(acct)
     eps_cap, delta_cap = self.per_release_caps(acct)
-    return Capacity(math.floor(math.ldexp(eps_cap, -acct.unit_exponent)),
-                    math.floor(math.ldexp(delta_cap, -acct.delta_unit_exponent)),
-                    basic.eps_capacity, basic.delta_capacity)
+    return Capacity(
+      math.floor(math.ldexp(eps_cap, -acct.unit_exponent)),
+      math.floor(math.ldexp(delta_cap, -acct.delta_unit_exponent)),
+      basic.eps_capacity,
+      basic.delta_capacity,
+    )
 
-  def allows(self, caps: Capacity, spent: ArrayLike, spent_delta: ArrayLike,
-             answered: ArrayLike, ce: ArrayLike, cd: ArrayLike) -> jax.Array:
-    return (answered < self.max_releases) & (ce <= caps.eps_limit) & \
-        (cd <= caps.delta_limit)
+  def allows(
+    self,
+    caps: Capacity,
+    spent: ArrayLike,
+    spent_delta: ArrayLike,
+    answered: ArrayLike,
+    ce: ArrayLike,
+    cd: ArrayLike,
+  ) -> jax.Array:
+    return (
+      (answered < self.max_releases) & (ce <= caps.eps_limit) & (cd <= caps.delta_limit)
+    )
 
   def describe_limit(self, acct: Accountant) -> str:
     eps_cap, delta_cap = self.per_release_caps(acct)
-    return ("the per-release cap of advanced composition over "
-            f"{self.max_releases} releases (eps={eps_cap:g}, delta={delta_cap:g})")
+    return (
+      "the per-release cap of advanced composition over "
+      f"{self.max_releases} releases (eps={eps_cap:g}, delta={delta_cap:g})"
+    )
 
   def remaining(self, acct: Accountant) -> tuple[Scalar, Scalar]:
     f = jnp.result_type(float)
     eps_cap, delta_cap = self.per_release_caps(acct)
     more = acct.answered < self.max_releases
-    return (jnp.where(more, eps_cap, 0.0).astype(f),
-            jnp.where(more, delta_cap, 0.0).astype(f))
+    return (
+      jnp.where(more, eps_cap, 0.0).astype(f),
+      jnp.where(more, delta_cap, 0.0).astype(f),
+    )
 
   def guarantee(self, acct: Accountant) -> tuple[Scalar, Scalar]:
     k = self.max_releases

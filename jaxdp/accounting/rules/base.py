@@ -35,6 +35,7 @@ class Capacity(NamedTuple):
   """A rule's static limits in units, for an accountant's budgets.
 
   ``eps_capacity`` is a tuple (one entry per order) under the Rényi filter."""
+
   eps_limit: int | tuple  # largest single charge: the capacity, or a per-release cap
   delta_limit: int
   eps_capacity: int | tuple
@@ -61,12 +62,20 @@ class CompositionRule(Protocol):
   def capacity(self, acct: Accountant) -> Capacity:
     """The static limits, in units, for ``acct``'s budgets."""
 
-  def allows(self, caps: Capacity, spent: ArrayLike, spent_delta: ArrayLike,
-             answered: ArrayLike, ce: ArrayLike, cd: ArrayLike) -> jax.Array:
+  def allows(
+    self,
+    caps: Capacity,
+    spent: ArrayLike,
+    spent_delta: ArrayLike,
+    answered: ArrayLike,
+    ce: ArrayLike,
+    cd: ArrayLike,
+  ) -> jax.Array:
     """Whether a charge of ``ce``, ``cd`` units is answered (the refusal rule)."""
 
-  def spend(self, acct: Accountant, eps: Scalar, delta: Scalar, valid: ArrayLike,
-            event: tuple) -> tuple[jax.Array, KeyArray, Accountant]:
+  def spend(
+    self, acct: Accountant, eps: Scalar, delta: Scalar, valid: ArrayLike, event: tuple
+  ) -> tuple[jax.Array, KeyArray, Accountant]:
     """``(ok, key for the mechanism, accountant after the charge)``."""
 
   def guarantee(self, acct: Accountant) -> tuple[Scalar, Scalar]:
@@ -85,7 +94,7 @@ class UnitRule:
   """
 
   name = "basic"
-  needs_delta = False   # the rule converts at delta_budget, which must be > 0
+  needs_delta = False  # the rule converts at delta_budget, which must be > 0
   max_releases = 0
   delta_prime = 0.0
   orders = ()
@@ -94,9 +103,11 @@ class UnitRule:
   # ----------------------------------------------------------- configuration
   def bind(self, eps_budget: float, delta_budget: float) -> UnitRule:
     if self.needs_delta and not delta_budget > 0:
-      raise ValueError(f"composition={self.name!r} needs delta_budget > 0: the budget "
-                       "is the one whose (eps, delta) conversion fits (eps_budget, "
-                       "delta_budget).")
+      raise ValueError(
+        f"composition={self.name!r} needs delta_budget > 0: the budget "
+        "is the one whose (eps, delta) conversion fits (eps_budget, "
+        "delta_budget)."
+      )
     return self
 
   def unit_exponents(self, eps_budget: float, delta_budget: float) -> tuple:
@@ -126,8 +137,15 @@ class UnitRule:
     delta = budget.capped_capacity(acct.delta_budget, acct.delta_unit_exponent)
     return Capacity(eps, delta, eps, delta)
 
-  def allows(self, caps: Capacity, spent: ArrayLike, spent_delta: ArrayLike,
-             answered: ArrayLike, ce: ArrayLike, cd: ArrayLike) -> jax.Array:
+  def allows(
+    self,
+    caps: Capacity,
+    spent: ArrayLike,
+    spent_delta: ArrayLike,
+    answered: ArrayLike,
+    ce: ArrayLike,
+    cd: ArrayLike,
+  ) -> jax.Array:
     """Lemma 2.6 on integer units (plain comparisons: traced values and Python ints
     alike; ``c <= capacity - spent`` cannot overflow int32)."""
     return (ce <= caps.eps_capacity - spent) & (cd <= caps.delta_capacity - spent_delta)
@@ -136,8 +154,9 @@ class UnitRule:
     """``spent + ce`` after an answered release."""
     return spent + ce
 
-  def spend(self, acct: Accountant, eps: Scalar, delta: Scalar, valid: ArrayLike,
-            event: tuple) -> tuple[jax.Array, KeyArray, Accountant]:
+  def spend(
+    self, acct: Accountant, eps: Scalar, delta: Scalar, valid: ArrayLike, event: tuple
+  ) -> tuple[jax.Array, KeyArray, Accountant]:
     """Refuses a static over-budget cost, records the release for :func:`plan`,
     splits the key and charges (nothing where ``valid`` is False)."""
     caps = self.capacity(acct)
@@ -146,17 +165,40 @@ class UnitRule:
     if state is not None:
       eps, delta, acct = planning.record(state, eps, delta, event, acct)
     key, sub = jax.random.split(acct.key)
-    ok, leaves = _charge((acct.spent_units, acct.spent_delta_units, acct.answered,
-                          acct.refusals, acct.last_answered), eps, delta, valid,
-                         rule=self, caps=caps,
-                         exponents=(acct.unit_exponent, acct.delta_unit_exponent))
+    ok, leaves = _charge(
+      (
+        acct.spent_units,
+        acct.spent_delta_units,
+        acct.answered,
+        acct.refusals,
+        acct.last_answered,
+      ),
+      eps,
+      delta,
+      valid,
+      rule=self,
+      caps=caps,
+      exponents=(acct.unit_exponent, acct.delta_unit_exponent),
+    )
     spent, spent_delta, answered, refusals, last = leaves
-    return ok, sub, dataclasses.replace(
-        acct, spent_units=spent, spent_delta_units=spent_delta, answered=answered,
-        refusals=refusals, last_answered=last, key=key, log=logged(acct, ok, event))
+    return (
+      ok,
+      sub,
+      dataclasses.replace(
+        acct,
+        spent_units=spent,
+        spent_delta_units=spent_delta,
+        answered=answered,
+        refusals=refusals,
+        last_answered=last,
+        key=key,
+        log=logged(acct, ok, event),
+      ),
+    )
 
-  def check_static_cost(self, acct: Accountant, caps: Capacity, eps: Scalar,
-                        delta: Scalar) -> None:
+  def check_static_cost(
+    self, acct: Accountant, caps: Capacity, eps: Scalar, delta: Scalar
+  ) -> None:
     """Raises BudgetExceededError for a static cost that no state could answer."""
     if not (_checks.is_concrete(eps) and _checks.is_concrete(delta)):
       return
@@ -164,15 +206,17 @@ class UnitRule:
     vd, cd = budget.charge_host(delta, acct.delta_unit_exponent, positive=False)
     if not ve and np.all(np.asarray(eps, np.float64) > 0):
       raise BudgetExceededError(
-          f"one release's cost {np.asarray(eps, np.float64)} (its {self.name} cost "
-          f"for groups of {acct.group_size}) is positive but underflows float32, the "
-          "precision of the budget's arithmetic: it cannot be charged, so the release "
-          "would always be refused. Use a larger eps; no data was read.")
+        f"one release's cost {np.asarray(eps, np.float64)} (its {self.name} cost "
+        f"for groups of {acct.group_size}) is positive but underflows float32, the "
+        "precision of the budget's arithmetic: it cannot be charged, so the release "
+        "would always be refused. Use a larger eps; no data was read."
+      )
     if not (ve and vd) or np.all(ce > np.asarray(caps.eps_limit)) or cd > caps.delta_limit:
       raise BudgetExceededError(
-          f"one release costs {self.describe_cost(eps, delta)} for groups of "
-          f"{acct.group_size}, more than {self.describe_limit(acct)}. "
-          "Lower eps or raise the budget; no data was read.")
+        f"one release costs {self.describe_cost(eps, delta)} for groups of "
+        f"{acct.group_size}, more than {self.describe_limit(acct)}. "
+        "Lower eps or raise the budget; no data was read."
+      )
 
   def describe_cost(self, eps: Scalar, delta: Scalar) -> str:
     return f"(eps={float(eps):g}, delta={float(delta):g})"
@@ -192,23 +236,26 @@ class UnitRule:
 
   def remaining(self, acct: Accountant) -> tuple[Scalar, Scalar]:
     caps = self.capacity(acct)
-    left = budget.in_cost(jnp.asarray(caps.eps_capacity) - acct.spent_units,
-                          acct.unit_exponent)
-    return left, budget.in_cost(caps.delta_capacity - acct.spent_delta_units,
-                                acct.delta_unit_exponent)
+    left = budget.in_cost(
+      jnp.asarray(caps.eps_capacity) - acct.spent_units, acct.unit_exponent
+    )
+    return left, budget.in_cost(
+      caps.delta_capacity - acct.spent_delta_units, acct.delta_unit_exponent
+    )
 
   # ----------------------------------------------------------- planning
-  def plan_row(self, eps: Scalar, delta: Scalar, refused: bool,
-               event: tuple) -> planning.PlannedRelease:
+  def plan_row(
+    self, eps: Scalar, delta: Scalar, refused: bool, event: tuple
+  ) -> planning.PlannedRelease:
     """One :class:`~jaxdp.PlannedRelease` in this rule's currency."""
     return planning.PlannedRelease(float(eps), float(delta), refused, event=event)
 
-  def plan_totals(self, acct: Accountant, rows: list, spent: int,
-                  spent_delta: int) -> tuple[float, float]:
+  def plan_totals(
+    self, acct: Accountant, rows: list, spent: int, spent_delta: int
+  ) -> tuple[float, float]:
     """The plan's ``(eps, delta)`` from the units spent after its last release."""
     e = budget.to_float(spent - int(acct.spent_units), acct.unit_exponent)
-    d = budget.to_float(spent_delta - int(acct.spent_delta_units),
-                        acct.delta_unit_exponent)
+    d = budget.to_float(spent_delta - int(acct.spent_delta_units), acct.delta_unit_exponent)
     return e, d
 
 
@@ -220,7 +267,10 @@ def _charge(leaves, eps, delta, valid, *, rule, caps, exponents):
   ve, ce = budget.charge(eps, exponents[0], positive=True)
   vd, cd = budget.charge(delta, exponents[1], positive=False)
   ok = valid & ve & vd & rule.allows(caps, spent, spent_delta, answered, ce, cd)
-  return ok, (jnp.where(ok, rule.add(caps, spent, ce), spent),
-              jnp.where(ok, spent_delta + cd, spent_delta),
-              answered + ok.astype(jnp.int32), refusals + (~ok).astype(jnp.int32),
-              jnp.broadcast_to(ok, jnp.shape(last)))
+  return ok, (
+    jnp.where(ok, rule.add(caps, spent, ce), spent),
+    jnp.where(ok, spent_delta + cd, spent_delta),
+    answered + ok.astype(jnp.int32),
+    refusals + (~ok).astype(jnp.int32),
+    jnp.broadcast_to(ok, jnp.shape(last)),
+  )

@@ -50,13 +50,17 @@ class RenyiFilter(UnitRule):
 
   def bind(self, eps_budget: float, delta_budget: float) -> UnitRule:
     super().bind(eps_budget, delta_budget)
-    orders, _ = renyi.filter_budgets(eps_budget, delta_budget, renyi.check_orders(
-        renyi.DEFAULT_ORDERS if self.orders is None else self.orders))
+    orders, _ = renyi.filter_budgets(
+      eps_budget,
+      delta_budget,
+      renyi.check_orders(renyi.DEFAULT_ORDERS if self.orders is None else self.orders),
+    )
     if not orders:
       raise ValueError(
-          f"no Rényi order can hold anything within (eps={eps_budget:g}, delta="
-          f"{delta_budget:g}): each order's conversion alone exceeds eps_budget. "
-          "Raise the budget or pass larger orders.")
+        f"no Rényi order can hold anything within (eps={eps_budget:g}, delta="
+        f"{delta_budget:g}): each order's conversion alone exceeds eps_budget. "
+        "Raise the budget or pass larger orders."
+      )
     return dataclasses.replace(self, orders=orders)
 
   def unit_exponents(self, eps_budget: float, delta_budget: float) -> tuple:
@@ -73,12 +77,21 @@ class RenyiFilter(UnitRule):
     return mech.rdp_cost(self.orders, group_size), 0.0
 
   def capacity(self, acct: Accountant) -> Capacity:
-    eps = tuple(budget.capped_capacity(b, e)
-                for b, e in zip(self.rdp_budgets(acct), acct.unit_exponent))
+    eps = tuple(
+      budget.capped_capacity(b, e)
+      for b, e in zip(self.rdp_budgets(acct), acct.unit_exponent)
+    )
     return Capacity(eps, 0, eps, 0)  # delta enters through the conversion
 
-  def allows(self, caps: Capacity, spent: ArrayLike, spent_delta: ArrayLike,
-             answered: ArrayLike, ce: ArrayLike, cd: ArrayLike) -> jax.Array:
+  def allows(
+    self,
+    caps: Capacity,
+    spent: ArrayLike,
+    spent_delta: ArrayLike,
+    answered: ArrayLike,
+    ce: ArrayLike,
+    cd: ArrayLike,
+  ) -> jax.Array:
     return (ce <= np.asarray(caps.eps_capacity) - spent).any()
 
   def add(self, caps: Capacity, spent: ArrayLike, ce: ArrayLike) -> jax.Array:
@@ -94,42 +107,54 @@ class RenyiFilter(UnitRule):
     return f"RDP {tuple(round(float(c), 6) for c in np.asarray(eps))}"
 
   def describe_limit(self, acct: Accountant) -> str:
-    return (f"the whole Rényi budget at every order (orders {self.orders}, "
-            f"budgets {tuple(round(b, 6) for b in self.rdp_budgets(acct))}, from eps="
-            f"{acct.eps_budget:g} at delta={acct.delta_budget:g})")
+    return (
+      f"the whole Rényi budget at every order (orders {self.orders}, "
+      f"budgets {tuple(round(b, 6) for b in self.rdp_budgets(acct))}, from eps="
+      f"{acct.eps_budget:g} at delta={acct.delta_budget:g})"
+    )
 
   def spent_eps(self, acct: Accountant) -> jax.Array:
     """The smallest conversion of the spent curve over the orders within budget,
     capped at ``eps_budget`` (0 before anything was answered)."""
     spent = budget.in_cost(acct.spent_units, acct.unit_exponent)
     best = renyi.rdp_epsilon(acct.spent_rdp, self.orders, acct.delta_budget)
-    return jnp.where(jnp.any(acct.spent_units > 0, axis=-1),
-                     jnp.minimum(best, acct.eps_budget), 0.0).astype(spent.dtype)
+    return jnp.where(
+      jnp.any(acct.spent_units > 0, axis=-1), jnp.minimum(best, acct.eps_budget), 0.0
+    ).astype(spent.dtype)
 
   def spent_delta(self, acct: Accountant) -> jax.Array:
-    return jnp.where(jnp.any(acct.spent_units > 0, axis=-1), acct.delta_budget,
-                     0.0).astype(jnp.result_type(float))
+    return jnp.where(jnp.any(acct.spent_units > 0, axis=-1), acct.delta_budget, 0.0).astype(
+      jnp.result_type(float)
+    )
 
   def remaining(self, acct: Accountant) -> tuple[Scalar, Scalar]:
     """A pure eps that is surely answered (the largest sqrt(2 left_a / a): any
     eps-DP curve is below a eps^2 / 2), and 0."""
     f = jnp.result_type(float)
-    left = budget.in_cost(jnp.asarray(self.capacity(acct).eps_capacity)
-                          - acct.spent_units, acct.unit_exponent)
+    left = budget.in_cost(
+      jnp.asarray(self.capacity(acct).eps_capacity) - acct.spent_units, acct.unit_exponent
+    )
     a = jnp.asarray(self.orders, f)
-    return (jnp.max(jnp.sqrt(2 * jnp.maximum(left, 0.0) / a), axis=-1),
-            jnp.zeros(jnp.shape(left)[:-1], f))
+    return (
+      jnp.max(jnp.sqrt(2 * jnp.maximum(left, 0.0) / a), axis=-1),
+      jnp.zeros(jnp.shape(left)[:-1], f),
+    )
 
-  def plan_row(self, eps: Scalar, delta: Scalar, refused: bool,
-               event: tuple) -> planning.PlannedRelease:
-    return planning.PlannedRelease(math.nan, 0.0, refused,
-                                   rdp=tuple(np.asarray(eps, float)), event=event)
+  def plan_row(
+    self, eps: Scalar, delta: Scalar, refused: bool, event: tuple
+  ) -> planning.PlannedRelease:
+    return planning.PlannedRelease(
+      math.nan, 0.0, refused, rdp=tuple(np.asarray(eps, float)), event=event
+    )
 
-  def plan_totals(self, acct: Accountant, rows: list, spent: int,
-                  spent_delta: int) -> tuple[float, float]:
+  def plan_totals(
+    self, acct: Accountant, rows: list, spent: int, spent_delta: int
+  ) -> tuple[float, float]:
     answered = [r for r in rows if not r.refused]
     if not answered:
       return 0.0, 0.0
     curve = np.sum([r.rdp for r in answered], axis=0)
-    return (min(renyi.rdp_epsilon(curve, self.orders, acct.delta_budget),
-                acct.eps_budget), acct.delta_budget)
+    return (
+      min(renyi.rdp_epsilon(curve, self.orders, acct.delta_budget), acct.eps_budget),
+      acct.delta_budget,
+    )

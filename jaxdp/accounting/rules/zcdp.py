@@ -39,8 +39,10 @@ class ZCDPFilter(UnitRule):
   needs_delta = True
 
   def unit_exponents(self, eps_budget: float, delta_budget: float) -> tuple:
-    return (budget.unit_exponent(zcdp_budget(eps_budget, delta_budget)),
-            budget.unit_exponent(0.0))
+    return (
+      budget.unit_exponent(zcdp_budget(eps_budget, delta_budget)),
+      budget.unit_exponent(0.0),
+    )
 
   def rho_budget(self, acct: Accountant) -> float:
     return zcdp_budget(acct.eps_budget, acct.delta_budget)
@@ -56,8 +58,10 @@ class ZCDPFilter(UnitRule):
     return f"rho={float(eps):g}"
 
   def describe_limit(self, acct: Accountant) -> str:
-    return (f"the whole zCDP budget (rho={self.rho_budget(acct):g}, from eps="
-            f"{acct.eps_budget:g} at delta={acct.delta_budget:g})")
+    return (
+      f"the whole zCDP budget (rho={self.rho_budget(acct):g}, from eps="
+      f"{acct.eps_budget:g} at delta={acct.delta_budget:g})"
+    )
 
   def spent_eps(self, acct: Accountant) -> jax.Array:
     spent = budget.in_cost(acct.spent_units, acct.unit_exponent)
@@ -65,19 +69,23 @@ class ZCDPFilter(UnitRule):
 
   def spent_delta(self, acct: Accountant) -> jax.Array:
     return jnp.where(acct.spent_units > 0, acct.delta_budget, 0.0).astype(
-        jnp.result_type(float))
+      jnp.result_type(float)
+    )
 
   def remaining(self, acct: Accountant) -> tuple[Scalar, Scalar]:
     """The pure eps whose rho (eps^2 / 2) is left, and 0."""
-    left = budget.in_cost(jnp.asarray(self.capacity(acct).eps_capacity)
-                          - acct.spent_units, acct.unit_exponent)
+    left = budget.in_cost(
+      jnp.asarray(self.capacity(acct).eps_capacity) - acct.spent_units, acct.unit_exponent
+    )
     return jnp.sqrt(2 * left), jnp.zeros((), jnp.result_type(float))
 
-  def plan_row(self, eps: Scalar, delta: Scalar, refused: bool,
-               event: tuple) -> planning.PlannedRelease:
+  def plan_row(
+    self, eps: Scalar, delta: Scalar, refused: bool, event: tuple
+  ) -> planning.PlannedRelease:
     return planning.PlannedRelease(math.nan, 0.0, refused, rho=float(eps), event=event)
 
-  def plan_totals(self, acct: Accountant, rows: list, spent: int,
-                  spent_delta: int) -> tuple[float, float]:
+  def plan_totals(
+    self, acct: Accountant, rows: list, spent: int, spent_delta: int
+  ) -> tuple[float, float]:
     e, _ = super().plan_totals(acct, rows, spent, spent_delta)
     return zcdp_epsilon(e, acct.delta_budget), (acct.delta_budget if e > 0 else 0.0)
