@@ -18,8 +18,6 @@ from jaxdp.accounting.rules import (
   ZCDPFilter,
 )
 
-pytestmark = pytest.mark.smoke
-
 KEY_ARGS = {"key": jnp.zeros(2, jnp.uint32)}
 
 

@@ -202,6 +202,7 @@ def test_random_studies_small():
 # ------------------------------------------------------------------ examples
 @pytest.mark.subprocess
 @pytest.mark.slow
+@pytest.mark.smoke
 @pytest.mark.parametrize(
   "name",
   [
