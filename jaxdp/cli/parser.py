@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 
 from jaxdp.samplers.general import GENERAL_MAX_D
 
@@ -88,16 +89,22 @@ def _range_text(low, high, kind: str) -> str:
   return f"{kind} from {_number_text(low)} to {_number_text(high)}"
 
 
+# ASCII only, nothing around it: Python's int() and float() also take " 1", full-width
+# digits and "1_0" (= 10), and a typo must not become a ten times larger eps.
+_INTEGER = re.compile(r"[+-]?[0-9]{1,3}(?:_[0-9]{3})+|[+-]?[0-9]+")
+_NUMBER = re.compile(
+  r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.I
+)
+
+
 def _parse_integer(text: str):
-  """An integer written as 1000000, 1_000_000 or 1e6 (but not 2.5); None if not one."""
-  try:
+  """An integer written as 1000000, 1_000_000 (groups of three) or 1e6 (but not 2.5);
+  None if not one."""
+  if _INTEGER.fullmatch(text):
     return int(text)
-  except ValueError:
-    pass
-  try:
-    v = float(text)
-  except ValueError:
+  if not _NUMBER.fullmatch(text):
     return None
+  v = float(text)
   return int(v) if math.isfinite(v) and v.is_integer() else None
 
 
@@ -130,17 +137,21 @@ def number_flag(low: float, high: float):
   allowed = _range_text(low, high, "a number")
 
   def parse(text):
-    try:
-      v = float(text)
-    except ValueError:
-      raise argparse.ArgumentTypeError(
-        f"{text!r} is not a number; expected {allowed}"
-      ) from None
+    if not _NUMBER.fullmatch(text):
+      raise argparse.ArgumentTypeError(f"{text!r} is not a number; expected {allowed}")
+    v = float(text)
     if not (math.isfinite(v) and low <= v <= high):
       raise argparse.ArgumentTypeError(f"{text} is out of range; expected {allowed}")
     return v
 
   return parse
+
+
+def path_flag(text: str) -> str:
+  """An argparse type: a non-empty path (``--out ""`` would silently write nothing)."""
+  if not text.strip():
+    raise argparse.ArgumentTypeError("an empty path; name a file or folder")
+  return text
 
 
 def integer_list_flag(low: int, high: int):
@@ -185,7 +196,7 @@ def _common(p, samples: int, out: str):
     default=samples,
     help="exact-sampler draws per poset, 1 to 10^12 (1e6 and 1_000_000 work)",
   )
-  p.add_argument("--out", default=out, help="output directory. " + OUT_RULE)
+  p.add_argument("--out", default=out, type=path_flag, help="output directory. " + OUT_RULE)
   p.add_argument(
     "--overwrite-results",
     action="store_true",
@@ -369,7 +380,10 @@ def build_parser(epilog: str = "") -> Parser:
     help="rows that are not filters: refuse, or clip to the largest filter",
   )
   p.add_argument(
-    "--out", default=None, help="also write the release as JSON to this file. " + OUT_RULE
+    "--out",
+    default=None,
+    type=path_flag,
+    help="also write the release as JSON to this file (not the --data file). " + OUT_RULE,
   )
   p.add_argument(
     "--overwrite-results",

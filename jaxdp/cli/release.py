@@ -108,6 +108,8 @@ def check_filters(src: str, poset: Poset, rows: np.ndarray):
 def run_release(args) -> int:
   """Prints and writes the integer release, never the key or the data."""
   if args.out:
+    if Path(args.out).resolve() == Path(args.data).resolve():
+      raise UsageError(f"--out {args.out} is the --data file; write the release elsewhere")
     outputs.check_out_file(args.out, args.overwrite_results)
   poset = load_poset(args.poset)
   rows = load_rows(args.data, poset.d)

@@ -188,3 +188,33 @@ def test_argparse_errors_exit_2_with_one_line_and_no_traceback():
   )
   assert r.returncode == 2 and "--eps" in r.stderr
   assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("text", ["1_0", " 1", "1 ", "\uff11", "1e", "0x1", "١"])
+def test_eps_must_be_written_plainly(text, capsys):
+  """``float()`` takes ``1_0`` (= 10), full-width and Arabic-Indic digits and spaces:
+  a typo would become a ten times larger eps."""
+  err = _parse_error(
+    ["release", "--poset", "nhis1", "--data", "a.csv", "--eps", text], capsys
+  )
+  assert "--eps" in err and "not a number" in err
+
+
+@pytest.mark.parametrize(
+  "text, value", [("1_000_000", 10**6), ("1e6", 10**6), ("2000", 2000)]
+)
+def test_integers_may_group_digits_by_three(text, value):
+  assert build_parser().parse_args(["nhis", "--samples", text]).samples == value
+
+
+@pytest.mark.parametrize("text", ["1_0", "10_00", "\uff11\uff10"])
+def test_integers_refuse_other_groupings_and_digits(text, capsys):
+  assert "--samples" in _parse_error(["nhis", "--samples", text], capsys)
+
+
+@pytest.mark.parametrize(
+  "command", [["nhis"], ["release", "--poset", "nhis1", "--data", "a.csv", "--eps", "1"]]
+)
+def test_an_empty_out_is_refused(command, capsys):
+  """``--out ""`` was taken as no --out: the release was printed and nothing written."""
+  assert "--out" in _parse_error([*command, "--out", ""], capsys)

@@ -207,3 +207,14 @@ def test_out_inside_results_needs_the_flag(tmp_path, capsys, monkeypatch):
   assert "--overwrite-results" in _err(capsys) and not (results / "rel.json").exists()
   assert main(argv + ["--overwrite-results"]) == 0
   assert (results / "rel.json").exists()
+
+
+def test_out_may_not_overwrite_the_data(tmp_path, capsys, no_release):
+  """``--out answers.csv --data answers.csv`` replaced the data with the release."""
+  data = tmp_path / "answers.csv"
+  np.savetxt(data, _answers(20), fmt="%d", delimiter=",")
+  before = data.read_bytes()
+  argv = ["release", "--poset", "nhis1", "--data", str(data), "--eps", "1", "--out"]
+  assert main([*argv, str(data)]) == 2
+  assert "is the --data file" in _err(capsys)
+  assert data.read_bytes() == before
