@@ -73,6 +73,7 @@ from jaxdp.accounting import (
   guard,
   release_partitioned,
 )
+from jaxdp.accounting.rules import CompositionRule, check_own_rule
 from jaxdp.mechanisms import (
   DiscreteGaussianMechanism,
   GaussianMechanism,
@@ -120,7 +121,10 @@ class Session:
     eps_budget: total eps (Dwork, Lemma 2.6 refusals).
     delta_budget: as for :meth:`jaxdp.Accountant.create`.
     group_size: as for :meth:`jaxdp.Accountant.create`.
-    composition: as for :meth:`jaxdp.Accountant.create`.
+    composition: one of jaxdp's rule names (as for
+      :meth:`jaxdp.Accountant.create`) or an instance of exactly one of jaxdp's rule
+      classes (:mod:`jaxdp.accounting.rules`; no subclass, no rule of one's own: an
+      untrusted analyst is answered under jaxdp's proved composition theorems only).
     max_releases: as for :meth:`jaxdp.Accountant.create`.
     delta_prime: as for :meth:`jaxdp.Accountant.create`.
     orders: as for :meth:`jaxdp.Accountant.create`.
@@ -132,8 +136,9 @@ class Session:
 
   Raises:
     ValueError: data of the wrong rank, or with more rows than the default float
-      dtype counts exactly (2**24 in float32; enable x64 for more), or a budget or
-      option out of range.
+      dtype counts exactly (2**24 in float32; enable x64 for more), a budget or
+      option out of range, or a ``composition`` that is not jaxdp's own (an
+      ``ArgTypeError``, which is also a ValueError).
 
   Example:
     >>> s = Session(np.arange(1000), eps_budget=1.0)
@@ -149,12 +154,17 @@ class Session:
     delta_budget: float = 0.0,
     group_size: int = 1,
     key: KeyArray | None = None,
-    composition: str = "basic",
+    composition: str | CompositionRule = "basic",
     max_releases: int | None = None,
     delta_prime: float = 0.0,
     secure: bool = False,
     orders: Sequence[float] | None = None,
   ) -> None:
+    check_own_rule(
+      composition,
+      "for a Session: an untrusted analyst is answered under jaxdp's proved "
+      "composition theorems only",
+    )
     data = _checks.check_data(data)
     if data.ndim not in (1, 2):
       raise ValueError(

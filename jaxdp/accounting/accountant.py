@@ -90,11 +90,22 @@ from jaxdp import random as dprandom
 from jaxdp.accounting import budget
 from jaxdp.accounting.history import KINDS
 from jaxdp.accounting.planning import Plan
-from jaxdp.accounting.rules import BasicComposition, CompositionRule, make_rule
+from jaxdp.accounting.rules import (
+  BasicComposition,
+  CompositionRule,
+  check_own_rule,
+  make_rule,
+)
 from jaxdp.composition.events import to_dp_event
 from jaxdp.typing import KeyArray
 
 __all__ = ["Accountant"]
+
+
+_SECURE_RULES = (
+  "for a secure accountant: a release meant to be published rests on jaxdp's proved "
+  "composition theorems (a custom rule is for a non-secure accountant)"
+)
 
 
 def _static(**kw):
@@ -158,13 +169,21 @@ class Accountant:
       key: PRNG key the accountant owns and splits; ``None``: a fresh key from the
         OS (:func:`jaxdp.random.os_key`, or :func:`~jaxdp.random.secure_key`).
       composition: a rule of :mod:`jaxdp.accounting.rules`, or its name:
-        ``"basic"``, ``"advanced"``, ``"zcdp"``, ``"rdp"`` or ``"planned"``.
+        ``"basic"``, ``"advanced"``, ``"zcdp"``, ``"rdp"`` or ``"planned"``. The
+        accountant holds the rule bound to its budgets (:meth:`UnitRule.bind
+        <jaxdp.accounting.rules.UnitRule.bind>`); a release refuses a rule or
+        budget changed afterwards (``dataclasses.replace``): build a new accountant
+        instead. A custom rule (a class of one's own, or a subclass of jaxdp's)
+        is accepted only when ``secure`` is False.
       max_releases: for ``"advanced"``, the number k of releases.
       delta_prime: for ``"advanced"``, the slack delta' > 0.
       orders: for ``"rdp"``, the Rényi orders (> 1; default 2, 4, ..., 256).
       plan: for ``"planned"``, the :class:`~jaxdp.Plan` to enforce.
-      secure: releases meant to be published: a ChaCha20 key, and every release
-        must use an exact mechanism (any other is refused with a ValueError).
+      secure: releases meant to be published: a ChaCha20 key, every release must
+        use an exact mechanism (any other is refused with a ValueError), and
+        ``composition`` must be a name or an instance of exactly one of jaxdp's rule
+        classes: a published release rests on jaxdp's proved composition theorems,
+        which a custom rule's ``allows`` or ``spend`` need not respect.
       history: keep the first ``history`` answered releases' events (for
         :meth:`events` and :meth:`to_dp_event`); 0: none.
 
@@ -172,13 +191,19 @@ class Accountant:
       The :class:`Accountant`.
 
     Raises:
-      ValueError: for a budget, group size or option out of range.
+      ValueError: for a budget, group size or option out of range, or a custom
+        composition rule with ``secure=True`` (an ``ArgTypeError``, which is also a
+        ValueError).
     """
     eps_budget = budget.check_budget(eps_budget, "eps_budget")
     delta_budget = _checks.check_delta(delta_budget, "delta_budget")
     if 0 < delta_budget < budget.MIN_BUDGET:
       raise ValueError(f"delta_budget must be 0 or at least 2**-60; got {delta_budget!r}.")
     group_size = _checks.check_int(group_size, "group_size", minimum=1)
+    if not isinstance(secure, bool):
+      raise _checks.ArgTypeError(f"secure must be True or False; got {secure!r}.")
+    if secure:
+      check_own_rule(composition, _SECURE_RULES)
     rule = make_rule(
       composition,
       eps_budget,
@@ -189,8 +214,6 @@ class Accountant:
       plan=plan,
     )
     history = _checks.check_int(history, "history", minimum=0)
-    if not isinstance(secure, bool):
-      raise _checks.ArgTypeError(f"secure must be True or False; got {secure!r}.")
     with jax.ensure_compile_time_eval():  # concrete even when created inside a trace
       if key is None:
         key = dprandom.secure_key() if secure else dprandom.os_key()

@@ -139,3 +139,22 @@ def in_cost(units, exponent) -> jax.Array:
 def capped_capacity(budget: float, exponent: int) -> int:
   """:func:`capacity`, at most the largest int32."""
   return min(capacity(budget, exponent), 2**31 - 1)
+
+
+INT32_MAX = 2**31 - 1
+
+
+def add_units(spent, units):
+  """``spent + units`` (both >= 0), saturated at :data:`INT32_MAX`.
+
+  A counter never wraps past int32 to a small or negative value: a saturated one is
+  above every capacity (:func:`capped_capacity` is at most ``INT32_MAX``), so it reads
+  as over budget. Python and numpy integers (:func:`jaxdp.plan`) are added on the
+  host, anything else (a release) in jnp.
+  """
+  host = (int, np.integer, np.ndarray)
+  if isinstance(spent, host) and isinstance(units, host):
+    total = np.minimum(np.asarray(spent, np.int64) + np.asarray(units, np.int64), INT32_MAX)
+    return int(total) if total.ndim == 0 else total
+  spent = jnp.asarray(spent)
+  return spent + jnp.minimum(units, INT32_MAX - spent).astype(spent.dtype)

@@ -360,7 +360,7 @@ def _rows(acct, releases):
     ok = bool(ve and vd and rule.allows(caps, spent, spent_delta, answered, ce, cd))
     if ok:
       spent = rule.add(caps, spent, ce)
-      spent_delta += cd
+      spent_delta = budget.add_units(spent_delta, cd)
       answered += 1
     rows.append(rule.plan_row(eps, delta, not ok, event))
   return rows, spent, spent_delta

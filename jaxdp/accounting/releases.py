@@ -28,6 +28,7 @@ from jaxdp.accounting import planning
 from jaxdp.accounting.accountant import Accountant
 from jaxdp.accounting.errors import ReleaseRefusedError
 from jaxdp.accounting.guard import check_unused, mark_used, one_key_per_lane
+from jaxdp.accounting.rules import RULES, bound_rule
 from jaxdp.mechanisms import Mechanism, PosetCountMechanism
 from jaxdp.typing import ArrayLike
 
@@ -73,9 +74,11 @@ def release(acct: Accountant, mech: Mechanism, data: Any) -> tuple[Accountant, A
       budget (or the advanced-composition cap for one release), before any data is
       read.
     ValueError: a static parameter or option of ``mech`` out of range (a mechanism
-      rebuilt from its leaves skips its constructor's checks), or a secure ``acct``
-      whose key is not ChaCha20 or a mechanism that is not exact; before anything is
-      spent or drawn.
+      rebuilt from its leaves skips its constructor's checks), an ``acct`` whose
+      rule is not the one bound to its budgets (changed by ``dataclasses.replace``
+      after :meth:`~jaxdp.Accountant.create`), or a secure ``acct`` whose key is not
+      ChaCha20, whose rule is not one of jaxdp's classes or a mechanism that is not
+      exact; before anything is spent or drawn.
     StaleAccountantError: eagerly, when ``acct``'s key was already used; at trace
       time, when ``jax.vmap`` or ``jax.shard_map`` maps the release over ``mech``,
       ``data`` or ``acct``'s counters but not over its key (every lane would get the
@@ -271,15 +274,18 @@ def mechanism_cost(acct, mech, shape=()):
   valid: ``(eps, delta, valid)`` (``(rho, 0, valid)`` under zCDP; see the rule's
   ``cost``).
 
-  A secure accountant first refuses a key that is not ChaCha20 and a mechanism that
-  is not exact (both static: checked at trace time). ``valid`` is the mechanism's
+  The accountant's rule must be the one bound to it
+  (:func:`jaxdp.accounting.rules.bound_rule`). A secure accountant first refuses a
+  key that is not ChaCha20, a rule that is not exactly one of jaxdp's classes and a
+  mechanism that is not exact (all static: checked at trace time). ``valid`` is the mechanism's
   :meth:`~jaxdp.LaplaceMechanism.valid` for a statistic of ``shape`` (True for a
   mechanism without one): a release with invalid parameters is refused, spending
   nothing, so an out-of-range scale never reaches the sampler's output.
 
   Raises:
-    ValueError: a secure accountant with another key or a mechanism that is not
-      exact, or a static parameter out of range.
+    ValueError: a rule changed after binding, a secure accountant with another key,
+      a custom rule or a mechanism that is not exact, or a static parameter out of
+      range.
   """
   if acct.secure and not dprandom.is_secure_key(acct.key):
     raise ValueError(
@@ -287,6 +293,14 @@ def mechanism_cost(acct, mech, shape=()):
       f"key (got {_key_name(acct.key)}): its noise would not be cryptographically "
       "secure. Continue from the accountant the last release returned, or create "
       "one with Accountant.create(..., secure=True) (a fresh key from the OS)."
+    )
+  if acct.secure and type(acct.rule) not in RULES.values():
+    raise ValueError(
+      f"this accountant is secure (releases to publish) but its rule "
+      f"{type(acct.rule).__qualname__} is not one of jaxdp's rule classes: a "
+      "published release rests on jaxdp's proved composition theorems. Build the "
+      "accountant with Accountant.create(..., secure=True, composition=...) and a "
+      "name or an instance of a class of jaxdp.accounting.rules."
     )
   if acct.secure and getattr(mech, "exact", False) is not True:
     raise ValueError(
@@ -297,7 +311,7 @@ def mechanism_cost(acct, mech, shape=()):
       "DiscreteGaussianMechanism)."
     )
   valid = mech.valid(shape) if hasattr(mech, "valid") else True
-  return (*acct.rule.cost(mech, acct.group_size), valid)
+  return (*bound_rule(acct).cost(mech, acct.group_size), valid)
 
 
 def mechanism_event(acct, mech):
@@ -328,6 +342,7 @@ def spend(acct, eps, delta, valid, event, inputs):
   Returns:
     ``(ok, key for the mechanism, the accountant after the charge)``.
   """
+  rule = bound_rule(acct)
   check_unused(acct.key)
   acct = one_key_per_lane(acct, inputs)
-  return acct.rule.spend(acct, eps, delta, valid, event)
+  return rule.spend(acct, eps, delta, valid, event)

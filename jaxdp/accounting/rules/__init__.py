@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from jaxdp import _checks
 from jaxdp.accounting.rules.advanced import AdvancedComposition
-from jaxdp.accounting.rules.base import Capacity, CompositionRule, UnitRule
+from jaxdp.accounting.rules.base import Capacity, CompositionRule, UnitRule, bound_rule
 from jaxdp.accounting.rules.basic import BasicComposition
 from jaxdp.accounting.rules.planned import PlannedComposition
 from jaxdp.accounting.rules.renyi import RenyiFilter
@@ -26,6 +26,8 @@ __all__ = [
   "RULES",
   "COMPOSITIONS",
   "make_rule",
+  "check_own_rule",
+  "bound_rule",
 ]
 
 RULES = {
@@ -36,6 +38,32 @@ RULES = {
   "planned": PlannedComposition,
 }
 COMPOSITIONS = tuple(RULES)
+
+
+def check_own_rule(composition: str | CompositionRule, why: str) -> None:
+  """Raises unless ``composition`` is a name of :data:`RULES` or an instance whose
+  type is exactly one of jaxdp's rule classes (no subclass: a subclass may override
+  what the proofs rest on, such as ``allows``).
+
+  Args:
+    composition: the ``composition`` argument.
+    why: who asks and why, for the message (``"for a secure accountant: ..."``).
+
+  Raises:
+    ValueError: an unknown name.
+    ArgTypeError: any other value (a custom rule, a subclass of a jaxdp rule).
+  """
+  if isinstance(composition, str):
+    if composition not in RULES:
+      raise ValueError(f"composition must be one of {COMPOSITIONS}; got {composition!r}.")
+    return
+  if type(composition) not in RULES.values():
+    classes = ", ".join(c.__name__ for c in RULES.values())
+    raise _checks.ArgTypeError(
+      f"composition must be one of {COMPOSITIONS} or an instance of exactly one of "
+      f"jaxdp's rule classes ({classes}; not a subclass) {why}; got "
+      f"{composition!r} (a {type(composition).__qualname__})."
+    )
 
 
 def make_rule(

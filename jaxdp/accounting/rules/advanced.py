@@ -60,7 +60,7 @@ class AdvancedComposition(UnitRule):
       ),
     )
 
-  def bind(self, eps_budget: float, delta_budget: float) -> UnitRule:
+  def configure(self, eps_budget: float, delta_budget: float) -> UnitRule:
     if self.delta_prime > delta_budget:
       raise ValueError(
         f"delta_prime ({self.delta_prime}) must not exceed delta_budget "

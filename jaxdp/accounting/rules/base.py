@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import math
 from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:  # the accountant imports the rules
   from jaxdp.accounting.accountant import Accountant
   from jaxdp.mechanisms import Mechanism
 
-__all__ = ["CompositionRule", "Capacity", "UnitRule"]
+__all__ = ["CompositionRule", "Capacity", "UnitRule", "bound_rule"]
 
 
 class Capacity(NamedTuple):
@@ -52,9 +53,20 @@ class CompositionRule(Protocol):
   """
 
   name: str
+  bound: tuple  # (eps_budget, delta_budget, digest()) recorded by bind
 
   def bind(self, eps_budget: float, delta_budget: float) -> CompositionRule:
-    """The rule checked against and completed for the budgets (raises ValueError)."""
+    """The rule checked against and completed for the budgets (raises ValueError),
+    with ``bound`` set to ``(eps_budget, delta_budget, digest())``."""
+
+  def digest(self) -> str:
+    """A stable digest of the rule's configuration (what ``bind`` recorded)."""
+
+  def state_shape(self) -> tuple:
+    """The shape of the accountant's ``spent_units`` leaf."""
+
+  def unit_exponents(self, eps_budget: float, delta_budget: float) -> tuple:
+    """``(eps unit exponent, delta unit exponent)`` fixed at creation."""
 
   def cost(self, mech: Mechanism, group_size: int) -> tuple[Scalar, Scalar]:
     """``(eps, delta)``: a mechanism's charge in this rule's currency."""
@@ -85,14 +97,23 @@ class CompositionRule(Protocol):
     """The largest ``(eps, delta)`` one more release could be charged now."""
 
 
+@dataclasses.dataclass(frozen=True)
 class UnitRule:
   """Basic composition's behaviour, counted in integer units; subclasses override.
 
   Defaults: the cost is ``mech.cost(group_size)``; the eps and delta budgets each
   fix a unit (:func:`jaxdp.accounting.budget.unit_exponent`); a release is answered
   iff its units fit what is left of both (Dwork, Lemma 2.6).
+
+  A subclass is a frozen dataclass; its fields are its configuration, checked and
+  completed for the budgets by :meth:`configure`.
+
+  Attributes:
+    bound: what :meth:`bind` recorded, ``(eps_budget, delta_budget, digest)``; ``()``
+      for a rule not bound yet (keyword-only, set by :meth:`bind`).
   """
 
+  bound: tuple = dataclasses.field(default=(), kw_only=True, repr=False)
   name = "basic"
   needs_delta = False  # the rule converts at delta_budget, which must be > 0
   max_releases = 0
@@ -102,6 +123,27 @@ class UnitRule:
 
   # ----------------------------------------------------------- configuration
   def bind(self, eps_budget: float, delta_budget: float) -> UnitRule:
+    """The rule checked against and completed for the budgets, recording them.
+
+    Runs :meth:`configure` (which subclasses override) and stores in :attr:`bound`
+    the budgets and the :meth:`digest` of the configured rule: a release refuses an
+    accountant whose rule was changed after binding (:func:`bound_rule`).
+
+    Raises:
+      ValueError: the rule does not fit the budgets.
+    """
+    rule = self.configure(eps_budget, delta_budget)
+    return dataclasses.replace(
+      rule, bound=(float(eps_budget), float(delta_budget), rule.digest())
+    )
+
+  def configure(self, eps_budget: float, delta_budget: float) -> UnitRule:
+    """The rule checked against and completed for the budgets (override this, not
+    :meth:`bind`, which records what it returns).
+
+    Raises:
+      ValueError: the rule does not fit the budgets.
+    """
     if self.needs_delta and not delta_budget > 0:
       raise ValueError(
         f"composition={self.name!r} needs delta_budget > 0: the budget "
@@ -109,6 +151,19 @@ class UnitRule:
         "delta_budget)."
       )
     return self
+
+  def configuration(self) -> tuple:
+    """The rule's class and its compared fields but :attr:`bound`, as a tuple."""
+    fields = tuple(
+      (f.name, getattr(self, f.name))
+      for f in dataclasses.fields(self)
+      if f.compare and f.name != "bound"
+    )
+    return (type(self).__module__, type(self).__qualname__, fields)
+
+  def digest(self) -> str:
+    """A SHA-256 of :meth:`configuration` (hashable, the same in every process)."""
+    return hashlib.sha256(repr(self.configuration()).encode()).hexdigest()
 
   def unit_exponents(self, eps_budget: float, delta_budget: float) -> tuple:
     """``(eps unit exponent, delta unit exponent)`` fixed at creation."""
@@ -151,8 +206,9 @@ class UnitRule:
     return (ce <= caps.eps_capacity - spent) & (cd <= caps.delta_capacity - spent_delta)
 
   def add(self, caps: Capacity, spent: ArrayLike, ce: ArrayLike) -> jax.Array:
-    """``spent + ce`` after an answered release."""
-    return spent + ce
+    """``spent + ce`` after an answered release, saturated at the largest int32 (a
+    saturated counter is over every capacity, never wrapped to a small one)."""
+    return budget.add_units(spent, ce)
 
   def spend(
     self, acct: Accountant, eps: Scalar, delta: Scalar, valid: ArrayLike, event: tuple
@@ -259,6 +315,66 @@ class UnitRule:
     return e, d
 
 
+_REBUILD = (
+  "build the accountant with Accountant.create(..., composition=Rule(...)); a rule "
+  "changed after binding (dataclasses.replace on acct.rule or on the accountant's "
+  "budgets) is refused"
+)
+
+
+def bound_rule(acct: Accountant) -> CompositionRule:
+  """``acct``'s rule, once checked to be the one :meth:`UnitRule.bind` made for
+  ``acct``: bound to its ``(eps_budget, delta_budget)``, with an unchanged
+  configuration digest, ``acct``'s unit exponents and a ``spent_units`` of its
+  ``state_shape()``. Every release reads the rule through here. The check is on
+  static fields and shapes only: at trace time, once per rule (cached).
+
+  Raises:
+    ValueError: naming what does not match and how to build a valid accountant.
+  """
+  rule = acct.rule
+  _check_bound(
+    rule,
+    acct.eps_budget,
+    acct.delta_budget,
+    (acct.unit_exponent, acct.delta_unit_exponent),
+    tuple(jnp.shape(acct.spent_units)),
+  )
+  return rule
+
+
+@functools.lru_cache(maxsize=256)
+def _check_bound(rule, eps_budget, delta_budget, exponents, shape):
+  """Raises unless ``rule`` was bound to these budgets and is unchanged since."""
+  name = type(rule).__name__
+  bound = getattr(rule, "bound", ())
+  if not (isinstance(bound, tuple) and len(bound) == 3):
+    raise ValueError(
+      f"the accountant's rule {name} was never bound to a budget: {_REBUILD}."
+    )
+  if bound[:2] != (eps_budget, delta_budget):
+    raise ValueError(
+      f"the accountant's rule {name} was bound to (eps={bound[0]:g}, delta="
+      f"{bound[1]:g}), not to the accountant's (eps_budget={eps_budget:g}, "
+      f"delta_budget={delta_budget:g}): {_REBUILD}."
+    )
+  if rule.digest() != bound[2]:
+    raise ValueError(
+      f"the accountant's rule {name} was changed after it was bound (its "
+      f"configuration no longer matches the digest bind recorded): {_REBUILD}."
+    )
+  if tuple(rule.unit_exponents(eps_budget, delta_budget)) != exponents:
+    raise ValueError(
+      f"the accountant's unit exponents {exponents} are not those its rule {name} "
+      f"fixes for its budgets: {_REBUILD}."
+    )
+  if shape != tuple(rule.state_shape()):
+    raise ValueError(
+      f"the accountant's spent_units has shape {shape}, not its rule {name}'s "
+      f"state shape {tuple(rule.state_shape())}: {_REBUILD}."
+    )
+
+
 @functools.partial(jax.jit, static_argnames=("rule", "caps", "exponents"))
 def _charge(leaves, eps, delta, valid, *, rule, caps, exponents):
   """The charge on the accountant's counters (one compiled call when eager); nothing
@@ -269,7 +385,7 @@ def _charge(leaves, eps, delta, valid, *, rule, caps, exponents):
   ok = valid & ve & vd & rule.allows(caps, spent, spent_delta, answered, ce, cd)
   return ok, (
     jnp.where(ok, rule.add(caps, spent, ce), spent),
-    jnp.where(ok, spent_delta + cd, spent_delta),
+    jnp.where(ok, budget.add_units(spent_delta, cd), spent_delta),
     answered + ok.astype(jnp.int32),
     refusals + (~ok).astype(jnp.int32),
     jnp.broadcast_to(ok, jnp.shape(last)),

@@ -57,7 +57,7 @@ class PlannedComposition(UnitRule):
   planned: tuple = ()  # the plan's events, () for a refused row (set by bind)
   name = "planned"
 
-  def bind(self, eps_budget: float, delta_budget: float) -> UnitRule:
+  def configure(self, eps_budget: float, delta_budget: float) -> UnitRule:
     plan = self.plan
     if not isinstance(plan, planning.Plan):
       raise _checks.ArgTypeError(

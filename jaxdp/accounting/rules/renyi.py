@@ -48,8 +48,8 @@ class RenyiFilter(UnitRule):
   name = "rdp"
   needs_delta = True
 
-  def bind(self, eps_budget: float, delta_budget: float) -> UnitRule:
-    super().bind(eps_budget, delta_budget)
+  def configure(self, eps_budget: float, delta_budget: float) -> UnitRule:
+    super().configure(eps_budget, delta_budget)
     orders, _ = renyi.filter_budgets(
       eps_budget,
       delta_budget,
