@@ -58,20 +58,18 @@ References:
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdp import _checks, accounting, exact
+from jaxdp import _checks, accounting
 from jaxdp.accounting import (
   Accountant,
   BudgetExceededError,
   ReleaseRefusedError,
   guard,
-  release_partitioned,
 )
 from jaxdp.accounting.rules import CompositionRule, check_own_rule
 from jaxdp.mechanisms import (
@@ -83,6 +81,7 @@ from jaxdp.mechanisms import (
   PosetCountMechanism,
 )
 from jaxdp.posets import Poset
+from jaxdp.queries import compiled, contributions
 from jaxdp.rowwise import (  # noqa: F401 (public here)
   LRU,
   UnsafeQueryError,
@@ -104,9 +103,6 @@ _MECHANISMS = (
   PosetCountMechanism,
   DiscreteGaussianMechanism,
 )
-
-
-_COMPILED = LRU(256)  # (checked programs, mechanism, parts) -> jitted query
 
 
 class Session:
@@ -310,8 +306,8 @@ class Session:
       raise ValueError(
         f"{names[0]} must return a scalar per row; got values of shape {out_aval.shape}."
       )
-    mech, prepare, unit = _contributions(mech, out_aval)
-    run = _compiled(mech, rows_q, by_q, num_parts, prepare)
+    mech, prepare, unit = contributions(mech, out_aval)
+    run = compiled(mech, rows_q, by_q, num_parts, prepare)
     guard.check_unused(self._acct.key)
     args = (rows_q.consts if rows_q else (), by_q.consts if by_q else ())
     failed = False
@@ -413,95 +409,3 @@ _NO_COPY = (
   "noise as the original while each counts only its own spend. Keep one "
   "Session per dataset and budget."
 )
-
-
-def _contributions(mech, aval):
-  """How contributions of type ``aval`` are prepared for ``mech`` (decided from
-  public information only): ``(mechanism to release, preparation, output unit)``."""
-  if isinstance(mech, PosetCountMechanism):
-    # never raise on (or print) a row: answers other than 1 count as 0, and each
-    # row is replaced by the largest filter it contains (row-wise, stable)
-    return dataclasses.replace(mech, on_invalid="clip"), ("poset",), None
-  if isinstance(mech, LaplaceMechanism) and mech.exact and mech.grid is not None:
-    entries = math.prod(aval.shape)
-    units = min(math.floor(mech.sensitivity / mech.grid + entries / 2), exact.LIMIT)
-    return (
-      LaplaceMechanism(mech.eps, float(max(units, 1)), exact=True),
-      ("grid", float(mech.sensitivity), float(mech.grid)),
-      mech.grid,
-    )
-  if getattr(mech, "exact", False) and (
-    jnp.issubdtype(aval.dtype, jnp.integer) or aval.dtype == jnp.bool_
-  ):
-    # summed exactly (int64, then clipped); a scalar is first clipped to the bound
-    bound = math.floor(mech.sensitivity) if aval.shape == () else None
-    return mech, ("integer", bound), None
-  return mech, ("float",), None
-
-
-def _compiled(mech, rows_q, by_q, num_parts, prepare):
-  """The jitted query for this checked program and mechanism (cached)."""
-  leaves, treedef = jax.tree_util.tree_flatten(mech)
-  cache_key = (
-    rows_q.program if rows_q else None,
-    by_q.program if by_q else None,
-    treedef,
-    tuple((type(v), v) for v in leaves),
-    num_parts,
-    prepare,
-  )
-  run = _COMPILED.get(cache_key)
-  if run is not None:
-    return run
-
-  def query(acct, data, rows_consts, by_consts):
-    contrib = rows_q.apply(rows_consts, data) if rows_q else data
-    contrib = _prepare(contrib, prepare)
-    part = by_q.apply(by_consts, data) if by_q else jnp.zeros((data.shape[0],), jnp.int32)
-    return release_partitioned(acct, mech, contrib, part, num_parts)
-
-  return _COMPILED.put(cache_key, jax.jit(query))
-
-
-def _prepare(x, prepare):
-  """Contributions that no data value can turn into an error or an overflow."""
-  kind = prepare[0]
-  if kind == "poset":
-    return x == 1
-  if kind == "integer":
-    bound = prepare[1]
-    return x if bound is None or x.dtype == jnp.bool_ else _checks.clip_integers(x, bound)
-  if kind == "grid":
-    return _grid_row_units(x, *prepare[1:])
-  return _sanitized(x)
-
-
-def _sanitized(x):
-  """Float contributions: non-finite values become 0, booleans 0/1 and integers are
-  clipped to the float's exact range (all row-wise)."""
-  f = jnp.result_type(float)
-  if jnp.issubdtype(x.dtype, jnp.floating):
-    x = x.astype(f)
-    return jnp.where(jnp.isfinite(x), x, 0.0)
-  if x.dtype == jnp.bool_:
-    return x.astype(f)
-  limit = _checks.exact_limit(f)
-  return _checks.clip_integers(x, limit).astype(f)
-
-
-def _grid_row_units(x, bound: float, grid: float):
-  """Each row's contribution clipped to l_1 norm ``bound`` and snapped to the grid,
-  as int32 grid units (computed in float64: exact for the clipping of a scalar and
-  for the snapping; a vector row that rounding takes past the sensitivity counts
-  as 0 when summed)."""
-  with jax.enable_x64(True):
-    v = jnp.asarray(x).astype(jnp.float64)
-    v = jnp.where(jnp.isfinite(v), v, 0.0)
-    v = v.reshape(v.shape[0], -1)
-    if v.shape[1] == 1:  # a scalar: clipped exactly
-      v = jnp.clip(v, -bound, bound)
-    else:
-      norm = jnp.sum(jnp.abs(v), axis=1, keepdims=True)
-      v = jnp.where(norm > bound, v * (bound / jnp.where(norm > 0, norm, 1.0)), v)
-    units = jnp.clip(jnp.round(v / grid), -exact.LIMIT, exact.LIMIT).astype(jnp.int32)
-  return units.reshape(x.shape)
