@@ -10,7 +10,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from jaxdp import _checks, exact
+from jaxdp import _checks, _data_checks, exact
 from jaxdp.accounting import release_partitioned
 from jaxdp.mechanisms import LaplaceMechanism, PosetCountMechanism
 from jaxdp.rowwise import LRU
@@ -97,7 +97,7 @@ def sanitized(x):
     return jnp.where(jnp.isfinite(x), x, 0.0)
   if x.dtype == jnp.bool_:
     return x.astype(f)
-  limit = _checks.exact_limit(f)
+  limit = _data_checks.exact_limit(f)
   return _checks.clip_integers(x, limit).astype(f)
 
 

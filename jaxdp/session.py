@@ -64,7 +64,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdp import _checks, accounting
+from jaxdp import _checks, _data_checks, accounting
 from jaxdp.accounting import (
   Accountant,
   BudgetExceededError,
@@ -161,12 +161,12 @@ class Session:
       "for a Session: an untrusted analyst is answered under jaxdp's proved "
       "composition theorems only",
     )
-    data = _checks.check_data(data)
+    data = _data_checks.check_data(data)
     if data.ndim not in (1, 2):
       raise ValueError(
         f"data must be 1-D or 2-D (one row per person); got shape {tuple(data.shape)}."
       )
-    limit = _checks.exact_limit(jnp.result_type(float))
+    limit = _data_checks.exact_limit(jnp.result_type(float))
     if data.shape[0] > limit:
       raise ValueError(
         f"data has {data.shape[0]:,} rows, more than {limit:,}, the counts the "

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdp import _checks
+from jaxdp import _checks, _data_checks
 from jaxdp.mechanisms.base import EpsMechanism, check_exact_options, pytree
 from jaxdp.mechanisms.knorm import KNormMechanism
 from jaxdp.mechanisms.laplace import LaplaceMechanism
@@ -144,7 +144,7 @@ class PosetCountMechanism(EpsMechanism):
         f"data must have shape (n, {d}) (one 0/1 row per respondent); got "
         f"{tuple(data.shape)}."
       )
-    x = _checks.check_data(data)
+    x = _data_checks.check_data(data)
     order = jnp.asarray(self.poset.order, jnp.float32)
     binary = jnp.all((x == 0) | (x == 1), axis=1)
     xf = x.astype(jnp.float32)

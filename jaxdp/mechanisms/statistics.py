@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdp import _checks, exact
+from jaxdp import _checks, _data_checks, exact
 
 
 def float_statistic(data, name="data"):
@@ -21,13 +21,13 @@ def float_statistic(data, name="data"):
   sensitivity no longer holds.
   """
   float_dtype = jnp.result_type(float)
-  x = _checks.check_data(
+  x = _data_checks.check_data(
     data,
     name,
-    limit=_checks.exact_limit(float_dtype),
-    reason=_checks.float_reason(float_dtype),
+    limit=_data_checks.exact_limit(float_dtype),
+    reason=_data_checks.float_reason(float_dtype),
   )
-  return _checks.as_exact_float(x, name)
+  return _data_checks.as_exact_float(x, name)
 
 
 def exact_counts(counts, n: int, ok, *, with_n: bool = True):
@@ -37,7 +37,7 @@ def exact_counts(counts, n: int, ok, *, with_n: bool = True):
   integer the dtype holds, so the sums are exact.
   """
   float_dtype = jnp.result_type(float)
-  limit = _checks.exact_limit(float_dtype)
+  limit = _data_checks.exact_limit(float_dtype)
   if n > limit:
     raise ValueError(
       f"data has {n:,} rows, more than {limit:,}: counts that large are not exact "
@@ -88,15 +88,15 @@ def clipped_part_sums(rows, part, num_parts: int, p: float, bound: float):
   sum's l_p sensitivity is ``bound`` whatever the rows hold (sums in the default
   float dtype).
   """
-  x = _checks.check_data(rows, "rows")
+  x = _data_checks.check_data(rows, "rows")
   if (
     not jnp.issubdtype(x.dtype, jnp.floating)
     and _checks.is_concrete(bound)
-    and x.shape[0] * bound > _checks.exact_limit(jnp.result_type(float))
+    and x.shape[0] * bound > _data_checks.exact_limit(jnp.result_type(float))
   ):
     raise ValueError(
       f"rows: {x.shape[0]:,} integer contributions of up to {bound:g} each can add "
-      f"up to more than {_checks.exact_limit(jnp.result_type(float)):,}, beyond the "
+      f"up to more than {_data_checks.exact_limit(jnp.result_type(float)):,}, beyond the "
       "exact range of the default float dtype. Enable x64 or split the data."
     )
   x = x.astype(jnp.result_type(float))
@@ -143,7 +143,7 @@ def grid_units(data, grid):
   if not hasattr(data, "dtype"):
     data = np.asarray(data)
   if grid is None and not jnp.issubdtype(data.dtype, jnp.integer) and data.dtype != object:
-    _checks.check_data(data)  # a dtype error first
+    _data_checks.check_data(data)  # a dtype error first
     raise ValueError(
       f"exact=True needs an integer statistic (counts); got dtype {data.dtype}. Cast "
       "counts to an integer dtype, or pass grid=2.0**-k to snap a real-valued "
@@ -155,20 +155,20 @@ def grid_units(data, grid):
     "sensitivity), or use a coarser unit" + (" or grid." if grid else ".")
   )
   if grid is None:
-    x = _checks.check_data(data, limit=exact.LIMIT, reason=too_big)
+    x = _data_checks.check_data(data, limit=exact.LIMIT, reason=too_big)
     return _checks.clip_integers(x, exact.LIMIT).astype(jnp.int32), 0
-  x = _checks.check_data(data)
+  x = _data_checks.check_data(data)
   if _checks.is_concrete(x):
     host = np.asarray(data).astype(np.float64)  # exact for every value check_data passes
     units = np.round(host / grid)  # exact: grid is a power of two
-    i = _checks.first_index(np.abs(units) > exact.LIMIT)
+    i = _data_checks.first_index(np.abs(units) > exact.LIMIT)
     if i is not None:
       raise ValueError(
         f"data{'' if i == () else f' at index {i}'} is {host[i]}, {units[i]:.0f} "
         f"units of grid {grid!r}, beyond {exact.LIMIT:,} = 2**30 units, {too_big}"
       )
     return jnp.asarray(units.astype(np.int32)), math.prod(x.shape)
-  xf = _checks.as_exact_float(x)
+  xf = _data_checks.as_exact_float(x)
   xf = jnp.where(jnp.isfinite(xf), xf, 0.0)  # a non-finite statistic counts as 0
   units = jnp.clip(jnp.round(xf / grid), -exact.LIMIT, exact.LIMIT)
   return units.astype(jnp.int32), math.prod(x.shape)
@@ -190,7 +190,7 @@ def integer_part_sums(rows, part, num_parts: int, bound, p: float = 1):
   sensitivity holds): no row count can overflow them or raise an error that would
   reveal it.
   """
-  x = _checks.check_data(rows, "rows")
+  x = _data_checks.check_data(rows, "rows")
   if not (jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == jnp.bool_):
     raise ValueError(
       f"rows: an exact release without a grid sums integer contributions; got dtype "

@@ -52,16 +52,14 @@ float64 weights, as the other samplers do (relative error below 1e-6 per choice)
 
 from __future__ import annotations
 
-import math
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxdp.prng.threefry import words64
 from jaxdp.samplers.sp_plan import LevelPlan, assemble, bottom_up, child_rows, top_down
+from jaxdp.samplers.sp_sizes import block_choice, block_times, sizes
 from jaxdp.samplers.sp_tables import LEAF, PARALLEL, SERIES, SPLayout, SPTables
-from jaxdp.samplers.subsets import linear_extensions
 from jaxdp.samplers.words import exponential, log_normal, static_index, stored, uniform52
 from jaxdp.typing import DTypeLike, KeyArray
 
@@ -132,14 +130,14 @@ def _draws(key, tables: SPTables, layout: SPLayout, n: int):
   d = layout.d
   plan = LevelPlan(layout)
   k_root, k_split, k_block, k_space, k_par = jax.random.split(key, 5)
-  cnt = jnp.concatenate(_sizes(k_root, k_split, tables, plan, d, n), axis=0)  # (M, n)
+  cnt = jnp.concatenate(sizes(k_root, k_split, tables, plan, d, n), axis=0)  # (M, n)
   in_a = jnp.zeros((d, n), bool)
   if len(plan.leaf_elems):
     in_a = in_a.at[plan.leaf_elems].set(cnt[plan.node_of[plan.leaf_elems]] == 1)
   block_seq = []
   kb = jax.random.split(k_block, 2 * max(1, len(layout.blocks)))
   for b, ((nid, elems), bt) in enumerate(zip(layout.blocks, tables.blocks)):
-    mask, seq_loc = _block_choice(kb[2 * b], kb[2 * b + 1], bt, cnt[nid], len(elems), n)
+    mask, seq_loc = block_choice(kb[2 * b], kb[2 * b + 1], bt, cnt[nid], len(elems), n)
     bits = ((mask[None, :] >> jnp.arange(len(elems), dtype=jnp.uint32)[:, None]) & 1) == 1
     in_a = in_a.at[np.asarray(elems)].set(bits)
     block_seq.append(seq_loc)
@@ -188,7 +186,7 @@ def _times(draws, layout: SPLayout, n: int):
   # A node's row, (2, 2, n): [last time, end] x part; an empty part's are 0.
   block_row = []
   for b, ((nid, elems), seq_loc) in enumerate(zip(layout.blocks, draws["block_seq"])):
-    local, last_a, last_b = _block_times(time, elems, seq_loc, cnt[nid], n)
+    local, last_a, last_b = block_times(time, elems, seq_loc, cnt[nid], n)
     time = time.at[static_index(elems)].set(local)
     last = jnp.stack([last_a, last_b])
     filled = jnp.stack([cnt[nid] > 0, cnt[nid] < len(elems)])
@@ -316,81 +314,6 @@ def _parallel(c1, c2, w):
   s2 = jnp.where(both, g / e2, 1.0)
   row = jnp.stack([jnp.maximum(t1 * s1, t2 * s2), jnp.where(both, g, e1 + e2)], axis=1)
   return row, s1, s2
-
-
-def _sizes(k_root, k_split, tables: SPTables, plan: LevelPlan, d: int, n: int):
-  """A-count of every node, top down: (rows, n) int32 blocks in node order, one per
-  unrolled depth and one per scanned run."""
-  u_root = jax.random.uniform(k_root, (n,))
-  root = jnp.minimum(
-    jnp.sum(tables.root_cdf[None, :] <= u_root[:, None], axis=1), d
-  ).astype(jnp.int32)
-  out = [root[None, :]] + [None] * (plan.num_levels - 1)
-  if not plan.num_internal:
-    return out
-  u = jax.random.uniform(k_split, (plan.num_internal, n))
-
-  def step(a, x, widmax):  # a scanned depth
-    a_left = _split(tables, a, x["off"], x["wid"], x["small_left"], u[x["slot"]], widmax)
-    kid = jnp.where(x["is_left"][:, None], a_left[x["parent"]], (a - a_left)[x["parent"]])
-    return kid, kid
-
-  def level(lv):  # an unrolled depth
-    info = plan.levels[lv]
-    a = out[lv][info["inner_loc"]]  # (I, n)
-    a_left = _split(
-      tables,
-      a,
-      info["off"],
-      info["wid"],
-      info["small_left"],
-      u[info["slot"]],
-      int(info["wid"].max()),
-    )
-    return child_rows(info, a_left, a - a_left)
-
-  return top_down(plan, out, level, lambda band: lambda a, x: step(a, x, band.widmax))
-
-
-def _split(tables: SPTables, a, off, wid, small_left, u, widmax: int):
-  """The left child's A-count for nodes with A-counts ``a`` (rows, n): the smaller
-  child's count by inverse CDF from its table row, uniforms ``u`` (rows, n)."""
-  j = np.arange(widmax)
-  valid = (j[None, :] < wid[:, None])[:, None, :]  # (I, 1, W)
-  idx = off[:, None, None] + a[:, :, None] * wid[:, None, None] + j[None, None, :]
-  row = jnp.where(valid, tables.split_cdf[jnp.where(valid, idx, 0)], 2.0)
-  a_s = jnp.sum(row <= u[:, :, None], axis=2).astype(jnp.int32)
-  return jnp.where(small_left[:, None], a_s, a - a_s)
-
-
-def _block_choice(k_sub, k_ext, bt, a, size: int, n: int):
-  """A block's subset (bitmask, (n,) uint32) of size ``a`` with probability
-  e(A) e(B) / T[a], and uniform extensions of both parts (local (n, L) sequence)."""
-  u = jax.random.uniform(k_sub, (n,))
-  lo, hi = bt.start[a], bt.start[a + 1] - 1  # first index with cdf > u
-  for _ in range(math.comb(size, size // 2).bit_length()):
-    mid = (lo + hi) // 2
-    left = bt.cdf[mid] > u
-    hi = jnp.where(left, mid, hi)
-    lo = jnp.where(left, lo, mid + 1)
-  mask = bt.masks[lo].astype(jnp.uint32)
-  v = jax.random.uniform(k_ext, (n, size))
-  return mask, linear_extensions(bt.ext, bt.strict_up, mask, a, v, size)
-
-
-def _block_times(time, elems, seq_loc, a, n):
-  """Times of a block's elements, (L, n) (partial sums of their spacings along each
-  part's extension), and the last time of each part."""
-  s_loc = time[static_index(elems)].T  # (n, L)
-  cs = jnp.cumsum(jnp.take_along_axis(s_loc, seq_loc, axis=1), axis=1)
-  last_a = jnp.where(
-    a > 0, jnp.take_along_axis(cs, jnp.maximum(a - 1, 0)[:, None], axis=1)[:, 0], 0.0
-  )
-  pos = jnp.arange(len(elems))[None, :]
-  in_order = jnp.where(pos < a[:, None], cs, cs - last_a[:, None])
-  rows = jnp.arange(n)[:, None]
-  local = jnp.zeros_like(in_order).at[rows, seq_loc].set(in_order)
-  return local.T, last_a, cs[:, -1] - last_a
 
 
 def _down_set_min(value, draws, tables: SPTables, layout: SPLayout, n: int):

@@ -1,0 +1,95 @@
+"""The series-parallel kernel's first pass: |A| at the root and, top down, the A-count
+of every node's smaller child (inverse CDF, one look-up row per node); a block draws
+its subset of the given size and uniform linear extensions of both parts inside it."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxdp.samplers.sp_plan import LevelPlan, child_rows, top_down
+from jaxdp.samplers.sp_tables import SPTables
+from jaxdp.samplers.subsets import linear_extensions
+from jaxdp.samplers.words import static_index
+
+__all__ = ["block_choice", "block_times", "sizes", "split_count"]
+
+
+def sizes(k_root, k_split, tables: SPTables, plan: LevelPlan, d: int, n: int):
+  """A-count of every node, top down: (rows, n) int32 blocks in node order, one per
+  unrolled depth and one per scanned run."""
+  u_root = jax.random.uniform(k_root, (n,))
+  root = jnp.minimum(
+    jnp.sum(tables.root_cdf[None, :] <= u_root[:, None], axis=1), d
+  ).astype(jnp.int32)
+  out = [root[None, :]] + [None] * (plan.num_levels - 1)
+  if not plan.num_internal:
+    return out
+  u = jax.random.uniform(k_split, (plan.num_internal, n))
+
+  def step(a, x, widmax):  # a scanned depth
+    a_left = split_count(
+      tables, a, x["off"], x["wid"], x["small_left"], u[x["slot"]], widmax
+    )
+    kid = jnp.where(x["is_left"][:, None], a_left[x["parent"]], (a - a_left)[x["parent"]])
+    return kid, kid
+
+  def level(lv):  # an unrolled depth
+    info = plan.levels[lv]
+    a = out[lv][info["inner_loc"]]  # (I, n)
+    a_left = split_count(
+      tables,
+      a,
+      info["off"],
+      info["wid"],
+      info["small_left"],
+      u[info["slot"]],
+      int(info["wid"].max()),
+    )
+    return child_rows(info, a_left, a - a_left)
+
+  return top_down(plan, out, level, lambda band: lambda a, x: step(a, x, band.widmax))
+
+
+def split_count(tables: SPTables, a, off, wid, small_left, u, widmax: int):
+  """The left child's A-count for nodes with A-counts ``a`` (rows, n): the smaller
+  child's count by inverse CDF from its table row, uniforms ``u`` (rows, n)."""
+  j = np.arange(widmax)
+  valid = (j[None, :] < wid[:, None])[:, None, :]  # (I, 1, W)
+  idx = off[:, None, None] + a[:, :, None] * wid[:, None, None] + j[None, None, :]
+  row = jnp.where(valid, tables.split_cdf[jnp.where(valid, idx, 0)], 2.0)
+  a_s = jnp.sum(row <= u[:, :, None], axis=2).astype(jnp.int32)
+  return jnp.where(small_left[:, None], a_s, a - a_s)
+
+
+def block_choice(k_sub, k_ext, bt, a, size: int, n: int):
+  """A block's subset (bitmask, (n,) uint32) of size ``a`` with probability
+  e(A) e(B) / T[a], and uniform extensions of both parts (local (n, L) sequence)."""
+  u = jax.random.uniform(k_sub, (n,))
+  lo, hi = bt.start[a], bt.start[a + 1] - 1  # first index with cdf > u
+  for _ in range(math.comb(size, size // 2).bit_length()):
+    mid = (lo + hi) // 2
+    left = bt.cdf[mid] > u
+    hi = jnp.where(left, mid, hi)
+    lo = jnp.where(left, lo, mid + 1)
+  mask = bt.masks[lo].astype(jnp.uint32)
+  v = jax.random.uniform(k_ext, (n, size))
+  return mask, linear_extensions(bt.ext, bt.strict_up, mask, a, v, size)
+
+
+def block_times(time, elems, seq_loc, a, n):
+  """Times of a block's elements, (L, n) (partial sums of their spacings along each
+  part's extension), and the last time of each part."""
+  s_loc = time[static_index(elems)].T  # (n, L)
+  cs = jnp.cumsum(jnp.take_along_axis(s_loc, seq_loc, axis=1), axis=1)
+  last_a = jnp.where(
+    a > 0, jnp.take_along_axis(cs, jnp.maximum(a - 1, 0)[:, None], axis=1)[:, 0], 0.0
+  )
+  pos = jnp.arange(len(elems))[None, :]
+  in_order = jnp.where(pos < a[:, None], cs, cs - last_a[:, None])
+  rows = jnp.arange(n)[:, None]
+  local = jnp.zeros_like(in_order).at[rows, seq_loc].set(in_order)
+  return local.T, last_a, cs[:, -1] - last_a
