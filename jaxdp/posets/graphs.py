@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 
@@ -72,3 +74,25 @@ def validate_order(o: np.ndarray, arg: str) -> None:
       f"{arg} is not transitive: {arg}[{i}][{k}] is 0 but p{i} <= p{k} follows"
       f"{via}. Use Poset.from_edges to take the transitive closure."
     )
+
+
+def to_relation(o: np.ndarray) -> tuple[tuple[bool, ...], ...]:
+  """A bool matrix as a hashable tuple of tuples."""
+  return tuple(tuple(bool(v) for v in row) for row in o)
+
+
+@functools.lru_cache(maxsize=64)
+def filters_of(poset) -> np.ndarray:
+  """All filters (up-sets) of ``poset`` as an ``(m, d)`` uint8 array (cached)."""
+  d = poset.d
+  o = poset.order
+  masks = np.arange(1 << d, dtype=np.int64)
+  bits = ((masks[:, None] >> np.arange(d)) & 1).astype(bool)
+  ok = np.ones(1 << d, dtype=bool)
+  for i in range(d):
+    above = np.nonzero(o[i] & (np.arange(d) != i))[0]
+    for j in above:
+      ok &= ~(bits[:, i] & ~bits[:, j])
+  out = bits[ok].astype(np.uint8)
+  out.setflags(write=False)
+  return out

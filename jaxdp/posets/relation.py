@@ -115,7 +115,7 @@ class Poset:
         i, j = bad[0]
         raise ValueError(f"order must hold 0/1 values; order[{i}][{j}] = {arr[i, j]!r}.")
       arr = arr.astype(bool)
-    return cls(_to_relation(arr), name=name, labels=tuple(labels))
+    return cls(graphs.to_relation(arr), name=name, labels=tuple(labels))
 
   @classmethod
   def from_edges(
@@ -171,7 +171,7 @@ class Poset:
       path = " < ".join(f"p{c}" for c in cycle + [cycle[0]])
       raise ValueError(f"edges contain a cycle: {path}. A partial order has no cycles.")
     return cls(
-      _to_relation(graphs.transitive_closure(adj)), name=name, labels=tuple(labels)
+      graphs.to_relation(graphs.transitive_closure(adj)), name=name, labels=tuple(labels)
     )
 
   @classmethod
@@ -387,7 +387,7 @@ class Poset:
         f"filters() enumerates 2^d sets and supports d <= {MAX_ENUMERATE_D}; this "
         f"poset has d = {self.d}. Use is_filter() to check single rows."
       )
-    return _filters(self)
+    return graphs.filters_of(self)
 
   def __repr__(self) -> str:
     label = f"{self.name!r}, " if self.name else ""
@@ -405,8 +405,6 @@ class Poset:
 
 
 # ---------------------------------------------------------------------- helpers
-def _to_relation(o: np.ndarray) -> tuple[tuple[bool, ...], ...]:
-  return tuple(tuple(bool(v) for v in row) for row in o)
 
 
 @functools.lru_cache(maxsize=256)
@@ -414,19 +412,3 @@ def _order_array(poset: Poset) -> np.ndarray:
   arr = np.array(poset.relation, dtype=bool).reshape(poset.d, poset.d)
   arr.setflags(write=False)
   return arr
-
-
-@functools.lru_cache(maxsize=64)
-def _filters(poset: Poset) -> np.ndarray:
-  d = poset.d
-  o = poset.order
-  masks = np.arange(1 << d, dtype=np.int64)
-  bits = ((masks[:, None] >> np.arange(d)) & 1).astype(bool)
-  ok = np.ones(1 << d, dtype=bool)
-  for i in range(d):
-    above = np.nonzero(o[i] & (np.arange(d) != i))[0]
-    for j in above:
-      ok &= ~(bits[:, i] & ~bits[:, j])
-  out = bits[ok].astype(np.uint8)
-  out.setflags(write=False)
-  return out
