@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # annotations only: a Poset is used through .order and .d
+  from jaxdp.posets.relation import Poset
 
 
 def transitive_closure(adj: np.ndarray) -> np.ndarray:
@@ -82,7 +86,7 @@ def to_relation(o: np.ndarray) -> tuple[tuple[bool, ...], ...]:
 
 
 @functools.lru_cache(maxsize=64)
-def filters_of(poset) -> np.ndarray:
+def filters_of(poset: Poset) -> np.ndarray:
   """All filters (up-sets) of ``poset`` as an ``(m, d)`` uint8 array (cached)."""
   d = poset.d
   o = poset.order
