@@ -131,8 +131,19 @@ SAMPLERS = {
 }
 
 
+# The fast tier (-m "not slow") keeps JAX's default key and the secure key; the full
+# suite runs every pair.
+FAST_KINDS = ("threefry", "chacha20")
+
+
+def _kinds():
+  return [
+    k if k in FAST_KINDS else pytest.param(k, marks=pytest.mark.slow) for k in KEY_KINDS
+  ]
+
+
 @pytest.mark.parametrize("sampler", list(SAMPLERS))
-@pytest.mark.parametrize("kind", list(KEY_KINDS))
+@pytest.mark.parametrize("kind", _kinds())
 def test_every_key_kind_draws_from_every_sampler(kind, sampler):
   draw, shape, dtype, in_support = SAMPLERS[sampler]
   a, b = (draw(KEY_KINDS[kind](i)) for i in (0, 1))
@@ -153,7 +164,7 @@ def _sq_norm(z):
   return jnp.sum(z * z, axis=-1)
 
 
-@pytest.mark.parametrize("kind", list(KEY_KINDS))
+@pytest.mark.parametrize("kind", _kinds())
 def test_every_key_kind_runs_the_monte_carlo_engine(kind):
   """Two chunks of four blocks under shard_map (devices= default): E||Z||^2 of the
   NHIS-1 poset ball lies in (0, 5), the ball's coordinates being at most 1."""
