@@ -12,7 +12,7 @@ import numpy as np
 from jaxdp.posets import Poset
 from jaxdp.samplers.dispatch import num_objects
 from jaxdp.samplers.general import GENERAL_MAX_D, general_tables
-from jaxdp.samplers.subsets import extension_counts
+from jaxdp.samplers.subsets import extension_counts, object_weights
 
 __all__ = ["EXACT_MAX_OBJECTS", "ExactTables", "exact_tables"]
 
@@ -49,8 +49,7 @@ def exact_tables(poset: Poset) -> tuple[ExactTables, int]:
       f"this poset has N(P) ~ {approx:.3g}. Split it into independent components."
     )
   e = extension_counts(poset, np.int64)  # every e(S) <= N(P) < 2^61: exact
-  full = (1 << d) - 1
-  w = e * e[full ^ np.arange(1 << d)]  # every product <= N(P) < 2^61
+  w = object_weights(e)  # every product <= N(P) < 2^61
   total = int(w.sum())
   trie_left = np.empty((1 << d) - 1, dtype=np.int64)
   for level in range(d):

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp.posets import Poset
-from jaxdp.samplers.subsets import extension_counts, linear_extensions
+from jaxdp.samplers.subsets import extension_counts, linear_extensions, object_weights
 from jaxdp.typing import KeyArray
 
 __all__ = [
@@ -46,9 +46,7 @@ def general_tables(poset: Poset) -> GeneralTables:
   """The trie of conditional probabilities and e(S) over all subsets (host)."""
   d = poset.d
   e = extension_counts(poset)
-  full = (1 << d) - 1
-  idx = np.arange(1 << d)
-  w = e * e[full ^ idx]
+  w = object_weights(e)
   trie = np.empty((1 << d) - 1, dtype=np.float64)
   for level in range(d):
     sums = w.reshape(1 << (level + 1), -1).sum(axis=1)
@@ -67,10 +65,7 @@ def general_tables(poset: Poset) -> GeneralTables:
 
 def num_objects(poset: Poset) -> float:
   """N(P) = sum over A of e(A) e(P \\ A), from the subset table (d <= GENERAL_MAX_D)."""
-  e = extension_counts(poset)
-  full = (1 << poset.d) - 1
-  idx = np.arange(1 << poset.d)
-  return float(np.sum(e * e[full ^ idx]))
+  return float(np.sum(object_weights(extension_counts(poset))))
 
 
 def general_objects(

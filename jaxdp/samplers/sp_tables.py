@@ -39,7 +39,7 @@ import numpy as np
 
 from jaxdp.posets import Poset, decomposition
 from jaxdp.samplers.logweights import cdf, log_binom
-from jaxdp.samplers.subsets import extension_counts
+from jaxdp.samplers.subsets import extension_counts, object_weights
 
 SP_MAX_D = 512  # the sizes measured and tested; host tables grow as d^2 log d
 BLOCK_MAX_D = 16  # a prime block's tables hold 2^L entries (and 2^L (L+1) work)
@@ -267,9 +267,8 @@ def _block_tables(poset: Poset, elems: tuple):
   sub = Poset.from_order(poset.order[np.ix_(idx, idx)])
   L = len(elems)
   e = extension_counts(sub)
-  full = (1 << L) - 1
   masks = np.arange(1 << L)
-  w = e * e[full ^ masks]
+  w = object_weights(e)
   pop = np.zeros(1 << L, dtype=np.int64)
   for x in range(L):
     pop += (masks >> x) & 1

@@ -13,7 +13,7 @@ import numpy as np
 
 from jaxdp.posets import Poset
 
-__all__ = ["categorical", "extension_counts", "linear_extensions"]
+__all__ = ["categorical", "extension_counts", "linear_extensions", "object_weights"]
 
 
 @functools.lru_cache(maxsize=32)
@@ -40,6 +40,13 @@ def extension_counts(poset: Poset, dtype=np.float64) -> np.ndarray:
       acc[sel] += e[layer[sel] ^ (1 << x)]
     e[layer] = acc
   return e
+
+
+def object_weights(e: np.ndarray) -> np.ndarray:
+  """``w[S] = e(S) e(P \\ S)`` for every subset S: the number of objects whose part A
+  is S (their sum is N(P)), from :func:`extension_counts` (same dtype)."""
+  masks = np.arange(len(e))
+  return e * e[(len(e) - 1) ^ masks]
 
 
 def linear_extensions(ext, strict_up, a, k, v, d: int):
