@@ -114,6 +114,17 @@ def _demoted(markdown: str) -> str:
   return text
 
 
+def _header_row(results: Path, name: str) -> str:
+  """The page header's row for ``results/name.json``: machine, JAX version, date."""
+  payload = json.loads((results / f"{name}.json").read_text())
+  m = payload.get("machine", {})
+  jax_version = m.get("jax", "not recorded") if isinstance(m, dict) else "not recorded"
+  return (
+    f"| `{name}` | {_machine_words(m)} | {jax_version} | "
+    f"{payload.get('date', 'not recorded')} |"
+  )
+
+
 def benchmarks_page(results: str | Path = ROOT / "results") -> str:
   """The documentation's benchmarks page, from the JSON and Markdown in ``results``.
 
@@ -141,13 +152,7 @@ def benchmarks_page(results: str | Path = ROOT / "results") -> str:
   ]
   body = []
   for name, command in BENCHMARKS:
-    payload = json.loads((results / f"{name}.json").read_text())
-    m = payload.get("machine", {})
-    jax_version = m.get("jax", "not recorded") if isinstance(m, dict) else "not recorded"
-    head.append(
-      f"| `{name}` | {_machine_words(m)} | {jax_version} | "
-      f"{payload.get('date', 'not recorded')} |"
-    )
+    head.append(_header_row(results, name))
     body += [
       "",
       _demoted((results / f"{name}.md").read_text()),
@@ -156,13 +161,7 @@ def benchmarks_page(results: str | Path = ROOT / "results") -> str:
     ]
   body += ["", "# The paper's studies"]
   for name, title, command in STUDIES:
-    payload = json.loads((results / f"{name}.json").read_text())
-    m = payload.get("machine", {})
-    jax_version = m.get("jax", "not recorded") if isinstance(m, dict) else "not recorded"
-    head.append(
-      f"| `{name}` | {_machine_words(m)} | {jax_version} | "
-      f"{payload.get('date', 'not recorded')} |"
-    )
+    head.append(_header_row(results, name))
     body += [
       "",
       f"## {title}",
