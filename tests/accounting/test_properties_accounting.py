@@ -42,6 +42,7 @@ from jaxdp import (
   ZCDPGaussianMechanism,
   release,
 )
+from tests.helpers.oracles import renyi_filter_budgets
 
 dp_accounting = pytest.importorskip("dp_accounting")
 from dp_accounting.pld import privacy_loss_distribution as pld_lib  # noqa: E402
@@ -351,27 +352,10 @@ def _rdp_curve(spec, k, orders):
 
 @functools.cache
 def _filter_budgets(eps, delta, orders):
-  """Each of the m kept orders gets delta / m and B_a = eps - (log(m / delta) +
-  (a-1) log(1 - 1/a) - log a) / (a - 1) (CKS Proposition 12); orders with B_a <= 0
-  are dropped until none is."""
-  kept = list(orders)
+  """The filter's kept orders and budgets (:func:`renyi_filter_budgets`, 40 digits)."""
   with mpmath.workdps(40):
-    while kept:
-      m = len(kept)
-      b = [
-        eps
-        - (
-          mpmath.log(m / mpmath.mpf(delta))
-          + (a - 1) * mpmath.log(1 - 1 / mpmath.mpf(a))
-          - mpmath.log(a)
-        )
-        / (a - 1)
-        for a in kept
-      ]
-      if all(x > 0 for x in b):
-        return tuple(kept), tuple(float(x) for x in b)
-      kept = [a for a, x in zip(kept, b) if x > 0]
-  return (), ()
+    kept, budgets = renyi_filter_budgets(eps, delta, orders)
+  return kept, tuple(float(b) for b in budgets)
 
 
 def _rdp_reference(specs, k, orders, budgets):

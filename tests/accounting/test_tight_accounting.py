@@ -27,6 +27,7 @@ from jaxdp import (
   release,
 )
 from jaxdp.composition import optimal_composition_delta, pld, renyi
+from tests.helpers.oracles import renyi_filter_budgets
 
 mpmath.mp.dps = 50
 
@@ -69,22 +70,7 @@ def test_renyi_curves_against_mpmath(curve, ref):
 def _rdp_expected(eps_budget, delta, orders, cost):
   """How many releases of RDP curve ``cost`` (mpmath, one value per order) the union-
   bound filter answers: each kept order gets delta / m (mpmath conversion)."""
-  kept = list(orders)
-  while True:
-    m = len(kept)
-    budgets = [
-      eps_budget
-      - (
-        mpmath.log(m / mpmath.mpf(delta))
-        + (a - 1) * mpmath.log(1 - 1 / mpmath.mpf(a))
-        - mpmath.log(a)
-      )
-      / (a - 1)
-      for a in kept
-    ]
-    if all(b > 0 for b in budgets):
-      break
-    kept = [a for a, b in zip(kept, budgets) if b > 0]
+  kept, budgets = renyi_filter_budgets(eps_budget, delta, orders)
   return max(int(mpmath.floor(b / cost(a))) for a, b in zip(kept, budgets))
 
 
