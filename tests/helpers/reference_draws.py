@@ -1,12 +1,12 @@
-"""Draws that must not change when the code is reorganised (same keys, same bits).
+"""Draws that must not change when the code is refactored (same keys, same bits).
 
 ``python -m tests.helpers.reference_draws`` writes
 ``tests/helpers/data/reference_draws.npz`` from the installed jaxdp;
 ``tests/samplers/test_reference_draws.py`` recomputes every entry and compares it bit
-for bit. The file was written by the code before the package was split into subpackages:
-a refactoring that changes a single draw fails that test. Regenerate it only for a
-deliberate change of the samplers' output (and say so in CHANGELOG.md). Only public
-names are used, so the same script runs against either layout.
+for bit, so a refactoring that changes a single draw fails that test. Regenerate the
+file only for a deliberate change of the samplers' output (and say so in
+CHANGELOG.md). Only public names are used, so the script runs against any layout of
+the package.
 """
 
 import os

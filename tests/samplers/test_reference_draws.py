@@ -1,9 +1,8 @@
 """The same keys give the same draws, bit for bit, as the stored reference.
 
-``tests/helpers/data/reference_draws.npz`` was written by
-``tests/helpers/reference_draws.py`` from the
-code before the package was reorganised into subpackages; every entry is recomputed
-here and compared byte for byte (dtype, shape and bits).
+Every entry of ``tests/helpers/data/reference_draws.npz`` (written by
+``tests/helpers/reference_draws.py``) is recomputed here and compared byte for byte
+(dtype, shape and bits).
 """
 
 import numpy as np
