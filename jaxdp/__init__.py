@@ -11,6 +11,7 @@ from jaxdp import (
   accounting,
   composition,
   exact,
+  ledger,
   mechanisms,
   montecarlo,
   posets,
@@ -54,6 +55,7 @@ from jaxdp.composition import (
   zcdp_budget,
   zcdp_epsilon,
 )
+from jaxdp.ledger import Ledger
 from jaxdp.mechanisms import (
   DiscreteGaussianMechanism,
   GaussianMechanism,
@@ -79,6 +81,7 @@ __all__ = [
   "GaussianMechanism",
   "KNormMechanism",
   "LaplaceMechanism",
+  "Ledger",
   "LpBall",
   "Mechanism",
   "Plan",
@@ -106,6 +109,7 @@ __all__ = [
   "exact_second_moment",
   "group_cost",
   "hypothesis_test_bound",
+  "ledger",
   "mechanisms",
   "montecarlo",
   "optimal_composition_delta",
