@@ -1,11 +1,13 @@
 """A durable privacy budget on sqlite3: :class:`Ledger`.
 
-Modules: :mod:`.ledger` (the :class:`Ledger` and its charge protocol),
-:mod:`.store` (the sqlite file, its schema and transactions), :mod:`.chain` (the
-hash chain over the entries), :mod:`.index` (the datasets and states replayed from
-the entries), :mod:`.fingerprint` (dataset fingerprints), :mod:`.records` (budget
-records and states of accountants), :mod:`.link` (a :class:`~jaxdp.Session`'s use
-of a ledger) and :mod:`.errors`.
+Modules: :mod:`.ledger` (the :class:`Ledger`), :mod:`.protocol` (deciding and
+appending charges in one transaction), :mod:`.store` (the sqlite file, its schema
+and transactions), :mod:`.chain` (the hash chain over the entries), :mod:`.index`
+(the datasets and states replayed from the entries), :mod:`.identity` (dataset
+names and fingerprints, checked together), :mod:`.fingerprint` (dataset
+fingerprints), :mod:`.records` (budget records and states of accountants),
+:mod:`.summary` (what a ledger reports), :mod:`.link` (a :class:`~jaxdp.Session`'s
+use of a ledger) and :mod:`.errors`.
 """
 
 from jaxdp.ledger.errors import (
@@ -19,7 +21,8 @@ from jaxdp.ledger.errors import (
   LedgerWriteError,
 )
 from jaxdp.ledger.fingerprint import array_fingerprint, dataset_fingerprint
-from jaxdp.ledger.ledger import Charge, DatasetSummary, Ledger
+from jaxdp.ledger.ledger import Ledger
+from jaxdp.ledger.summary import Charge, DatasetSummary
 
 __all__ = [
   "BudgetMismatchError",
