@@ -9,6 +9,9 @@
   jaxdp sample --poset SRC   draw poset-ball points and print their E||Z||^2
   jaxdp release --poset SRC --data FILE --eps E
                              publishable counts: exact integer noise, ChaCha20 key
+                             (add --ledger FILE --dataset NAME --budget B for a
+                             budget that persists; default: none, nothing remembered)
+  jaxdp ledger show FILE     each dataset's budget, spent, remaining and charges
 
 A poset file is JSON ({"order": [[0/1, ...], ...]}, {"d": D, "edges": [[i, j], ...]}
 with (i, j) meaning p_i < p_j, i.e. "i requires j", or {"requires": {"q2": ["q1"]}}),
@@ -26,6 +29,7 @@ from __future__ import annotations
 import sys
 
 from jaxdp.cli.devices import join_processes, request_host_devices
+from jaxdp.cli.ledger import run_ledger
 from jaxdp.cli.parser import UsageError, build_parser
 from jaxdp.cli.release import run_release
 from jaxdp.cli.studies import run_dims, run_poset_study, run_sample, run_structure
@@ -39,6 +43,7 @@ COMMANDS = {
   "structure": run_structure,
   "sample": run_sample,
   "release": run_release,
+  "ledger": run_ledger,
 }
 
 

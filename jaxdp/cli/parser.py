@@ -12,6 +12,7 @@ import argparse
 import math
 import re
 
+from jaxdp.cli.ledger_flags import add_ledger_command, add_release_flags
 from jaxdp.samplers.general import GENERAL_MAX_D
 
 NOISES = ("poset", "linf", "l2", "laplace")
@@ -390,5 +391,7 @@ def build_parser(epilog: str = "") -> Parser:
     action="store_true",
     help="allow an --out inside the repository's results/ folder",
   )
+  add_release_flags(p, number_flag, path_flag)
   p.add_argument("--devices", type=DEVICES, default=None, help=argparse.SUPPRESS)
+  add_ledger_command(sub, path_flag)
   return ap

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxdp import Accountant, Poset, PosetCountMechanism, raise_if_refused, release
+from jaxdp import Poset, PosetCountMechanism, raise_if_refused, release
 from jaxdp.cli import outputs
 from jaxdp.cli.inputs import load_poset
+from jaxdp.cli.ledger import open_release
 from jaxdp.cli.parser import UsageError
 
 
@@ -115,10 +116,11 @@ def run_release(args) -> int:
   rows = load_rows(args.data, poset.d)
   if args.on_invalid == "raise":
     check_filters(args.data, poset, rows)
-  acct = Accountant.create(args.eps, secure=True)
+  acct, book = open_release(args, rows, poset)  # --ledger: resumed, else forgotten
   mech = PosetCountMechanism(
     poset, args.eps, noise=args.noise, exact=True, on_invalid=args.on_invalid
   )
+  acct = book.charge(acct, mech, rows.shape)  # committed before the noise is drawn
   acct, out = release(acct, mech, rows)
   counts = np.asarray(raise_if_refused(acct, out)).astype(int).tolist()
   names = ["respondents"] + list(poset.element_names)
@@ -142,4 +144,5 @@ def run_release(args) -> int:
     print(f"  {name:>12}: {c}")
   if args.out:
     print(f"wrote {args.out}", file=sys.stderr)
+  book.report()
   return 0
