@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from jaxdp import Accountant  # noqa: F401 (created by jaxdp.cli.ledger.open_release)
 from jaxdp import Poset, PosetCountMechanism, raise_if_refused, release
 from jaxdp.cli import outputs
 from jaxdp.cli.inputs import load_poset
