@@ -16,8 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxdp import Accountant  # noqa: F401 (created by jaxdp.cli.ledger.open_release)
-from jaxdp import Poset, PosetCountMechanism, raise_if_refused, release
+from jaxdp import (
+  Accountant,  # noqa: F401 (created by jaxdp.cli.ledger.open_release)
+  Poset,
+  PosetCountMechanism,
+  raise_if_refused,
+  release,
+)
 from jaxdp.cli import outputs
 from jaxdp.cli.inputs import load_poset
 from jaxdp.cli.ledger import open_release

@@ -11,9 +11,10 @@ It prints one JSON object with what it checked.
 
 Modes:
   kill TRIALS SEED: one worker at a time charges in a loop and is SIGKILLed at a
-    random time (10 trials to a ledger file, LEDGER.0, LEDGER.1, ...) (0 to 3 ms after its first answer); then the ledger must open and
-    verify, every printed answer must be a recorded charge and the recorded total
-    must be at least what was answered.
+    random time, 0 to 3 ms after its first answer (10 trials to a ledger file,
+    LEDGER.0, LEDGER.1, ...); then the ledger must open and verify, every printed
+    answer must be a recorded charge and the recorded total must be at least what
+    was answered.
   race ROUNDS WORKERS SEED: per round, a new dataset of capacity 40 units and
     WORKERS workers racing for it with charges of 1 to 3 units until refused; the
     answered units must be at most the capacity and equal the recorded spend.
@@ -29,7 +30,10 @@ import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-for name, folder in (("jaxdp", ROOT / "jaxdp"), ("jaxdp.ledger", ROOT / "jaxdp" / "ledger")):
+for name, folder in (
+  ("jaxdp", ROOT / "jaxdp"),
+  ("jaxdp.ledger", ROOT / "jaxdp" / "ledger"),
+):
   module = types.ModuleType(name)  # the packages without their __init__ (no JAX)
   module.__path__ = [str(folder)]
   sys.modules[name] = module
@@ -45,7 +49,8 @@ def register(path, name, capacity):
   index = Index(store.ledger_id)
   with index.writing(store) as tx:
     fp = {"data": name, "poset": None, "dataset": name}
-    index.append(tx, name, "dataset", {"fingerprint": fp, "budget": dict(BUDGET, capacity=capacity)})
+    budget = dict(BUDGET, capacity=capacity)
+    index.append(tx, name, "dataset", {"fingerprint": fp, "budget": budget})
   store.close()
 
 
@@ -91,7 +96,9 @@ def recorded(path, name):
   with index.writing(store, write=False) as tx:
     rows = tx.entries_after(0)
   store.close()
-  charges = {r[0]: json.loads(r[4])["units"] for r in rows if r[1] == name and r[2] == "charge"}
+  charges = {
+    r[0]: json.loads(r[4])["units"] for r in rows if r[1] == name and r[2] == "charge"
+  }
   return charges, index.states[name]["spent"]
 
 
