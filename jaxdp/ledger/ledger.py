@@ -18,7 +18,7 @@ it does not.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from jaxdp import _checks
@@ -52,6 +52,10 @@ class Ledger:
       :attr:`head`, kept elsewhere): an older copy of the file put back is then
       refused with :class:`~jaxdp.ledger.LedgerRollbackError`.
     max_pages: a size limit in database pages (sqlite's ``max_page_count``).
+    journal: for a new file, ``"delete"`` (sqlite's rollback journal, the default)
+      or ``"wal"`` (a write-ahead log: one fsync per commit instead of several;
+      every process must be on the same machine); a file keeps the journal it was
+      created with.
 
   Raises:
     LedgerError: the file cannot be opened, is not a ledger, or its hash chain does
@@ -67,10 +71,16 @@ class Ledger:
     read_only: bool = False,
     expect_head: tuple[int, str] | None = None,
     max_pages: int | None = None,
+    journal: str = "delete",
   ) -> None:
     timeout = _checks.check_positive(timeout, "timeout")
     self._store = Store(
-      path, timeout=timeout, create=create, read_only=read_only, max_pages=max_pages
+      path,
+      timeout=timeout,
+      create=create,
+      read_only=read_only,
+      max_pages=max_pages,
+      journal=journal,
     )
     self._index = Index(self._store.ledger_id)
     try:
@@ -252,6 +262,45 @@ class Ledger:
       raise ReleaseRefusedError(self._refusal(dataset))
     return pre
 
+  def charge_many(
+    self,
+    dataset: str,
+    acct: Accountant,
+    mechs: Sequence[Any],
+    shape: tuple = (),
+    *,
+    label: str = "",
+  ) -> Accountant:
+    """Commits the charges of several releases, in order, in one transaction.
+
+    All or nothing: if one of them would be refused, nothing is written. Run the
+    releases in the same order from the accountant returned.
+
+    Args:
+      dataset: the dataset's name.
+      acct: the dataset's accountant.
+      mechs: the mechanisms, in the order they will be released.
+      shape: the shape of each statistic.
+      label: free text stored with each charge.
+
+    Returns:
+      The accountant to release from.
+
+    Raises:
+      As :meth:`charge`.
+    """
+    protocol.check_call(acct, label)
+    rows = []
+    for mech in mechs:
+      eps, delta, valid = mechanism_cost(acct, mech, tuple(shape))
+      event = mechanism_event(acct, mech)
+      body = {"mechanism": records.describe_mechanism(mech, (eps, delta), event)}
+      rows.append((eps, delta, valid, event, body))
+    pre, ok = protocol.commit(self._index, self._store, dataset, acct, rows, label, True)
+    if not ok:
+      raise ReleaseRefusedError(self._refusal(dataset, planned=len(rows)))
+    return pre
+
   def charge_plan(
     self,
     dataset: str,
@@ -291,7 +340,7 @@ class Ledger:
         raise ReleaseRefusedError(self._refusal(dataset, planned=len(p.releases)))
       return protocol.plan_rows(p, acct.rule.name)
 
-    pre, ok = protocol.commit(self._index, self._store, dataset, acct, rows, label)
+    pre, ok = protocol.commit(self._index, self._store, dataset, acct, rows, label, True)
     if not ok:  # the plan answered it: cannot happen
       raise LedgerError("a planned release was refused when charged; nothing answered.")
     return pre

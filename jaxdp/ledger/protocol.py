@@ -58,6 +58,7 @@ def commit(
   acct: Accountant,
   rows: list | Callable,
   label: str,
+  all_or_nothing: bool = False,
 ) -> tuple[Accountant, bool]:
   """One exclusive transaction: the charges of ``rows`` on ``dataset``.
 
@@ -69,6 +70,8 @@ def commit(
     rows: ``(cost, delta, valid, event, body)`` per release, in the rule's currency,
       or a function of the accountant at the current state giving them.
     label: stored with each charge.
+    all_or_nothing: a refusal writes nothing under every rule (a batch that is not
+      run at all); otherwise a positional rule writes its refusal.
 
   Returns:
     ``(the accountant at the state before, whether every charge was answered)``.
@@ -80,6 +83,17 @@ def commit(
   """
   rule = bound_rule(acct)
   record = records.budget_record(acct)
+  try:
+    return _commit(index, store, dataset, acct, rows, label, all_or_nothing, rule, record)
+  except _Refused as e:  # rolled back: nothing written
+    return e.args[0], False
+
+
+class _Refused(Exception):
+  """A refusal that rolls the transaction back."""
+
+
+def _commit(index, store, dataset, acct, rows, label, all_or_nothing, rule, record):
   ok = True
   with index.writing(store) as tx:
     if dataset not in index.datasets:
@@ -89,8 +103,8 @@ def commit(
     for cost, delta, valid, event, body in rows(pre) if callable(rows) else rows:
       answered, _, after = rule.spend(cur, cost, delta, valid, event)
       ok = bool(answered)
-      if not ok and rule.name not in records.POSITIONAL:
-        return pre, False  # rolled back: nothing written
+      if not ok and (all_or_nothing or rule.name not in records.POSITIONAL):
+        raise _Refused(pre)
       _, delta_units = budget.charge_host(delta, acct.delta_unit_exponent, positive=False)
       body = dict(
         body,

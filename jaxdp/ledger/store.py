@@ -1,7 +1,8 @@
 """A ledger's sqlite3 file: its schema, its settings and its transactions.
 
-Settings: a rollback journal with ``PRAGMA synchronous=FULL`` (a committed
-transaction survives a process crash and a power loss), a busy timeout, and
+Settings: a rollback journal (or, chosen when the file is created, a write-ahead
+log) with ``PRAGMA synchronous=FULL`` (a committed transaction survives a process
+crash and a power loss), a busy timeout, and
 ``BEGIN IMMEDIATE`` for every transaction that may write, so the read of the
 remaining budget, the check and the write of the charge hold the write lock
 together. Every sqlite error becomes one of :mod:`.errors`, with the file's path and
@@ -30,9 +31,10 @@ from jaxdp.ledger.errors import (
   LedgerWriteError,
 )
 
-__all__ = ["FORMAT", "Store", "Transaction"]
+__all__ = ["FORMAT", "JOURNALS", "Store", "Transaction"]
 
 FORMAT = "jaxdp-ledger 1"
+JOURNALS = ("delete", "wal")
 
 _SCHEMA = (
   "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -134,6 +136,9 @@ class Store:
     create: create the file if it is missing.
     read_only: open without write access (every transaction that writes fails).
     max_pages: a size limit, in database pages (sqlite's ``max_page_count``).
+    journal: for a new file, ``"delete"`` (a rollback journal) or ``"wal"`` (a
+      write-ahead log: one fsync per commit instead of several, for processes on
+      one machine); an existing file keeps the journal it was created with.
 
   Raises:
     LedgerError: a missing file (``create=False``), an empty or foreign file, or an
@@ -148,7 +153,10 @@ class Store:
     create: bool = True,
     read_only: bool = False,
     max_pages: int | None = None,
+    journal: str = "delete",
   ):
+    if journal not in JOURNALS:
+      raise ValueError(f"journal must be one of {JOURNALS}; got {journal!r}.")
     self.path, self.timeout = str(path), float(timeout)
     p = Path(path)
     exists = p.exists()
@@ -170,9 +178,9 @@ class Store:
       self._conn = sqlite3.connect(
         uri, uri=True, timeout=self.timeout, isolation_level=None
       )
+      if not exists:
+        self._conn.execute(f"PRAGMA journal_mode={journal.upper()}")
       self._conn.execute("PRAGMA synchronous=FULL")
-      if not read_only:
-        self._conn.execute("PRAGMA journal_mode=DELETE")
       if max_pages is not None:
         self._conn.execute(f"PRAGMA max_page_count={int(max_pages)}")
       self.ledger_id = self._setup(create=not exists)
