@@ -122,7 +122,8 @@ class Index:
   @contextlib.contextmanager
   def writing(self, store: Store, write: bool = True):
     """An exclusive transaction (``BEGIN IMMEDIATE``) that starts with :meth:`sync`;
-    if it fails, what it applied to the index is undone.
+    if it fails, what it appended is undone in the index (and a sync that failed,
+    entirely).
 
     Yields:
       The :class:`~jaxdp.ledger.store.Transaction`.
@@ -131,6 +132,7 @@ class Index:
     try:
       with store.transaction(write=write) as tx:
         self.sync(tx)
+        saved = self._saved()  # what others committed stays read
         yield tx
     except BaseException:
       self._restore(saved)
