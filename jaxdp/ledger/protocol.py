@@ -18,7 +18,7 @@ import numpy as np
 from jax.extend import core as jex_core
 
 from jaxdp import _checks
-from jaxdp.accounting import Accountant, budget
+from jaxdp.accounting import Accountant, budget, guard
 from jaxdp.accounting.rules import bound_rule
 from jaxdp.ledger import records
 from jaxdp.ledger.errors import LedgerError
@@ -36,6 +36,8 @@ def check_call(acct: Any, label: Any) -> None:
   Raises:
     LedgerError: inside a JAX transformation (a charge made while tracing would be
       made once, for a program that may run many times).
+    StaleAccountantError: ``acct``'s key was already used by a release (the release
+      of this charge would be refused, after the charge).
     ArgTypeError: ``acct`` or ``label`` of the wrong type.
   """
   if type(jex_core.find_top_trace(())) is not _EVAL_TRACE:
@@ -47,6 +49,7 @@ def check_call(acct: Any, label: Any) -> None:
     raise _checks.ArgTypeError(
       f"acct must be a jaxdp.Accountant; got {type(acct).__name__}."
     )
+  guard.check_unused(acct.key)  # its release would be refused: charge nothing
   if not isinstance(label, str) or len(label) > 10_000:
     raise _checks.ArgTypeError("label must be a string of at most 10,000 characters.")
 

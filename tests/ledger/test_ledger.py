@@ -183,6 +183,16 @@ def test_a_refused_or_oversized_charge_writes_nothing(tmp_path):
   ledger.charge("d", acct, jaxdp.LaplaceMechanism(0.05))  # a smaller one still fits
 
 
+def test_a_stale_accountant_is_refused_before_anything_is_charged(tmp_path):
+  """Its release would raise StaleAccountantError after the charge was committed."""
+  ledger = jaxdp.Ledger(tmp_path / "l.db")
+  acct = ledger.charge("d", ledger.accountant("d", DATA, 1.0), LAP)
+  jaxdp.release(acct, LAP, X)
+  with pytest.raises(jaxdp.StaleAccountantError):
+    ledger.charge("d", acct, LAP)
+  assert ledger.datasets()[0].charges == 1
+
+
 def test_two_ledger_objects_in_one_process_share_one_budget(tmp_path):
   """Each charge reads the other's commits inside its own exclusive transaction: a
   ledger that kept its state in memory would answer twice the budget."""
