@@ -215,7 +215,7 @@ def main(argv=None):
   for name, r in sessions.items():
     rows.append(
       f"| Session.count, {name} | {r['releases_per_s']:,.0f} | "
-      f"{1e3 / r['releases_per_s']:.2f} ms | {r['releases_per_s'] / base:.2f} |"
+      f"{1e3 / r['releases_per_s']:.2f} ms | {r['releases_per_s'] / base:.3f} |"
       if name != "bare charge (no release)"
       else f"| Ledger.charge alone | {r['releases_per_s']:,.0f} | "
       f"{1e3 / r['releases_per_s']:.2f} ms | |"
@@ -226,7 +226,7 @@ def main(argv=None):
   ):
     rows.append(
       f"| batch of {r['releases']}: {what} | {r['releases_per_s']:,.0f} | "
-      f"{1e3 / r['releases_per_s']:.3f} ms | {r['releases_per_s'] / base:.2f} |"
+      f"{1e3 / r['releases_per_s']:.3f} ms | {r['releases_per_s'] / base:.3f} |"
     )
   table = (
     f"Ledger on {fs}; load average {os.getloadavg()[0]:.1f} at the end.\n\n"

@@ -33,6 +33,7 @@ BENCHMARKS = (
   ("secure", "python benchmarks/secure.py"),
   ("generators", "python benchmarks/generators.py"),
   ("sp_costs", "python benchmarks/sp_costs.py"),
+  ("ledger", "python benchmarks/ledger.py"),
 )
 # The paper's studies: (results name, title, command that writes it).
 STUDIES = (
@@ -57,6 +58,7 @@ def run_benchmarks(out: str, quick: bool) -> None:
   import accounting
   import float_attack
   import generators
+  import ledger
   import montecarlo
   import recompile
   import samplers
@@ -77,6 +79,7 @@ def run_benchmarks(out: str, quick: bool) -> None:
   secure.main(["--out", out] + (["--n", "20000", "--opendp-n", "1000"] if q else []))
   generators.main(["--out", out] + (["--n", "20000"] if q else []))
   sp_costs.main(["--out", out] + (["--n", "20000"] if q else []))
+  ledger.main(["--out", out] + (["--releases", "20", "--charges", "2000"] if q else []))
   for name, _ in BENCHMARKS:
     path = Path(out, f"{name}.json")
     payload = json.loads(path.read_text())

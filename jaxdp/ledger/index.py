@@ -78,8 +78,18 @@ class Index:
     """Verifies one entry and applies it.
 
     Raises:
-      LedgerTamperedError: it does not continue the chain, or its dataset's state.
+      LedgerTamperedError: it does not continue the chain, or its dataset's state,
+        or its body is not what jaxdp writes.
     """
+    try:
+      self._apply(row)
+    except (KeyError, TypeError, AttributeError, IndexError):
+      raise LedgerTamperedError(
+        f"entry {row[0]} does not hold what a ledger entry holds: it was written by "
+        "something else than jaxdp."
+      ) from None
+
+  def _apply(self, row) -> None:
     self.chain.extend(row)
     seq, name, kind, time, body = row[:5]
     try:

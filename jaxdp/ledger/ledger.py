@@ -312,8 +312,9 @@ class Ledger:
   ) -> Accountant:
     """Commits every release of a planned query function in one transaction.
 
-    Inside the transaction, ``fn`` is planned (:func:`jaxdp.plan`) against the
-    dataset's current state and each of its releases is charged. Run ``fn``
+    Inside the transaction (holding the write lock while ``fn`` is traced), ``fn`` is
+    planned (:func:`jaxdp.plan`) against the dataset's current state and each of its
+    releases is charged; if one would be refused, nothing is written. Run ``fn``
     (jitted, with the same arguments) from the accountant returned and it spends
     exactly what was committed.
 
