@@ -252,3 +252,11 @@ def test_a_batch_of_charges_is_all_or_nothing(tmp_path):
   with pytest.raises(jaxdp.ReleaseRefusedError, match="2 planned releases"):
     ledger.charge_many("d", acct, [LAP, LAP])  # the first fits, the second does not
   assert ledger.datasets()[0].charges == 2
+
+
+@pytest.mark.parametrize("name", ["", "a\nb", "x" * 201, 7, None])
+def test_a_bad_dataset_name_is_refused_before_the_ledger_is_written(tmp_path, name):
+  ledger = jaxdp.Ledger(tmp_path / "l.db")
+  with pytest.raises(ValueError, match="dataset must be"):
+    ledger.accountant(name, DATA, 1.0)
+  assert _entries(tmp_path / "l.db") == 0
