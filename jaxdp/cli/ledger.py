@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from jaxdp import Accountant, Ledger, ReleaseRefusedError
+from jaxdp import Ledger, ReleaseRefusedError
 from jaxdp.cli.parser import UsageError
 from jaxdp.ledger import LedgerError
 
@@ -61,8 +61,10 @@ class Book:
     )
 
 
-def open_release(args, rows, poset):
-  """The accountant and the book of one ``release``.
+def open_release(args, rows, poset, acct):
+  """The accountant and the book of one ``release``: ``acct`` (a budget of ``--eps``,
+  forgotten afterwards, with a warning) without ``--ledger``; with it, the dataset's
+  accountant resumed from the ledger.
 
   Raises:
     UsageError: ``--dataset``/``--budget`` without ``--ledger``, a missing
@@ -73,7 +75,7 @@ def open_release(args, rows, poset):
     if args.dataset is not None or args.budget is not None:
       raise UsageError("--dataset and --budget go with --ledger FILE")
     print(FORGETS, file=sys.stderr)
-    return Accountant.create(args.eps, secure=True), NoBook()
+    return acct, NoBook()
   if args.dataset is None:
     raise UsageError("--ledger needs --dataset NAME (the dataset's name in the ledger)")
   try:

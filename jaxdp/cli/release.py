@@ -16,13 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxdp import (
-  Accountant,  # noqa: F401 (created by jaxdp.cli.ledger.open_release)
-  Poset,
-  PosetCountMechanism,
-  raise_if_refused,
-  release,
-)
+from jaxdp import Accountant, Poset, PosetCountMechanism, raise_if_refused, release
 from jaxdp.cli import outputs
 from jaxdp.cli.inputs import load_poset
 from jaxdp.cli.ledger import open_release
@@ -122,7 +116,8 @@ def run_release(args) -> int:
   rows = load_rows(args.data, poset.d)
   if args.on_invalid == "raise":
     check_filters(args.data, poset, rows)
-  acct, book = open_release(args, rows, poset)  # --ledger: resumed, else forgotten
+  acct = Accountant.create(args.eps, secure=True)
+  acct, book = open_release(args, rows, poset, acct)  # --ledger: the dataset's budget
   mech = PosetCountMechanism(
     poset, args.eps, noise=args.noise, exact=True, on_invalid=args.on_invalid
   )
