@@ -19,6 +19,7 @@ import contextlib
 import datetime
 import os
 import sqlite3
+import time
 import uuid
 from pathlib import Path
 
@@ -57,8 +58,10 @@ def translate(error: sqlite3.Error, path: str, timeout: float) -> LedgerError:
     )
   if "readonly" in text or "read-only" in text:
     return LedgerWriteError(
-      f"ledger {path}: the file or its folder is read-only, so no charge can be "
-      "written and nothing is answered. Make both writable by this process."
+      f"ledger {path}: the file or its folder is read-only (or the ledger was opened "
+      "read-only), so nothing can be written and nothing is answered. Make both "
+      "writable by this process (a ledger left by a crashed process needs write "
+      "access once, to roll back its unfinished transaction)."
     )
   if "full" in text:
     return LedgerWriteError(
@@ -77,6 +80,17 @@ def translate(error: sqlite3.Error, path: str, timeout: float) -> LedgerError:
       f"ledger {path}: {error}; the transaction was not committed and nothing is answered."
     )
   return LedgerCorruptError(f"ledger {path}: {type(error).__name__}: {error}.")
+
+
+def _filled(path: Path, wait: float) -> bool:
+  """Whether the file holds something, waiting up to ``wait`` seconds for a process
+  that is creating it (sqlite makes an empty file before the first commit)."""
+  deadline = time.monotonic() + wait
+  while path.stat().st_size == 0:
+    if time.monotonic() > deadline:
+      return False
+    time.sleep(0.01)
+  return True
 
 
 def now() -> str:
@@ -167,7 +181,7 @@ class Store:
         f"ledger {path}: no such file (a ledger is created only by a writable "
         "Ledger(path, create=True)); a missing ledger is never read as an empty one."
       )
-    if exists and p.stat().st_size == 0:
+    if exists and not _filled(p, min(self.timeout, 2.0)):
       raise LedgerCorruptError(
         f"ledger {path}: the file is empty; a ledger is created only where no file "
         "exists, so an emptied ledger is never read as a fresh budget. Restore it "

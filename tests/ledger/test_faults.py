@@ -141,7 +141,7 @@ def test_a_damaged_empty_foreign_or_missing_file_is_an_error_not_a_fresh_ledger(
   else:
     path.unlink()
   with pytest.raises(LedgerError) as e:
-    jaxdp.Ledger(path, create=damage != "missing")
+    jaxdp.Ledger(path, create=damage != "missing", timeout=0.05)
   assert isinstance(e.value, LedgerCorruptError) or damage == "missing"
   assert str(path) in str(e.value)
   assert damage == "missing" or path.stat().st_size == len(path.read_bytes())
