@@ -260,3 +260,17 @@ def test_a_bad_dataset_name_is_refused_before_the_ledger_is_written(tmp_path, na
   with pytest.raises(ValueError, match="dataset must be"):
     ledger.accountant(name, DATA, 1.0)
   assert _entries(tmp_path / "l.db") == 0
+
+
+def test_a_write_ahead_log_ledger_keeps_its_journal_and_shares_its_budget(tmp_path):
+  path = tmp_path / "l.db"
+  one = jaxdp.Ledger(path, journal="wal")
+  two = jaxdp.Ledger(path)  # an existing file keeps the journal it was created with
+  with sqlite3.connect(path) as c:
+    assert c.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+  a, b = one.accountant("d", DATA, 1.0), two.accountant("d", DATA, 1.0)
+  one.charge("d", a, jaxdp.LaplaceMechanism(0.6))
+  with pytest.raises(jaxdp.ReleaseRefusedError):
+    two.charge("d", b, jaxdp.LaplaceMechanism(0.6))
+  with pytest.raises(ValueError, match="journal"):
+    jaxdp.Ledger(tmp_path / "other.db", journal="memory")
