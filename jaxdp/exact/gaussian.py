@@ -18,7 +18,6 @@ from jax import lax
 
 from jaxdp import _checks
 from jaxdp.exact.choices import int62
-from jaxdp.exact.samplers import CHUNK
 from jaxdp.prng.threefry import fast_key
 from jaxdp.samplers.chunks import chunked
 from jaxdp.typing import KeyArray, Shape
@@ -90,7 +89,6 @@ def _dg_kernel(key, *, quarters, n):
       return _discrete_gaussian(k, quarters, m)
 
     return chunked(chunk, key, n, (), jnp.int32, DG_CHUNK)
-
 
 
 def _discrete_gaussian(key, a: int, m: int):

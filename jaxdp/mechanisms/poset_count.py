@@ -26,7 +26,7 @@ from jaxdp.samplers.exact_tables import exact_tables
 from jaxdp.typing import ArrayLike, KeyArray, Shape
 
 COUNT_NOISES = ("poset", "linf", "l2", "laplace")
-EXACT_COUNT_NOISES = ("poset", "linf", "laplace")
+EXACT_COUNT_NOISES = ("poset", "linf", "l2", "laplace")
 
 
 @pytree("eps")
@@ -100,7 +100,7 @@ class PosetCountMechanism(EpsMechanism):
     if self.noise == "linf":
       return KNormMechanism(LpBall(dim, math.inf), self.eps, exact=self.exact)
     if self.noise == "l2":
-      return KNormMechanism(LpBall(dim, 2.0), self.eps, math.sqrt(dim))
+      return KNormMechanism(LpBall(dim, 2.0), self.eps, math.sqrt(dim), exact=self.exact)
     return LaplaceMechanism(self.eps, float(dim), exact=self.exact)
 
   def statistic(self, data: ArrayLike) -> jax.Array:
