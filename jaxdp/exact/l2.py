@@ -177,10 +177,10 @@ def _l2_kernel(key, traced, *, const, d, n):
 
     def chunk(k_chunk, m):
       k_bits, k_ref = jax.random.split(k_chunk)
-      draw = lambda: jax.random.bits(k_bits, (m, l2_rows(d), 2), jnp.uint32)
-      k, settled = l2_round(draw(), scale, d)
+      words = jax.random.bits(k_bits, (m, l2_rows(d), 2), jnp.uint32)
+      k, settled = l2_round(words, scale, d)
       refine = functools.partial(refine_l2_sample, d=d)
-      return settle(k, settled, draw, scale, k_ref, refine)  # the words drawn again
+      return settle(k, settled, words, scale, k_ref, refine)
 
     out = chunked(chunk, key, n, (d,), jnp.int32, l2_chunk(d))
     return _checks.mark_invalid(~jnp.isnan(scale), out)

@@ -29,21 +29,19 @@ def settle(k, settled, words, scale, key, refine_one, *operands):
   scale needs none: its output is the sentinel).
 
   ``refine_one(words_i, extra_i, scale, *operands_i)`` recomputes one sample from its
-  fast-pass words and 192 more digits per uniform; ``words`` and ``operands`` are
-  per-sample arrays, or functions computing them (run only when refining: the fast
-  pass then need not keep its words in memory)."""
+  fast-pass words and 192 more digits per uniform; ``operands`` are per-sample arrays,
+  or functions computing them (run only when refining)."""
   settled = settled | jnp.isnan(scale)
 
   def refine(k):
     ops = [o() if callable(o) else o for o in operands]
-    w = words() if callable(words) else words
-    extra = jax.random.bits(key, (*w.shape[:-1], REFINE_WORDS), jnp.uint32)
+    extra = jax.random.bits(key, (*words.shape[:-1], REFINE_WORDS), jnp.uint32)
     return jax.pure_callback(
       functools.partial(host_refine, refine_one),
       jax.ShapeDtypeStruct(k.shape, jnp.int32),
       k,
       settled,
-      w,
+      words,
       extra,
       scale,
       *ops,
