@@ -1,21 +1,23 @@
 """Exactly rounded K-norm noise for the l_2 ball: the fast pass and the sampler.
 
-The ideal noise is ``scale * R * Z`` with R ~ Gamma(d + 1) (a sum of d + 1
-exponentials) and Z uniform in the unit l_2 ball. Z is the first d coordinates of a
-uniform point of the sphere in R^(d+2) (Barthe, Guedon, Mendelson & Naor 2005):
-``Z = G / sqrt(|G|^2 + 2 E)`` with G standard normal in R^d and E ~ Exp(1)
-(``2 E`` is the squared norm of the two dropped normal coordinates). The normals
-come in Box-Muller pairs ``sqrt(2 E'_j) (cos 2 pi U_j, sin 2 pi U_j)``, so, with
-the factor sqrt(2) cancelled, coordinate i is
-``scale * R * g_i / sqrt(sum_i g_i^2 + E)`` with ``g_i = sqrt(E'_j) cos`` (or
-``sin``) ``2 pi U_j``.
+The ideal noise has density proportional to exp(-|y| / scale), so it is
+``scale * T * G / |G|`` with T ~ Gamma(d) (the density of |y| is proportional to
+r^(d-1) e^(-r)) independent of the direction G / |G|, G standard normal in R^d. The
+normals come in Box-Muller pairs ``sqrt(2 E_j) (cos 2 pi U_j, sin 2 pi U_j)``,
+j < h = ceil(d / 2) (for odd d the last sine is dropped), and T reuses their
+exponentials: ``T = sum_j E_j + W_1 + ... + W_(d - h)`` with further exponentials
+W_i. Indeed sum_j E_j = |G|^2 / 2 (+ the dropped normal's square over 2 for odd d),
+a Gamma(d / 2) variate independent of the direction, and the rest is an
+independent Gamma(d / 2). With the factor sqrt(2) cancelled, coordinate i is
+``scale * T * g_i / |g|``, ``g_i = sqrt(E_j) cos`` (or ``sin``) ``2 pi U_j``: d + h
+uniforms per sample.
 
 Every quantity is kept as a float64 interval widened outward at each step: by
 ``L2_PAD`` relative (it bounds one float64 rounding, a sum of up to 2^11 terms, and
 the platform's ``log`` error, 2^-44 relative at most) and, for cos and sin, by
-``TRIG_PAD`` absolute (the angle's interval, pi 2^-52 wide; the argument's rounding,
-below 2^-50; and the platform's cos/sin error, 2^-44 at most). The tests measure the
-platform's errors against mpmath and the fast pass against a 300-bit mpmath
+``TRIG_PAD`` absolute (the angle's interval, pi 2^-52 wide, and the error of
+:func:`cos_sin_turns`, which uses IEEE + and * only and stays below 2^-48). The
+tests measure both against mpmath and compare the fast pass with a 300-bit mpmath
 rounding of the same bits.
 
 References:
@@ -48,16 +50,17 @@ MAX_L2_D = 1024  # sums of at most 2^11 terms keep L2_PAD a bound
 
 
 def l2_rows(d: int) -> int:
-  """Uniforms per sample: d + 1 for R, one for E, and ceil(d / 2) Box-Muller pairs
-  (an exponential and an angle each)."""
-  return d + 2 + 2 * (-(-d // 2))
+  """Uniforms per sample: ceil(d / 2) Box-Muller pairs (an exponential and an angle
+  each) and floor(d / 2) more exponentials for T."""
+  return d + (-(-d // 2))
 
 
 def l2_knorm(key: KeyArray, d: int, scale: float, shape: Shape = ()) -> jax.Array:
   """Exactly rounded K-norm noise for the l_2 ball, int32 ``(*shape, d)``.
 
-  The ideal noise has density proportional to ``exp(-||y||_2 / scale)`` on R^d:
-  ``scale * R * Z``, R ~ Gamma(d + 1) and Z uniform in the unit ball; each
+  The ideal noise has density proportional to ``exp(-||y||_2 / scale)`` on R^d
+  (equivalently ``scale * R * Z``, R ~ Gamma(d + 1), Z uniform in the unit ball),
+  drawn as a Gamma(d) radius times a Box-Muller direction (:mod:`jaxdp.exact.l2`); each
   coordinate is rounded to the nearest integer exactly (interval refining, then the
   host refinement of :mod:`jaxdp.exact.refine` for the rare undecided samples).
 
@@ -132,29 +135,64 @@ def _gamma_radius(words):
   return r_lo, r_hi
 
 
+_SIN = [(-1) ** k / math.factorial(2 * k + 1) for k in range(9)]  # to phi^17
+_COS = [(-1) ** k / math.factorial(2 * k) for k in range(10)]  # to phi^18
+
+
+def cos_sin_turns(t: ArrayLike) -> tuple[jax.Array, jax.Array]:
+  """cos and sin of 2 pi t for float64 t in [0, 1), with IEEE + and * only.
+
+  t is reduced exactly (4t = q + f, q an integer; f folded to g = min(f, 1 - f)),
+  then phi = g pi / 2 lies in [0, pi / 4] (argument error below 2^-52) and both
+  Taylor polynomials (to phi^17 and phi^18; the next terms are below 10^-18) are
+  summed by Horner's rule: the error is below 2^-48 absolute, measured against
+  mpmath by the tests."""
+  v = t * 4.0  # exact
+  q = jnp.floor(v)
+  f = v - q  # exact
+  flip = f > 0.5
+  phi = jnp.where(flip, 1.0 - f, f) * (math.pi / 2)
+  z = phi * phi
+  sin = jnp.full_like(z, _SIN[-1])
+  for c in reversed(_SIN[:-1]):
+    sin = sin * z + c
+  sin = sin * phi
+  cos = jnp.full_like(z, _COS[-1])
+  for c in reversed(_COS[:-1]):
+    cos = cos * z + c
+  big_c, big_s = jnp.where(flip, sin, cos), jnp.where(flip, cos, sin)  # of f pi / 2
+  quadrant = q.astype(jnp.int32) % 4
+  cos_t = jnp.select(
+    [quadrant == 0, quadrant == 1, quadrant == 2], [big_c, -big_s, -big_c], big_s
+  )
+  sin_t = jnp.select(
+    [quadrant == 0, quadrant == 1, quadrant == 2], [big_s, big_c, -big_s], -big_c
+  )
+  return cos_t, sin_t
+
+
 def l2_round(words: ArrayLike, scale: Scalar, d: int) -> tuple[jax.Array, jax.Array]:
   """The fast pass for l_2: words (m, ``l2_rows(d)``, 2) -> (k (m, d) int32,
-  settled (m,)). Rows: R's d + 1 exponentials, E, the pairs' exponentials, their
-  angles (U's first 52 digits; the angle's interval is covered by ``TRIG_PAD``)."""
+  settled (m,)). Rows: the pairs' h exponentials, the d - h others, the h angles
+  (U's first 52 digits; the angle's interval is covered by ``TRIG_PAD``)."""
   h = -(-d // 2)
-  r_lo, r_hi = _gamma_radius(words[:, : d + 1])
-  e_lo, e_hi = _exponentials(words[:, d + 1 : d + 2 + h])  # E, then the pairs' E'_j
-  a_lo = jnp.sqrt(e_lo[:, 1:]) * (1 - L2_PAD)  # sqrt(E'_j), (m, h)
-  a_hi = jnp.sqrt(e_hi[:, 1:]) * (1 + L2_PAD)
-  mid = (digits52(words[:, d + 2 + h :]) + 0.5) * 2.0**-FAST_BITS  # exact
-  theta = (2 * math.pi) * mid
-  trig = jnp.stack([jnp.cos(theta), jnp.sin(theta)], axis=2).reshape(-1, 2 * h)[:, :d]
+  t_lo, t_hi = _gamma_radius(words[:, :d])  # T, a sum of d exponentials
+  e_lo, e_hi = _exponentials(words[:, :h])  # the pairs' E_j
+  a_lo = jnp.sqrt(e_lo) * (1 - L2_PAD)  # sqrt(E_j), (m, h)
+  a_hi = jnp.sqrt(e_hi) * (1 + L2_PAD)
+  mid = (digits52(words[:, d:]) + 0.5) * 2.0**-FAST_BITS  # exact
+  trig = jnp.stack(cos_sin_turns(mid), axis=2).reshape(-1, 2 * h)[:, :d]
   c_lo = jnp.maximum(trig - TRIG_PAD, -1.0)
   c_hi = jnp.minimum(trig + TRIG_PAD, 1.0)
   a_lo, a_hi = (jnp.repeat(a, 2, axis=1)[:, :d] for a in (a_lo, a_hi))
   g_lo, g_hi = _times(a_lo, a_hi, c_lo, c_hi)  # (m, d)
   sq_lo = jnp.where(g_lo > 0, g_lo * g_lo, jnp.where(g_hi < 0, g_hi * g_hi, 0.0))
   sq_hi = jnp.maximum(g_lo * g_lo, g_hi * g_hi)
-  q_lo = (jnp.sum(sq_lo, 1) + e_lo[:, 0]) * (1 - L2_PAD)
-  q_hi = (jnp.sum(sq_hi, 1) + e_hi[:, 0]) * (1 + L2_PAD)
+  q_lo = jnp.sum(sq_lo, 1) * (1 - L2_PAD)
+  q_hi = jnp.sum(sq_hi, 1) * (1 + L2_PAD)
   s_lo, s_hi = jnp.sqrt(q_lo) * (1 - L2_PAD), jnp.sqrt(q_hi) * (1 + L2_PAD)
-  f_lo = scale * r_lo / s_hi * (1 - L2_PAD)  # scale R / sqrt(Q) >= 0
-  f_hi = scale * r_hi / s_lo * (1 + L2_PAD)  # inf when Q may be 0: unsettled
+  f_lo = scale * t_lo / s_hi * (1 - L2_PAD)  # scale T / |g| >= 0
+  f_hi = scale * t_hi / s_lo * (1 + L2_PAD)  # inf when |g| may be 0: unsettled
   y_lo, y_hi = _times(f_lo[:, None], f_hi[:, None], g_lo, g_hi)
   k = jnp.floor(0.5 * (y_lo + y_hi) + 0.5)
   settled = (k - 0.5 < y_lo) & (y_hi < k + 0.5) & (jnp.abs(k) < LIMIT)

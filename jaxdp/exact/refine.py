@@ -138,7 +138,7 @@ _TRIG_SLACK = decimal.Decimal("1e-72")  # the angle's interval (pi 2^-244) and c
 def refine_l2_sample(
   words: np.ndarray, extra: np.ndarray, scale: float, d: int
 ) -> np.ndarray:
-  """:func:`refine_sample` for l_2 noise ``scale * R * g / sqrt(|g|^2 + E)`` (see
+  """:func:`refine_sample` for l_2 noise ``scale * T * g / |g|`` (see
   :mod:`jaxdp.exact.l2`; rows as in its fast pass), in ``decimal`` intervals widened
   by 10^-90 relative at each step, cos and sin by 10^-72 absolute."""
   with decimal.localcontext(_CTX):
@@ -146,34 +146,32 @@ def refine_l2_sample(
 
 
 def _refine_l2(words, extra, scale, d):
-  h = -(-d // 2)
   exps = []
-  for w, x in zip(words[: d + 2 + h], extra[: d + 2 + h]):
+  for w, x in zip(words[:d], extra[:d]):
     e_lo, e_hi = _refined_exponential(_digits(w), x)
     exps.append((max(e_lo, decimal.Decimal(0)), e_hi))  # E >= 0
-  r = _widen(sum(e[0] for e in exps[: d + 1]), sum(e[1] for e in exps[: d + 1]))
+  t = _widen(sum(e[0] for e in exps), sum(e[1] for e in exps))
   two_pi = _CTX.multiply(2, decimal_pi(HOST_DIGITS + 10))
   top = decimal.Decimal(1 << _TOTAL_BITS)
   g = []
-  for j, (w, x) in enumerate(zip(words[d + 2 + h :], extra[d + 2 + h :])):
+  for j, (w, x) in enumerate(zip(words[d:], extra[d:])):
     big = _digits(w)
     for v in x:
       big = (big << 32) | int(v)
     theta = _CTX.multiply(two_pi, _CTX.divide(decimal.Decimal(2 * big + 1), 2 * top))
-    a = _widen(_CTX.sqrt(exps[d + 2 + j][0]), _CTX.sqrt(exps[d + 2 + j][1]))
+    a = _widen(_CTX.sqrt(exps[j][0]), _CTX.sqrt(exps[j][1]))
     for c in cos_sin(theta, HOST_DIGITS):
       g.append(_times(a, (max(c - _TRIG_SLACK, -1), min(c + _TRIG_SLACK, 1))))
   g = g[:d]
   sq_lo = sum(lo * lo if lo > 0 else hi * hi if hi < 0 else 0 for lo, hi in g)
   sq_hi = sum(max(lo * lo, hi * hi) for lo, hi in g)
-  q = _widen(sq_lo + exps[d + 1][0], sq_hi + exps[d + 1][1])
-  s = _widen(_CTX.sqrt(q[0]), _CTX.sqrt(q[1]))
+  s = _widen(_CTX.sqrt(sq_lo), _CTX.sqrt(sq_hi))
   if s[0] <= 0:
     raise RuntimeError(
       "exact noise: an l_2 sample's norm could not be bounded away from 0 with 244 "
       "bits per uniform (probability below 2^-150); nothing was released."
     )
-  f = _widen(_CTX.divide(r[0], s[1]), _CTX.divide(r[1], s[0]))
+  f = _widen(_CTX.divide(t[0], s[1]), _CTX.divide(t[1], s[0]))
   b = decimal.Decimal(float(scale))
   return np.asarray([_settled_integer(*_times(f, gi), b) for gi in g], np.int64)
 
