@@ -9,6 +9,7 @@ textbook Box-Muller form), and the exact law of the rounded l_2 K-norm in d = 2
 import decimal
 import functools
 import math
+from fractions import Fraction
 
 import jax
 import jax.numpy as jnp
@@ -22,6 +23,7 @@ from jaxdp import random as dprandom
 from jaxdp.exact import decimal_trig
 from jaxdp.exact import l2 as exact_l2
 from jaxdp.exact import refine as exact_refine
+from jaxdp.mechanisms.poset_count import sqrt_up
 
 mpmath = pytest.importorskip("mpmath")
 KEY = bytes(range(32))
@@ -238,3 +240,15 @@ def test_exact_l2_mechanisms_translate_and_bad_arguments_are_clear():
     exact.l2_knorm(_key(), 3, 2.0**21)
   with pytest.raises(TypeError):
     exact.l2_knorm(123, 3, 1.0)
+
+
+def test_exact_l2_count_sensitivity_is_never_rounded_down():
+  """The l_2 count noise's sensitivity is sqrt(d + 1); math.sqrt(3) is below sqrt(3),
+  which calibrated the exact noise a hair too narrow. The exact mechanism's
+  sensitivity is the smallest float64 >= sqrt(d + 1), checked in exact rationals."""
+  assert sqrt_up(0) == 0.0
+  for n in range(1, 2000):
+    s = sqrt_up(n)
+    assert Fraction(s) ** 2 >= n and Fraction(math.nextafter(s, -math.inf)) ** 2 < n
+  mech = jaxdp.PosetCountMechanism(jaxdp.Poset.from_edges(2, []), 1.0, "l2", exact=True)
+  assert Fraction(mech.inner.sensitivity) ** 2 >= 3
