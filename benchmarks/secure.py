@@ -10,10 +10,14 @@ Rows (samples/s, best of 3 after a warm-up, one process):
   (two words per sample) as its floor;
 * NHIS-3 poset-ball K-norm noise at eps = 1: float ``jaxdp.random.knorm`` and exact
   ``jaxdp.exact.poset_knorm``, both with ChaCha20 keys;
-* discrete Gaussian: ``jaxdp.exact.discrete_gaussian`` at sigma 1 and 20 (batch n/10);
+* l_2 K-norm noise on NHIS-3's count vector (D = 17) and on NHIS-1's (D = 5) at
+  eps = 1: float ``jaxdp.random.knorm`` and exact ``jaxdp.exact.l2_knorm``, both with
+  ChaCha20 keys;
+* discrete Gaussian: ``jaxdp.exact.discrete_gaussian`` (ChaCha20, batch n/4) beside
+  OpenDP's ``make_gaussian`` on an int vector (its discrete Gaussian) at the same
+  sigma, 1 and sqrt(16.5);
 * OpenDP (optional): ``make_laplace`` on a float vector (float-safe) and on an int
-  vector, ``make_gaussian`` on an int vector (its discrete Gaussian), one call for
-  ``--opendp-n`` values.
+  vector, one call for ``--opendp-n`` values.
 The refinement share is measured on the fast pass from ChaCha20 bits (samples it
 could not settle, which the host then refines). Memory is XLA's compiled temporary +
 output bytes over the output's bytes. Writes results/secure.json and .md.
@@ -22,6 +26,7 @@ output bytes over the output's bytes. Writes results/secure.json and .md.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
@@ -82,7 +87,6 @@ def _opendp(n):
   cases = (
     ("float", float, "l1_distance", dp.m.make_laplace),
     ("int", int, "l1_distance", dp.m.make_laplace),
-    ("gaussian_int", int, "l2_distance", dp.m.make_gaussian),
   )
   for name, t, metric, make in cases:
     m = make(
@@ -98,6 +102,70 @@ def _opendp(n):
     m(data)
     out[name] = n / (time.perf_counter() - t0)
   return out
+
+
+def _unsettled_l2(key, d, n, scale):
+  with jax.enable_x64(True):
+
+    @jax.jit
+    def count(k):
+      words = jax.random.bits(k, (n, exact.l2_rows(d), 2), jnp.uint32)
+      return jnp.sum(~exact.l2_round(words, scale, d)[1])
+
+    return int(sum(count(k) for k in jax.random.split(key, 10)))  # 10 x n samples
+
+
+def _l2_knorm_rows(cc, n):
+  """Float and exact l_2 K-norm noise (ChaCha20 keys) at D = 17 and 5, eps = 1, and
+  the share of exact samples the fast pass left for the host (10^6 at D = 17)."""
+  rows, out = [], {}
+  for name, dim in (("NHIS-3 counts", 17), ("NHIS-1 counts", 5)):
+    ball = jaxdp.LpBall(dim, 2.0)
+    flt = jax.jit(lambda k, b=ball: dprandom.knorm(k, b, 1.0, (n,)))
+    ext = lambda k, dd=dim: exact.l2_knorm(k, dd, 1.0, (n,))
+    f, x = _rate(lambda: flt(cc), n), _rate(lambda: ext(cc), n)
+    out[str(dim)] = {"float_chacha20": f, "exact_chacha20": x}
+    what = f"l2 K-norm, {name} (D = {dim})"
+    rows += [(what, "float, ChaCha20", f, None), (what, "exact, ChaCha20", x, x / f)]
+  out["unsettled_of_1e6_d17"] = _unsettled_l2(jax.random.fold_in(cc, 4), 17, 100_000, 1.0)
+  return rows, out
+
+
+def _opendp_gaussian(n, sigma):
+  try:
+    import opendp.prelude as dp
+  except ImportError:
+    return None
+  dp.enable_features("contrib")
+  m = dp.m.make_gaussian(
+    dp.vector_domain(dp.atom_domain(T=int)), dp.l2_distance(T=int), scale=sigma
+  )
+  data = [0] * n
+  m(data[:100])
+  t0 = time.perf_counter()
+  m(data)
+  return n / (time.perf_counter() - t0)
+
+
+def _discrete_gaussian_rows(cc, n, opendp_n):
+  """jaxdp's exact discrete Gaussian (ChaCha20) beside OpenDP's make_gaussian on
+  integers, in the same run, at sigma 1 and sqrt(16.5) (both exact quarters)."""
+  rows, out = [], {}
+  for label, sigma in (("1", 1.0), ("sqrt(16.5)", math.sqrt(16.5))):
+    mine = _rate(lambda s=sigma: exact.discrete_gaussian(cc, (n,), sigma=s), n)
+    peer = _opendp_gaussian(opendp_n, sigma)
+    out[label] = {"exact_chacha20": mine, "opendp_make_gaussian_int": peer}
+    rows.append(("discrete Gaussian", f"exact, ChaCha20, sigma {label}", mine, None))
+    if peer:
+      rows.append(
+        (
+          "discrete Gaussian",
+          f"OpenDP make_gaussian, int vector, sigma {label}",
+          peer,
+          mine / peer,
+        )
+      )
+  return rows, out
 
 
 def main(argv=None):
@@ -171,14 +239,6 @@ def main(argv=None):
     ),
   ]
 
-  dg = {}
-  for sigma in (1.0, 20.0):
-    dg[sigma] = _rate(
-      lambda s=sigma: exact.discrete_gaussian(cc, (n // 10,), sigma=s), n // 10
-    )
-    rows.append(("discrete Gaussian", f"exact, ChaCha20, sigma {sigma:g}", dg[sigma], None))
-  payload["discrete_gaussian_per_s"] = {str(k): v for k, v in dg.items()}
-
   od = _opendp(args.opendp_n)
   payload["opendp_laplace_per_s"] = od
   if od:
@@ -190,13 +250,11 @@ def main(argv=None):
         r["exact_chacha20"] / od["float"],
       ),
       ("Laplace", "OpenDP make_laplace, int vector", od["int"], None),
-      (
-        "discrete Gaussian",
-        "OpenDP make_gaussian, int vector, sigma 1",
-        od["gaussian_int"],
-        dg[1.0] / od["gaussian_int"],
-      ),
     ]
+  l2_rows, payload["l2_knorm"] = _l2_knorm_rows(cc, n)
+  rows += l2_rows
+  dg_rows, payload["discrete_gaussian"] = _discrete_gaussian_rows(cc, n // 4, args.opendp_n)
+  rows += dg_rows
 
   m_refine = 10_000_000
   share = {
@@ -217,6 +275,7 @@ def main(argv=None):
     "exact, ChaCha20": "x float (ChaCha20)",
     "OpenDP make_laplace, float vector": "jaxdp exact / this",
     "OpenDP make_gaussian, int vector, sigma 1": "jaxdp exact / this",
+    "OpenDP make_gaussian, int vector, sigma sqrt(16.5)": "jaxdp exact / this",
   }
   for what, name, rate, ratio in rows:
     rtxt = f"{ratio:.2f} ({ratio_note.get(name, '')})" if ratio is not None else ""
@@ -229,7 +288,9 @@ def main(argv=None):
     f"scale 1000: {share['laplace_scale_1000']} of {m_refine:,}; NHIS-3 at eps = 1: "
     f"{share['nhis3_eps_1']} of 1,000,000. Peak memory (XLA temporaries + output) / "
     f"output: exact Laplace {mem['exact_laplace'] or float('nan'):.2f}, exact NHIS-3 "
-    f"{mem['exact_nhis3'] or float('nan'):.2f}. Batch {n:,}."
+    f"{mem['exact_nhis3'] or float('nan'):.2f}. Exact l2 at D = 17, eps = 1: "
+    f"{payload['l2_knorm']['unsettled_of_1e6_d17']} of 1,000,000 left for the host. "
+    f"Batch {n:,} (discrete Gaussian {n // 4:,}; OpenDP {args.opendp_n:,})."
   )
   write_results(args.out, "secure", payload, "\n".join(lines))
 

@@ -16,7 +16,7 @@ from jaxdp.cli.ledger_flags import add_ledger_command, add_release_flags
 from jaxdp.samplers.general import GENERAL_MAX_D
 
 NOISES = ("poset", "linf", "l2", "laplace")
-RELEASE_NOISES = ("poset", "linf", "laplace")
+RELEASE_NOISES = ("poset", "linf", "l2", "laplace")
 GENERATORS = ("threefry", "rbg", "chacha8")  # jaxdp.random.GENERATORS
 SECTIONS = (1, 2, 3)
 
@@ -372,7 +372,8 @@ def build_parser(epilog: str = "") -> Parser:
     "--noise",
     choices=RELEASE_NOISES,
     default="poset",
-    help="K-norm noise with the poset ball (most accurate), the l_inf ball, or Laplace",
+    help="K-norm noise with the poset ball (most accurate), the l_inf or l_2 ball, or "
+    "Laplace",
   )
   p.add_argument(
     "--on-invalid",

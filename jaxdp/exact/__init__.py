@@ -18,8 +18,9 @@ How the exact rounding is computed (interval refining):
   (Laplace: one signed exponential; the poset-ball K-norm noise: ``D + 1``
   exponentials on the vertices of a uniformly chosen simplex, see
   :mod:`jaxdp.samplers`), or ``b * R * Z`` for the l_inf ball (R a sum of
-  exponentials, Z = 2U - 1 with U's digits read like V's), so every coordinate
-  gets an interval. It is widened by
+  exponentials, Z = 2U - 1 with U's digits read like V's) and the l_2 ball (Z from
+  Box-Muller normals, intervals widened at every step, see :mod:`jaxdp.exact.l2`),
+  so every coordinate gets an interval. It is widened by
   ``MARGIN * b * sum_i |c_i| E_i`` (2^-40 relative), which bounds every float64
   rounding in the sum (at most 2^-47 relative for up to 64 terms) plus the
   platform's ``log`` error.
@@ -37,7 +38,9 @@ What is proved and what is assumed:
   integer tables; the Laplace sign is one bit), the fast pass's intervals contain
   the ideal values when the platform's float64 ``log`` has relative error at most
   2^-44, and the host refinement is rigorous.
-* Assumed: that ``log`` error bound on the platform. The test suite measures it
+* Assumed: that ``log`` error bound on the platform (and for l_2 noise, float64
+  ``cos``/``sin`` within 2^-44 absolute on [0, 2 pi) and ``sqrt``, ``/`` within a
+  few ulps). The test suite measures it
   against ``mpmath`` at 200 bits over 4 * 10^5 inputs (observed: 0.5 ulp = 2^-53 on
   XLA:CPU) and checks the fast pass against a ``decimal`` recomputation from the same
   bits; the margin is 2^9 times the bound.
@@ -48,8 +51,10 @@ The discrete Gaussian (:func:`discrete_gaussian`, Canonne, Kamath & Steinke 2020
 no rounding: it is sampled with integer arithmetic and exact Bernoulli trials only.
 
 Modules: :mod:`~jaxdp.exact.samplers` (Laplace, poset-ball and l_inf K-norm noise),
+:mod:`~jaxdp.exact.l2` (l_2 K-norm noise and its fast pass),
 :mod:`~jaxdp.exact.intervals` (the fast pass), :mod:`~jaxdp.exact.refine` (the host
-refinement), :mod:`~jaxdp.exact.choices` (exact discrete choices) and
+refinement), :mod:`~jaxdp.exact.decimal_trig` (pi, cos and sin in ``decimal``),
+:mod:`~jaxdp.exact.choices` (exact discrete choices) and
 :mod:`~jaxdp.exact.gaussian` (the discrete Gaussian).
 
 References:
@@ -71,12 +76,20 @@ from jaxdp.exact.intervals import (
   laplace_round,
   linf_round,
 )
-from jaxdp.exact.refine import HOST_DIGITS, REFINE_WORDS, refine_linf_sample, refine_sample
+from jaxdp.exact.l2 import L2_PAD, MAX_L2_D, TRIG_PAD, l2_knorm, l2_round, l2_rows
+from jaxdp.exact.refine import (
+  HOST_DIGITS,
+  REFINE_WORDS,
+  refine_l2_sample,
+  refine_linf_sample,
+  refine_sample,
+)
 from jaxdp.exact.samplers import CHUNK, MAX_SCALE, laplace, linf_knorm, poset_knorm
 
 __all__ = [
   # the samplers
   "discrete_gaussian",
+  "l2_knorm",
   "laplace",
   "linf_knorm",
   "poset_knorm",
@@ -84,16 +97,22 @@ __all__ = [
   "CHUNK",
   "FAST_BITS",
   "HOST_DIGITS",
+  "L2_PAD",
   "LIMIT",
   "MARGIN",
+  "MAX_L2_D",
   "MAX_SCALE",
   "MAX_SIGMA",
   "REFINE_WORDS",
+  "TRIG_PAD",
   # the exact steps the mechanisms and tests build on
   "chain_round",
   "knorm_round",
+  "l2_round",
+  "l2_rows",
   "laplace_round",
   "linf_round",
+  "refine_l2_sample",
   "refine_linf_sample",
   "refine_sample",
   "sigma_quarters",

@@ -18,13 +18,15 @@ from jax import lax
 
 from jaxdp import _checks
 from jaxdp.exact.choices import int62
-from jaxdp.exact.samplers import CHUNK
 from jaxdp.prng.threefry import fast_key
 from jaxdp.samplers.chunks import chunked
 from jaxdp.typing import KeyArray, Shape
 
 MAX_SIGMA = 2047.0  # sigma <= 2^11 - 1 keeps every integer below 2^63
 Y_MAX = 1 << 18  # |Y| above this: C is decided by a lower bound on gamma
+LANES = 2048  # samples computed side by side; each takes the next free output slot
+K_MAX = 64  # von Neumann counters beyond this: an error (probability below 1/63!)
+DG_CHUNK = 1 << 16  # samples per sequential step: the lanes share the work of a chunk
 
 
 def discrete_gaussian(key: KeyArray, shape: Shape = (), *, sigma: float) -> jax.Array:
@@ -86,72 +88,83 @@ def _dg_kernel(key, *, quarters, n):
     def chunk(k, m):
       return _discrete_gaussian(k, quarters, m)
 
-    return chunked(chunk, key, n, (), jnp.int32, CHUNK)
+    return chunked(chunk, key, n, (), jnp.int32, DG_CHUNK)
 
 
 def _discrete_gaussian(key, a: int, m: int):
-  """CKS Algorithms 1-3 with s^2 = a / 4 and t = floor(s) + 1, as one state machine.
+  """CKS Algorithms 1-3 with s^2 = a / 4 and t = floor(s) + 1, on ``LANES`` lanes.
 
-  Each sample moves through phases, one step per loop iteration, so the loop runs as
-  long as the slowest sample (nested loops would multiply the slowest counts):
+  Each lane runs the sampler as a state machine, one step per loop iteration, and
+  owns one output slot at a time: when its candidate is accepted it writes the slot
+  and takes the next unassigned one (slots ``0..m-1`` in order), so the loop's length
+  is the batch's total work over the lanes plus one sample's, not the slowest of
+  ``m`` samples. A slot's value is the first accepted candidate of the attempts made
+  for it from fresh bits, whichever lane makes them and whenever, so the slots are
+  independent draws of the exact law.
 
   * P_U: U uniform in [0, t).
   * P_D: D ~ Bernoulli(exp(-U/t)) by K-loop: while Bernoulli(U/t) and Bernoulli(1/K):
     K += 1; D = K odd. D = 0: back to P_U.
   * P_V: V = number of Bernoulli(1/e) successes before a failure (each a K-loop with
-    gamma = 1).
+    gamma = 1, started at K = 2: Bernoulli(1/1) always succeeds).
   * P_Y (no draw): X = U + t V; with sign bit B, X = 0 and B = 1 restarts; else
     Y = +-X, gamma = (4t|Y| - a)^2 / (8 a t^2) = whole + frac / den.
   * P_W: ``whole`` Bernoulli(1/e) trials; a failure rejects Y (back to P_U).
   * P_F: Bernoulli(exp(-frac/den)) by K-loop; success accepts Y, failure rejects.
 
-  Every step draws two fresh 62-bit integers per sample; a uniform in [0, q) is
-  x mod q when x < floor(2^62 / q) q, and otherwise the step is repeated (exact).
-  Beyond |Y| = 2^18 gamma is only bounded below (by ``lower`` >= 2^13); a sample
-  surviving that many trials sets the error flag (probability below e^-8192).
+  Every step draws two fresh 62-bit integers X1, X2 per lane. Bernoulli(p/q) for a
+  fixed q is ``X1 < p B`` given ``X1 < q B``, B = floor(2^62 / q); U is X1 // B given
+  ``X1 < t B``; Bernoulli(1/K) is ``X2 < B_K`` given ``X2 < K B_K`` (a table for
+  K <= ``K_MAX``). Draws outside the accepted ranges repeat the step (exact). Beyond
+  |Y| = 2^18 gamma is only bounded below (by ``lower`` >= 2^13); a sample surviving
+  that many trials, or a counter passing ``K_MAX``, sets the error flag
+  (probability below e^-8192 and 1/63!).
   """
   t = math.isqrt(a) // 2 + 1  # floor(sqrt(a / 4)) + 1
   den = 8 * a * t * t  # < 2^49 for s < 2^11
   y_max = Y_MAX
   lower = (4 * t * (y_max + 1) - a) ** 2 // den  # gamma >= this for |Y| > y_max
-  P_U, P_D, P_V, P_Y, P_W, P_F, DONE = range(7)
+  P_U, P_D, P_V, P_Y, P_W, P_F, IDLE = range(7)
   i64 = jnp.int64
-  two62 = i64(1 << 62)
-
-  def uniform(x, q):
-    return x < (two62 // q) * q, x % q
+  lanes = min(LANES, m)
+  b_t, b_den = (1 << 62) // t, (1 << 62) // den
+  ks = np.arange(K_MAX + 1)
+  b_k = jnp.asarray([0] + [(1 << 62) // int(k) for k in ks[1:]], i64)
+  lim_k = b_k * jnp.asarray(ks, i64)
 
   def step(state):
-    phase, u, k, v, y, left, frac, big, bad, i = state
-    w = jax.random.bits(jax.random.fold_in(key, i), (m, 2, 2), jnp.uint32)
+    phase, u, k, v, y, left, frac, big, slot, nxt, out, bad, i = state
+    w = jax.random.bits(jax.random.fold_in(key, i), (lanes, 2, 2), jnp.uint32)
     x1, x2 = int62(w[:, 0]), int62(w[:, 1])
     sign = (w[:, 0, 0] >> 31) == 1  # a bit x1 does not use
-    q1 = jnp.where(phase == P_F, i64(den), i64(t))
-    ok1, r1 = uniform(x1, q1)
-    ok2, r2 = uniform(x2, k)
-    hit = r2 == 0  # Bernoulli(1 / K)
+    over = k > K_MAX
+    kk = jnp.minimum(k, K_MAX)
+    ok2 = x2 < lim_k[kk]
+    hit = x2 < b_k[kk]  # Bernoulli(1 / K)
+    in_f = phase == P_F
+    ok1 = x1 < jnp.where(in_f, i64(den * b_den), i64(t * b_t))
+    b1 = jnp.where(in_f, i64(b_den), i64(b_t))
     # P_U
-    at = phase == P_U
-    go = at & ok1
-    u = jnp.where(go, r1, u)
-    k_new = jnp.where(go, 1, k)
-    phase_new = jnp.where(go, P_D, phase)
+    at = (phase == P_U) & ok1
+    u = jnp.where(at, x1 // b_t, u)
+    k_new = jnp.where(at, 1, k)
+    phase_new = jnp.where(at, P_D, phase)
     # P_D: Bernoulli(U/t) and Bernoulli(1/K)
     at = (phase == P_D) & ok1 & ok2
-    cont = at & (r1 < u) & hit
+    cont = at & (x1 < u * b1) & hit
     stop = at & ~cont
     k_new = jnp.where(cont, k + 1, k_new)
     odd = (k % 2) == 1
     phase_new = jnp.where(stop, jnp.where(odd, P_V, P_U), phase_new)
     v = jnp.where(stop & odd, 0, v)
-    k_new = jnp.where(stop, 1, k_new)
+    k_new = jnp.where(stop, 2, k_new)
     # P_V: Bernoulli(1/e) trials, each a K-loop with gamma = 1
     at = (phase == P_V) & ok2
     cont = at & hit
     stop = at & ~hit
     k_new = jnp.where(cont, k + 1, k_new)
     v = jnp.where(stop & odd, v + 1, v)  # a success: one more
-    k_new = jnp.where(stop, 1, k_new)
+    k_new = jnp.where(stop, 2, k_new)
     phase_new = jnp.where(stop & ~odd, P_Y, phase_new)
     # P_Y: the candidate and its gamma (no draw)
     at = phase == P_Y
@@ -170,7 +183,7 @@ def _discrete_gaussian(key, a: int, m: int):
     frac = jnp.where(take, fr, frac)
     big = jnp.where(take, is_big, big)
     phase_new = jnp.where(restart, P_U, jnp.where(take, P_W, phase_new))
-    k_new = jnp.where(at, 1, k_new)
+    k_new = jnp.where(at, 2, k_new)
     # P_W: `left` Bernoulli(1/e) trials, all must succeed
     at = phase == P_W
     empty = at & (left == 0)
@@ -180,42 +193,54 @@ def _discrete_gaussian(key, a: int, m: int):
     k_new = jnp.where(cont, k + 1, k_new)
     success = stop & odd
     left = jnp.where(success, left - 1, left)
-    k_new = jnp.where(stop | empty, 1, k_new)
+    k_new = jnp.where(stop, 2, jnp.where(empty, 1, k_new))
     phase_new = jnp.where(stop & ~odd, P_U, phase_new)  # rejected
     survived = empty & big  # gamma unknown beyond the bound
-    bad = bad | jnp.any(survived)
-    phase_new = jnp.where(survived, DONE, jnp.where(empty, P_F, phase_new))
+    phase_new = jnp.where(empty & ~big, P_F, phase_new)
     # P_F: Bernoulli(exp(-frac/den)): Bernoulli(frac/den) and Bernoulli(1/K)
-    at = (phase == P_F) & ok1 & ok2
-    cont = at & (r1 < frac) & hit
+    at = in_f & ok1 & ok2
+    cont = at & (x1 < frac * b1) & hit
     stop = at & ~cont
     k_new = jnp.where(cont, k + 1, k_new)
     k_new = jnp.where(stop, 1, k_new)
-    phase_new = jnp.where(stop, jnp.where(odd, DONE, P_U), phase_new)
-    return phase_new, u, k_new, v, y, left, frac, big, bad, i + 1
+    done = stop & odd
+    phase_new = jnp.where(stop & ~odd, P_U, phase_new)
+    # an accepted lane writes its slot and takes the next free one
+    out = out.at[jnp.where(done, slot, m)].set(y.astype(jnp.int32), mode="drop")
+    rank = jnp.cumsum(done, dtype=jnp.int32) - 1
+    slot = jnp.where(done, nxt + rank, slot)
+    nxt = nxt + jnp.sum(done, dtype=jnp.int32)
+    phase_new = jnp.where(done, jnp.where(slot < m, P_U, IDLE), phase_new)
+    live = phase != IDLE
+    bad = bad | jnp.any(live & (survived | over))
+    phase_new = jnp.where(live & (survived | over), IDLE, phase_new)
+    return phase_new, u, k_new, v, y, left, frac, big, slot, nxt, out, bad, i + 1
 
-  zeros = jnp.zeros((m,), i64)
+  zeros = jnp.zeros((lanes,), i64)
   init = (
-    jnp.full((m,), P_U, jnp.int32),
+    jnp.full((lanes,), P_U, jnp.int32),
     zeros,
-    jnp.ones((m,), i64),
-    zeros,
-    zeros,
+    jnp.ones((lanes,), i64),
     zeros,
     zeros,
-    jnp.zeros((m,), bool),
+    zeros,
+    zeros,
+    jnp.zeros((lanes,), bool),
+    jnp.arange(lanes, dtype=jnp.int32),
+    jnp.int32(lanes),
+    jnp.zeros((m,), jnp.int32),
     jnp.asarray(False),
     jnp.int32(0),
   )
-  final = lax.while_loop(lambda state: jnp.any(state[0] != DONE), step, init)
-  y, bad = final[4], final[8]
+  final = lax.while_loop(lambda state: jnp.any(state[0] != IDLE), step, init)
+  out, bad = final[10], final[11]
   passed = _raise_if(
     bad,
     "exact discrete Gaussian: a candidate beyond 2^18 survived "
-    "2^13 Bernoulli(1/e) trials (probability below e^-8192); "
-    "nothing released.",
+    "2^13 Bernoulli(1/e) trials, or a von Neumann counter passed 64 "
+    "(probability below 1/63!); nothing released.",
   )
-  return _checks.mark_invalid(passed, y.astype(jnp.int32))
+  return _checks.mark_invalid(passed, out)
 
 
 def _raise_if(flag, message: str):

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxdp.exact.decimal_trig import cos_sin, decimal_pi
 from jaxdp.exact.intervals import FAST_BITS, LIMIT
 
 REFINE_WORDS = 6  # 192 more digits per uniform for the host refinement
@@ -53,6 +54,13 @@ def settle(k, settled, words, scale, key, refine_one, *operands):
 _CTX = decimal.Context(prec=HOST_DIGITS, rounding=decimal.ROUND_HALF_EVEN)
 _TOTAL_BITS = FAST_BITS + 32 * REFINE_WORDS  # 244
 _SLACK = decimal.Decimal("1e-80")
+
+
+def refine_exponential_bounds(words, extra) -> tuple[decimal.Decimal, decimal.Decimal]:
+  """[E_lo, E_hi] at ``HOST_DIGITS`` (whatever the caller's decimal context) for
+  E = -log(1 - V), V's digits the 52 of ``words`` (2,) then the 192 of ``extra``."""
+  with decimal.localcontext(_CTX):
+    return _refined_exponential(_digits(words), extra)
 
 
 def _refined_exponential(j: int, extra) -> tuple[decimal.Decimal, decimal.Decimal]:
@@ -123,6 +131,61 @@ def refine_linf_sample(
   return np.asarray(out, np.int64)
 
 
+_REL = decimal.Decimal("1e-90")  # relative widening of each l_2 interval step
+_TRIG_SLACK = decimal.Decimal("1e-72")  # the angle's interval (pi 2^-244) and cos's error
+
+
+def refine_l2_sample(
+  words: np.ndarray, extra: np.ndarray, scale: float, d: int
+) -> np.ndarray:
+  """:func:`refine_sample` for l_2 noise ``scale * T * g / |g|`` (see
+  :mod:`jaxdp.exact.l2`; rows as in its fast pass), in ``decimal`` intervals widened
+  by 10^-90 relative at each step, cos and sin by 10^-72 absolute."""
+  with decimal.localcontext(_CTX):
+    return _refine_l2(words, extra, scale, d)
+
+
+def _refine_l2(words, extra, scale, d):
+  exps = []
+  for w, x in zip(words[:d], extra[:d]):
+    e_lo, e_hi = _refined_exponential(_digits(w), x)
+    exps.append((max(e_lo, decimal.Decimal(0)), e_hi))  # E >= 0
+  t = _widen(sum(e[0] for e in exps), sum(e[1] for e in exps))
+  two_pi = _CTX.multiply(2, decimal_pi(HOST_DIGITS + 10))
+  top = decimal.Decimal(1 << _TOTAL_BITS)
+  g = []
+  for j, (w, x) in enumerate(zip(words[d:], extra[d:])):
+    big = _digits(w)
+    for v in x:
+      big = (big << 32) | int(v)
+    theta = _CTX.multiply(two_pi, _CTX.divide(decimal.Decimal(2 * big + 1), 2 * top))
+    a = _widen(_CTX.sqrt(exps[j][0]), _CTX.sqrt(exps[j][1]))
+    for c in cos_sin(theta, HOST_DIGITS):
+      g.append(_times(a, (max(c - _TRIG_SLACK, -1), min(c + _TRIG_SLACK, 1))))
+  g = g[:d]
+  sq_lo = sum(lo * lo if lo > 0 else hi * hi if hi < 0 else 0 for lo, hi in g)
+  sq_hi = sum(max(lo * lo, hi * hi) for lo, hi in g)
+  s = _widen(_CTX.sqrt(sq_lo), _CTX.sqrt(sq_hi))
+  if s[0] <= 0:
+    raise RuntimeError(
+      "exact noise: an l_2 sample's norm could not be bounded away from 0 with 244 "
+      "bits per uniform (probability below 2^-150); nothing was released."
+    )
+  f = _widen(_CTX.divide(t[0], s[1]), _CTX.divide(t[1], s[0]))
+  b = decimal.Decimal(float(scale))
+  return np.asarray([_settled_integer(*_times(f, gi), b) for gi in g], np.int64)
+
+
+def _widen(lo, hi):
+  pad = _CTX.multiply(_REL, max(abs(lo), abs(hi)))
+  return lo - pad, hi + pad
+
+
+def _times(a, b):
+  corners = [_CTX.multiply(x, y) for x in a for y in b]
+  return _widen(min(corners), max(corners))
+
+
 def _digits(w) -> int:
   return (int(w[0]) << 20) | (int(w[1]) >> 12)
 
@@ -150,10 +213,11 @@ def host_refine(refine_one, k, settled, words, extra, scale, *operands):
   scale = np.broadcast_to(
     scale.reshape(scale.shape + (1,) * (settled.ndim - scale.ndim)), settled.shape
   )
-  for idx in zip(*np.nonzero(~settled & (scale > 0))):  # NaN scale: sentinel output
-    k[idx] = refine_one(
-      words[idx], extra[idx], float(scale[idx]), *[o[idx] for o in operands]
-    )
+  with decimal.localcontext(_CTX):  # operators too compute at HOST_DIGITS
+    for idx in zip(*np.nonzero(~settled & (scale > 0))):  # NaN scale: sentinel output
+      k[idx] = refine_one(
+        words[idx], extra[idx], float(scale[idx]), *[o[idx] for o in operands]
+      )
   if np.any(np.abs(k) >= LIMIT):
     raise RuntimeError("exact noise beyond +-2^30 (scale too large); nothing released.")
   return k.astype(np.int32)

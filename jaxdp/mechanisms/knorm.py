@@ -65,12 +65,12 @@ class KNormMechanism(EpsMechanism):
       )
     check_exact_options(self.exact, None)
     if self.exact and not (
-      isinstance(self.ball, PosetBall) or self.ball.p in (1, math.inf)
+      isinstance(self.ball, PosetBall) or self.ball.p in (1, 2, math.inf)
     ):
       raise ValueError(
-        f"exact=True is available for the poset ball, the l_1 ball (i.i.d. Laplace) "
-        f"and the l_inf ball; got {self.ball!r}, whose noise the exact sampler "
-        "cannot bound in intervals yet (the l_2 ball needs normal variates)."
+        f"exact=True is available for the poset ball and the l_1 (i.i.d. Laplace), "
+        f"l_2 and l_inf balls; got {self.ball!r}, whose noise the exact sampler "
+        "cannot bound in intervals. Use one of those balls or exact=False."
       )
 
   def _ranges(self, shape):
@@ -117,6 +117,8 @@ class KNormMechanism(EpsMechanism):
         noise = exact.poset_knorm(key, self.ball.poset, scale, units.shape[:-1])
       elif self.ball.p == math.inf:
         noise = exact.linf_knorm(key, self.ball.d, scale, units.shape[:-1])
+      elif self.ball.p == 2:
+        noise = exact.l2_knorm(key, self.ball.d, scale, units.shape[:-1])
       else:
         noise = exact.laplace(key, units.shape, scale=scale)
       return _checks.mark_invalid(*noisy(ok, units, noise))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from fractions import Fraction
 from typing import Any
 
 import jax
@@ -26,7 +27,13 @@ from jaxdp.samplers.exact_tables import exact_tables
 from jaxdp.typing import ArrayLike, KeyArray, Shape
 
 COUNT_NOISES = ("poset", "linf", "l2", "laplace")
-EXACT_COUNT_NOISES = ("poset", "linf", "laplace")
+EXACT_COUNT_NOISES = ("poset", "linf", "l2", "laplace")
+
+
+def sqrt_up(n: int) -> float:
+  """The smallest float64 >= sqrt(n), for an integer n >= 0 (checked exactly)."""
+  s = math.sqrt(n)
+  return s if Fraction(s) ** 2 >= n else math.nextafter(s, math.inf)
 
 
 @pytree("eps")
@@ -100,7 +107,9 @@ class PosetCountMechanism(EpsMechanism):
     if self.noise == "linf":
       return KNormMechanism(LpBall(dim, math.inf), self.eps, exact=self.exact)
     if self.noise == "l2":
-      return KNormMechanism(LpBall(dim, 2.0), self.eps, math.sqrt(dim))
+      # exact: the smallest float64 >= sqrt(dim), never a sensitivity rounded down
+      sens = sqrt_up(dim) if self.exact else math.sqrt(dim)
+      return KNormMechanism(LpBall(dim, 2.0), self.eps, sens, exact=self.exact)
     return LaplaceMechanism(self.eps, float(dim), exact=self.exact)
 
   def statistic(self, data: ArrayLike) -> jax.Array:

@@ -308,7 +308,7 @@ for _noise in ("poset", "linf", "l2", "laplace"):
     _filters(FOREST, 6),
     _filters(FOREST, 6),
   )
-for _noise in ("poset", "linf", "laplace"):
+for _noise in ("poset", "linf", "l2", "laplace"):
   CASES[f"count-{_noise}-exact"] = (
     PosetCountMechanism(N_SHAPE, 0.5, noise=_noise, exact=True),
     _filters(N_SHAPE, 6),

@@ -457,22 +457,23 @@ def _rebuilt(mech, **static):
 
 def test_static_options_swapped_through_the_treedef_are_checked_at_release():
   """A treedef carries the static fields; rebuilding a mechanism from a doctored one
-  skips the constructor. exact=True on the l_2 ball drew l_1-calibrated Laplace
-  noise (weaker than the l_2 sensitivity needs) and a secure accountant answered it;
+  skips the constructor. exact=True on a ball without an exact sampler (once the
+  l_2 ball) drew l_1-calibrated Laplace noise (weaker than its sensitivity needs)
+  and a secure accountant answered it; an unknown count noise was drawn as Laplace;
   a grid that is not a power of two rounds when snapping; an unknown on_invalid
   counted rows that are not filters."""
-  l2 = _rebuilt(KNormMechanism(LpBall(3, math.inf), 1.0, exact=True), ball=LpBall(3, 2))
-  assert l2.exact and l2.ball == LpBall(3, 2)
+  l3 = _rebuilt(KNormMechanism(LpBall(3, math.inf), 1.0, exact=True), ball=LpBall(3, 3))
+  assert l3.exact and l3.ball == LpBall(3, 3)
   grid = _rebuilt(LaplaceMechanism(1.0, exact=True, grid=0.25), grid=0.3)
-  counts = _rebuilt(PosetCountMechanism(POSET, 1.0, noise="linf", exact=True), noise="l2")
+  counts = _rebuilt(PosetCountMechanism(POSET, 1.0, noise="linf", exact=True), noise="l3")
   # on_invalid="skip" counted a row that is not a filter (outside the poset ball)
   skip = _rebuilt(PosetCountMechanism(POSET, 1.0, exact=True), on_invalid="skip")
   not_a_filter = jnp.array([[0, 1, 0], [1, 0, 0]], jnp.int32)
   acct = _secure(10.0)
   for mech, data, match in [
-    (l2, INTS, "exact=True is available"),
+    (l3, INTS, "exact=True is available"),
     (grid, FLOATS, "grid must be a power of two"),
-    (counts, ROWS, "exact=True supports noise"),
+    (counts, ROWS, "noise must be one of"),
     (skip, not_a_filter, "on_invalid must be"),
   ]:
     with pytest.raises(ValueError, match=match):

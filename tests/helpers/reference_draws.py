@@ -79,6 +79,7 @@ def draws() -> dict[str, np.ndarray]:
   out["gaussian"] = jaxdp.random.gaussian(jax.random.fold_in(key, 9), (50,), scale=0.5)
   out["exact_laplace"] = jaxdp.exact.laplace(jax.random.fold_in(key, 10), (200,), scale=7.5)
   out["exact_linf"] = jaxdp.exact.linf_knorm(jax.random.fold_in(key, 11), 6, 2.5, (32,))
+  out["exact_l2"] = jaxdp.exact.l2_knorm(jax.random.fold_in(key, 16), 5, 2.5, (32,))
   out["exact_discrete_gaussian"] = jaxdp.exact.discrete_gaussian(
     jax.random.fold_in(key, 12), (200,), sigma=3.0
   )
