@@ -10,6 +10,7 @@ imports neither.
 from jaxdp import (
   accounting,
   composition,
+  consistency,
   exact,
   mechanisms,
   montecarlo,
@@ -54,6 +55,7 @@ from jaxdp.composition import (
   zcdp_budget,
   zcdp_epsilon,
 )
+from jaxdp.consistency import consistent
 from jaxdp.mechanisms import (
   DiscreteGaussianMechanism,
   GaussianMechanism,
@@ -99,6 +101,8 @@ __all__ = [
   "calibration",
   "chacha",
   "composition",
+  "consistency",
+  "consistent",
   "decomposition",
   "enumerate_objects",
   "events_epsilon",
