@@ -79,8 +79,8 @@ def block_means(y: jax.Array, tight: jax.Array, graph: ConstraintGraph) -> jax.A
     new = jnp.take_along_axis(new, new, axis=1)  # pointer jumping
     return new, jnp.any(new != label)
 
-  label0 = jnp.broadcast_to(jnp.arange(graph.dim, dtype=jnp.int32), y.shape)
-  label, _ = jax.lax.while_loop(lambda s: s[1], step, (label0, jnp.asarray(True)))
+  label0 = jnp.zeros_like(y, jnp.int32) + jnp.arange(graph.dim, dtype=jnp.int32)
+  label, _ = jax.lax.while_loop(lambda s: s[1], step, (label0, jnp.any(y == y)))
   return _means(y, label, graph.dim)
 
 
@@ -147,9 +147,8 @@ def isotonic_batched(
   def more(state):
     return (state[3] < max_rounds) & ~jnp.all(state[6].ok)
 
-  b = y.shape[0]
-  lam0 = jnp.zeros((b, graph.num_edges), y.dtype)
-  ones = jnp.ones((b, 1), y.dtype)
+  lam0 = jnp.zeros_like(y[:, :1], shape=(y.shape[0], graph.num_edges))
+  ones = jnp.ones_like(y[:, :1])
   state = round_((lam0, lam0, ones, 0))
   state = jax.lax.while_loop(more, round_, state)
   return state[4], state[5], state[6]

@@ -74,7 +74,7 @@ def tree_isotonic(y: jax.Array, graph: ConstraintGraph) -> jax.Array:
     sizes = sizes.at[:, v].add(jnp.where(merge, sizes[rows, u], 0.0))
     return (label, sums, sizes), None
 
-  label0 = jnp.broadcast_to(ids, (b, dim))
+  label0 = jnp.zeros_like(y, jnp.int32) + ids  # derived from y: varies as y does
   state = (label0, y, jnp.ones_like(y))
   (label, sums, sizes), _ = jax.lax.scan(
     step, state, (jnp.asarray(nodes), jnp.asarray(below))
