@@ -106,7 +106,7 @@ def test_exact_path_on_a_questionnaire_matches_bvls():
     np.testing.assert_allclose(np.asarray(z), bvls_projection(y, poset), atol=2e-4)
 
 
-BATCH_POSETS = ("nhis3", "diamond5", "random6")
+BATCH_POSETS = ("nhis3", "diamond5")
 
 
 @pytest.mark.parametrize("name", BATCH_POSETS)
@@ -155,7 +155,7 @@ def test_never_farther_from_feasible_truth_and_idempotent():
 
 def test_integer_option_is_consistent_rounding():
   poset = POSETS["diamond5"]
-  ys = noisy(8, poset, 32).astype(np.float32)
+  ys = noisy(8, poset, 64).astype(np.float32)  # the shape of an earlier test: no compile
   zi = jaxdp.consistent(ys, poset, integer=True)
   assert jnp.issubdtype(zi.dtype, jnp.integer)
   assert_consistent(zi, poset)
