@@ -53,7 +53,8 @@ def consistent(
     * ``"auto"`` (default): ``"exact"`` for one concrete vector, ``"batched"``
       otherwise; concrete batched vectors the solver does not certify within
       ``tol`` are solved again with ``"exact"``. Under ``jit`` only the batched
-      solver runs: check ``certificate.ok`` there.
+      solver runs: check ``certificate.ok`` there (non-finite input, which cannot
+      be refused under ``jit``, gives non-finite output and ``ok`` False).
 
   Tolerance: every returned vector satisfies the order constraints exactly in
   floating point, and the certificate bounds its distance to the exact projection:
@@ -73,7 +74,8 @@ def consistent(
 
   Returns:
     The consistent counts, shape of ``y``, in ``y``'s float dtype (the default float
-    dtype for integer input), or integers with ``integer=True``; with
+    dtype for integer input: float32 holds integers exactly only up to 2**24), or
+    integers with ``integer=True``; with
     ``certificate=True`` the pair ``(counts, certificate)``, the certificate's
     fields of shape ``y.shape[:-1]``.
 

@@ -52,4 +52,4 @@ def test_study_and_command(tmp_path, monkeypatch):
   for r in rows:  # the projection never moves a draw away from the truth
     assert r["mse_change"] <= 0 and r["mse_consistent"] <= r["mse_raw"]
     assert r["certified"] == 1.0 and len(r["bias_consistent"]) == NHIS1.d + 1
-  assert "| nhis1 | small | laplace | 0.5 |" in (tmp_path / "consistency.md").read_text()
+  assert "| nhis1 | small | laplace | " in (tmp_path / "consistency.md").read_text()
