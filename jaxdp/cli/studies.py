@@ -68,7 +68,7 @@ def run_consistency(args, posets, key) -> int:
   """``--consistency``: raw vs consistent releases (:mod:`jaxdp.experiments.consistency`)."""
   t0 = time.perf_counter()
   rows = consistency.consistency_study(
-    key, posets, num_samples=args.releases, eps_grid=args.eps_grid
+    key, posets, num_samples=args.releases, eps_grid=args.eps_grid, progress=True
   )
   table = consistency.consistency_table(rows)
   print(table)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from collections.abc import Sequence
 
 import jax
@@ -106,12 +107,14 @@ def consistency_study(
   shapes: Sequence[str] = SHAPES,
   delta: float = GAUSSIAN_DELTA,
   chunk: int = 2048,
+  progress: bool = False,
 ) -> list[dict]:
   """Raw versus consistent release for every poset, shape, noise and eps.
 
   Each eps scales the same unit-eps noise draws (exact in distribution: see
   :func:`noise_scale`), so one compilation serves a poset and a noise; chunks of
   ``chunk`` draws are combined in float64 (:func:`jaxdp.montecarlo.merge_moments`).
+  ``progress`` prints a line to stderr after each poset, noise and data shape.
 
   Returns:
     One JSON-serialisable dict per combination: ``mse_raw``, ``mse_consistent``,
@@ -147,6 +150,12 @@ def consistency_study(
             acc[e] = montecarlo.merge_moments(acc[e], part)
         for e, eps in enumerate(eps_grid):
           rows.append(_row(poset, shape, noise, eps, delta, x, acc[e]))
+        if progress:
+          print(
+            f"[jaxdp consistency] {poset.name}: {noise} noise, {shape} data done",
+            file=sys.stderr,
+            flush=True,
+          )
   return rows
 
 
