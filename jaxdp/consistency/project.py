@@ -59,7 +59,9 @@ def consistent(
   Tolerance: every returned vector satisfies the order constraints exactly in
   floating point, and the certificate bounds its distance to the exact projection:
   ``||z - z*||_2 <= distance_bound``; ``ok`` means ``distance_bound <= tol *
-  max(1, max|y|)``.
+  max(1, max|y|)``. The exact path's certificate is that of its float64 solution;
+  casting it to a float32 result moves each coordinate by at most half a unit in
+  the last place and keeps it consistent (rounding is monotone).
 
   Args:
     y: noisy counts, shape ``(..., d + 1)``, finite real values.
