@@ -168,10 +168,18 @@ def test_under_jit_and_vmap():
   poset = POSETS["nhis1"]
   ys = noisy(9, poset, 8).astype(np.float32)
   direct = jaxdp.consistent(ys, poset, method="exact")  # the host path: no compilation
-  jitted = jax.jit(lambda v: jaxdp.consistent(v, poset))(ys)
+  jitted = jax.jit(lambda v: jaxdp.consistent(v, poset, certificate=True))
+  z, cert = jitted(ys)
   mapped = jax.vmap(lambda v: jaxdp.consistent(v, poset, method="batched"))(ys)
-  np.testing.assert_allclose(np.asarray(jitted), np.asarray(direct), atol=1e-5)
+  np.testing.assert_allclose(np.asarray(z), np.asarray(direct), atol=1e-5)
   np.testing.assert_allclose(np.asarray(mapped), np.asarray(direct), atol=1e-5)
+  assert bool(jnp.all(cert.ok))
+  # under jit a NaN cannot be refused: it must not come back certified
+  bad = ys.copy()
+  bad[3, 2] = np.nan
+  z, cert = jitted(bad)
+  assert not bool(cert.ok[3]) and bool(jnp.all(cert.ok[:3]))
+  assert np.isnan(np.asarray(z[3])).any()
 
 
 def test_bad_input_names_the_argument():
