@@ -34,6 +34,7 @@ BENCHMARKS = (
   ("generators", "python benchmarks/generators.py"),
   ("sp_costs", "python benchmarks/sp_costs.py"),
   ("ledger", "python benchmarks/ledger.py"),
+  ("consistency", "python benchmarks/consistency.py"),
 )
 # The paper's studies: (results name, title, command that writes it).
 STUDIES = (
@@ -48,6 +49,17 @@ STUDIES = (
     "Random posets with d = 10 by depth and by DAG edges (paper, Figure 3)",
     "python -m jaxdp structure --out results/structure",
   ),
+  (
+    "consistency/consistency",
+    "Raw versus order-consistent releases on NHIS (jaxdp.consistent)",
+    "python -m jaxdp nhis --consistency --out results/consistency",
+  ),
+  (
+    "consistency/consistency_questionnaire300-0",
+    "Raw versus order-consistent releases on a 300-question questionnaire",
+    "python -m jaxdp poset --poset questionnaire:300 --consistency --releases 4096 "
+    "--out results/consistency",
+  ),
 )
 
 
@@ -56,6 +68,7 @@ def run_benchmarks(out: str, quick: bool) -> None:
   # Imported here so that --docs-only needs neither JAX nor the benchmarks' peers.
   sys.path.insert(0, str(Path(__file__).resolve().parent))
   import accounting
+  import consistency
   import float_attack
   import generators
   import ledger
@@ -80,6 +93,9 @@ def run_benchmarks(out: str, quick: bool) -> None:
   generators.main(["--out", out] + (["--n", "20000"] if q else []))
   sp_costs.main(["--out", out] + (["--n", "20000"] if q else []))
   ledger.main(["--out", out] + (["--releases", "20", "--charges", "2000"] if q else []))
+  consistency.main(
+    ["--out", out] + (["--nhis-batch", "10000", "--q-batch", "200"] if q else [])
+  )
   for name, _ in BENCHMARKS:
     path = Path(out, f"{name}.json")
     payload = json.loads(path.read_text())

@@ -10,6 +10,7 @@ imports neither.
 from jaxdp import (
   accounting,
   composition,
+  consistency,
   exact,
   ledger,
   mechanisms,
@@ -55,6 +56,7 @@ from jaxdp.composition import (
   zcdp_budget,
   zcdp_epsilon,
 )
+from jaxdp.consistency import consistent
 from jaxdp.ledger import Ledger
 from jaxdp.mechanisms import (
   DiscreteGaussianMechanism,
@@ -102,6 +104,8 @@ __all__ = [
   "calibration",
   "chacha",
   "composition",
+  "consistency",
+  "consistent",
   "decomposition",
   "enumerate_objects",
   "events_epsilon",

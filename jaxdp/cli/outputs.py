@@ -248,3 +248,35 @@ def _plot(out, name, rows, xs, xlabel, ylabel, *, ticks=None, line=""):
   fig.savefig(Path(out) / f"{name}.png", dpi=120)
   plt.close(fig)
   return [f"{name}.png"]
+
+
+def plot_consistency(out, name: str, rows) -> list:
+  """MSE of the consistent over the raw release against eps: a panel per poset (row)
+  and data shape (column), a line per noise; saved as NAME.png."""
+  plt = _pyplot()
+  if plt is None or not rows:
+    return []
+  posets = list(dict.fromkeys(r["poset"] for r in rows))
+  shapes = list(dict.fromkeys(r["shape"] for r in rows))
+  fig, axes = plt.subplots(
+    len(posets), len(shapes), figsize=(3 * len(shapes), 2.6 * len(posets)), squeeze=False
+  )
+  for a, poset in enumerate(posets):
+    for b, shape in enumerate(shapes):
+      ax = axes[a][b]
+      for noise in dict.fromkeys(r["noise"] for r in rows):
+        sel = [
+          r for r in rows if (r["poset"], r["shape"], r["noise"]) == (poset, shape, noise)
+        ]
+        ratio = [r["mse_consistent"] / r["mse_raw"] for r in sel]
+        ax.plot([r["eps"] for r in sel], ratio, "o-", label=noise)
+      ax.set_xscale("log")
+      ax.set_ylim(0.0, 1.05)
+      ax.set_title(f"{poset}, {shape} data", fontsize=9)
+      ax.set_xlabel("eps", fontsize=8)
+    axes[a][0].set_ylabel("MSE consistent / raw", fontsize=8)
+  axes[0][0].legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(Path(out) / f"{name}.png", dpi=100)
+  plt.close(fig)
+  return [f"{name}.png"]
