@@ -7,8 +7,11 @@
   jaxdp dims                 random posets by dimension (Figure 2)
   jaxdp structure            random posets of fixed d by depth and edges (Figure 3)
   jaxdp sample --poset SRC   draw poset-ball points and print their E||Z||^2
-  jaxdp release --poset SRC --data FILE --eps E
-                             publishable counts: exact integer noise, ChaCha20 key
+  jaxdp release --poset SRC --data FILE --eps E [--level L] [--consistent]
+                             publishable counts with intervals: exact integer noise,
+                             ChaCha20 key
+  jaxdp advise --poset SRC --eps E [--delta D]
+                             which noise to use: each one's expected squared error
 
 A poset file is JSON ({"order": [[0/1, ...], ...]}, {"d": D, "edges": [[i, j], ...]}
 with (i, j) meaning p_i < p_j, i.e. "i requires j", or {"requires": {"q2": ["q1"]}}),
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import sys
 
+from jaxdp.cli.advise import run_advise
 from jaxdp.cli.devices import join_processes, request_host_devices
 from jaxdp.cli.parser import UsageError, build_parser
 from jaxdp.cli.release import run_release
@@ -39,6 +43,7 @@ COMMANDS = {
   "structure": run_structure,
   "sample": run_sample,
   "release": run_release,
+  "advise": run_advise,
 }
 
 

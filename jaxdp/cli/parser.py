@@ -12,6 +12,7 @@ import argparse
 import math
 import re
 
+from jaxdp.cli import report_flags
 from jaxdp.samplers.general import GENERAL_MAX_D
 
 NOISES = ("poset", "linf", "l2", "laplace")
@@ -391,4 +392,13 @@ def build_parser(epilog: str = "") -> Parser:
     help="allow an --out inside the repository's results/ folder",
   )
   p.add_argument("--devices", type=DEVICES, default=None, help=argparse.SUPPRESS)
+  report_flags.add_release_flags(p, number_flag, integer_flag)
+  report_flags.add_advise_parser(
+    sub,
+    eps=EPS,
+    seed=SEED,
+    poset_help=POSET_HELP,
+    number_flag=number_flag,
+    integer_flag=integer_flag,
+  ).add_argument("--devices", type=DEVICES, default=None, help=argparse.SUPPRESS)
   return ap

@@ -1,0 +1,195 @@
+"""Error bars: exact quantiles against independent references (scipy, mpmath), and
+coverage over simulated releases."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import mpmath
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+import jaxdp
+from jaxdp.reporting import noise_law, quantiles
+
+LEVELS = (0.5, 0.9, 0.95, 0.99)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_laplace_and_gaussian_quantiles_match_scipy(level):
+  lap = jaxdp.error_bars(jaxdp.LaplaceMechanism(0.7, 3.0), level)
+  assert lap.exact and lap.upper == pytest.approx(
+    stats.laplace.ppf((1 + level) / 2, scale=3.0 / 0.7), rel=1e-12
+  )
+  assert lap.lower == -lap.upper
+  gauss = jaxdp.GaussianMechanism(0.5, 1e-5)
+  bars = jaxdp.error_bars(gauss, level)
+  assert bars.upper == pytest.approx(
+    stats.norm.ppf((1 + level) / 2) * gauss.sigma, rel=1e-10
+  )
+  # the l_1 K-norm mechanism is i.i.d. Laplace(sensitivity / eps)
+  l1 = jaxdp.error_bars(jaxdp.KNormMechanism(jaxdp.LpBall(3, 1), 2.0, 5.0), level)
+  assert l1.upper.shape == (3,)
+  assert l1.upper == pytest.approx(stats.laplace.ppf((1 + level) / 2, scale=2.5), rel=1e-12)
+
+
+@pytest.mark.parametrize("dim", [1, 5, 40])
+def test_linf_knorm_distribution_function_matches_quadrature(dim):
+  """F(t) = E min(1, t / R), R ~ Gamma(D + 1, b): scipy quadrature of the mixture."""
+  law = noise_law(jaxdp.KNormMechanism(jaxdp.LpBall(dim, math.inf), 0.5))
+  gamma = stats.gamma(dim + 1, scale=law.scale)
+  for t in np.array([0.3, 1.0, 3.0]) * law.scale * dim:
+    want = gamma.cdf(t) + integrate.quad(lambda r: t / r * gamma.pdf(r), t, np.inf)[0]
+    assert quantiles.abs_cdf(law, t) == pytest.approx(want, abs=1e-9)
+  bars = jaxdp.error_bars(jaxdp.KNormMechanism(jaxdp.LpBall(dim, math.inf), 0.5), 0.95)
+  assert quantiles.abs_cdf(law, float(bars.upper[0])) == pytest.approx(0.95, abs=1e-10)
+
+
+def _rounded_laplace_coverage(b, t):
+  """P(|round(L)| <= t) = P(|L| < t + 1/2), at 50 digits."""
+  with mpmath.workdps(50):
+    return 1 - mpmath.exp(-(mpmath.mpf(t) + 0.5) / mpmath.mpf(b))
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("eps", [0.05, 1.0, 3.0])
+def test_exact_laplace_interval_is_the_smallest_integer_one(level, eps):
+  mech = jaxdp.LaplaceMechanism(eps, exact=True)
+  bars = jaxdp.error_bars(mech, level)
+  t = int(bars.upper)
+  b = noise_law(mech).scale
+  assert bars.upper == t and bars.lower == -t
+  assert float(_rounded_laplace_coverage(b, t)) == pytest.approx(float(bars.coverage))
+  assert _rounded_laplace_coverage(b, t) >= level
+  assert t == 0 or _rounded_laplace_coverage(b, t - 1) < level
+
+
+@pytest.mark.parametrize("level", (0.5, 0.95))
+@pytest.mark.parametrize("eps", [0.5, 2.0])
+def test_discrete_gaussian_interval_from_its_pmf(level, eps):
+  mech = jaxdp.DiscreteGaussianMechanism(eps, 1e-6)
+  bars = jaxdp.error_bars(mech, level)
+  s2 = mpmath.mpf(jaxdp.exact.sigma_quarters(mech.sigma)) / 4
+
+  def cov(t):
+    with mpmath.workdps(40):
+      w = lambda k: mpmath.exp(-(mpmath.mpf(k) ** 2) / (2 * s2))
+      total = mpmath.nsum(w, [-mpmath.inf, mpmath.inf])
+      return mpmath.fsum(w(k) for k in range(-t, t + 1)) / total
+
+  t = int(bars.upper)
+  assert cov(t) >= level > cov(t - 1)
+  assert float(cov(t)) == pytest.approx(float(bars.coverage), abs=1e-12)
+
+
+def test_exact_knorm_linf_interval_is_the_smallest_integer_one():
+  mech = jaxdp.KNormMechanism(jaxdp.LpBall(6, math.inf), 0.3, exact=True)
+  bars = jaxdp.error_bars(mech)
+  law = noise_law(mech)
+  t = int(bars.upper[0])
+  assert quantiles.abs_cdf(law, t + 0.5) >= 0.95 > quantiles.abs_cdf(law, t - 0.5)
+
+
+def _within(hits, n, p, extra_var=0.0, z=4.0):
+  """Binomial test, normal approximation: |hits / n - p| <= z sd."""
+  return np.abs(hits / n - p) <= z * np.sqrt(p * (1 - p) / n + extra_var)
+
+
+@jax.jit
+def _releases(key, x):
+  """10^4 raw releases of true counts x by each mechanism of the coverage test."""
+  k = jax.random.split(key, 3)
+  xs = jnp.broadcast_to(x, (10_000, x.shape[0]))
+  return (
+    jaxdp.KNormMechanism(jaxdp.PosetBall(jaxdp.Poset.nhis(1)), 0.5).randomize(k[0], xs),
+    jaxdp.LaplaceMechanism(0.5, 5.0).randomize(k[1], xs),
+    jaxdp.KNormMechanism(jaxdp.PosetBall(jaxdp.Poset.nhis(1)), 0.5, exact=True).randomize(
+      k[2], xs.astype(jnp.int32)
+    ),
+  )
+
+
+@pytest.mark.statistical
+def test_raw_intervals_cover_the_true_counts_at_their_level():
+  """Over 10^4 simulated releases (fixed key) each coordinate's 95% interval covers
+  the true count with the stated probability: a binomial test at 4 standard
+  deviations per coordinate (15 coordinates: family-wise false alarm below 1e-3),
+  the Monte Carlo bars' own quantile error added to the variance. A one-sided
+  quantile (coverage 0.90) or a 10% too narrow interval fails it (checked below)."""
+  poset = jaxdp.Poset.nhis(1)
+  x = np.array([3000, 2500, 1700, 900, 1300])
+  mechs = [
+    jaxdp.PosetCountMechanism(poset, 0.5),
+    jaxdp.LaplaceMechanism(0.5, 5.0),
+    jaxdp.PosetCountMechanism(poset, 0.5, exact=True),
+  ]
+  released = _releases(jax.random.key(2026), jnp.asarray(x, jnp.float32))
+  for mech, y in zip(mechs, released):
+    bars = jaxdp.error_bars(mech, 0.95, num_samples=100_000, shape=(5,))
+    lo, hi = bars.interval(np.asarray(y))
+    hits = np.sum((lo <= x) & (x <= hi), axis=0)
+    extra = 0.95 * 0.05 / bars.num_samples if bars.num_samples else 0.0
+    assert np.all(_within(hits, 10_000, bars.coverage, extra)), (bars.method, hits)
+    narrow = np.sum(np.abs(np.asarray(y) - x) <= 0.9 * bars.upper, axis=0)
+    assert not np.any(_within(narrow, 10_000, bars.coverage, extra)), bars.method
+
+
+def test_poset_ball_bars_are_monte_carlo_with_a_stated_error():
+  bars = jaxdp.error_bars(jaxdp.PosetCountMechanism(jaxdp.Poset.nhis(1), 1.0), 0.9)
+  assert not bars.exact and bars.num_samples == 200_000
+  assert bars.names == ("respondents", "q1", "q2", "q3", "q4")
+  assert np.all(bars.mc_error > 0) and np.all(bars.mc_error < 0.02 * bars.upper)
+  assert "Monte Carlo" in bars.method and "Monte Carlo" in str(bars)
+  # the same public default key: reproducible
+  again = jaxdp.error_bars(jaxdp.PosetCountMechanism(jaxdp.Poset.nhis(1), 1.0), 0.9)
+  np.testing.assert_array_equal(bars.upper, again.upper)
+
+
+def test_exact_laplace_on_a_grid_needs_the_shape():
+  mech = jaxdp.LaplaceMechanism(1.0, exact=True, grid=0.25)
+  with pytest.raises(ValueError, match="shape is needed"):
+    jaxdp.error_bars(mech)
+  bars = jaxdp.error_bars(mech, shape=(3,))
+  # scale in grid units: (1 / 0.25 + 3 slack) / eps; offsets back in statistic units
+  t_units = math.ceil(-7 * math.log(0.05) - 0.5)
+  assert bars.upper == pytest.approx(0.25 * t_units, abs=0.25)
+
+
+@pytest.mark.parametrize(
+  "kwargs, match",
+  [
+    ({"level": 0.0}, "level must be strictly between 0 and 1"),
+    ({"level": 1.0}, "level must be strictly between 0 and 1"),
+    ({"level": float("nan")}, "level must be strictly between 0 and 1"),
+    ({"level": True}, "level must be strictly between 0 and 1"),
+    ({"level": "95%"}, "level must be a number"),
+    ({"num_samples": 10}, "num_samples must be >= 100"),
+    ({"key": 3}, "key must be a PRNG key"),
+  ],
+)
+def test_bad_arguments_name_the_argument(kwargs, match):
+  mech = jaxdp.PosetCountMechanism(jaxdp.Poset.nhis(1), 1.0)
+  with pytest.raises(ValueError, match=match):
+    jaxdp.error_bars(mech, **kwargs)
+
+
+def test_unsupported_or_traced_mechanisms_are_refused():
+  with pytest.raises(TypeError, match="mechanism must be a PosetCountMechanism"):
+    jaxdp.error_bars("laplace")
+
+  @jax.jit
+  def traced(eps):
+    jaxdp.error_bars(jaxdp.LaplaceMechanism(eps))
+    return eps
+
+  with pytest.raises(ValueError, match="static parameters; eps"):
+    traced(1.0)
+
+
+def test_interval_checks_the_released_shape():
+  bars = jaxdp.error_bars(jaxdp.PosetCountMechanism(jaxdp.Poset.nhis(1), 1.0, noise="linf"))
+  with pytest.raises(ValueError, match="last dimension 5"):
+    bars.interval(np.zeros(4))
+  lo, hi = bars.interval(np.arange(5.0))
+  np.testing.assert_allclose(hi - lo, 2 * bars.upper)
