@@ -93,7 +93,7 @@ class Advice:
     recommended: the noise with the smallest expected squared error of the raw
       release (exact, data-free).
     recommended_consistent: the noise with the smallest Monte Carlo error after the
-      projection, at :attr:`assumed_counts`.
+      projection, at :attr:`assumed_counts` (None if that was not simulated).
     assumed_counts: the true counts the consistency simulation assumed.
     num_samples: simulated releases per mechanism for the consistency column.
     assumed_default: whether :attr:`assumed_counts` are :func:`default_counts`.
@@ -104,7 +104,7 @@ class Advice:
   delta: float
   options: tuple[MechanismError, ...]
   recommended: str
-  recommended_consistent: str
+  recommended_consistent: str | None
   assumed_counts: np.ndarray
   num_samples: int
   assumed_default: bool
@@ -168,12 +168,23 @@ class Advice:
     )
     n = int(self.assumed_counts[0])
     foot = (
-      f"* recommended: {NOISE_LABELS[self.recommended]} (smallest exact error of the raw "
-      f"release).\nAfter consistency: Monte Carlo over {self.num_samples:,} releases at "
-      f"assumed true counts ({n:,} respondents"
-      + (", each question yes for half of those eligible" if self.assumed_default else "")
-      + f"); best there: {NOISE_LABELS[self.recommended_consistent]}."
+      f"* recommended: {NOISE_LABELS[self.recommended]} (the smallest expected squared "
+      "error of the raw release; it does not depend on the data)."
     )
+    best, second = self.options[0], self.options[1] if len(self.options) > 1 else None
+    if second is not None and second.total - best.total < 3 * math.hypot(
+      best.total_stderr, second.total_stderr
+    ):
+      foot += f" Within Monte Carlo error of {NOISE_LABELS[second.noise]}."
+    if self.recommended_consistent is None:
+      foot += "\nAfter consistency: not simulated."
+    else:
+      foot += (
+        f"\nAfter consistency: Monte Carlo over {self.num_samples:,} releases at assumed "
+        f"true counts ({n:,} respondents"
+        + (", each question yes for half of those eligible" if self.assumed_default else "")
+        + f"); smallest there: {NOISE_LABELS[self.recommended_consistent]}."
+      )
     return f"{head}\n{table}\n{foot}"
 
 
@@ -228,6 +239,7 @@ def advise(
   assumed_counts=None,
   key=None,
   num_samples: int = 4_000,
+  consistency: bool = True,
 ) -> Advice:
   """The expected error of each count mechanism on ``poset``, and a recommendation.
 
@@ -242,6 +254,9 @@ def advise(
     key: the simulations' PRNG key (default: a fixed public key).
     num_samples: simulated releases per mechanism (consistency), and uniform points
       of a poset ball too large to enumerate.
+    consistency: False skips the consistency simulation (its columns are NaN and
+      :attr:`Advice.recommended_consistent` is None): exact errors only, where they
+      are known, and no compilation.
 
   Returns:
     :class:`Advice` (print it for a table).
@@ -256,6 +271,8 @@ def advise(
   if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 <= delta < 1:
     raise ValueError(f"delta must be a number in [0, 1) (0: pure DP); got {delta!r}.")
   n = check_samples(num_samples)
+  if not isinstance(consistency, bool):
+    raise _checks.ArgTypeError(f"consistency must be True or False; got {consistency!r}.")
   given = assumed_counts is not None
   x = check_counts(poset, assumed_counts) if given else default_counts(poset)
   key = simulate.simulation_key(key)
@@ -265,9 +282,13 @@ def advise(
     law = noise_law(mech)
     k_moment, k_release = jax.random.split(jax.random.fold_in(key, i))
     raw = moments.squared_error(law, dim, key=k_moment, num_samples=n)
-    z = np.asarray(consistent(x + simulate.noise_draws(k_release, law, n, dim), poset))
-    err = (z - x) ** 2
-    cons_se = float(err.sum(axis=1).std(ddof=1) / math.sqrt(n))
+    if consistency:
+      z = np.asarray(consistent(x + simulate.noise_draws(k_release, law, n, dim), poset))
+      err = (z - x) ** 2
+      cons = err.mean(axis=0), err.std(axis=0, ddof=1) / math.sqrt(n)
+      cons_se = float(err.sum(axis=1).std(ddof=1) / math.sqrt(n))
+    else:
+      cons, cons_se = (np.full(dim, np.nan), np.full(dim, np.nan)), math.nan
     options.append(
       MechanismError(
         noise,
@@ -275,13 +296,14 @@ def advise(
         raw.per_coordinate,
         raw.stderr,
         raw.method,
-        err.mean(axis=0),
-        err.std(axis=0, ddof=1) / math.sqrt(n),
+        *cons,
         cons_se,
       )
     )
   options.sort(key=lambda o: o.total)
-  best_consistent = min(options, key=lambda o: o.consistent_total).noise
+  best_consistent = (
+    min(options, key=lambda o: o.consistent_total).noise if consistency else None
+  )
   return Advice(
     poset,
     eps,

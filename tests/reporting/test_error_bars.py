@@ -11,7 +11,7 @@ import pytest
 from scipy import integrate, stats
 
 import jaxdp
-from jaxdp.reporting import noise_law, quantiles
+from jaxdp.reporting import moments, noise_law, quantiles
 
 LEVELS = (0.5, 0.9, 0.95, 0.99)
 
@@ -116,7 +116,8 @@ def test_raw_intervals_cover_the_true_counts_at_their_level():
   the true count with the stated probability: a binomial test at 4 standard
   deviations per coordinate (15 coordinates: family-wise false alarm below 1e-3),
   the Monte Carlo bars' own quantile error added to the variance. A one-sided
-  quantile (coverage 0.90) or a 10% too narrow interval fails it (checked below)."""
+  quantile (coverage 0.90) or a 10% too narrow interval fails it (checked below).
+  The same draws check :func:`jaxdp.reporting.squared_error` against the samplers."""
   poset = jaxdp.Poset.nhis(1)
   x = np.array([3000, 2500, 1700, 900, 1300])
   mechs = [
@@ -133,6 +134,11 @@ def test_raw_intervals_cover_the_true_counts_at_their_level():
     assert np.all(_within(hits, 10_000, bars.coverage, extra)), (bars.method, hits)
     narrow = np.sum(np.abs(np.asarray(y) - x) <= 0.9 * bars.upper, axis=0)
     assert not np.any(_within(narrow, 10_000, bars.coverage, extra)), bars.method
+  # the same draws check the advice's expected squared errors (4.5 standard errors)
+  for mech, y in zip(mechs[:2], released[:2]):
+    want = moments.squared_error(noise_law(mech, (5,)), 5).per_coordinate
+    e2 = (np.asarray(y, np.float64) - x) ** 2
+    assert np.all(np.abs(e2.mean(0) - want) <= 4.5 * e2.std(0) / 100), mech
 
 
 def test_poset_ball_bars_are_monte_carlo_with_a_stated_error():
