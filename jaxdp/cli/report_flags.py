@@ -56,8 +56,8 @@ def add_advise_parser(sub, *, eps, seed, poset_help, number_flag, integer_flag):
     "--respondents",
     type=integer_flag(1, 10**12),
     default=10_000,
-    help="assumed respondents for the consistency simulation (each question yes for "
-    "half of those eligible), 1 to 10^12",
+    help="1 to 10^12: the respondents the consistency simulation assumes (each "
+    "question yes for half of those eligible)",
   )
   p.add_argument(
     "--samples",
