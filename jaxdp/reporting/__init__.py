@@ -6,15 +6,15 @@ private data or spends budget (closure under postprocessing, Dwork, Proposition 
 
 Modules: :mod:`~jaxdp.reporting.laws` (a mechanism's noise law),
 :mod:`~jaxdp.reporting.quantiles` (exact and Monte Carlo quantiles),
-:mod:`~jaxdp.reporting.simulate` (simulated noise), :mod:`~jaxdp.reporting.error_bars`
+:mod:`~jaxdp.reporting.simulate` (simulated noise), :mod:`~jaxdp.reporting.bars`
 (:func:`error_bars`), :mod:`~jaxdp.reporting.bootstrap`
 (:func:`consistent_error_bars`), :mod:`~jaxdp.reporting.moments` (expected squared
 errors) and :mod:`~jaxdp.reporting.advice` (:func:`advise`).
 """
 
 from jaxdp.reporting.advice import Advice, MechanismError, advise, default_counts
+from jaxdp.reporting.bars import ErrorBars, error_bars
 from jaxdp.reporting.bootstrap import consistent_error_bars
-from jaxdp.reporting.error_bars import ErrorBars, error_bars
 from jaxdp.reporting.laws import NoiseLaw, noise_law
 from jaxdp.reporting.moments import SquaredError, squared_error
 

@@ -26,8 +26,9 @@ from jaxdp.consistency import consistent
 from jaxdp.mechanisms import GaussianMechanism, PosetCountMechanism
 from jaxdp.posets import Poset
 from jaxdp.reporting import moments, simulate
-from jaxdp.reporting.error_bars import check_samples, format_table
+from jaxdp.reporting.bars import check_samples, format_table
 from jaxdp.reporting.laws import noise_law
+from jaxdp.typing import ArrayLike, KeyArray
 
 __all__ = ["NOISE_LABELS", "Advice", "MechanismError", "advise", "default_counts"]
 
@@ -236,8 +237,8 @@ def advise(
   eps: float,
   delta: float = 0.0,
   *,
-  assumed_counts=None,
-  key=None,
+  assumed_counts: ArrayLike | None = None,
+  key: KeyArray | None = None,
   num_samples: int = 4_000,
   consistency: bool = True,
 ) -> Advice:

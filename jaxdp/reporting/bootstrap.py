@@ -24,19 +24,20 @@ from jaxdp import _checks
 from jaxdp.consistency import consistent
 from jaxdp.mechanisms import PosetCountMechanism
 from jaxdp.reporting import quantiles, simulate
-from jaxdp.reporting.error_bars import ErrorBars, check_level, check_samples
+from jaxdp.reporting.bars import ErrorBars, check_level, check_samples
 from jaxdp.reporting.laws import noise_law
+from jaxdp.typing import ArrayLike, KeyArray
 
 __all__ = ["consistent_error_bars"]
 
 
 def consistent_error_bars(
-  released,
+  released: ArrayLike,
   mechanism: PosetCountMechanism,
   level: float = 0.95,
   *,
   integer: bool = False,
-  key=None,
+  key: KeyArray | None = None,
   num_samples: int = 4_000,
 ) -> ErrorBars:
   """Approximate per-coordinate intervals for an order-consistent release.

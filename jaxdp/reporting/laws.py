@@ -95,7 +95,7 @@ def _static(mech, *names):
   return [float(getattr(mech, n)) for n in names]
 
 
-def noise_law(mechanism, shape: tuple[int, ...] | None = None) -> NoiseLaw:
+def noise_law(mechanism: Any, shape: tuple[int, ...] | None = None) -> NoiseLaw:
   """The noise law of ``mechanism``: a function of its parameters, never of data.
 
   Args:

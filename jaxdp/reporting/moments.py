@@ -23,6 +23,7 @@ import numpy as np
 from jaxdp.reporting import simulate
 from jaxdp.reporting.laws import NoiseLaw
 from jaxdp.samplers.balls import PosetBall, exact_second_moment
+from jaxdp.typing import KeyArray
 
 __all__ = ["ENUMERATE_MAX_OBJECTS", "SquaredError", "squared_error"]
 
@@ -55,7 +56,9 @@ class SquaredError:
     return float(np.sum(self.stderr))
 
 
-def squared_error(law: NoiseLaw, dim: int, *, key=None, num_samples: int = 20_000):
+def squared_error(
+  law: NoiseLaw, dim: int, *, key: KeyArray | None = None, num_samples: int = 20_000
+) -> SquaredError:
   """``E[noise_i^2]`` of each of ``dim`` coordinates of the ideal noise of ``law``.
 
   Args:

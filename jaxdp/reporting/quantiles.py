@@ -151,7 +151,9 @@ def mc_half_width(
     abs_noise: ``(n, dim)`` absolute values of simulated ideal noise.
     level: the interval's level.
     rounded: the released noise is the exact rounding of this noise: ``t`` is the
-      smallest integer with ``#{|Y_i| < t + 1/2} >= level n``.
+      smallest integer with ``t + 1/2`` above the upper end of the quantile's 95%
+      confidence interval, so that ``P(|round(Y_i)| <= t) >= level`` holds with 95%
+      confidence, not merely for the estimate.
 
   Returns:
     The half-widths, the estimated coverage ``P(|noise_i| <= t)`` (``level`` for real
@@ -164,6 +166,7 @@ def mc_half_width(
   t, err = part[j], 0.5 * (part[hi] - part[lo])
   if not rounded:
     return t, np.full(t.shape, level), err
-  t = np.maximum(0.0, np.ceil(t - 0.5))
+  # the upper confidence bound of the quantile: coverage >= level with 95% confidence
+  t = np.maximum(0.0, np.ceil(part[hi] - 0.5))
   coverage = np.mean(abs_noise < t + 0.5, axis=0)
   return t, coverage, err

@@ -10,12 +10,14 @@ spends no budget. Applied to a release ``y = x + noise`` the interval
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 
 from jaxdp import _checks
 from jaxdp.reporting import quantiles, simulate
 from jaxdp.reporting.laws import NoiseLaw, noise_law
+from jaxdp.typing import ArrayLike, KeyArray
 
 __all__ = ["ErrorBars", "check_level", "check_samples", "error_bars", "format_table"]
 
@@ -57,7 +59,7 @@ class ErrorBars:
     """Whether the offsets are exact quantiles (no Monte Carlo error)."""
     return self.num_samples == 0
 
-  def interval(self, released) -> tuple[np.ndarray, np.ndarray]:
+  def interval(self, released: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """``(low, high)``: the intervals around a released vector (postprocessing).
 
     Args:
@@ -140,11 +142,11 @@ def check_samples(num_samples, minimum: int = 100) -> int:
 
 
 def error_bars(
-  mechanism,
+  mechanism: Any,
   level: float = 0.95,
   *,
   shape: tuple[int, ...] | None = None,
-  key=None,
+  key: KeyArray | None = None,
   num_samples: int = 200_000,
 ) -> ErrorBars:
   """Per-coordinate error bars of ``mechanism``'s releases at ``level``.
