@@ -15,10 +15,14 @@ from jaxdp import _version
 from jaxdp.consistency import consistent
 from jaxdp.posets import Poset
 from jaxdp.reporting import ErrorBars, consistent_error_bars, error_bars
+from jaxdp.reporting.bars import check_samples
 
 
 def raw_bars(args, mech) -> ErrorBars:
-  """The raw release's error bars (before the release: they read no data)."""
+  """The raw release's error bars, and the bootstrap's sample count checked: before
+  the release (they read no data), so that no error comes after the budget is spent."""
+  if args.consistent:
+    check_samples(args.error_samples, mech.dim)
   return error_bars(mech, args.level, num_samples=args.error_samples)
 
 

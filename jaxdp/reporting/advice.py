@@ -271,7 +271,7 @@ def advise(
   eps = float(_checks.check_positive(eps, "eps"))
   if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 <= delta < 1:
     raise ValueError(f"delta must be a number in [0, 1) (0: pure DP); got {delta!r}.")
-  n = check_samples(num_samples)
+  n = check_samples(num_samples, poset.d + 1)
   if not isinstance(consistency, bool):
     raise _checks.ArgTypeError(f"consistency must be True or False; got {consistency!r}.")
   given = assumed_counts is not None

@@ -21,7 +21,7 @@ from jaxdp.typing import ArrayLike, KeyArray
 
 __all__ = ["ErrorBars", "check_level", "check_samples", "error_bars", "format_table"]
 
-MAX_SAMPLES = 10**8
+MAX_ENTRIES = 1 << 26  # simulated noise entries held at once (512 MiB in float64)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,10 +134,15 @@ def check_level(level) -> float:
   return value
 
 
-def check_samples(num_samples, minimum: int = 100) -> int:
+def check_samples(num_samples: int, dim: int, minimum: int = 100) -> int:
+  """``num_samples`` as an int, at least ``minimum`` and with ``num_samples * dim``
+  at most :data:`MAX_ENTRIES` (simulations hold every draw), else a ValueError."""
   n = _checks.check_int(num_samples, "num_samples", minimum=minimum)
-  if n > MAX_SAMPLES:
-    raise ValueError(f"num_samples must be at most {MAX_SAMPLES:,}; got {n:,}.")
+  if n * dim > MAX_ENTRIES:
+    raise ValueError(
+      f"num_samples must be at most {MAX_ENTRIES // dim:,} for {dim} coordinates (the "
+      f"simulation holds num_samples x {dim} values); got {n:,}."
+    )
   return n
 
 
@@ -192,7 +197,7 @@ def error_bars(
       law.names,
       law,
     )
-  n = check_samples(num_samples)
+  n = check_samples(num_samples, law.dim or 1)
   key = simulate.simulation_key(key)
   draws = simulate.noise_draws(key, law, n)
   t, coverage, err = quantiles.mc_half_width(np.abs(draws), level, law.rounded)

@@ -72,7 +72,7 @@ def consistent_error_bars(
   level = check_level(level)
   if not isinstance(integer, bool):
     raise _checks.ArgTypeError(f"integer must be True or False; got {integer!r}.")
-  n = check_samples(num_samples)
+  n = check_samples(num_samples, mechanism.dim)
   poset = mechanism.poset
   z = np.asarray(released, dtype=np.float64)
   if z.shape != (mechanism.dim,):

@@ -59,6 +59,17 @@ class NoiseLaw:
   unit: float = 1.0
   names: tuple[str, ...] = ()
 
+  def __post_init__(self):
+    if self.family not in FAMILIES:
+      raise ValueError(f"family must be one of {FAMILIES}; got {self.family!r}.")
+    for name in ("scale", "unit"):
+      value = getattr(self, name)
+      if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise ValueError(
+          f"the noise {name} must be a finite number > 0; got {value!r} (a mechanism "
+          "rebuilt from bad leaves?)."
+        )
+
   @property
   def integer(self) -> bool:
     """Whether the noise takes integer values (in units of :attr:`unit`)."""

@@ -75,7 +75,9 @@ def abs_cdf(law: NoiseLaw, t: float) -> float:
 
 def _solve(f, level: float, hi: float) -> float:
   """The t with f(t) = level (f increasing from 0), by bisection to 1e-13 relative."""
-  while f(hi) < level:
+  for _ in range(2100):  # hi reaches float64's range long before
+    if f(hi) >= level:
+      break
     hi *= 2.0
   lo = 0.0
   for _ in range(200):

@@ -199,3 +199,19 @@ def test_interval_checks_the_released_shape():
     bars.interval(np.zeros(4))
   lo, hi = bars.interval(np.arange(5.0))
   np.testing.assert_allclose(hi - lo, 2 * bars.upper)
+
+
+def test_rebuilt_mechanisms_with_bad_leaves_are_refused():
+  """A mechanism rebuilt by jax.tree_util skips its constructor: a negative eps would
+  give a negative scale (and a search that never ends)."""
+  mech = jaxdp.KNormMechanism(jaxdp.LpBall(3, math.inf), 1.0)
+  leaves, tree = jax.tree_util.tree_flatten(mech)  # (eps, sensitivity)
+  bad = jax.tree_util.tree_unflatten(tree, [-leaves[0], leaves[1]])
+  with pytest.raises(ValueError, match="noise scale must be a finite number > 0"):
+    jaxdp.error_bars(bad)
+
+
+def test_simulations_that_would_not_fit_in_memory_are_refused_before_drawing():
+  mech = jaxdp.PosetCountMechanism(jaxdp.Poset.nhis(1), 1.0)
+  with pytest.raises(ValueError, match="num_samples must be at most 13,421,772 for 5"):
+    jaxdp.error_bars(mech, num_samples=10**8)
