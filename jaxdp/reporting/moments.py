@@ -25,10 +25,12 @@ from jaxdp.reporting.laws import NoiseLaw
 from jaxdp.samplers.balls import PosetBall, exact_second_moment
 from jaxdp.typing import KeyArray
 
-__all__ = ["ENUMERATE_MAX_OBJECTS", "SquaredError", "squared_error"]
+__all__ = ["ENUMERATE_MAX_D", "ENUMERATE_MAX_OBJECTS", "SquaredError", "squared_error"]
 
-# Poset balls with at most this many simplices get the enumerated, exact moment.
+# Poset balls with at most this many simplices (and elements) get the enumerated,
+# exact moment (the enumeration visits all 2^d subsets).
 ENUMERATE_MAX_OBJECTS = 5_000
+ENUMERATE_MAX_D = 14
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +89,7 @@ def squared_error(
     return SquaredError(
       np.full(dim, radius * ball.expected_sq_norm() / ball.dim), zeros, "exact"
     )
-  if ball.num_objects() <= ENUMERATE_MAX_OBJECTS:
+  if ball.poset.d <= ENUMERATE_MAX_D and ball.num_objects() <= ENUMERATE_MAX_OBJECTS:
     moment = np.diag(exact_second_moment(ball.poset))
     return SquaredError(radius * moment, zeros, "exact (enumerated simplices)")
   z2 = simulate.ball_draws(simulate.simulation_key(key), ball, num_samples) ** 2
