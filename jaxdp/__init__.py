@@ -10,6 +10,7 @@ imports neither.
 from jaxdp import (
   accounting,
   composition,
+  consistency,
   exact,
   mechanisms,
   montecarlo,
@@ -55,6 +56,7 @@ from jaxdp.composition import (
   zcdp_budget,
   zcdp_epsilon,
 )
+from jaxdp.consistency import consistent
 from jaxdp.mechanisms import (
   DiscreteGaussianMechanism,
   GaussianMechanism,
@@ -104,6 +106,8 @@ __all__ = [
   "calibration",
   "chacha",
   "composition",
+  "consistency",
+  "consistent",
   "consistent_error_bars",
   "decomposition",
   "enumerate_objects",

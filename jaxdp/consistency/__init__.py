@@ -1,0 +1,30 @@
+"""Order-consistent poset counts: the Euclidean projection of a noisy count vector
+onto the counts a dataset can have (isotonic regression on the poset), with a
+certificate of its accuracy.
+
+Modules: :mod:`~jaxdp.consistency.graph` (the constraint graph of a poset),
+:mod:`~jaxdp.consistency.exact` (the exact host algorithm),
+:mod:`~jaxdp.consistency.solver` (the batched jitted solver),
+:mod:`~jaxdp.consistency.certificate` (feasibility and duality gap) and
+:mod:`~jaxdp.consistency.project` (:func:`consistent`). The design note is
+``docs/design/consistency.md``.
+"""
+
+from jaxdp.consistency import certificate, exact, graph, project, solver
+from jaxdp.consistency.certificate import Certificate
+from jaxdp.consistency.graph import ConstraintGraph, constraint_graph
+from jaxdp.consistency.project import METHODS, consistent, default_tol
+
+__all__ = [
+  "METHODS",
+  "Certificate",
+  "ConstraintGraph",
+  "certificate",
+  "consistent",
+  "constraint_graph",
+  "default_tol",
+  "exact",
+  "graph",
+  "project",
+  "solver",
+]

@@ -1,0 +1,116 @@
+"""The constraint graph of order-consistent poset counts.
+
+A poset-count vector is ``y = (n, c_1, ..., c_d)``: node 0 is the number of
+respondents, node ``1 + q`` the count of question ``q``. Every real dataset
+satisfies ``c_q <= c_p`` whenever ``p_q <= p_p`` (q requires p), ``c_q <= n`` and
+``c_q >= 0``. The graph has one edge ``lo -> hi`` ("z_lo <= z_hi") per cover
+relation of the poset and one from each maximal element to node 0 (n on top); the
+lower bound 0 is a constant below every node. Cover edges suffice: the other order
+relations follow by transitivity.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+
+from jaxdp import _checks
+from jaxdp.posets import Poset
+
+__all__ = ["ConstraintGraph", "constraint_graph"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ConstraintGraph:
+  """Edges ``z[lo[e]] <= z[hi[e]]`` on the ``dim = d + 1`` nodes of a count vector.
+
+  Hashable (a static argument of ``jax.jit``); build it with
+  :func:`constraint_graph`.
+
+  Attributes:
+    dim: number of nodes, ``d + 1`` (node 0 is n).
+    lo: the lower node of each edge.
+    hi: the upper node of each edge.
+    is_tree: True when every node but node 0 has exactly one edge up (the poset is
+      a forest); the tree's multipliers then have a closed form.
+  """
+
+  dim: int
+  lo: tuple[int, ...]
+  hi: tuple[int, ...]
+
+  @property
+  def num_edges(self) -> int:
+    return len(self.lo)
+
+  @property
+  def is_tree(self) -> bool:
+    return self.num_edges == self.dim - 1 and sorted(self.lo) == list(range(1, self.dim))
+
+  @functools.cached_property
+  def incidence(self) -> np.ndarray:
+    """``A`` of shape ``(E, dim)``: ``(A z)_e = z_lo - z_hi`` (feasible iff ``A z <= 0``)."""
+    a = np.zeros((self.num_edges, self.dim))
+    a[np.arange(self.num_edges), self.lo] = 1.0
+    a[np.arange(self.num_edges), self.hi] = -1.0
+    a.setflags(write=False)
+    return a
+
+  @functools.cached_property
+  def lipschitz(self) -> float:
+    """The largest eigenvalue of ``A A^T`` (the graph Laplacian's), slightly padded:
+    the step ``1 / lipschitz`` of projected gradient on the dual."""
+    a = self.incidence
+    top = float(np.linalg.eigvalsh(a.T @ a)[-1])
+    return top * (1 + 1e-6) + 1e-12
+
+  @functools.cached_property
+  def subtree(self) -> np.ndarray:
+    """For a tree: ``S[e, i] = 1`` iff node ``i`` lies below or at ``lo[e]``; the
+    multipliers of a block-constant candidate ``z`` are then ``S (y - z)``."""
+    if not self.is_tree:
+      raise ValueError("subtree sums exist only for a tree-shaped constraint graph.")
+    parent = np.full(self.dim, -1)
+    parent[list(self.lo)] = list(self.hi)
+    s = np.zeros((self.num_edges, self.dim))
+    edge_of = {lo: e for e, lo in enumerate(self.lo)}
+    for i in range(1, self.dim):
+      j = i
+      while j != 0:  # every ancestor edge of i counts i
+        s[edge_of[j], i] = 1.0
+        j = parent[j]
+    s.setflags(write=False)
+    return s
+
+  @functools.cached_property
+  def up(self) -> tuple[tuple[int, ...], ...]:
+    """``up[i]``: the nodes directly above node ``i``."""
+    out = [[] for _ in range(self.dim)]
+    for a, b in zip(self.lo, self.hi):
+      out[a].append(b)
+    return tuple(tuple(v) for v in out)
+
+
+@functools.lru_cache(maxsize=128)
+def constraint_graph(poset: Poset) -> ConstraintGraph:
+  """The constraint graph of ``poset``'s count vectors (cached per poset).
+
+  Raises:
+    ArgTypeError: if ``poset`` is not a :class:`~jaxdp.Poset`.
+  """
+  if not isinstance(poset, Poset):
+    raise _checks.ArgTypeError(f"poset must be a jaxdp.Poset; got {poset!r}.")
+  cover = poset.cover_matrix
+  lo, hi = [], []
+  for i, j in zip(*np.nonzero(cover)):  # p_i covered by p_j: c_i <= c_j
+    lo.append(1 + int(i))
+    hi.append(1 + int(j))
+  for j in np.nonzero(~cover.any(axis=1))[0]:  # maximal: c_j <= n
+    lo.append(1 + int(j))
+    hi.append(0)
+  order = np.lexsort((hi, lo))
+  return ConstraintGraph(
+    poset.d + 1, tuple(int(lo[e]) for e in order), tuple(int(hi[e]) for e in order)
+  )

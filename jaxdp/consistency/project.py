@@ -1,0 +1,173 @@
+"""``jaxdp.consistent``: order-consistent poset counts by Euclidean projection."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxdp import _checks
+from jaxdp.consistency.certificate import Certificate
+from jaxdp.consistency.exact import isotonic_host
+from jaxdp.consistency.graph import constraint_graph
+from jaxdp.consistency.solver import isotonic_batched
+from jaxdp.posets import Poset
+from jaxdp.typing import ArrayLike
+
+__all__ = ["METHODS", "consistent", "default_tol"]
+
+METHODS = ("auto", "exact", "batched")
+
+
+def default_tol(dtype: jnp.dtype) -> float:
+  """The default relative tolerance: 1e-4 in float32 (and narrower), 1e-8 in float64."""
+  return 1e-8 if jnp.finfo(dtype).bits >= 64 else 1e-4
+
+
+def consistent(
+  y: ArrayLike,
+  poset: Poset,
+  *,
+  integer: bool = False,
+  tol: float | None = None,
+  method: str = "auto",
+  certificate: bool = False,
+) -> jax.Array | tuple[jax.Array, Certificate]:
+  """The order-consistent counts closest to ``y``: its Euclidean projection.
+
+  ``y = (n, c_1, ..., c_d)`` (respondents first, then one count per question, the
+  statistic of :class:`~jaxdp.PosetCountMechanism`; any leading batch axes) is
+  projected onto the counts a dataset can have: ``0 <= c_q <= c_p`` whenever q
+  requires p (``p_q <= p_p``) and ``c_q <= n``. The true counts satisfy these, so
+  ``||consistent(y) - x|| <= ||y - x||`` for every draw (projection onto a convex
+  set is non-expansive); it is post-processing, so it costs no privacy budget
+  (Dwork & Roth 2014, Proposition 2.1). It is biased near the constraints: a count
+  whose true value is near 0 comes out larger on average.
+
+  Paths (``method``):
+    * ``"exact"``: the minimum-cut partitioning algorithm on the host in float64,
+      one vector at a time (:mod:`jaxdp.consistency.exact`); concrete input only.
+    * ``"batched"``: the jitted solver (:mod:`jaxdp.consistency.solver`): dual
+      accelerated projected gradient, then block means; fixed-shape, runs under
+      ``jit`` and ``vmap``.
+    * ``"auto"`` (default): ``"exact"`` for one concrete vector, ``"batched"``
+      otherwise; concrete batched vectors the solver does not certify within
+      ``tol`` are solved again with ``"exact"``. Under ``jit`` only the batched
+      solver runs: check ``certificate.ok`` there.
+
+  Tolerance: every returned vector satisfies the order constraints exactly in
+  floating point, and the certificate bounds its distance to the exact projection:
+  ``||z - z*||_2 <= distance_bound``; ``ok`` means ``distance_bound <= tol *
+  max(1, max|y|)``.
+
+  Args:
+    y: noisy counts, shape ``(..., d + 1)``, finite real values.
+    poset: the :class:`~jaxdp.Poset` of the questions.
+    integer: round each coordinate to the nearest integer (half to even) after
+      projecting; rounding is monotone, so the result is still consistent. The
+      result then has the default integer dtype (int32; int64 with x64).
+    tol: relative tolerance of the certificate (default :func:`default_tol` of the
+      computation dtype).
+    method: ``"auto"``, ``"exact"`` or ``"batched"`` (see above).
+    certificate: also return the :class:`~jaxdp.consistency.Certificate`.
+
+  Returns:
+    The consistent counts, shape of ``y``, in ``y``'s float dtype (the default float
+    dtype for integer input), or integers with ``integer=True``; with
+    ``certificate=True`` the pair ``(counts, certificate)``, the certificate's
+    fields of shape ``y.shape[:-1]``.
+
+  Raises:
+    ArgTypeError: ``poset`` is not a Poset, ``y`` not numeric.
+    ValueError: ``y``'s last axis is not ``d + 1``, ``y`` has NaN or inf
+      (concrete input), ``method`` or ``tol`` is invalid.
+
+  References:
+    Barlow, Bartholomew, Bremner & Brunk, "Statistical Inference under Order
+    Restrictions" (1972); Hay, Rastogi, Miklau & Suciu, "Boosting the accuracy of
+    differentially private histograms through consistency", VLDB 2010.
+  """
+  if not isinstance(poset, Poset):
+    raise _checks.ArgTypeError(f"poset must be a jaxdp.Poset; got {poset!r}.")
+  if method not in METHODS:
+    raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
+  if not isinstance(integer, bool):
+    raise _checks.ArgTypeError(f"integer must be True or False; got {integer!r}.")
+  y = _as_float(y, poset)
+  concrete = _checks.is_concrete(y)
+  if tol is None:
+    tol = default_tol(y.dtype)
+  elif not (isinstance(tol, (int, float)) and 0 < tol < 1):
+    raise ValueError(f"tol must be a number in (0, 1); got {tol!r}.")
+  if method == "exact" and not concrete:
+    raise ValueError(
+      "method='exact' runs on the host and needs concrete y (not under jit)."
+    )
+  graph = constraint_graph(poset)
+  flat = y.reshape(-1, graph.dim)
+  if method == "exact" or (method == "auto" and concrete and y.ndim == 1):
+    w, cert = _exact_rows(np.asarray(flat, np.float64), range(flat.shape[0]), graph, tol)
+    w = jnp.asarray(w, y.dtype)
+    cert = Certificate(*(jnp.asarray(c) for c in cert))
+  else:
+    w, _, cert = isotonic_batched(flat, graph, tol)
+    if method == "auto" and concrete and not bool(jnp.all(cert.ok)):
+      bad = np.nonzero(~np.asarray(cert.ok))[0]
+      w_bad, cert_bad = _exact_rows(np.asarray(flat, np.float64), bad, graph, tol)
+      w = w.at[bad].set(jnp.asarray(w_bad, y.dtype))
+      cert = Certificate(*(c.at[bad].set(jnp.asarray(v)) for c, v in zip(cert, cert_bad)))
+  z = jnp.maximum(w, 0.0).reshape(y.shape)
+  if integer:
+    z = jnp.round(z).astype(jnp.result_type(int))
+  if not certificate:
+    return z
+  return z, Certificate(*(c.reshape(y.shape[:-1]) for c in cert))
+
+
+def _as_float(y, poset):
+  if not hasattr(y, "dtype"):
+    try:
+      y = np.asarray(y)
+    except (TypeError, ValueError):
+      raise _checks.ArgTypeError(f"y must be an array of numbers; got {y!r}.") from None
+  if not (jnp.issubdtype(y.dtype, jnp.floating) or jnp.issubdtype(y.dtype, jnp.integer)):
+    raise _checks.ArgTypeError(f"y must hold real numbers; got dtype {y.dtype}.")
+  dim = poset.d + 1
+  if y.ndim == 0 or y.shape[-1] != dim:
+    raise ValueError(
+      f"y must have shape (..., {dim}): n then one count per question of the poset "
+      f"(d = {poset.d}); got shape {tuple(y.shape)}."
+    )
+  if jnp.issubdtype(y.dtype, jnp.floating):
+    y = jnp.asarray(y)  # float64 stays float64 only with x64
+  else:
+    y = jnp.asarray(y, jnp.result_type(float))
+  if _checks.is_concrete(y):
+    bad = np.argwhere(~np.isfinite(np.asarray(y)))
+    if bad.size:
+      where = tuple(int(i) for i in bad[0])
+      raise ValueError(
+        f"y must be finite; y[{', '.join(map(str, where))}] = {np.asarray(y)[where]} "
+        f"({bad.shape[0]} non-finite values)."
+      )
+  return y
+
+
+def _exact_rows(flat: np.ndarray, rows, graph, tol):
+  """The host algorithm on ``flat[rows]``; its float64 certificate (numpy)."""
+  rows = list(rows)
+  a = graph.incidence
+  w = np.empty((len(rows), graph.dim))
+  lam = np.empty((len(rows), graph.num_edges))
+  for k, r in enumerate(rows):
+    w[k], lam[k] = isotonic_host(flat[r], graph)
+  y = flat[rows]
+  diff = w @ a.T
+  lam = np.where(diff == 0, np.maximum(lam, 0.0), 0.0)
+  violation = np.maximum(diff.max(axis=1), 0.0)
+  res = y - lam @ a - w
+  gap = 0.5 * np.sum(res**2, axis=1)
+  bound = np.sqrt(2.0 * gap)
+  tolerance = tol * np.maximum(1.0, np.abs(y).max(axis=1))
+  ok = (violation == 0) & (bound <= tolerance)
+  return w, (violation, gap, bound, tolerance, ok)
