@@ -253,19 +253,6 @@ def test_release_from_a_csv(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.subprocess
-def test_advise_on_a_poset_file(tmp_path):
-  """python -m jaxdp advise --poset my_poset.json --eps 1 --delta 1e-6"""
-  (tmp_path / "my_poset.json").write_text(
-    json.dumps({"requires": {"q1": [], "q2": ["q1"], "q3": ["q2"], "q4": ["q1"]}})
-  )
-  args = ["advise", "--poset", "my_poset.json", "--eps", "1", "--delta", "1e-6"]
-  r = _jaxdp(tmp_path, *args, "--samples", "200", "--json")
-  got = json.loads(r.stdout)
-  assert got["recommended"] == "poset" and len(got["options"]) == 5
-
-
-@pytest.mark.slow
-@pytest.mark.subprocess
 def test_devices_shards_over_host_devices(tmp_path):
   """python -m jaxdp poset --poset nhis1 --devices 2  (K host devices on a CPU)"""
   _jaxdp(
