@@ -183,6 +183,11 @@ def error_bars(
   """
   level = check_level(level)
   law = noise_law(mechanism, shape)
+  dim = law.dim or 1
+  if num_samples is None:
+    num_samples = min(200_000, max(20_000, (1 << 23) // dim))
+  n = check_samples(num_samples, dim)
+  key = simulate.simulation_key(key)
   if quantiles.has_closed_form(law):
     t, coverage = quantiles.exact_half_width(law, level)
     dims = () if law.dim is None else (law.dim,)
@@ -199,11 +204,6 @@ def error_bars(
       law.names,
       law,
     )
-  dim = law.dim or 1
-  if num_samples is None:
-    num_samples = min(200_000, max(20_000, (1 << 23) // dim))
-  n = check_samples(num_samples, dim)
-  key = simulate.simulation_key(key)
   draws = simulate.noise_draws(key, law, n)
   t, coverage, err = quantiles.mc_half_width(np.abs(draws), level, law.rounded)
   method = (

@@ -3,7 +3,8 @@
 For K-norm noise ``Y = b R Z`` (R ~ Gamma(D + 1), Z uniform in the ball K, independent)
 ``E[Y_i^2] = (D + 1)(D + 2) b^2 E[Z_i^2]``. ``E[Z_i^2]`` is exact for the l_p balls
 (:meth:`jaxdp.LpBall.expected_sq_norm` over D, by symmetry) and for a poset ball
-small enough to enumerate (:func:`jaxdp.exact_second_moment`); otherwise it is the mean
+small enough to enumerate (:func:`jaxdp.exact_second_moment`,
+:func:`jaxdp.reporting.poset_law.enumerable`); otherwise it is the mean
 of ``Z_i^2`` over exactly uniform points of the ball, with its standard error.
 Laplace noise of scale b has ``2 b^2``, Gaussian noise ``b^2``, the discrete Gaussian
 the sum of ``k^2`` times its pmf.
@@ -20,17 +21,12 @@ import math
 
 import numpy as np
 
-from jaxdp.reporting import simulate
+from jaxdp.reporting import poset_law, simulate
 from jaxdp.reporting.laws import NoiseLaw
 from jaxdp.samplers.balls import PosetBall, exact_second_moment
 from jaxdp.typing import KeyArray
 
-__all__ = ["ENUMERATE_MAX_D", "ENUMERATE_MAX_OBJECTS", "SquaredError", "squared_error"]
-
-# Poset balls with at most this many simplices (and elements) get the enumerated,
-# exact moment (the enumeration visits all 2^d subsets).
-ENUMERATE_MAX_OBJECTS = 5_000
-ENUMERATE_MAX_D = 14
+__all__ = ["SquaredError", "squared_error"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +85,7 @@ def squared_error(
     return SquaredError(
       np.full(dim, radius * ball.expected_sq_norm() / ball.dim), zeros, "exact"
     )
-  if ball.poset.d <= ENUMERATE_MAX_D and ball.num_objects() <= ENUMERATE_MAX_OBJECTS:
+  if poset_law.enumerable(ball):
     moment = np.diag(exact_second_moment(ball.poset))
     return SquaredError(radius * moment, zeros, "exact (enumerated simplices)")
   z2 = simulate.ball_draws(simulate.simulation_key(key), ball, num_samples) ** 2

@@ -18,7 +18,10 @@ Closed forms of ``F(t) = P(|Y_i| <= t)`` at scale ``b``:
 * Rounded noise: ``P(|round(Y_i)| <= t) = F(t + 1/2)`` (ties have probability 0).
 * Discrete Gaussian: the sum of its pmf ``exp(-k^2 / (2 b^2)) / Z`` over ``|k| <= t``.
 
-The poset ball's and the l_2 ball's coordinates have no such form: their quantiles are
+* The poset ball, when small enough to enumerate: a mixture of differences of Gamma
+  variables (:mod:`jaxdp.reporting.poset_law`).
+
+Larger poset balls' and the l_2 ball's coordinates have no such form: their quantiles are
 order statistics of simulated noise, and the Monte Carlo error is the half-width of
 the distribution-free 95% confidence interval of the quantile from the order
 statistics of ranks ``n L +- 1.96 sqrt(n L (1 - L))``.
@@ -30,8 +33,9 @@ import math
 
 import numpy as np
 
+from jaxdp.reporting import poset_law
 from jaxdp.reporting.laws import NoiseLaw
-from jaxdp.samplers.balls import LpBall
+from jaxdp.samplers.balls import LpBall, PosetBall
 
 __all__ = ["abs_cdf", "exact_half_width", "has_closed_form", "mc_half_width", "order_ranks"]
 
@@ -40,7 +44,11 @@ Z95 = 1.959963984540054  # the standard normal's 0.975 quantile
 
 def has_closed_form(law: NoiseLaw) -> bool:
   """Whether :func:`exact_half_width` applies (else use :func:`mc_half_width`)."""
-  return law.family != "knorm" or (isinstance(law.ball, LpBall) and law.ball.p == math.inf)
+  if law.family != "knorm":
+    return True
+  if isinstance(law.ball, LpBall):
+    return law.ball.p == math.inf
+  return poset_law.enumerable(law.ball)
 
 
 def _poisson_tail(x: float, k: int) -> float:
@@ -52,8 +60,9 @@ def _poisson_tail(x: float, k: int) -> float:
   return min(1.0, math.exp(top) * math.fsum(math.exp(t - top) for t in terms))
 
 
-def abs_cdf(law: NoiseLaw, t: float) -> float:
-  """``P(|Y_i| <= t)`` for the ideal (real, unrounded) noise of ``law``.
+def abs_cdf(law: NoiseLaw, t: float, coord: int = 0) -> float:
+  """``P(|Y_i| <= t)`` for the ideal (real, unrounded) noise of ``law``; ``coord``
+  is i for the poset ball, whose coordinates differ (the others' do not).
 
   Raises:
     ValueError: a law without a closed form (the poset ball, l_2), or the discrete
@@ -66,6 +75,8 @@ def abs_cdf(law: NoiseLaw, t: float) -> float:
     return -math.expm1(-t / b)
   if law.family == "gaussian":
     return math.erf(t / (b * math.sqrt(2.0)))
+  if law.family == "knorm" and isinstance(law.ball, PosetBall) and has_closed_form(law):
+    return poset_law.coordinate_cdf(law.ball.poset, coord, t / b)
   if law.family == "knorm" and has_closed_form(law):
     dim = law.ball.dim
     x = t / b
@@ -100,11 +111,12 @@ def _discrete_gaussian_coverage(s: float):
   return lambda t: float(cum[min(int(t), len(cum) - 1)])
 
 
-def exact_half_width(law: NoiseLaw, level: float) -> tuple[float, float]:
+def exact_half_width(law: NoiseLaw, level: float):
   """``(t, coverage)``: the central interval ``[-t, t]`` of one coordinate's noise
   at ``level``, and ``P(|noise_i| <= t)`` (``level`` itself for continuous noise;
   at least ``level`` for integer noise, whose ``t`` is the smallest integer that
-  reaches it). In units of :attr:`NoiseLaw.unit`.
+  reaches it). In units of :attr:`NoiseLaw.unit`. Floats, or for the poset ball
+  (whose coordinates differ) arrays with one entry per coordinate.
 
   Raises:
     ValueError: a law without a closed form.
@@ -116,16 +128,24 @@ def exact_half_width(law: NoiseLaw, level: float) -> tuple[float, float]:
     while cov(t) < level:
       t += 1
     return float(t), cov(t)
+  if law.family == "knorm" and isinstance(law.ball, PosetBall):
+    pairs = [_half_width(law, level, i) for i in range(law.ball.dim)]
+    return tuple(np.array(v) for v in zip(*pairs))
+  return _half_width(law, level, 0)
+
+
+def _half_width(law, level, coord):
+  b = law.scale
   if law.family == "laplace":
     real = -b * math.log1p(-level)
   else:
-    real = _solve(lambda t: abs_cdf(law, t), level, b)
+    real = _solve(lambda t: abs_cdf(law, t, coord), level, b)
   if not law.rounded:
     return real, level
   t = max(0, math.ceil(real - 0.5) - 1)  # then step to the smallest that reaches level
-  while abs_cdf(law, t + 0.5) < level:
+  while abs_cdf(law, t + 0.5, coord) < level:
     t += 1
-  return float(t), abs_cdf(law, t + 0.5)
+  return float(t), abs_cdf(law, t + 0.5, coord)
 
 
 def _erfinv(p: float) -> float:

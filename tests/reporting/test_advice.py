@@ -10,7 +10,7 @@ import pytest
 
 import jaxdp
 from jaxdp.experiments.studies import exact_mse
-from jaxdp.reporting import moments, noise_law
+from jaxdp.reporting import moments, noise_law, poset_law
 
 
 def _chain(d):
@@ -77,7 +77,7 @@ def test_monte_carlo_moment_matches_the_enumerated_one(monkeypatch):
   coordinate (fixed key)."""
   law = noise_law(jaxdp.PosetCountMechanism(jaxdp.Poset.nhis(1), 2.0))
   exact = moments.squared_error(law, 5)
-  monkeypatch.setattr(moments, "ENUMERATE_MAX_OBJECTS", 10)
+  monkeypatch.setattr(poset_law, "ENUMERATE_MAX_OBJECTS", 10)
   mc = moments.squared_error(law, 5, key=jax.random.key(3), num_samples=8192)
   assert mc.method.startswith("Monte Carlo") and np.all(mc.stderr > 0)
   assert np.all(np.abs(mc.per_coordinate - exact.per_coordinate) <= 4.5 * mc.stderr)
