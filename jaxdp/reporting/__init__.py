@@ -6,6 +6,7 @@ private data or spends budget (closure under postprocessing, Dwork, Proposition 
 
 Modules: :mod:`~jaxdp.reporting.laws` (a mechanism's noise law),
 :mod:`~jaxdp.reporting.quantiles` (exact and Monte Carlo quantiles),
+:mod:`~jaxdp.reporting.poset_law` (the exact law of a small poset ball's coordinates),
 :mod:`~jaxdp.reporting.simulate` (simulated noise), :mod:`~jaxdp.reporting.bars`
 (:func:`error_bars`), :mod:`~jaxdp.reporting.bootstrap`
 (:func:`consistent_error_bars`), :mod:`~jaxdp.reporting.moments` (expected squared

@@ -159,9 +159,9 @@ def error_bars(
   A function of the mechanism alone: no data is read and nothing is spent, so the bars
   can be computed (and published) before or after the release. Exact quantiles for
   Laplace (and l_1 K-norm) noise, Gaussian noise, the discrete Gaussian, l_inf K-norm
-  noise and the exact rounding of each; Monte Carlo quantiles of simulated noise for
-  the poset ball and the l_2 ball, with their error (see
-  :mod:`jaxdp.reporting.quantiles`).
+  noise, the poset ball of a poset small enough to enumerate, and the exact rounding
+  of each; Monte Carlo quantiles of simulated noise for larger poset balls and the
+  l_2 ball, with their error (see :mod:`jaxdp.reporting.quantiles`).
 
   Args:
     mechanism: a count or additive mechanism with static parameters
