@@ -1,10 +1,10 @@
 """Error bars and mechanism advice: how long a user waits.
 
-Times ``jaxdp.error_bars`` (the poset ball: Monte Carlo quantiles of 200,000 noise
-vectors), ``jaxdp.consistent_error_bars`` (4,000 bootstrap replicates, each projected
-by ``jaxdp.consistent``) and ``jaxdp.advise`` (every noise, 4,000 simulated releases
-each) on NHIS-3 (d = 15) and a synthetic 300-question questionnaire, side by side in
-one run. ``first`` includes compiling the poset-ball sampler for that poset (once per
+Times ``jaxdp.error_bars`` (the poset ball: Monte Carlo quantiles of simulated noise),
+``jaxdp.consistent_error_bars`` (bootstrap replicates, each projected by
+``jaxdp.consistent``) and ``jaxdp.advise`` (every noise, with delta = 1e-6) at their
+default sizes on NHIS-3 (d = 15) and a synthetic 300-question questionnaire, side by
+side in one run. ``first`` includes compiling the poset-ball sampler for that poset (once per
 process); ``again`` is the best of three later calls.
 
 Run: python benchmarks/reporting.py [--out results] [--quick]
@@ -43,7 +43,7 @@ def main(argv=None):
   ap.add_argument("--out", default="results", help="output folder (default: results)")
   ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
   args = ap.parse_args(argv)
-  n_bars, n_sim = (20_000, 500) if args.quick else (200_000, 4_000)
+  n_bars, n_sim = (20_000, 500) if args.quick else (None, None)  # None: the defaults
   rows = []
   for poset in (jaxdp.Poset.nhis(3), synthetic_questionnaire(0, 300)):
     mech = jaxdp.PosetCountMechanism(poset, 1.0)
@@ -51,7 +51,7 @@ def main(argv=None):
     cases = {
       "error_bars": lambda: jaxdp.error_bars(mech, num_samples=n_bars),
       "consistent_error_bars": lambda: jaxdp.consistent_error_bars(
-        x, mech, num_samples=n_sim
+        x, mech, num_samples=n_sim or 4_000
       ),
       "advise": lambda: jaxdp.advise(poset, 1.0, 1e-6, num_samples=n_sim),
     }
@@ -73,10 +73,13 @@ def main(argv=None):
     for r in rows
   )
   table += (
-    f"\n\nSizes: error bars from {n_bars:,} noise vectors; {n_sim:,} bootstrap "
-    "replicates and simulated releases per mechanism. `first` includes compiling the "
-    "poset-ball sampler for the poset."
+    "\n\nDefault sizes: error bars from 200,000 noise vectors (27,869 for d = 300), "
+    "4,000 bootstrap replicates, 4,000 simulated releases per mechanism for the "
+    "advice (870 for d = 300). `first` includes compiling the poset-ball sampler and "
+    "the batched projection for the poset."
   )
+  if args.quick:
+    table += " (A --quick run: smaller sizes.)"
   write_results(args.out, "reporting", {"machine": machine(), "rows": rows}, table)
   return np.array([r["again_s"] for r in rows])
 

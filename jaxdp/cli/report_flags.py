@@ -62,8 +62,9 @@ def add_advise_parser(sub, *, eps, seed, poset_help, number_flag, integer_flag):
   p.add_argument(
     "--samples",
     type=integer_flag(100, MAX_ERROR_SAMPLES),
-    default=4_000,
-    help="simulated releases per mechanism, 100 to 10^7",
+    default=None,
+    help="simulated releases per mechanism, 100 to 10^7 (default: 4,000, fewer for "
+    "long questionnaires: 870 for 300 questions)",
   )
   p.add_argument("--seed", type=seed, default=0, help="simulation seed, -2^31 to 2^31 - 1")
   p.add_argument("--json", action="store_true", help="print JSON instead of a table")
