@@ -248,3 +248,33 @@ def _plot(out, name, rows, xs, xlabel, ylabel, *, ticks=None, line=""):
   fig.savefig(Path(out) / f"{name}.png", dpi=120)
   plt.close(fig)
   return [f"{name}.png"]
+
+
+def plot_consistency(out, name: str, rows) -> list:
+  """MSE of the consistent over the raw release against eps, one panel per poset and
+  data shape, one line per noise, saved as NAME.png."""
+  plt = _pyplot()
+  if plt is None or not rows:
+    return []
+  panels = sorted({(r["poset"], r["shape"]) for r in rows})
+  fig, axes = plt.subplots(1, len(panels), figsize=(3 * len(panels), 3.2), squeeze=False)
+  for ax, (poset, shape) in zip(axes[0], panels):
+    for noise in sorted({r["noise"] for r in rows}):
+      sel = [
+        r for r in rows if (r["poset"], r["shape"], r["noise"]) == (poset, shape, noise)
+      ]
+      ax.plot(
+        [r["eps"] for r in sel],
+        [r["mse_consistent"] / r["mse_raw"] for r in sel],
+        "o-",
+        label=noise,
+      )
+    ax.set_xscale("log")
+    ax.set_title(f"{poset}, {shape}", fontsize=9)
+    ax.set_xlabel("eps")
+  axes[0][0].set_ylabel("MSE consistent / raw")
+  axes[0][0].legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(Path(out) / f"{name}.png", dpi=110)
+  plt.close(fig)
+  return [f"{name}.png"]

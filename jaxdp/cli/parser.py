@@ -179,7 +179,15 @@ def noise_list(text: str) -> list:
   return vals
 
 
+def eps_list(text: str) -> list:
+  """An argparse type: a non-empty comma list of eps values."""
+  if not (vals := [EPS(v.strip()) for v in text.split(",") if v.strip()]):
+    raise argparse.ArgumentTypeError(f"{text!r} is empty; expected a comma list of eps")
+  return vals
+
+
 SAMPLES = integer_flag(1, MAX_SAMPLES)
+RELEASES = integer_flag(2, 10**8)
 INSERTION_SAMPLES = integer_flag(0, MAX_INSERTION_SAMPLES)
 POSETS = integer_flag(1, MAX_POSETS)
 RANDOM_D = integer_flag(1, GENERAL_MAX_D)
@@ -272,6 +280,24 @@ def _one_poset_study(p, name: str):
     type=noise_list,
     default=list(NOISES),
     help=f"comma list from {','.join(NOISES)}; empty: none (default: all)",
+  )
+  p.add_argument(
+    "--consistency",
+    action="store_true",
+    help="instead: raw vs order-consistent release (jaxdp.consistent), MSE and bias "
+    "for poset, linf, laplace and gaussian noise on three data shapes",
+  )
+  p.add_argument(
+    "--releases",
+    type=RELEASES,
+    default=20_000,
+    help="with --consistency: simulated releases per combination, 2 to 10^8",
+  )
+  p.add_argument(
+    "--eps-grid",
+    type=eps_list,
+    default=[0.1, 0.5, 1.0, 2.0],
+    help="with --consistency: comma list of eps (default 0.1,0.5,1,2)",
   )
 
 

@@ -1,4 +1,5 @@
-"""The study commands: ``nhis``, ``poset``, ``dims``, ``structure`` and ``sample``.
+"""The study commands: ``nhis``, ``poset`` (``--consistency``: raw vs consistent
+releases), ``dims``, ``structure`` and ``sample``.
 
 Each runs a study of :mod:`jaxdp.experiments.studies` (or draws poset-ball points),
 prints its table and writes it (JSON, Markdown, CSV and a PNG plot) under ``--out``,
@@ -20,7 +21,7 @@ from jaxdp.cli import outputs
 from jaxdp.cli.devices import selected_devices
 from jaxdp.cli.inputs import load_poset
 from jaxdp.cli.parser import UsageError
-from jaxdp.experiments import studies
+from jaxdp.experiments import consistency, studies
 
 
 def run_poset_study(args) -> int:
@@ -32,6 +33,8 @@ def run_poset_study(args) -> int:
     posets = [load_poset(args.poset)]
   noises = args.mechanisms
   key = dprandom.study_key(args.seed, args.generator)
+  if args.consistency:
+    return run_consistency(args, posets, key)
   t0 = time.perf_counter()
   rows = []
   for i, p in enumerate(posets):
@@ -57,6 +60,26 @@ def run_poset_study(args) -> int:
   written = outputs.write_results(args.out, name, rows, table)
   if not args.no_plot:
     written += outputs.plot_study(args.out, name, rows)
+  outputs.report(args.out, written)
+  return 0
+
+
+def run_consistency(args, posets, key) -> int:
+  """``--consistency``: raw vs consistent releases (:mod:`jaxdp.experiments.consistency`)."""
+  t0 = time.perf_counter()
+  rows = consistency.consistency_study(
+    key, posets, num_samples=args.releases, eps_grid=args.eps_grid
+  )
+  table = consistency.consistency_table(rows)
+  print(table)
+  print(
+    f"\n{args.releases:,} simulated releases per line; {time.perf_counter() - t0:.1f} s "
+    f"on {outputs.machine_line()}."
+  )
+  stem = "consistency" if args.command == "nhis" else f"consistency_{posets[0].name}"
+  written = outputs.write_results(args.out, stem, rows, table)
+  if not args.no_plot:
+    written += outputs.plot_consistency(args.out, stem, rows)
   outputs.report(args.out, written)
   return 0
 

@@ -20,7 +20,9 @@ import jax.numpy as jnp
 
 from jaxdp.consistency.graph import ConstraintGraph
 
-__all__ = ["Certificate", "certify", "edge_differences", "transpose_apply"]
+__all__ = ["Certificate", "certify", "edge_differences", "operators", "transpose_apply"]
+
+DENSE_MAX = 4096  # dim * edges up to which A is applied as a dense matrix
 
 
 class Certificate(NamedTuple):
@@ -58,14 +60,24 @@ def transpose_apply(lam: jax.Array, graph: ConstraintGraph) -> jax.Array:
   return out.at[..., lo].add(lam).at[..., hi].add(-lam)
 
 
+def operators(graph: ConstraintGraph, dtype: jnp.dtype) -> tuple:
+  """``(z -> A z, lam -> A^T lam)`` on the last axis: dense products for small
+  graphs, gathers and scatters otherwise."""
+  if graph.dim * graph.num_edges <= DENSE_MAX:
+    a = jnp.asarray(graph.incidence, dtype)
+    return (lambda z: z @ a.T), (lambda lam: lam @ a)
+  return (lambda z: edge_differences(z, graph)), (lambda lam: transpose_apply(lam, graph))
+
+
 def certify(
   y: jax.Array, w: jax.Array, lam: jax.Array, graph: ConstraintGraph, tol: float
 ) -> Certificate:
   """The certificate of the isotonic part ``w`` with multipliers ``lam`` (any >= 0)."""
-  diff = edge_differences(w, graph)
+  apply_a, apply_at = operators(graph, w.dtype)
+  diff = apply_a(w)
   violation = jnp.maximum(jnp.max(diff, axis=-1), 0.0)
   lam = jnp.maximum(lam, 0.0)
-  r = y - transpose_apply(lam, graph)
+  r = y - apply_at(lam)
   gap = 0.5 * jnp.sum((w - r) ** 2, axis=-1) + jnp.sum(lam * jnp.maximum(-diff, 0.0), -1)
   bound = jnp.sqrt(2.0 * gap)
   tolerance = tol * jnp.maximum(1.0, jnp.max(jnp.abs(y), axis=-1))

@@ -67,6 +67,16 @@ class ConstraintGraph:
     return top * (1 + 1e-6) + 1e-12
 
   @functools.cached_property
+  def edge_steps(self) -> np.ndarray:
+    """Per-edge steps ``1 / (deg(lo) + deg(hi))``: the inverse row sums of ``|A A^T|``,
+    a diagonal that dominates ``A A^T`` (Gershgorin), so projected gradient in that
+    metric converges; faster than the uniform ``1 / lipschitz`` on uneven degrees."""
+    deg = np.bincount(np.r_[self.lo, self.hi], minlength=self.dim)
+    out = 1.0 / (deg[list(self.lo)] + deg[list(self.hi)])
+    out.setflags(write=False)
+    return out
+
+  @functools.cached_property
   def subtree(self) -> np.ndarray:
     """For a tree: ``S[e, i] = 1`` iff node ``i`` lies below or at ``lo[e]``; the
     multipliers of a block-constant candidate ``z`` are then ``S (y - z)``."""

@@ -21,28 +21,45 @@ References:
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from jaxdp.consistency.certificate import (
-  Certificate,
-  certify,
-  edge_differences,
-  transpose_apply,
-)
+from jaxdp.consistency.certificate import Certificate, certify, operators
 from jaxdp.consistency.graph import ConstraintGraph
+from jaxdp.consistency.tree import TREE_MAX_STEPS, tree_isotonic, tree_schedule
 
-__all__ = ["block_means", "isotonic_batched"]
-
-DENSE_MAX = 4096  # dim * edges up to which A is applied as a dense matrix
+__all__ = ["block_means", "isotonic_batched", "tree_block_means"]
 
 
-def _ops(graph: ConstraintGraph, dtype):
-  if graph.dim * graph.num_edges <= DENSE_MAX:
-    a = jnp.asarray(graph.incidence, dtype)
-    return (lambda z: z @ a.T), (lambda lam: lam @ a)
-  return (lambda z: edge_differences(z, graph)), (lambda lam: transpose_apply(lam, graph))
+def tree_block_means(y: jax.Array, tight: jax.Array, graph: ConstraintGraph) -> jax.Array:
+  """:func:`block_means` for a tree: each node's block is named by its highest node
+  reached along tight edges (pointer jumping, ``ceil(log2(dim))`` steps)."""
+  parent = np.zeros(graph.dim, np.int32)
+  parent[list(graph.lo)] = list(graph.hi)
+  up = (
+    jnp.zeros(tight.shape[:-1] + (graph.dim,), bool)
+    .at[..., np.asarray(graph.lo)]
+    .set(tight)
+  )
+  label = jnp.where(up, jnp.asarray(parent), jnp.arange(graph.dim, dtype=jnp.int32))
+  for _ in range(max(1, math.ceil(math.log2(graph.dim)))):
+    label = jnp.take_along_axis(label, label, axis=-1)
+  return _means(y, label, graph.dim)
+
+
+def _means(y, label, dim):
+  if dim <= 64:  # one-hot products beat scatters on small blocks
+    onehot = (label[..., :, None] == jnp.arange(dim)).astype(y.dtype)
+    sums = jnp.einsum("bi,bij->bj", y, onehot)
+    sizes = jnp.sum(onehot, axis=-2)
+    return jnp.einsum("bj,bij->bi", sums / jnp.maximum(sizes, 1.0), onehot)
+  rows = jnp.arange(y.shape[0])[:, None]
+  sums = jnp.zeros_like(y).at[rows, label].add(y)
+  sizes = jnp.zeros_like(y).at[rows, label].add(1.0)
+  return jnp.take_along_axis(sums / jnp.maximum(sizes, 1.0), label, axis=1)
 
 
 def block_means(y: jax.Array, tight: jax.Array, graph: ConstraintGraph) -> jax.Array:
@@ -62,27 +79,44 @@ def block_means(y: jax.Array, tight: jax.Array, graph: ConstraintGraph) -> jax.A
     new = jnp.take_along_axis(new, new, axis=1)  # pointer jumping
     return new, jnp.any(new != label)
 
-  label0 = jnp.broadcast_to(jnp.arange(graph.dim, dtype=jnp.int32), y.shape)
-  label, _ = jax.lax.while_loop(lambda s: s[1], step, (label0, jnp.asarray(True)))
-  sums = jnp.zeros_like(y).at[rows, label].add(y)
-  sizes = jnp.zeros_like(y).at[rows, label].add(1.0)
-  return jnp.take_along_axis(sums / jnp.maximum(sizes, 1.0), label, axis=1)
+  label0 = jnp.zeros_like(y, jnp.int32) + jnp.arange(graph.dim, dtype=jnp.int32)
+  label, _ = jax.lax.while_loop(lambda s: s[1], step, (label0, jnp.any(y == y)))
+  return _means(y, label, graph.dim)
 
 
-@functools.partial(jax.jit, static_argnames=("graph", "iters", "max_rounds"))
+@functools.partial(jax.jit, static_argnames=("graph", "iters", "max_rounds", "tree_path"))
 def isotonic_batched(
-  y: jax.Array, graph: ConstraintGraph, tol: float, *, iters: int = 64, max_rounds: int = 64
+  y: jax.Array,
+  graph: ConstraintGraph,
+  tol: float,
+  *,
+  iters: int = 32,
+  max_rounds: int = 64,
+  tree_path: bool = True,
 ) -> tuple[jax.Array, jax.Array, Certificate]:
   """Isotonic regressions of the rows of ``y`` (``(B, dim)`` float) on ``graph``.
+
+  Args:
+    y: the vectors, ``(B, dim)``.
+    graph: the constraint graph.
+    tol: the certificate's relative tolerance.
+    iters: projected-gradient iterations per round.
+    max_rounds: rounds at most (each ends with a polish and a certificate).
+    tree_path: for a tree whose schedule has at most ``TREE_MAX_STEPS`` steps, the
+      exact pool-adjacent-violators of :mod:`jaxdp.consistency.tree` instead.
 
   Returns:
     ``(w, lam, certificate)`` with ``w`` block means (not clipped at 0).
   """
-  apply_a, apply_at = _ops(graph, y.dtype)
-  step = 1.0 / graph.lipschitz
-  merge = tol * jnp.maximum(1.0, jnp.max(jnp.abs(y), axis=1, keepdims=True))
+  apply_a, apply_at = operators(graph, y.dtype)
   tree = graph.is_tree
   s_mat = jnp.asarray(graph.subtree, y.dtype) if tree else None
+  if tree_path and tree and len(tree_schedule(graph)[1]) <= TREE_MAX_STEPS:
+    w = tree_isotonic(y, graph)
+    lam = jnp.where(apply_a(w) == 0, jnp.maximum((y - w) @ s_mat.T, 0.0), 0.0)
+    return w, lam, certify(y, w, lam, graph, tol)
+  step = jnp.asarray(graph.edge_steps, y.dtype)
+  merge = tol * jnp.maximum(1.0, jnp.max(jnp.abs(y), axis=1, keepdims=True))
 
   def fista(state, _):
     lam, mom, t = state
@@ -95,27 +129,26 @@ def isotonic_batched(
 
   def polish(lam):
     r = y - apply_at(lam)
-    tight = apply_a(r) >= -merge
-    w = block_means(y, tight, graph)
+    tight = (lam > 0) & (apply_a(r) >= -merge)
     if tree:
+      w = tree_block_means(y, tight, graph)
       lam = jnp.maximum((y - w) @ s_mat.T, 0.0)
+    else:
+      w = block_means(y, tight, graph)
     # between blocks the exact multiplier is 0: rounding there would count in the gap
     return w, jnp.where(apply_a(w) == 0, lam, 0.0)
 
   def round_(state):
-    lam, mom, t, k, _, _ = state
+    lam, mom, t, k = state[:4]
     (lam, mom, t), _ = jax.lax.scan(fista, (lam, mom, t), None, length=iters)
     w, lam_c = polish(lam)
-    cert = certify(y, w, lam_c, graph, tol)
-    return lam, mom, t, k + 1, w, cert.ok
+    return lam, mom, t, k + 1, w, lam_c, certify(y, w, lam_c, graph, tol)
 
   def more(state):
-    return (state[3] < max_rounds) & ~jnp.all(state[5])
+    return (state[3] < max_rounds) & ~jnp.all(state[6].ok)
 
-  b = y.shape[0]
-  lam0 = jnp.zeros((b, graph.num_edges), y.dtype)
-  ones = jnp.ones((b, 1), y.dtype)
-  state = (lam0, lam0, ones, 0, y, jnp.zeros((b,), bool))
-  lam, _, _, _, w, _ = jax.lax.while_loop(more, round_, state)
-  w, lam_c = polish(lam)
-  return w, lam_c, certify(y, w, lam_c, graph, tol)
+  lam0 = jnp.zeros_like(y[:, :1], shape=(y.shape[0], graph.num_edges))
+  ones = jnp.ones_like(y[:, :1])
+  state = round_((lam0, lam0, ones, 0))
+  state = jax.lax.while_loop(more, round_, state)
+  return state[4], state[5], state[6]

@@ -10,7 +10,7 @@ from scipy.optimize import lsq_linear
 
 import jaxdp
 from jaxdp import Poset
-from jaxdp.consistency import constraint_graph, exact
+from jaxdp.consistency import constraint_graph, exact, solver
 from jaxdp.experiments.questionnaire import synthetic_questionnaire
 from tests.helpers import small_posets
 
@@ -106,7 +106,7 @@ def test_exact_path_on_a_questionnaire_matches_bvls():
     np.testing.assert_allclose(np.asarray(z), bvls_projection(y, poset), atol=2e-4)
 
 
-BATCH_POSETS = ("nhis3", "diamond5", "N-shape", "random6", "chain4")
+BATCH_POSETS = ("nhis3", "diamond5")
 
 
 @pytest.mark.parametrize("name", BATCH_POSETS)
@@ -120,6 +120,11 @@ def test_batched_equals_exact_and_is_certified(name):
     ze = jaxdp.consistent(ys[k].astype(np.float64), poset, method="exact")
     np.testing.assert_allclose(np.asarray(zb[k]), np.asarray(ze), atol=2e-4)
   assert float(jnp.mean(cert.ok)) >= 0.9  # the rest go to the exact path under "auto"
+  if poset.is_forest:  # the dual solver on the same tree agrees with the tree path
+    graph = constraint_graph(poset)
+    w, _, c2 = solver.isotonic_batched(jnp.asarray(ys), graph, 1e-4, tree_path=False)
+    np.testing.assert_allclose(np.maximum(np.asarray(w), 0), np.asarray(zb), atol=2e-3)
+    assert float(jnp.mean(c2.ok)) >= 0.9
   z_auto, c_auto = jaxdp.consistent(ys, poset, certificate=True)
   assert bool(jnp.all(c_auto.ok))
   # leading axes: the same vectors, reshaped
@@ -150,7 +155,7 @@ def test_never_farther_from_feasible_truth_and_idempotent():
 
 def test_integer_option_is_consistent_rounding():
   poset = POSETS["diamond5"]
-  ys = noisy(8, poset, 32).astype(np.float32)
+  ys = noisy(8, poset, 64).astype(np.float32)  # the shape of an earlier test: no compile
   zi = jaxdp.consistent(ys, poset, integer=True)
   assert jnp.issubdtype(zi.dtype, jnp.integer)
   assert_consistent(zi, poset)
