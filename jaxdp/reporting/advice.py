@@ -258,8 +258,8 @@ def advise(
       questionnaires, at least 500 and at most 2^18 simulated values: 870 for 300
       questions, whose projections dominate the run time).
     consistency: False skips the consistency simulation (its columns are NaN and
-      :attr:`Advice.recommended_consistent` is None): exact errors only, where they
-      are known, and no compilation.
+      :attr:`Advice.recommended_consistent` is None); for a poset ball small enough
+      to enumerate, every error is then exact and nothing is compiled.
 
   Returns:
     :class:`Advice` (print it for a table).
