@@ -34,6 +34,7 @@ BENCHMARKS = (
   ("generators", "python benchmarks/generators.py"),
   ("sp_costs", "python benchmarks/sp_costs.py"),
   ("reporting", "python benchmarks/reporting.py"),
+  ("ledger", "python benchmarks/ledger.py"),
 )
 # The paper's studies: (results name, title, command that writes it).
 STUDIES = (
@@ -58,6 +59,7 @@ def run_benchmarks(out: str, quick: bool) -> None:
   import accounting
   import float_attack
   import generators
+  import ledger
   import montecarlo
   import recompile
   import reporting
@@ -80,6 +82,7 @@ def run_benchmarks(out: str, quick: bool) -> None:
   generators.main(["--out", out] + (["--n", "20000"] if q else []))
   sp_costs.main(["--out", out] + (["--n", "20000"] if q else []))
   reporting.main(["--out", out] + (["--quick"] if q else []))
+  ledger.main(["--out", out] + (["--releases", "20", "--charges", "2000"] if q else []))
   for name, _ in BENCHMARKS:
     path = Path(out, f"{name}.json")
     payload = json.loads(path.read_text())

@@ -12,6 +12,7 @@ from jaxdp import (
   composition,
   consistency,
   exact,
+  ledger,
   mechanisms,
   montecarlo,
   posets,
@@ -57,6 +58,7 @@ from jaxdp.composition import (
   zcdp_epsilon,
 )
 from jaxdp.consistency import consistent
+from jaxdp.ledger import Ledger
 from jaxdp.mechanisms import (
   DiscreteGaussianMechanism,
   GaussianMechanism,
@@ -85,6 +87,7 @@ __all__ = [
   "GaussianMechanism",
   "KNormMechanism",
   "LaplaceMechanism",
+  "Ledger",
   "LpBall",
   "Mechanism",
   "Plan",
@@ -117,6 +120,7 @@ __all__ = [
   "exact_second_moment",
   "group_cost",
   "hypothesis_test_bound",
+  "ledger",
   "mechanisms",
   "montecarlo",
   "optimal_composition_delta",

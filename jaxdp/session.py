@@ -72,6 +72,7 @@ from jaxdp.accounting import (
   guard,
 )
 from jaxdp.accounting.rules import CompositionRule, check_own_rule
+from jaxdp.ledger import Ledger, link
 from jaxdp.mechanisms import (
   DiscreteGaussianMechanism,
   GaussianMechanism,
@@ -129,6 +130,9 @@ class Session:
     secure: releases meant to be published: a ChaCha20 key and exact, integer (or
       grid) noise for every query (see ``secure`` in
       :meth:`jaxdp.Accountant.create`).
+    ledger: a :class:`~jaxdp.Ledger`: the budget is ``dataset``'s there, resumed now,
+      each charge committed before its release runs (:mod:`jaxdp.ledger.link`).
+    dataset: the dataset's name in ``ledger``.
 
   Raises:
     ValueError: data of the wrong rank, or with more rows than the default float
@@ -155,6 +159,8 @@ class Session:
     delta_prime: float = 0.0,
     secure: bool = False,
     orders: Sequence[float] | None = None,
+    ledger: Ledger | None = None,
+    dataset: str | None = None,
   ) -> None:
     check_own_rule(
       composition,
@@ -185,6 +191,7 @@ class Session:
       secure=secure,
       orders=orders,
     )
+    self._acct, self._link = link.attach(ledger, dataset, data, self._acct)
     self._data = data
     self._row = jax.ShapeDtypeStruct(data.shape[1:], data.dtype)
 
@@ -309,6 +316,7 @@ class Session:
     mech, prepare, unit = contributions(mech, out_aval)
     run = compiled(mech, rows_q, by_q, num_parts, prepare)
     guard.check_unused(self._acct.key)
+    self._acct = self._link.reserve(self._acct, mech, out_aval.shape)  # before any noise
     args = (rows_q.consts if rows_q else (), by_q.consts if by_q else ())
     failed = False
     try:
@@ -321,7 +329,7 @@ class Session:
     if failed:  # raised outside the handler: the first error is not chained
       explain_failure(run, self._acct, self._row, args)
     guard.mark_used(self._acct.key)
-    self._acct = acct
+    self._acct = self._link.settle(acct)
     if not bool(acct.last_answered):
       raise ReleaseRefusedError(
         f"refused: this release's eps would take the total past the budget "

@@ -9,7 +9,10 @@
   jaxdp sample --poset SRC   draw poset-ball points and print their E||Z||^2
   jaxdp release --poset SRC --data FILE --eps E [--level L] [--consistent]
                              publishable counts with intervals: exact integer noise,
-                             ChaCha20 key
+                             ChaCha20 key (add --ledger FILE --dataset NAME --budget B
+                             for a budget that persists; default: none, nothing
+                             remembered)
+  jaxdp ledger show FILE     each dataset's budget, spent, remaining and charges
   jaxdp advise --poset SRC --eps E [--delta D]
                              which noise to use: each one's expected squared error
 
@@ -30,6 +33,7 @@ import sys
 
 from jaxdp.cli.advise import run_advise
 from jaxdp.cli.devices import join_processes, request_host_devices
+from jaxdp.cli.ledger import run_ledger
 from jaxdp.cli.parser import UsageError, build_parser
 from jaxdp.cli.release import run_release
 from jaxdp.cli.studies import run_dims, run_poset_study, run_sample, run_structure
@@ -43,6 +47,7 @@ COMMANDS = {
   "structure": run_structure,
   "sample": run_sample,
   "release": run_release,
+  "ledger": run_ledger,
   "advise": run_advise,
 }
 

@@ -19,6 +19,7 @@ import numpy as np
 from jaxdp import Accountant, Poset, PosetCountMechanism, raise_if_refused, release
 from jaxdp.cli import outputs, release_report
 from jaxdp.cli.inputs import load_poset
+from jaxdp.cli.ledger import open_release
 from jaxdp.cli.parser import UsageError
 
 
@@ -116,10 +117,12 @@ def run_release(args) -> int:
   if args.on_invalid == "raise":
     check_filters(args.data, poset, rows)
   acct = Accountant.create(args.eps, secure=True)
+  acct, book = open_release(args, rows, poset, acct)  # --ledger: the dataset's budget
   mech = PosetCountMechanism(
     poset, args.eps, noise=args.noise, exact=True, on_invalid=args.on_invalid
   )
-  bars = release_report.raw_bars(args, mech)  # the noise law only: reads no data
+  bars = release_report.raw_bars(args, mech)  # the noise law only: before the charge
+  acct = book.charge(acct, mech, rows.shape)  # committed before the noise is drawn
   acct, out = release(acct, mech, rows)
   counts = np.asarray(raise_if_refused(acct, out)).astype(int).tolist()
   names = ["respondents"] + list(poset.element_names)
@@ -144,4 +147,5 @@ def run_release(args) -> int:
   print("\n".join(lines))
   if args.out:
     print(f"wrote {args.out}", file=sys.stderr)
+  book.report()
   return 0

@@ -6,8 +6,25 @@ which calls these functions while it builds the parser.
 
 from __future__ import annotations
 
+import argparse
+
 MIN_LEVEL, MAX_LEVEL = 0.5, 0.9999
 MAX_ERROR_SAMPLES = 10**7
+
+
+def add(sub, release, number_flag, integer_flag, eps, seed, poset_help, devices):
+  """The release flags below on ``release``, and the ``advise`` command on ``sub``
+  (with the hidden ``--devices`` every command has)."""
+  add_release_flags(release, number_flag, integer_flag)
+  p = add_advise_parser(
+    sub,
+    eps=eps,
+    seed=seed,
+    poset_help=poset_help,
+    number_flag=number_flag,
+    integer_flag=integer_flag,
+  )
+  p.add_argument("--devices", type=devices, default=None, help=argparse.SUPPRESS)
 
 
 def add_release_flags(p, number_flag, integer_flag):

@@ -1,0 +1,122 @@
+"""The durable budget of the command line: ``release --ledger`` and ``ledger show``.
+
+``release --ledger FILE --dataset NAME --budget B --eps E`` resumes the dataset's
+budget from the ledger (registering it with the data's and the poset's fingerprints
+and the budget ``B`` on first use), commits the release's charge, and only then
+draws the noise; a release past the budget is refused with exit status 2 and
+nothing is printed but the refusal. Without ``--ledger`` a release warns that
+nothing is remembered.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from jaxdp import Ledger, ReleaseRefusedError
+from jaxdp.cli.parser import UsageError
+from jaxdp.ledger import LedgerError
+
+__all__ = ["Book", "NoBook", "open_release", "run_ledger"]
+
+FORGETS = (
+  "jaxdp: warning: no --ledger, so nothing remembers this release: running it again "
+  "on the same data spends a fresh eps each time. Pass --ledger FILE --dataset NAME "
+  "--budget B to keep a durable budget."
+)
+
+
+class NoBook:
+  """A release without a ledger."""
+
+  def charge(self, acct, mech, shape):
+    return acct
+
+  def report(self) -> None:
+    pass
+
+
+class Book:
+  """A release charged to a dataset of a ledger."""
+
+  def __init__(self, ledger: Ledger, dataset: str, label: str):
+    self.ledger, self.dataset, self.label = ledger, dataset, label
+
+  def charge(self, acct, mech, shape):
+    """Commits the charge; returns the accountant to release from.
+
+    Raises:
+      UsageError: refused (the budget is spent) or the ledger cannot be written.
+    """
+    try:
+      return self.ledger.charge(self.dataset, acct, mech, shape, label=self.label)
+    except (ReleaseRefusedError, LedgerError, ValueError) as e:
+      raise UsageError(f"--ledger {self.ledger.path}: {e}") from None
+
+  def report(self) -> None:
+    (s,) = [d for d in self.ledger.datasets() if d.name == self.dataset]
+    print(
+      f"ledger {self.ledger.path}: dataset {s.name!r}: spent {s.spent_eps:g} of eps "
+      f"{s.budget['eps']:g}, {s.remaining_eps:g} left",
+      file=sys.stderr,
+    )
+
+
+def open_release(args, rows, poset, acct):
+  """The accountant and the book of one ``release``: ``acct`` (a budget of ``--eps``,
+  forgotten afterwards, with a warning) without ``--ledger``; with it, the dataset's
+  accountant resumed from the ledger.
+
+  Raises:
+    UsageError: ``--dataset``/``--budget`` without ``--ledger``, a missing
+      ``--dataset``, a first use without ``--budget``, another budget than the
+      first use's, other data under the name, or a ledger that cannot be used.
+  """
+  if args.ledger is None:
+    if args.dataset is not None or args.budget is not None:
+      raise UsageError("--dataset and --budget go with --ledger FILE")
+    print(FORGETS, file=sys.stderr)
+    return acct, NoBook()
+  if args.dataset is None:
+    raise UsageError("--ledger needs --dataset NAME (the dataset's name in the ledger)")
+  try:
+    ledger = Ledger(args.ledger)
+    if args.budget is None and args.dataset not in {d.name for d in ledger.datasets()}:
+      raise UsageError(
+        f"--ledger {args.ledger}: dataset {args.dataset!r} is new: its first use needs "
+        "--budget B (its total eps)"
+      )
+    acct = ledger.accountant(args.dataset, rows, args.budget, poset=poset, secure=True)
+  except (LedgerError, ValueError, KeyError) as e:
+    raise UsageError(f"--ledger {args.ledger}: {e}") from None
+  label = f"jaxdp release --eps {args.eps:g} --noise {args.noise}"
+  return acct, Book(ledger, args.dataset, label)
+
+
+def run_ledger(args) -> int:
+  """``ledger show FILE``: every dataset's budget, spent, remaining and charges."""
+  try:
+    ledger = Ledger(args.file, read_only=True)
+    summaries = ledger.datasets()
+    charges = {s.name: ledger.charges(s.name) for s in summaries}
+  except LedgerError as e:
+    raise UsageError(str(e)) from None
+  seq, digest = ledger.head
+  print(f"ledger {args.file}: {len(summaries)} datasets, {seq} entries, head {digest}")
+  for s in summaries:
+    b = s.budget
+    params = "".join(f", {k}={v}" for k, v in b["params"].items() if k != "planned")
+    print(
+      f"\ndataset {s.name!r} (registered {s.registered}, data sha256 "
+      f"{s.fingerprint['data'][:16]}...)\n"
+      f"  budget: eps {b['eps']:g}, delta {b['delta']:g}, {b['rule']}{params}, "
+      f"group size {b['group_size']}\n"
+      f"  spent: eps {s.spent_eps:g}, delta {s.spent_delta:g}; remaining: eps "
+      f"{s.remaining_eps:g}; {s.state['answered']} releases answered"
+    )
+    for c in charges[s.name]:
+      m = c.mechanism
+      print(
+        f"  #{c.seq} {c.time} {c.kind}: {m.get('kind')} cost {m.get('cost')} "
+        f"units {c.units} {c.label}"
+      )
+  return 0

@@ -1,0 +1,59 @@
+"""The flags of a durable budget: ``release --ledger/--dataset/--budget`` and the
+``ledger show`` command (added to the parser by :func:`jaxdp.cli.parser.build_parser`,
+which passes its own argparse types, so this module imports nothing of the parser).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["MAX_BUDGET", "MIN_BUDGET", "add_ledger_command", "add_release_flags"]
+
+MIN_BUDGET, MAX_BUDGET = 1e-6, 1e6
+
+NO_LEDGER = (
+  "default: none, and then nothing is remembered: every release spends a fresh "
+  "budget, however often it runs on the same data (a warning says so)"
+)
+
+
+def add_release_flags(p: argparse.ArgumentParser, number_flag, path_flag) -> None:
+  """``--ledger FILE --dataset NAME --budget B`` for ``release``."""
+  p.add_argument(
+    "--ledger",
+    default=None,
+    type=path_flag,
+    help="a ledger file (sqlite3, created if missing) that records the release's "
+    "charge before the noise is drawn and refuses it once the dataset's budget is "
+    f"spent ({NO_LEDGER})",
+  )
+  p.add_argument(
+    "--dataset",
+    default=None,
+    help="the dataset's name in --ledger (its data's fingerprint is checked: other "
+    "data under this name, or this data under another name, is refused)",
+  )
+  p.add_argument(
+    "--budget",
+    type=number_flag(MIN_BUDGET, MAX_BUDGET),
+    default=None,
+    help="the dataset's total eps in --ledger, 1e-06 to 1e+06: fixed by its first use "
+    "(needed then); a different one later is an error",
+  )
+
+
+def add_ledger_command(sub, path_flag) -> None:
+  """``ledger show FILE``."""
+  p = sub.add_parser(
+    "ledger",
+    help="inspect a ledger of durable budgets",
+    description="Inspect a ledger file of --ledger releases (opened read-only; its "
+    "hash chain is verified).",
+  )
+  commands = p.add_subparsers(dest="ledger_command", parser_class=type(p), required=True)
+  show = commands.add_parser(
+    "show", help="each dataset's budget, spent and remaining, and its charges"
+  )
+  show.add_argument("file", type=path_flag, help="the ledger file")
+  for q in (p, show):
+    q.add_argument("--devices", type=int, default=None, help=argparse.SUPPRESS)

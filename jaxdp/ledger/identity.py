@@ -1,0 +1,68 @@
+"""Which dataset a use of the ledger is: a name and a fingerprint, checked together.
+
+The same name with other data is refused (a name is one dataset), and so is the
+same data under a second name (it would get a second budget: the same people,
+charged twice as little). For poset counts the data's fingerprint decides: a use
+with another poset is charged to the same budget, with a warning. Messages never
+show fingerprints, values or the number of rows: two different datasets refused
+under one name get the same message.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from jaxdp import _checks
+from jaxdp.ledger import records
+from jaxdp.ledger.errors import DatasetMismatchError
+from jaxdp.ledger.index import Index
+
+__all__ = ["MAX_NAME", "check_dataset", "check_name"]
+
+MAX_NAME = 200
+
+
+def check_name(dataset: Any) -> None:
+  """Raises unless ``dataset`` is a printable name of 1 to 200 characters."""
+  if not (isinstance(dataset, str) and 0 < len(dataset) <= MAX_NAME):
+    raise _checks.ArgTypeError(
+      f"dataset must be a name of 1 to {MAX_NAME} characters; got {dataset!r:.80}."
+    )
+  if not dataset.isprintable():
+    raise ValueError(f"dataset must be printable; got {dataset!r:.80}.")
+
+
+def check_dataset(index: Index, path: str, dataset: str, fp: dict, record: dict) -> None:
+  """Raises unless ``dataset`` may be used with data of fingerprint ``fp`` and the
+  budget ``record``.
+
+  Raises:
+    DatasetMismatchError: the name is registered with other data, or the data under
+      another name.
+    BudgetMismatchError: another budget, rule or group size.
+  """
+  known = index.datasets.get(dataset)
+  other = index.by_data.get(fp["data"])
+  if known is None:
+    if other is not None:
+      raise DatasetMismatchError(
+        f"this data is already registered as dataset {other!r} in ledger {path}: the "
+        "same data under a second name would get a second budget. Use the name "
+        f"{other!r}."
+      )
+    return
+  if known["fingerprint"]["data"] != fp["data"]:
+    raise DatasetMismatchError(
+      f"dataset {dataset!r} is registered in ledger {path} with other data (the "
+      "fingerprints of dtype, shape and values differ): a name is one dataset. Use "
+      "a new name for new data."
+    )
+  if known["fingerprint"]["poset"] != fp["poset"]:
+    warnings.warn(
+      f"dataset {dataset!r} was registered with "
+      f"{'another poset' if known['fingerprint']['poset'] else 'no poset'} than this "
+      "use's; its releases are charged to the same budget (the same people).",
+      stacklevel=4,
+    )
+  records.check_budget(known["budget"], record, dataset)

@@ -1,0 +1,181 @@
+"""What a ledger's entries say: its datasets, their budgets and their current states,
+replayed from the verified hash chain.
+
+Every transaction first reads the entries other connections appended since this
+process last looked and verifies them (:class:`~jaxdp.ledger.chain.Chain`): the
+check of a charge against the remaining budget always sees every committed charge.
+An entry must also continue its dataset's state (its ``before`` state is the state
+after the dataset's previous entry), so a charge removed with its hash chain
+recomputed still has to account for the states around it. Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+from jaxdp.ledger.chain import Chain, canonical, link
+from jaxdp.ledger.errors import LedgerRollbackError, LedgerTamperedError
+from jaxdp.ledger.store import Store, Transaction
+
+__all__ = ["KINDS", "Index", "initial_state", "verify_row"]
+
+KINDS = ("dataset", "charge", "refusal")  # refusal: only where a rule counts them
+
+
+def initial_state(budget: dict) -> dict:
+  """The state of a dataset with no charge: nothing spent, answered or refused."""
+  shape = budget["state_shape"]
+  return {
+    "spent": [0] * shape[0] if shape else 0,
+    "spent_delta": 0,
+    "answered": 0,
+    "refusals": 0,
+  }
+
+
+class Index:
+  """The datasets of one ledger and their states, as far as this process has read.
+
+  Attributes:
+    datasets: name -> the body of its registration entry (``fingerprint``,
+      ``budget``) with its ``seq`` and ``time``.
+    states: name -> its current state (``spent`` units, ``spent_delta`` units,
+      ``answered``, ``refusals``).
+    by_data: data fingerprint -> the name it is registered under.
+  """
+
+  def __init__(self, ledger_id: str):
+    self.chain = Chain(ledger_id)
+    self.datasets, self.states, self.by_data, self.counts = {}, {}, {}, {}
+
+  # ------------------------------------------------------------------ reading
+  def sync(self, tx: Transaction) -> None:
+    """Reads and verifies the entries appended since the last sync.
+
+    Raises:
+      LedgerRollbackError: the file holds fewer entries than were read before, or
+        the last entry read was replaced (an older copy put back).
+      LedgerTamperedError: an entry or the head does not verify.
+    """
+    head = tx.head()
+    seq = self.chain.seq
+    if head[0] < seq or (seq and tx.hash_at(seq) != self.chain.hash):
+      raise LedgerRollbackError(
+        f"the ledger now ends before entry {seq}, which this process read earlier "
+        f"(its head is entry {head[0]}), or entry {seq} was replaced: an older copy "
+        "of the file was put back. Nothing is answered; restore the newest copy."
+      )
+    for row in tx.entries_after(seq):
+      self.apply(row)
+    if head != (self.chain.seq, self.chain.hash):
+      raise LedgerTamperedError(
+        f"the ledger's head names entry {head[0]}, but the last entry is "
+        f"{self.chain.seq}: entries were deleted or the head was edited."
+      )
+
+  def apply(self, row) -> None:
+    """Verifies one entry and applies it.
+
+    Raises:
+      LedgerTamperedError: it does not continue the chain, or its dataset's state,
+        or its body is not what jaxdp writes.
+    """
+    try:
+      self._apply(row)
+    except (KeyError, TypeError, AttributeError, IndexError):
+      raise LedgerTamperedError(
+        f"entry {row[0]} does not hold what a ledger entry holds: it was written by "
+        "something else than jaxdp."
+      ) from None
+
+  def _apply(self, row) -> None:
+    self.chain.extend(row)
+    seq, name, kind, time, body = row[:5]
+    try:
+      entry = json.loads(body)
+    except ValueError:
+      raise LedgerTamperedError(f"entry {seq} is not valid JSON.") from None
+    if kind == "dataset":
+      if name in self.datasets:
+        raise LedgerTamperedError(f"entry {seq} registers dataset {name!r} again.")
+      self.datasets[name] = dict(entry, seq=seq, time=time)
+      self.states[name] = initial_state(entry["budget"])
+      self.by_data.setdefault(entry["fingerprint"]["data"], name)
+      self.counts[name] = 0
+      return
+    if kind not in KINDS or name not in self.datasets:
+      raise LedgerTamperedError(
+        f"entry {seq} is a {kind!r} of an unknown dataset {name!r}."
+      )
+    before, after = entry.get("before"), entry.get("after")
+    step = {"charge": "answered", "refusal": "refusals"}[kind]
+    if (
+      before != self.states[name]
+      or not isinstance(after, dict)
+      or after.get(step) != before[step] + 1
+      or not _monotone(before["spent"], after.get("spent"))
+    ):
+      raise LedgerTamperedError(
+        f"entry {seq} ({kind} of dataset {name!r}) does not continue the dataset's "
+        "state: an entry before it was removed or edited."
+      )
+    self.states[name] = after
+    self.counts[name] += 1
+
+  # ------------------------------------------------------------------ writing
+  def append(self, tx: Transaction, dataset: str, kind: str, body: dict) -> None:
+    """Appends an entry in ``tx`` and applies it (undone if the transaction fails,
+    see :meth:`writing`)."""
+    self.apply(tx.append((self.chain.seq, self.chain.hash), dataset, kind, canonical(body)))
+
+  @contextlib.contextmanager
+  def writing(self, store: Store, write: bool = True):
+    """An exclusive transaction (``BEGIN IMMEDIATE``) that starts with :meth:`sync`;
+    if it fails, what it appended is undone in the index (and a sync that failed,
+    entirely).
+
+    Yields:
+      The :class:`~jaxdp.ledger.store.Transaction`.
+    """
+    saved = self._saved()
+    try:
+      with store.transaction(write=write) as tx:
+        self.sync(tx)
+        saved = self._saved()  # what others committed stays read
+        yield tx
+    except BaseException:
+      self._restore(saved)
+      raise
+
+  def _saved(self):
+    return (
+      self.chain.seq,
+      self.chain.hash,
+      dict(self.datasets),
+      dict(self.states),
+      dict(self.by_data),
+      dict(self.counts),
+    )
+
+  def _restore(self, saved) -> None:
+    self.chain.seq, self.chain.hash = saved[0], saved[1]
+    self.datasets, self.states, self.by_data, self.counts = (dict(d) for d in saved[2:])
+
+
+def verify_row(row) -> None:
+  """Raises LedgerTamperedError unless a stored row matches its own hash."""
+  seq, dataset, kind, time, body, prev, digest = row
+  if link(prev, seq, dataset, kind, time, body) != digest:
+    raise LedgerTamperedError(f"entry {seq} was edited after the ledger was opened.")
+
+
+def _monotone(before, after) -> bool:
+  """Spent units never decrease (a Rényi order saturates, never drops)."""
+  if isinstance(before, list):
+    return (
+      isinstance(after, list)
+      and len(after) == len(before)
+      and all(isinstance(a, int) and a >= b for a, b in zip(after, before))
+    )
+  return isinstance(after, int) and after >= before

@@ -1,0 +1,150 @@
+"""The charge protocol: decide and append charges inside one exclusive transaction.
+
+:func:`commit` reads the dataset's current state (after every committed entry,
+verified), builds the accountant at that state, lets its own rule decide each charge
+(``rule.spend``: the integer arithmetic the release itself runs) and appends the
+charges; the transaction commits with ``synchronous=FULL`` before the caller runs
+anything. A refused charge rolls the transaction back (nothing is written), except
+under a plan (:data:`~jaxdp.ledger.records.POSITIONAL`), whose position counts
+refusals: there the refusal is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from jax.extend import core as jex_core
+
+from jaxdp import _checks
+from jaxdp.accounting import Accountant, budget, guard
+from jaxdp.accounting.rules import bound_rule
+from jaxdp.ledger import records
+from jaxdp.ledger.errors import LedgerError
+from jaxdp.ledger.index import Index
+from jaxdp.ledger.store import Store
+
+__all__ = ["check_call", "commit", "plan_rows"]
+
+_EVAL_TRACE = type(jex_core.find_top_trace(()))
+
+
+def check_call(acct: Any, label: Any) -> None:
+  """Refuses a charge while tracing, a non-accountant and a bad label.
+
+  Raises:
+    LedgerError: inside a JAX transformation (a charge made while tracing would be
+      made once, for a program that may run many times).
+    StaleAccountantError: ``acct``'s key was already used by a release (the release
+      of this charge would be refused, after the charge).
+    ArgTypeError: ``acct`` or ``label`` of the wrong type.
+  """
+  if type(jex_core.find_top_trace(())) is not _EVAL_TRACE:
+    raise LedgerError(
+      "a ledger charges only outside JAX transformations (jit, vmap, ...): a charge "
+      "made while tracing would be made once for every run of the program."
+    )
+  if not isinstance(acct, Accountant):
+    raise _checks.ArgTypeError(
+      f"acct must be a jaxdp.Accountant; got {type(acct).__name__}."
+    )
+  guard.check_unused(acct.key)  # its release would be refused: charge nothing
+  if not isinstance(label, str) or len(label) > 10_000:
+    raise _checks.ArgTypeError("label must be a string of at most 10,000 characters.")
+
+
+def commit(
+  index: Index,
+  store: Store,
+  dataset: str,
+  acct: Accountant,
+  rows: list | Callable,
+  label: str,
+  all_or_nothing: bool = False,
+) -> tuple[Accountant, bool]:
+  """One exclusive transaction: the charges of ``rows`` on ``dataset``.
+
+  Args:
+    index: the ledger's index.
+    store: the ledger's file.
+    dataset: the dataset (registered).
+    acct: its accountant (configuration and key).
+    rows: ``(cost, delta, valid, event, body)`` per release, in the rule's currency,
+      or a function of the accountant at the current state giving them.
+    label: stored with each charge.
+    all_or_nothing: a refusal writes nothing under every rule (a batch that is not
+      run at all); otherwise a positional rule writes its refusal.
+
+  Returns:
+    ``(the accountant at the state before, whether every charge was answered)``.
+
+  Raises:
+    KeyError: no such dataset.
+    BudgetMismatchError: ``acct`` has another budget than the dataset.
+    BudgetExceededError: one release costs more than the whole budget.
+  """
+  rule = bound_rule(acct)
+  record = records.budget_record(acct)
+  try:
+    return _commit(index, store, dataset, acct, rows, label, all_or_nothing, rule, record)
+  except _Refused as e:  # rolled back: nothing written
+    return e.args[0], False
+
+
+class _Refused(Exception):
+  """A refusal that rolls the transaction back."""
+
+
+def _commit(index, store, dataset, acct, rows, label, all_or_nothing, rule, record):
+  ok = True
+  with index.writing(store) as tx:
+    if dataset not in index.datasets:
+      raise KeyError(f"ledger {store.path} has no dataset {dataset!r}.")
+    records.check_budget(index.datasets[dataset]["budget"], record, dataset)
+    pre = cur = records.resume(acct, index.states[dataset])
+    for cost, delta, valid, event, body in rows(pre) if callable(rows) else rows:
+      answered, _, after = rule.spend(cur, cost, delta, valid, event)
+      ok = bool(answered)
+      if not ok and (all_or_nothing or rule.name not in records.POSITIONAL):
+        raise _Refused(pre)
+      _, delta_units = budget.charge_host(delta, acct.delta_unit_exponent, positive=False)
+      body = dict(
+        body,
+        before=records.state_of(cur),
+        after=records.state_of(after),
+        units=_units(cost, acct.unit_exponent, rule.name),
+        delta_units=int(delta_units),
+        label=label,
+      )
+      index.append(tx, dataset, "charge" if ok else "refusal", body)
+      cur = after
+      if not ok:
+        break
+  return pre, ok
+
+
+def plan_rows(p: Any, rule_name: str) -> list:
+  """The rows :func:`commit` charges for the releases of a plan (every one answered
+  in the plan), in the rule's currency."""
+  currency = {"zcdp": "rho", "rdp": "rdp"}.get(rule_name, "eps")
+  out = []
+  for r in p.releases:
+    cost = np.asarray(r.rdp) if currency == "rdp" else getattr(r, currency)
+    delta = r.delta if currency == "eps" else 0.0
+    desc = {
+      "kind": "planned release",
+      "params": {},
+      "cost": records.jsonable(cost),
+      "event": records.jsonable(r.event),
+    }
+    out.append((cost, delta, True, r.event, {"mechanism": desc}))
+  return out
+
+
+def _units(cost, exponent, rule_name):
+  """The rule's integer units of a cost (one per order under the Rényi filter)."""
+  if rule_name in records.POSITIONAL:
+    return None
+  _, units = budget.charge_host(cost, exponent, positive=True)
+  return records.jsonable(units)

@@ -1,0 +1,264 @@
+"""A ledger's sqlite3 file: its schema, its settings and its transactions.
+
+Settings: a rollback journal (or, chosen when the file is created, a write-ahead
+log) with ``PRAGMA synchronous=FULL`` (a committed transaction survives a process
+crash and a power loss), a busy timeout, and
+``BEGIN IMMEDIATE`` for every transaction that may write, so the read of the
+remaining budget, the check and the write of the charge hold the write lock
+together. Every sqlite error becomes one of :mod:`.errors`, with the file's path and
+what to do. The schema is three tables: ``meta`` (format and the ledger's random
+id), ``entries`` (the append-only log, see :mod:`.chain`) and ``head`` (the last
+entry's number and hash). A server database could replace this module: the rest of
+the ledger only appends entries, reads those after a number and reads the head.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+
+from jaxdp.ledger import chain
+from jaxdp.ledger.errors import (
+  LedgerCorruptError,
+  LedgerError,
+  LedgerLockedError,
+  LedgerTamperedError,
+  LedgerWriteError,
+)
+
+__all__ = ["FORMAT", "JOURNALS", "Store", "Transaction"]
+
+FORMAT = "jaxdp-ledger 1"
+JOURNALS = ("delete", "wal")
+
+_SCHEMA = (
+  "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+  "CREATE TABLE IF NOT EXISTS entries (seq INTEGER PRIMARY KEY, dataset TEXT NOT NULL, "
+  "kind TEXT NOT NULL, time TEXT NOT NULL, body TEXT NOT NULL, prev TEXT NOT NULL, "
+  "hash TEXT NOT NULL)",
+  "CREATE TABLE IF NOT EXISTS head (id INTEGER PRIMARY KEY CHECK (id = 1), "
+  "seq INTEGER NOT NULL, hash TEXT NOT NULL)",
+)
+
+
+def translate(error: sqlite3.Error, path: str, timeout: float) -> LedgerError:
+  """The ledger error for a sqlite error (its text, not the data, decides)."""
+  text = str(error).lower()
+  if "locked" in text or "busy" in text:
+    return LedgerLockedError(
+      f"ledger {path}: another process held its write lock for more than "
+      f"{timeout:g} s; nothing was charged or answered. Try again, or raise the "
+      "timeout (Ledger(path, timeout=...))."
+    )
+  if "readonly" in text or "read-only" in text:
+    return LedgerWriteError(
+      f"ledger {path}: the file or its folder is read-only (or the ledger was opened "
+      "read-only), so nothing can be written and nothing is answered. Make both "
+      "writable by this process (a ledger left by a crashed process needs write "
+      "access once, to roll back its unfinished transaction)."
+    )
+  if "full" in text:
+    return LedgerWriteError(
+      f"ledger {path}: the disk or the ledger's size limit is full, so the charge "
+      "was not written and nothing is answered. Free space and try again."
+    )
+  if "not a database" in text or "malformed" in text or "corrupt" in text:
+    return LedgerCorruptError(
+      f"ledger {path}: the file is damaged or is not a database ({error}); it is "
+      "not read as an empty ledger. Restore it from a backup."
+    )
+  if "unable to open" in text:
+    return LedgerWriteError(f"ledger {path}: cannot open the file ({error}).")
+  if "disk i/o" in text or isinstance(error, sqlite3.OperationalError):
+    return LedgerWriteError(
+      f"ledger {path}: {error}; the transaction was not committed and nothing is answered."
+    )
+  return LedgerCorruptError(f"ledger {path}: {type(error).__name__}: {error}.")
+
+
+def _filled(path: Path, wait: float) -> bool:
+  """Whether the file holds something, waiting up to ``wait`` seconds for a process
+  that is creating it (sqlite makes an empty file before the first commit)."""
+  deadline = time.monotonic() + wait
+  while path.stat().st_size == 0:
+    if time.monotonic() > deadline:
+      return False
+    time.sleep(0.01)
+  return True
+
+
+def now() -> str:
+  """The time of an entry: UTC, ISO 8601, microseconds."""
+  return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
+
+
+class Transaction:
+  """The reads and the append of one transaction."""
+
+  def __init__(self, conn: sqlite3.Connection, ledger_id: str):
+    self._conn, self.ledger_id = conn, ledger_id
+
+  def head(self) -> tuple[int, str]:
+    """``(seq, hash)`` of the last entry (``(0, genesis)`` for an empty ledger)."""
+    rows = self._conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchall()
+    if len(rows) != 1:
+      raise LedgerTamperedError("the ledger's head row is missing: it was deleted.")
+    return int(rows[0][0]), str(rows[0][1])
+
+  def hash_at(self, seq: int) -> str | None:
+    """The stored hash of entry ``seq`` (None if there is none)."""
+    row = self._conn.execute("SELECT hash FROM entries WHERE seq = ?", (seq,)).fetchone()
+    return None if row is None else str(row[0])
+
+  def entries_after(self, seq: int) -> list:
+    """The entries after ``seq``, in order: ``(seq, dataset, kind, time, body, prev,
+    hash)``."""
+    return self._conn.execute(
+      "SELECT seq, dataset, kind, time, body, prev, hash FROM entries WHERE seq > ? "
+      "ORDER BY seq",
+      (seq,),
+    ).fetchall()
+
+  def append(self, prev: tuple[int, str], dataset: str, kind: str, body: str) -> tuple:
+    """Appends the entry after ``prev = (seq, hash)`` and moves the head to it.
+
+    Returns:
+      The stored row, as :meth:`entries_after` returns it.
+    """
+    seq, time = prev[0] + 1, now()
+    digest = chain.link(prev[1], seq, dataset, kind, time, body)
+    row = (seq, dataset, kind, time, body, prev[1], digest)
+    self._conn.execute("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+    self._conn.execute("UPDATE head SET seq = ?, hash = ? WHERE id = 1", (seq, digest))
+    return row
+
+
+class Store:
+  """One connection to a ledger file.
+
+  Args:
+    path: the file. A missing file is created (when ``create``); an existing file
+      must be a jaxdp ledger (an empty or foreign file is refused, never
+      initialised).
+    timeout: seconds to wait for another connection's write lock.
+    create: create the file if it is missing.
+    read_only: open without write access (every transaction that writes fails).
+    max_pages: a size limit, in database pages (sqlite's ``max_page_count``).
+    journal: for a new file, ``"delete"`` (a rollback journal) or ``"wal"`` (a
+      write-ahead log: one fsync per commit instead of several, for processes on
+      one machine); an existing file keeps the journal it was created with.
+
+  Raises:
+    LedgerError: a missing file (``create=False``), an empty or foreign file, or an
+      error of sqlite (see :func:`translate`).
+  """
+
+  def __init__(
+    self,
+    path: str | os.PathLike,
+    *,
+    timeout: float = 5.0,
+    create: bool = True,
+    read_only: bool = False,
+    max_pages: int | None = None,
+    journal: str = "delete",
+  ):
+    if journal not in JOURNALS:
+      raise ValueError(f"journal must be one of {JOURNALS}; got {journal!r}.")
+    self.path, self.timeout = str(path), float(timeout)
+    p = Path(path)
+    exists = p.exists()
+    if exists and not p.is_file():
+      raise LedgerError(f"ledger {path}: not a file.")
+    if not exists and (read_only or not create):
+      raise LedgerError(
+        f"ledger {path}: no such file (a ledger is created only by a writable "
+        "Ledger(path, create=True)); a missing ledger is never read as an empty one."
+      )
+    if exists and not _filled(p, min(self.timeout, 2.0)):
+      raise LedgerCorruptError(
+        f"ledger {path}: the file is empty; a ledger is created only where no file "
+        "exists, so an emptied ledger is never read as a fresh budget. Restore it "
+        "from a backup."
+      )
+    try:
+      uri = p.resolve().as_uri() + ("?mode=ro" if read_only else "?mode=rwc")
+      self._conn = sqlite3.connect(
+        uri, uri=True, timeout=self.timeout, isolation_level=None
+      )
+      if not exists:
+        self._conn.execute(f"PRAGMA journal_mode={journal.upper()}")
+      self._conn.execute("PRAGMA synchronous=FULL")
+      if max_pages is not None:
+        self._conn.execute(f"PRAGMA max_page_count={int(max_pages)}")
+      self.ledger_id = self._setup(create=not exists)
+    except sqlite3.Error as e:
+      raise translate(e, self.path, self.timeout) from None
+
+  def _setup(self, create: bool) -> str:
+    """Creates the schema in a new file; returns the ledger's id."""
+    if create:
+      with self.transaction():
+        for statement in _SCHEMA:
+          self._conn.execute(statement)
+        ledger_id = uuid.uuid4().hex
+        for key, value in (("format", FORMAT), ("id", ledger_id)):
+          self._conn.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, value))
+        self._conn.execute(
+          "INSERT OR IGNORE INTO head VALUES (1, 0, ?)",
+          (chain.genesis(self._meta()["id"]),),
+        )
+    meta = self._meta()
+    if meta.get("format") != FORMAT or "id" not in meta:
+      raise LedgerCorruptError(
+        f"ledger {self.path}: not a jaxdp ledger (format {meta.get('format')!r}, "
+        f"expected {FORMAT!r})."
+      )
+    return meta["id"]
+
+  def _meta(self) -> dict:
+    try:
+      return dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
+    except sqlite3.OperationalError as e:
+      if "no such table" in str(e):
+        raise LedgerCorruptError(
+          f"ledger {self.path}: a database, but not a jaxdp ledger (no meta table)."
+        ) from None
+      raise
+
+  @contextlib.contextmanager
+  def transaction(self, write: bool = True):
+    """``BEGIN IMMEDIATE`` (``DEFERRED`` for a read) ... ``COMMIT``, rolled back on
+    any error; sqlite errors become ledger errors.
+
+    Yields:
+      The :class:`Transaction`.
+    """
+    conn = self._conn
+    try:
+      conn.execute("BEGIN IMMEDIATE" if write else "BEGIN DEFERRED")
+    except sqlite3.Error as e:
+      raise translate(e, self.path, self.timeout) from None
+    try:
+      yield Transaction(conn, getattr(self, "ledger_id", ""))
+    except BaseException as e:
+      with contextlib.suppress(sqlite3.Error):
+        conn.execute("ROLLBACK")
+      if isinstance(e, sqlite3.Error):
+        raise translate(e, self.path, self.timeout) from None
+      raise
+    try:
+      conn.execute("COMMIT")
+    except sqlite3.Error as e:
+      with contextlib.suppress(sqlite3.Error):
+        conn.execute("ROLLBACK")
+      raise translate(e, self.path, self.timeout) from None
+
+  def close(self) -> None:
+    self._conn.close()

@@ -1,0 +1,88 @@
+"""What a ledger reports: one :class:`DatasetSummary` per dataset and one
+:class:`Charge` per entry, and the text of a refusal."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from jaxdp.ledger import records
+from jaxdp.ledger.index import verify_row
+
+__all__ = ["Charge", "DatasetSummary", "charge_of", "refusal", "summarize"]
+
+
+class DatasetSummary(NamedTuple):
+  """One dataset of a ledger: its budget, what is spent and what is left.
+
+  ``spent_eps`` and ``remaining_eps`` are the accountant's figures
+  (:attr:`jaxdp.Accountant.spent_eps`, :meth:`jaxdp.Accountant.remaining`);
+  ``budget`` is the stored record (rule, parameters, units), ``state`` the spent
+  units and counters."""
+
+  name: str
+  registered: str
+  fingerprint: dict
+  budget: dict
+  state: dict
+  charges: int
+  spent_eps: float
+  spent_delta: float
+  remaining_eps: float
+
+
+class Charge(NamedTuple):
+  """One entry of a dataset: a charge (or, under a plan, a refusal)."""
+
+  seq: int
+  time: str
+  kind: str
+  mechanism: dict
+  units: Any
+  delta_units: int
+  label: str
+  after: dict
+
+
+def summarize(name: str, entry: dict, state: dict, count: int) -> DatasetSummary:
+  """The summary of a dataset from its registration entry and its state."""
+  acct = records.resume(records.rebuild(entry["budget"]), state)
+  return DatasetSummary(
+    name,
+    entry["time"],
+    entry["fingerprint"],
+    entry["budget"],
+    state,
+    count,
+    float(acct.spent_eps),
+    float(acct.spent_delta),
+    float(np.asarray(acct.remaining()[0])),
+  )
+
+
+def charge_of(row) -> Charge:
+  """The :class:`Charge` of a stored row, checked against its own hash."""
+  verify_row(row)
+  body = json.loads(row[4])
+  return Charge(
+    row[0],
+    row[3],
+    row[2],
+    body.get("mechanism", {}),
+    body.get("units"),
+    body.get("delta_units", 0),
+    body.get("label", ""),
+    body["after"],
+  )
+
+
+def refusal(s: DatasetSummary, path: str, planned: int = 0) -> str:
+  """The message of a refused charge (from the budget and the spend only)."""
+  what = f"{planned} planned releases" if planned else "this release"
+  return (
+    f"refused: {what} would take dataset {s.name!r} past its budget "
+    f"({s.spent_eps:g} of eps {s.budget['eps']:g} spent, in ledger {path}). "
+    "Nothing was spent."
+  )

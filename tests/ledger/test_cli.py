@@ -1,0 +1,115 @@
+"""``jaxdp release --ledger`` records every release and refuses once the budget is
+spent; ``jaxdp ledger show`` prints it; without a ledger a release warns that
+nothing is remembered."""
+
+import json
+
+import numpy as np
+import pytest
+
+import jaxdp
+from jaxdp.accounting.releases import mechanism_cost, mechanism_event, spend
+from jaxdp.cli import main
+
+
+@pytest.fixture
+def quick_noise(monkeypatch):
+  """The release's accounting as it is, its exact noise replaced by zeros (the
+  sampler is tested elsewhere; compiling it here would cost seconds)."""
+
+  def release(acct, mech, rows):
+    cost = mechanism_cost(acct, mech, np.shape(rows))
+    _, _, acct = spend(acct, *cost, mechanism_event(acct, mech), (mech, rows))
+    return acct, np.zeros(1 + np.shape(rows)[1], np.int32)
+
+  monkeypatch.setattr(jaxdp.cli.release, "release", release)
+
+
+@pytest.fixture
+def data(tmp_path):
+  filters = np.asarray(jaxdp.Poset.nhis(1).filters())
+  rows = filters[np.random.default_rng(0).integers(0, len(filters), 300)]
+  np.save(tmp_path / "a.npy", rows)
+  return tmp_path / "a.npy"
+
+
+def _release(data, *flags):
+  return main(
+    [
+      "release",
+      "--poset",
+      "nhis1",
+      "--noise",
+      "laplace",
+      "--data",
+      str(data),
+      *map(str, flags),
+    ]
+  )
+
+
+def test_release_records_every_release_and_refuses_once_the_budget_is_spent(
+  tmp_path, data, capsys, quick_noise
+):
+  book = tmp_path / "l.db"
+  flags = ("--eps", 0.4, "--ledger", book, "--dataset", "survey")
+  assert _release(data, *flags, "--budget", 1) == 0
+  assert "spent 0.4 of eps 1, 0.6 left" in capsys.readouterr().err
+  assert _release(data, *flags) == 0  # the budget is the ledger's
+  out = tmp_path / "third.json"
+  assert _release(data, *flags, "--budget", 1, "--out", out) == 2
+  err = capsys.readouterr().err
+  assert "refused" in err and "0.8 of eps 1 spent" in err and not out.exists()
+  assert _release(data, *flags, "--budget", 2) == 2
+  assert "another budget" in capsys.readouterr().err
+  assert _release(data, *flags[:4], "--dataset", "copy", "--budget", 1) == 2
+  assert "already registered as dataset 'survey'" in capsys.readouterr().err
+  (s,) = jaxdp.Ledger(book).datasets()
+  assert s.charges == 2 and s.fingerprint["poset"] is not None
+  assert main(["ledger", "show", str(book)]) == 0
+  shown = capsys.readouterr().out
+  assert "dataset 'survey'" in shown and "budget: eps 1" in shown
+  assert "spent: eps 0.8" in shown and "remaining: eps 0.2" in shown
+  assert shown.count("PosetCountMechanism cost [0.4, 0.0]") == 2
+
+
+def test_release_flags_go_together_and_a_new_dataset_needs_a_budget(tmp_path, data, capsys):
+  assert _release(data, "--eps", 1, "--dataset", "x") == 2
+  assert "--dataset and --budget go with --ledger" in capsys.readouterr().err
+  assert _release(data, "--eps", 1, "--ledger", tmp_path / "l.db") == 2
+  assert "--ledger needs --dataset" in capsys.readouterr().err
+  assert _release(data, "--eps", 1, "--ledger", tmp_path / "l.db", "--dataset", "x") == 2
+  assert "first use needs --budget" in capsys.readouterr().err
+  assert _release(data, "--eps", 1, "--budget", "nan") == 2
+  assert jaxdp.Ledger(tmp_path / "l.db").datasets() == []
+
+
+def test_release_without_a_ledger_warns_that_nothing_is_remembered(
+  data, capsys, monkeypatch
+):
+  monkeypatch.setattr(jaxdp.cli.release, "release", _no_release)
+  with pytest.raises(_Stop):
+    _release(data, "--eps", 1)
+  assert "no --ledger, so nothing remembers this release" in capsys.readouterr().err
+
+
+def test_the_help_states_the_default(capsys):
+  assert main(["release", "--help"]) == 0
+  text = " ".join(capsys.readouterr().out.split())
+  assert "default: none, and then nothing is remembered" in text
+
+
+def test_ledger_show_refuses_a_damaged_ledger(tmp_path, capsys):
+  (tmp_path / "l.db").write_bytes(b"garbage" * 100)
+  assert main(["ledger", "show", str(tmp_path / "l.db")]) == 2
+  assert "damaged" in capsys.readouterr().err
+  assert main(["ledger", "show", str(tmp_path / "none.db")]) == 2
+  assert json.dumps("no such file")[1:-1] in capsys.readouterr().err
+
+
+class _Stop(Exception):
+  pass
+
+
+def _no_release(*args, **kwargs):
+  raise _Stop

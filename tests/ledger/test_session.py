@@ -1,0 +1,108 @@
+"""A Session with a ledger: the budget resumes across sessions and processes, each
+charge is committed before its release runs, a release that fails keeps its
+charge, and no error depends on the data."""
+
+import sqlite3
+
+import numpy as np
+import pytest
+
+import jaxdp
+from jaxdp import session as session_module
+from jaxdp.ledger import LedgerLockedError
+
+DATA = np.arange(40)
+
+
+def _below(v):
+  return v < 20
+
+
+def test_a_session_resumes_the_spent_budget_and_refuses_once_it_is_spent(tmp_path):
+  ledger = jaxdp.Ledger(tmp_path / "l.db")
+  first = jaxdp.Session(DATA, 1.0, ledger=ledger, dataset="d")
+  first.count(_below, eps=0.4)
+  second = jaxdp.Session(DATA, 1.0, ledger=jaxdp.Ledger(tmp_path / "l.db"), dataset="d")
+  assert second.spent == first.spent > 0 and second.answered == 1
+  second.count(_below, eps=0.4)
+  with pytest.raises(jaxdp.ReleaseRefusedError, match="Nothing was spent"):
+    first.count(_below, eps=0.4)  # the first session reads the second's charge
+  assert ledger.datasets()[0].charges == 2
+
+
+def test_each_charge_is_committed_before_the_release_runs(tmp_path, monkeypatch):
+  """While the jitted release runs, another connection already reads its charge."""
+  path = tmp_path / "l.db"
+  seen = []
+  real = session_module.compiled
+
+  def watched(*args, **kwargs):
+    run = real(*args, **kwargs)
+
+    def run_and_look(*a):
+      seen.append(jaxdp.Ledger(path, read_only=True).datasets()[0].charges)
+      return run(*a)
+
+    return run_and_look
+
+  monkeypatch.setattr(session_module, "compiled", watched)
+  s = jaxdp.Session(DATA, 1.0, ledger=jaxdp.Ledger(path), dataset="d")
+  s.count(_below, eps=0.1)
+  s.count(_below, eps=0.2)
+  assert seen == [1, 2]
+
+
+def test_a_release_that_fails_after_its_charge_keeps_the_charge(tmp_path, monkeypatch):
+  """The answer might have been computed: the charge stays, and the next session
+  resumes with it."""
+  path = tmp_path / "l.db"
+
+  def failing(*args, **kwargs):
+    def run(*a):
+      raise RuntimeError("the device failed")
+
+    return run
+
+  s = jaxdp.Session(DATA, 1.0, ledger=jaxdp.Ledger(path), dataset="d")
+  monkeypatch.setattr(session_module, "compiled", failing)
+  with pytest.raises(RuntimeError, match="the device failed"):
+    s.count(_below, eps=0.3)
+  monkeypatch.undo()
+  again = jaxdp.Session(DATA, 1.0, ledger=jaxdp.Ledger(path), dataset="d")
+  assert again.answered == 1 and abs(again.spent - 0.3) < 1e-6
+
+
+def test_a_locked_ledger_answers_nothing(tmp_path):
+  path = tmp_path / "l.db"
+  s = jaxdp.Session(DATA, 1.0, ledger=jaxdp.Ledger(path, timeout=0.05), dataset="d")
+  holder = sqlite3.connect(path, isolation_level=None)
+  holder.execute("BEGIN IMMEDIATE")
+  with pytest.raises(LedgerLockedError):
+    s.count(_below, eps=0.1)
+  holder.execute("ROLLBACK")
+  assert s.answered == 0 and jaxdp.Ledger(path).datasets()[0].charges == 0
+  s.count(_below, eps=0.1)
+  assert s.answered == 1
+
+
+def test_refusals_do_not_depend_on_the_data(tmp_path):
+  """Two sessions on different data and the same queries get the same errors (their
+  dataset names apart)."""
+  ledger = jaxdp.Ledger(tmp_path / "l.db")
+  messages = []
+  for name, data in (("a", DATA), ("b", DATA[::-1] * 3 + 1)):
+    s = jaxdp.Session(data, 1.0, ledger=ledger, dataset=name)
+    s.count(_below, eps=0.6)
+    with pytest.raises(jaxdp.ReleaseRefusedError) as e:
+      s.count(_below, eps=0.6)
+    messages.append(str(e.value).replace(f"'{name}'", "NAME"))
+  assert messages[0] == messages[1]
+
+
+def test_ledger_and_dataset_go_together(tmp_path):
+  with pytest.raises(ValueError, match="go together"):
+    jaxdp.Session(DATA, 1.0, dataset="d")
+  with pytest.raises(ValueError, match="go together"):
+    jaxdp.Session(DATA, 1.0, ledger=jaxdp.Ledger(tmp_path / "l.db"))
+  with pytest.raises(TypeError, match="jaxdp.Ledger"):
+    jaxdp.Session(DATA, 1.0, ledger=str(tmp_path / "l.db"), dataset="d")
