@@ -12,17 +12,23 @@ from __future__ import annotations
 import numpy as np
 
 from jaxdp import _version
+from jaxdp.cli.parser import UsageError
 from jaxdp.consistency import consistent
 from jaxdp.posets import Poset
 from jaxdp.reporting import ErrorBars, consistent_error_bars, error_bars
-from jaxdp.reporting.bars import check_samples
+from jaxdp.reporting.bars import MAX_ENTRIES
 
 
 def raw_bars(args, mech) -> ErrorBars:
-  """The raw release's error bars, and the bootstrap's sample count checked: before
-  the release (they read no data), so that no error comes after the budget is spent."""
-  if args.consistent:
-    check_samples(args.error_samples, mech.dim)
+  """The raw release's error bars, and the simulations' size checked: before the
+  release and its charge (they read no data), so that no error comes after the budget
+  is spent."""
+  limit = MAX_ENTRIES // mech.dim
+  if args.error_samples > limit:
+    raise UsageError(
+      f"--error-samples {args.error_samples:,} is too many for {mech.dim} counts (the "
+      f"simulation holds every draw); at most {limit:,}"
+    )
   return error_bars(mech, args.level, num_samples=args.error_samples)
 
 

@@ -19,7 +19,14 @@ from jaxdp.reporting import quantiles, simulate
 from jaxdp.reporting.laws import NoiseLaw, noise_law
 from jaxdp.typing import ArrayLike, KeyArray
 
-__all__ = ["ErrorBars", "check_level", "check_samples", "error_bars", "format_table"]
+__all__ = [
+  "MAX_ENTRIES",
+  "ErrorBars",
+  "check_level",
+  "check_samples",
+  "error_bars",
+  "format_table",
+]
 
 MAX_ENTRIES = 1 << 26  # simulated noise entries held at once (512 MiB in float64)
 

@@ -107,3 +107,20 @@ def test_release_publishes_intervals_consistent_counts_poset_and_version(
   for name in names:
     lo, hi = cons["intervals"][name]
     assert 0 <= lo <= cons["counts"][name] <= hi
+
+
+def test_too_many_error_samples_are_refused_before_the_release(
+  tmp_path, capsys, monkeypatch
+):
+  """The simulation's size is checked before the release (and any ledger charge):
+  an error after it would lose a release whose budget is spent."""
+
+  def refuse(*args, **kwargs):
+    raise AssertionError("the release ran")
+
+  monkeypatch.setattr(cli_release, "release", refuse)
+  np.save(tmp_path / "a.npy", np.zeros((20, 15), np.int8))
+  argv = ["release", "--poset", "nhis3", "--data", str(tmp_path / "a.npy"), "--eps", "1"]
+  assert main([*argv, "--consistent", "--error-samples", "1e7"]) == 2
+  err = capsys.readouterr().err
+  assert "--error-samples 10,000,000 is too many for 16 counts" in err
