@@ -33,6 +33,7 @@ BENCHMARKS = (
   ("secure", "python benchmarks/secure.py"),
   ("generators", "python benchmarks/generators.py"),
   ("sp_costs", "python benchmarks/sp_costs.py"),
+  ("reporting", "python benchmarks/reporting.py"),
   ("ledger", "python benchmarks/ledger.py"),
   ("consistency", "python benchmarks/consistency.py"),
 )
@@ -74,6 +75,7 @@ def run_benchmarks(out: str, quick: bool) -> None:
   import ledger
   import montecarlo
   import recompile
+  import reporting
   import samplers
   import secure
   import sp_costs
@@ -92,6 +94,7 @@ def run_benchmarks(out: str, quick: bool) -> None:
   secure.main(["--out", out] + (["--n", "20000", "--opendp-n", "1000"] if q else []))
   generators.main(["--out", out] + (["--n", "20000"] if q else []))
   sp_costs.main(["--out", out] + (["--n", "20000"] if q else []))
+  reporting.main(["--out", out] + (["--quick"] if q else []))
   ledger.main(["--out", out] + (["--releases", "20", "--charges", "2000"] if q else []))
   consistency.main(
     ["--out", out] + (["--nhis-batch", "10000", "--q-batch", "200"] if q else [])

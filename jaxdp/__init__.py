@@ -18,6 +18,7 @@ from jaxdp import (
   posets,
   prng,
   random,
+  reporting,
   samplers,
   session,
 )
@@ -69,17 +70,20 @@ from jaxdp.mechanisms import (
 )
 from jaxdp.posets import Poset, decomposition, random_dag, random_dags
 from jaxdp.prng import chacha, threefry
+from jaxdp.reporting import Advice, ErrorBars, advise, consistent_error_bars, error_bars
 from jaxdp.samplers.balls import LpBall, PosetBall, enumerate_objects, exact_second_moment
 from jaxdp.session import Session, UnsafeQueryError
 
 __all__ = [
   "Accountant",
   "AdvancedComposition",
+  "Advice",
   "BasicComposition",
   "BudgetExceededError",
   "CompositionRule",
   "DataDependentCostError",
   "DiscreteGaussianMechanism",
+  "ErrorBars",
   "GaussianMechanism",
   "KNormMechanism",
   "LaplaceMechanism",
@@ -101,13 +105,16 @@ __all__ = [
   "ZCDPGaussianMechanism",
   "accounting",
   "advanced_composition",
+  "advise",
   "calibration",
   "chacha",
   "composition",
   "consistency",
   "consistent",
+  "consistent_error_bars",
   "decomposition",
   "enumerate_objects",
+  "error_bars",
   "events_epsilon",
   "exact",
   "exact_second_moment",
@@ -131,6 +138,7 @@ __all__ = [
   "release_parallel_unchecked",
   "release_partitioned",
   "renyi",
+  "reporting",
   "samplers",
   "session",
   "threefry",

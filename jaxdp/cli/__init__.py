@@ -7,11 +7,14 @@
   jaxdp dims                 random posets by dimension (Figure 2)
   jaxdp structure            random posets of fixed d by depth and edges (Figure 3)
   jaxdp sample --poset SRC   draw poset-ball points and print their E||Z||^2
-  jaxdp release --poset SRC --data FILE --eps E
-                             publishable counts: exact integer noise, ChaCha20 key
-                             (add --ledger FILE --dataset NAME --budget B for a
-                             budget that persists; default: none, nothing remembered)
+  jaxdp release --poset SRC --data FILE --eps E [--level L] [--consistent]
+                             publishable counts with intervals: exact integer noise,
+                             ChaCha20 key (add --ledger FILE --dataset NAME --budget B
+                             for a budget that persists; default: none, nothing
+                             remembered)
   jaxdp ledger show FILE     each dataset's budget, spent, remaining and charges
+  jaxdp advise --poset SRC --eps E [--delta D]
+                             which noise to use: each one's expected squared error
 
 A poset file is JSON ({"order": [[0/1, ...], ...]}, {"d": D, "edges": [[i, j], ...]}
 with (i, j) meaning p_i < p_j, i.e. "i requires j", or {"requires": {"q2": ["q1"]}}),
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import sys
 
+from jaxdp.cli.advise import run_advise
 from jaxdp.cli.devices import join_processes, request_host_devices
 from jaxdp.cli.ledger import run_ledger
 from jaxdp.cli.parser import UsageError, build_parser
@@ -44,6 +48,7 @@ COMMANDS = {
   "sample": run_sample,
   "release": run_release,
   "ledger": run_ledger,
+  "advise": run_advise,
 }
 
 

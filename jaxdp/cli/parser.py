@@ -12,6 +12,8 @@ import argparse
 import math
 import re
 
+from jaxdp.cli import report_flags
+from jaxdp.cli.argparser import Parser
 from jaxdp.cli.ledger_flags import add_ledger_command, add_release_flags
 from jaxdp.samplers.general import GENERAL_MAX_D
 
@@ -40,42 +42,6 @@ OUT_RULE = (
 
 class UsageError(Exception):
   """A bad option or input file: printed as one line, exit status 2."""
-
-
-class Parser(argparse.ArgumentParser):
-  """An argument parser that takes flags only in full and reports errors in one line.
-
-  ``allow_abbrev=False`` is the default here, so that every subcommand's parser (made
-  by ``add_subparsers``, of this class) refuses ``--sample`` for ``--samples``.
-  """
-
-  def __init__(self, *args, allow_abbrev: bool = False, **kwargs):
-    kwargs.setdefault("formatter_class", HelpFormatter)
-    super().__init__(*args, allow_abbrev=allow_abbrev, **kwargs)
-
-  def error(self, message):
-    self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-  """Each option's help ends with its default, once; the epilog keeps its line breaks.
-
-  No default is appended where the help text already says what the default is, nor
-  for flags without a value (``--no-plot``) or without a default (``None``).
-  """
-
-  def _get_help_string(self, action):
-    text = action.help or ""
-    if (
-      "(default" in text
-      or "default:" in text
-      or not action.option_strings
-      or action.default is None
-      or action.default is False
-      or action.default == argparse.SUPPRESS
-    ):
-      return text
-    return f"{text} (default: %(default)s)"
 
 
 def _number_text(v) -> str:
@@ -421,4 +387,5 @@ def build_parser(epilog: str = "") -> Parser:
   add_release_flags(p, number_flag, path_flag)
   p.add_argument("--devices", type=DEVICES, default=None, help=argparse.SUPPRESS)
   add_ledger_command(sub, path_flag)
+  report_flags.add(sub, p, number_flag, integer_flag, EPS, SEED, POSET_HELP, DEVICES)
   return ap

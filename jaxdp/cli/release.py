@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from jaxdp import Accountant, Poset, PosetCountMechanism, raise_if_refused, release
-from jaxdp.cli import outputs
+from jaxdp.cli import outputs, release_report
 from jaxdp.cli.inputs import load_poset
 from jaxdp.cli.ledger import open_release
 from jaxdp.cli.parser import UsageError
@@ -121,6 +121,7 @@ def run_release(args) -> int:
   mech = PosetCountMechanism(
     poset, args.eps, noise=args.noise, exact=True, on_invalid=args.on_invalid
   )
+  bars = release_report.raw_bars(args, mech)  # the noise law only: before the charge
   acct = book.charge(acct, mech, rows.shape)  # committed before the noise is drawn
   acct, out = release(acct, mech, rows)
   counts = np.asarray(raise_if_refused(acct, out)).astype(int).tolist()
@@ -132,6 +133,8 @@ def run_release(args) -> int:
     "mechanism": "exact integer K-norm noise (jaxdp.exact), ChaCha20 key from the OS",
     "counts": dict(zip(names, counts)),
   }
+  fields, lines = release_report.report(args, mech, counts, bars)
+  payload.update(fields)
   if args.out:
     try:
       Path(args.out).write_text(json.dumps(payload, indent=2))
@@ -141,8 +144,7 @@ def run_release(args) -> int:
     f"eps = {args.eps:g} release of {poset!r} counts ({args.noise} noise, exact "
     "integers, safe to publish):"
   )
-  for name, c in zip(names, counts):
-    print(f"  {name:>12}: {c}")
+  print("\n".join(lines))
   if args.out:
     print(f"wrote {args.out}", file=sys.stderr)
   book.report()

@@ -14,7 +14,7 @@ import jaxdp.cli as cli
 from jaxdp.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMANDS = ("nhis", "poset", "dims", "structure", "sample", "release")
+COMMANDS = ("nhis", "poset", "dims", "structure", "sample", "release", "advise")
 
 
 def _parse_error(argv, capsys):

@@ -166,6 +166,7 @@ API_NAMES = {
   "accounting": "jaxdp.accounting.Accountant",
   "composition": "jaxdp.composition.advanced_composition",
   "posets": "jaxdp.posets.Poset",
+  "reporting": "jaxdp.reporting.error_bars",
   "samplers": "jaxdp.samplers.balls.PosetBall",
   "prng": "jaxdp.prng.chacha.block",
   "typing": "jaxdp.typing.KeyArray",

@@ -1,0 +1,84 @@
+"""What ``jaxdp release`` publishes beside the counts: each count's interval, the
+order-consistent counts with theirs (``--consistent``), the poset and the version.
+
+The raw intervals come from the mechanism's noise law (:func:`jaxdp.error_bars`, no
+data, computed before the release); the consistent counts and their approximate
+intervals are postprocessing of the released vector (:func:`jaxdp.consistent`,
+:func:`jaxdp.consistent_error_bars`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from jaxdp import _version
+from jaxdp.cli.parser import UsageError
+from jaxdp.consistency import consistent
+from jaxdp.posets import Poset
+from jaxdp.reporting import ErrorBars, consistent_error_bars, error_bars
+from jaxdp.reporting.bars import MAX_ENTRIES
+
+
+def raw_bars(args, mech) -> ErrorBars:
+  """The raw release's error bars, and the simulations' size checked: before the
+  release and its charge (they read no data), so that no error comes after the budget
+  is spent."""
+  limit = MAX_ENTRIES // mech.dim
+  if args.error_samples > limit:
+    raise UsageError(
+      f"--error-samples {args.error_samples:,} is too many for {mech.dim} counts (the "
+      f"simulation holds every draw); at most {limit:,}"
+    )
+  return error_bars(mech, args.level, num_samples=args.error_samples)
+
+
+def poset_record(poset: Poset) -> dict:
+  """The poset as ``Poset.load`` reads it back: each question's direct prerequisites."""
+  names = poset.element_names
+  cover = np.asarray(poset.cover_matrix)
+  return {
+    "d": poset.d,
+    "requires": {
+      names[i]: [names[j] for j in np.nonzero(cover[i])[0]] for i in range(poset.d)
+    },
+  }
+
+
+def _intervals(names, counts, bars: ErrorBars) -> dict:
+  low, high = bars.interval(np.asarray(counts, dtype=np.float64))
+  return {n: [_num(lo), _num(hi)] for n, lo, hi in zip(names, low, high)}
+
+
+def _num(v: float):
+  return int(v) if float(v).is_integer() else float(v)
+
+
+def report(args, mech, counts, bars: ErrorBars) -> tuple[dict, list[str]]:
+  """``(json_fields, printed_lines)`` for a release of ``counts``."""
+  names = ["respondents", *mech.poset.element_names]
+  fields = {
+    "version": _version.__version__,
+    "poset_requires": poset_record(mech.poset),
+    "level": args.level,
+    "intervals": _intervals(names, counts, bars),
+    "error_bars": bars.to_dict(),
+  }
+  width = max(len(n) for n in names)
+  lines = [f"{args.level:g} intervals: {bars.method}"]
+  for n, c, (lo, hi) in zip(names, counts, fields["intervals"].values()):
+    lines.append(f"  {n:>{width}}: {c:>8}   [{lo:g}, {hi:g}]")
+  if args.consistent:
+    z = np.asarray(consistent(np.asarray(counts, np.float64), mech.poset, integer=True))
+    z = [int(v) for v in np.rint(z)]
+    cbars = consistent_error_bars(
+      z, mech, args.level, integer=True, num_samples=args.error_samples
+    )
+    fields["consistent"] = {
+      "counts": dict(zip(names, z)),
+      "intervals": _intervals(names, z, cbars),
+      "error_bars": cbars.to_dict(),
+    }
+    lines.append(f"order-consistent counts (jaxdp.consistent, integers); {cbars.method}:")
+    for n, c, (lo, hi) in zip(names, z, fields["consistent"]["intervals"].values()):
+      lines.append(f"  {n:>{width}}: {c:>8}   [{lo:g}, {hi:g}]")
+  return fields, lines

@@ -1,0 +1,162 @@
+"""The noise law of a mechanism: what an error bar is computed from.
+
+An additive mechanism releases ``statistic + noise``, and the law of the noise is a
+function of the mechanism's parameters alone (eps, delta, sensitivity, the ball): it
+reads no data and spends no budget. :func:`noise_law` turns a mechanism into that law,
+per coordinate; everything in :mod:`jaxdp.reporting` works from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from jaxdp import _checks, exact
+from jaxdp.mechanisms import (
+  DiscreteGaussianMechanism,
+  GaussianMechanism,
+  KNormMechanism,
+  LaplaceMechanism,
+  PosetCountMechanism,
+  ZCDPGaussianMechanism,
+)
+from jaxdp.mechanisms.base import exact_scale
+from jaxdp.samplers.balls import LpBall, PosetBall
+
+__all__ = ["FAMILIES", "NoiseLaw", "noise_law"]
+
+FAMILIES = ("laplace", "gaussian", "discrete_gaussian", "knorm")
+SUPPORTED = (
+  "PosetCountMechanism, LaplaceMechanism, KNormMechanism, GaussianMechanism, "
+  "ZCDPGaussianMechanism or DiscreteGaussianMechanism"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class NoiseLaw:
+  """The law of an additive mechanism's noise, coordinate by coordinate.
+
+  Attributes:
+    family: ``"laplace"`` (i.i.d. Laplace(scale) coordinates), ``"gaussian"``
+      (i.i.d. N(0, scale^2)), ``"discrete_gaussian"`` (i.i.d. N_Z(0, scale^2) on the
+      integers) or ``"knorm"`` (``scale * R Z`` with R ~ Gamma(dim + 1) and Z
+      uniform in ``ball``: density proportional to exp(-||y||_K / scale)).
+    scale: the scale above, in units of the statistic's grid.
+    ball: the K-norm ball (``"knorm"`` only).
+    dim: the number of coordinates (None: i.i.d. noise on a statistic of any shape).
+    rounded: the noise is the exact rounding of the ideal real noise to the integers
+      (an ``exact=True`` mechanism); the discrete Gaussian is integer by nature.
+    unit: the grid step the integer noise is counted in (1 for integer statistics).
+    names: one label per coordinate (the respondent count first, for poset counts).
+  """
+
+  family: str
+  scale: float
+  ball: Any = None
+  dim: int | None = None
+  rounded: bool = False
+  unit: float = 1.0
+  names: tuple[str, ...] = ()
+
+  def __post_init__(self):
+    if self.family not in FAMILIES:
+      raise ValueError(f"family must be one of {FAMILIES}; got {self.family!r}.")
+    for name in ("scale", "unit"):
+      value = getattr(self, name)
+      if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise ValueError(
+          f"the noise {name} must be a finite number > 0; got {value!r} (a mechanism "
+          "rebuilt from bad leaves?)."
+        )
+
+  @property
+  def integer(self) -> bool:
+    """Whether the noise takes integer values (in units of :attr:`unit`)."""
+    return self.rounded or self.family == "discrete_gaussian"
+
+  def describe(self) -> str:
+    """One line: the family, the ball and the scale."""
+    what = {
+      "laplace": "i.i.d. Laplace noise",
+      "gaussian": "i.i.d. Gaussian noise",
+      "discrete_gaussian": "i.i.d. discrete Gaussian noise",
+      "knorm": f"K-norm noise with the {ball_name(self.ball)}",
+    }[self.family]
+    rounded = ", rounded exactly to integers" if self.rounded else ""
+    return f"{what} (scale {self.scale:.6g}{rounded})"
+
+
+def ball_name(ball) -> str:
+  """``"poset ball"``, ``"l_inf ball"``, ``"l_2 ball"`` or ``"l_p ball"``."""
+  if isinstance(ball, PosetBall):
+    return "poset ball"
+  if ball is None:
+    return "no ball"
+  return "l_inf ball" if ball.p == math.inf else f"l_{ball.p:g} ball"
+
+
+def _static(mech, *names):
+  for name in names:
+    if not _checks.is_concrete(getattr(mech, name)):
+      raise ValueError(
+        f"error bars need a mechanism with static parameters; {name} of {mech!r} is "
+        "traced. Build the mechanism outside jit (its noise law is computed on the host)."
+      )
+  return [float(getattr(mech, n)) for n in names]
+
+
+def noise_law(mechanism: Any, shape: tuple[int, ...] | None = None) -> NoiseLaw:
+  """The noise law of ``mechanism``: a function of its parameters, never of data.
+
+  Args:
+    mechanism: a :class:`~jaxdp.PosetCountMechanism`, :class:`~jaxdp.LaplaceMechanism`,
+      :class:`~jaxdp.KNormMechanism`, :class:`~jaxdp.GaussianMechanism`,
+      :class:`~jaxdp.ZCDPGaussianMechanism` or :class:`~jaxdp.DiscreteGaussianMechanism`
+      with static (not traced) parameters.
+    shape: the statistic's shape; needed only by an exact Laplace mechanism on a grid
+      (whose noise is widened by one grid step per entry).
+
+  Returns:
+    The :class:`NoiseLaw`.
+
+  Raises:
+    TypeError: another kind of mechanism.
+    ValueError: traced parameters, or a missing ``shape`` where it is needed.
+  """
+  if isinstance(mechanism, PosetCountMechanism):
+    names = ("respondents",) + tuple(mechanism.poset.element_names)
+    inner = noise_law(mechanism.inner, (mechanism.dim,))
+    return dataclasses.replace(inner, dim=mechanism.dim, names=names)
+  if isinstance(mechanism, LaplaceMechanism):
+    eps, sens = _static(mechanism, "eps", "sensitivity")
+    if not mechanism.exact:
+      return NoiseLaw("laplace", sens / eps)
+    grid = mechanism.grid
+    if grid is not None and shape is None:
+      raise ValueError(
+        "shape is needed for the error bars of an exact Laplace mechanism on a grid "
+        "(its noise is scaled for one grid step of slack per entry); pass the "
+        "statistic's shape, e.g. shape=(10,)."
+      )
+    slack = 0 if grid is None else math.prod(shape)
+    scale = exact_scale(sens / (grid or 1.0) + slack, eps)
+    return NoiseLaw("laplace", scale, rounded=True, unit=grid or 1.0)
+  if isinstance(mechanism, KNormMechanism):
+    eps, sens = _static(mechanism, "eps", "sensitivity")
+    ball = mechanism.ball
+    scale = exact_scale(sens, eps) if mechanism.exact else sens / eps
+    family = "laplace" if isinstance(ball, LpBall) and ball.p == 1 else "knorm"
+    return NoiseLaw(
+      family, scale, None if family == "laplace" else ball, ball.dim, mechanism.exact
+    )
+  if isinstance(mechanism, DiscreteGaussianMechanism):
+    return NoiseLaw(
+      "discrete_gaussian", math.sqrt(exact.sigma_quarters(mechanism.sigma) / 4)
+    )
+  if isinstance(mechanism, (GaussianMechanism, ZCDPGaussianMechanism)):
+    (sigma,) = _static(mechanism, "sigma")
+    return NoiseLaw("gaussian", sigma)
+  raise _checks.ArgTypeError(
+    f"mechanism must be a {SUPPORTED}; got {type(mechanism).__name__}."
+  )
