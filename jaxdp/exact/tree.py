@@ -1,0 +1,318 @@
+"""Exact poset-ball objects of a series-parallel poset by its decomposition tree: every
+discrete choice exact, decided lazily on the device.
+
+Per sample (tables: :mod:`jaxdp.samplers.exact_tree_tables`):
+
+1. *Sizes.* |A| at the root and, parents first, the A-count of every internal node's
+   smaller child: "i with probability w_i / W" is decided by a uniform U whose binary
+   digits are random bits, as ``#{i : c_i <= U}`` for the cumulative probabilities
+   c_i. The first pass reads U's first 64 digits j and compares them with the first
+   word of ``floor(c_i 2^192)``: a comparison is decided unless the two are equal
+   (then U and c_i agree to 64 digits), so the choice is settled when no boundary's
+   first word equals j (two binary searches agree). A sample with an undecided
+   choice is redone with 128 more digits of the *same* U (fresh words from a key of
+   their own, read only then) against all 192 bits; a choice still undecided
+   (probability below 2^-190 per boundary) raises an error, never a guess.
+2. *Blocks.* An exactly uniform rank below T_block[a] (62-bit draws, rejection)
+   picks the block's subset A (cumulative int64 weights e(A) e(B) within the size
+   group) and the extensions of A and B inside it (unranked with e(S \\ x)).
+3. *Interleavings.* A parallel node with m_1 and m_2 elements of a part in its
+   children needs a uniformly random interleaving: the part's slots get iid 64-bit
+   keys and the m_1 slots with the smallest keys go to the left child (distinct iid
+   keys are in uniformly random order; a sample with a tie redraws all its keys,
+   which conditions on distinct keys and keeps the order uniform).
+4. *Positions.* An element's position in its part's extension is composed up its
+   ancestors: at a series node the lower child's elements follow the upper child's,
+   at a parallel node the child's i-th element takes the child's i-th slot.
+
+Every choice has its exact probability, so the object (A, ext(A), ext(B)) has
+probability exactly 1 / N(P). The noise then needs, per coordinate j and part, the
+first position of an element of the part below or equal to j (the chain filters
+containing j): the subtree minima of the positions, taken over the lower children of
+the series nodes above j whose upper child holds j, and inside a block.
+
+Cost per sample: O(number of nodes) choices with O(log width) look-ups each, one sort
+of sum over parallel nodes of their sizes, and O(d H) for the positions (H the tree's
+height).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxdp.exact.choices import int62
+from jaxdp.samplers.exact_tree_tables import CHOICE_WORDS, TreeLayout, TreeTables
+from jaxdp.samplers.sp_tables import PARALLEL, SERIES
+
+__all__ = ["WIDEN", "tree_objects", "uniform_below_each"]
+
+# The first pass treats a boundary as undecided when U's first 64 digits lie within
+# WIDEN of its first word (0: only when equal). Tests widen it to force the refined
+# pass, which must give the same objects.
+WIDEN = 0
+_BIG = 1 << 30
+
+
+def tree_objects(key, tables: TreeTables, layout: TreeLayout, n: int):
+  """``n`` exactly uniform objects (traceable, inside ``jax.enable_x64``).
+
+  Returns:
+    seq (n, d) int32 (A top down, then B top down), k (n,) int32 = |A|, low
+    (n, 2, d) int32: per part, the first position of an element of the part below
+    or equal to each element (the part's size where none), and failed (n,) bool: a
+    choice undecided after 192 digits (the caller must not release such a sample).
+  """
+  d = layout.d
+  k_size, k_more, k_block, k_keys = jax.random.split(key, 4)
+  cnt, failed = _sizes(k_size, k_more, tables, layout, n)
+  rows = jnp.arange(n)[:, None]
+  ids = jnp.arange(d, dtype=jnp.int32)
+  leaf_a = cnt[:, tables.anc[0]] == 1  # (n, d): a leaf's count is 1 iff it is in A
+  in_a, pos = leaf_a, jnp.zeros((n, d), jnp.int32)
+  kb = jax.random.split(k_block, max(1, len(layout.blocks)))
+  for b, ((nid, elems), bt) in enumerate(zip(layout.blocks, tables.blocks)):
+    a = cnt[:, nid]
+    mask, seq_loc = _block(kb[b], bt, a, len(elems), n)
+    el = np.asarray(elems)
+    bits = ((mask[:, None] >> jnp.arange(len(elems), dtype=jnp.uint32)) & 1) == 1
+    in_a = in_a.at[:, el].set(bits)
+    i = jnp.arange(len(elems), dtype=jnp.int32)[None, :]
+    local = jnp.where(i < a[:, None], i, i - a[:, None])
+    pos = pos.at[rows, jnp.asarray(el, jnp.int32)[seq_loc]].set(local)
+  part = lambda v: jnp.where(in_a, cnt[:, v], tables.size[v] - cnt[:, v])  # (n, d)
+  slot_of = _interleave(k_keys, cnt, tables, layout, n) if layout.slots else None
+
+  def climb(s, pos):
+    u, c = tables.anc[s], tables.anc[s - 1]
+    valid = u >= 0
+    u = jnp.maximum(u, 0)
+    kind = tables.kind[u]
+    lft, rgt = jnp.maximum(tables.left[u], 0), jnp.maximum(tables.right[u], 0)
+    series = pos + jnp.where(c == lft, part(rgt), 0)
+    if slot_of is None:
+      return jnp.where(valid & (kind == SERIES), series, pos)
+    off_b = jnp.where(in_a, 0, cnt[:, u])
+    q = pos + jnp.where(c == rgt, part(lft), 0) + off_b
+    idx = jnp.clip(tables.slot[u] + q, 0, layout.slots - 1)
+    par = jnp.take_along_axis(slot_of, idx, axis=1)  # within the part
+    new = jnp.where(kind == SERIES, series, jnp.where(kind == PARALLEL, par, pos))
+    return jnp.where(valid, new, pos)
+
+  height = tables.anc.shape[0]
+  pos = lax.fori_loop(1, height, climb, pos)
+  size_a = cnt[:, 0]
+  dest = jnp.where(in_a, pos, size_a[:, None] + pos)
+  seq = jnp.zeros((n, d), jnp.int32).at[rows, dest].set(jnp.broadcast_to(ids, (n, d)))
+  low = _down_set_first(pos, in_a, tables, layout, n)
+  low = jnp.minimum(low, jnp.stack([size_a, d - size_a], 1)[:, :, None])
+  return seq, size_a, low, failed
+
+
+def uniform_below_each(key, total, n: int):
+  """``n`` exactly uniform int64, entry i in [0, total[i]) (1 <= total < 2^61): 62-bit
+  draws, rejected at or above the largest multiple of total[i] below 2^62 and
+  redrawn (fresh bits per round) until all are accepted."""
+  total = total.astype(jnp.int64)
+  limit = (jnp.int64(1 << 62) // total) * total
+
+  def draw(i):
+    return int62(jax.random.bits(jax.random.fold_in(key, i), (n, 2), jnp.uint32))
+
+  def body(state):
+    x, i = state
+    return jnp.where(x < limit, x, draw(i)), i + 1
+
+  x, _ = lax.while_loop(lambda st: jnp.any(st[0] >= limit), body, (draw(0), 1))
+  return x % total
+
+
+# ------------------------------------------------------------------ the sizes
+def _words64(key, shape):
+  w = jax.random.bits(key, (*shape, 2), jnp.uint32).astype(jnp.uint64)
+  return (w[..., 0] << np.uint64(32)) | w[..., 1]
+
+
+def _count(pred, width, iters: int):
+  """#{i < width : pred(i)} for a predicate true then false (binary search)."""
+  lo, hi = jnp.zeros_like(width), width
+  for _ in range(iters):
+    active = lo < hi
+    mid = (lo + hi) // 2
+    p = pred(mid)
+    lo = jnp.where(active & p, mid + 1, lo)
+    hi = jnp.where(active & ~p, mid, hi)
+  return lo
+
+
+def _lex(t, u, strict: bool):
+  """t < u (strict) or t <= u over word tuples, most significant first."""
+  out = t[-1] < u[-1] if strict else t[-1] <= u[-1]
+  for a, b in zip(t[-2::-1], u[-2::-1]):
+    out = (a < b) | ((a == b) & out)
+  return out
+
+
+def _choose(thr, off, width, u, iters: int, refined: bool):
+  """The index ``#{i : c_i <= U}`` of one row per sample, and whether it is decided."""
+  if refined:
+    row = lambda i: tuple(t[off + i] for t in thr)
+    below = _count(lambda i: _lex(row(i), u, True), width, iters)
+    upto = _count(lambda i: _lex(row(i), u, False), width, iters)
+  else:
+    j, w = u[0], np.uint64(WIDEN)
+    j_lo = jnp.where(j > w, j - w, np.uint64(0))
+    j_hi = jnp.where(j < np.uint64(2**64 - 1) - w, j + w, np.uint64(2**64 - 1))
+    below = _count(lambda i: thr[0][off + i] < j_lo, width, iters)
+    upto = _count(lambda i: thr[0][off + i] <= j_hi, width, iters)
+  return below, below == upto
+
+
+def _size_pass(thr, u, tables, layout, n, refined):
+  d = layout.d
+  width = jnp.full((n,), d + 1, jnp.int32)
+  root, ok = _choose(thr, 0, width, [w[0] for w in u], layout.search, refined)
+  cnt = jnp.zeros((n, layout.num_nodes), jnp.int32).at[:, 0].set(root)
+  if not layout.num_steps:
+    return cnt, ok
+
+  def step(state, xs):
+    cnt, ok = state
+    st, uu = xs
+    v, small, other, off, wid = st[0], st[1], st[2], st[3], st[4]
+    a = cnt[:, v]
+    s, good = _choose(
+      thr, off + a * wid, jnp.full((n,), wid), list(uu), layout.search, refined
+    )
+    cnt = cnt.at[:, small].set(s).at[:, other].set(a - s)
+    return (cnt, ok & good), None
+
+  uu = jnp.stack([w[1:] for w in u], axis=1)  # (steps, words, n)
+  (cnt, ok), _ = lax.scan(step, (cnt, ok), (tables.steps, uu))
+  return cnt, ok
+
+
+def _sizes(key, key_more, tables, layout, n):
+  """Every node's A-count (n, V) and the samples whose choices stayed undecided."""
+  thr = [tables.thresholds[w] for w in range(CHOICE_WORDS)]
+  first = _words64(key, (layout.num_steps + 1, n))
+  cnt, ok = _size_pass(thr, [first], tables, layout, n, False)
+
+  def refine(args):
+    cnt, ok = args
+    more = _words64(key_more, (CHOICE_WORDS - 1, layout.num_steps + 1, n))
+    u = [first] + [more[w] for w in range(CHOICE_WORDS - 1)]
+    cnt2, ok2 = _size_pass(thr, u, tables, layout, n, True)
+    return jnp.where(ok[:, None], cnt, cnt2), ~ok & ~ok2
+
+  return lax.cond(jnp.all(ok), lambda a: (a[0], ~a[1]), refine, (cnt, ok))
+
+
+# ------------------------------------------------------------------ blocks
+def _block(key, bt, a, size: int, n: int):
+  """A block's subset (bitmask) and local sequence from one uniform rank."""
+  r = uniform_below_each(key, bt.total[a], n)
+  lo, width = bt.start[a], bt.start[a + 1] - bt.start[a]
+  iters = math.comb(size, size // 2).bit_length()  # the largest size group
+  i = lo + _count(lambda i: bt.cum[lo + i] <= r, width, iters)
+  mask = bt.masks[i].astype(jnp.uint32)
+  rest = r - (bt.cum[i] - bt.weight[i])
+  full = jnp.uint32((1 << size) - 1)
+  e_b = bt.ext[(mask ^ full).astype(jnp.int32)]
+  q_a, q_b = rest // e_b, rest % e_b
+  bits = jnp.left_shift(jnp.uint32(1), jnp.arange(size, dtype=jnp.uint32))
+  s_set, q, seq = mask, q_a, []
+  for step in range(size):
+    switch = a == step
+    s_set = jnp.where(switch, mask ^ full, s_set)
+    q = jnp.where(switch, q_b, q)
+    member = (s_set[:, None] & bits) != 0
+    top = member & ((s_set[:, None] & bt.strict_up[None, :]) == 0)
+    w = jnp.where(top, bt.ext[(s_set[:, None] ^ bits).astype(jnp.int32)], 0)
+    c = jnp.cumsum(w, axis=1)
+    x = jnp.sum(c <= q[:, None], axis=1).astype(jnp.int32)  # first x whose sum passes q
+    prev = jnp.take_along_axis(c, jnp.maximum(x - 1, 0)[:, None], 1)[:, 0]
+    before = jnp.where(x > 0, prev, 0)
+    q = q - before
+    s_set = s_set ^ jnp.left_shift(jnp.uint32(1), x.astype(jnp.uint32))
+    seq.append(x)
+  return mask, jnp.stack(seq, axis=1)
+
+
+# ------------------------------------------------------------------ interleavings
+def _interleave(key, cnt, tables, layout, n):
+  """(n, slots) int32: per parallel node and part, the local slot of its children's
+  i-th element (left child's first; part B's after part A's)."""
+  s = layout.slots
+  node = tables.slot_node
+  t = jnp.arange(s, dtype=jnp.int32)
+  local = t - tables.slot[node]
+  a_v = cnt[:, node]  # (n, s)
+  in_b = local[None, :] >= a_v
+  gkey = 2 * tables.slot[node][None, :] + in_b.astype(jnp.int32)
+  iota = jnp.broadcast_to(t, (n, s))
+
+  def sort(keys):
+    g, k, perm = lax.sort((gkey, keys, iota), dimension=1, num_keys=2)
+    tie = jnp.any((g[:, 1:] == g[:, :-1]) & (k[:, 1:] == k[:, :-1]), axis=1)
+    return perm, tie
+
+  def body(state):
+    keys, _, tie, i = state
+    keys = jnp.where(tie[:, None], _words64(jax.random.fold_in(key, i), (n, s)), keys)
+    perm, tie = sort(keys)
+    return keys, perm, tie, i + 1
+
+  keys = _words64(jax.random.fold_in(key, 0), (n, s))
+  perm, tie = sort(keys)
+  _, perm, _, _ = lax.while_loop(lambda st: jnp.any(st[2]), body, (keys, perm, tie, 1))
+  rows = jnp.arange(n)[:, None]
+  inv = jnp.zeros((n, s), jnp.int32).at[rows, perm].set(iota)
+  gstart = tables.slot[node][None, :] + jnp.where(in_b, a_v, 0)  # group's first slot
+  lft = tables.left[node]
+  m_left = jnp.where(in_b, tables.size[lft] - cnt[:, lft], cnt[:, lft])
+  is_left = (inv - gstart) < m_left
+  ex = jnp.cumsum(is_left, axis=1, dtype=jnp.int32) - is_left  # exclusive
+  left_before = ex - jnp.take_along_axis(ex, gstart, axis=1)
+  right_before = (iota - gstart) - left_before
+  q = jnp.where(in_b, a_v, 0) + jnp.where(is_left, left_before, m_left + right_before)
+  dest = tables.slot[node][None, :] + q
+  return jnp.zeros((n, s), jnp.int32).at[rows, dest].set(local - jnp.where(in_b, a_v, 0))
+
+
+# ------------------------------------------------------------------ down-sets
+def _down_set_first(pos, in_a, tables, layout, n):
+  """(n, 2, d): per part, the least position of an element of the part <= each."""
+  d, num = layout.d, layout.num_nodes
+  mine = jnp.stack([jnp.where(in_a, pos, _BIG), jnp.where(in_a, _BIG, pos)], 1)
+  rows = jnp.arange(n)[:, None, None]
+  parts = jnp.arange(2)[None, :, None]
+  low_node = jnp.full((n, 2, num + 1), _BIG, jnp.int32)  # column num: past the root
+
+  def gather_up(s, low_node):
+    u = jnp.where(tables.anc[s] >= 0, tables.anc[s], num)
+    return low_node.at[rows, parts, u[None, None, :]].min(mine)
+
+  height = tables.anc.shape[0]
+  low_node = lax.fori_loop(0, height, gather_up, low_node)
+
+  def climb(s, first):
+    u, c = tables.anc[s], tables.anc[s - 1]
+    uu = jnp.maximum(u, 0)
+    lft = jnp.maximum(tables.left[uu], 0)
+    use = (u >= 0) & (tables.kind[uu] == SERIES) & (c == tables.right[uu])
+    cand = jnp.take_along_axis(low_node, jnp.broadcast_to(lft, (n, 2, d)), axis=2)
+    return jnp.where(use, jnp.minimum(first, cand), first)
+
+  first = lax.fori_loop(1, height, climb, mine)
+  for (_, elems), bt in zip(layout.blocks, tables.blocks):
+    el = np.asarray(elems)
+    m = mine[:, :, el]  # (n, 2, L)
+    le = jnp.asarray(bt.up)  # le[x, y]: x <= y
+    inner = jnp.min(jnp.where(le[None, None], m[:, :, :, None], _BIG), axis=2)
+    first = first.at[:, :, el].set(jnp.minimum(first[:, :, el], inner))
+  return first
