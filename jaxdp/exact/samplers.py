@@ -16,8 +16,8 @@ from jaxdp.exact.refine import refine_linf_sample, refine_sample, refine_tree_sa
 from jaxdp.exact.tree import tree_objects
 from jaxdp.posets import Poset
 from jaxdp.prng.threefry import fast_key
-from jaxdp.samplers.chunks import chunked
 from jaxdp.samplers import sp_tables
+from jaxdp.samplers.chunks import chunked
 from jaxdp.samplers.exact_tables import exact_tables
 from jaxdp.samplers.exact_tree_tables import exact_tree_tables
 from jaxdp.typing import KeyArray, Shape

@@ -173,38 +173,35 @@ def _choose(thr, off, width, u, iters: int, refined: bool):
 
 
 def _size_pass(thr, u, tables, layout, n, refined):
-  d = layout.d
-  width = jnp.full((n,), d + 1, jnp.int32)
-  root, ok = _choose(thr, 0, width, [w[0] for w in u], layout.search, refined)
-  cnt = jnp.zeros((n, layout.num_nodes), jnp.int32).at[:, 0].set(root)
-  if not layout.num_steps:
-    return cnt, ok
+  """One pass over the waves: counts (n, V + 2) (the dummy and the sink last) and
+  whether every choice was decided."""
+  cnt = jnp.zeros((n, layout.num_nodes + 2), jnp.int32)
 
-  def step(state, xs):
+  def wave(state, w):
     cnt, ok = state
-    st, uu = xs
-    v, small, other, off, wid = st[0], st[1], st[2], st[3], st[4]
-    a = cnt[:, v]
+    v, small, other, off, wid, idx = (w[:, i] for i in range(6))
+    a = cnt[:, v]  # (n, W)
+    uu = [x[:, jnp.maximum(idx, 0)] for x in u]
     s, good = _choose(
-      thr, off + a * wid, jnp.full((n,), wid), list(uu), layout.search, refined
+      thr, off + a * wid, jnp.broadcast_to(wid, a.shape), uu, layout.search, refined
     )
     cnt = cnt.at[:, small].set(s).at[:, other].set(a - s)
-    return (cnt, ok & good), None
+    return (cnt, ok & jnp.all(good | (idx < 0), axis=1)), None
 
-  uu = jnp.stack([w[1:] for w in u], axis=1)  # (steps, words, n)
-  (cnt, ok), _ = lax.scan(step, (cnt, ok), (tables.steps, uu))
+  (cnt, ok), _ = lax.scan(wave, (cnt, jnp.ones((n,), bool)), tables.waves)
   return cnt, ok
 
 
 def _sizes(key, key_more, tables, layout, n):
-  """Every node's A-count (n, V) and the samples whose choices stayed undecided."""
+  """Every node's A-count (n, V + 2) and the samples whose choices stayed
+  undecided."""
   thr = [tables.thresholds[w] for w in range(CHOICE_WORDS)]
-  first = _words64(key, (layout.num_steps + 1, n))
+  first = _words64(key, (n, layout.num_choices))
   cnt, ok = _size_pass(thr, [first], tables, layout, n, False)
 
   def refine(args):
     cnt, ok = args
-    more = _words64(key_more, (CHOICE_WORDS - 1, layout.num_steps + 1, n))
+    more = _words64(key_more, (CHOICE_WORDS - 1, n, layout.num_choices))
     u = [first] + [more[w] for w in range(CHOICE_WORDS - 1)]
     cnt2, ok2 = _size_pass(thr, u, tables, layout, n, True)
     return jnp.where(ok[:, None], cnt, cnt2), ~ok & ~ok2
@@ -253,23 +250,30 @@ def _interleave(key, cnt, tables, layout, n):
   local = t - tables.slot[node]
   a_v = cnt[:, node]  # (n, s)
   in_b = local[None, :] >= a_v
-  gkey = 2 * tables.slot[node][None, :] + in_b.astype(jnp.int32)
+  # one uint64 sort key per slot: its group (node, part), random bits, the slot
+  slot_bits = max(1, s.bit_length())
+  rand_bits = 64 - slot_bits - (2 * s).bit_length()
+  group = (2 * tables.slot[node][None, :] + in_b).astype(jnp.uint64)
+  head = (group << np.uint64(rand_bits + slot_bits)) | t.astype(jnp.uint64)
+  drop, mask = np.uint64(64 - rand_bits), np.uint64((1 << slot_bits) - 1)
   iota = jnp.broadcast_to(t, (n, s))
 
-  def sort(keys):
-    g, k, perm = lax.sort((gkey, keys, iota), dimension=1, num_keys=2)
-    tie = jnp.any((g[:, 1:] == g[:, :-1]) & (k[:, 1:] == k[:, :-1]), axis=1)
-    return perm, tie
+  def sort(bits):
+    key = jnp.sort(head | ((bits >> drop) << np.uint64(slot_bits)), axis=1)
+    tie = jnp.any(
+      (key[:, 1:] >> np.uint64(slot_bits)) == (key[:, :-1] >> np.uint64(slot_bits)), axis=1
+    )
+    return (key & mask).astype(jnp.int32), tie
 
   def body(state):
-    keys, _, tie, i = state
-    keys = jnp.where(tie[:, None], _words64(jax.random.fold_in(key, i), (n, s)), keys)
-    perm, tie = sort(keys)
-    return keys, perm, tie, i + 1
+    bits, _, tie, i = state
+    bits = jnp.where(tie[:, None], _words64(jax.random.fold_in(key, i), (n, s)), bits)
+    perm, tie = sort(bits)
+    return bits, perm, tie, i + 1
 
-  keys = _words64(jax.random.fold_in(key, 0), (n, s))
-  perm, tie = sort(keys)
-  _, perm, _, _ = lax.while_loop(lambda st: jnp.any(st[2]), body, (keys, perm, tie, 1))
+  bits = _words64(jax.random.fold_in(key, 0), (n, s))
+  perm, tie = sort(bits)
+  _, perm, _, _ = lax.while_loop(lambda st: jnp.any(st[2]), body, (bits, perm, tie, 1))
   rows = jnp.arange(n)[:, None]
   inv = jnp.zeros((n, s), jnp.int32).at[rows, perm].set(iota)
   gstart = tables.slot[node][None, :] + jnp.where(in_b, a_v, 0)  # group's first slot

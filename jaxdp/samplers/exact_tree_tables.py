@@ -61,8 +61,9 @@ class TreeTables(NamedTuple):
   """Device tables (jit arguments: posets of one layout share a compilation)."""
 
   thresholds: np.ndarray  # (CHOICE_WORDS, R) uint64: rows of floor(c_i 2^192)
-  steps: np.ndarray  # (I, 6) int32 per internal node, parents first: node, small,
-  # other, row offset, row width, small-is-left
+  waves: np.ndarray  # (waves, W, 6) int32: the choices, parents' waves first, as
+  # node (V: the dummy, count 0), small child, other child (V + 1: a sink), row
+  # offset, row width, index of its uniform (-1: padding)
   kind: np.ndarray  # (V,) int32
   left: np.ndarray  # (V,) int32 (-1: none)
   right: np.ndarray  # (V,) int32
@@ -80,7 +81,7 @@ class TreeLayout(NamedTuple):
 
   d: int
   num_nodes: int
-  num_steps: int  # internal nodes
+  num_choices: int  # the root's and one per internal node
   search: int  # binary-search iterations: bit length of the widest row
   slots: int  # sum of the parallel nodes' sizes
   blocks: tuple  # per block: (node id, elements)
@@ -113,7 +114,7 @@ def exact_tree_tables(poset: Poset) -> tuple[TreeTables, TreeLayout]:
     queue = nxt
   d, num = poset.d, len(nodes)
   rows = [_rows([root.t])]  # the root's row: |A|
-  steps, pos = [], d + 1
+  steps, pos = [(num, 0, num + 1, 0, d + 1, 0)], d + 1
   kind = np.array([v.kind for v in nodes], np.int32)
   left = np.array([v.left.id if v.left else -1 for v in nodes], np.int32)
   right = np.array([v.right.id if v.right else -1 for v in nodes], np.int32)
@@ -129,10 +130,8 @@ def exact_tree_tables(poset: Poset) -> tuple[TreeTables, TreeLayout]:
       r = _split_rows(v, small_left)
       rows.append(r)
       wid = r.shape[1]
-      steps.append(
-        (v.id, *((v.left.id, v.right.id) if small_left else (v.right.id, v.left.id)))
-        + (pos, wid, int(small_left))
-      )
+      kids = (v.left.id, v.right.id) if small_left else (v.right.id, v.left.id)
+      steps.append((v.id, *kids, pos, wid, len(steps)))
       pos += r.size
       width = max(width, wid)
       if v.kind == PARALLEL:
@@ -166,7 +165,7 @@ def exact_tree_tables(poset: Poset) -> tuple[TreeTables, TreeLayout]:
     words[w] = [(int(t) >> shift) & 0xFFFFFFFFFFFFFFFF for t in thr]
   tables = TreeTables(
     thresholds=words,
-    steps=np.array(steps, np.int32).reshape(-1, 6),
+    waves=_waves(steps, parent),
     kind=kind,
     left=left,
     right=right,
@@ -180,12 +179,40 @@ def exact_tree_tables(poset: Poset) -> tuple[TreeTables, TreeLayout]:
   layout = TreeLayout(
     d=d,
     num_nodes=num,
-    num_steps=len(steps),
+    num_choices=len(steps),
     search=int(width).bit_length(),
     slots=slots,
     blocks=tuple(blocks),
   )
   return tables, layout
+
+
+def _waves(steps, parent) -> np.ndarray:
+  """The choices in waves of a common width W: a depth's choices in consecutive
+  waves (their parents are all in earlier ones), padded; W minimises the padded
+  work plus a per-wave cost."""
+  depth = {}
+  levels: dict = {}
+  for st in steps:
+    v = st[0]
+    if v == len(parent):  # the root's |A|
+      depth[v] = -1
+    else:
+      depth[v] = 0 if parent[v] < 0 else depth[parent[v]] + 1
+    levels.setdefault(depth[v], []).append(st)
+  sizes = [len(levels[k]) for k in sorted(levels)]
+  best = min(
+    (sum(-(-m // w) for m in sizes) * (w + 16), w) for w in (1, 2, 4, 8, 16, 32, 64)
+  )
+  w = best[1]
+  pad = (len(parent), len(parent) + 1, len(parent) + 1, 0, 1, -1)
+  out = []
+  for k in sorted(levels):
+    lv = levels[k]
+    for i in range(0, len(lv), w):
+      chunk = lv[i : i + w]
+      out.append(chunk + [pad] * (w - len(chunk)))
+  return np.array(out, np.int32)
 
 
 def exact_num_objects(poset: Poset) -> int:
