@@ -49,7 +49,9 @@ def laplace(key: KeyArray, shape: Shape = (), *, scale: float) -> jax.Array:
   return out.reshape(shape)
 
 
-def poset_knorm(key: KeyArray, poset: Poset, scale: float, shape: Shape = ()) -> jax.Array:
+def poset_knorm(
+  key: KeyArray, poset: Poset, scale: float, shape: Shape = (), *, path: str | None = None
+) -> jax.Array:
   """Exactly rounded K-norm noise for the poset ball, int32 ``(*shape, d + 1)``.
 
   The ideal noise has density proportional to ``exp(-||y||_K / scale)`` on
@@ -70,9 +72,11 @@ def poset_knorm(key: KeyArray, poset: Poset, scale: float, shape: Shape = ()) ->
     scale: 1/eps times the sensitivity; Python number or traced scalar, at most
       ``MAX_SCALE``.
     shape: batch shape.
+    path: ``None`` (:func:`poset_path`'s choice), ``"ranks"`` or ``"tree"`` (the
+      tree path takes any series-parallel poset, small ones too).
 
   Raises:
-    ValueError: the poset fits neither path.
+    ValueError: the poset fits neither path, or not the one asked for.
   """
   _checks.check_key(key)
   key = fast_key(key)  # the same draws, faster (jaxdp.threefry)
@@ -82,7 +86,14 @@ def poset_knorm(key: KeyArray, poset: Poset, scale: float, shape: Shape = ()) ->
     raise _checks.ArgTypeError(f"poset must be a jaxdp.Poset; got {poset!r}.")
   traced, const = (None, scale) if isinstance(scale, float) else (scale, None)
   n = math.prod(shape)
-  if poset_path(poset) == "ranks":
+  chosen = poset_path(poset)
+  if path not in (None, "ranks", "tree"):
+    raise ValueError(f"path must be None, 'ranks' or 'tree'; got {path!r}.")
+  if path == "tree":
+    sp_tables.check_supported(poset)
+  elif path == "ranks":
+    exact_tables(poset)
+  if (path or chosen) == "ranks":
     tables, total = exact_tables(poset)
     with jax.enable_x64(True):  # the int64 tables must not be canonicalised to int32
       out = _poset_kernel(key, tables, traced, const=const, total=total, d=poset.d, n=n)

@@ -72,6 +72,8 @@ class KNormMechanism(EpsMechanism):
         f"and the l_inf ball; got {self.ball!r}, whose noise the exact sampler "
         "cannot bound in intervals yet (the l_2 ball needs normal variates)."
       )
+    if self.exact and isinstance(self.ball, PosetBall):
+      exact.samplers.poset_path(self.ball.poset)  # the exact sampler's limits, now
 
   def _ranges(self, shape):
     if self.exact:

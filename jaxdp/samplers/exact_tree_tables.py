@@ -38,6 +38,7 @@ __all__ = [
   "TreeTables",
   "exact_tree_tables",
   "exact_num_objects",
+  "exact_size_table",
 ]
 
 CHOICE_WORDS = 3  # 64-bit words of each cumulative probability (192 bits)
@@ -218,6 +219,11 @@ def _waves(steps, parent) -> np.ndarray:
 def exact_num_objects(poset: Poset) -> int:
   """N(P), exactly (a Python integer), from the size tables."""
   return sum(_tree(poset).t)
+
+
+def exact_size_table(poset: Poset) -> list:
+  """T_P[a], a = 0..d: the number of objects with |A| = a (Python integers)."""
+  return list(_tree(poset).t)
 
 
 # ------------------------------------------------------------------ internals
