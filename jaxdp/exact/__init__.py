@@ -34,7 +34,9 @@ What is proved and what is assumed:
 
 * Proved (given a uniform bit source): every discrete choice is exact (the object of
   the poset ball is an exactly uniform integer rank in [0, N(P)) unranked with
-  integer tables; the Laplace sign is one bit), the fast pass's intervals contain
+  integer tables, or, for larger series-parallel posets, exact lazy choices down the
+  decomposition tree, :mod:`~jaxdp.exact.tree`; the Laplace sign is one bit), the
+  fast pass's intervals contain
   the ideal values when the platform's float64 ``log`` has relative error at most
   2^-44, and the host refinement is rigorous.
 * Assumed: that ``log`` error bound on the platform. The test suite measures it
@@ -49,7 +51,8 @@ no rounding: it is sampled with integer arithmetic and exact Bernoulli trials on
 
 Modules: :mod:`~jaxdp.exact.samplers` (Laplace, poset-ball and l_inf K-norm noise),
 :mod:`~jaxdp.exact.intervals` (the fast pass), :mod:`~jaxdp.exact.refine` (the host
-refinement), :mod:`~jaxdp.exact.choices` (exact discrete choices) and
+refinement), :mod:`~jaxdp.exact.choices` (exact discrete choices),
+:mod:`~jaxdp.exact.tree` (the decomposition-tree objects) and
 :mod:`~jaxdp.exact.gaussian` (the discrete Gaussian).
 
 References:
@@ -72,7 +75,14 @@ from jaxdp.exact.intervals import (
   linf_round,
 )
 from jaxdp.exact.refine import HOST_DIGITS, REFINE_WORDS, refine_linf_sample, refine_sample
-from jaxdp.exact.samplers import CHUNK, MAX_SCALE, laplace, linf_knorm, poset_knorm
+from jaxdp.exact.samplers import (
+  CHUNK,
+  MAX_SCALE,
+  laplace,
+  linf_knorm,
+  poset_knorm,
+  poset_path,
+)
 
 __all__ = [
   # the samplers
@@ -94,6 +104,7 @@ __all__ = [
   "knorm_round",
   "laplace_round",
   "linf_round",
+  "poset_path",
   "refine_linf_sample",
   "refine_sample",
   "sigma_quarters",
