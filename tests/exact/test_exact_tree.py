@@ -168,10 +168,11 @@ def test_undecided_choice_raises_rather_than_guessing():
 @pytest.mark.statistical
 def test_d48_size_law_moment_and_neighbouring_data():
   """A random series-parallel poset with a prime N piece, d = 48 (beyond the ranks
-  path): |A| of 20,000 exact objects against the subset-free size tables' exact law
-  (chi-square, pooled bins < 5, p > 1e-4); exact noise at scale 32 (eps = 2^-5): E[Y_0^2] equals
-  scale^2 sum_k P(k) ((d+2) + (2k-d)^2) + 1/12 (|z| < 5), every mean |z| < 5; and the same key on neighbouring data moves the
-  mechanism's release by exactly the statistic's change."""
+  path): |A| of 20,000 exact objects against the exact size table (chi-square, bins
+  expecting < 5 pooled, p > 1e-4); exact noise at scale 32 (eps = 2^-5): E[Y_0^2]
+  equals scale^2 sum_k P(k) ((d+2) + (2k-d)^2) + 1/12 (|z| < 5) and every mean is 0
+  (|z| < 5); the same key on neighbouring data moves the mechanism's release by
+  exactly the statistic's change."""
   p = jaxdp.Poset.from_edges(
     48, random_series_parallel(np.random.default_rng(48), 48, True)
   )
