@@ -142,13 +142,14 @@ def tree_round(
   coordinate j is the sum of A's exponentials ``low_A(j) + 1 .. k`` minus B's
   ``k + 2 + low_B(j) .. d + 1``. The sums are differences of prefix sums, so every
   coordinate is widened by ``MARGIN * scale`` times the sum of all d + 2 upper ends,
-  which bounds the float64 rounding of prefix sums of up to 514 terms (below 2^-41
-  of that sum) plus the platform's ``log`` error."""
+  which bounds the float64 rounding of prefix sums of up to 514 terms in any order
+  (a parallel scan here; below 2^-41 of that sum) plus the platform's ``log``
+  error."""
   m, _, d = low.shape
   e_lo, e_hi = exp_intervals(words)  # (m, d + 2)
   zero = jnp.zeros((m, 1), jnp.float64)
-  p_lo = jnp.concatenate([zero, jnp.cumsum(e_lo, axis=1)], axis=1)  # (m, d + 3)
-  p_hi = jnp.concatenate([zero, jnp.cumsum(e_hi, axis=1)], axis=1)
+  p_lo = jnp.concatenate([zero, lax.associative_scan(jnp.add, e_lo, axis=1)], 1)
+  p_hi = jnp.concatenate([zero, lax.associative_scan(jnp.add, e_hi, axis=1)], 1)
   k = size_a[:, None]
   at = lambda p, i: jnp.take_along_axis(p, i, axis=1)
   a_from, b_from = low[:, 0] + 1, k + 2 + low[:, 1]

@@ -24,6 +24,7 @@ from jaxdp.typing import KeyArray, Shape
 
 MAX_SCALE = 2.0**20  # noise scales above this could overflow int32 outputs
 CHUNK = 1 << 14  # samples per sequential step (bounds memory)
+TREE_CHUNK_BYTES = 1 << 25  # working bytes per chunk of the tree path
 
 
 def laplace(key: KeyArray, shape: Shape = (), *, scale: float) -> jax.Array:
@@ -226,9 +227,10 @@ def _tree_kernel(key, tables, traced, *, const, layout, n):
 
 
 def tree_chunk(layout) -> int:
-  """Samples per chunk of the tree path: about 2^27 bytes of working arrays."""
+  """Samples per chunk of the tree path: about 2^25 bytes of working arrays (the
+  per-node and per-slot arrays of a chunk stay in cache)."""
   per_sample = 48 * layout.slots + 16 * layout.num_nodes + 96 * layout.d
-  return int(max(64, min(CHUNK, (1 << 27) // per_sample)))
+  return int(max(64, min(CHUNK, TREE_CHUNK_BYTES // per_sample)))
 
 
 @functools.partial(jax.jit, static_argnames=("const", "d", "n"))

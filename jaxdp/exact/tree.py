@@ -38,6 +38,7 @@ height).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -49,7 +50,7 @@ from jaxdp.exact.choices import int62
 from jaxdp.samplers.exact_tree_tables import CHOICE_WORDS, TreeLayout, TreeTables
 from jaxdp.samplers.sp_tables import PARALLEL, SERIES
 
-__all__ = ["WIDEN", "tree_objects", "uniform_below_each"]
+__all__ = ["WIDEN", "prefix_sum", "tree_objects", "uniform_below_each"]
 
 # The first pass treats a boundary as undecided when U's first 64 digits lie within
 # WIDEN of its first word (0: only when equal). Tests widen it to force the refined
@@ -69,48 +70,45 @@ def tree_objects(key, tables: TreeTables, layout: TreeLayout, n: int):
   """
   d = layout.d
   k_size, k_more, k_block, k_keys = jax.random.split(key, 4)
-  cnt, failed = _sizes(k_size, k_more, tables, layout, n)
-  rows = jnp.arange(n)[:, None]
-  ids = jnp.arange(d, dtype=jnp.int32)
-  leaf_a = cnt[:, tables.anc[0]] == 1  # (n, d): a leaf's count is 1 iff it is in A
-  in_a, pos = leaf_a, jnp.zeros((n, d), jnp.int32)
+  cnt, failed = _sizes(k_size, k_more, tables, layout, n)  # (V + 2, n)
+  cols = jnp.arange(n)[None, :]
+  in_a, pos = cnt[tables.anc[0]] == 1, jnp.zeros((d, n), jnp.int32)  # leaves' count
   kb = jax.random.split(k_block, max(1, len(layout.blocks)))
   for b, ((nid, elems), bt) in enumerate(zip(layout.blocks, tables.blocks)):
-    a = cnt[:, nid]
+    a = cnt[nid]
     mask, seq_loc = _block(kb[b], bt, a, len(elems), n)
     el = np.asarray(elems)
-    bits = ((mask[:, None] >> jnp.arange(len(elems), dtype=jnp.uint32)) & 1) == 1
-    in_a = in_a.at[:, el].set(bits)
-    i = jnp.arange(len(elems), dtype=jnp.int32)[None, :]
-    local = jnp.where(i < a[:, None], i, i - a[:, None])
-    pos = pos.at[rows, jnp.asarray(el, jnp.int32)[seq_loc]].set(local)
-  part = lambda v: jnp.where(in_a, cnt[:, v], tables.size[v] - cnt[:, v])  # (n, d)
+    bits = ((mask[None, :] >> jnp.arange(len(elems), dtype=jnp.uint32)[:, None]) & 1) == 1
+    in_a = in_a.at[el].set(bits)
+    i = jnp.arange(len(elems), dtype=jnp.int32)[:, None]
+    local = jnp.where(i < a[None, :], i, i - a[None, :])
+    pos = pos.at[jnp.asarray(el, jnp.int32)[seq_loc.T], cols].set(local)
+  part = lambda v: jnp.where(in_a, cnt[v], tables.size[v][:, None] - cnt[v])  # (d, n)
   slot_of = _interleave(k_keys, cnt, tables, layout, n) if layout.slots else None
 
   def climb(s, pos):
     u, c = tables.anc[s], tables.anc[s - 1]
-    valid = u >= 0
-    u = jnp.maximum(u, 0)
-    kind = tables.kind[u]
-    lft, rgt = jnp.maximum(tables.left[u], 0), jnp.maximum(tables.right[u], 0)
-    series = pos + jnp.where(c == lft, part(rgt), 0)
-    if slot_of is None:
-      return jnp.where(valid & (kind == SERIES), series, pos)
-    off_b = jnp.where(in_a, 0, cnt[:, u])
-    q = pos + jnp.where(c == rgt, part(lft), 0) + off_b
-    idx = jnp.clip(tables.slot[u] + q, 0, layout.slots - 1)
-    par = jnp.take_along_axis(slot_of, idx, axis=1)  # within the part
-    new = jnp.where(kind == SERIES, series, jnp.where(kind == PARALLEL, par, pos))
-    return jnp.where(valid, new, pos)
+    uu = jnp.maximum(u, 0)
+    kind = tables.kind[uu][:, None]
+    lft, rgt = jnp.maximum(tables.left[uu], 0), jnp.maximum(tables.right[uu], 0)
+    lower = (c == lft)[:, None] & (kind == SERIES)
+    right = (c == rgt)[:, None] & (kind == PARALLEL)
+    new = pos + jnp.where(lower, part(rgt), 0) + jnp.where(right, part(lft), 0)
+    if slot_of is not None:  # the top of a group: the child-order index's slot
+      top = (tables.slot[uu] >= 0)[:, None] & (kind == PARALLEL)
+      off_b = jnp.where(in_a, 0, cnt[uu])
+      idx = jnp.clip(tables.slot[uu][:, None] + new + off_b, 0, layout.slots - 1)
+      new = jnp.where(top, jnp.take_along_axis(slot_of, idx, axis=0), new)
+    return jnp.where((u >= 0)[:, None], new, pos)
 
-  height = tables.anc.shape[0]
-  pos = lax.fori_loop(1, height, climb, pos)
-  size_a = cnt[:, 0]
-  dest = jnp.where(in_a, pos, size_a[:, None] + pos)
-  seq = jnp.zeros((n, d), jnp.int32).at[rows, dest].set(jnp.broadcast_to(ids, (n, d)))
-  low = _down_set_first(pos, in_a, tables, layout, n)
-  low = jnp.minimum(low, jnp.stack([size_a, d - size_a], 1)[:, :, None])
-  return seq, size_a, low, failed
+  pos = lax.fori_loop(1, tables.anc.shape[0], climb, pos)
+  size_a = cnt[0]
+  dest = jnp.where(in_a, pos, size_a[None, :] + pos)
+  ids = jnp.broadcast_to(jnp.arange(d, dtype=jnp.int32)[:, None], (d, n))
+  seq = jnp.zeros((n, d), jnp.int32).at[cols.T, dest.T].set(ids.T)
+  low = _down_set_first(pos, in_a, tables, layout, n)  # (2, d, n)
+  low = jnp.minimum(low, jnp.stack([size_a, d - size_a])[:, None, :])
+  return seq, size_a, jnp.transpose(low, (2, 0, 1)), failed
 
 
 def uniform_below_each(key, total, n: int):
@@ -131,6 +129,12 @@ def uniform_below_each(key, total, n: int):
   return x % total
 
 
+def prefix_sum(x, axis: int):
+  """Inclusive prefix sums along ``axis`` by a parallel scan (XLA:CPU lowers
+  ``cumsum`` to a windowed reduction, quadratic in the length)."""
+  return lax.associative_scan(jnp.add, x, axis=axis)
+
+
 # ------------------------------------------------------------------ the sizes
 def _words64(key, shape):
   w = jax.random.bits(key, (*shape, 2), jnp.uint32).astype(jnp.uint64)
@@ -149,62 +153,64 @@ def _count(pred, width, iters: int):
   return lo
 
 
-def _lex(t, u, strict: bool):
-  """t < u (strict) or t <= u over word tuples, most significant first."""
-  out = t[-1] < u[-1] if strict else t[-1] <= u[-1]
+def _lex_less(t, u):
+  """t < u over word tuples, most significant first."""
+  out = t[-1] < u[-1]
   for a, b in zip(t[-2::-1], u[-2::-1]):
     out = (a < b) | ((a == b) & out)
   return out
 
 
 def _choose(thr, off, width, u, iters: int, refined: bool):
-  """The index ``#{i : c_i <= U}`` of one row per sample, and whether it is decided."""
+  """The index ``#{i : c_i <= U}`` of one row per sample, and whether it is decided:
+  the boundaries below U's digits are counted, and the next one must lie above them
+  (no boundary within ``WIDEN`` of the digits in the first pass)."""
   if refined:
     row = lambda i: tuple(t[off + i] for t in thr)
-    below = _count(lambda i: _lex(row(i), u, True), width, iters)
-    upto = _count(lambda i: _lex(row(i), u, False), width, iters)
+    below = _count(lambda i: _lex_less(row(i), u), width, iters)
+    nxt = row(jnp.minimum(below, width - 1))
+    tie = functools.reduce(jnp.logical_and, [a == b for a, b in zip(nxt, u)])
   else:
     j, w = u[0], np.uint64(WIDEN)
     j_lo = jnp.where(j > w, j - w, np.uint64(0))
     j_hi = jnp.where(j < np.uint64(2**64 - 1) - w, j + w, np.uint64(2**64 - 1))
     below = _count(lambda i: thr[0][off + i] < j_lo, width, iters)
-    upto = _count(lambda i: thr[0][off + i] <= j_hi, width, iters)
-  return below, below == upto
+    tie = thr[0][off + jnp.minimum(below, width - 1)] <= j_hi
+  return below, ~(tie & (below < width))
 
 
 def _size_pass(thr, u, tables, layout, n, refined):
-  """One pass over the waves: counts (n, V + 2) (the dummy and the sink last) and
+  """One pass over the waves: counts (V + 2, n) (the dummy and the sink last) and
   whether every choice was decided."""
-  cnt = jnp.zeros((n, layout.num_nodes + 2), jnp.int32)
+  cnt = jnp.zeros((layout.num_nodes + 2, n), jnp.int32)
 
   def wave(state, w):
     cnt, ok = state
-    v, small, other, off, wid, idx = (w[:, i] for i in range(6))
-    a = cnt[:, v]  # (n, W)
-    uu = [x[:, jnp.maximum(idx, 0)] for x in u]
-    s, good = _choose(
-      thr, off + a * wid, jnp.broadcast_to(wid, a.shape), uu, layout.search, refined
-    )
-    cnt = cnt.at[:, small].set(s).at[:, other].set(a - s)
-    return (cnt, ok & jnp.all(good | (idx < 0), axis=1)), None
+    v, small, other, off, wid, idx = (w[:, i, None] for i in range(6))
+    a = cnt[v[:, 0]]  # (W, n)
+    uu = [x[jnp.maximum(idx[:, 0], 0)] for x in u]
+    width = jnp.broadcast_to(wid, a.shape)
+    s, good = _choose(thr, off + a * wid, width, uu, layout.search, refined)
+    cnt = cnt.at[small[:, 0]].set(s).at[other[:, 0]].set(a - s)
+    return (cnt, ok & jnp.all(good | (idx < 0), axis=0)), None
 
   (cnt, ok), _ = lax.scan(wave, (cnt, jnp.ones((n,), bool)), tables.waves)
   return cnt, ok
 
 
 def _sizes(key, key_more, tables, layout, n):
-  """Every node's A-count (n, V + 2) and the samples whose choices stayed
+  """Every node's A-count (V + 2, n) and the samples whose choices stayed
   undecided."""
   thr = [tables.thresholds[w] for w in range(CHOICE_WORDS)]
-  first = _words64(key, (n, layout.num_choices))
+  first = _words64(key, (layout.num_choices, n))
   cnt, ok = _size_pass(thr, [first], tables, layout, n, False)
 
   def refine(args):
     cnt, ok = args
-    more = _words64(key_more, (CHOICE_WORDS - 1, n, layout.num_choices))
+    more = _words64(key_more, (CHOICE_WORDS - 1, layout.num_choices, n))
     u = [first] + [more[w] for w in range(CHOICE_WORDS - 1)]
     cnt2, ok2 = _size_pass(thr, u, tables, layout, n, True)
-    return jnp.where(ok[:, None], cnt, cnt2), ~ok & ~ok2
+    return jnp.where(ok[None, :], cnt, cnt2), ~ok & ~ok2
 
   return lax.cond(jnp.all(ok), lambda a: (a[0], ~a[1]), refine, (cnt, ok))
 
@@ -242,64 +248,73 @@ def _block(key, bt, a, size: int, n: int):
 
 # ------------------------------------------------------------------ interleavings
 def _interleave(key, cnt, tables, layout, n):
-  """(n, slots) int32: per parallel node and part, the local slot of its children's
-  i-th element (left child's first; part B's after part A's)."""
+  """(slots, n) int32: per group (a maximal run of parallel nodes) and part, the
+  local slot of each child-order index (the members' elements, member by member).
+
+  The part's slots get iid keys; sorted by key, ranks [off_i, off_i + m_i) go to
+  member i (a uniformly random partition of the slots into the members' sizes);
+  sorted again by (member, slot), member i's j-th element takes its j-th slot."""
   s = layout.slots
   node = tables.slot_node
-  t = jnp.arange(s, dtype=jnp.int32)
-  local = t - tables.slot[node]
-  a_v = cnt[:, node]  # (n, s)
-  in_b = local[None, :] >= a_v
-  # one uint64 sort key per slot: its group (node, part), random bits, the slot
+  p = jnp.arange(s, dtype=jnp.int32)
+  start = tables.slot[node][None, :]  # (1, s)
+  a_g = cnt[node].T  # (n, s): the group's count in A
+  in_b = (p[None, :] - start) >= a_g
+  gstart = start + jnp.where(in_b, a_g, 0)  # first slot (and rank) of the part
   slot_bits = max(1, s.bit_length())
-  rand_bits = 64 - slot_bits - (2 * s).bit_length()
-  group = (2 * tables.slot[node][None, :] + in_b).astype(jnp.uint64)
-  head = (group << np.uint64(rand_bits + slot_bits)) | t.astype(jnp.uint64)
-  drop, mask = np.uint64(64 - rand_bits), np.uint64((1 << slot_bits) - 1)
-  iota = jnp.broadcast_to(t, (n, s))
+  group_bits = (2 * s).bit_length()
+  shift = np.uint64(64 - group_bits)
+  group = (2 * start + in_b).astype(jnp.uint64) << shift
+  low = np.uint64((1 << slot_bits) - 1)
+  drop = np.uint64(group_bits + slot_bits)
 
   def sort(bits):
-    key = jnp.sort(head | ((bits >> drop) << np.uint64(slot_bits)), axis=1)
-    tie = jnp.any(
-      (key[:, 1:] >> np.uint64(slot_bits)) == (key[:, :-1] >> np.uint64(slot_bits)), axis=1
+    key1 = jnp.sort(
+      group | ((bits >> drop) << np.uint64(slot_bits)) | p.astype(jnp.uint64), 1
     )
-    return (key & mask).astype(jnp.int32), tie
+    high = key1 >> np.uint64(slot_bits)
+    return key1, jnp.any(high[:, 1:] == high[:, :-1], axis=1)
 
   def body(state):
     bits, _, tie, i = state
     bits = jnp.where(tie[:, None], _words64(jax.random.fold_in(key, i), (n, s)), bits)
-    perm, tie = sort(bits)
-    return bits, perm, tie, i + 1
+    key1, tie = sort(bits)
+    return bits, key1, tie, i + 1
 
   bits = _words64(jax.random.fold_in(key, 0), (n, s))
-  perm, tie = sort(bits)
-  _, perm, _, _ = lax.while_loop(lambda st: jnp.any(st[2]), body, (bits, perm, tie, 1))
-  rows = jnp.arange(n)[:, None]
-  inv = jnp.zeros((n, s), jnp.int32).at[rows, perm].set(iota)
-  gstart = tables.slot[node][None, :] + jnp.where(in_b, a_v, 0)  # group's first slot
-  lft = tables.left[node]
-  m_left = jnp.where(in_b, tables.size[lft] - cnt[:, lft], cnt[:, lft])
-  is_left = (inv - gstart) < m_left
-  ex = jnp.cumsum(is_left, axis=1, dtype=jnp.int32) - is_left  # exclusive
-  left_before = ex - jnp.take_along_axis(ex, gstart, axis=1)
-  right_before = (iota - gstart) - left_before
-  q = jnp.where(in_b, a_v, 0) + jnp.where(is_left, left_before, m_left + right_before)
-  dest = tables.slot[node][None, :] + q
-  return jnp.zeros((n, s), jnp.int32).at[rows, dest].set(local - jnp.where(in_b, a_v, 0))
+  key1, tie = sort(bits)
+  _, key1, _, _ = lax.while_loop(lambda st: jnp.any(st[2]), body, (bits, key1, tie, 1))
+  # members' offsets in each part (exclusive sums within the group)
+  mem, top, first = tables.member[:, 0], tables.member[:, 1], tables.member[:, 2]
+  m_a = cnt[mem]  # (C, n)
+  m_b = tables.size[mem][:, None] - m_a
+  rows = jnp.arange(n)[None, :]
+  marks = jnp.zeros((s + 1, n), jnp.int32)
+  for m, base in ((m_a, 0), (m_b, 1)):
+    ex = prefix_sum(m, 0) - m
+    off = ex - ex[first]
+    room = jnp.where(base, tables.size[top][:, None] - cnt[top], cnt[top])
+    at = tables.slot[top][:, None] + jnp.where(base, cnt[top], 0) + off
+    keep = (mem != tables.member[first, 0])[:, None] & (off < room)
+    marks = marks.at[jnp.where(keep, at, s), rows].add(1)
+  c = prefix_sum(marks[:s], 0).T  # (n, s), by rank position
+  ex = c - marks[:s].T
+  label = c - jnp.take_along_axis(ex, gstart, axis=1)  # member of each rank
+  key2 = group | (label.astype(jnp.uint64) << np.uint64(slot_bits)) | (key1 & low)
+  slot = (jnp.sort(key2, axis=1) & low).astype(jnp.int32)
+  return (slot - gstart).T
 
 
 # ------------------------------------------------------------------ down-sets
 def _down_set_first(pos, in_a, tables, layout, n):
-  """(n, 2, d): per part, the least position of an element of the part <= each."""
-  d, num = layout.d, layout.num_nodes
-  mine = jnp.stack([jnp.where(in_a, pos, _BIG), jnp.where(in_a, _BIG, pos)], 1)
-  rows = jnp.arange(n)[:, None, None]
-  parts = jnp.arange(2)[None, :, None]
-  low_node = jnp.full((n, 2, num + 1), _BIG, jnp.int32)  # column num: past the root
+  """(2, d, n): per part, the least position of an element of the part <= each."""
+  num = layout.num_nodes
+  mine = jnp.stack([jnp.where(in_a, pos, _BIG), jnp.where(in_a, _BIG, pos)])
+  low_node = jnp.full((2, num + 1, n), _BIG, jnp.int32)  # row num: past the root
 
   def gather_up(s, low_node):
     u = jnp.where(tables.anc[s] >= 0, tables.anc[s], num)
-    return low_node.at[rows, parts, u[None, None, :]].min(mine)
+    return low_node.at[:, u].min(mine)
 
   height = tables.anc.shape[0]
   low_node = lax.fori_loop(0, height, gather_up, low_node)
@@ -307,16 +322,15 @@ def _down_set_first(pos, in_a, tables, layout, n):
   def climb(s, first):
     u, c = tables.anc[s], tables.anc[s - 1]
     uu = jnp.maximum(u, 0)
-    lft = jnp.maximum(tables.left[uu], 0)
     use = (u >= 0) & (tables.kind[uu] == SERIES) & (c == tables.right[uu])
-    cand = jnp.take_along_axis(low_node, jnp.broadcast_to(lft, (n, 2, d)), axis=2)
-    return jnp.where(use, jnp.minimum(first, cand), first)
+    cand = low_node[:, jnp.maximum(tables.left[uu], 0)]
+    return jnp.where(use[None, :, None], jnp.minimum(first, cand), first)
 
   first = lax.fori_loop(1, height, climb, mine)
   for (_, elems), bt in zip(layout.blocks, tables.blocks):
     el = np.asarray(elems)
-    m = mine[:, :, el]  # (n, 2, L)
+    m = mine[:, el]  # (2, L, n)
     le = jnp.asarray(bt.up)  # le[x, y]: x <= y
-    inner = jnp.min(jnp.where(le[None, None], m[:, :, :, None], _BIG), axis=2)
-    first = first.at[:, :, el].set(jnp.minimum(first[:, :, el], inner))
+    inner = jnp.min(jnp.where(le[None, :, :, None], m[:, :, None], _BIG), axis=1)
+    first = first.at[:, el].set(jnp.minimum(first[:, el], inner))
   return first

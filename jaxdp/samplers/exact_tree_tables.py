@@ -69,8 +69,11 @@ class TreeTables(NamedTuple):
   left: np.ndarray  # (V,) int32 (-1: none)
   right: np.ndarray  # (V,) int32
   size: np.ndarray  # (V,) int32
-  slot: np.ndarray  # (V,) int32: first slot of a parallel node's interleaving
-  slot_node: np.ndarray  # (slots,) int32: the parallel node of each slot
+  slot: np.ndarray  # (V,) int32: first slot of a group's interleaving, -1 for the
+  # nodes that are not the top of a group (a maximal run of parallel nodes)
+  slot_node: np.ndarray  # (slots,) int32: the group (its top node) of each slot
+  member: np.ndarray  # (C, 3) int32: the groups' members (their children, left to
+  # right), group by group: node, its group's top, flat index of the group's first
   anc: np.ndarray  # (H, d) int32: ancestors of each element, its node first (-1 past
   # the root)
   up: np.ndarray  # (d, d) bool: x <= y
@@ -84,7 +87,9 @@ class TreeLayout(NamedTuple):
   num_nodes: int
   num_choices: int  # the root's and one per internal node
   search: int  # binary-search iterations: bit length of the widest row
-  slots: int  # sum of the parallel nodes' sizes
+  slots: int  # sum of the groups' sizes
+  members: int  # C
+  labels: int  # bit length of the largest number of members of a group
   blocks: tuple  # per block: (node id, elements)
 
 
@@ -120,10 +125,11 @@ def exact_tree_tables(poset: Poset) -> tuple[TreeTables, TreeLayout]:
   left = np.array([v.left.id if v.left else -1 for v in nodes], np.int32)
   right = np.array([v.right.id if v.right else -1 for v in nodes], np.int32)
   size = np.array([len(v.elems) for v in nodes], np.int32)
-  slot = np.zeros(num, np.int32)
+  slot = np.full(num, -1, np.int32)
   parent = np.full(num, -1, np.int64)
   node_of = np.zeros(d, np.int64)
   slots, blocks, block_tables, width = 0, [], [], d + 1
+  kind_of = [v.kind for v in nodes]
   for v in nodes:
     if v.kind in (SERIES, PARALLEL):
       parent[v.left.id] = parent[v.right.id] = v.id
@@ -135,7 +141,7 @@ def exact_tree_tables(poset: Poset) -> tuple[TreeTables, TreeLayout]:
       steps.append((v.id, *kids, pos, wid, len(steps)))
       pos += r.size
       width = max(width, wid)
-      if v.kind == PARALLEL:
+      if v.kind == PARALLEL and (parent[v.id] < 0 or kind_of[parent[v.id]] != PARALLEL):
         slot[v.id] = slots
         slots += len(v.elems)
     else:
@@ -156,9 +162,18 @@ def exact_tree_tables(poset: Poset) -> tuple[TreeTables, TreeLayout]:
   for x, c in enumerate(depth):
     anc[: len(c), x] = c
   slot_node = np.zeros(max(slots, 1), np.int32)
+  member, most = [], 1
   for v in nodes:
-    if v.kind == PARALLEL:
+    if slot[v.id] >= 0:
       slot_node[slot[v.id] : slot[v.id] + len(v.elems)] = v.id
+      first, stack = len(member), [v]
+      while stack:  # the run's children, left to right
+        w = stack.pop()
+        if w.kind == PARALLEL:
+          stack += [w.right, w.left]
+        else:
+          member.append((w.id, v.id, first))
+      most = max(most, len(member) - first)
   thr = np.concatenate([r.ravel() for r in rows])
   words = np.empty((CHOICE_WORDS, thr.size), np.uint64)
   for w in range(CHOICE_WORDS):
@@ -173,6 +188,7 @@ def exact_tree_tables(poset: Poset) -> tuple[TreeTables, TreeLayout]:
     size=size,
     slot=slot,
     slot_node=slot_node,
+    member=np.array(member, np.int32).reshape(-1, 3),
     anc=anc,
     up=np.array(poset.order),
     blocks=tuple(block_tables),
@@ -183,6 +199,8 @@ def exact_tree_tables(poset: Poset) -> tuple[TreeTables, TreeLayout]:
     num_choices=len(steps),
     search=int(width).bit_length(),
     slots=slots,
+    members=len(member),
+    labels=int(most).bit_length(),
     blocks=tuple(blocks),
   )
   return tables, layout
