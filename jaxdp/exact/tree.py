@@ -50,7 +50,7 @@ from jaxdp.exact.choices import int62
 from jaxdp.samplers.exact_tree_tables import CHOICE_WORDS, TreeLayout, TreeTables
 from jaxdp.samplers.sp_tables import PARALLEL, SERIES
 
-__all__ = ["WIDEN", "prefix_sum", "tree_objects", "uniform_below_each"]
+__all__ = ["WIDEN", "prefix_sum", "size_counts", "tree_objects", "uniform_below_each"]
 
 # The first pass treats a boundary as undecided when U's first 64 digits lie within
 # WIDEN of its first word (0: only when equal). Tests widen it to force the refined
@@ -70,7 +70,7 @@ def tree_objects(key, tables: TreeTables, layout: TreeLayout, n: int):
   """
   d = layout.d
   k_size, k_more, k_block, k_keys = jax.random.split(key, 4)
-  cnt, failed = _sizes(k_size, k_more, tables, layout, n)  # (V + 2, n)
+  cnt, _, failed = size_counts(k_size, k_more, tables, layout, n)  # (V + 2, n)
   cols = jnp.arange(n)[None, :]
   in_a, pos = cnt[tables.anc[0]] == 1, jnp.zeros((d, n), jnp.int32)  # leaves' count
   kb = jax.random.split(k_block, max(1, len(layout.blocks)))
@@ -198,9 +198,10 @@ def _size_pass(thr, u, tables, layout, n, refined):
   return cnt, ok
 
 
-def _sizes(key, key_more, tables, layout, n):
-  """Every node's A-count (V + 2, n) and the samples whose choices stayed
-  undecided."""
+def size_counts(key, key_more, tables: TreeTables, layout: TreeLayout, n: int):
+  """Every node's A-count, (V + 2, n) int32 (the last two rows are scratch), whether
+  the first pass decided all of a sample's choices, (n,) bool, and whether a
+  sample's choices stayed undecided after the refined pass (n,) bool."""
   thr = [tables.thresholds[w] for w in range(CHOICE_WORDS)]
   first = _words64(key, (layout.num_choices, n))
   cnt, ok = _size_pass(thr, [first], tables, layout, n, False)
@@ -212,7 +213,8 @@ def _sizes(key, key_more, tables, layout, n):
     cnt2, ok2 = _size_pass(thr, u, tables, layout, n, True)
     return jnp.where(ok[None, :], cnt, cnt2), ~ok & ~ok2
 
-  return lax.cond(jnp.all(ok), lambda a: (a[0], ~a[1]), refine, (cnt, ok))
+  cnt, failed = lax.cond(jnp.all(ok), lambda a: (a[0], ~a[1]), refine, (cnt, ok))
+  return cnt, ok, failed
 
 
 # ------------------------------------------------------------------ blocks
