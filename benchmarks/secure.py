@@ -20,7 +20,8 @@ Rows (samples/s, best of 3 after a warm-up, one process):
 The refinement share is measured on the fast pass from ChaCha20 bits (samples it
 could not settle, which the host then refines); for the tree path also the samples
 whose discrete choices the first pass left undecided (``--n-host`` samples).
-Memory is XLA's compiled temporary + output bytes over the output's bytes. Writes results/secure.json and .md.
+Memory is XLA's compiled temporary + output bytes over the output's bytes. Writes
+results/secure.json and .md.
 """
 
 from __future__ import annotations
