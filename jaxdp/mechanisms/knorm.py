@@ -73,7 +73,7 @@ class KNormMechanism(EpsMechanism):
         "cannot bound in intervals yet (the l_2 ball needs normal variates)."
       )
     if self.exact and isinstance(self.ball, PosetBall):
-      exact.samplers.poset_path(self.ball.poset)  # the exact sampler's limits, now
+      exact.poset_path(self.ball.poset)  # the exact sampler's limits, now
 
   def _ranges(self, shape):
     if self.exact:

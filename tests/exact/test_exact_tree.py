@@ -6,6 +6,7 @@ Independent references: brute-force enumeration of the objects, the subset recur
 positions, and the ranks path's ``chain_round`` for the rounding.
 """
 
+import fractions
 import functools
 import itertools
 
@@ -105,23 +106,29 @@ def test_tree_objects_are_exactly_uniform(poset):
   np.testing.assert_array_equal(low, _direct_low(poset, seq, k))
 
 
+@jax.jit
+def _roundings(words, seq, k, low, up):
+  a = exact_intervals.tree_round(words, low, k, 0.8)
+  b = exact_intervals.chain_round(words, seq, k, up, 0.8)
+  return a, b
+
+
 def test_tree_rounding_equals_the_chain_rounding():
   """The tree path's prefix-sum rounding equals chain_round's on the same words and
-  objects wherever both settle (both are the exact rounding), 2000 samples."""
+  objects wherever both settle (both are the exact rounding), 2000 samples; the
+  refinement's coefficients equal simplex_coefficients."""
   poset = N_ON_TOP
   seq, k, low, _ = _objects(poset, _key(2), 2000)
   with jax.enable_x64(True):
     words = jax.random.bits(_key(3), (2000, poset.d + 2, 2), jnp.uint32)
-    a, sa = exact_intervals.tree_round(words, jnp.asarray(low), jnp.asarray(k), 0.8)
-    b, sb = exact_intervals.chain_round(
-      words, jnp.asarray(seq), jnp.asarray(k), jnp.asarray(poset.order), 0.8
-    )
+    (a, sa), (b, sb) = _roundings(words, seq, k, low, jnp.asarray(poset.order))
   both = np.asarray(sa & sb)
   assert both.mean() > 0.99
   np.testing.assert_array_equal(np.asarray(a)[both], np.asarray(b)[both])
-  coeff = exact_refine.tree_coefficients(low[0], int(k[0]))
-  ref = np.asarray(exact.simplex_coefficients(seq[:1], k[:1], jnp.asarray(poset.order)))[0]
-  np.testing.assert_array_equal(coeff, ref)
+  ref = exact.simplex_coefficients(jnp.asarray(seq[:50]), jnp.asarray(k[:50]), poset.order)
+  for i in range(50):
+    coeff = exact_refine.tree_coefficients(low[i], int(k[i]))
+    np.testing.assert_array_equal(coeff, np.asarray(ref)[i])
 
 
 @pytest.mark.slow
@@ -150,6 +157,45 @@ def test_forced_refinement_gives_the_same_objects_and_release(monkeypatch):
   jax.clear_caches()
   assert calls and calls[0] > 300
   np.testing.assert_array_equal(got, noise)
+
+
+def test_lazy_choice_is_decided_only_when_the_whole_cell_agrees():
+  """One choice row of exact weights, 4000 uniforms (a third of them with leading
+  words equal to a boundary's): a decided first pass (64 digits) or refined pass
+  (192 digits) gives #{i : c_i <= U} for every U in the digits' cell, computed with
+  fractions from the exact weights; the first pass is undecided exactly when a
+  boundary's first word equals the digits."""
+  rng = np.random.default_rng(0)
+  weights = [int(x) for x in rng.integers(0, 10**6, 9)] + [3**200]
+  total = sum(weights)
+  cum = list(itertools.accumulate(weights))
+  c = [fractions.Fraction(x, total) for x in cum]
+  full = (1 << 192) - 1
+  t = [full if x == total else (x << 192) // total for x in cum]
+  thr = np.array(
+    [[(x >> (64 * (2 - w))) & (2**64 - 1) for x in t] for w in range(3)], np.uint64
+  )
+  m = 4000
+  u = [[int(x) for x in rng.integers(0, 2**63, 3, dtype=np.uint64) * 2] for _ in range(m)]
+  for i in range(0, m, 3):
+    u[i][0] = t[i % len(t)] >> 128  # the first word of a boundary
+  words = np.array(u, np.uint64).T  # (3, m)
+  with jax.enable_x64(True):
+    thr_d = [jnp.asarray(x) for x in thr]
+    off, width = jnp.zeros((m,), jnp.int32), jnp.full((m,), len(t), jnp.int32)
+    first = jax.jit(lambda w: exact_tree._choose(thr_d, off, width, [w[0]], 4, False))
+    refined = jax.jit(lambda w: exact_tree._choose(thr_d, off, width, list(w), 4, True))
+    i1, ok1 = (np.asarray(x) for x in first(jnp.asarray(words)))
+    i3, ok3 = (np.asarray(x) for x in refined(jnp.asarray(words)))
+  for r in range(m):
+    j = u[r][0]
+    assert ok1[r] == (j not in [x >> 128 for x in t])
+    big = (u[r][0] << 128) | (u[r][1] << 64) | u[r][2]
+    for idx, ok, lo, bits in ((i1[r], ok1[r], j, 64), (i3[r], ok3[r], big, 192)):
+      if ok:  # the same index at every U in [lo, lo + 1) 2^-bits
+        left, right = fractions.Fraction(lo, 2**bits), fractions.Fraction(lo + 1, 2**bits)
+        assert sum(ci <= left for ci in c) == idx == sum(ci < right for ci in c)
+    assert ok3[r]
 
 
 def test_undecided_choice_raises_rather_than_guessing():
