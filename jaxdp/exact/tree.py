@@ -16,11 +16,14 @@ Per sample (tables: :mod:`jaxdp.samplers.exact_tree_tables`):
 2. *Blocks.* An exactly uniform rank below T_block[a] (62-bit draws, rejection)
    picks the block's subset A (cumulative int64 weights e(A) e(B) within the size
    group) and the extensions of A and B inside it (unranked with e(S \\ x)).
-3. *Interleavings.* A parallel node with m_1 and m_2 elements of a part in its
-   children needs a uniformly random interleaving: the part's slots get iid 64-bit
-   keys and the m_1 slots with the smallest keys go to the left child (distinct iid
-   keys are in uniformly random order; a sample with a tie redraws all its keys,
-   which conditions on distinct keys and keeps the order uniform).
+3. *Interleavings.* A maximal run of parallel nodes (a *group*) with members
+   holding m_1, ..., m_r elements of a part needs a uniformly random interleaving
+   of the members' extensions: the part's slots get iid 64-bit keys, the slots of
+   ranks [m_1 + ... + m_(i-1), m_1 + ... + m_i) in key order go to member i (a
+   uniformly random partition of the slots into the members' sizes), and member
+   i's j-th element takes its j-th slot (a second sort, by member and slot). A
+   sample with two equal keys in one part of a group redraws all its keys, which
+   conditions iid keys on being distinct and keeps their order uniform.
 4. *Positions.* An element's position in its part's extension is composed up its
    ancestors: at a series node the lower child's elements follow the upper child's,
    at a parallel node the child's i-th element takes the child's i-th slot.
@@ -31,9 +34,9 @@ first position of an element of the part below or equal to j (the chain filters
 containing j): the subtree minima of the positions, taken over the lower children of
 the series nodes above j whose upper child holds j, and inside a block.
 
-Cost per sample: O(number of nodes) choices with O(log width) look-ups each, one sort
-of sum over parallel nodes of their sizes, and O(d H) for the positions (H the tree's
-height).
+Cost per sample: O(number of nodes) choices with O(log width) look-ups each, two
+sorts of the groups' slots (d per level of nested groups), and O(d H) for the
+positions (H the tree's height). Arrays are laid out (node or element, sample).
 """
 
 from __future__ import annotations
