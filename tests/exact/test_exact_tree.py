@@ -81,9 +81,10 @@ def _direct_low(poset, seq, k):
 
 
 # A series-parallel poset that is not a forest with a prime N block inside a series
-# composition, and a forest.
+# composition, and a forest whose element 0 has three children (a run of two parallel
+# nodes: one interleaving of three members) beside a free element.
 N_ON_TOP = jaxdp.Poset.from_edges(5, [(0, 1), (2, 1), (2, 3), (1, 4), (3, 4)])
-FOREST = jaxdp.Poset.from_edges(5, [(1, 0), (2, 0), (4, 3)])
+FOREST = jaxdp.Poset.from_edges(5, [(1, 0), (2, 0), (3, 0)])
 
 
 @pytest.mark.statistical
@@ -95,6 +96,8 @@ def test_tree_objects_are_exactly_uniform(poset):
   objs = _brute_objects(poset)
   assert len(objs) == exact_num_objects(poset) and len(set(objs)) == len(objs)
   assert not N_ON_TOP.is_forest and FOREST.is_forest
+  groups = exact_tree_tables(FOREST)[0].member[:, 1]
+  assert np.bincount(groups).max() == 3  # an interleaving of three members
   n = 40_000
   seq, k, low, failed = _objects(poset, _key(1), n)
   assert not failed.any()
