@@ -91,7 +91,8 @@ def run_benchmarks(out: str, quick: bool) -> None:
   )
   float_attack.main(["--out", out])
   recompile.main(["--out", out] + (["--posets", "5"] if q else []))
-  secure.main(["--out", out] + (["--n", "20000", "--opendp-n", "1000"] if q else []))
+  quick = ["--n", "20000", "--opendp-n", "1000", "--n-tree", "2000", "--n-host", "8192"]
+  secure.main(["--out", out] + (quick if q else []))
   generators.main(["--out", out] + (["--n", "20000"] if q else []))
   sp_costs.main(["--out", out] + (["--n", "20000"] if q else []))
   reporting.main(["--out", out] + (["--quick"] if q else []))

@@ -16,11 +16,16 @@ Rows (samples/s, best of 3 after a warm-up, one process):
 * discrete Gaussian: ``jaxdp.exact.discrete_gaussian`` (ChaCha20, batch n/4) beside
   OpenDP's ``make_gaussian`` on an int vector (its discrete Gaussian) at the same
   sigma, 1 and sqrt(16.5);
+* a 300-question synthetic questionnaire's K-norm noise at eps = 1 (``--n-tree``
+  samples): float ``jaxdp.random.knorm`` (the ``sp`` sampler) and exact
+  ``jaxdp.exact.poset_knorm`` (the decomposition-tree path), both with ChaCha20;
 * OpenDP (optional): ``make_laplace`` on a float vector (float-safe) and on an int
   vector, one call for ``--opendp-n`` values.
 The refinement share is measured on the fast pass from ChaCha20 bits (samples it
-could not settle, which the host then refines). Memory is XLA's compiled temporary +
-output bytes over the output's bytes. Writes results/secure.json and .md.
+could not settle, which the host then refines); for the tree path also the samples
+whose discrete choices the first pass left undecided (``--n-host`` samples).
+Memory is XLA's compiled temporary + output bytes over the output's bytes. Writes
+results/secure.json and .md.
 """
 
 from __future__ import annotations
@@ -40,7 +45,11 @@ from common import best_time, machine, write_results
 import jaxdp
 from jaxdp import exact
 from jaxdp import random as dprandom
+from jaxdp.exact import tree as exact_tree
+from jaxdp.exact.intervals import tree_round
+from jaxdp.experiments.questionnaire import synthetic_questionnaire
 from jaxdp.samplers.exact_tables import exact_tables
+from jaxdp.samplers.exact_tree_tables import exact_tree_tables
 
 
 def _rate(fn, n):
@@ -75,6 +84,27 @@ def _unsettled_poset(key, poset, n, scale):
       return jnp.sum(~exact.chain_round(words, seq, size_a, t.up, scale)[1])
 
     return int(count(key))
+
+
+def _unsettled_tree(key, poset, n, scale, chunk=4096):
+  """(samples with a choice the first pass left undecided, samples whose noise the
+  fast pass could not settle) over ``n`` tree-path samples."""
+  tables, layout = exact_tree_tables(poset)
+  d = poset.d
+  with jax.enable_x64(True):
+    t = jax.tree_util.tree_map(jnp.asarray, tables)
+
+    @jax.jit
+    def count(k):
+      k1, k2, k3, k4 = jax.random.split(k, 4)
+      _, first_ok, _ = exact_tree.size_counts(k1, k2, t, layout, chunk)
+      _, size_a, low, failed = exact_tree.tree_objects(k3, t, layout, chunk)
+      words = jax.random.bits(k4, (chunk, d + 2, 2), jnp.uint32)
+      settled = tree_round(words, low, size_a, scale)[1]
+      return jnp.sum(~first_ok), jnp.sum(~settled | failed)
+
+    out = [count(jax.random.fold_in(key, i)) for i in range(-(-n // chunk))]
+  return sum(int(a) for a, _ in out), sum(int(b) for _, b in out), len(out) * chunk
 
 
 def _opendp(n):
@@ -172,6 +202,8 @@ def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--n", type=int, default=1_000_000)
   ap.add_argument("--opendp-n", type=int, default=100_000)
+  ap.add_argument("--n-tree", type=int, default=50_000)
+  ap.add_argument("--n-host", type=int, default=200_000)
   ap.add_argument("--out", default="results")
   args = ap.parse_args(argv)
   n = args.n
@@ -239,6 +271,26 @@ def main(argv=None):
     ),
   ]
 
+  quest = synthetic_questionnaire(0, 300)
+  n_tree = args.n_tree
+  q_ball = jaxdp.PosetBall(quest)
+  q_f = jax.jit(lambda k: dprandom.knorm(k, q_ball, 1.0, (n_tree,)))
+  q_x = lambda k: exact.poset_knorm(k, quest, 1.0, (n_tree,))
+  q = {
+    "float_chacha20": _rate(lambda: q_f(cc), n_tree),
+    "exact_chacha20": _rate(lambda: q_x(cc), n_tree),
+  }
+  payload["questionnaire300_knorm_per_s"] = q
+  rows += [
+    ("300-question K-norm", "float sp, ChaCha20", q["float_chacha20"], None),
+    (
+      "300-question K-norm",
+      "exact, ChaCha20",
+      q["exact_chacha20"],
+      q["exact_chacha20"] / q["float_chacha20"],
+    ),
+  ]
+
   od = _opendp(args.opendp_n)
   payload["opendp_laplace_per_s"] = od
   if od:
@@ -262,7 +314,16 @@ def main(argv=None):
     "laplace_scale_1000": _unsettled_laplace(jax.random.fold_in(cc, 2), m_refine, 1000.0),
     "nhis3_eps_1": _unsettled_poset(jax.random.fold_in(cc, 3), nhis, 1_000_000, 1.0),
   }
-  payload["unsettled"] = {"laplace_samples": m_refine, "poset_samples": 1_000_000, **share}
+  choices, noise, m_tree = _unsettled_tree(
+    jax.random.fold_in(cc, 4), quest, args.n_host, 1.0
+  )
+  share["questionnaire300_choices"], share["questionnaire300_eps_1"] = choices, noise
+  payload["unsettled"] = {
+    "laplace_samples": m_refine,
+    "poset_samples": 1_000_000,
+    "questionnaire300_samples": m_tree,
+    **share,
+  }
   mem = {
     "exact_laplace": _memory(lambda k: exact.laplace(k, (n,), scale=1.0), cc, 4 * n),
     "exact_nhis3": _memory(lambda k: exact.poset_knorm(k, nhis, 1.0, (n,)), cc, 4 * n * 16),
@@ -286,11 +347,14 @@ def main(argv=None):
     f"time of the ChaCha20 bits it consumes. Fast-pass samples left for the host "
     f"refinement: Laplace scale 1: {share['laplace_scale_1']} of {m_refine:,}; "
     f"scale 1000: {share['laplace_scale_1000']} of {m_refine:,}; NHIS-3 at eps = 1: "
-    f"{share['nhis3_eps_1']} of 1,000,000. Peak memory (XLA temporaries + output) / "
+    f"{share['nhis3_eps_1']} of 1,000,000; the 300-question questionnaire at eps = 1: "
+    f"{share['questionnaire300_eps_1']} of {m_tree:,} (and {choices} with an object "
+    f"choice the first pass left undecided). Peak memory (XLA temporaries + output) / "
     f"output: exact Laplace {mem['exact_laplace'] or float('nan'):.2f}, exact NHIS-3 "
     f"{mem['exact_nhis3'] or float('nan'):.2f}. Exact l2 at D = 17, eps = 1: "
     f"{payload['l2_knorm']['unsettled_of_1e6_d17']} of 1,000,000 left for the host. "
-    f"Batch {n:,} (discrete Gaussian {n // 4:,}; OpenDP {args.opendp_n:,})."
+    f"Batch {n:,} ({n_tree:,} for the questionnaire; discrete Gaussian {n // 4:,}; "
+    f"OpenDP {args.opendp_n:,})."
   )
   write_results(args.out, "secure", payload, "\n".join(lines))
 

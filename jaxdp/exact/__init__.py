@@ -35,7 +35,9 @@ What is proved and what is assumed:
 
 * Proved (given a uniform bit source): every discrete choice is exact (the object of
   the poset ball is an exactly uniform integer rank in [0, N(P)) unranked with
-  integer tables; the Laplace sign is one bit), the fast pass's intervals contain
+  integer tables, or, for larger series-parallel posets, exact lazy choices down the
+  decomposition tree, :mod:`~jaxdp.exact.tree`; the Laplace sign is one bit), the
+  fast pass's intervals contain
   the ideal values when the platform's float64 ``log`` has relative error at most
   2^-44, and the host refinement is rigorous.
 * Assumed: that ``log`` error bound on the platform (and for l_2 noise, float64
@@ -54,7 +56,8 @@ Modules: :mod:`~jaxdp.exact.samplers` (Laplace, poset-ball and l_inf K-norm nois
 :mod:`~jaxdp.exact.l2` (l_2 K-norm noise and its fast pass),
 :mod:`~jaxdp.exact.intervals` (the fast pass), :mod:`~jaxdp.exact.refine` (the host
 refinement), :mod:`~jaxdp.exact.decimal_trig` (pi, cos and sin in ``decimal``),
-:mod:`~jaxdp.exact.choices` (exact discrete choices) and
+:mod:`~jaxdp.exact.choices` (exact discrete choices),
+:mod:`~jaxdp.exact.tree` (the decomposition-tree objects) and
 :mod:`~jaxdp.exact.gaussian` (the discrete Gaussian).
 
 References:
@@ -84,7 +87,14 @@ from jaxdp.exact.refine import (
   refine_linf_sample,
   refine_sample,
 )
-from jaxdp.exact.samplers import CHUNK, MAX_SCALE, laplace, linf_knorm, poset_knorm
+from jaxdp.exact.samplers import (
+  CHUNK,
+  MAX_SCALE,
+  laplace,
+  linf_knorm,
+  poset_knorm,
+  poset_path,
+)
 
 __all__ = [
   # the samplers
@@ -112,6 +122,7 @@ __all__ = [
   "l2_rows",
   "laplace_round",
   "linf_round",
+  "poset_path",
   "refine_l2_sample",
   "refine_linf_sample",
   "refine_sample",

@@ -221,3 +221,39 @@ def host_refine(refine_one, k, settled, words, extra, scale, *operands):
   if np.any(np.abs(k) >= LIMIT):
     raise RuntimeError("exact noise beyond +-2^30 (scale too large); nothing released.")
   return k.astype(np.int32)
+
+
+def refine_tree_sample(
+  words: np.ndarray,
+  extra: np.ndarray,
+  scale: float,
+  low: np.ndarray,
+  size_a,
+  failed,
+) -> np.ndarray:
+  """:func:`refine_sample` for :func:`~jaxdp.exact.intervals.tree_round`'s noise:
+  the coefficients from ``low`` (2, d) and ``size_a``.
+
+  Raises:
+    RuntimeError: ``failed`` (an object choice undecided after 192 digits), or
+      the noise still unsettled.
+  """
+  if bool(failed):
+    raise RuntimeError(
+      "exact noise: a discrete choice could not be decided with 192 bits of its "
+      "uniform (probability below 2^-190); nothing was released."
+    )
+  return refine_sample(words, extra, scale, tree_coefficients(low, int(size_a)))
+
+
+def tree_coefficients(low: np.ndarray, k: int) -> np.ndarray:
+  """(d + 2, d + 1) int8 simplex coefficients from the first chain positions ``low``
+  (2, d) and |A| = k (the rows of :func:`~jaxdp.exact.choices.simplex_coefficients`)."""
+  d = low.shape[1]
+  i = np.arange(d + 2)[:, None]
+  coeff = np.zeros((d + 2, d + 1), np.int8)
+  coeff[:, 0] = np.where(np.arange(d + 2) <= k, 1, -1)
+  a = (i >= low[0][None, :] + 1) & (i <= k)
+  b = i >= k + 2 + low[1][None, :]
+  coeff[:, 1:] = a.astype(np.int8) - b.astype(np.int8)
+  return coeff

@@ -11,16 +11,20 @@ import jax.numpy as jnp
 
 from jaxdp import _checks
 from jaxdp.exact.choices import simplex_coefficients, uniform_below, unrank
-from jaxdp.exact.intervals import chain_round, laplace_round, linf_round
-from jaxdp.exact.refine import refine_linf_sample, refine_sample, settle
+from jaxdp.exact.intervals import chain_round, laplace_round, linf_round, tree_round
+from jaxdp.exact.refine import refine_linf_sample, refine_sample, refine_tree_sample, settle
+from jaxdp.exact.tree import tree_objects
 from jaxdp.posets import Poset
 from jaxdp.prng.threefry import fast_key
+from jaxdp.samplers import sp_tables
 from jaxdp.samplers.chunks import chunked
 from jaxdp.samplers.exact_tables import exact_tables
+from jaxdp.samplers.exact_tree_tables import exact_tree_tables
 from jaxdp.typing import KeyArray, Shape
 
 MAX_SCALE = 2.0**20  # noise scales above this could overflow int32 outputs
 CHUNK = 1 << 14  # samples per sequential step (bounds memory)
+TREE_CHUNK_BYTES = 1 << 25  # working bytes per chunk of the tree path
 
 
 def laplace(key: KeyArray, shape: Shape = (), *, scale: float) -> jax.Array:
@@ -46,7 +50,9 @@ def laplace(key: KeyArray, shape: Shape = (), *, scale: float) -> jax.Array:
   return out.reshape(shape)
 
 
-def poset_knorm(key: KeyArray, poset: Poset, scale: float, shape: Shape = ()) -> jax.Array:
+def poset_knorm(
+  key: KeyArray, poset: Poset, scale: float, shape: Shape = (), *, path: str | None = None
+) -> jax.Array:
   """Exactly rounded K-norm noise for the poset ball, int32 ``(*shape, d + 1)``.
 
   The ideal noise has density proportional to ``exp(-||y||_K / scale)`` on
@@ -54,16 +60,24 @@ def poset_knorm(key: KeyArray, poset: Poset, scale: float, shape: Shape = ()) ->
   exactly. With ``scale = sensitivity / eps`` and an integer statistic, adding it is
   eps-DP (postprocessing of the K-norm mechanism).
 
+  The object is drawn by one of two exact paths (:func:`poset_path`): an exactly
+  uniform integer rank in [0, N(P)) unranked with int64 tables (d <= 22 and
+  N(P) < 2^61; NHIS-3 has N(P) = 609,887,750,400), or, for every other
+  series-parallel poset with prime pieces of at most 16 elements and d <= 512
+  (forests included), exact lazy choices down its decomposition tree
+  (:mod:`jaxdp.exact.tree`).
+
   Args:
     key: one PRNG key.
-    poset: a :class:`~jaxdp.Poset` with d <= 22 and N(P) < 2^61 objects (integer
-      ranks); NHIS-3 has N(P) = 609,887,750,400.
+    poset: a :class:`~jaxdp.Poset` one of the two paths takes.
     scale: 1/eps times the sensitivity; Python number or traced scalar, at most
       ``MAX_SCALE``.
     shape: batch shape.
+    path: ``None`` (:func:`poset_path`'s choice), ``"ranks"`` or ``"tree"`` (the
+      tree path takes any series-parallel poset, small ones too).
 
   Raises:
-    ValueError: the poset is too large for exact integer ranks.
+    ValueError: the poset fits neither path, or not the one asked for.
   """
   _checks.check_key(key)
   key = fast_key(key)  # the same draws, faster (jaxdp.threefry)
@@ -71,13 +85,44 @@ def poset_knorm(key: KeyArray, poset: Poset, scale: float, shape: Shape = ()) ->
   scale = check_scale(scale)
   if not isinstance(poset, Poset):
     raise _checks.ArgTypeError(f"poset must be a jaxdp.Poset; got {poset!r}.")
-  tables, total = exact_tables(poset)
   traced, const = (None, scale) if isinstance(scale, float) else (scale, None)
-  with jax.enable_x64(True):  # the int64 tables must not be canonicalised to int32
-    out = _poset_kernel(
-      key, tables, traced, const=const, total=total, d=poset.d, n=math.prod(shape)
-    )
+  n = math.prod(shape)
+  chosen = poset_path(poset)
+  if path not in (None, "ranks", "tree"):
+    raise ValueError(f"path must be None, 'ranks' or 'tree'; got {path!r}.")
+  if path == "tree":
+    sp_tables.check_supported(poset)
+  elif path == "ranks":
+    exact_tables(poset)
+  if (path or chosen) == "ranks":
+    tables, total = exact_tables(poset)
+    with jax.enable_x64(True):  # the int64 tables must not be canonicalised to int32
+      out = _poset_kernel(key, tables, traced, const=const, total=total, d=poset.d, n=n)
+  else:
+    tables, layout = exact_tree_tables(poset)
+    with jax.enable_x64(True):
+      out = _tree_kernel(key, tables, traced, const=const, layout=layout, n=n)
   return out.reshape(*shape, poset.d + 1)
+
+
+def poset_path(poset: Poset) -> str:
+  """``"ranks"`` (integer ranks, d <= 22 and N(P) < 2^61) or ``"tree"`` (exact
+  choices down the decomposition tree) for :func:`poset_knorm`.
+
+  Raises:
+    ValueError: neither applies, naming why (checked before anything is drawn).
+  """
+  try:
+    exact_tables(poset)
+    return "ranks"
+  except ValueError as err:
+    if sp_tables.supported(poset):
+      return "tree"
+    raise ValueError(
+      f"exact poset-ball noise needs a series-parallel poset (prime pieces of at "
+      f"most {sp_tables.BLOCK_MAX_D} elements, d <= {sp_tables.SP_MAX_D}) or one "
+      f"with d <= 22 and N(P) < 2^61; {poset!r} is neither ({err})"
+    ) from None
 
 
 def linf_knorm(key: KeyArray, d: int, scale: float, shape: Shape = ()) -> jax.Array:
@@ -160,6 +205,32 @@ def _poset_kernel(key, tables, traced, *, const, total, d, n):
       return settle(k, settled, words, scale, k_ref, refine_sample, coeff)
 
     return run_chunks(chunk, key, scale, n, (d + 1,))
+
+
+@functools.partial(jax.jit, static_argnames=("const", "layout", "n"))
+def _tree_kernel(key, tables, traced, *, const, layout, n):
+  with jax.enable_x64(True):
+    device_tables = jax.tree_util.tree_map(jnp.asarray, tables)
+    scale = scale64(traced, const)
+    d = layout.d
+
+    def chunk(k_chunk, m):
+      k_obj, k_bits, k_ref = jax.random.split(k_chunk, 3)
+      _, size_a, low, failed = tree_objects(k_obj, device_tables, layout, m)
+      words = jax.random.bits(k_bits, (m, d + 2, 2), jnp.uint32)
+      k, settled = tree_round(words, low, size_a, scale)
+      refine = refine_tree_sample
+      return settle(k, settled & ~failed, words, scale, k_ref, refine, low, size_a, failed)
+
+    out = chunked(chunk, key, n, (d + 1,), jnp.int32, tree_chunk(layout))
+    return _checks.mark_invalid(~jnp.isnan(scale), out)
+
+
+def tree_chunk(layout) -> int:
+  """Samples per chunk of the tree path: about 2^25 bytes of working arrays (the
+  per-node and per-slot arrays of a chunk stay in cache)."""
+  per_sample = 48 * layout.slots + 16 * layout.num_nodes + 96 * layout.d
+  return int(max(64, min(CHUNK, TREE_CHUNK_BYTES // per_sample)))
 
 
 @functools.partial(jax.jit, static_argnames=("const", "d", "n"))

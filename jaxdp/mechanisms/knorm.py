@@ -72,6 +72,8 @@ class KNormMechanism(EpsMechanism):
         f"l_2 and l_inf balls; got {self.ball!r}, whose noise the exact sampler "
         "cannot bound in intervals. Use one of those balls or exact=False."
       )
+    if self.exact and isinstance(self.ball, PosetBall):
+      exact.poset_path(self.ball.poset)  # the exact sampler's limits, now
 
   def _ranges(self, shape):
     if self.exact:

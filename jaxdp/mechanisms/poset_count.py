@@ -17,13 +17,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks, _data_checks
+from jaxdp.exact.samplers import poset_path
 from jaxdp.mechanisms.base import EpsMechanism, check_exact_options, pytree
 from jaxdp.mechanisms.knorm import KNormMechanism
 from jaxdp.mechanisms.laplace import LaplaceMechanism
 from jaxdp.mechanisms.statistics import as_int_counts, exact_counts, part_index, part_sums
 from jaxdp.posets import Poset
 from jaxdp.samplers.balls import LpBall, PosetBall
-from jaxdp.samplers.exact_tables import exact_tables
 from jaxdp.typing import ArrayLike, KeyArray, Shape
 
 COUNT_NOISES = ("poset", "linf", "l2", "laplace")
@@ -84,7 +84,7 @@ class PosetCountMechanism(EpsMechanism):
         f"exact=True supports noise in {EXACT_COUNT_NOISES}; got {self.noise!r}."
       )
     if self.exact and self.noise == "poset":
-      exact_tables(self.poset)  # the exact sampler's limits, checked now
+      poset_path(self.poset)  # the exact sampler's limits, checked now
     if self.on_invalid not in ("raise", "clip"):
       raise ValueError(f"on_invalid must be 'raise' or 'clip'; got {self.on_invalid!r}.")
 

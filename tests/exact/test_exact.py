@@ -355,8 +355,14 @@ def test_bad_exact_options_are_clear_errors():
     jaxdp.LaplaceMechanism(1e-7, exact=True).randomize(_key(), jnp.array([1]))
   with pytest.raises(ValueError, match="l_inf ball"):
     jaxdp.KNormMechanism(jaxdp.LpBall(3, 3.0), 1.0, exact=True)
-  with pytest.raises(ValueError, match="N\\(P\\)"):
-    jaxdp.PosetCountMechanism(jaxdp.Poset.from_edges(21, []), 1.0, exact=True)
+  # a 24-element fence is prime (not series-parallel) and beyond the integer ranks
+  fence = [(2 * i, 2 * i + 1) for i in range(12)] + [
+    (2 * i + 2, 2 * i + 1) for i in range(11)
+  ]
+  with pytest.raises(ValueError, match="series-parallel.*N\\(P\\)"):
+    jaxdp.PosetCountMechanism(jaxdp.Poset.from_edges(24, fence), 1.0, exact=True)
+  # N(P) >= 2^61 but series-parallel: the decomposition-tree path takes it
+  jaxdp.PosetCountMechanism(jaxdp.Poset.from_edges(21, []), 1.0, exact=True)
   with pytest.raises(ValueError, match="scale"):
     exact.laplace(_key(), (2,), scale=-1.0)
 

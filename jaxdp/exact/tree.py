@@ -1,0 +1,341 @@
+"""Exact poset-ball objects of a series-parallel poset by its decomposition tree: every
+discrete choice exact, decided lazily on the device.
+
+Per sample (tables: :mod:`jaxdp.samplers.exact_tree_tables`):
+
+1. *Sizes.* |A| at the root and, parents first, the A-count of every internal node's
+   smaller child: "i with probability w_i / W" is decided by a uniform U whose binary
+   digits are random bits, as ``#{i : c_i <= U}`` for the cumulative probabilities
+   c_i. The first pass reads U's first 64 digits j and compares them with the first
+   word of ``floor(c_i 2^192)``: a comparison is decided unless the two are equal
+   (then U and c_i agree to 64 digits), so the choice is settled when no boundary's
+   first word equals j (two binary searches agree). A sample with an undecided
+   choice is redone with 128 more digits of the *same* U (fresh words from a key of
+   their own, read only then) against all 192 bits; a choice still undecided
+   (probability below 2^-190 per boundary) raises an error, never a guess.
+2. *Blocks.* An exactly uniform rank below T_block[a] (62-bit draws, rejection)
+   picks the block's subset A (cumulative int64 weights e(A) e(B) within the size
+   group) and the extensions of A and B inside it (unranked with e(S \\ x)).
+3. *Interleavings.* A maximal run of parallel nodes (a *group*) with members
+   holding m_1, ..., m_r elements of a part needs a uniformly random interleaving
+   of the members' extensions: the part's slots get iid 64-bit keys, the slots of
+   ranks [m_1 + ... + m_(i-1), m_1 + ... + m_i) in key order go to member i (a
+   uniformly random partition of the slots into the members' sizes), and member
+   i's j-th element takes its j-th slot (a second sort, by member and slot). A
+   sample with two equal keys in one part of a group redraws all its keys, which
+   conditions iid keys on being distinct and keeps their order uniform.
+4. *Positions.* An element's position in its part's extension is composed up its
+   ancestors: at a series node the lower child's elements follow the upper child's,
+   at a parallel node the child's i-th element takes the child's i-th slot.
+
+Every choice has its exact probability, so the object (A, ext(A), ext(B)) has
+probability exactly 1 / N(P). The noise then needs, per coordinate j and part, the
+first position of an element of the part below or equal to j (the chain filters
+containing j): the subtree minima of the positions, taken over the lower children of
+the series nodes above j whose upper child holds j, and inside a block.
+
+Cost per sample: O(number of nodes) choices with O(log width) look-ups each, two
+sorts of the groups' slots (d per level of nested groups), and O(d H) for the
+positions (H the tree's height). Arrays are laid out (node or element, sample).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxdp.exact.choices import int62
+from jaxdp.samplers.exact_tree_tables import CHOICE_WORDS, TreeLayout, TreeTables
+from jaxdp.samplers.sp_tables import PARALLEL, SERIES
+
+__all__ = ["WIDEN", "prefix_sum", "size_counts", "tree_objects", "uniform_below_each"]
+
+# The first pass treats a boundary as undecided when U's first 64 digits lie within
+# WIDEN of its first word (0: only when equal). Tests widen it to force the refined
+# pass, which must give the same objects.
+WIDEN = 0
+_BIG = 1 << 30
+
+
+def tree_objects(key, tables: TreeTables, layout: TreeLayout, n: int):
+  """``n`` exactly uniform objects (traceable, inside ``jax.enable_x64``).
+
+  Returns:
+    seq (n, d) int32 (A top down, then B top down), k (n,) int32 = |A|, low
+    (n, 2, d) int32: per part, the first position of an element of the part below
+    or equal to each element (the part's size where none), and failed (n,) bool: a
+    choice undecided after 192 digits (the caller must not release such a sample).
+  """
+  d = layout.d
+  k_size, k_more, k_block, k_keys = jax.random.split(key, 4)
+  cnt, _, failed = size_counts(k_size, k_more, tables, layout, n)  # (V + 2, n)
+  cols = jnp.arange(n)[None, :]
+  in_a, pos = cnt[tables.anc[0]] == 1, jnp.zeros((d, n), jnp.int32)  # leaves' count
+  kb = jax.random.split(k_block, max(1, len(layout.blocks)))
+  for b, ((nid, elems), bt) in enumerate(zip(layout.blocks, tables.blocks)):
+    a = cnt[nid]
+    mask, seq_loc = _block(kb[b], bt, a, len(elems), n)
+    el = np.asarray(elems)
+    bits = ((mask[None, :] >> jnp.arange(len(elems), dtype=jnp.uint32)[:, None]) & 1) == 1
+    in_a = in_a.at[el].set(bits)
+    i = jnp.arange(len(elems), dtype=jnp.int32)[:, None]
+    local = jnp.where(i < a[None, :], i, i - a[None, :])
+    pos = pos.at[jnp.asarray(el, jnp.int32)[seq_loc.T], cols].set(local)
+  part = lambda v: jnp.where(in_a, cnt[v], tables.size[v][:, None] - cnt[v])  # (d, n)
+  slot_of = _interleave(k_keys, cnt, tables, layout, n) if layout.slots else None
+
+  def climb(s, pos):
+    u, c = tables.anc[s], tables.anc[s - 1]
+    uu = jnp.maximum(u, 0)
+    kind = tables.kind[uu][:, None]
+    lft, rgt = jnp.maximum(tables.left[uu], 0), jnp.maximum(tables.right[uu], 0)
+    lower = (c == lft)[:, None] & (kind == SERIES)
+    right = (c == rgt)[:, None] & (kind == PARALLEL)
+    new = pos + jnp.where(lower, part(rgt), 0) + jnp.where(right, part(lft), 0)
+    if slot_of is not None:  # the top of a group: the child-order index's slot
+      top = (tables.slot[uu] >= 0)[:, None] & (kind == PARALLEL)
+      off_b = jnp.where(in_a, 0, cnt[uu])
+      idx = jnp.clip(tables.slot[uu][:, None] + new + off_b, 0, layout.slots - 1)
+      new = jnp.where(top, jnp.take_along_axis(slot_of, idx, axis=0), new)
+    return jnp.where((u >= 0)[:, None], new, pos)
+
+  pos = lax.fori_loop(1, tables.anc.shape[0], climb, pos)
+  size_a = cnt[0]
+  dest = jnp.where(in_a, pos, size_a[None, :] + pos)
+  ids = jnp.broadcast_to(jnp.arange(d, dtype=jnp.int32)[:, None], (d, n))
+  seq = jnp.zeros((n, d), jnp.int32).at[cols.T, dest.T].set(ids.T)
+  low = _down_set_first(pos, in_a, tables, layout, n)  # (2, d, n)
+  low = jnp.minimum(low, jnp.stack([size_a, d - size_a])[:, None, :])
+  return seq, size_a, jnp.transpose(low, (2, 0, 1)), failed
+
+
+def uniform_below_each(key, total, n: int):
+  """``n`` exactly uniform int64, entry i in [0, total[i]) (1 <= total < 2^61): 62-bit
+  draws, rejected at or above the largest multiple of total[i] below 2^62 and
+  redrawn (fresh bits per round) until all are accepted."""
+  total = total.astype(jnp.int64)
+  limit = (jnp.int64(1 << 62) // total) * total
+
+  def draw(i):
+    return int62(jax.random.bits(jax.random.fold_in(key, i), (n, 2), jnp.uint32))
+
+  def body(state):
+    x, i = state
+    return jnp.where(x < limit, x, draw(i)), i + 1
+
+  x, _ = lax.while_loop(lambda st: jnp.any(st[0] >= limit), body, (draw(0), 1))
+  return x % total
+
+
+def prefix_sum(x, axis: int):
+  """Inclusive prefix sums along ``axis`` by a parallel scan (XLA:CPU lowers
+  ``cumsum`` to a windowed reduction, quadratic in the length)."""
+  return lax.associative_scan(jnp.add, x, axis=axis)
+
+
+# ------------------------------------------------------------------ the sizes
+def _words64(key, shape):
+  w = jax.random.bits(key, (*shape, 2), jnp.uint32).astype(jnp.uint64)
+  return (w[..., 0] << np.uint64(32)) | w[..., 1]
+
+
+def _count(pred, width, iters: int):
+  """#{i < width : pred(i)} for a predicate true then false (binary search)."""
+  lo, hi = jnp.zeros_like(width), width
+  for _ in range(iters):
+    active = lo < hi
+    mid = (lo + hi) // 2
+    p = pred(mid)
+    lo = jnp.where(active & p, mid + 1, lo)
+    hi = jnp.where(active & ~p, mid, hi)
+  return lo
+
+
+def _lex_less(t, u):
+  """t < u over word tuples, most significant first."""
+  out = t[-1] < u[-1]
+  for a, b in zip(t[-2::-1], u[-2::-1]):
+    out = (a < b) | ((a == b) & out)
+  return out
+
+
+def _choose(thr, off, width, u, iters: int, refined: bool):
+  """The index ``#{i : c_i <= U}`` of one row per sample, and whether it is decided:
+  the boundaries below U's digits are counted, and the next one must lie above them
+  (no boundary within ``WIDEN`` of the digits in the first pass)."""
+  if refined:
+    row = lambda i: tuple(t[off + i] for t in thr)
+    below = _count(lambda i: _lex_less(row(i), u), width, iters)
+    nxt = row(jnp.minimum(below, width - 1))
+    tie = functools.reduce(jnp.logical_and, [a == b for a, b in zip(nxt, u)])
+  else:
+    j, w = u[0], np.uint64(WIDEN)
+    j_lo = jnp.where(j > w, j - w, np.uint64(0))
+    j_hi = jnp.where(j < np.uint64(2**64 - 1) - w, j + w, np.uint64(2**64 - 1))
+    below = _count(lambda i: thr[0][off + i] < j_lo, width, iters)
+    tie = thr[0][off + jnp.minimum(below, width - 1)] <= j_hi
+  return below, ~(tie & (below < width))
+
+
+def _size_pass(thr, u, tables, layout, n, refined):
+  """One pass over the waves: counts (V + 2, n) (the dummy and the sink last) and
+  whether every choice was decided."""
+  cnt = jnp.zeros((layout.num_nodes + 2, n), jnp.int32)
+
+  def wave(state, w):
+    cnt, ok = state
+    v, small, other, off, wid, idx = (w[:, i, None] for i in range(6))
+    a = cnt[v[:, 0]]  # (W, n)
+    uu = [x[jnp.maximum(idx[:, 0], 0)] for x in u]
+    width = jnp.broadcast_to(wid, a.shape)
+    s, good = _choose(thr, off + a * wid, width, uu, layout.search, refined)
+    cnt = cnt.at[small[:, 0]].set(s).at[other[:, 0]].set(a - s)
+    return (cnt, ok & jnp.all(good | (idx < 0), axis=0)), None
+
+  (cnt, ok), _ = lax.scan(wave, (cnt, jnp.ones((n,), bool)), tables.waves)
+  return cnt, ok
+
+
+def size_counts(key, key_more, tables: TreeTables, layout: TreeLayout, n: int):
+  """Every node's A-count, (V + 2, n) int32 (the last two rows are scratch), whether
+  the first pass decided all of a sample's choices, (n,) bool, and whether a
+  sample's choices stayed undecided after the refined pass (n,) bool."""
+  thr = [tables.thresholds[w] for w in range(CHOICE_WORDS)]
+  first = _words64(key, (layout.num_choices, n))
+  cnt, ok = _size_pass(thr, [first], tables, layout, n, False)
+
+  def refine(args):
+    cnt, ok = args
+    more = _words64(key_more, (CHOICE_WORDS - 1, layout.num_choices, n))
+    u = [first] + [more[w] for w in range(CHOICE_WORDS - 1)]
+    cnt2, ok2 = _size_pass(thr, u, tables, layout, n, True)
+    return jnp.where(ok[None, :], cnt, cnt2), ~ok & ~ok2
+
+  cnt, failed = lax.cond(jnp.all(ok), lambda a: (a[0], ~a[1]), refine, (cnt, ok))
+  return cnt, ok, failed
+
+
+# ------------------------------------------------------------------ blocks
+def _block(key, bt, a, size: int, n: int):
+  """A block's subset (bitmask) and local sequence from one uniform rank."""
+  r = uniform_below_each(key, bt.total[a], n)
+  lo, width = bt.start[a], bt.start[a + 1] - bt.start[a]
+  iters = math.comb(size, size // 2).bit_length()  # the largest size group
+  i = lo + _count(lambda i: bt.cum[lo + i] <= r, width, iters)
+  mask = bt.masks[i].astype(jnp.uint32)
+  rest = r - (bt.cum[i] - bt.weight[i])
+  full = jnp.uint32((1 << size) - 1)
+  e_b = bt.ext[(mask ^ full).astype(jnp.int32)]
+  q_a, q_b = rest // e_b, rest % e_b
+  bits = jnp.left_shift(jnp.uint32(1), jnp.arange(size, dtype=jnp.uint32))
+  s_set, q, seq = mask, q_a, []
+  for step in range(size):
+    switch = a == step
+    s_set = jnp.where(switch, mask ^ full, s_set)
+    q = jnp.where(switch, q_b, q)
+    member = (s_set[:, None] & bits) != 0
+    top = member & ((s_set[:, None] & bt.strict_up[None, :]) == 0)
+    w = jnp.where(top, bt.ext[(s_set[:, None] ^ bits).astype(jnp.int32)], 0)
+    c = jnp.cumsum(w, axis=1)
+    x = jnp.sum(c <= q[:, None], axis=1).astype(jnp.int32)  # first x whose sum passes q
+    prev = jnp.take_along_axis(c, jnp.maximum(x - 1, 0)[:, None], 1)[:, 0]
+    before = jnp.where(x > 0, prev, 0)
+    q = q - before
+    s_set = s_set ^ jnp.left_shift(jnp.uint32(1), x.astype(jnp.uint32))
+    seq.append(x)
+  return mask, jnp.stack(seq, axis=1)
+
+
+# ------------------------------------------------------------------ interleavings
+def _interleave(key, cnt, tables, layout, n):
+  """(slots, n) int32: per group (a maximal run of parallel nodes) and part, the
+  local slot of each child-order index (the members' elements, member by member).
+
+  The part's slots get iid keys; sorted by key, ranks [off_i, off_i + m_i) go to
+  member i (a uniformly random partition of the slots into the members' sizes);
+  sorted again by (member, slot), member i's j-th element takes its j-th slot."""
+  s = layout.slots
+  node = tables.slot_node
+  p = jnp.arange(s, dtype=jnp.int32)
+  start = tables.slot[node][None, :]  # (1, s)
+  a_g = cnt[node].T  # (n, s): the group's count in A
+  in_b = (p[None, :] - start) >= a_g
+  gstart = start + jnp.where(in_b, a_g, 0)  # first slot (and rank) of the part
+  slot_bits = max(1, s.bit_length())
+  group_bits = (2 * s).bit_length()
+  shift = np.uint64(64 - group_bits)
+  group = (2 * start + in_b).astype(jnp.uint64) << shift
+  low = np.uint64((1 << slot_bits) - 1)
+  drop = np.uint64(group_bits + slot_bits)
+
+  def sort(bits):
+    key1 = jnp.sort(
+      group | ((bits >> drop) << np.uint64(slot_bits)) | p.astype(jnp.uint64), 1
+    )
+    high = key1 >> np.uint64(slot_bits)
+    return key1, jnp.any(high[:, 1:] == high[:, :-1], axis=1)
+
+  def body(state):
+    bits, _, tie, i = state
+    bits = jnp.where(tie[:, None], _words64(jax.random.fold_in(key, i), (n, s)), bits)
+    key1, tie = sort(bits)
+    return bits, key1, tie, i + 1
+
+  bits = _words64(jax.random.fold_in(key, 0), (n, s))
+  key1, tie = sort(bits)
+  _, key1, _, _ = lax.while_loop(lambda st: jnp.any(st[2]), body, (bits, key1, tie, 1))
+  # members' offsets in each part (exclusive sums within the group)
+  mem, top, first = tables.member[:, 0], tables.member[:, 1], tables.member[:, 2]
+  m_a = cnt[mem]  # (C, n)
+  m_b = tables.size[mem][:, None] - m_a
+  rows = jnp.arange(n)[None, :]
+  marks = jnp.zeros((s + 1, n), jnp.int32)
+  for m, base in ((m_a, 0), (m_b, 1)):
+    ex = prefix_sum(m, 0) - m
+    off = ex - ex[first]
+    room = jnp.where(base, tables.size[top][:, None] - cnt[top], cnt[top])
+    at = tables.slot[top][:, None] + jnp.where(base, cnt[top], 0) + off
+    keep = (mem != tables.member[first, 0])[:, None] & (off < room)
+    marks = marks.at[jnp.where(keep, at, s), rows].add(1)
+  c = prefix_sum(marks[:s], 0).T  # (n, s), by rank position
+  ex = c - marks[:s].T
+  label = c - jnp.take_along_axis(ex, gstart, axis=1)  # member of each rank
+  key2 = group | (label.astype(jnp.uint64) << np.uint64(slot_bits)) | (key1 & low)
+  slot = (jnp.sort(key2, axis=1) & low).astype(jnp.int32)
+  return (slot - gstart).T
+
+
+# ------------------------------------------------------------------ down-sets
+def _down_set_first(pos, in_a, tables, layout, n):
+  """(2, d, n): per part, the least position of an element of the part <= each."""
+  num = layout.num_nodes
+  mine = jnp.stack([jnp.where(in_a, pos, _BIG), jnp.where(in_a, _BIG, pos)])
+  low_node = jnp.full((2, num + 1, n), _BIG, jnp.int32)  # row num: past the root
+
+  def gather_up(s, low_node):
+    u = jnp.where(tables.anc[s] >= 0, tables.anc[s], num)
+    return low_node.at[:, u].min(mine)
+
+  height = tables.anc.shape[0]
+  low_node = lax.fori_loop(0, height, gather_up, low_node)
+
+  def climb(s, first):
+    u, c = tables.anc[s], tables.anc[s - 1]
+    uu = jnp.maximum(u, 0)
+    use = (u >= 0) & (tables.kind[uu] == SERIES) & (c == tables.right[uu])
+    cand = low_node[:, jnp.maximum(tables.left[uu], 0)]
+    return jnp.where(use[None, :, None], jnp.minimum(first, cand), first)
+
+  first = lax.fori_loop(1, height, climb, mine)
+  for (_, elems), bt in zip(layout.blocks, tables.blocks):
+    el = np.asarray(elems)
+    m = mine[:, el]  # (2, L, n)
+    le = jnp.asarray(bt.up)  # le[x, y]: x <= y
+    inner = jnp.min(jnp.where(le[None, :, :, None], m[:, :, None], _BIG), axis=1)
+    first = first.at[:, el].set(jnp.minimum(first[:, el], inner))
+  return first

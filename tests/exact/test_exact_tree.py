@@ -1,0 +1,256 @@
+"""The exact decomposition-tree path of jaxdp.exact.poset_knorm (series-parallel posets
+and forests of any size the float samplers serve).
+
+Independent references: brute-force enumeration of the objects, the subset recursion
+(``tests.helpers.exactness``) for |A|'s law, a direct O(d^2) computation of the chain
+positions, and the ranks path's ``chain_round`` for the rounding.
+"""
+
+import fractions
+import functools
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+import jaxdp
+from jaxdp import exact
+from jaxdp import random as dprandom
+from jaxdp.exact import intervals as exact_intervals
+from jaxdp.exact import refine as exact_refine
+from jaxdp.exact import tree as exact_tree
+from jaxdp.samplers.exact_tree_tables import (
+  exact_num_objects,
+  exact_size_table,
+  exact_tree_tables,
+)
+from tests.helpers.exactness import random_series_parallel
+
+P_MIN, Z_MAX = 1e-4, 5.0
+KEY = bytes(range(32))
+
+
+def _key(i=0):
+  return jax.random.fold_in(dprandom.secure_key(KEY), i)
+
+
+@functools.partial(jax.jit, static_argnames=("layout", "n"))
+def _objects_jit(key, tables, layout, n):
+  tables = jax.tree_util.tree_map(jnp.asarray, tables)
+  return exact_tree.tree_objects(key, tables, layout, n)
+
+
+def _objects(poset, key, n):
+  tables, layout = exact_tree_tables(poset)
+  with jax.enable_x64(True):
+    out = _objects_jit(key, tables, layout, n)
+  return [np.asarray(x) for x in out]
+
+
+def _brute_objects(poset):
+  """Every object (|A|, A top down, B top down), by enumerating permutations."""
+  d, strict = poset.d, poset.order & ~np.eye(poset.d, dtype=bool)
+  ok = lambda s: (
+    not any(strict[s[t], s[u]] for t, u in itertools.combinations(range(len(s)), 2))
+  )
+  out = []
+  for mask in range(1 << d):
+    a = [x for x in range(d) if mask >> x & 1]
+    b = [x for x in range(d) if not mask >> x & 1]
+    pas = [p for p in itertools.permutations(a) if ok(p)]
+    pbs = [p for p in itertools.permutations(b) if ok(p)]
+    out += [(len(a),) + pa + pb for pa in pas for pb in pbs]
+  return out
+
+
+def _direct_low(poset, seq, k):
+  """low[i, part, j]: first position in the part of an element <= j (O(d^2))."""
+  n, d = seq.shape
+  below = poset.order[seq]  # (n, d, d): below[i, t, j] = seq[i, t] <= j
+  t = np.arange(d)[None, :, None]
+  big = np.where(below, t, 10**6)
+  in_a = t < k[:, None, None]
+  low_a = np.minimum(np.where(in_a, big, 10**6).min(1), k[:, None])
+  low_b = np.minimum(
+    (np.where(in_a, 10**6, big) - k[:, None, None]).min(1), (d - k)[:, None]
+  )
+  return np.stack([low_a, low_b], 1)
+
+
+# A series-parallel poset that is not a forest with a prime N block inside a series
+# composition, and a forest whose element 0 has three children (a run of two parallel
+# nodes: one interleaving of three members) beside a free element.
+N_ON_TOP = jaxdp.Poset.from_edges(5, [(0, 1), (2, 1), (2, 3), (1, 4), (3, 4)])
+FOREST = jaxdp.Poset.from_edges(5, [(1, 0), (2, 0), (3, 0)])
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("poset", [N_ON_TOP, FOREST], ids=["sp_with_block", "forest"])
+def test_tree_objects_are_exactly_uniform(poset):
+  """Every object's frequency against exact enumeration: chi-square over all N(P)
+  objects, n = 40,000, p > 1e-4; each object is valid and each chain position equals
+  the direct computation."""
+  objs = _brute_objects(poset)
+  assert len(objs) == exact_num_objects(poset) and len(set(objs)) == len(objs)
+  assert not N_ON_TOP.is_forest and FOREST.is_forest
+  groups = exact_tree_tables(FOREST)[0].member[:, 1]
+  assert np.bincount(groups).max() == 3  # an interleaving of three members
+  n = 40_000
+  seq, k, low, failed = _objects(poset, _key(1), n)
+  assert not failed.any()
+  index = {o: i for i, o in enumerate(objs)}
+  rows = np.concatenate([k[:, None], seq], 1)
+  hits = np.array([index[tuple(r)] for r in rows.tolist()])  # KeyError: invalid object
+  counts = np.bincount(hits, minlength=len(objs))
+  assert stats.chisquare(counts).pvalue > P_MIN
+  np.testing.assert_array_equal(low, _direct_low(poset, seq, k))
+
+
+@jax.jit
+def _roundings(words, seq, k, low, up):
+  a = exact_intervals.tree_round(words, low, k, 0.8)
+  b = exact_intervals.chain_round(words, seq, k, up, 0.8)
+  return a, b
+
+
+def test_tree_rounding_equals_the_chain_rounding():
+  """The tree path's prefix-sum rounding equals chain_round's on the same words and
+  objects wherever both settle (both are the exact rounding), 2000 samples; the
+  refinement's coefficients equal simplex_coefficients."""
+  poset = N_ON_TOP
+  # the chi-square test's draws (one compilation), the first 2000 of them
+  seq, k, low = (x[:2000] for x in _objects(poset, _key(1), 40_000)[:3])
+  with jax.enable_x64(True):
+    words = jax.random.bits(_key(3), (2000, poset.d + 2, 2), jnp.uint32)
+    (a, sa), (b, sb) = _roundings(words, seq, k, low, jnp.asarray(poset.order))
+  both = np.asarray(sa & sb)
+  assert both.mean() > 0.99
+  np.testing.assert_array_equal(np.asarray(a)[both], np.asarray(b)[both])
+  ref = exact.simplex_coefficients(jnp.asarray(seq[:50]), jnp.asarray(k[:50]), poset.order)
+  for i in range(50):
+    coeff = exact_refine.tree_coefficients(low[i], int(k[i]))
+    np.testing.assert_array_equal(coeff, np.asarray(ref)[i])
+
+
+@pytest.mark.slow
+def test_forced_refinement_gives_the_same_objects_and_release(monkeypatch):
+  """Every choice forced through the refined pass (WIDEN = 2^62: the first pass
+  decides nothing) gives the same objects; the noise forced to the host refinement
+  (MARGIN = 2^-3) releases the same integers."""
+  poset, n = N_ON_TOP, 3000
+  key = _key(4)
+  normal = _objects(poset, key, 40_000)  # the chi-square test's compilation
+  noise = np.asarray(exact.poset_knorm(key, poset, 0.75, (n,), path="tree"))
+  jax.clear_caches()
+  monkeypatch.setattr(exact_tree, "WIDEN", 1 << 62)
+  forced = _objects(poset, key, 40_000)
+  for x, y in zip(normal, forced):
+    np.testing.assert_array_equal(x, y)
+  monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-3)
+  calls = []
+  real = exact_refine.host_refine
+  monkeypatch.setattr(
+    exact_refine,
+    "host_refine",
+    lambda *a: calls.append(int(np.sum(~np.asarray(a[2])))) or real(*a),
+  )
+  got = np.asarray(exact.poset_knorm(key, poset, 0.75, (n,), path="tree"))
+  jax.clear_caches()
+  assert calls and calls[0] > 300
+  np.testing.assert_array_equal(got, noise)
+
+
+def test_lazy_choice_is_decided_only_when_the_whole_cell_agrees():
+  """One choice row of exact weights, 4000 uniforms (a third of them with leading
+  words equal to a boundary's): a decided first pass (64 digits) or refined pass
+  (192 digits) gives #{i : c_i <= U} for every U in the digits' cell, computed with
+  fractions from the exact weights; the first pass is undecided exactly when a
+  boundary's first word equals the digits."""
+  rng = np.random.default_rng(0)
+  weights = [int(x) for x in rng.integers(0, 10**6, 9)] + [3**200]
+  total = sum(weights)
+  cum = list(itertools.accumulate(weights))
+  c = [fractions.Fraction(x, total) for x in cum]
+  full = (1 << 192) - 1
+  t = [full if x == total else (x << 192) // total for x in cum]
+  thr = np.array(
+    [[(x >> (64 * (2 - w))) & (2**64 - 1) for x in t] for w in range(3)], np.uint64
+  )
+  m = 4000
+  u = [[int(x) for x in rng.integers(0, 2**63, 3, dtype=np.uint64) * 2] for _ in range(m)]
+  for i in range(0, m, 3):
+    u[i][0] = t[i % len(t)] >> 128  # the first word of a boundary
+  words = np.array(u, np.uint64).T  # (3, m)
+  with jax.enable_x64(True):
+    thr_d = [jnp.asarray(x) for x in thr]
+    off, width = jnp.zeros((m,), jnp.int32), jnp.full((m,), len(t), jnp.int32)
+    first = jax.jit(lambda w: exact_tree._choose(thr_d, off, width, [w[0]], 4, False))
+    refined = jax.jit(lambda w: exact_tree._choose(thr_d, off, width, list(w), 4, True))
+    i1, ok1 = (np.asarray(x) for x in first(jnp.asarray(words)))
+    i3, ok3 = (np.asarray(x) for x in refined(jnp.asarray(words)))
+  for r in range(m):
+    j = u[r][0]
+    assert ok1[r] == (j not in [x >> 128 for x in t])
+    big = (u[r][0] << 128) | (u[r][1] << 64) | u[r][2]
+    for idx, ok, lo, bits in ((i1[r], ok1[r], j, 64), (i3[r], ok3[r], big, 192)):
+      if ok:  # the same index at every U in [lo, lo + 1) 2^-bits
+        left, right = fractions.Fraction(lo, 2**bits), fractions.Fraction(lo + 1, 2**bits)
+        assert sum(ci <= left for ci in c) == idx == sum(ci < right for ci in c)
+    assert ok3[r]
+
+
+def test_undecided_choice_raises_rather_than_guessing():
+  with pytest.raises(RuntimeError, match="192 bits"):
+    exact_refine.refine_tree_sample(
+      np.zeros((3, 2), np.uint32),
+      np.zeros((3, 6), np.uint32),
+      1.0,
+      np.zeros((2, 1), np.int64),
+      0,
+      True,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.statistical
+def test_d48_size_law_moment_and_neighbouring_data():
+  """A random series-parallel poset with a prime N piece, d = 48 (beyond the ranks
+  path): |A| of 20,000 exact objects against the exact size table (chi-square, bins
+  expecting < 5 pooled, p > 1e-4); exact noise at scale 32 (eps = 2^-5): E[Y_0^2]
+  equals scale^2 sum_k P(k) ((d+2) + (2k-d)^2) + 1/12 (|z| < 5) and every mean is 0
+  (|z| < 5); the same key on neighbouring data moves the mechanism's release by
+  exactly the statistic's change."""
+  p = jaxdp.Poset.from_edges(
+    48, random_series_parallel(np.random.default_rng(48), 48, True)
+  )
+  assert not p.is_forest and exact_tree_tables(p)[1].blocks
+  assert exact.samplers.poset_path(p) == "tree"
+  n = 20_000
+  _, k, _, _ = _objects(p, _key(5), n)
+  t = exact_size_table(p)
+  law = np.array([float(x / sum(t)) for x in t])
+  counts = np.bincount(k, minlength=p.d + 1)
+  keep = law * n >= 5
+  obs = np.append(counts[keep], counts[~keep].sum())
+  exp = np.append(law[keep], law[~keep].sum()) * n
+  assert stats.chisquare(obs, exp).pvalue > P_MIN
+  s, d = 32.0, p.d
+  y = np.asarray(exact.poset_knorm(_key(6), p, s, (n,)), np.float64)
+  ks = np.arange(d + 1)
+  m2 = s * s * np.sum(law * ((d + 2) + (2 * ks - d) ** 2)) + 1 / 12
+  r2 = y[:, 0] ** 2
+  assert abs(r2.mean() - m2) < Z_MAX * r2.std(ddof=1) / np.sqrt(n)
+  assert np.abs(y.mean(0) / (y.std(0, ddof=1) / np.sqrt(n))).max() < Z_MAX
+  # the same key on neighbouring data: releases differ by exactly the statistics'
+  # difference (the integer noise does not depend on the data)
+  rows = np.asarray(p.order, np.int8)  # row x: the up-set of x, a filter
+  rows = rows[np.random.default_rng(0).integers(0, d, 300)]
+  mech = jaxdp.PosetCountMechanism(p, 2.0**-5, exact=True)
+  a = np.asarray(mech.randomize(_key(9), rows))
+  b = np.asarray(mech.randomize(_key(9), rows[1:]))
+  np.testing.assert_array_equal(
+    a - b, np.asarray(mech.statistic(rows)) - np.asarray(mech.statistic(rows[1:]))
+  )
