@@ -313,14 +313,10 @@ def _poset_kernel(key, tables, eps, *, d, layout, n, uniform, dtype):
 
   def fn(k, m):
     k_obj, k_exp, k_rad = jax.random.split(k, 3)
-    z = dispatch.points(k_obj, k_exp, tables, d, layout, m, cdt)
     if uniform:
-      return z.astype(dtype)
-    # K-norm noise R Z with an independent R ~ Gamma(D + 1), D = d + 1. (The
-    # undivided sum_i E_i v_i inside uniform_points is already R Z, but on XLA:CPU
-    # returning it compiles to code about 2x slower than this; both are exact.)
-    radius = gamma_radius(k_rad, d + 2, m, cdt)
-    return _scale(z * radius[:, None], eps, dtype)
+      return dispatch.points(k_obj, k_exp, tables, d, layout, m, cdt).astype(dtype)
+    # K-norm noise R Z with R ~ Gamma(D + 1), D = d + 1, independent of Z
+    return _scale(dispatch.noise(k_obj, k_exp, k_rad, tables, d, layout, m, cdt), eps, dtype)
 
   return chunked(fn, key, n, (d + 1,), dtype, chunk=dispatch.chunk_size(layout, CHUNK))
 

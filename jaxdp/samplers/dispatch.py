@@ -18,8 +18,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp.posets import Poset
-from jaxdp.samplers import forest, general, simplex, sp_kernel, sp_tables
+from jaxdp.samplers import forest, forest_points, general, simplex, sp_kernel, sp_tables
 from jaxdp.samplers.forest import FOREST_MAX_D
+from jaxdp.samplers.gamma import gamma_radius
 from jaxdp.samplers.general import GENERAL_MAX_D
 from jaxdp.typing import DTypeLike, KeyArray
 
@@ -27,6 +28,7 @@ __all__ = [
   "AUTO_FOREST_MAX_D",
   "METHODS",
   "chunk_size",
+  "noise",
   "num_objects",
   "objects",
   "points",
@@ -149,8 +151,30 @@ def points(
   simplex's Dirichlet weights from ``key_exp``."""
   if isinstance(layout, sp_tables.SPLayout):
     return sp_kernel.sp_points(key_obj, key_exp, tables, layout, n, dtype)
+  if isinstance(layout, forest.ForestLayout) and dtype != jnp.float64:
+    return forest_points.forest_points(key_obj, key_exp, tables, layout, n, dtype)
   seq, k = objects(key_obj, tables, d, layout, n)
   return simplex.uniform_points(key_exp, seq, k, tables.up, dtype)
+
+
+def noise(
+  key_obj: KeyArray,
+  key_exp: KeyArray,
+  key_rad: KeyArray,
+  tables: Any,
+  d: int,
+  layout: Any,
+  n: int,
+  dtype: DTypeLike,
+) -> jax.Array:
+  """Unscaled K-norm noise R Z, (n, d+1): Z uniform in the ball, R ~ Gamma(d + 2)
+  independent of it. The forest kernel returns sum_i E_i v_i over the simplex, which
+  is R Z (``key_rad`` unused; float32: in float64 the forest sampler takes the
+  chain construction); the others scale a point by a radius from ``key_rad``."""
+  if isinstance(layout, forest.ForestLayout) and dtype != jnp.float64:
+    return forest_points.forest_noise(key_obj, key_exp, tables, layout, n, dtype)[0]
+  z = points(key_obj, key_exp, tables, d, layout, n, dtype)
+  return z * gamma_radius(key_rad, d + 2, n, dtype)[:, None]
 
 
 def chunk_size(layout: Any, chunk: int) -> int:
