@@ -316,7 +316,9 @@ def _poset_kernel(key, tables, eps, *, d, layout, n, uniform, dtype):
     if uniform:
       return dispatch.points(k_obj, k_exp, tables, d, layout, m, cdt).astype(dtype)
     # K-norm noise R Z with R ~ Gamma(D + 1), D = d + 1, independent of Z
-    return _scale(dispatch.noise(k_obj, k_exp, k_rad, tables, d, layout, m, cdt), eps, dtype)
+    return _scale(
+      dispatch.noise(k_obj, k_exp, k_rad, tables, d, layout, m, cdt), eps, dtype
+    )
 
   return chunked(fn, key, n, (d + 1,), dtype, chunk=dispatch.chunk_size(layout, CHUNK))
 
