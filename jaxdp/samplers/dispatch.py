@@ -18,7 +18,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp.posets import Poset
-from jaxdp.samplers import forest, forest_points, general, simplex, sp_kernel, sp_tables
+from jaxdp.samplers import (
+  chunks,
+  forest,
+  forest_points,
+  general,
+  simplex,
+  sp_kernel,
+  sp_tables,
+)
 from jaxdp.samplers.forest import FOREST_MAX_D
 from jaxdp.samplers.gamma import gamma_radius
 from jaxdp.samplers.general import GENERAL_MAX_D
@@ -28,6 +36,7 @@ __all__ = [
   "AUTO_FOREST_MAX_D",
   "METHODS",
   "chunk_size",
+  "device_chunk_size",
   "noise",
   "num_objects",
   "objects",
@@ -182,4 +191,16 @@ def chunk_size(layout: Any, chunk: int) -> int:
   arrays and takes smaller chunks on large posets)."""
   if isinstance(layout, sp_tables.SPLayout):
     return sp_kernel.chunk_size(layout, chunk)
+  return chunk
+
+
+def device_chunk_size(layout: Any, d: int, device=None) -> int:
+  """Samples per chunk on ``device`` (default: JAX's default device): on the CPU
+  :func:`chunk_size` of ``CHUNK`` (cache-sized); on an accelerator sized from its
+  memory (:func:`jaxdp.samplers.chunks.device_chunk`) at 256 bytes per row of the
+  kernel (an element, or a node of the series-parallel decomposition)."""
+  rows = len(layout.kind) if isinstance(layout, sp_tables.SPLayout) else d + 1
+  chunk = chunks.device_chunk(256 * rows, device)
+  if chunk == chunks.CHUNK:
+    return chunk_size(layout, chunk)
   return chunk
