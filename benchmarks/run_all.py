@@ -33,6 +33,7 @@ BENCHMARKS = (
   ("secure", "python benchmarks/secure.py"),
   ("generators", "python benchmarks/generators.py"),
   ("sp_costs", "python benchmarks/sp_costs.py"),
+  ("sampler_profile", "python benchmarks/sampler_profile.py"),
 )
 # The paper's studies: (results name, title, command that writes it).
 STUDIES = (
@@ -59,6 +60,7 @@ def run_benchmarks(out: str, quick: bool) -> None:
   import generators
   import montecarlo
   import recompile
+  import sampler_profile
   import samplers
   import secure
   import sp_costs
@@ -77,6 +79,7 @@ def run_benchmarks(out: str, quick: bool) -> None:
   secure.main(["--out", out] + (["--n", "20000", "--opendp-n", "1000"] if q else []))
   generators.main(["--out", out] + (["--n", "20000"] if q else []))
   sp_costs.main(["--out", out] + (["--n", "20000"] if q else []))
+  sampler_profile.main(["--out", out] + (["--quick"] if q else []))
   for name, _ in BENCHMARKS:
     path = Path(out, f"{name}.json")
     payload = json.loads(path.read_text())
