@@ -194,7 +194,7 @@ def chunk_size(layout: Any, chunk: int) -> int:
   return chunk
 
 
-def device_chunk_size(layout: Any, d: int, device=None) -> int:
+def device_chunk_size(layout: Any, d: int, device: Any = None) -> int:
   """Samples per chunk on ``device`` (default: JAX's default device): on the CPU
   :func:`chunk_size` of ``CHUNK`` (cache-sized); on an accelerator sized from its
   memory (:func:`jaxdp.samplers.chunks.device_chunk`) at 256 bytes per row of the

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import jax
@@ -208,7 +209,9 @@ def forest_objects(
   return seq, k
 
 
-def choose_parts(u_top, u, tables: ForestTables, layout: ForestLayout):
+def choose_parts(
+  u_top: jax.Array, u: Sequence[jax.Array], tables: ForestTables, layout: ForestLayout
+) -> tuple[jax.Array, list[jax.Array]]:
   """Traced: ``k = |A|`` (n,) int32 and, per preorder position, whether it is in B
   ((n,) bool), from the uniforms ``u_top`` (n,) and ``u`` (d columns (n,)).
 
@@ -242,7 +245,9 @@ def choose_parts(u_top, u, tables: ForestTables, layout: ForestLayout):
 COLUMN_MAX_D = 32
 
 
-def heap_keys_columns(raw, in_b, layout: ForestLayout):
+def heap_keys_columns(
+  raw: Sequence[jax.Array], in_b: Sequence[jax.Array], layout: ForestLayout
+) -> list[jax.Array]:
   """Uniformly random heap orders of both parts (module docstring), one column per
   preorder position: ``raw`` d (n,) uint32 random words, ``in_b`` d (n,) uint32 (1:
   in B). Returns the d swapped keys: 31 - ceil(log2 d) random high bits (a
@@ -274,7 +279,13 @@ def _heap_order_columns(key, in_b, layout: ForestLayout, n, labels):
   return _order_from_keys(sort_key[:, None, :] < sort_key[:, :, None], labels)
 
 
-def heap_keys_pairs(raw_hi, raw_lo, in_b, layout: ForestLayout, low: int):
+def heap_keys_pairs(
+  raw_hi: jax.Array,
+  raw_lo: jax.Array,
+  in_b: Sequence[jax.Array],
+  layout: ForestLayout,
+  low: int,
+) -> tuple[jax.Array, jax.Array]:
   """As :func:`heap_keys_columns` with two-word keys and array slices: ``raw_hi``,
   ``raw_lo`` (n, d) uint32 random words, ``in_b`` d (n,) arrays (nonzero: in B).
   Returns the swapped ``(hi, lo)`` (n, d): 31 random bits in ``hi``, the position in
