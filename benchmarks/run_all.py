@@ -36,6 +36,7 @@ BENCHMARKS = (
   ("reporting", "python benchmarks/reporting.py"),
   ("ledger", "python benchmarks/ledger.py"),
   ("consistency", "python benchmarks/consistency.py"),
+  ("sampler_profile", "python benchmarks/sampler_profile.py"),
 )
 # The paper's studies: (results name, title, command that writes it).
 STUDIES = (
@@ -76,6 +77,7 @@ def run_benchmarks(out: str, quick: bool) -> None:
   import montecarlo
   import recompile
   import reporting
+  import sampler_profile
   import samplers
   import secure
   import sp_costs
@@ -91,8 +93,8 @@ def run_benchmarks(out: str, quick: bool) -> None:
   )
   float_attack.main(["--out", out])
   recompile.main(["--out", out] + (["--posets", "5"] if q else []))
-  quick = ["--n", "20000", "--opendp-n", "1000", "--n-tree", "2000", "--n-host", "8192"]
-  secure.main(["--out", out] + (quick if q else []))
+  secure_quick = ["--n", "20000", "--opendp-n", "1000", "--n-tree", "2000", "--n-host", "8192"]
+  secure.main(["--out", out] + (secure_quick if q else []))
   generators.main(["--out", out] + (["--n", "20000"] if q else []))
   sp_costs.main(["--out", out] + (["--n", "20000"] if q else []))
   reporting.main(["--out", out] + (["--quick"] if q else []))
@@ -100,6 +102,7 @@ def run_benchmarks(out: str, quick: bool) -> None:
   consistency.main(
     ["--out", out] + (["--nhis-batch", "10000", "--q-batch", "200"] if q else [])
   )
+  sampler_profile.main(["--out", out] + (["--quick"] if q else []))
   for name, _ in BENCHMARKS:
     path = Path(out, f"{name}.json")
     payload = json.loads(path.read_text())

@@ -5,8 +5,10 @@ Every function takes one key first, then the distribution's parameters, then
 ``shape`` (one key, many draws) or by ``jax.vmap`` over split keys; a batch of keys
 passed as ``key`` is rejected. All functions work under ``jax.jit`` and ``jax.vmap``.
 
-Draws are produced in fixed-size chunks (``CHUNK`` samples, one split key each) so a
-batch of millions uses memory proportional to the output.
+Draws are produced in fixed-size chunks (``CHUNK`` samples on the CPU, one split key
+each; on an accelerator chunks sized from its memory,
+:func:`jaxdp.samplers.chunks.device_chunk`) so a batch of millions uses memory
+proportional to the output.
 
 ``jax.random``'s default generator (Threefry) is a statistical generator, not a
 cryptographic one, and floating-point noise has known attacks (Mironov 2012): the
@@ -46,7 +48,7 @@ from jaxdp.prng.chacha import CHACHA8, CHACHA20
 from jaxdp.prng.threefry import fast_key
 from jaxdp.samplers import dispatch
 from jaxdp.samplers.balls import LpBall, PosetBall
-from jaxdp.samplers.chunks import CHUNK, chunked
+from jaxdp.samplers.chunks import CHUNK, chunked, device_chunk
 from jaxdp.samplers.gamma import gamma_radius
 from jaxdp.typing import DTypeLike, KeyArray, Scalar, Shape
 
@@ -313,16 +315,14 @@ def _poset_kernel(key, tables, eps, *, d, layout, n, uniform, dtype):
 
   def fn(k, m):
     k_obj, k_exp, k_rad = jax.random.split(k, 3)
-    z = dispatch.points(k_obj, k_exp, tables, d, layout, m, cdt)
     if uniform:
-      return z.astype(dtype)
-    # K-norm noise R Z with an independent R ~ Gamma(D + 1), D = d + 1. (The
-    # undivided sum_i E_i v_i inside uniform_points is already R Z, but on XLA:CPU
-    # returning it compiles to code about 2x slower than this; both are exact.)
-    radius = gamma_radius(k_rad, d + 2, m, cdt)
-    return _scale(z * radius[:, None], eps, dtype)
+      return dispatch.points(k_obj, k_exp, tables, d, layout, m, cdt).astype(dtype)
+    # K-norm noise R Z with R ~ Gamma(D + 1), D = d + 1, independent of Z
+    return _scale(
+      dispatch.noise(k_obj, k_exp, k_rad, tables, d, layout, m, cdt), eps, dtype
+    )
 
-  return chunked(fn, key, n, (d + 1,), dtype, chunk=dispatch.chunk_size(layout, CHUNK))
+  return chunked(fn, key, n, (d + 1,), dtype, chunk=dispatch.device_chunk_size(layout, d))
 
 
 @functools.partial(jax.jit, static_argnames=("d", "p", "n", "uniform", "dtype"))
@@ -355,7 +355,7 @@ def _lp_kernel(key, eps, *, d, p, n, uniform, dtype):
     radius = gamma_radius(k_gam, d + 1, m, cdt)
     return _scale(z * radius[:, None], eps, dtype)
 
-  return chunked(fn, key, n, (d,), dtype)
+  return chunked(fn, key, n, (d,), dtype, chunk=device_chunk(64 * d))
 
 
 def _scale(noise, eps, dtype):

@@ -43,7 +43,7 @@ from jax.extend.random import define_prng_impl
 
 from jaxdp.typing import ArrayLike
 
-__all__ = ["CHACHA20", "CHACHA8", "block", "MAX_BLOCKS"]
+__all__ = ["CHACHA20", "CHACHA8", "block", "MAX_BLOCKS", "sequential_blocks"]
 
 SIGMA = (0x61707865, 0x3320646E, 0x79622D32, 0x6B206574)  # "expand 32-byte k"
 MAX_BLOCKS = 1 << 32  # the RFC's 32-bit block counter
@@ -119,20 +119,28 @@ def block(
 CPU_CHUNK = 1 << 14  # blocks per loop step on CPU: the 16 state words stay in cache
 
 
-def _blocks(key, num_blocks: int, domain: int, rounds: int = 20):
-  """``(num_blocks, 16)`` words of the blocks at counters 0.. under ``domain``.
+def sequential_blocks(num_blocks: int, platform: str) -> bool:
+  """Whether a draw of ``num_blocks`` blocks on ``platform`` ("cpu", "gpu", "tpu")
+  runs as a sequential map over chunks of ``CPU_CHUNK`` blocks.
 
-  On CPU, large draws run as a sequential map over chunks of ``CPU_CHUNK`` blocks
-  (measured 2-3x faster than one pass over all blocks, which streams the state
-  through memory ten times); other backends compute all blocks at once.
+  Only on the CPU, for more than ``CPU_CHUNK`` blocks: there the map is 2-3x faster
+  than one pass over all blocks, which streams the state through memory ten times.
+  An accelerator computes all blocks in one vectorised pass (a sequential map would
+  leave it idle between steps).
   """
+  return platform == "cpu" and num_blocks > CPU_CHUNK
+
+
+def _blocks(key, num_blocks: int, domain: int, rounds: int = 20, platform=None):
+  """``(num_blocks, 16)`` words of the blocks at counters 0.. under ``domain``, on
+  ``platform`` (default: JAX's default backend; see :func:`sequential_blocks`)."""
   if num_blocks > MAX_BLOCKS:
     raise ValueError(
       f"a ChaCha{rounds} draw of {num_blocks:,} blocks exceeds the 2**32-block stream "
       "of one key; split the key and draw in pieces."
     )
   nonce = (domain, 0, 0)
-  if num_blocks <= CPU_CHUNK or jax.default_backend() != "cpu":
+  if not sequential_blocks(num_blocks, platform or jax.default_backend()):
     return block(key, lax.iota(jnp.uint32, num_blocks), nonce, rounds)
   steps = -(-num_blocks // CPU_CHUNK)
   counters = lax.iota(jnp.uint32, steps * CPU_CHUNK).reshape(steps, CPU_CHUNK)

@@ -27,7 +27,9 @@ Three exact algorithms choose the object (:mod:`jaxdp.samplers.dispatch` picks o
   siblings)" gives N(P) and lets A be drawn top down. Uniform linear extensions of
   both parts come from distinct random keys: top down, each element swaps in the
   smallest key of its part within its subtree, which leaves a uniformly random heap
-  order (the hook-length law); the order of the keys is the extension.
+  order (the hook-length law); the order of the keys is the extension. Points and
+  K-norm noise come from the keys' values and two Gamma variates, without the order
+  (:mod:`jaxdp.samplers.forest_points`).
 * ``sp`` (series-parallel posets, d <= SP_MAX_D, :mod:`jaxdp.samplers.sp_tables` and
   :mod:`jaxdp.samplers.sp_kernel`): the size recursion down the series-parallel
   decomposition, with prime pieces of at most BLOCK_MAX_D elements drawn by the subset
@@ -45,7 +47,15 @@ References:
   M. Hardt, K. Talwar, "On the geometry of differential privacy", STOC 2010.
 """
 
-from jaxdp.samplers import dispatch, exact_tables, forest, general, sp_kernel, sp_tables
+from jaxdp.samplers import (
+  dispatch,
+  exact_tables,
+  forest,
+  forest_points,
+  general,
+  sp_kernel,
+  sp_tables,
+)
 from jaxdp.samplers.balls import (
   MAX_OBJECTS,
   LpBall,
@@ -73,6 +83,7 @@ __all__ = [
   "exact_second_moment",
   "exact_tables",
   "forest",
+  "forest_points",
   "general",
   "num_objects",
   "resolve_method",

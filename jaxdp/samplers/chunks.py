@@ -1,5 +1,11 @@
 """Large draws in fixed-size chunks: one compiled draw, a sequential loop, memory of
-one chunk plus the output (shared by :mod:`jaxdp.random` and :mod:`jaxdp.exact`)."""
+one chunk plus the output (shared by :mod:`jaxdp.random` and :mod:`jaxdp.exact`).
+
+On the CPU a chunk is ``CHUNK`` samples (its working set stays in cache). An
+accelerator runs best on one large batch: :func:`device_chunk` sizes the float
+samplers' chunks from the device's memory (``Device.memory_stats()``), so a batch of
+millions is one step there, with no sequential loop.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +14,53 @@ import jax.numpy as jnp
 
 from jaxdp import _checks
 
-__all__ = ["CHUNK", "chunked", "varying_like"]
+__all__ = [
+  "CHUNK",
+  "DEVICE_MEMORY_FRACTION",
+  "MAX_CHUNK",
+  "chunked",
+  "device_chunk",
+  "varying_like",
+]
 
 CHUNK = 1 << 15  # samples per chunk: bounds peak memory of large batches
+MAX_CHUNK = 1 << 24  # the largest device chunk (samples)
+DEVICE_MEMORY_FRACTION = 1 / 16  # of an accelerator's memory, for one chunk's work
+
+
+def device_chunk(bytes_per_sample: int, device=None) -> int:
+  """Samples per chunk on ``device`` (default: JAX's default device).
+
+  The CPU, and any device that reports no memory limit, take ``CHUNK``. Elsewhere
+  the largest power of two whose working set, ``bytes_per_sample`` each, fits in
+  ``DEVICE_MEMORY_FRACTION`` of the device's ``bytes_limit``, between ``CHUNK`` and
+  ``MAX_CHUNK`` (an H200's 141 GB give 2^20 samples at 8 KiB each). The chunk decides
+  how a batch is split into keys, so draws of more than ``CHUNK`` samples from one
+  key differ between the CPU and such a device (as their float arithmetic does).
+
+  Args:
+    bytes_per_sample: the kernel's working set per sample, in bytes (an estimate).
+    device: a ``jax.Device`` (or any object with ``platform`` and
+      ``memory_stats()``).
+
+  Returns:
+    A power of two in [CHUNK, MAX_CHUNK].
+  """
+  if device is None:
+    device = jax.devices()[0]
+  if getattr(device, "platform", "cpu") == "cpu":
+    return CHUNK
+  try:
+    stats = device.memory_stats() or {}
+  except Exception:  # backends without memory statistics
+    stats = {}
+  limit = stats.get("bytes_limit") or stats.get("bytes_reservable_limit")
+  if not limit:
+    return CHUNK
+  fit = int(limit * DEVICE_MEMORY_FRACTION) // max(1, int(bytes_per_sample))
+  if fit < CHUNK:
+    return CHUNK
+  return min(MAX_CHUNK, 1 << (fit.bit_length() - 1))
 
 
 def chunked(fn, key, n: int, tail: tuple[int, ...], dtype, chunk: int = CHUNK):

@@ -18,8 +18,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp.posets import Poset
-from jaxdp.samplers import forest, general, simplex, sp_kernel, sp_tables
+from jaxdp.samplers import (
+  chunks,
+  forest,
+  forest_points,
+  general,
+  simplex,
+  sp_kernel,
+  sp_tables,
+)
 from jaxdp.samplers.forest import FOREST_MAX_D
+from jaxdp.samplers.gamma import gamma_radius
 from jaxdp.samplers.general import GENERAL_MAX_D
 from jaxdp.typing import DTypeLike, KeyArray
 
@@ -27,6 +36,8 @@ __all__ = [
   "AUTO_FOREST_MAX_D",
   "METHODS",
   "chunk_size",
+  "device_chunk_size",
+  "noise",
   "num_objects",
   "objects",
   "points",
@@ -149,8 +160,30 @@ def points(
   simplex's Dirichlet weights from ``key_exp``."""
   if isinstance(layout, sp_tables.SPLayout):
     return sp_kernel.sp_points(key_obj, key_exp, tables, layout, n, dtype)
+  if isinstance(layout, forest.ForestLayout) and dtype != jnp.float64:
+    return forest_points.forest_points(key_obj, key_exp, tables, layout, n, dtype)
   seq, k = objects(key_obj, tables, d, layout, n)
   return simplex.uniform_points(key_exp, seq, k, tables.up, dtype)
+
+
+def noise(
+  key_obj: KeyArray,
+  key_exp: KeyArray,
+  key_rad: KeyArray,
+  tables: Any,
+  d: int,
+  layout: Any,
+  n: int,
+  dtype: DTypeLike,
+) -> jax.Array:
+  """Unscaled K-norm noise R Z, (n, d+1): Z uniform in the ball, R ~ Gamma(d + 2)
+  independent of it. The forest kernel returns sum_i E_i v_i over the simplex, which
+  is R Z (``key_rad`` unused; float32: in float64 the forest sampler takes the
+  chain construction); the others scale a point by a radius from ``key_rad``."""
+  if isinstance(layout, forest.ForestLayout) and dtype != jnp.float64:
+    return forest_points.forest_noise(key_obj, key_exp, tables, layout, n, dtype)[0]
+  z = points(key_obj, key_exp, tables, d, layout, n, dtype)
+  return z * gamma_radius(key_rad, d + 2, n, dtype)[:, None]
 
 
 def chunk_size(layout: Any, chunk: int) -> int:
@@ -158,4 +191,16 @@ def chunk_size(layout: Any, chunk: int) -> int:
   arrays and takes smaller chunks on large posets)."""
   if isinstance(layout, sp_tables.SPLayout):
     return sp_kernel.chunk_size(layout, chunk)
+  return chunk
+
+
+def device_chunk_size(layout: Any, d: int, device: Any = None) -> int:
+  """Samples per chunk on ``device`` (default: JAX's default device): on the CPU
+  :func:`chunk_size` of ``CHUNK`` (cache-sized); on an accelerator sized from its
+  memory (:func:`jaxdp.samplers.chunks.device_chunk`) at 256 bytes per row of the
+  kernel (an element, or a node of the series-parallel decomposition)."""
+  rows = len(layout.kind) if isinstance(layout, sp_tables.SPLayout) else d + 1
+  chunk = chunks.device_chunk(256 * rows, device)
+  if chunk == chunks.CHUNK:
+    return chunk_size(layout, chunk)
   return chunk

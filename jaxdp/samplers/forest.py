@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import jax
@@ -31,9 +32,12 @@ __all__ = [
   "FOREST_MAX_D",
   "ForestLayout",
   "ForestTables",
+  "choose_parts",
   "forest_layout",
   "forest_objects",
   "forest_tables",
+  "heap_keys_columns",
+  "heap_keys_pairs",
   "num_objects",
 ]
 
@@ -187,25 +191,12 @@ def forest_objects(
   key: KeyArray, tables: ForestTables, layout: ForestLayout, n: int, key_words: int
 ) -> tuple[jax.Array, jax.Array]:
   """Traced: ``n`` objects ``(seq, k)``; ``key_words`` 32-bit words per heap key."""
-  fc, ns = layout.first_child, layout.next_sibling
   d = layout.d
   k_top, k_node, k_ext = jax.random.split(key, 3)
   u_top = jax.random.uniform(k_top, (n,))
   u = jax.random.uniform(k_node, (n, d))
-  k = jnp.sum(tables.top_cdf[None, :] <= u_top[:, None], axis=1).astype(jnp.int32)
-  k = jnp.minimum(k, d)
-  budget = [None] * d
-  budget[0] = k
-  in_b = [None] * d  # by preorder position
-  for i in range(d):
-    row = tables.node_cdf[i][budget[i]]  # (n, 2(d+1))
-    opt = jnp.sum(row <= u[:, i : i + 1], axis=1).astype(jnp.int32)
-    cnt, here = opt // 2, opt % 2
-    if fc[i] >= 0:
-      budget[fc[i]] = cnt - here
-    if ns[i] >= 0:
-      budget[ns[i]] = budget[i] - cnt
-    in_b[i] = (1 - here).astype(jnp.uint32)
+  k, in_b = choose_parts(u_top, [u[:, i] for i in range(d)], tables, layout)
+  in_b = [b.astype(jnp.uint32) for b in in_b]
   # Uniform linear extensions of the induced forests on A and B at once: distinct
   # random keys, then, top down in preorder, swap the smallest key of v's part within
   # v's subtree into v. Each swap keeps the keys below v uniformly arranged, so the
@@ -218,6 +209,35 @@ def forest_objects(
   return seq, k
 
 
+def choose_parts(
+  u_top: jax.Array, u: Sequence[jax.Array], tables: ForestTables, layout: ForestLayout
+) -> tuple[jax.Array, list[jax.Array]]:
+  """Traced: ``k = |A|`` (n,) int32 and, per preorder position, whether it is in B
+  ((n,) bool), from the uniforms ``u_top`` (n,) and ``u`` (d columns (n,)).
+
+  Node i's CDF row is read only over its 2 (s_i + 1) options (s_i its subtree
+  size): the others have weight zero, so their CDF entries are 1 and never count
+  (u < 1); the choice is the same as over the whole row.
+  """
+  fc, ns, size = layout.first_child, layout.next_sibling, layout.subtree_size
+  d = layout.d
+  k = jnp.sum(tables.top_cdf[:, None] <= u_top[None, :], axis=0).astype(jnp.int32)
+  k = jnp.minimum(k, d)
+  budget = [None] * d
+  budget[0] = k
+  in_b = [None] * d  # by preorder position
+  for i in range(d):
+    row = tables.node_cdf[i, :, : 2 * (size[i] + 1)][budget[i]]  # (n, 2 (s_i + 1))
+    opt = jnp.sum(row <= u[i][:, None], axis=1).astype(jnp.int32)
+    cnt, here = opt // 2, opt % 2
+    if fc[i] >= 0:
+      budget[fc[i]] = cnt - here
+    if ns[i] >= 0:
+      budget[ns[i]] = budget[i] - cnt
+    in_b[i] = here == 0
+  return k, in_b
+
+
 # Up to this d the heap-order step works column by column (fastest on CPU; XLA's
 # compile time grows quickly beyond it). Keys are one 32-bit word: 31 - ceil(log2 d)
 # random bits, so a tie has probability below d^2 2^-(32 - ceil(log2 d)) < 7.5e-6.
@@ -225,13 +245,17 @@ def forest_objects(
 COLUMN_MAX_D = 32
 
 
-def _heap_order_columns(key, in_b, layout: ForestLayout, n, labels):
-  """``labels`` (elements by preorder position) in A-then-B top-down order, working
-  with one (n,) column per element."""
+def heap_keys_columns(
+  raw: Sequence[jax.Array], in_b: Sequence[jax.Array], layout: ForestLayout
+) -> list[jax.Array]:
+  """Uniformly random heap orders of both parts (module docstring), one column per
+  preorder position: ``raw`` d (n,) uint32 random words, ``in_b`` d (n,) uint32 (1:
+  in B). Returns the d swapped keys: 31 - ceil(log2 d) random high bits (a
+  part's keys keep their values, permuted within the part), the original position
+  in the low bits."""
   d, size = layout.d, layout.subtree_size
   low = max(1, (d - 1).bit_length())
-  raw = jax.random.bits(key, (n, d), jnp.uint32)
-  keys = [((raw[:, i] >> (low + 1)) << low) | jnp.uint32(i) for i in range(d)]
+  keys = [((raw[i] >> (low + 1)) << low) | jnp.uint32(i) for i in range(d)]
   for i in range(d):
     sub = range(i, i + size[i])  # v's subtree, preorder
     same = [in_b[j] == in_b[i] for j in sub]
@@ -242,18 +266,34 @@ def _heap_order_columns(key, in_b, layout: ForestLayout, n, labels):
     for j, ok in zip(sub[1:], same[1:]):
       keys[j] = jnp.where(ok & (keys[j] == smallest), old, keys[j])
     keys[i] = smallest
+  return keys
+
+
+def _heap_order_columns(key, in_b, layout: ForestLayout, n, labels):
+  """``labels`` (elements by preorder position) in A-then-B top-down order, working
+  with one (n,) column per element."""
+  d = layout.d
+  raw = jax.random.bits(key, (n, d), jnp.uint32)
+  keys = heap_keys_columns([raw[:, i] for i in range(d)], in_b, layout)
   sort_key = jnp.stack([keys[i] | (in_b[i] << 31) for i in range(d)], axis=1)
   return _order_from_keys(sort_key[:, None, :] < sort_key[:, :, None], labels)
 
 
-def _heap_order_pairs(key, in_b, layout: ForestLayout, n, labels):
-  """Same as :func:`_heap_order_columns` with two-word keys and array slices."""
+def heap_keys_pairs(
+  raw_hi: jax.Array,
+  raw_lo: jax.Array,
+  in_b: Sequence[jax.Array],
+  layout: ForestLayout,
+  low: int,
+) -> tuple[jax.Array, jax.Array]:
+  """As :func:`heap_keys_columns` with two-word keys and array slices: ``raw_hi``,
+  ``raw_lo`` (n, d) uint32 random words, ``in_b`` d (n,) arrays (nonzero: in B).
+  Returns the swapped ``(hi, lo)`` (n, d): 31 random bits in ``hi``, the position in
+  the low ``low`` bits of ``lo``."""
   d, size = layout.d, layout.subtree_size
-  low = max(1, (d - 1).bit_length())
-  raw = jax.random.bits(key, (2, n, d), jnp.uint32)
-  hi = raw[0] >> 1  # (n, d), preorder order
-  lo = ((raw[1] >> low) << low) | jnp.arange(d, dtype=jnp.uint32)
-  part = jnp.stack(in_b, axis=1)
+  hi = raw_hi >> 1  # (n, d), preorder order
+  lo = ((raw_lo >> low) << low) | jnp.arange(d, dtype=jnp.uint32)
+  part = jnp.stack([b.astype(jnp.uint32) for b in in_b], axis=1)
   top = jnp.uint32(0xFFFFFFFF)
   for i in range(d):
     if size[i] == 1:
@@ -267,6 +307,16 @@ def _heap_order_pairs(key, in_b, layout: ForestLayout, n, labels):
     h = jnp.where(is_min, h[:, :1], h).at[:, 0].set(min_h[:, 0])
     l = jnp.where(is_min, l[:, :1], l).at[:, 0].set(min_l[:, 0])
     hi, lo = hi.at[:, sub].set(h), lo.at[:, sub].set(l)
+  return hi, lo
+
+
+def _heap_order_pairs(key, in_b, layout: ForestLayout, n, labels):
+  """Same as :func:`_heap_order_columns` with two-word keys and array slices."""
+  d = layout.d
+  low = max(1, (d - 1).bit_length())
+  raw = jax.random.bits(key, (2, n, d), jnp.uint32)
+  hi, lo = heap_keys_pairs(raw[0], raw[1], in_b, layout, low)
+  part = jnp.stack(in_b, axis=1)
   part_hi = hi | (part << 31)
   return _order_from_keys(
     _pair_less(part_hi[:, None, :], lo[:, None, :], part_hi[:, :, None], lo[:, :, None]),

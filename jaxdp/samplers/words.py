@@ -8,7 +8,50 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["exponential", "log_normal", "static_index", "stored", "uniform52"]
+from jaxdp.prng.threefry import words64
+
+__all__ = [
+  "exponential",
+  "log_normal",
+  "normal_from_bits",
+  "paired_words",
+  "static_index",
+  "stored",
+  "uniform52",
+  "unit_floats",
+]
+
+
+def paired_words(key, shape):
+  """Two random uint32 arrays ``(hi, lo)`` of ``shape``, as
+  :func:`jaxdp.prng.threefry.words64` gives them (one Threefry hash per element for
+  Threefry keys), computed once and stored.
+
+  XLA:CPU computes the two words of one hash in two fusions, hashing twice; packed
+  into one uint64 (inside ``jax.enable_x64``) the hash runs once per element, and
+  the stored words feed every consumer (see :func:`stored`).
+  """
+  hi, lo = words64(key, shape)
+  with jax.enable_x64(True):
+    both = (hi.astype(jnp.uint64) << np.uint64(32)) | lo.astype(jnp.uint64)
+    both = stored(both, lo.reshape(-1)[0])
+    return (both >> np.uint64(32)).astype(jnp.uint32), both.astype(jnp.uint32)
+
+
+def unit_floats(bits):
+  """float32 in [0, 1) from uint32 words as ``jax.random.uniform`` makes them: the
+  high 23 bits as the mantissa of a number in [1, 2), minus 1."""
+  one = jax.lax.bitcast_convert_type(
+    (bits >> np.uint32(9)) | np.uint32(0x3F800000), jnp.float32
+  )
+  return one - 1.0
+
+
+def normal_from_bits(bits):
+  """float32 standard normals from uint32 words as ``jax.random.normal`` makes them:
+  sqrt(2) erfinv(v), v uniform on [-1, 1) from 23 bits, kept above -1."""
+  v = jnp.maximum(2.0 * unit_floats(bits) - 1.0, np.nextafter(np.float32(-1), 0))
+  return np.float32(np.sqrt(2)) * jax.lax.erf_inv(v)
 
 
 def static_index(idx):
