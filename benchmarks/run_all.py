@@ -93,7 +93,16 @@ def run_benchmarks(out: str, quick: bool) -> None:
   )
   float_attack.main(["--out", out])
   recompile.main(["--out", out] + (["--posets", "5"] if q else []))
-  secure_quick = ["--n", "20000", "--opendp-n", "1000", "--n-tree", "2000", "--n-host", "8192"]
+  secure_quick = [
+    "--n",
+    "20000",
+    "--opendp-n",
+    "1000",
+    "--n-tree",
+    "2000",
+    "--n-host",
+    "8192",
+  ]
   secure.main(["--out", out] + (secure_quick if q else []))
   generators.main(["--out", out] + (["--n", "20000"] if q else []))
   sp_costs.main(["--out", out] + (["--n", "20000"] if q else []))
