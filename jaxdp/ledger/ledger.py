@@ -82,7 +82,7 @@ class Ledger:
       max_pages=max_pages,
       journal=journal,
     )
-    self._index = Index(self._store.ledger_id)
+    self._index = Index(self._store.ledger_id, self._store.key)
     try:
       with self._index.writing(self._store, write=False) as tx:
         if expect_head is not None and tx.hash_at(int(expect_head[0])) != expect_head[1]:
@@ -122,7 +122,7 @@ class Ledger:
     with self._index.writing(self._store, write=False) as tx:
       self._known(dataset)
       rows = tx.entries_after(self._index.datasets[dataset]["seq"])
-    return [charge_of(r) for r in rows if r[1] == dataset]
+    return [charge_of(r, self._store.key) for r in rows if r[1] == dataset]
 
   def committed(self, dataset: str) -> dict:
     """The dataset's state after the last entry this object read or wrote (spent

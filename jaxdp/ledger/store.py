@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hmac
 import os
 import sqlite3
 import time
 import uuid
 from pathlib import Path
 
-from jaxdp.ledger import chain
+from jaxdp.ledger import chain, keyfile
 from jaxdp.ledger.errors import (
   LedgerCorruptError,
   LedgerError,
@@ -34,7 +35,7 @@ from jaxdp.ledger.errors import (
 
 __all__ = ["FORMAT", "JOURNALS", "Store", "Transaction"]
 
-FORMAT = "jaxdp-ledger 1"
+FORMAT = "jaxdp-ledger 2"
 JOURNALS = ("delete", "wal")
 
 _SCHEMA = (
@@ -45,6 +46,43 @@ _SCHEMA = (
   "CREATE TABLE IF NOT EXISTS head (id INTEGER PRIMARY KEY CHECK (id = 1), "
   "seq INTEGER NOT NULL, hash TEXT NOT NULL)",
 )
+
+
+def _schema_of(conn: sqlite3.Connection) -> list:
+  return sorted(
+    conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall(),
+    key=repr,
+  )
+
+
+def _expected_schema() -> list:
+  conn = sqlite3.connect(":memory:")
+  for statement in _SCHEMA:
+    conn.execute(statement)
+  out = _schema_of(conn)
+  conn.close()
+  return out
+
+
+SCHEMA = _expected_schema()  # the only objects a ledger's file may hold
+
+
+def check_schema(conn: sqlite3.Connection, path: str) -> None:
+  """Raises unless the file holds exactly the ledger's tables and indexes (an
+  allowlist: name, type and SQL text), so no trigger or view can change a charge.
+
+  Raises:
+    LedgerTamperedError: naming the first object that is not the ledger's.
+  """
+  found = _schema_of(conn)
+  if found != SCHEMA:
+    extra = [r for r in found if r not in SCHEMA] or [r for r in SCHEMA if r not in found]
+    kind, name = extra[0][0], extra[0][1]
+    raise LedgerTamperedError(
+      f"ledger {path}: its schema is not a ledger's ({kind} {name!r} is added, missing "
+      "or changed): a trigger, view or edited table could change or drop charges. "
+      "Nothing is answered; restore the file from a backup."
+    )
 
 
 def translate(error: sqlite3.Error, path: str, timeout: float) -> LedgerError:
@@ -101,15 +139,31 @@ def now() -> str:
 class Transaction:
   """The reads and the append of one transaction."""
 
-  def __init__(self, conn: sqlite3.Connection, ledger_id: str):
-    self._conn, self.ledger_id = conn, ledger_id
+  def __init__(self, conn: sqlite3.Connection, ledger_id: str, key: bytes):
+    self._conn, self.ledger_id, self._key = conn, ledger_id, key
 
   def head(self) -> tuple[int, str]:
-    """``(seq, hash)`` of the last entry (``(0, genesis)`` for an empty ledger)."""
+    """``(seq, hash)`` of the last entry (``(0, genesis)`` for an empty ledger), its
+    seal verified.
+
+    Raises:
+      LedgerTamperedError: the head row is missing, or its seal does not match.
+    """
     rows = self._conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchall()
     if len(rows) != 1:
       raise LedgerTamperedError("the ledger's head row is missing: it was deleted.")
-    return int(rows[0][0]), str(rows[0][1])
+    seq = rows[0][0]
+    digest = chain.genesis(self._key, self.ledger_id) if seq == 0 else self.hash_at(seq)
+    if (
+      not isinstance(seq, int)
+      or digest is None
+      or not hmac.compare_digest(chain.seal(self._key, seq, digest), str(rows[0][1]))
+    ):
+      raise LedgerTamperedError(
+        f"the ledger's head (entry {seq}) does not match its seal: the head was "
+        "edited or entries were deleted."
+      )
+    return seq, digest
 
   def hash_at(self, seq: int) -> str | None:
     """The stored hash of entry ``seq`` (None if there is none)."""
@@ -132,10 +186,13 @@ class Transaction:
       The stored row, as :meth:`entries_after` returns it.
     """
     seq, time = prev[0] + 1, now()
-    digest = chain.link(prev[1], seq, dataset, kind, time, body)
+    digest = chain.link(self._key, prev[1], seq, dataset, kind, time, body)
     row = (seq, dataset, kind, time, body, prev[1], digest)
     self._conn.execute("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)", row)
-    self._conn.execute("UPDATE head SET seq = ?, hash = ? WHERE id = 1", (seq, digest))
+    self._conn.execute(
+      "UPDATE head SET seq = ?, hash = ? WHERE id = 1",
+      (seq, chain.seal(self._key, seq, digest)),
+    )
     return row
 
 
@@ -187,6 +244,7 @@ class Store:
         "exists, so an emptied ledger is never read as a fresh budget. Restore it "
         "from a backup."
       )
+    self.key = keyfile.make_or_read(p) if not exists else b""
     try:
       uri = p.resolve().as_uri() + ("?mode=ro" if read_only else "?mode=rwc")
       self._conn = sqlite3.connect(
@@ -197,7 +255,10 @@ class Store:
       self._conn.execute("PRAGMA synchronous=FULL")
       if max_pages is not None:
         self._conn.execute(f"PRAGMA max_page_count={int(max_pages)}")
-      self.ledger_id = self._setup(create=not exists)
+      ledger_id = self._setup(create=not exists)
+      if exists:  # a ledger's file: its key must be there
+        self.key = keyfile.read(p)
+      self.ledger_id = ledger_id
     except sqlite3.Error as e:
       raise translate(e, self.path, self.timeout) from None
 
@@ -210,9 +271,9 @@ class Store:
         ledger_id = uuid.uuid4().hex
         for key, value in (("format", FORMAT), ("id", ledger_id)):
           self._conn.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, value))
+        g = chain.genesis(self.key, self._meta()["id"])
         self._conn.execute(
-          "INSERT OR IGNORE INTO head VALUES (1, 0, ?)",
-          (chain.genesis(self._meta()["id"]),),
+          "INSERT OR IGNORE INTO head VALUES (1, 0, ?)", (chain.seal(self.key, 0, g),)
         )
     meta = self._meta()
     if meta.get("format") != FORMAT or "id" not in meta:
@@ -246,7 +307,9 @@ class Store:
     except sqlite3.Error as e:
       raise translate(e, self.path, self.timeout) from None
     try:
-      yield Transaction(conn, getattr(self, "ledger_id", ""))
+      if hasattr(self, "ledger_id"):  # set up: every later transaction checks
+        check_schema(conn, self.path)
+      yield Transaction(conn, getattr(self, "ledger_id", ""), self.key)
     except BaseException as e:
       with contextlib.suppress(sqlite3.Error):
         conn.execute("ROLLBACK")
@@ -259,6 +322,25 @@ class Store:
       with contextlib.suppress(sqlite3.Error):
         conn.execute("ROLLBACK")
       raise translate(e, self.path, self.timeout) from None
+
+  def read_back(self, rows: list) -> None:
+    """Checks, in a fresh read after the commit, that the last of ``rows`` (the
+    entries just appended) are stored with their hashes and that the head names the
+    last of them or a later entry (another connection's).
+
+    Raises:
+      LedgerTamperedError: it does not read back (something in the file changed
+        or dropped it); nothing is answered.
+    """
+    seq = rows[-1][0]
+    with self.transaction(write=False) as tx:
+      ok = all(tx.hash_at(r[0]) == r[6] for r in rows) and tx.head()[0] >= seq
+    if not ok:
+      raise LedgerTamperedError(
+        f"ledger {self.path}: entry {seq} was committed but does not read back (the "
+        "file dropped or changed it): nothing is answered. Restore the file from a "
+        "backup."
+      )
 
   def close(self) -> None:
     self._conn.close()

@@ -84,14 +84,16 @@ def test_an_edited_or_deleted_entry_is_detected_when_the_ledger_opens(tmp_path, 
 
 
 def test_an_entry_rewritten_with_a_recomputed_hash_breaks_the_next_link(tmp_path):
-  """Someone who recomputes one entry's hash (but not every later one) is caught."""
+  """Someone who recomputes one entry's hash with the key (but not every later one) is
+  caught."""
   path = tmp_path / "l.db"
   _ledger(path)
   with sqlite3.connect(path) as c:
     row = list(c.execute("SELECT * FROM entries WHERE seq = 2").fetchone())
     row[4] = row[4].replace(f'"units":{U}', '"units":1')
     assert f'"units":{U}' not in row[4]
-    row[6] = jaxdp.ledger.chain.link(row[5], *row[:5])
+    key = jaxdp.ledger.keyfile.read(path)
+    row[6] = jaxdp.ledger.chain.link(key, row[5], *row[:5])
     c.execute("UPDATE entries SET body = ?, hash = ? WHERE seq = 2", (row[4], row[6]))
   with pytest.raises(LedgerTamperedError, match="entry 3 does not follow entry 2"):
     jaxdp.Ledger(path)
