@@ -21,7 +21,11 @@ from jaxdp.ledger.errors import (
   LedgerTamperedError,
   LedgerWriteError,
 )
-from jaxdp.ledger.fingerprint import array_fingerprint, dataset_fingerprint
+from jaxdp.ledger.fingerprint import (
+  array_fingerprint,
+  dataset_fingerprint,
+  rows_fingerprint,
+)
 from jaxdp.ledger.ledger import Ledger
 from jaxdp.ledger.summary import Charge, DatasetSummary
 
@@ -39,4 +43,5 @@ __all__ = [
   "LedgerWriteError",
   "array_fingerprint",
   "dataset_fingerprint",
+  "rows_fingerprint",
 ]
