@@ -131,6 +131,30 @@ def _filled(path: Path, wait: float) -> bool:
   return True
 
 
+def _check_wal(path: Path) -> bool:
+  """Whether the existing file is in WAL mode; if so, refuses a missing ``-wal`` file
+  after an unclean shutdown (its ``-shm`` file left, which sqlite removes only after
+  the ``-wal`` on a clean close).
+
+  Raises:
+    LedgerTamperedError: the ``-shm`` file is there and the ``-wal`` file is not.
+  """
+  with open(path, "rb") as f:
+    header = f.read(100)
+  if len(header) < 20 or header[18] != 2:  # the file format's WAL mark
+    return False
+  wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+  for _ in range(3):  # a connection closing removes -wal, then -shm
+    if wal.exists() or not shm.exists():
+      return True
+    time.sleep(0.02)
+  raise LedgerTamperedError(
+    f"ledger {path}: its write-ahead log {wal} is missing after an unclean shutdown "
+    f"({shm} is left): it holds committed charges, so the file alone would show too "
+    "little spent. Nothing is answered; restore the -wal file (never delete it)."
+  )
+
+
 def now() -> str:
   """The time of an entry: UTC, ISO 8601, microseconds."""
   return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
@@ -245,6 +269,7 @@ class Store:
         "from a backup."
       )
     self.key = keyfile.make_or_read(p) if not exists else b""
+    self.wal = journal == "wal" if not exists else _check_wal(p)
     try:
       uri = p.resolve().as_uri() + ("?mode=ro" if read_only else "?mode=rwc")
       self._conn = sqlite3.connect(
@@ -343,4 +368,10 @@ class Store:
       )
 
   def close(self) -> None:
+    """Closes the connection; in WAL mode, first copies the committed charges from
+    the ``-wal`` file into the main file (a checkpoint; best effort: another
+    connection may hold it back)."""
+    with contextlib.suppress(sqlite3.Error):
+      if self.wal:
+        self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
     self._conn.close()

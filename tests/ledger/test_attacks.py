@@ -2,6 +2,8 @@
 that swallow charges, truncation with the head reset, a missing key file."""
 
 import hashlib
+import os
+import shutil
 import sqlite3
 
 import numpy as np
@@ -105,3 +107,25 @@ def test_a_missing_key_file_is_refused_and_never_a_fresh_start(tmp_path):
   key.write_bytes(bytes(32))
   with pytest.raises(LedgerTamperedError):
     jaxdp.Ledger(path)
+
+
+def test_a_write_ahead_log_deleted_after_a_crash_is_refused(tmp_path):
+  """The files of a WAL ledger whose process died (copied while it is open) with
+  the -wal file left out would open with less spent."""
+  path = tmp_path / "l.db"
+  ledger = jaxdp.Ledger(path, journal="wal")
+  acct = ledger.accountant("d", DATA, 1.0)
+  ledger.charge("d", acct, LAP)
+  for keep_wal in (True, False):
+    image = tmp_path / f"image{keep_wal}"
+    image.mkdir()
+    for suffix in ("", ".key", "-shm") + (("-wal",) if keep_wal else ()):
+      shutil.copy(f"{path}{suffix}", f"{image / 'l.db'}{suffix}")
+    if keep_wal:
+      assert jaxdp.Ledger(image / "l.db").datasets()[0].charges == 1
+    else:
+      with pytest.raises(LedgerTamperedError, match="write-ahead log"):
+        jaxdp.Ledger(image / "l.db")
+  ledger.close()  # the last connection: sqlite checkpoints and removes -wal, -shm
+  assert not os.path.exists(f"{path}-wal")
+  assert jaxdp.Ledger(path).datasets()[0].charges == 1
