@@ -20,6 +20,7 @@ import datetime
 import hmac
 import os
 import sqlite3
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -270,6 +271,7 @@ class Store:
       )
     self.key = keyfile.make_or_read(p) if not exists else b""
     self.wal = journal == "wal" if not exists else _check_wal(p)
+    self._thread, self._file_id = threading.get_ident(), None
     try:
       uri = p.resolve().as_uri() + ("?mode=ro" if read_only else "?mode=rwc")
       self._conn = sqlite3.connect(
@@ -284,6 +286,8 @@ class Store:
       if exists:  # a ledger's file: its key must be there
         self.key = keyfile.read(p)
       self.ledger_id = ledger_id
+      st = os.stat(self.path)
+      self._file_id = (st.st_dev, st.st_ino)
     except sqlite3.Error as e:
       raise translate(e, self.path, self.timeout) from None
 
@@ -327,6 +331,7 @@ class Store:
       The :class:`Transaction`.
     """
     conn = self._conn
+    self._check_usable()
     try:
       conn.execute("BEGIN IMMEDIATE" if write else "BEGIN DEFERRED")
     except sqlite3.Error as e:
@@ -348,6 +353,28 @@ class Store:
         conn.execute("ROLLBACK")
       raise translate(e, self.path, self.timeout) from None
 
+  def _check_usable(self) -> None:
+    """Raises a clear LedgerError for a closed store, another thread, or a file
+    replaced or moved since it was opened (sqlite would call it read-only)."""
+    if self.closed:
+      raise LedgerError(f"ledger {self.path}: the ledger is closed; open it again.")
+    if threading.get_ident() != self._thread:
+      raise LedgerError(
+        f"ledger {self.path}: a Ledger was used from another thread than the one that "
+        "opened it; open one Ledger per thread (they share the budget through the file)."
+      )
+    try:
+      st = os.stat(self.path)
+      same = self._file_id in (None, (st.st_dev, st.st_ino))
+    except OSError:
+      same = False
+    if not same:
+      raise LedgerError(
+        f"ledger {self.path}: the file was replaced, moved or deleted since this Ledger "
+        "opened it; nothing is charged or answered. Open the ledger again (and find out "
+        "why it changed)."
+      )
+
   def read_back(self, rows: list) -> None:
     """Checks, in a fresh read after the commit, that the last of ``rows`` (the
     entries just appended) are stored with their hashes and that the head names the
@@ -367,11 +394,19 @@ class Store:
         "backup."
       )
 
+  @property
+  def closed(self) -> bool:
+    return self._conn is None
+
   def close(self) -> None:
     """Closes the connection; in WAL mode, first copies the committed charges from
     the ``-wal`` file into the main file (a checkpoint; best effort: another
     connection may hold it back)."""
+    if self._conn is None:
+      return
     with contextlib.suppress(sqlite3.Error):
-      if self.wal:
+      if self.wal and threading.get_ident() == self._thread:
         self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-    self._conn.close()
+    with contextlib.suppress(sqlite3.Error):
+      self._conn.close()
+    self._conn = None
