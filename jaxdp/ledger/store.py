@@ -2,14 +2,14 @@
 
 Settings: a rollback journal (or, chosen when the file is created, a write-ahead
 log) with ``PRAGMA synchronous=FULL`` (a committed transaction survives a process
-crash and a power loss), a busy timeout, and
-``BEGIN IMMEDIATE`` for every transaction that may write, so the read of the
-remaining budget, the check and the write of the charge hold the write lock
-together. Every sqlite error becomes one of :mod:`.errors`, with the file's path and
-what to do. The schema is three tables: ``meta`` (format and the ledger's random
-id), ``entries`` (the append-only log, see :mod:`.chain`) and ``head`` (the last
-entry's number and hash). A server database could replace this module: the rest of
-the ledger only appends entries, reads those after a number and reads the head.
+crash and a power loss), a busy timeout, and ``BEGIN IMMEDIATE`` for every
+transaction that may write, so the read of the remaining budget, the check and the
+write of the charge hold the write lock together. Every sqlite error becomes one of
+:mod:`.errors`, with the file's path and what to do. The schema is an allowlist,
+checked in every transaction: ``meta`` (format and the ledger's random id),
+``entries`` (the append-only log, see :mod:`.chain`) and ``head`` (the last entry's
+number and seal), nothing else. Every commit is read back. The key is in
+:mod:`.keyfile`.
 Standard library only.
 """
 
@@ -234,7 +234,8 @@ class Store:
     max_pages: a size limit, in database pages (sqlite's ``max_page_count``).
     journal: for a new file, ``"delete"`` (a rollback journal) or ``"wal"`` (a
       write-ahead log: one fsync per commit instead of several, for processes on
-      one machine); an existing file keeps the journal it was created with.
+      one machine; its ``-wal`` file holds committed charges and must never be
+      deleted); an existing file keeps the journal it was created with.
 
   Raises:
     LedgerError: a missing file (``create=False``), an empty or foreign file, or an
