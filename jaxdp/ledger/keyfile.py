@@ -17,7 +17,7 @@ import secrets
 import uuid
 from pathlib import Path
 
-from jaxdp.ledger.errors import LedgerCorruptError, LedgerTamperedError
+from jaxdp.ledger.errors import LedgerCorruptError, LedgerTamperedError, LedgerWriteError
 
 __all__ = ["KEY_BYTES", "key_path", "make_or_read", "read"]
 
@@ -58,8 +58,23 @@ def read(path: str | os.PathLike) -> bytes:
 
 def make_or_read(path: str | os.PathLike) -> bytes:
   """The key of a ledger about to be created: a new one, or the one another process
-  creating the same ledger linked first."""
-  kp = key_path(path)
+  creating the same ledger linked first.
+
+  Raises:
+    LedgerWriteError: the key file cannot be written (a missing or read-only folder,
+      a full disk).
+  """
+  try:
+    _make(key_path(path))
+  except OSError as e:
+    raise LedgerWriteError(
+      f"ledger {path}: cannot create its key file {key_path(path)} ({e.strerror}); "
+      "nothing was created or answered. Make the folder exist and be writable."
+    ) from None
+  return read(path)
+
+
+def _make(kp: Path) -> None:
   tmp = kp.with_name(f"{kp.name}.{uuid.uuid4().hex}.tmp")
   fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
   try:
@@ -78,4 +93,3 @@ def make_or_read(path: str | os.PathLike) -> bytes:
     os.fsync(dfd)
   finally:
     os.close(dfd)
-  return read(path)

@@ -129,3 +129,8 @@ def test_a_write_ahead_log_deleted_after_a_crash_is_refused(tmp_path):
   ledger.close()  # the last connection: sqlite checkpoints and removes -wal, -shm
   assert not os.path.exists(f"{path}-wal")
   assert jaxdp.Ledger(path).datasets()[0].charges == 1
+
+
+def test_a_key_file_that_cannot_be_written_is_a_write_error(tmp_path):
+  with pytest.raises(jaxdp.ledger.LedgerWriteError, match="key file"):
+    jaxdp.Ledger(tmp_path / "no folder" / "l.db")
