@@ -145,7 +145,7 @@ def _open(folder: Path, n: int) -> dict:
   (charge,) = ledger.charges("large")
   ledger.close()
   store = Store(path)
-  index = Index(store.ledger_id)
+  index = Index(store.ledger_id, store.key)
   t0 = time.perf_counter()
   with index.writing(store) as tx:
     for _ in range(n - 1):

@@ -31,8 +31,8 @@ class NoBook:
   def charge(self, acct, mech, shape):
     return acct
 
-  def report(self) -> None:
-    pass
+  def summary(self) -> str | None:
+    return None
 
 
 class Book:
@@ -52,12 +52,20 @@ class Book:
     except (ReleaseRefusedError, LedgerError, ValueError) as e:
       raise UsageError(f"--ledger {self.ledger.path}: {e}") from None
 
-  def report(self) -> None:
-    (s,) = [d for d in self.ledger.datasets() if d.name == self.dataset]
-    print(
+  def summary(self) -> str:
+    """The dataset's spend, read (and verified) from the ledger: called before the
+    release is printed, so a ledger that fails the check prints no answer.
+
+    Raises:
+      UsageError: the ledger cannot be read or does not verify.
+    """
+    try:
+      (s,) = [d for d in self.ledger.datasets() if d.name == self.dataset]
+    except LedgerError as e:
+      raise UsageError(f"--ledger {self.ledger.path}: {e}") from None
+    return (
       f"ledger {self.ledger.path}: dataset {s.name!r}: spent {s.spent_eps:g} of eps "
-      f"{s.budget['eps']:g}, {s.remaining_eps:g} left",
-      file=sys.stderr,
+      f"{s.budget['eps']:g}, {s.remaining_eps:g} left"
     )
 
 

@@ -125,6 +125,7 @@ def run_release(args) -> int:
   acct = book.charge(acct, mech, rows.shape)  # committed before the noise is drawn
   acct, out = release(acct, mech, rows)
   counts = np.asarray(raise_if_refused(acct, out)).astype(int).tolist()
+  note = book.summary()  # the ledger read back before anything is printed
   names = ["respondents"] + list(poset.element_names)
   payload = {
     "poset": repr(poset),
@@ -147,5 +148,6 @@ def run_release(args) -> int:
   print("\n".join(lines))
   if args.out:
     print(f"wrote {args.out}", file=sys.stderr)
-  book.report()
+  if note:
+    print(note, file=sys.stderr)
   return 0

@@ -2,7 +2,8 @@
 
 Modules: :mod:`.ledger` (the :class:`Ledger`), :mod:`.protocol` (deciding and
 appending charges in one transaction), :mod:`.store` (the sqlite file, its schema
-and transactions), :mod:`.chain` (the hash chain over the entries), :mod:`.index`
+and transactions), :mod:`.chain` (the keyed hash chain over the entries),
+:mod:`.keyfile` (the ledger's secret key beside it), :mod:`.index`
 (the datasets and states replayed from the entries), :mod:`.identity` (dataset
 names and fingerprints, checked together), :mod:`.fingerprint` (dataset
 fingerprints), :mod:`.records` (budget records and states of accountants),
@@ -20,7 +21,11 @@ from jaxdp.ledger.errors import (
   LedgerTamperedError,
   LedgerWriteError,
 )
-from jaxdp.ledger.fingerprint import array_fingerprint, dataset_fingerprint
+from jaxdp.ledger.fingerprint import (
+  array_fingerprint,
+  dataset_fingerprint,
+  rows_fingerprint,
+)
 from jaxdp.ledger.ledger import Ledger
 from jaxdp.ledger.summary import Charge, DatasetSummary
 
@@ -38,4 +43,5 @@ __all__ = [
   "LedgerWriteError",
   "array_fingerprint",
   "dataset_fingerprint",
+  "rows_fingerprint",
 ]

@@ -1,22 +1,25 @@
-"""The hash chain over a ledger's entries (tamper evidence against casual edits).
+"""The keyed hash chain over a ledger's entries, and the sealed head.
 
-Each entry stores ``hash = SHA-256(previous hash || canonical bytes of the entry)``;
-the first entry's previous hash is the genesis hash of the ledger's random id, and
-the ledger's head row names the last entry's number and hash. Editing, deleting,
-inserting or reordering an entry, or deleting the last one, breaks the chain or the
-head. It does not stop someone who can run this code (they can recompute every
-hash), nor a whole older copy of the file put back (every copy verifies): see the
-ledger guide. Standard library only.
+Each entry stores ``hash = HMAC-SHA256(key, previous hash || canonical bytes of the
+entry)`` under the ledger's secret key (:mod:`.keyfile`); the first entry's previous
+hash is the genesis value of the ledger's random id, and the head row holds the last
+entry's number and a seal, an HMAC of that number and hash in a domain of its own (so
+no value that would seal an earlier head is stored in the file). Editing, deleting,
+inserting or reordering entries, deleting the newest ones and resealing the head, or
+resetting the ledger then needs the key. It does not stop someone who can read the
+key file and run this code, nor a whole older copy of the files put back (every copy
+verifies): see the ledger guide. Standard library only.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 
 from jaxdp.ledger.errors import LedgerTamperedError
 
-__all__ = ["canonical", "genesis", "link", "Chain"]
+__all__ = ["canonical", "genesis", "link", "seal", "Chain"]
 
 
 def canonical(obj) -> str:
@@ -24,22 +27,37 @@ def canonical(obj) -> str:
   return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-def genesis(ledger_id: str) -> str:
+def _mac(key: bytes, domain: bytes, *parts: bytes) -> str:
+  h = hmac.new(key, domain + b"\x00", hashlib.sha256)
+  for p in parts:
+    h.update(len(p).to_bytes(8, "big") + p)
+  return h.hexdigest()
+
+
+def genesis(key: bytes, ledger_id: str) -> str:
   """The previous hash of a ledger's first entry."""
-  return hashlib.sha256(b"jaxdp-ledger\x00" + ledger_id.encode()).hexdigest()
+  return _mac(key, b"jaxdp-ledger-genesis", ledger_id.encode())
 
 
-def link(prev: str, seq: int, dataset: str, kind: str, time: str, body: str) -> str:
-  """The hash of entry ``seq`` after ``prev``."""
+def link(
+  key: bytes, prev: str, seq: int, dataset: str, kind: str, time: str, body: str
+) -> str:
+  """The keyed hash of entry ``seq`` after ``prev``."""
   head = canonical([seq, dataset, kind, time]).encode()
-  return hashlib.sha256(bytes.fromhex(prev) + head + b"\n" + body.encode()).hexdigest()
+  return _mac(key, b"jaxdp-ledger-entry", bytes.fromhex(prev), head, body.encode())
+
+
+def seal(key: bytes, seq: int, digest: str) -> str:
+  """The head's seal of ``(seq, hash of entry seq)``."""
+  return _mac(key, b"jaxdp-ledger-head", str(int(seq)).encode(), bytes.fromhex(digest))
 
 
 class Chain:
   """The verified end of a chain: the last entry's number and hash."""
 
-  def __init__(self, ledger_id: str):
-    self.seq, self.hash = 0, genesis(ledger_id)
+  def __init__(self, ledger_id: str, key: bytes):
+    self.key = key
+    self.seq, self.hash = 0, genesis(key, ledger_id)
 
   def extend(self, row) -> None:
     """Verifies one stored entry ``(seq, dataset, kind, time, body, prev, hash)``
@@ -59,7 +77,9 @@ class Chain:
         f"entry {seq} does not follow entry {self.seq} (its previous hash differs): "
         "an entry was edited, deleted or reordered."
       )
-    if link(prev, seq, dataset, kind, time, body) != digest:
+    if not hmac.compare_digest(
+      link(self.key, prev, seq, dataset, kind, time, body), digest
+    ):
       raise LedgerTamperedError(
         f"entry {seq} ({kind} of dataset {dataset!r}) does not match its hash: it "
         "was edited after it was written."

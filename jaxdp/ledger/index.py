@@ -45,8 +45,9 @@ class Index:
     by_data: data fingerprint -> the name it is registered under.
   """
 
-  def __init__(self, ledger_id: str):
-    self.chain = Chain(ledger_id)
+  def __init__(self, ledger_id: str, key: bytes):
+    self.chain = Chain(ledger_id, key)
+    self._written: list = []
     self.datasets, self.states, self.by_data, self.counts = {}, {}, {}, {}
 
   # ------------------------------------------------------------------ reading
@@ -127,18 +128,22 @@ class Index:
   def append(self, tx: Transaction, dataset: str, kind: str, body: dict) -> None:
     """Appends an entry in ``tx`` and applies it (undone if the transaction fails,
     see :meth:`writing`)."""
-    self.apply(tx.append((self.chain.seq, self.chain.hash), dataset, kind, canonical(body)))
+    row = tx.append((self.chain.seq, self.chain.hash), dataset, kind, canonical(body))
+    self.apply(row)
+    self._written.append(row)
 
   @contextlib.contextmanager
   def writing(self, store: Store, write: bool = True):
     """An exclusive transaction (``BEGIN IMMEDIATE``) that starts with :meth:`sync`;
     if it fails, what it appended is undone in the index (and a sync that failed,
-    entirely).
+    entirely). After the commit, what it appended is read back
+    (:meth:`~jaxdp.ledger.store.Store.read_back`) before the caller goes on.
 
     Yields:
       The :class:`~jaxdp.ledger.store.Transaction`.
     """
     saved = self._saved()
+    self._written = []
     try:
       with store.transaction(write=write) as tx:
         self.sync(tx)
@@ -147,6 +152,9 @@ class Index:
     except BaseException:
       self._restore(saved)
       raise
+    written, self._written = self._written, []
+    if written:
+      store.read_back(written)
 
   def _saved(self):
     return (
@@ -163,10 +171,10 @@ class Index:
     self.datasets, self.states, self.by_data, self.counts = (dict(d) for d in saved[2:])
 
 
-def verify_row(row) -> None:
-  """Raises LedgerTamperedError unless a stored row matches its own hash."""
+def verify_row(row, key: bytes) -> None:
+  """Raises LedgerTamperedError unless a stored row matches its own keyed hash."""
   seq, dataset, kind, time, body, prev, digest = row
-  if link(prev, seq, dataset, kind, time, body) != digest:
+  if link(key, prev, seq, dataset, kind, time, body) != digest:
     raise LedgerTamperedError(f"entry {seq} was edited after the ledger was opened.")
 
 

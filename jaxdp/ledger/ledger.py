@@ -38,11 +38,15 @@ __all__ = ["Ledger"]
 class Ledger:
   """A durable budget per dataset in a sqlite3 file (see the module docstring).
 
-  Opening verifies the whole hash chain (:mod:`jaxdp.ledger.chain`); every later
-  transaction verifies what other connections appended since.
+  Opening verifies the schema and the whole keyed hash chain
+  (:mod:`jaxdp.ledger.chain`, under the key in ``<path>.key``,
+  :mod:`jaxdp.ledger.keyfile`); every later transaction verifies both again, and
+  what other connections appended since. A Ledger belongs to the thread that opened
+  it: open one per thread.
 
   Args:
-    path: the ledger file; created (with its schema) if missing and ``create``.
+    path: the ledger file; created (with its schema and its key file) if missing
+      and ``create``.
     timeout: seconds to wait for another connection's write lock before
       :class:`~jaxdp.ledger.LedgerLockedError`.
     create: create a missing file; False makes a missing ledger an error (a
@@ -50,12 +54,15 @@ class Ledger:
     read_only: open for reading only (``jaxdp ledger show``); a charge fails.
     expect_head: ``(seq, hash)`` of an entry this ledger must hold (from
       :attr:`head`, kept elsewhere): an older copy of the file put back is then
-      refused with :class:`~jaxdp.ledger.LedgerRollbackError`.
+      refused with :class:`~jaxdp.ledger.LedgerRollbackError`. Without it, only a
+      Ledger object that read later entries detects such a copy.
     max_pages: a size limit in database pages (sqlite's ``max_page_count``).
     journal: for a new file, ``"delete"`` (sqlite's rollback journal, the default)
       or ``"wal"`` (a write-ahead log: one fsync per commit instead of several;
       every process must be on the same machine); a file keeps the journal it was
-      created with.
+      created with. In WAL mode the ``<path>-wal`` file holds committed charges
+      until they are checkpointed (on close): never delete it (a missing one is
+      refused while its ``-shm`` file is left, and cannot be detected otherwise).
 
   Raises:
     LedgerError: the file cannot be opened, is not a ledger, or its hash chain does
@@ -82,7 +89,7 @@ class Ledger:
       max_pages=max_pages,
       journal=journal,
     )
-    self._index = Index(self._store.ledger_id)
+    self._index = Index(self._store.ledger_id, self._store.key)
     try:
       with self._index.writing(self._store, write=False) as tx:
         if expect_head is not None and tx.hash_at(int(expect_head[0])) != expect_head[1]:
@@ -122,7 +129,7 @@ class Ledger:
     with self._index.writing(self._store, write=False) as tx:
       self._known(dataset)
       rows = tx.entries_after(self._index.datasets[dataset]["seq"])
-    return [charge_of(r) for r in rows if r[1] == dataset]
+    return [charge_of(r, self._store.key) for r in rows if r[1] == dataset]
 
   def committed(self, dataset: str) -> dict:
     """The dataset's state after the last entry this object read or wrote (spent
@@ -228,6 +235,9 @@ class Ledger:
   ) -> Accountant:
     """Commits the charge of one release of ``mech`` before it is run.
 
+    The accountant returned holds ``acct``'s key with the ledger's id, the dataset's
+    fingerprint and the entry's number folded in, so no two entries draw one noise.
+
     Run the release from the accountant returned, not from ``acct``: it holds the
     dataset's state just before this charge (other processes may have charged
     since ``acct`` was made), so the release charges exactly what was committed.
@@ -314,9 +324,12 @@ class Ledger:
 
     Inside the transaction (holding the write lock while ``fn`` is traced), ``fn`` is
     planned (:func:`jaxdp.plan`) against the dataset's current state and each of its
-    releases is charged; if one would be refused, nothing is written. Run ``fn``
-    (jitted, with the same arguments) from the accountant returned and it spends
-    exactly what was committed.
+    releases is charged; if one would be refused, nothing is written. What is
+    committed is the program traced here: run ``fn`` (jitted, with the same
+    arguments) from the accountant returned and it spends exactly what was
+    committed, provided it traces to the same program (releases that depend on
+    Python state, or a cached trace of another program, do not). Compare
+    ``records.state_of`` of the accountant after the run with :meth:`committed`.
 
     Args:
       dataset: the dataset's name.

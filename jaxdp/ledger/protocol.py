@@ -7,13 +7,22 @@ charges; the transaction commits with ``synchronous=FULL`` before the caller run
 anything. A refused charge rolls the transaction back (nothing is written), except
 under a plan (:data:`~jaxdp.ledger.records.POSITIONAL`), whose position counts
 refusals: there the refusal is written.
+
+The accountant returned holds the caller's key with the ledger's id, the dataset's
+fingerprint and the number of the first entry committed folded in
+(:func:`release_key`): entry numbers are never reused, so two charges never draw the
+same noise, even from one fixed key in two processes (two releases of nearly the
+same query with one noise would reveal their difference).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import numpy as np
 from jax.extend import core as jex_core
 
@@ -25,7 +34,7 @@ from jaxdp.ledger.errors import LedgerError
 from jaxdp.ledger.index import Index
 from jaxdp.ledger.store import Store
 
-__all__ = ["check_call", "commit", "plan_rows"]
+__all__ = ["check_call", "commit", "plan_rows", "release_key"]
 
 _EVAL_TRACE = type(jex_core.find_top_trace(()))
 
@@ -96,12 +105,23 @@ class _Refused(Exception):
   """A refusal that rolls the transaction back."""
 
 
+def release_key(key: jax.Array, ledger_id: str, fingerprint: str, seq: int) -> jax.Array:
+  """``key`` with a ledger entry's identity folded in (128 bits of a SHA-256 of the
+  ledger's id, the dataset's fingerprint and the entry's number)."""
+  text = f"jaxdp-release-key\x00{ledger_id}\x00{fingerprint}\x00{int(seq)}".encode()
+  digest = hashlib.sha256(text).digest()
+  for i in range(0, 16, 4):
+    key = jax.random.fold_in(key, np.uint32(int.from_bytes(digest[i : i + 4], "big")))
+  return key
+
+
 def _commit(index, store, dataset, acct, rows, label, all_or_nothing, rule, record):
   ok = True
   with index.writing(store) as tx:
     if dataset not in index.datasets:
       raise KeyError(f"ledger {store.path} has no dataset {dataset!r}.")
     records.check_budget(index.datasets[dataset]["budget"], record, dataset)
+    fp, first = index.datasets[dataset]["fingerprint"]["dataset"], index.chain.seq + 1
     pre = cur = records.resume(acct, index.states[dataset])
     for cost, delta, valid, event, body in rows(pre) if callable(rows) else rows:
       answered, _, after = rule.spend(cur, cost, delta, valid, event)
@@ -121,7 +141,7 @@ def _commit(index, store, dataset, acct, rows, label, all_or_nothing, rule, reco
       cur = after
       if not ok:
         break
-  return pre, ok
+  return dataclasses.replace(pre, key=release_key(acct.key, store.ledger_id, fp, first)), ok
 
 
 def plan_rows(p: Any, rule_name: str) -> list:

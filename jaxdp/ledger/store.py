@@ -2,14 +2,14 @@
 
 Settings: a rollback journal (or, chosen when the file is created, a write-ahead
 log) with ``PRAGMA synchronous=FULL`` (a committed transaction survives a process
-crash and a power loss), a busy timeout, and
-``BEGIN IMMEDIATE`` for every transaction that may write, so the read of the
-remaining budget, the check and the write of the charge hold the write lock
-together. Every sqlite error becomes one of :mod:`.errors`, with the file's path and
-what to do. The schema is three tables: ``meta`` (format and the ledger's random
-id), ``entries`` (the append-only log, see :mod:`.chain`) and ``head`` (the last
-entry's number and hash). A server database could replace this module: the rest of
-the ledger only appends entries, reads those after a number and reads the head.
+crash and a power loss), a busy timeout, and ``BEGIN IMMEDIATE`` for every
+transaction that may write, so the read of the remaining budget, the check and the
+write of the charge hold the write lock together. Every sqlite error becomes one of
+:mod:`.errors`, with the file's path and what to do. The schema is an allowlist,
+checked in every transaction: ``meta`` (format and the ledger's random id),
+``entries`` (the append-only log, see :mod:`.chain`) and ``head`` (the last entry's
+number and seal), nothing else. Every commit is read back. The key is in
+:mod:`.keyfile`.
 Standard library only.
 """
 
@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hmac
 import os
 import sqlite3
+import threading
 import time
 import uuid
 from pathlib import Path
 
-from jaxdp.ledger import chain
+from jaxdp.ledger import chain, keyfile
 from jaxdp.ledger.errors import (
   LedgerCorruptError,
   LedgerError,
@@ -34,7 +36,7 @@ from jaxdp.ledger.errors import (
 
 __all__ = ["FORMAT", "JOURNALS", "Store", "Transaction"]
 
-FORMAT = "jaxdp-ledger 1"
+FORMAT = "jaxdp-ledger 2"
 JOURNALS = ("delete", "wal")
 
 _SCHEMA = (
@@ -45,6 +47,43 @@ _SCHEMA = (
   "CREATE TABLE IF NOT EXISTS head (id INTEGER PRIMARY KEY CHECK (id = 1), "
   "seq INTEGER NOT NULL, hash TEXT NOT NULL)",
 )
+
+
+def _schema_of(conn: sqlite3.Connection) -> list:
+  return sorted(
+    conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall(),
+    key=repr,
+  )
+
+
+def _expected_schema() -> list:
+  conn = sqlite3.connect(":memory:")
+  for statement in _SCHEMA:
+    conn.execute(statement)
+  out = _schema_of(conn)
+  conn.close()
+  return out
+
+
+SCHEMA = _expected_schema()  # the only objects a ledger's file may hold
+
+
+def check_schema(conn: sqlite3.Connection, path: str) -> None:
+  """Raises unless the file holds exactly the ledger's tables and indexes (an
+  allowlist: name, type and SQL text), so no trigger or view can change a charge.
+
+  Raises:
+    LedgerTamperedError: naming the first object that is not the ledger's.
+  """
+  found = _schema_of(conn)
+  if found != SCHEMA:
+    extra = [r for r in found if r not in SCHEMA] or [r for r in SCHEMA if r not in found]
+    kind, name = extra[0][0], extra[0][1]
+    raise LedgerTamperedError(
+      f"ledger {path}: its schema is not a ledger's ({kind} {name!r} is added, missing "
+      "or changed): a trigger, view or edited table could change or drop charges. "
+      "Nothing is answered; restore the file from a backup."
+    )
 
 
 def translate(error: sqlite3.Error, path: str, timeout: float) -> LedgerError:
@@ -93,6 +132,30 @@ def _filled(path: Path, wait: float) -> bool:
   return True
 
 
+def _check_wal(path: Path) -> bool:
+  """Whether the existing file is in WAL mode; if so, refuses a missing ``-wal`` file
+  after an unclean shutdown (its ``-shm`` file left, which sqlite removes only after
+  the ``-wal`` on a clean close).
+
+  Raises:
+    LedgerTamperedError: the ``-shm`` file is there and the ``-wal`` file is not.
+  """
+  with open(path, "rb") as f:
+    header = f.read(100)
+  if len(header) < 20 or header[18] != 2:  # the file format's WAL mark
+    return False
+  wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+  for _ in range(3):  # a connection closing removes -wal, then -shm
+    if wal.exists() or not shm.exists():
+      return True
+    time.sleep(0.02)
+  raise LedgerTamperedError(
+    f"ledger {path}: its write-ahead log {wal} is missing after an unclean shutdown "
+    f"({shm} is left): it holds committed charges, so the file alone would show too "
+    "little spent. Nothing is answered; restore the -wal file (never delete it)."
+  )
+
+
 def now() -> str:
   """The time of an entry: UTC, ISO 8601, microseconds."""
   return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
@@ -101,15 +164,31 @@ def now() -> str:
 class Transaction:
   """The reads and the append of one transaction."""
 
-  def __init__(self, conn: sqlite3.Connection, ledger_id: str):
-    self._conn, self.ledger_id = conn, ledger_id
+  def __init__(self, conn: sqlite3.Connection, ledger_id: str, key: bytes):
+    self._conn, self.ledger_id, self._key = conn, ledger_id, key
 
   def head(self) -> tuple[int, str]:
-    """``(seq, hash)`` of the last entry (``(0, genesis)`` for an empty ledger)."""
+    """``(seq, hash)`` of the last entry (``(0, genesis)`` for an empty ledger), its
+    seal verified.
+
+    Raises:
+      LedgerTamperedError: the head row is missing, or its seal does not match.
+    """
     rows = self._conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchall()
     if len(rows) != 1:
       raise LedgerTamperedError("the ledger's head row is missing: it was deleted.")
-    return int(rows[0][0]), str(rows[0][1])
+    seq = rows[0][0]
+    digest = chain.genesis(self._key, self.ledger_id) if seq == 0 else self.hash_at(seq)
+    if (
+      not isinstance(seq, int)
+      or digest is None
+      or not hmac.compare_digest(chain.seal(self._key, seq, digest), str(rows[0][1]))
+    ):
+      raise LedgerTamperedError(
+        f"the ledger's head (entry {seq}) does not match its seal: the head was "
+        "edited or entries were deleted."
+      )
+    return seq, digest
 
   def hash_at(self, seq: int) -> str | None:
     """The stored hash of entry ``seq`` (None if there is none)."""
@@ -132,10 +211,13 @@ class Transaction:
       The stored row, as :meth:`entries_after` returns it.
     """
     seq, time = prev[0] + 1, now()
-    digest = chain.link(prev[1], seq, dataset, kind, time, body)
+    digest = chain.link(self._key, prev[1], seq, dataset, kind, time, body)
     row = (seq, dataset, kind, time, body, prev[1], digest)
     self._conn.execute("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)", row)
-    self._conn.execute("UPDATE head SET seq = ?, hash = ? WHERE id = 1", (seq, digest))
+    self._conn.execute(
+      "UPDATE head SET seq = ?, hash = ? WHERE id = 1",
+      (seq, chain.seal(self._key, seq, digest)),
+    )
     return row
 
 
@@ -152,7 +234,8 @@ class Store:
     max_pages: a size limit, in database pages (sqlite's ``max_page_count``).
     journal: for a new file, ``"delete"`` (a rollback journal) or ``"wal"`` (a
       write-ahead log: one fsync per commit instead of several, for processes on
-      one machine); an existing file keeps the journal it was created with.
+      one machine; its ``-wal`` file holds committed charges and must never be
+      deleted); an existing file keeps the journal it was created with.
 
   Raises:
     LedgerError: a missing file (``create=False``), an empty or foreign file, or an
@@ -187,6 +270,9 @@ class Store:
         "exists, so an emptied ledger is never read as a fresh budget. Restore it "
         "from a backup."
       )
+    self.key = keyfile.make_or_read(p) if not exists else b""
+    self.wal = journal == "wal" if not exists else _check_wal(p)
+    self._thread, self._file_id = threading.get_ident(), None
     try:
       uri = p.resolve().as_uri() + ("?mode=ro" if read_only else "?mode=rwc")
       self._conn = sqlite3.connect(
@@ -197,7 +283,12 @@ class Store:
       self._conn.execute("PRAGMA synchronous=FULL")
       if max_pages is not None:
         self._conn.execute(f"PRAGMA max_page_count={int(max_pages)}")
-      self.ledger_id = self._setup(create=not exists)
+      ledger_id = self._setup(create=not exists)
+      if exists:  # a ledger's file: its key must be there
+        self.key = keyfile.read(p)
+      self.ledger_id = ledger_id
+      st = os.stat(self.path)
+      self._file_id = (st.st_dev, st.st_ino)
     except sqlite3.Error as e:
       raise translate(e, self.path, self.timeout) from None
 
@@ -210,9 +301,9 @@ class Store:
         ledger_id = uuid.uuid4().hex
         for key, value in (("format", FORMAT), ("id", ledger_id)):
           self._conn.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, value))
+        g = chain.genesis(self.key, self._meta()["id"])
         self._conn.execute(
-          "INSERT OR IGNORE INTO head VALUES (1, 0, ?)",
-          (chain.genesis(self._meta()["id"]),),
+          "INSERT OR IGNORE INTO head VALUES (1, 0, ?)", (chain.seal(self.key, 0, g),)
         )
     meta = self._meta()
     if meta.get("format") != FORMAT or "id" not in meta:
@@ -241,12 +332,15 @@ class Store:
       The :class:`Transaction`.
     """
     conn = self._conn
+    self._check_usable()
     try:
       conn.execute("BEGIN IMMEDIATE" if write else "BEGIN DEFERRED")
     except sqlite3.Error as e:
       raise translate(e, self.path, self.timeout) from None
     try:
-      yield Transaction(conn, getattr(self, "ledger_id", ""))
+      if hasattr(self, "ledger_id"):  # set up: every later transaction checks
+        check_schema(conn, self.path)
+      yield Transaction(conn, getattr(self, "ledger_id", ""), self.key)
     except BaseException as e:
       with contextlib.suppress(sqlite3.Error):
         conn.execute("ROLLBACK")
@@ -260,5 +354,60 @@ class Store:
         conn.execute("ROLLBACK")
       raise translate(e, self.path, self.timeout) from None
 
+  def _check_usable(self) -> None:
+    """Raises a clear LedgerError for a closed store, another thread, or a file
+    replaced or moved since it was opened (sqlite would call it read-only)."""
+    if self.closed:
+      raise LedgerError(f"ledger {self.path}: the ledger is closed; open it again.")
+    if threading.get_ident() != self._thread:
+      raise LedgerError(
+        f"ledger {self.path}: a Ledger was used from another thread than the one that "
+        "opened it; open one Ledger per thread (they share the budget through the file)."
+      )
+    try:
+      st = os.stat(self.path)
+      same = self._file_id in (None, (st.st_dev, st.st_ino))
+    except OSError:
+      same = False
+    if not same:
+      raise LedgerError(
+        f"ledger {self.path}: the file was replaced, moved or deleted since this Ledger "
+        "opened it; nothing is charged or answered. Open the ledger again (and find out "
+        "why it changed)."
+      )
+
+  def read_back(self, rows: list) -> None:
+    """Checks, in a fresh read after the commit, that the last of ``rows`` (the
+    entries just appended) are stored with their hashes and that the head names the
+    last of them or a later entry (another connection's).
+
+    Raises:
+      LedgerTamperedError: it does not read back (something in the file changed
+        or dropped it); nothing is answered.
+    """
+    seq = rows[-1][0]
+    with self.transaction(write=False) as tx:
+      ok = all(tx.hash_at(r[0]) == r[6] for r in rows) and tx.head()[0] >= seq
+    if not ok:
+      raise LedgerTamperedError(
+        f"ledger {self.path}: entry {seq} was committed but does not read back (the "
+        "file dropped or changed it): nothing is answered. Restore the file from a "
+        "backup."
+      )
+
+  @property
+  def closed(self) -> bool:
+    return self._conn is None
+
   def close(self) -> None:
-    self._conn.close()
+    """Closes the connection; in WAL mode, first copies the committed charges from
+    the ``-wal`` file into the main file (a checkpoint; best effort: another
+    connection may hold it back)."""
+    if self._conn is None:
+      return
+    with contextlib.suppress(sqlite3.Error):
+      if self.wal and threading.get_ident() == self._thread:
+        self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    with contextlib.suppress(sqlite3.Error):
+      self._conn.close()
+    self._conn = None

@@ -62,9 +62,9 @@ def summarize(name: str, entry: dict, state: dict, count: int) -> DatasetSummary
   )
 
 
-def charge_of(row) -> Charge:
-  """The :class:`Charge` of a stored row, checked against its own hash."""
-  verify_row(row)
+def charge_of(row, key: bytes) -> Charge:
+  """The :class:`Charge` of a stored row, checked against its own keyed hash."""
+  verify_row(row, key)
   body = json.loads(row[4])
   return Charge(
     row[0],

@@ -46,7 +46,7 @@ BUDGET = {"state_shape": [], "capacity": 0}
 
 def register(path, name, capacity):
   store = Store(path)
-  index = Index(store.ledger_id)
+  index = Index(store.ledger_id, store.key)
   with index.writing(store) as tx:
     fp = {"data": name, "poset": None, "dataset": name}
     budget = dict(BUDGET, capacity=capacity)
@@ -71,7 +71,7 @@ def worker(path, name, write_fd, units_of, start_fd=None):
   if start_fd is not None:
     os.read(start_fd, 1)
   store = Store(path, timeout=30)
-  index = Index(store.ledger_id)
+  index = Index(store.ledger_id, store.key)
   while True:
     units = units_of()
     seq = charge(store, index, name, units)
@@ -92,7 +92,7 @@ def read_all(fd):
 def recorded(path, name):
   """(seq -> units, spent) of a dataset, from a freshly opened and verified ledger."""
   store = Store(path, create=False)
-  index = Index(store.ledger_id)
+  index = Index(store.ledger_id, store.key)
   with index.writing(store, write=False) as tx:
     rows = tx.entries_after(0)
   store.close()

@@ -3,6 +3,7 @@ spent; ``jaxdp ledger show`` prints it; without a ledger a release warns that
 nothing is remembered."""
 
 import json
+import sqlite3
 
 import numpy as np
 import pytest
@@ -113,3 +114,20 @@ class _Stop(Exception):
 
 def _no_release(*args, **kwargs):
   raise _Stop
+
+
+def test_release_answers_nothing_when_triggers_swallow_the_charge(
+  tmp_path, data, capsys, quick_noise
+):
+  """Triggers that drop the entry and the head's update: refused before the release
+  (the schema's allowlist), nothing printed on stdout."""
+  book = tmp_path / "l.db"
+  flags = ("--eps", 0.4, "--ledger", book, "--dataset", "survey")
+  assert _release(data, *flags, "--budget", 1) == 0
+  capsys.readouterr()
+  with sqlite3.connect(book) as c:
+    c.execute("CREATE TRIGGER t1 BEFORE INSERT ON entries BEGIN SELECT RAISE(IGNORE); END")
+    c.execute("CREATE TRIGGER t2 BEFORE UPDATE ON head BEGIN SELECT RAISE(IGNORE); END")
+  assert _release(data, *flags) == 2
+  out = capsys.readouterr()
+  assert out.out == "" and "schema" in out.err

@@ -6,6 +6,7 @@ a read-only file and a full disk."""
 import os
 import shutil
 import sqlite3
+import threading
 
 import numpy as np
 import pytest
@@ -84,14 +85,16 @@ def test_an_edited_or_deleted_entry_is_detected_when_the_ledger_opens(tmp_path, 
 
 
 def test_an_entry_rewritten_with_a_recomputed_hash_breaks_the_next_link(tmp_path):
-  """Someone who recomputes one entry's hash (but not every later one) is caught."""
+  """Someone who recomputes one entry's hash with the key (but not every later one) is
+  caught."""
   path = tmp_path / "l.db"
   _ledger(path)
   with sqlite3.connect(path) as c:
     row = list(c.execute("SELECT * FROM entries WHERE seq = 2").fetchone())
     row[4] = row[4].replace(f'"units":{U}', '"units":1')
     assert f'"units":{U}' not in row[4]
-    row[6] = jaxdp.ledger.chain.link(row[5], *row[:5])
+    key = jaxdp.ledger.keyfile.read(path)
+    row[6] = jaxdp.ledger.chain.link(key, row[5], *row[:5])
     c.execute("UPDATE entries SET body = ?, hash = ? WHERE seq = 2", (row[4], row[6]))
   with pytest.raises(LedgerTamperedError, match="entry 3 does not follow entry 2"):
     jaxdp.Ledger(path)
@@ -201,3 +204,30 @@ def test_a_full_disk_refuses_the_charge_and_keeps_the_ledger(tmp_path):
     ledger.charge("d", acct, LAP, label=label)
   assert _spent(path) == U
   assert jaxdp.Ledger(path).charge("d", acct, LAP) is not None  # room again
+
+
+def test_a_closed_ledger_another_thread_and_a_replaced_file_have_clear_errors(tmp_path):
+  path = tmp_path / "l.db"
+  ledger, acct = _ledger(path, charges=1)
+  errors = []
+  thread = threading.Thread(target=lambda: errors.append(_error(ledger.charge, acct)))
+  thread.start()
+  thread.join()
+  assert type(errors[0]) is LedgerError and "one Ledger per thread" in str(errors[0])
+  other, _ = _ledger(tmp_path / "other.db", charges=0)
+  other.close()
+  os.replace(tmp_path / "other.db", path)  # mv other.db l.db
+  e = _error(ledger.charge, acct)
+  assert type(e) is LedgerError and "replaced" in str(e) and "read-only" not in str(e)
+  ledger.close()
+  ledger.close()  # closing twice is harmless
+  e = _error(ledger.charge, acct)
+  assert type(e) is LedgerError and "the ledger is closed" in str(e)
+
+
+def _error(charge, acct):
+  try:
+    charge("d", acct, LAP)
+  except LedgerError as e:
+    return e
+  raise AssertionError("no error")

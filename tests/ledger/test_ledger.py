@@ -98,12 +98,12 @@ def test_the_same_name_with_other_data_is_refused_with_a_message_free_of_the_dat
   ledger.accountant("d", DATA, 1.0)
   n = _entries(tmp_path / "l.db")
   messages = []
-  for other in (DATA + 1, DATA[::-1].copy(), DATA * 7):
+  for other in (DATA + 1, np.append(DATA, 0), DATA * 7):
     with pytest.raises(DatasetMismatchError, match="registered .* with other data") as e:
       ledger.accountant("d", other, 1.0)
     messages.append(str(e.value))
   assert len(set(messages)) == 1  # nothing in the text depends on the data
-  fp = jaxdp.ledger.array_fingerprint(DATA + 1)
+  fp = jaxdp.ledger.rows_fingerprint(DATA + 1)
   text = messages[0].replace(str(tmp_path), "PATH")
   assert fp[:8] not in text and not any(c.isdigit() for c in text)  # no shape, no hash
   assert _entries(tmp_path / "l.db") == n
@@ -121,8 +121,35 @@ def test_the_same_data_under_a_second_name_is_refused_whatever_its_dtype(tmp_pat
   ledger.accountant("bits", bits, 1.0)
   with pytest.raises(DatasetMismatchError, match="'bits'"):
     ledger.accountant("ints", bits.astype(np.uint8), 1.0)
-  ledger.accountant("floats", bits.astype(np.float32), 1.0)  # another kind: other data
-  assert {d.name for d in ledger.datasets()} == {"first", "bits", "floats"}
+  assert {d.name for d in ledger.datasets()} == {"first", "bits"}
+
+
+@pytest.mark.parametrize(
+  "copy",
+  [
+    lambda x: x.astype(np.float32),  # a float copy of integer data
+    lambda x: x[..., None],  # a trailing unit axis: (n, k, 1)
+    lambda x: x[::-1].copy(),  # the rows in another order
+    lambda x: np.random.default_rng(0).permutation(x),
+  ],
+  ids=["float", "column", "reversed", "shuffled"],
+)
+def test_a_copy_in_another_dtype_layout_or_row_order_is_the_same_data(tmp_path, copy):
+  ledger = jaxdp.Ledger(tmp_path / "l.db")
+  ledger.accountant("first", DATA, 1.0)
+  with pytest.raises(DatasetMismatchError, match="already registered as dataset 'first'"):
+    ledger.accountant("second", copy(DATA), 1.0)
+
+
+def test_floats_canonicalise_zero_and_nan_and_rows_sort_as_rows():
+  fp = jaxdp.ledger.rows_fingerprint
+  x = np.array([[0.5, -0.0], [np.nan, 2.0], [0.5, -1.0]])
+  y = np.array([[0.5, -1.0], [-np.nan, 2.0], [0.5, 0.0]], np.float32)  # reordered
+  assert fp(x) == fp(y) == fp(x[:, :, None])
+  assert fp(x) != fp(x[:, ::-1])  # columns are not rows: other data
+  assert fp(x) != fp(np.array([[0.5, -1.0], [0.5, 2.0], [np.nan, 0.0]]))  # cells moved
+  assert fp(np.arange(4.0)) != fp(np.arange(4.0) + 0.5)
+  assert fp(np.arange(4.0)) == fp(np.arange(4)) != fp(np.arange(5))
 
 
 def test_another_poset_is_charged_to_the_same_budget_with_a_warning(tmp_path):

@@ -4,6 +4,7 @@ charge, and no error depends on the data."""
 
 import sqlite3
 
+import jax
 import numpy as np
 import pytest
 
@@ -106,3 +107,31 @@ def test_ledger_and_dataset_go_together(tmp_path):
     jaxdp.Session(DATA, 1.0, ledger=jaxdp.Ledger(tmp_path / "l.db"))
   with pytest.raises(TypeError, match="jaxdp.Ledger"):
     jaxdp.Session(DATA, 1.0, ledger=str(tmp_path / "l.db"), dataset="d")
+
+
+def test_a_fixed_key_never_draws_the_same_noise_for_two_ledger_entries(tmp_path):
+  """A fixed key and a restart (a new Ledger on the file): ``x > 65`` and ``x > 64``
+  on data without a 65 have one true count, so equal answers would mean equal noise
+  (and with a 65 the difference would be its count). Without a ledger the draws of a
+  fixed key stay as they are."""
+  ages = np.array([20, 30, 64, 70, 80])
+  path = tmp_path / "l.db"
+
+  def ask(threshold, ledger):
+    kw = dict(ledger=jaxdp.Ledger(path), dataset="ages") if ledger else {}
+    s = jaxdp.Session(ages, 1.0, key=jax.random.PRNGKey(0), **kw)
+    return float(s.count(lambda a: a > threshold, eps=0.1))
+
+  assert ask(65, False) == ask(64, False)
+  assert ask(65, True) != ask(64, True)
+
+
+def test_a_fixed_key_charged_twice_gets_two_release_keys(tmp_path):
+  k = jax.random.key(3)
+  keys = []
+  for _ in range(2):
+    ledger = jaxdp.Ledger(tmp_path / "l.db")
+    acct = ledger.accountant("d", DATA, 1.0, key=k)
+    keys.append(ledger.charge("d", acct, jaxdp.LaplaceMechanism(0.1)).key)
+  data = [np.asarray(jax.random.key_data(x)) for x in (k, *keys)]
+  assert not (data[0] == data[1]).all() and not (data[1] == data[2]).all()
