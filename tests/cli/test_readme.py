@@ -1,6 +1,7 @@
 """Every command of the README and of docs/guides/cli.md, run as a subprocess at a small size
 (in a scratch directory, so that the default out/<command>/ lands there)."""
 
+import functools
 import json
 import os
 import subprocess
@@ -11,6 +12,8 @@ import numpy as np
 import pytest
 
 import jaxdp
+from jaxdp.cli import main
+from jaxdp.cli import studies as cli_studies
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 900  # generous: compilation on a loaded 2-core machine
@@ -286,6 +289,43 @@ def _documented_commands():
         if line.startswith("python -m jaxdp"):
           out.add(" ".join(line.split()))
   return out
+
+
+def _small_consistency_study(monkeypatch, args, tmp_path):
+  """Runs the consistency study command in-process with Laplace noise, one data shape
+  and 64 releases per row; returns its rows."""
+  small = functools.partial(
+    cli_studies.consistency.consistency_study,
+    noises=("laplace",),
+    shapes=("rare",),
+    chunk=64,
+  )
+  monkeypatch.setattr(cli_studies.consistency, "consistency_study", small)
+  assert main([*args, "--out", str(tmp_path), "--no-plot"]) == 0
+  (path,) = tmp_path.glob("consistency*.json")
+  return json.loads(path.read_text())["results"]
+
+
+def test_nhis_consistency(tmp_path, monkeypatch):
+  """python -m jaxdp nhis --consistency --releases 20000
+
+  (scaled down: section 1, Laplace noise, the rare-follow-up shape, 64 releases)"""
+  rows = _small_consistency_study(
+    monkeypatch, ["nhis", "--sections", "1", "--consistency", "--releases", "64"], tmp_path
+  )
+  assert {(r["noise"], r["samples"]) for r in rows} == {("laplace", 64)}
+  assert all(r["mse_consistent"] <= r["mse_raw"] for r in rows)
+
+
+def test_poset_consistency_on_a_questionnaire(tmp_path, monkeypatch):
+  """python -m jaxdp poset --poset questionnaire:300 --consistency --eps-grid 0.5,1
+
+  (scaled down: a 20-question synthetic questionnaire, Laplace noise, 64 releases)"""
+  args = ["poset", "--poset", "questionnaire:20", "--consistency", "--releases", "64"]
+  rows = _small_consistency_study(monkeypatch, [*args, "--eps-grid", "0.5,1"], tmp_path)
+  assert sorted(r["eps"] for r in rows) == [0.5, 1.0]
+  assert all(len(r["bias_consistent"]) == 21 for r in rows)
+  assert all(r["mse_consistent"] <= r["mse_raw"] for r in rows)
 
 
 def test_every_documented_command_has_a_test():
