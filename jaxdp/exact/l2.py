@@ -161,13 +161,11 @@ def cos_sin_turns(t: ArrayLike) -> tuple[jax.Array, jax.Array]:
   for c in reversed(_COS[:-1]):
     cos = cos * z + c
   big_c, big_s = jnp.where(flip, sin, cos), jnp.where(flip, cos, sin)  # of f pi / 2
+  # select_n on the int32 quadrant, not jnp.select: that one's argmax takes the
+  # default index dtype (int64 here), which an enclosing jit lowers as int32
   quadrant = q.astype(jnp.int32) % 4
-  cos_t = jnp.select(
-    [quadrant == 0, quadrant == 1, quadrant == 2], [big_c, -big_s, -big_c], big_s
-  )
-  sin_t = jnp.select(
-    [quadrant == 0, quadrant == 1, quadrant == 2], [big_s, big_c, -big_s], -big_c
-  )
+  cos_t = lax.select_n(quadrant, big_c, -big_s, -big_c, big_s)
+  sin_t = lax.select_n(quadrant, big_s, big_c, -big_s, -big_c)
   return cos_t, sin_t
 
 
