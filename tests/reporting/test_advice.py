@@ -11,6 +11,7 @@ import pytest
 import jaxdp
 from jaxdp.experiments.studies import exact_mse
 from jaxdp.reporting import moments, noise_law, poset_law
+from jaxdp.reporting.advice import default_counts
 
 
 def _chain(d):
@@ -150,3 +151,18 @@ def test_bad_arguments(args, kwargs, err, match):
     args = (jaxdp.Poset.nhis(1), *args[1:])
   with pytest.raises(err, match=match):
     jaxdp.advise(*args, **kwargs)
+
+
+@pytest.mark.parametrize("respondents", [1e8, 1e12])
+def test_consistency_column_is_exact_at_large_counts(respondents):
+  # Far from the constraints the projection changes nothing, so the error after it
+  # equals the raw error; float32 sums of 1e12 counts and noise of order 1 do not.
+  x = default_counts(_chain(3), respondents)
+  adv = jaxdp.advise(_chain(3), 1.0, assumed_counts=x, num_samples=2000)
+  for o in adv.options:
+    se = math.hypot(o.total_stderr, o.consistent_total_stderr)
+    assert abs(o.consistent_total - o.total) <= 4 * se, (
+      o.noise,
+      o.consistent_total,
+      o.total,
+    )
