@@ -39,8 +39,9 @@ def consistent(
   statistic of :class:`~jaxdp.PosetCountMechanism`; any leading batch axes) is
   projected onto the counts a dataset can have: ``0 <= c_q <= c_p`` whenever q
   requires p (``p_q <= p_p``) and ``c_q <= n``. The true counts satisfy these, so
-  ``||consistent(y) - x|| <= ||y - x||`` for every draw (projection onto a convex
-  set is non-expansive); it is post-processing, so it costs no privacy budget
+  the projection ``z*`` has ``||z* - x|| <= ||y - x||`` for every draw (projection
+  onto a convex set is non-expansive; ``integer=True`` then rounds, which can add
+  up to ``sqrt(D) / 2``, see below); it is post-processing, so it costs no privacy budget
   (Dwork & Roth 2014, Proposition 2.1). It is biased near the constraints: a count
   whose true value is near 0 comes out larger on average.
 

@@ -222,3 +222,16 @@ def test_integer_option_refuses_or_flags_counts_past_int32():
     np.asarray(jaxdp.consistent(np.array([2.0e9, 1, 1, 1]), chain, integer=True)),
     [2_000_000_000, 1, 1, 1],
   )
+
+
+def test_integer_rounding_can_end_farther_but_within_half_per_count():
+  """The documented limit of the guarantee: the projection is never farther from the
+  truth, its rounding can be (x = (1, 1), y = (0, 1) -> (0, 0)), by at most 1/2 a
+  coordinate."""
+  one = Poset.from_edges(1, [])
+  x, y = np.array([1.0, 1.0]), np.array([0.0, 1.0])
+  zi = np.asarray(jaxdp.consistent(y, one, integer=True))
+  z = np.asarray(jaxdp.consistent(y, one))
+  np.testing.assert_array_equal(zi, [0, 0])
+  assert np.linalg.norm(z - x) <= np.linalg.norm(y - x) < np.linalg.norm(zi - x)
+  assert np.max(np.abs(zi - z)) <= 0.5
