@@ -166,3 +166,7 @@ def test_consistency_column_is_exact_at_large_counts(respondents):
       o.consistent_total,
       o.total,
     )
+  # the float64 simulation leaves the float32 path as it was (cached schedules too)
+  y = np.asarray(x, np.float32) + np.float32([[0, 1, -1, 2], [0, -2, 3, 1]])
+  z = np.asarray(jaxdp.consistent(y, _chain(3), method="batched"))
+  assert z.dtype == np.float32 and np.all(np.diff(z, axis=1) <= 0)
