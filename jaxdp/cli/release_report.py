@@ -76,9 +76,29 @@ def report(args, mech, counts, bars: ErrorBars) -> tuple[dict, list[str]]:
     fields["consistent"] = {
       "counts": dict(zip(names, z)),
       "intervals": _intervals(names, z, cbars),
-      "error_bars": cbars.to_dict(),
+      "error_bars": approximate_bars_record(cbars),
     }
-    lines.append(f"order-consistent counts (jaxdp.consistent, integers); {cbars.method}:")
+    lines.append(
+      f"order-consistent counts (jaxdp.consistent, integers); approximate "
+      f"{args.level:g} intervals, coverage not guaranteed ({cbars.method}):"
+    )
     for n, c, (lo, hi) in zip(names, z, fields["consistent"]["intervals"].values()):
       lines.append(f"  {n:>{width}}: {c:>8}   [{lo:g}, {hi:g}]")
   return fields, lines
+
+
+BOOTSTRAP_NOTE = (
+  "approximate intervals: a parametric bootstrap around the consistent counts; their "
+  "coverage is not known and can fall well below the nominal level near the constraints"
+)
+
+
+def approximate_bars_record(bars: ErrorBars) -> dict:
+  """The JSON record of bootstrap error bars: the nominal level, flagged approximate
+  (no ``coverage``: the actual coverage is not known)."""
+  record = bars.to_dict()
+  record.pop("coverage")
+  record["nominal_level"] = bars.level
+  record["approximate"] = True
+  record["note"] = BOOTSTRAP_NOTE
+  return record

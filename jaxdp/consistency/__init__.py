@@ -13,18 +13,26 @@ Modules: :mod:`~jaxdp.consistency.graph` (the constraint graph of a poset),
 from jaxdp.consistency import certificate, exact, graph, project, solver
 from jaxdp.consistency.certificate import Certificate
 from jaxdp.consistency.graph import ConstraintGraph, constraint_graph
-from jaxdp.consistency.project import METHODS, consistent, default_tol
+from jaxdp.consistency.project import (
+  METHODS,
+  check_integer_range,
+  consistent,
+  default_tol,
+  integer_limit,
+)
 
 __all__ = [
   "METHODS",
   "Certificate",
   "ConstraintGraph",
   "certificate",
+  "check_integer_range",
   "consistent",
   "constraint_graph",
   "default_tol",
   "exact",
   "graph",
+  "integer_limit",
   "project",
   "solver",
 ]

@@ -14,7 +14,7 @@ from jaxdp.consistency.solver import isotonic_batched
 from jaxdp.posets import Poset
 from jaxdp.typing import ArrayLike
 
-__all__ = ["METHODS", "consistent", "default_tol"]
+__all__ = ["METHODS", "check_integer_range", "consistent", "default_tol", "integer_limit"]
 
 METHODS = ("auto", "exact", "batched")
 
@@ -39,8 +39,9 @@ def consistent(
   statistic of :class:`~jaxdp.PosetCountMechanism`; any leading batch axes) is
   projected onto the counts a dataset can have: ``0 <= c_q <= c_p`` whenever q
   requires p (``p_q <= p_p``) and ``c_q <= n``. The true counts satisfy these, so
-  ``||consistent(y) - x|| <= ||y - x||`` for every draw (projection onto a convex
-  set is non-expansive); it is post-processing, so it costs no privacy budget
+  the projection ``z*`` has ``||z* - x|| <= ||y - x||`` for every draw (projection
+  onto a convex set is non-expansive; ``integer=True`` then rounds, which can add
+  up to ``sqrt(D) / 2``, see below); it is post-processing, so it costs no privacy budget
   (Dwork & Roth 2014, Proposition 2.1). It is biased near the constraints: a count
   whose true value is near 0 comes out larger on average.
 
@@ -54,7 +55,9 @@ def consistent(
       otherwise; concrete batched vectors the solver does not certify within
       ``tol`` are solved again with ``"exact"``. Under ``jit`` only the batched
       solver runs: check ``certificate.ok`` there (non-finite input, which cannot
-      be refused under ``jit``, gives non-finite output and ``ok`` False).
+      be refused under ``jit``, gives non-finite output and ``ok`` False; with
+      ``integer=True`` a non-finite or out-of-range vector gives ``ok`` False and
+      integers that mean nothing: discard them).
 
   Tolerance: every returned vector satisfies the order constraints exactly in
   floating point, and the certificate bounds its distance to the exact projection:
@@ -67,8 +70,12 @@ def consistent(
     y: noisy counts, shape ``(..., d + 1)``, finite real values.
     poset: the :class:`~jaxdp.Poset` of the questions.
     integer: round each coordinate to the nearest integer (half to even) after
-      projecting; rounding is monotone, so the result is still consistent. The
-      result then has the default integer dtype (int32; int64 with x64).
+      projecting; rounding is monotone, so the result is still consistent, and it
+      moves each coordinate by at most 1/2 (``sqrt(D) / 2`` in norm for ``D``
+      coordinates), so the integer result need not be closer to the true counts
+      than ``y``. The result has the default integer dtype (int32, counts up to
+      :func:`integer_limit` = 2**31 - 1; int64 with x64): concrete ``y`` beyond it is
+      refused, and under ``jit`` the certificate's ``ok`` is False there.
     tol: relative tolerance of the certificate (default :func:`default_tol` of the
       computation dtype).
     method: ``"auto"``, ``"exact"`` or ``"batched"`` (see above).
@@ -83,8 +90,9 @@ def consistent(
 
   Raises:
     ArgTypeError: ``poset`` is not a Poset, ``y`` not numeric.
-    ValueError: ``y``'s last axis is not ``d + 1``, ``y`` has NaN or inf
-      (concrete input), ``method`` or ``tol`` is invalid.
+    ValueError: ``y``'s last axis is not ``d + 1``, ``y`` has NaN or inf, or
+      values beyond :func:`integer_limit` with ``integer=True`` (concrete input),
+      ``method`` or ``tol`` is invalid.
 
   References:
     Barlow, Bartholomew, Bremner & Brunk, "Statistical Inference under Order
@@ -107,6 +115,8 @@ def consistent(
     raise ValueError(
       "method='exact' runs on the host and needs concrete y (not under jit)."
     )
+  if integer and concrete:
+    check_integer_range(np.asarray(y), "y")
   graph = constraint_graph(poset)
   flat = y.reshape(-1, graph.dim)
   if method == "exact" or (method == "auto" and concrete and y.ndim == 1):
@@ -121,11 +131,38 @@ def consistent(
       w = w.at[bad].set(jnp.asarray(w_bad, y.dtype))
       cert = Certificate(*(c.at[bad].set(jnp.asarray(v)) for c, v in zip(cert, cert_bad)))
   z = jnp.maximum(w, 0.0).reshape(y.shape)
+  cert = Certificate(*(c.reshape(y.shape[:-1]) for c in cert))
   if integer:
-    z = jnp.round(z).astype(jnp.result_type(int))
+    z = jnp.round(z)
+    fits = jnp.all(jnp.isfinite(z) & (z < float(integer_limit()) + 1.0), axis=-1)
+    z = z.astype(jnp.result_type(int))
+    cert = cert._replace(ok=cert.ok & fits)
   if not certificate:
     return z
-  return z, Certificate(*(c.reshape(y.shape[:-1]) for c in cert))
+  return z, cert
+
+
+def integer_limit() -> int:
+  """The largest count ``integer=True`` can return: that of the default integer
+  dtype (2**31 - 1 for int32; 2**63 - 1 with x64)."""
+  return int(jnp.iinfo(jnp.result_type(int)).max)
+
+
+def check_integer_range(y: np.ndarray, name: str) -> None:
+  """Refuse ``y`` (concrete) whose projection could round past :func:`integer_limit`.
+
+  The projection's coordinates lie in ``[0, max(y)]`` (block means of ``y``, clipped
+  at 0), so ``max(y)`` rounded must be at most the limit.
+  """
+  top = float(np.max(y)) if y.size else 0.0
+  limit = integer_limit()
+  if round(top) > limit:
+    raise ValueError(
+      f"{name} has a value {top:.6g} larger than {limit} = 2**{limit.bit_length()} - 1, "
+      f"the largest count of the integer dtype {jnp.result_type(int)} that "
+      "integer=True returns; enable x64 (jax.config.update('jax_enable_x64', True)) "
+      "for int64, or use integer=False."
+    )
 
 
 def _as_float(y, poset):

@@ -35,7 +35,7 @@ def tree_schedule(graph: ConstraintGraph) -> tuple[np.ndarray, np.ndarray, np.nd
   step the node whose block grows and the mask of the nodes strictly below it."""
   if not graph.is_tree:
     raise ValueError("the tree path needs a forest poset (a tree with n on top).")
-  parent = np.arange(graph.dim)
+  parent = np.arange(graph.dim, dtype=np.int32)
   parent[list(graph.lo)] = list(graph.hi)
   children = [[] for _ in range(graph.dim)]
   for c in range(1, graph.dim):

@@ -11,7 +11,12 @@ import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
-__all__ = ["PosetSpec", "parse"]
+__all__ = ["MAX_FILE_D", "PosetSpec", "parse", "question_count"]
+
+# The largest d any sampler serves (jaxdp.samplers.SP_MAX_D; the package cannot import
+# the samplers, which import it): a file with more questions is refused before the
+# poset is built (its closure is cubic in d).
+MAX_FILE_D = 512
 
 
 class PosetSpec(NamedTuple):
@@ -36,8 +41,44 @@ def parse(path: Path, text: str) -> PosetSpec:
     ValueError, TypeError, KeyError, IndexError, json.JSONDecodeError: what is wrong
       (the caller adds the file's name).
   """
+  spec = _parse(path, text)
+  d = question_count(spec)
+  if d > MAX_FILE_D:
+    raise ValueError(
+      f"the file has {d} questions; the samplers serve at most {MAX_FILE_D}. Split the "
+      "questionnaire into independent parts."
+    )
+  return spec
+
+
+def question_count(spec: PosetSpec) -> int:
+  """The number of questions a spec names (before checking it further)."""
+  if spec.kind == "edges":
+    return spec.args[0]
+  if spec.kind == "order":
+    return len(spec.args[0]) if isinstance(spec.args[0], list) else 0
+  mapping = spec.args[0]
+  if not isinstance(mapping, dict):
+    return 0  # the constructor says what is wrong
+  names = set(mapping)
+  for v in mapping.values():
+    if isinstance(v, list):
+      names.update(x for x in v if isinstance(x, str))
+  return len(names)
+
+
+def _unique_keys(pairs):
+  seen = {}
+  for k, v in pairs:
+    if k in seen:
+      raise ValueError(f"duplicate key {k!r} in a JSON object (each key once)")
+    seen[k] = v
+  return seen
+
+
+def _parse(path: Path, text: str) -> PosetSpec:
   if path.suffix == ".json":
-    obj: Any = json.loads(text)
+    obj: Any = json.loads(text, object_pairs_hook=_unique_keys)
     if not isinstance(obj, dict):
       raise ValueError(
         "JSON must be an object with 'order', 'd' and 'edges', or 'requires'"

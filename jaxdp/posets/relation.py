@@ -215,7 +215,8 @@ class Poset:
     The poset is named after the file.
 
     Raises:
-      ValueError: naming the file and what is wrong (also for ``"d": 2.5``).
+      ValueError: naming the file and what is wrong (also for ``"d": 2.5``, a
+        duplicate JSON key, or more questions than the samplers serve: 512).
     """
     path = Path(path)
     name = path.stem

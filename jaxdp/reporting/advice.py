@@ -30,7 +30,14 @@ from jaxdp.reporting.bars import check_samples, format_table
 from jaxdp.reporting.laws import noise_law
 from jaxdp.typing import ArrayLike, KeyArray
 
-__all__ = ["NOISE_LABELS", "Advice", "MechanismError", "advise", "default_counts"]
+__all__ = [
+  "NOISE_LABELS",
+  "Advice",
+  "MechanismError",
+  "advise",
+  "consistent_sq_errors",
+  "default_counts",
+]
 
 NOISE_LABELS = {
   "poset": "K-norm, poset ball",
@@ -222,6 +229,26 @@ def check_counts(poset: Poset, counts) -> np.ndarray:
   return x
 
 
+def consistent_sq_errors(x: np.ndarray, noise: np.ndarray, poset: Poset) -> np.ndarray:
+  """``(consistent(x + noise) - x)^2`` per draw and coordinate, computed in float64.
+
+  The counts can be far larger than the noise (up to 10^12 respondents against
+  noise of order 1/eps): in float32 ``x + noise`` and the projection would round
+  to ulps of the counts. Here the sum, the projection and the difference are
+  float64, and the certificate's tolerance is set relative to the noise (about
+  1e-3 of its rms, never below float64 rounding), so the projection is accurate to
+  a small fraction of the noise whatever the counts.
+  """
+  y = x + noise
+  rms = float(np.sqrt(np.mean(np.square(noise)))) or 1.0
+  top = max(1.0, float(np.max(np.abs(y))))
+  floor = 64.0 * math.sqrt(x.shape[-1]) * float(np.finfo(np.float64).eps)
+  tol = min(1e-8, max(floor, 1e-3 * rms / top))
+  with jax.enable_x64(True):
+    z = np.asarray(consistent(np.asarray(y, np.float64), poset, tol=tol), np.float64)
+  return (z - x) ** 2
+
+
 def _mechanisms(poset, eps, delta):
   out = {
     n: PosetCountMechanism(poset, eps, noise=n) for n in ("poset", "linf", "l2", "laplace")
@@ -288,8 +315,7 @@ def advise(
     k_moment, k_release = jax.random.split(jax.random.fold_in(key, i))
     raw = moments.squared_error(law, dim, key=k_moment, num_samples=n)
     if consistency:
-      z = np.asarray(consistent(x + simulate.noise_draws(k_release, law, n, dim), poset))
-      err = (z - x) ** 2
+      err = consistent_sq_errors(x, simulate.noise_draws(k_release, law, n, dim), poset)
       cons = err.mean(axis=0), err.std(axis=0, ddof=1) / math.sqrt(n)
       cons_se = float(err.sum(axis=1).std(ddof=1) / math.sqrt(n))
     else:

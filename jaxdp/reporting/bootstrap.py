@@ -21,14 +21,16 @@ from __future__ import annotations
 import numpy as np
 
 from jaxdp import _checks
-from jaxdp.consistency import consistent
+from jaxdp.consistency import check_integer_range, consistent, constraint_graph, default_tol
 from jaxdp.mechanisms import PosetCountMechanism
 from jaxdp.reporting import quantiles, simulate
 from jaxdp.reporting.bars import ErrorBars, check_level, check_samples
 from jaxdp.reporting.laws import noise_law
 from jaxdp.typing import ArrayLike, KeyArray
 
-__all__ = ["consistent_error_bars"]
+__all__ = ["MIN_LEVEL", "check_released", "consistent_error_bars"]
+
+MIN_LEVEL = 0.5  # the narrowest bootstrap interval served
 
 
 def consistent_error_bars(
@@ -46,7 +48,7 @@ def consistent_error_bars(
     released: the published consistent vector ``(n, c_1, ..., c_d)`` (the output of
       :func:`jaxdp.consistent` on the mechanism's release), shape ``(d + 1,)``.
     mechanism: the :class:`~jaxdp.PosetCountMechanism` that made the raw release.
-    level: the nominal probability of each interval, in (0, 1).
+    level: the nominal probability of each interval, in [0.5, 1).
     integer: the release was projected with ``integer=True`` (so is each bootstrap
       replicate, and the noise is rounded as an exact mechanism's is).
     key: the simulation's PRNG key (default: a fixed public key). Never a key a
@@ -55,14 +57,17 @@ def consistent_error_bars(
 
   Returns:
     :class:`~jaxdp.reporting.ErrorBars` with ``method`` naming the bootstrap; the
-    intervals are ``bars.interval(released)``. ``coverage`` holds the nominal level
+    intervals are ``bars.interval(released)`` and always hold ``released``
+    (``lower <= 0 <= upper``). ``coverage`` holds the nominal level
     (the actual coverage is not known), ``mc_error`` the 95% order-statistic
     half-width of the wider end.
 
   Raises:
     TypeError: ``mechanism`` is not a PosetCountMechanism.
-    ValueError: a vector of the wrong shape, non-finite or negative values, a bad
-      level, key or sample count.
+    ValueError: a vector of the wrong shape, non-finite or negative values, not
+      consistent (beyond the float32 tolerance of :func:`jaxdp.consistent`), not
+      integral or past :func:`jaxdp.consistency.integer_limit` with
+      ``integer=True``; a bad level, key or sample count.
   """
   if not isinstance(mechanism, PosetCountMechanism):
     raise _checks.ArgTypeError(
@@ -70,6 +75,11 @@ def consistent_error_bars(
       f"{type(mechanism).__name__}."
     )
   level = check_level(level)
+  if level < MIN_LEVEL:
+    raise ValueError(
+      f"level must be at least {MIN_LEVEL} for a bootstrap interval (narrower ones "
+      f"shrink to the median of the replicates and carry no information); got {level!r}."
+    )
   if not isinstance(integer, bool):
     raise _checks.ArgTypeError(f"integer must be True or False; got {integer!r}.")
   n = check_samples(num_samples, mechanism.dim)
@@ -83,6 +93,7 @@ def consistent_error_bars(
   if not np.all(np.isfinite(z)):
     raise ValueError("released must be finite (a refused release cannot be bootstrapped).")
   law = noise_law(mechanism)
+  check_released(z, poset, law.names, integer)
   noise = simulate.noise_draws(simulate.simulation_key(key), law, n)
   if integer or law.rounded:
     noise = np.rint(noise)
@@ -98,6 +109,49 @@ def consistent_error_bars(
     f"approximate: parametric bootstrap percentile intervals, {n:,} replicates of "
     f"{law.describe()} added to the published consistent vector and projected again"
   )
+  # the published value always lies in its interval (percentile ends of replicates
+  # can cross it near the constraints or after rounding)
   return ErrorBars(
-    low - z, high - z, level, np.full(z.shape, level), err, method, n, law.names, None
+    np.minimum(low - z, 0.0),
+    np.maximum(high - z, 0.0),
+    level,
+    np.full(z.shape, level),
+    err,
+    method,
+    n,
+    law.names,
+    None,
   )
+
+
+def check_released(z: np.ndarray, poset, names, integer: bool) -> None:
+  """Refuse a ``released`` vector no consistent release can be: a negative value, an
+  order constraint broken by more than the float32 tolerance of
+  :func:`jaxdp.consistent` (``1e-4 max(1, max|z|)``), or, with ``integer``, a
+  non-integral value or one past the integer dtype."""
+  slack = default_tol(np.float32) * max(1.0, float(np.max(np.abs(z))))
+  if np.any(z < -slack):
+    i = int(np.argmin(z))
+    raise ValueError(
+      f"released must be >= 0 (a consistent release); {names[i]} = {z[i]:g}. Pass the "
+      "output of jaxdp.consistent."
+    )
+  graph = constraint_graph(poset)
+  lo, hi = np.asarray(graph.lo), np.asarray(graph.hi)
+  excess = z[lo] - z[hi]
+  if excess.size and excess.max() > slack:
+    e = int(np.argmax(excess))
+    raise ValueError(
+      f"released is not consistent: {names[lo[e]]} = {z[lo[e]]:g} exceeds "
+      f"{names[hi[e]]} = {z[hi[e]]:g}, which bounds it (by more than the tolerance "
+      f"{slack:.3g}). Pass the output of jaxdp.consistent."
+    )
+  if integer:
+    frac = np.nonzero(z != np.round(z))[0]
+    if frac.size:
+      i = int(frac[0])
+      raise ValueError(
+        f"released must be integers with integer=True; {names[i]} = {z[i]:g}. Pass the "
+        "output of jaxdp.consistent(..., integer=True), or integer=False."
+      )
+    check_integer_range(z, "released")

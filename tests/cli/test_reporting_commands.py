@@ -103,6 +103,13 @@ def test_release_publishes_intervals_consistent_counts_poset_and_version(
   z = [cons["counts"][n] for n in names]
   assert all(isinstance(v, int) for v in z) and _constraints_hold(jaxdp.Poset.nhis(1), z)
   assert "approximate" in cons["error_bars"]["method"]
+  # the bootstrap's level is nominal, not a coverage (which can fall far below it)
+  assert "coverage" not in cons["error_bars"] and cons["error_bars"]["approximate"] is True
+  assert (
+    cons["error_bars"]["nominal_level"] == 0.9 and "not known" in cons["error_bars"]["note"]
+  )
+  assert "approximate 0.9 intervals" in printed
+  assert got["error_bars"]["coverage"]  # the raw release's exact coverage stays
   assert cons["error_bars"]["num_samples"] == 2000
   for name in names:
     lo, hi = cons["intervals"][name]

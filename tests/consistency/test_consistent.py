@@ -202,3 +202,36 @@ def test_bad_input_names_the_argument():
     jaxdp.consistent(y, poset, tol=0.0)
   with pytest.raises(ValueError, match="method='exact'.*concrete"):
     jax.jit(lambda v: jaxdp.consistent(v, poset, method="exact"))(y)
+
+
+def test_integer_option_refuses_or_flags_counts_past_int32():
+  chain = Poset.from_edges(3, [(1, 0), (2, 1)])
+  ys = np.array(
+    [[3e9, 1e9, 2, 5], [1e10, 1e10, 1e10, 1e10], [np.nan, 1, 1, 1], [10, 5, 2, 1]],
+    np.float32,
+  )
+  z, cert = jax.jit(lambda v: jaxdp.consistent(v, chain, integer=True, certificate=True))(
+    ys
+  )
+  np.testing.assert_array_equal(np.asarray(cert.ok), [False, False, False, True])
+  np.testing.assert_array_equal(np.asarray(z[3]), [10, 5, 2, 1])
+  limit = np.iinfo(np.asarray(z).dtype).max
+  with pytest.raises(ValueError, match=rf"y has a value 3e\+09 larger than {limit}"):
+    jaxdp.consistent(ys[0], chain, integer=True)
+  np.testing.assert_array_equal(  # in range: still served
+    np.asarray(jaxdp.consistent(np.array([2.0e9, 1, 1, 1]), chain, integer=True)),
+    [2_000_000_000, 1, 1, 1],
+  )
+
+
+def test_integer_rounding_can_end_farther_but_within_half_per_count():
+  """The documented limit of the guarantee: the projection is never farther from the
+  truth, its rounding can be (x = (1, 1), y = (0, 1) -> (0, 0)), by at most 1/2 a
+  coordinate."""
+  one = Poset.from_edges(1, [])
+  x, y = np.array([1.0, 1.0]), np.array([0.0, 1.0])
+  zi = np.asarray(jaxdp.consistent(y, one, integer=True))
+  z = np.asarray(jaxdp.consistent(y, one))
+  np.testing.assert_array_equal(zi, [0, 0])
+  assert np.linalg.norm(z - x) <= np.linalg.norm(y - x) < np.linalg.norm(zi - x)
+  assert np.max(np.abs(zi - z)) <= 0.5

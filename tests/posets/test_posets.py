@@ -6,7 +6,8 @@ import pytest
 from scipy import stats
 
 import jaxdp
-from jaxdp import Poset
+from jaxdp import Poset, samplers
+from jaxdp.posets import formats
 
 
 def test_constructors_agree_and_hash():
@@ -145,6 +146,22 @@ def test_load_formats_and_errors(tmp_path):
   (tmp_path / "bad.json").write_text(json.dumps({"d": 2.5, "edges": []}))
   with pytest.raises(ValueError, match=r"bad.json: 'd' must be an integer; got 2.5"):
     Poset.load(tmp_path / "bad.json")
+  (tmp_path / "dup.json").write_text('{"requires": {"a": [], "b": ["a"], "b": []}}')
+  with pytest.raises(ValueError, match="dup.json: duplicate key 'b'"):
+    Poset.load(tmp_path / "dup.json")
+  chain = {f"q{i}": [f"q{i - 1}"] if i else [] for i in range(3000)}
+  (tmp_path / "long.json").write_text(json.dumps({"requires": chain}))
+  with pytest.raises(ValueError, match="long.json: the file has 3000 questions.* 512"):
+    Poset.load(tmp_path / "long.json")  # refused before the closure is built
+  (tmp_path / "long.txt").write_text("d 513\n")
+  with pytest.raises(ValueError, match="long.txt: the file has 513 questions"):
+    Poset.load(tmp_path / "long.txt")
   (tmp_path / "cycle.txt").write_text("d 2\n0 1\n1 0\n")
   with pytest.raises(ValueError, match="cycle.txt: edges contain a cycle"):
     Poset.load(tmp_path / "cycle.txt")
+
+
+def test_file_limit_is_the_largest_sampler_d():
+  assert formats.MAX_FILE_D == max(
+    samplers.FOREST_MAX_D, samplers.GENERAL_MAX_D, samplers.SP_MAX_D
+  )

@@ -11,6 +11,7 @@ import pytest
 import jaxdp
 from jaxdp.experiments.studies import exact_mse
 from jaxdp.reporting import moments, noise_law, poset_law
+from jaxdp.reporting.advice import default_counts
 
 
 def _chain(d):
@@ -150,3 +151,22 @@ def test_bad_arguments(args, kwargs, err, match):
     args = (jaxdp.Poset.nhis(1), *args[1:])
   with pytest.raises(err, match=match):
     jaxdp.advise(*args, **kwargs)
+
+
+@pytest.mark.parametrize("respondents", [1e8, 1e12])
+def test_consistency_column_is_exact_at_large_counts(respondents):
+  # Far from the constraints the projection changes nothing, so the error after it
+  # equals the raw error; float32 sums of 1e12 counts and noise of order 1 do not.
+  x = default_counts(_chain(3), respondents)
+  adv = jaxdp.advise(_chain(3), 1.0, assumed_counts=x, num_samples=2000)
+  for o in adv.options:
+    se = math.hypot(o.total_stderr, o.consistent_total_stderr)
+    assert abs(o.consistent_total - o.total) <= 4 * se, (
+      o.noise,
+      o.consistent_total,
+      o.total,
+    )
+  # the float64 simulation leaves the float32 path as it was (cached schedules too)
+  y = np.asarray(x, np.float32) + np.float32([[0, 1, -1, 2], [0, -2, 3, 1]])
+  z = np.asarray(jaxdp.consistent(y, _chain(3), method="batched"))
+  assert z.dtype == np.float32 and np.all(np.diff(z, axis=1) <= 0)

@@ -46,6 +46,12 @@ def test_near_zero_the_interval_is_clipped_and_holds_the_released_value():
     (([5, 1, 1, 1, 1], None), {"integer": 1}, TypeError, "integer must be True or False"),
     (([5, 1, 1, 1, 1], None), {"level": 1.2}, ValueError, "level must be strictly"),
     (([5, 1, 1, 1, 1], None), {"num_samples": 1}, ValueError, "num_samples must be"),
+    (([5, 1, 1, 1, 1], None), {"level": 1e-300}, ValueError, "level must be at least 0.5"),
+    (([5, 1, 4, 1, 1], None), {}, ValueError, "released is not consistent: q2 = 4 exceeds"),
+    (([5, 6, 1, 1, 1], None), {}, ValueError, "q1 = 6 exceeds respondents = 5"),
+    (([5, 1, -1, 0, 1], None), {}, ValueError, "released must be >= 0.*q2 = -1"),
+    (([5, 1, 0.5, 0, 1], None), {"integer": True}, ValueError, "integers.*q2 = 0.5"),
+    (([3e9, 1, 1, 0, 1], None), {"integer": True}, ValueError, "released has a value 3e"),
   ],
 )
 def test_bad_arguments(args, kwargs, err, match):
@@ -53,3 +59,14 @@ def test_bad_arguments(args, kwargs, err, match):
   mech = jaxdp.PosetCountMechanism(POSET, 1.0) if mech is None else mech
   with pytest.raises(err, match=match):
     jaxdp.consistent_error_bars(released, mech, **kwargs)
+
+
+def test_the_published_value_lies_in_its_interval():
+  """All counts equal on a chain (every constraint tight): the projection pushes the
+  respondent count's replicates up, so at level 0.5 both its percentile ends lie
+  above the released value (fixed default key); the interval must still hold it."""
+  chain = jaxdp.Poset.from_edges(5, [(i + 1, i) for i in range(4)])
+  mech = jaxdp.PosetCountMechanism(chain, 1.0, noise="laplace")
+  bars = jaxdp.consistent_error_bars(np.full(6, 20.0), mech, 0.5, num_samples=200)
+  assert np.all(bars.lower <= 0) and np.all(bars.upper >= 0)
+  assert bars.lower[0] == 0 and np.all(bars.upper > 0)
