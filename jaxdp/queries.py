@@ -11,7 +11,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxdp import _checks, _data_checks, exact
-from jaxdp.accounting import release_partitioned
+from jaxdp.accounting import guard, release_partitioned
+from jaxdp.accounting.releases import mechanism_cost, mechanism_event, spend
 from jaxdp.mechanisms import LaplaceMechanism, PosetCountMechanism
 from jaxdp.rowwise import LRU
 
@@ -117,3 +118,17 @@ def grid_row_units(x, bound: float, grid: float):
       v = jnp.where(norm > bound, v * (bound / jnp.where(norm > 0, norm, 1.0)), v)
     units = jnp.clip(jnp.round(v / grid), -exact.LIMIT, exact.LIMIT).astype(jnp.int32)
   return units.reshape(x.shape)
+
+
+def charged_if_drawn(error, acct, mech, shape, link):
+  """A session's accountant after its release raised ``error``. A ``RuntimeError`` is
+  raised after drawing (an exact sampler's host refinement refusing its noise, with
+  probability below 2^-128 within :func:`jaxdp.exact.max_scale`): the release is
+  charged and its key marked used, so a retry is neither free nor the same draw. Any
+  other error leaves ``acct`` as it was (nothing was drawn)."""
+  if not isinstance(error, RuntimeError):
+    return acct
+  cost = mechanism_cost(acct, mech, shape)
+  _, _, charged = spend(acct, *cost, mechanism_event(acct, mech), ())
+  guard.mark_used(acct.key)
+  return link.settle(charged)

@@ -284,5 +284,6 @@ def explain_failure(run, acct, row: jax.ShapeDtypeStruct, args):
   stand_in = jax.ShapeDtypeStruct((1,) + row.shape, row.dtype)
   jax.eval_shape(run, acct, stand_in, *args)
   raise UnsafeQueryError(
-    "the query failed on the held data but not on a one-row stand-in; nothing was spent."
+    "the query failed on the held data but not on a one-row stand-in: an exact draw "
+    "refused after drawing is charged and its key used; nothing else was spent."
   )

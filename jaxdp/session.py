@@ -82,7 +82,7 @@ from jaxdp.mechanisms import (
   PosetCountMechanism,
 )
 from jaxdp.posets import Poset
-from jaxdp.queries import compiled, contributions
+from jaxdp.queries import charged_if_drawn, compiled, contributions
 from jaxdp.rowwise import (  # noqa: F401 (public here)
   LRU,
   UnsafeQueryError,
@@ -318,15 +318,16 @@ class Session:
     guard.check_unused(self._acct.key)
     self._acct = self._link.reserve(self._acct, mech, out_aval.shape)  # before any noise
     args = (rows_q.consts if rows_q else (), by_q.consts if by_q else ())
-    failed = False
+    failed = None
     try:
       acct, out = run(self._acct, self._data, *args)
     except BudgetExceededError:
       self._acct = dataclasses.replace(self._acct, refusals=self._acct.refusals + 1)
       raise
-    except Exception:
-      failed = True
-    if failed:  # raised outside the handler: the first error is not chained
+    except Exception as err:
+      failed = err
+    if failed is not None:  # raised outside the handler: the first error is not chained
+      self._acct = charged_if_drawn(failed, self._acct, mech, out_aval.shape, self._link)
       explain_failure(run, self._acct, self._row, args)
     guard.mark_used(self._acct.key)
     self._acct = self._link.settle(acct)

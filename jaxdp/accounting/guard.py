@@ -12,6 +12,7 @@ every release is refused.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import jax
@@ -21,7 +22,7 @@ from jaxdp import _checks
 from jaxdp.accounting import planning
 from jaxdp.accounting.errors import StaleAccountantError
 
-__all__ = ["check_unused", "mark_used", "one_key_per_lane"]
+__all__ = ["check_unused", "drawing", "mark_used", "one_key_per_lane"]
 
 
 def _host_ledger(key) -> bool:
@@ -143,3 +144,16 @@ def mark_used(key):
       object.__setattr__(key, "_jaxdp_used", True)
     except (AttributeError, TypeError):  # pragma: no cover - key type without a dict
       pass
+
+
+@contextlib.contextmanager
+def drawing(key):
+  """Eager host ledger around a release's draw: a ``RuntimeError`` raised after
+  drawing (an exact sampler's host refinement refusing its noise) marks the key used,
+  so a retry from the same accountant raises :class:`StaleAccountantError` instead
+  of drawing the same noise again."""
+  try:
+    yield
+  except RuntimeError:
+    mark_used(key)
+    raise

@@ -27,7 +27,7 @@ from jaxdp import random as dprandom
 from jaxdp.accounting import planning
 from jaxdp.accounting.accountant import Accountant
 from jaxdp.accounting.errors import ReleaseRefusedError
-from jaxdp.accounting.guard import check_unused, mark_used, one_key_per_lane
+from jaxdp.accounting.guard import check_unused, drawing, mark_used, one_key_per_lane
 from jaxdp.accounting.rules import RULES, bound_rule
 from jaxdp.mechanisms import Mechanism, PosetCountMechanism
 from jaxdp.typing import ArrayLike
@@ -92,7 +92,8 @@ def release(acct: Accountant, mech: Mechanism, data: Any) -> tuple[Accountant, A
     mechanism_event(acct, mech),
     (mech, data),
   )
-  out = _fill_refused(ok, mech.randomize(sub, data))
+  with drawing(acct.key):
+    out = _fill_refused(ok, mech.randomize(sub, data))
   mark_used(acct.key)
   return new, planning.mark_if_planning(out)
 
@@ -148,12 +149,13 @@ def release_partitioned(
   )
   stat = mech.part_statistics(rows, part, num_parts)
   noise_mech = mech.inner if isinstance(mech, PosetCountMechanism) else mech
-  if getattr(noise_mech, "grid", None) is None:
-    # every mechanism draws independent noise for each leading index: one call
-    # (under vmap the exact samplers' rare host refinement would run every time)
-    out = noise_mech.randomize(sub, stat)
-  else:  # snapping slack is counted per part's statistic
-    out = jax.vmap(noise_mech.randomize)(jax.random.split(sub, num_parts), stat)
+  with drawing(acct.key):
+    if getattr(noise_mech, "grid", None) is None:
+      # every mechanism draws independent noise for each leading index: one call
+      # (under vmap the exact samplers' rare host refinement would run every time)
+      out = noise_mech.randomize(sub, stat)
+    else:  # snapping slack is counted per part's statistic
+      out = jax.vmap(noise_mech.randomize)(jax.random.split(sub, num_parts), stat)
   mark_used(acct.key)
   return new, planning.mark_if_planning(_fill_refused(ok, out))
 
@@ -198,7 +200,8 @@ def release_parallel_unchecked(
     pairs,
   )
   keys = jax.random.split(sub, len(pairs))
-  outs = tuple(m.randomize(k, x) for k, (m, x) in zip(keys, pairs))
+  with drawing(acct.key):
+    outs = tuple(m.randomize(k, x) for k, (m, x) in zip(keys, pairs))
   mark_used(acct.key)
   return new, planning.mark_if_planning(_fill_refused(ok, outs))
 

@@ -30,6 +30,9 @@ How the exact rounding is computed (interval refining):
   the intervals with Python's ``decimal`` at 100 significant digits (its ``ln`` is
   correctly rounded) plus an absolute margin of 1e-80. A sample still unsettled
   then (probability below 2^-150) raises an error; nothing is ever guessed.
+* Every sampler refuses, before drawing, a scale above :func:`max_scale` of the
+  noise's dimension (:mod:`~jaxdp.exact.limits`), so the noise leaves +-2^30 (which
+  the host refinement refuses at run time) with probability below 2^-128.
 
 What is proved and what is assumed:
 
@@ -53,6 +56,7 @@ The discrete Gaussian (:func:`discrete_gaussian`, Canonne, Kamath & Steinke 2020
 no rounding: it is sampled with integer arithmetic and exact Bernoulli trials only.
 
 Modules: :mod:`~jaxdp.exact.samplers` (Laplace, poset-ball and l_inf K-norm noise),
+:mod:`~jaxdp.exact.limits` (the scale limits per dimension),
 :mod:`~jaxdp.exact.l2` (l_2 K-norm noise and its fast pass),
 :mod:`~jaxdp.exact.intervals` (the fast pass), :mod:`~jaxdp.exact.refine` (the host
 refinement), :mod:`~jaxdp.exact.decimal_trig` (pi, cos and sin in ``decimal``),
@@ -80,6 +84,7 @@ from jaxdp.exact.intervals import (
   linf_round,
 )
 from jaxdp.exact.l2 import L2_PAD, MAX_L2_D, TRIG_PAD, l2_knorm, l2_round, l2_rows
+from jaxdp.exact.limits import MAX_SCALE, NOISE_LIMIT, max_scale, tail_quantile
 from jaxdp.exact.refine import (
   HOST_DIGITS,
   REFINE_WORDS,
@@ -89,7 +94,6 @@ from jaxdp.exact.refine import (
 )
 from jaxdp.exact.samplers import (
   CHUNK,
-  MAX_SCALE,
   laplace,
   linf_knorm,
   poset_knorm,
@@ -113,6 +117,7 @@ __all__ = [
   "MAX_L2_D",
   "MAX_SCALE",
   "MAX_SIGMA",
+  "NOISE_LIMIT",
   "REFINE_WORDS",
   "TRIG_PAD",
   # the exact steps the mechanisms and tests build on
@@ -122,12 +127,14 @@ __all__ = [
   "l2_rows",
   "laplace_round",
   "linf_round",
+  "max_scale",
   "poset_path",
   "refine_l2_sample",
   "refine_linf_sample",
   "refine_sample",
   "sigma_quarters",
   "simplex_coefficients",
+  "tail_quantile",
   "uniform_below",
   "unrank",
 ]

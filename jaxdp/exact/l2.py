@@ -67,8 +67,9 @@ def l2_knorm(key: KeyArray, d: int, scale: float, shape: Shape = ()) -> jax.Arra
   Args:
     key: one PRNG key (use :func:`jaxdp.random.secure_key` for a release).
     d: the dimension, 1 to ``MAX_L2_D``.
-    scale: sensitivity / eps; Python number or traced scalar, at most ``MAX_SCALE``
-      (a bad traced value yields the sentinel ``INT32_MIN`` everywhere).
+    scale: sensitivity / eps; Python number or traced scalar, at most
+      ``max_scale(d)`` (:mod:`jaxdp.exact.limits`: ``MAX_SCALE`` up to d = 600,
+      less above); a bad traced value yields the sentinel ``INT32_MIN`` everywhere.
     shape: batch shape.
 
   Raises:
@@ -83,7 +84,7 @@ def l2_knorm(key: KeyArray, d: int, scale: float, shape: Shape = ()) -> jax.Arra
       f"d must be at most {MAX_L2_D} for exact l_2 noise (its interval sums are "
       f"bounded for up to 2^11 terms); got d = {d}. Split the statistic into blocks."
     )
-  scale = check_scale(scale)
+  scale = check_scale(scale, d)
   traced, const = (None, scale) if isinstance(scale, float) else (scale, None)
   with jax.enable_x64(True):
     out = _l2_kernel(key, traced, const=const, d=d, n=math.prod(shape))
@@ -209,7 +210,7 @@ def l2_chunk(d: int) -> int:
 @functools.partial(jax.jit, static_argnames=("const", "d", "n"))
 def _l2_kernel(key, traced, *, const, d, n):
   with jax.enable_x64(True):
-    scale = scale64(traced, const)
+    scale = scale64(traced, const, d)
 
     def chunk(k_chunk, m):
       k_bits, k_ref = jax.random.split(k_chunk)

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from jaxdp import _checks
 from jaxdp.exact.choices import simplex_coefficients, uniform_below, unrank
 from jaxdp.exact.intervals import chain_round, laplace_round, linf_round, tree_round
+from jaxdp.exact.limits import MAX_SCALE, max_scale
 from jaxdp.exact.refine import refine_linf_sample, refine_sample, refine_tree_sample, settle
 from jaxdp.exact.tree import tree_objects
 from jaxdp.posets import Poset
@@ -22,7 +23,6 @@ from jaxdp.samplers.exact_tables import exact_tables
 from jaxdp.samplers.exact_tree_tables import exact_tree_tables
 from jaxdp.typing import KeyArray, Shape
 
-MAX_SCALE = 2.0**20  # noise scales above this could overflow int32 outputs
 CHUNK = 1 << 14  # samples per sequential step (bounds memory)
 TREE_CHUNK_BYTES = 1 << 25  # working bytes per chunk of the tree path
 
@@ -33,17 +33,21 @@ def laplace(key: KeyArray, shape: Shape = (), *, scale: float) -> jax.Array:
   Args:
     key: one PRNG key (use :func:`jaxdp.random.secure_key` for a release).
     shape: output shape.
-    scale: the Laplace scale b > 0, at most ``MAX_SCALE``; a Python number (used
-      exactly as its float64 value) or a traced scalar (a bad traced value yields
-      the sentinel ``INT32_MIN`` everywhere, never weaker noise).
+    scale: the Laplace scale b > 0, at most ``max_scale(0)`` (= ``MAX_SCALE``,
+      :mod:`jaxdp.exact.limits`); a Python number (used exactly as its float64
+      value) or a traced scalar (a bad traced value yields the sentinel
+      ``INT32_MIN`` everywhere, never weaker noise).
 
   Returns:
     int32 array of ``shape``. ``P(k) = P(k - 1/2 < L < k + 1/2)`` exactly.
+
+  Raises:
+    ValueError: a static scale out of range (checked before anything is drawn).
   """
   _checks.check_key(key)
   key = fast_key(key)  # the same draws, faster (jaxdp.threefry)
   shape = _checks.check_shape(shape)
-  scale = check_scale(scale)
+  scale = check_scale(scale, 0)
   traced, const = (None, scale) if isinstance(scale, float) else (scale, None)
   with jax.enable_x64(True):  # int64/float64 inside; the arguments keep their types
     out = _laplace_kernel(key, traced, const=const, n=math.prod(shape))
@@ -71,20 +75,23 @@ def poset_knorm(
     key: one PRNG key.
     poset: a :class:`~jaxdp.Poset` one of the two paths takes.
     scale: 1/eps times the sensitivity; Python number or traced scalar, at most
-      ``MAX_SCALE``.
+      ``max_scale(d + 1)`` (:mod:`jaxdp.exact.limits`: ``MAX_SCALE`` up to
+      d + 1 = 600, about ``2^30 / 1484`` at d + 1 = 1000); a bad traced value
+      yields the sentinel ``INT32_MIN`` everywhere.
     shape: batch shape.
     path: ``None`` (:func:`poset_path`'s choice), ``"ranks"`` or ``"tree"`` (the
       tree path takes any series-parallel poset, small ones too).
 
   Raises:
-    ValueError: the poset fits neither path, or not the one asked for.
+    ValueError: the poset fits neither path, or not the one asked for; a static
+      scale out of range.
   """
   _checks.check_key(key)
   key = fast_key(key)  # the same draws, faster (jaxdp.threefry)
   shape = _checks.check_shape(shape)
-  scale = check_scale(scale)
   if not isinstance(poset, Poset):
     raise _checks.ArgTypeError(f"poset must be a jaxdp.Poset; got {poset!r}.")
+  scale = check_scale(scale, poset.d + 1)
   traced, const = (None, scale) if isinstance(scale, float) else (scale, None)
   n = math.prod(shape)
   chosen = poset_path(poset)
@@ -135,37 +142,52 @@ def linf_knorm(key: KeyArray, d: int, scale: float, shape: Shape = ()) -> jax.Ar
   Args:
     key: one PRNG key.
     d: the dimension (>= 1).
-    scale: sensitivity / eps; Python number or traced scalar, at most ``MAX_SCALE``.
+    scale: sensitivity / eps; Python number or traced scalar, at most
+      ``max_scale(d)`` (:mod:`jaxdp.exact.limits`: ``MAX_SCALE`` up to d = 600,
+      about ``2^30 / 1484`` at d = 1000); a bad traced value yields the sentinel
+      ``INT32_MIN`` everywhere.
     shape: batch shape.
+
+  Raises:
+    ValueError: d or a static scale out of range.
   """
   _checks.check_key(key)
   key = fast_key(key)  # the same draws, faster (jaxdp.threefry)
   shape = _checks.check_shape(shape)
   d = _checks.check_int(d, "d", minimum=1)
-  scale = check_scale(scale)
+  scale = check_scale(scale, d)
   traced, const = (None, scale) if isinstance(scale, float) else (scale, None)
   with jax.enable_x64(True):
     out = _linf_kernel(key, traced, const=const, d=d, n=math.prod(shape))
   return out.reshape(*shape, d)
 
 
-def check_scale(scale):
+def check_scale(scale, dim: int):
+  """A static scale checked against ``max_scale(dim)`` (the noise dimension; 0 for
+  Laplace), before anything is drawn; a traced scale passes (``scale64`` checks it).
+
+  Raises:
+    ValueError: a static scale out of range, naming the limit.
+  """
   if _checks.is_concrete(scale):
     scale = _checks.check_positive(scale, "scale")
-    if scale > MAX_SCALE:
+    limit = max_scale(dim)
+    if scale > limit:
       raise ValueError(
-        f"scale must be at most {MAX_SCALE:g} for exact integer noise (larger noise "
-        f"could overflow int32); got {scale:g}. Use a coarser grid or a larger eps."
+        f"scale must be at most {limit!r} for exact integer noise of dimension "
+        f"d = {dim} (MAX_SCALE = {MAX_SCALE:g}, and the noise must stay within "
+        f"+-2^30 except with probability 2^-128); got scale = {scale!r}. Use a "
+        "larger eps or a coarser grid."
       )
     return float(scale)
   return _checks.check_positive(scale, "scale", allow_traced=True)
 
 
-def scale64(traced, const):
+def scale64(traced, const, dim: int):
   """The scale as float64: a static Python float exactly, a traced scale as its
-  value; NaN when out of range (-> the sentinel output)."""
+  value; NaN when out of ``(0, max_scale(dim)]`` (-> the sentinel output)."""
   scale = jnp.asarray(const if traced is None else traced, jnp.float64)
-  return jnp.where((scale > 0) & (scale <= MAX_SCALE), scale, jnp.nan)
+  return jnp.where((scale > 0) & (scale <= max_scale(dim)), scale, jnp.nan)
 
 
 def run_chunks(chunk, key, scale, n: int, tail: tuple[int, ...]):
@@ -178,7 +200,7 @@ def run_chunks(chunk, key, scale, n: int, tail: tuple[int, ...]):
 @functools.partial(jax.jit, static_argnames=("const", "n"))
 def _laplace_kernel(key, traced, *, const, n):
   with jax.enable_x64(True):
-    scale = scale64(traced, const)
+    scale = scale64(traced, const, 0)
 
     def chunk(k_chunk, m):
       k_bits, k_ref = jax.random.split(k_chunk)
@@ -193,7 +215,7 @@ def _laplace_kernel(key, traced, *, const, n):
 def _poset_kernel(key, tables, traced, *, const, total, d, n):
   with jax.enable_x64(True):
     device_tables = jax.tree_util.tree_map(jnp.asarray, tables)
-    scale = scale64(traced, const)
+    scale = scale64(traced, const, d + 1)
 
     def chunk(k_chunk, m):
       k_rank, k_bits, k_ref = jax.random.split(k_chunk, 3)
@@ -211,8 +233,8 @@ def _poset_kernel(key, tables, traced, *, const, total, d, n):
 def _tree_kernel(key, tables, traced, *, const, layout, n):
   with jax.enable_x64(True):
     device_tables = jax.tree_util.tree_map(jnp.asarray, tables)
-    scale = scale64(traced, const)
     d = layout.d
+    scale = scale64(traced, const, d + 1)
 
     def chunk(k_chunk, m):
       k_obj, k_bits, k_ref = jax.random.split(k_chunk, 3)
@@ -236,7 +258,7 @@ def tree_chunk(layout) -> int:
 @functools.partial(jax.jit, static_argnames=("const", "d", "n"))
 def _linf_kernel(key, traced, *, const, d, n):
   with jax.enable_x64(True):
-    scale = scale64(traced, const)
+    scale = scale64(traced, const, d)
 
     def chunk(k_chunk, m):
       k_bits, k_ref = jax.random.split(k_chunk)

@@ -17,11 +17,12 @@ a ``lax.scan`` carry, and ``LaplaceMechanism(eps)`` accepts a traced eps. Argume
 validated when you build a mechanism; JAX rebuilds one from its leaves without that,
 and a traced value cannot be checked then, so every mechanism also has
 ``valid(shape)``: an allowlist of the parameter ranges its sampler supports (a
-normal float32 eps, sensitivity and noise scale; an exact sampler's scale at most
-:data:`jaxdp.exact.MAX_SCALE`). A static parameter out of range raises ValueError; a
-traced one makes ``randomize`` return the invalid fill (NaN, or an integer output's
-minimum, never the statistic plus a fill) and :func:`jaxdp.release` refuse the
-release, spending nothing. Never weaker noise.
+normal float32 eps, sensitivity and noise scale; an exact sampler's scale, the
+ratio rounded up, at most :func:`jaxdp.exact.max_scale` of the noise's dimension,
+so a ratio of exactly :data:`jaxdp.exact.MAX_SCALE` is refused). A static
+parameter out of range raises ValueError; a traced one makes ``randomize`` return
+the invalid fill (NaN, or an integer output's minimum, never the statistic plus a
+fill) and :func:`jaxdp.release` refuse the release, spending nothing. Never weaker noise.
 
 Modules: :mod:`~jaxdp.mechanisms.base` (the protocol, pytree registration, the
 allowlist, exact-option checks), :mod:`~jaxdp.mechanisms.statistics` (statistics and

@@ -94,8 +94,9 @@ class RangeChecked:
 
     The constructor's checks again (JAX skips them when it rebuilds a mechanism from
     its leaves) and, for every parameter and the noise scale derived from them, a
-    range (a normal float32 number; an exact sampler's scale at most
-    :data:`jaxdp.exact.MAX_SCALE`), which a traced value is compared with. Where it
+    range (a normal float32 number; an exact sampler's scale, rounded up, at most
+    :func:`jaxdp.exact.max_scale` of the noise's dimension), which a traced value is
+    compared with. Where it
     is False, :meth:`randomize` returns the invalid fill and :func:`jaxdp.release`
     refuses the release: nothing is spent. It reads the parameters only, never data.
 
@@ -197,8 +198,9 @@ def exact_scale(units, eps):
     scale = math.nextafter(math.nextafter(float(units) / float(eps), math.inf), math.inf)
     if scale > exact.MAX_SCALE:
       raise ValueError(
-        f"exact noise of scale {scale:g} (sensitivity in grid units / eps) exceeds "
-        f"{exact.MAX_SCALE:g}; use a larger eps or a coarser grid."
+        f"exact noise of scale {scale!r} (sensitivity in grid units / eps = "
+        f"{units!r} / {eps!r}, rounded up by two float64 ulps) must be at most "
+        f"MAX_SCALE = {exact.MAX_SCALE!r}; use a larger eps or a coarser grid."
       )
     return scale
   scale = jnp.asarray(units, jnp.float32) / eps * (1 + 2.0**-20)

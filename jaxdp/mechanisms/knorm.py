@@ -80,7 +80,7 @@ class KNormMechanism(EpsMechanism):
       scale = (
         "the exact noise scale sensitivity / eps",
         lambda: exact_scale(self.sensitivity, self.eps),
-        exact.MAX_SCALE,
+        exact.max_scale(self._noise_dim()),
       )
     else:
       scale = (
@@ -89,6 +89,12 @@ class KNormMechanism(EpsMechanism):
         HUGE,
       )
     return super()._ranges(shape) + [(scale[0], scale[1], TINY, scale[2], False)]
+
+  def _noise_dim(self) -> int:
+    """The exact noise's dimension for its scale limit (0: i.i.d. Laplace)."""
+    if isinstance(self.ball, LpBall) and self.ball.p == 1:
+      return 0
+    return self.ball.dim
 
   @property
   def norm(self) -> LpBall | PosetBall:

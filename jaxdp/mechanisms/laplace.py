@@ -74,7 +74,10 @@ class LaplaceMechanism(EpsMechanism):
 
   def _ranges(self, shape):
     if self.exact:
-      scale = ("the exact noise scale (sensitivity in grid units / eps)", exact.MAX_SCALE)
+      scale = (
+        "the exact noise scale (sensitivity in grid units / eps)",
+        exact.max_scale(0),
+      )
     else:
       scale = ("the noise scale sensitivity / eps", HUGE)
     return super()._ranges(shape) + [
