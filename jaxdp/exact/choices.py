@@ -24,10 +24,18 @@ def uniform_below(key: KeyArray, total: int, m: int) -> jax.Array:
   Rejected samples are redrawn with fresh bits until all are accepted; acceptance
   is above 1 - total / 2^62 (1 - 1.3e-7 for NHIS-3), so a second round is rare.
   """
-  limit = ((1 << 62) // total) * total
+  return uniform_below_each(key, jnp.full((m,), total, jnp.int64), m)
+
+
+def uniform_below_each(key: KeyArray, total: jax.Array, n: int) -> jax.Array:
+  """``n`` exactly uniform int64, entry i in [0, total[i]) (1 <= total < 2^61): 62-bit
+  draws, rejected at or above the largest multiple of total[i] below 2^62 and
+  redrawn (fresh bits per round) until all are accepted."""
+  total = total.astype(jnp.int64)
+  limit = (jnp.int64(1 << 62) // total) * total
 
   def draw(i):
-    return int62(jax.random.bits(jax.random.fold_in(key, i), (m, 2), jnp.uint32))
+    return int62(jax.random.bits(jax.random.fold_in(key, i), (n, 2), jnp.uint32))
 
   def body(state):
     x, i = state

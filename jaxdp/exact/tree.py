@@ -49,11 +49,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxdp.exact.choices import int62
+from jaxdp.exact.choices import uniform_below_each
 from jaxdp.samplers.exact_tree_tables import CHOICE_WORDS, TreeLayout, TreeTables
 from jaxdp.samplers.sp_tables import PARALLEL, SERIES
 
-__all__ = ["WIDEN", "prefix_sum", "size_counts", "tree_objects", "uniform_below_each"]
+__all__ = ["WIDEN", "prefix_sum", "size_counts", "tree_objects"]
 
 # The first pass treats a boundary as undecided when U's first 64 digits lie within
 # WIDEN of its first word (0: only when equal). Tests widen it to force the refined
@@ -112,24 +112,6 @@ def tree_objects(key, tables: TreeTables, layout: TreeLayout, n: int):
   low = _down_set_first(pos, in_a, tables, layout, n)  # (2, d, n)
   low = jnp.minimum(low, jnp.stack([size_a, d - size_a])[:, None, :])
   return seq, size_a, jnp.transpose(low, (2, 0, 1)), failed
-
-
-def uniform_below_each(key, total, n: int):
-  """``n`` exactly uniform int64, entry i in [0, total[i]) (1 <= total < 2^61): 62-bit
-  draws, rejected at or above the largest multiple of total[i] below 2^62 and
-  redrawn (fresh bits per round) until all are accepted."""
-  total = total.astype(jnp.int64)
-  limit = (jnp.int64(1 << 62) // total) * total
-
-  def draw(i):
-    return int62(jax.random.bits(jax.random.fold_in(key, i), (n, 2), jnp.uint32))
-
-  def body(state):
-    x, i = state
-    return jnp.where(x < limit, x, draw(i)), i + 1
-
-  x, _ = lax.while_loop(lambda st: jnp.any(st[0] >= limit), body, (draw(0), 1))
-  return x % total
 
 
 def prefix_sum(x, axis: int):
