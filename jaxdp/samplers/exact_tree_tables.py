@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import functools
 import math
-import sys
 from typing import NamedTuple
 
 import numpy as np
 
-from jaxdp.posets import Poset, decomposition
-from jaxdp.samplers.sp_tables import BLOCK, LEAF, PARALLEL, SERIES, check_supported
+from jaxdp.posets import Poset
+from jaxdp.samplers.sp_tables import BLOCK, LEAF, PARALLEL, SERIES, build_tree
 from jaxdp.samplers.subsets import extension_counts, object_weights
 
 __all__ = [
@@ -247,13 +246,7 @@ def exact_size_table(poset: Poset) -> list:
 # ------------------------------------------------------------------ internals
 @functools.lru_cache(maxsize=16)
 def _tree(poset: Poset) -> _Node:
-  check_supported(poset)
-  limit = sys.getrecursionlimit()
-  sys.setrecursionlimit(max(limit, 20 * poset.d + 1000))
-  try:
-    return _build(poset, decomposition.decompose(poset))
-  finally:
-    sys.setrecursionlimit(limit)
+  return build_tree(poset, _build)
 
 
 def _build(poset, node) -> _Node:

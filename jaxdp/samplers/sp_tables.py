@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -190,15 +191,21 @@ def log_size_table(poset: Poset) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ internals
-@functools.lru_cache(maxsize=32)
-def _binary_tree(poset: Poset) -> _Node:
+def build_tree(poset: Poset, build: Callable[[Poset, decomposition.SPNode], Any]) -> Any:
+  """``build(poset, root)`` over the decomposition tree of a supported poset, with
+  Python's recursion limit raised for a tree of ``poset.d`` levels (and restored)."""
   check_supported(poset)
   limit = sys.getrecursionlimit()
   sys.setrecursionlimit(max(limit, 20 * poset.d + 1000))
   try:
-    return _build(poset, decomposition.decompose(poset))
+    return build(poset, decomposition.decompose(poset))
   finally:
     sys.setrecursionlimit(limit)
+
+
+@functools.lru_cache(maxsize=32)
+def _binary_tree(poset: Poset) -> _Node:
+  return build_tree(poset, _build)
 
 
 def _build(poset, node) -> _Node:
