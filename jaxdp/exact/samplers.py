@@ -15,12 +15,15 @@ from jaxdp.exact.intervals import chain_round, laplace_round, linf_round, tree_r
 from jaxdp.exact.limits import MAX_SCALE, max_scale
 from jaxdp.exact.refine import refine_linf_sample, refine_sample, refine_tree_sample, settle
 from jaxdp.exact.tree import tree_objects
+from jaxdp.exact.wide import uniform_below_wide, unrank_wide
 from jaxdp.posets import Poset
 from jaxdp.prng.threefry import fast_key
 from jaxdp.samplers import sp_tables
 from jaxdp.samplers.chunks import chunked
 from jaxdp.samplers.exact_tables import exact_tables
 from jaxdp.samplers.exact_tree_tables import exact_tree_tables
+from jaxdp.samplers.exact_wide_tables import exact_wide_tables
+from jaxdp.samplers.general import GENERAL_MAX_D
 from jaxdp.typing import KeyArray, Shape
 
 CHUNK = 1 << 14  # samples per sequential step (bounds memory)
@@ -64,12 +67,13 @@ def poset_knorm(
   exactly. With ``scale = sensitivity / eps`` and an integer statistic, adding it is
   eps-DP (postprocessing of the K-norm mechanism).
 
-  The object is drawn by one of two exact paths (:func:`poset_path`): an exactly
+  The object is drawn by one of three exact paths (:func:`poset_path`): an exactly
   uniform integer rank in [0, N(P)) unranked with int64 tables (d <= 22 and
-  N(P) < 2^61; NHIS-3 has N(P) = 609,887,750,400), or, for every other
+  N(P) < 2^61; NHIS-3 has N(P) = 609,887,750,400); for every other
   series-parallel poset with prime pieces of at most 16 elements and d <= 512
   (forests included), exact lazy choices down its decomposition tree
-  (:mod:`jaxdp.exact.tree`).
+  (:mod:`jaxdp.exact.tree`); for every other poset with d <= 22, the same ranks
+  and unranking in exact 128-bit arithmetic (:mod:`jaxdp.exact.wide`).
 
   Args:
     key: one PRNG key.
@@ -79,8 +83,9 @@ def poset_knorm(
       d + 1 = 600, about ``2^30 / 1484`` at d + 1 = 1000); a bad traced value
       yields the sentinel ``INT32_MIN`` everywhere.
     shape: batch shape.
-    path: ``None`` (:func:`poset_path`'s choice), ``"ranks"`` or ``"tree"`` (the
-      tree path takes any series-parallel poset, small ones too).
+    path: ``None`` (:func:`poset_path`'s choice), ``"ranks"``, ``"tree"`` (any
+      series-parallel poset, small ones too) or ``"wide"`` (any poset with
+      d <= 22); every path draws each object with probability exactly 1/N(P).
 
   Raises:
     ValueError: the poset fits neither path, or not the one asked for; a static
@@ -95,8 +100,8 @@ def poset_knorm(
   traced, const = (None, scale) if isinstance(scale, float) else (scale, None)
   n = math.prod(shape)
   chosen = poset_path(poset)
-  if path not in (None, "ranks", "tree"):
-    raise ValueError(f"path must be None, 'ranks' or 'tree'; got {path!r}.")
+  if path not in (None, "ranks", "tree", "wide"):
+    raise ValueError(f"path must be None, 'ranks', 'tree' or 'wide'; got {path!r}.")
   if path == "tree":
     sp_tables.check_supported(poset)
   elif path == "ranks":
@@ -105,6 +110,10 @@ def poset_knorm(
     tables, total = exact_tables(poset)
     with jax.enable_x64(True):  # the int64 tables must not be canonicalised to int32
       out = _poset_kernel(key, tables, traced, const=const, total=total, d=poset.d, n=n)
+  elif (path or chosen) == "wide":
+    tables, total = exact_wide_tables(poset)
+    with jax.enable_x64(True):  # uint64 limbs
+      out = _wide_kernel(key, tables, traced, const=const, total=total, d=poset.d, n=n)
   else:
     tables, layout = exact_tree_tables(poset)
     with jax.enable_x64(True):
@@ -113,11 +122,12 @@ def poset_knorm(
 
 
 def poset_path(poset: Poset) -> str:
-  """``"ranks"`` (integer ranks, d <= 22 and N(P) < 2^61) or ``"tree"`` (exact
-  choices down the decomposition tree) for :func:`poset_knorm`.
+  """``"ranks"`` (int64 ranks, d <= 22 and N(P) < 2^61), ``"tree"`` (exact choices
+  down the decomposition tree, the other series-parallel posets) or ``"wide"``
+  (128-bit ranks, the other posets with d <= 22) for :func:`poset_knorm`.
 
   Raises:
-    ValueError: neither applies, naming why (checked before anything is drawn).
+    ValueError: none applies, naming why (checked before anything is drawn).
   """
   try:
     exact_tables(poset)
@@ -125,10 +135,13 @@ def poset_path(poset: Poset) -> str:
   except ValueError as err:
     if sp_tables.supported(poset):
       return "tree"
+    if poset.d <= GENERAL_MAX_D:
+      return "wide"
     raise ValueError(
       f"exact poset-ball noise needs a series-parallel poset (prime pieces of at "
       f"most {sp_tables.BLOCK_MAX_D} elements, d <= {sp_tables.SP_MAX_D}) or one "
-      f"with d <= 22 and N(P) < 2^61; {poset!r} is neither ({err})"
+      f"with d <= {GENERAL_MAX_D} (integer ranks of any N(P)); {poset!r} is neither "
+      f"({err})"
     ) from None
 
 
@@ -221,6 +234,24 @@ def _poset_kernel(key, tables, traced, *, const, total, d, n):
       k_rank, k_bits, k_ref = jax.random.split(k_chunk, 3)
       rank = uniform_below(k_rank, total, m)
       seq, size_a = unrank(rank, device_tables, d)
+      words = jax.random.bits(k_bits, (m, d + 2, 2), jnp.uint32)
+      k, settled = chain_round(words, seq, size_a, device_tables.up, scale)
+      coeff = lambda: simplex_coefficients(seq, size_a, device_tables.up)  # (m, d+2, d+1)
+      return settle(k, settled, words, scale, k_ref, refine_sample, coeff)
+
+    return run_chunks(chunk, key, scale, n, (d + 1,))
+
+
+@functools.partial(jax.jit, static_argnames=("const", "total", "d", "n"))
+def _wide_kernel(key, tables, traced, *, const, total, d, n):
+  with jax.enable_x64(True):
+    device_tables = jax.tree_util.tree_map(jnp.asarray, tables)
+    scale = scale64(traced, const, d + 1)
+
+    def chunk(k_chunk, m):
+      k_rank, k_bits, k_ref = jax.random.split(k_chunk, 3)
+      rank = uniform_below_wide(k_rank, total, m)
+      seq, size_a = unrank_wide(rank, device_tables, d, total.bit_length())
       words = jax.random.bits(k_bits, (m, d + 2, 2), jnp.uint32)
       k, settled = chain_round(words, seq, size_a, device_tables.up, scale)
       coeff = lambda: simplex_coefficients(seq, size_a, device_tables.up)  # (m, d+2, d+1)
