@@ -38,8 +38,9 @@ What is proved and what is assumed:
 
 * Proved (given a uniform bit source): every discrete choice is exact (the object of
   the poset ball is an exactly uniform integer rank in [0, N(P)) unranked with
-  integer tables, or, for larger series-parallel posets, exact lazy choices down the
-  decomposition tree, :mod:`~jaxdp.exact.tree`; the Laplace sign is one bit), the
+  integer tables, in 128-bit limbs when N(P) >= 2^61 (:mod:`~jaxdp.exact.wide`),
+  or, for larger series-parallel posets, exact lazy choices down the decomposition
+  tree, :mod:`~jaxdp.exact.tree`; the Laplace sign is one bit), the
   fast pass's intervals contain
   the ideal values when the platform's float64 ``log`` has relative error at most
   2^-44, and the host refinement is rigorous.
@@ -61,6 +62,7 @@ Modules: :mod:`~jaxdp.exact.samplers` (Laplace, poset-ball and l_inf K-norm nois
 :mod:`~jaxdp.exact.intervals` (the fast pass), :mod:`~jaxdp.exact.refine` (the host
 refinement), :mod:`~jaxdp.exact.decimal_trig` (pi, cos and sin in ``decimal``),
 :mod:`~jaxdp.exact.choices` (exact discrete choices),
+:mod:`~jaxdp.exact.wide` (128-bit integer ranks and their unranking),
 :mod:`~jaxdp.exact.tree` (the decomposition-tree objects) and
 :mod:`~jaxdp.exact.gaussian` (the discrete Gaussian).
 
