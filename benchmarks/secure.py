@@ -19,6 +19,10 @@ Rows (samples/s, best of 3 after a warm-up, one process):
 * a 300-question synthetic questionnaire's K-norm noise at eps = 1 (``--n-tree``
   samples): float ``jaxdp.random.knorm`` (the ``sp`` sampler) and exact
   ``jaxdp.exact.poset_knorm`` (the decomposition-tree path), both with ChaCha20;
+* a 22-element fence (not series-parallel, N(P) > 2^64) K-norm noise at eps = 1
+  (``--n-wide`` samples): float ``jaxdp.random.knorm`` (the ``general`` sampler) and
+  exact ``jaxdp.exact.poset_knorm`` (the 128-bit ranks), both with ChaCha20, and the
+  host build time of the 128-bit tables;
 * OpenDP (optional): ``make_laplace`` on a float vector (float-safe) and on an int
   vector, one call for ``--opendp-n`` values.
 The refinement share is measured on the fast pass from ChaCha20 bits (samples it
@@ -50,6 +54,7 @@ from jaxdp.exact.intervals import tree_round
 from jaxdp.experiments.questionnaire import synthetic_questionnaire
 from jaxdp.samplers.exact_tables import exact_tables
 from jaxdp.samplers.exact_tree_tables import exact_tree_tables
+from jaxdp.samplers.exact_wide_tables import exact_wide_tables
 
 
 def _rate(fn, n):
@@ -105,6 +110,41 @@ def _unsettled_tree(key, poset, n, scale, chunk=4096):
 
     out = [count(jax.random.fold_in(key, i)) for i in range(-(-n // chunk))]
   return sum(int(a) for a, _ in out), sum(int(b) for _, b in out), len(out) * chunk
+
+
+def _fence(d):
+  return jaxdp.Poset.from_edges(
+    d, [(i, i + 1) if i % 2 == 0 else (i + 1, i) for i in range(d - 1)], name=f"fence{d}"
+  )
+
+
+def wide_rows(cc, n):
+  """Float and exact K-norm noise of a 22-element fence (ChaCha20 keys, eps = 1) and
+  the seconds the 128-bit tables take to build (cache cleared first)."""
+  fence = _fence(22)
+  exact_wide_tables.cache_clear()
+  t0 = time.perf_counter()
+  exact_wide_tables(fence)
+  build = time.perf_counter() - t0
+  ball = jaxdp.PosetBall(fence)
+  flt = jax.jit(lambda k: dprandom.knorm(k, ball, 1.0, (n,)))
+  ext = lambda k: exact.poset_knorm(k, fence, 1.0, (n,))
+  out = {
+    "float_chacha20": _rate(lambda: flt(cc), n),
+    "exact_chacha20": _rate(lambda: ext(cc), n),
+  }
+  out["table_build_s"] = build
+  what = "22-element fence K-norm"
+  rows = [
+    (what, "float general, ChaCha20", out["float_chacha20"], None),
+    (
+      what,
+      "exact, ChaCha20",
+      out["exact_chacha20"],
+      out["exact_chacha20"] / out["float_chacha20"],
+    ),
+  ]
+  return rows, out
 
 
 def _opendp(n):
@@ -204,6 +244,7 @@ def main(argv=None):
   ap.add_argument("--opendp-n", type=int, default=100_000)
   ap.add_argument("--n-tree", type=int, default=50_000)
   ap.add_argument("--n-host", type=int, default=200_000)
+  ap.add_argument("--n-wide", type=int, default=100_000)
   ap.add_argument("--out", default="results")
   args = ap.parse_args(argv)
   n = args.n
@@ -291,6 +332,9 @@ def main(argv=None):
     ),
   ]
 
+  wide_out, payload["fence22_knorm_per_s"] = wide_rows(cc, args.n_wide)
+  rows += wide_out
+
   od = _opendp(args.opendp_n)
   payload["opendp_laplace_per_s"] = od
   if od:
@@ -353,7 +397,10 @@ def main(argv=None):
     f"output: exact Laplace {mem['exact_laplace'] or float('nan'):.2f}, exact NHIS-3 "
     f"{mem['exact_nhis3'] or float('nan'):.2f}. Exact l2 at D = 17, eps = 1: "
     f"{payload['l2_knorm']['unsettled_of_1e6_d17']} of 1,000,000 left for the host. "
-    f"Batch {n:,} ({n_tree:,} for the questionnaire; discrete Gaussian {n // 4:,}; "
+    f"The 22-element fence's 128-bit tables took "
+    f"{payload['fence22_knorm_per_s']['table_build_s']:.1f} s to build. "
+    f"Batch {n:,} ({n_tree:,} for the questionnaire, {args.n_wide:,} for the fence; "
+    f"discrete Gaussian {n // 4:,}; "
     f"OpenDP {args.opendp_n:,})."
   )
   write_results(args.out, "secure", payload, "\n".join(lines))
