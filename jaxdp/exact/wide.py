@@ -66,15 +66,22 @@ def shl1(a, low_bit):
   return (a[0] << 1) | (a[1] >> 63), (a[1] << 1) | low_bit
 
 
+def shr(a, s: int):
+  """``a >> s`` for a static shift 0 <= s < 128."""
+  if s == 0:
+    return a
+  if s >= 64:
+    return jnp.zeros_like(a[0]), a[0] >> (s - 64)
+  return a[0] >> s, (a[1] >> s) | (a[0] << (64 - s))
+
+
 def divmod_wide(x, div, bits: int, skip: int = 0):
   """``(x // div, x % div)`` by restoring division, for ``x < 2^bits`` (bits <= 128),
   ``1 <= div < 2^127``; ``skip`` leading bits go straight into the remainder, which
   needs ``x >> (bits - skip) < div`` (e.g. ``div >= 2^skip``). The quotient holds the
   remaining ``bits - skip`` bits (the skipped part of the quotient is zero)."""
   zero = jnp.zeros_like(x[1])
-  rem = (zero, zero)
-  for j in range(bits - 1, bits - skip - 1, -1):  # static: shifts in the top bits
-    rem = shl1(rem, bit(x, j))
+  rem = shr(x, bits - skip) if skip else (zero, zero)
 
   def step(i, state):
     q, r = state
@@ -127,14 +134,17 @@ def unrank_wide(rank, tables: WideTables, d: int, total_bits: int):
     seq (m, d) int32: A top down, then B top down; size_a (m,) int32: |A|.
   """
   m = rank[0].shape[0]
-  r = rank
-  a = jnp.zeros((m,), jnp.int64)
-  for level in range(d):
-    idx = (1 << level) - 1 + a
+
+  def descend(level, state):  # the trie over A's bits, one level per step
+    a, r_hi, r_lo = state
+    idx = (jnp.left_shift(jnp.int64(1), level) - 1) + a
     left = tables.trie_hi[idx], tables.trie_lo[idx]
-    right = ~less(r, left)
-    r = select(right, sub(r, left), r)
-    a = 2 * a + right
+    right = ~less((r_hi, r_lo), left)
+    r_hi, r_lo = select(right, sub((r_hi, r_lo), left), (r_hi, r_lo))
+    return 2 * a + right, r_hi, r_lo
+
+  a, r_hi, r_lo = lax.fori_loop(0, d, descend, (jnp.zeros((m,), jnp.int64), *rank))
+  r = r_hi, r_lo
   full = (1 << d) - 1
   comp = full ^ a
   r_a, r_b = divmod_wide(r, (tables.ext_hi[comp], tables.ext_lo[comp]), total_bits)

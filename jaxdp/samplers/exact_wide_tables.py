@@ -84,10 +84,7 @@ def _extension_limbs(poset: Poset):
       # x is removable as the top when it is in S and nothing above it is in S
       sel = np.nonzero(((layer >> x) & 1).astype(bool) & ((layer & strict_up[x]) == 0))[0]
       src = layer[sel] ^ (1 << x)
-      add_lo = lo[src]
-      new_lo = acc_lo[sel] + add_lo
-      acc_hi[sel] += hi[src] + (new_lo < add_lo)
-      acc_lo[sel] = new_lo
+      acc_hi[sel], acc_lo[sel] = limb_add((acc_hi[sel], acc_lo[sel]), (hi[src], lo[src]))
     hi[layer], lo[layer] = acc_hi, acc_lo
   return hi, lo
 

@@ -8,6 +8,7 @@ float64 subset table (for the law of |A|), the int64 unranking on small posets.
 """
 
 import itertools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -99,6 +100,25 @@ def test_limb_arithmetic_is_exact_at_every_carry_and_limb_boundary():
     wide.const(big)
 
 
+def test_wide_tables_hold_counts_beyond_2_64_exactly():
+  """An antichain of 21 (forced through the 128-bit tables): e(S) = |S|! (21! > 2^64)
+  at 500 random subsets, the trie's last level w(S) = |S|! (21 - |S|)!, and
+  N(P) = 22! > 2^70: closed forms in Python ints."""
+  d = 21
+  tables, total = exact_wide_tables(jaxdp.Poset.from_edges(d, []))
+  assert total == math.factorial(22)
+  subsets = np.random.default_rng(1).integers(0, 1 << d, 500)
+  subsets[:2] = (1 << d) - 1, 0
+  sizes = [bin(int(m)).count("1") for m in subsets]
+  e = limbs_to_ints(tables.ext_hi[subsets], tables.ext_lo[subsets])
+  assert e == [math.factorial(k) for k in sizes]
+  pairs = subsets[subsets % 2 == 0]  # left children at the last level: S = 2p
+  at = (1 << (d - 1)) - 1 + pairs // 2
+  left = limbs_to_ints(tables.trie_hi[at], tables.trie_lo[at])
+  sizes = [bin(int(m)).count("1") for m in pairs]
+  assert left == [math.factorial(k) * math.factorial(d - k) for k in sizes]
+
+
 @pytest.mark.statistical
 def test_wide_unranking_is_the_int64_bijection_and_objects_are_uniform():
   """A 6-element fence (prime, N(P) = 1018) through the 128-bit path (N(P) from
@@ -113,12 +133,14 @@ def test_wide_unranking_is_the_int64_bijection_and_objects_are_uniform():
   n = 30_000
   with jax.enable_x64(True):
     t = jax.tree_util.tree_map(jnp.asarray, tables)
-    drawn = wide.uniform_below_wide(_key(4), total, n)
+    drawn = jax.jit(wide.uniform_below_wide, static_argnums=(1, 2))(_key(4), total, n)
     every = tuple(map(jnp.asarray, _limbs(range(total))))
     ranks = tuple(jnp.concatenate([x, y]) for x, y in zip(every, drawn))
-    seq, k = map(np.asarray, wide.unrank_wide(ranks, t, poset.d, total.bit_length()))
+    unrank = jax.jit(wide.unrank_wide, static_argnums=(2, 3))
+    seq, k = map(np.asarray, unrank(ranks, t, poset.d, total.bit_length()))
     t64 = jax.tree_util.tree_map(jnp.asarray, exact_tables(poset)[0])
-    seq64, k64 = exact.unrank(jnp.arange(total, dtype=jnp.int64), t64, poset.d)
+    unrank64 = jax.jit(exact.unrank, static_argnums=(2,))
+    seq64, k64 = unrank64(jnp.arange(total, dtype=jnp.int64), t64, poset.d)
   index = {obj: i for i, obj in enumerate(brute)}
   idx = np.array([index.get((int(kk),) + tuple(map(int, s)), -1) for s, kk in zip(seq, k)])
   np.testing.assert_array_equal(np.sort(idx[:total]), np.arange(total))
