@@ -54,22 +54,24 @@ def _poset(name):
   return jaxdp.Poset.from_edges(6, [(0, 2), (1, 2), (2, 3), (2, 4), (3, 5), (4, 5)])
 
 
-def _poset_group(name):
+KINDS = ("poset_ball", "poset_ball_chacha", "knorm", "exact_poset_knorm")
+
+
+def _poset_entry(kind, name):
   import jaxdp
 
   key, poset = _key(), _poset(name)
-  return {
-    f"poset_ball/{name}": jaxdp.random.poset_ball(
-      jax.random.fold_in(key, 1), poset, shape=(64,)
-    ),
-    f"poset_ball_chacha/{name}": jaxdp.random.poset_ball(_chacha(), poset, shape=(16,)),
-    f"knorm/{name}": jaxdp.random.knorm(
+  if kind == "poset_ball":
+    z = jaxdp.random.poset_ball(jax.random.fold_in(key, 1), poset, shape=(64,))
+  elif kind == "poset_ball_chacha":
+    z = jaxdp.random.poset_ball(_chacha(), poset, shape=(16,))
+  elif kind == "knorm":
+    z = jaxdp.random.knorm(
       jax.random.fold_in(key, 2), jaxdp.PosetBall(poset), eps=0.5, shape=(32,)
-    ),
-    f"exact_poset_knorm/{name}": jaxdp.exact.poset_knorm(
-      jax.random.fold_in(key, 3), poset, scale=3.0, shape=(32,)
-    ),
-  }
+    )
+  else:
+    z = jaxdp.exact.poset_knorm(jax.random.fold_in(key, 3), poset, scale=3.0, shape=(32,))
+  return {f"{kind}/{name}": z}
 
 
 def _methods():
@@ -103,7 +105,9 @@ def _float_samplers():
 
   key, chacha = _key(), _chacha()
   return {
-    "lp_ball/inf": jaxdp.random.lp_ball(jax.random.fold_in(key, 4), 16, float("inf"), (32,)),
+    "lp_ball/inf": jaxdp.random.lp_ball(
+      jax.random.fold_in(key, 4), 16, float("inf"), (32,)
+    ),
     "lp_ball/1": jaxdp.random.lp_ball(jax.random.fold_in(key, 5), 7, 1.0, (32,)),
     "lp_ball/2": jaxdp.random.lp_ball(jax.random.fold_in(key, 6), 5, 2.0, (32,)),
     "knorm/linf": jaxdp.random.knorm(
@@ -167,7 +171,11 @@ def _montecarlo():
 
 
 GROUPS = {
-  **{f"posets/{name}": (lambda name=name: _poset_group(name)) for name in POSETS},
+  **{
+    f"{kind}/{name}": (lambda kind=kind, name=name: _poset_entry(kind, name))
+    for name in POSETS
+    for kind in KINDS
+  },
   "methods": _methods,
   "big_and_chacha8": _big_and_chacha8,
   "float_samplers": _float_samplers,
@@ -177,13 +185,7 @@ GROUPS = {
 }
 # The entries each group writes (checked against the stored file without drawing).
 ENTRIES = {
-  **{
-    f"posets/{p}": tuple(
-      f"{kind}/{p}"
-      for kind in ("poset_ball", "poset_ball_chacha", "knorm", "exact_poset_knorm")
-    )
-    for p in POSETS
-  },
+  **{f"{kind}/{p}": (f"{kind}/{p}",) for p in POSETS for kind in KINDS},
   "methods": tuple(f"poset_ball_{m}/nhis2" for m in ("forest", "sp", "general")),
   "big_and_chacha8": ("poset_ball_auto/big40", "poset_ball_chacha8/nhis3"),
   "float_samplers": (
