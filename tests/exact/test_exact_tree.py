@@ -136,19 +136,28 @@ def test_tree_rounding_equals_the_chain_rounding():
 
 
 @pytest.mark.slow
-def test_forced_refinement_gives_the_same_objects_and_release(monkeypatch):
+def test_forced_refinement_gives_the_same_objects(monkeypatch):
   """Every choice forced through the refined pass (WIDEN = 2^62: the first pass
-  decides nothing) gives the same objects; the noise forced to the host refinement
-  (MARGIN = 2^-3) releases the same integers."""
+  decides nothing) gives the same objects."""
+  key = _key(4)
+  normal = _objects(N_ON_TOP, key, 40_000)  # the chi-square test's compilation
+  jax.clear_caches()
+  monkeypatch.setattr(exact_tree, "WIDEN", 1 << 62)
+  forced = _objects(N_ON_TOP, key, 40_000)
+  jax.clear_caches()
+  for x, y in zip(normal, forced):
+    np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.slow
+def test_forced_refinement_gives_the_same_release(monkeypatch):
+  """With every choice refined (WIDEN = 2^62) and the noise forced to the host
+  refinement (MARGIN = 2^-3), the exact release has the same integers."""
   poset, n = N_ON_TOP, 3000
   key = _key(4)
-  normal = _objects(poset, key, 40_000)  # the chi-square test's compilation
   noise = np.asarray(exact.poset_knorm(key, poset, 0.75, (n,), path="tree"))
   jax.clear_caches()
   monkeypatch.setattr(exact_tree, "WIDEN", 1 << 62)
-  forced = _objects(poset, key, 40_000)
-  for x, y in zip(normal, forced):
-    np.testing.assert_array_equal(x, y)
   monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-3)
   calls = []
   real = exact_refine.host_refine
@@ -214,38 +223,58 @@ def test_undecided_choice_raises_rather_than_guessing():
     )
 
 
-@pytest.mark.slow
-@pytest.mark.statistical
-def test_d48_size_law_moment_and_neighbouring_data():
+def _d48():
   """A random series-parallel poset with a prime N piece, d = 48 (beyond the ranks
-  path): |A| of 20,000 exact objects against the exact size table (chi-square, bins
-  expecting < 5 pooled, p > 1e-4); exact noise at scale 32 (eps = 2^-5): E[Y_0^2]
-  equals scale^2 sum_k P(k) ((d+2) + (2k-d)^2) + 1/12 (|z| < 5) and every mean is 0
-  (|z| < 5); the same key on neighbouring data moves the mechanism's release by
-  exactly the statistic's change."""
+  path), and its exact law of |A|."""
   p = jaxdp.Poset.from_edges(
     48, random_series_parallel(np.random.default_rng(48), 48, True)
   )
   assert not p.is_forest and exact_tree_tables(p)[1].blocks
   assert exact.samplers.poset_path(p) == "tree"
+  t = exact_size_table(p)
+  return p, np.array([float(x / sum(t)) for x in t])
+
+
+# The d = 48 checks are three tests (each compiles its own kernels), so that two
+# workers can run them side by side.
+@pytest.mark.slow
+@pytest.mark.statistical
+def test_d48_size_law():
+  """|A| of 20,000 exact objects at d = 48 against the exact size table (chi-square,
+  bins expecting < 5 pooled, p > 1e-4)."""
+  p, law = _d48()
   n = 20_000
   _, k, _, _ = _objects(p, _key(5), n)
-  t = exact_size_table(p)
-  law = np.array([float(x / sum(t)) for x in t])
   counts = np.bincount(k, minlength=p.d + 1)
   keep = law * n >= 5
   obs = np.append(counts[keep], counts[~keep].sum())
   exp = np.append(law[keep], law[~keep].sum()) * n
   assert stats.chisquare(obs, exp).pvalue > P_MIN
-  s, d = 32.0, p.d
+
+
+@pytest.mark.slow
+@pytest.mark.statistical
+def test_d48_noise_moment_and_means():
+  """Exact noise at d = 48, scale 32 (eps = 2^-5), n = 20,000: E[Y_0^2] equals
+  scale^2 sum_k P(k) ((d+2) + (2k-d)^2) + 1/12 (|z| < 5) and every mean is 0
+  (|z| < 5)."""
+  p, law = _d48()
+  n, s, d = 20_000, 32.0, p.d
   y = np.asarray(exact.poset_knorm(_key(6), p, s, (n,)), np.float64)
   ks = np.arange(d + 1)
   m2 = s * s * np.sum(law * ((d + 2) + (2 * ks - d) ** 2)) + 1 / 12
   r2 = y[:, 0] ** 2
   assert abs(r2.mean() - m2) < Z_MAX * r2.std(ddof=1) / np.sqrt(n)
   assert np.abs(y.mean(0) / (y.std(0, ddof=1) / np.sqrt(n))).max() < Z_MAX
-  # the same key on neighbouring data: releases differ by exactly the statistics'
-  # difference (the integer noise does not depend on the data)
+
+
+@pytest.mark.slow
+def test_d48_neighbouring_data_move_the_release_by_the_statistic():
+  """The same key on neighbouring data (300 rows and the last 299) at d = 48: the
+  releases differ by exactly the statistics' difference (the integer noise does not
+  depend on the data)."""
+  p, _ = _d48()
+  d = p.d
   rows = np.asarray(p.order, np.int8)  # row x: the up-set of x, a filter
   rows = rows[np.random.default_rng(0).integers(0, d, 300)]
   mech = jaxdp.PosetCountMechanism(p, 2.0**-5, exact=True)
