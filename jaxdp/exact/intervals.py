@@ -143,6 +143,22 @@ def chain_round(
   return k, jnp.all(settled, axis=1)
 
 
+DOT_PREFIX_MAX = 64  # up to this many terms, prefix sums by one matrix product
+
+
+def prefix_sums(e):
+  """(m, M) float64 -> (m, M + 1): column i the sum of the first i columns. Up to
+  ``DOT_PREFIX_MAX`` terms by a product with a triangular 0/1 matrix (one fused
+  product on the CPU), beyond by a parallel scan; either way each sum is within
+  M 2^-53 of the sum of its terms' magnitudes (any order of summation)."""
+  m, n = e.shape
+  if n <= DOT_PREFIX_MAX:
+    tri = jnp.asarray(np.triu(np.ones((n, n + 1)), 1))  # tri[l, i] = 1 iff l < i
+    return jnp.dot(e, tri, precision=lax.Precision.HIGHEST)
+  zero = jnp.zeros((m, 1), e.dtype)
+  return jnp.concatenate([zero, lax.associative_scan(jnp.add, e, axis=1)], 1)
+
+
 def tree_round(
   words: ArrayLike, low: ArrayLike, size_a: ArrayLike, scale: Scalar
 ) -> tuple[jax.Array, jax.Array]:
@@ -157,9 +173,7 @@ def tree_round(
   error."""
   m, _, d = low.shape
   e_lo, e_hi = exp_intervals(words)  # (m, d + 2)
-  zero = jnp.zeros((m, 1), jnp.float64)
-  p_lo = jnp.concatenate([zero, lax.associative_scan(jnp.add, e_lo, axis=1)], 1)
-  p_hi = jnp.concatenate([zero, lax.associative_scan(jnp.add, e_hi, axis=1)], 1)
+  p_lo, p_hi = prefix_sums(e_lo), prefix_sums(e_hi)
   k = size_a[:, None]
   at = lambda p, i: jnp.take_along_axis(p, i, axis=1)
   a_from, b_from = low[:, 0] + 1, k + 2 + low[:, 1]
