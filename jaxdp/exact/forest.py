@@ -1,7 +1,7 @@
 """The ranks path's unranking for a forest numbered in preorder (NHIS-3): the same
 bijection as :func:`~jaxdp.exact.choices.unrank`, with the extension counts from the
 hook-length formula instead of table look-ups, and the chain positions the noise
-needs instead of the sequence.
+needs (:func:`forest_low`) from subtree minima.
 
 In a forest every element's up-set is a chain, so for any subset S the maximal
 elements of S are the roots of its induced forest and (hook-length formula)

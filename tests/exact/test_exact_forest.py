@@ -12,6 +12,8 @@ import pytest
 import jaxdp
 from jaxdp import exact
 from jaxdp.exact import forest
+from jaxdp.exact import intervals as exact_intervals
+from jaxdp.exact import refine as exact_refine
 from jaxdp.exact.intervals import exp_intervals
 from jaxdp.samplers.exact_tables import exact_tables
 
@@ -103,3 +105,27 @@ def test_exponential_intervals_contain_the_300_bit_values():
   # V may be 1 only for j = 2^52 - 1: E_hi is infinite there and finite elsewhere
   top = j == 2**52 - 1
   assert np.all(np.isinf(e_hi[top])) and np.all(np.isfinite(e_hi[~top]))
+
+
+@pytest.mark.slow
+def test_forced_refinement_of_the_forest_kernel_gives_the_same_release(monkeypatch):
+  """NHIS-3 through the forest kernel with the fast pass's margin widened to 2^-8
+  (most of 40 samples go to the host, which rounds them from the chain positions):
+  the released integers equal the normal run's from the same key."""
+  poset = jaxdp.Poset.nhis(3)
+  assert exact.poset_path(poset) == "ranks"
+  key = jax.random.key(8)
+  normal = np.asarray(exact.poset_knorm(key, poset, 0.75, (40,)))
+  jax.clear_caches()
+  monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-8)
+  calls = []
+  real = exact_refine.host_refine
+  monkeypatch.setattr(
+    exact_refine,
+    "host_refine",
+    lambda *a: calls.append(int(np.sum(~np.asarray(a[2])))) or real(*a),
+  )
+  forced = np.asarray(exact.poset_knorm(key, poset, 0.75, (40,)))
+  jax.clear_caches()
+  assert calls and calls[0] > 20
+  np.testing.assert_array_equal(forced, normal)
