@@ -66,13 +66,7 @@ def unrank(rank: ArrayLike, tables: ExactTables, d: int) -> tuple[jax.Array, jax
     seq (m, d) int32: A top down, then B top down; size_a (m,) int32: |A|.
   """
   m = rank.shape[0]
-  r = rank
-  a = jnp.zeros((m,), jnp.int64)
-  for level in range(d):
-    left = tables.trie_left[(1 << level) - 1 + a]
-    right = r >= left
-    r = jnp.where(right, r - left, r)
-    a = 2 * a + right
+  a, r = trie_subset(rank, tables, d)
   full = (1 << d) - 1
   e_b = tables.ext[full ^ a]
   r_a, r_b = r // e_b, r % e_b
@@ -99,6 +93,22 @@ def unrank(rank: ArrayLike, tables: ExactTables, d: int) -> tuple[jax.Array, jax
     0, d, step, (a.astype(jnp.uint32), r_a, jnp.zeros((m, d), jnp.int32))
   )
   return seq, size_a
+
+
+def trie_subset(
+  rank: ArrayLike, tables: ExactTables, d: int
+) -> tuple[jax.Array, jax.Array]:
+  """The first step of :func:`unrank`: ``(a, r)``, A's bit mask (int64; bit x set iff
+  element x is in A) and the rest r in [0, e(A) e(B)), by descending the binary trie
+  over A's bits with integer object counts."""
+  r = rank
+  a = jnp.zeros(rank.shape, jnp.int64)
+  for level in range(d):
+    left = tables.trie_left[(1 << level) - 1 + a]
+    right = r >= left
+    r = jnp.where(right, r - left, r)
+    a = 2 * a + right
+  return a, r
 
 
 def simplex_coefficients(seq: ArrayLike, size_a: ArrayLike, up: ArrayLike) -> jax.Array:

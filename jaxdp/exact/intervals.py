@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxdp.samplers.words import log_normal, stored
 from jaxdp.typing import ArrayLike, Scalar
 
 MARGIN = 2.0**-40  # relative widening of the fast pass's intervals
@@ -23,11 +24,20 @@ LIMIT = 1 << 30  # |statistic| and |noise| bounds that keep int32 sums exact
 
 def exp_intervals(words):
   """(..., 2) uint32 words -> (E_lo, E_hi) float64 for ``E = -log(1 - V)``, V's first
-  52 binary digits from the words (high word first). E_hi is inf when V may be 1."""
+  52 binary digits from the words (high word first). E_hi is inf when V may be 1.
+
+  One logarithm per uniform: with u = 1 - j 2^-52 (exact, in (0, 1]) and
+  x = 2^-52 / u, E lies in [-log u, -log(u - 2^-52)] and
+  ``-log(u - 2^-52) = -log u - log(1 - x) <= -log u + 2^-52 / (u - 2^-52)`` (as
+  ``-log(1 - x) <= x / (1 - x)``). The log is fdlibm's (:func:`log_normal`, error
+  below 1 ulp); it and the two roundings of the upper end are below 2^-51 of E_hi,
+  inside the fast pass's ``MARGIN``."""
   j = digits52(words)
-  u_hi = 1.0 - j * 2.0**-FAST_BITS  # exact: multiples of 2^-52 in (0, 1]
-  u_lo = 1.0 - (j + 1.0) * 2.0**-FAST_BITS  # exact, may be 0
-  return -jnp.log(u_hi), -jnp.log(u_lo)
+  u_hi = 1.0 - j * 2.0**-FAST_BITS  # exact: multiples of 2^-52 in [2^-52, 1]
+  u_lo = u_hi - 2.0**-FAST_BITS  # exact, may be 0 (then E_hi = inf)
+  e_lo = -log_normal(u_hi)
+  # stored: XLA would otherwise recompute the log in every consumer
+  return stored((e_lo, e_lo + 2.0**-FAST_BITS / u_lo), words.reshape(-1)[0])
 
 
 def digits52(words):
@@ -133,6 +143,22 @@ def chain_round(
   return k, jnp.all(settled, axis=1)
 
 
+DOT_PREFIX_MAX = 64  # up to this many terms, prefix sums by one matrix product
+
+
+def prefix_sums(e):
+  """(m, M) float64 -> (m, M + 1): column i the sum of the first i columns. Up to
+  ``DOT_PREFIX_MAX`` terms by a product with a triangular 0/1 matrix (one fused
+  product on the CPU), beyond by a parallel scan; either way each sum is within
+  M 2^-53 of the sum of its terms' magnitudes (any order of summation)."""
+  m, n = e.shape
+  if n <= DOT_PREFIX_MAX:
+    tri = jnp.asarray(np.triu(np.ones((n, n + 1)), 1))  # tri[l, i] = 1 iff l < i
+    return jnp.dot(e, tri, precision=lax.Precision.HIGHEST)
+  zero = jnp.zeros((m, 1), e.dtype)
+  return jnp.concatenate([zero, lax.associative_scan(jnp.add, e, axis=1)], 1)
+
+
 def tree_round(
   words: ArrayLike, low: ArrayLike, size_a: ArrayLike, scale: Scalar
 ) -> tuple[jax.Array, jax.Array]:
@@ -147,9 +173,7 @@ def tree_round(
   error."""
   m, _, d = low.shape
   e_lo, e_hi = exp_intervals(words)  # (m, d + 2)
-  zero = jnp.zeros((m, 1), jnp.float64)
-  p_lo = jnp.concatenate([zero, lax.associative_scan(jnp.add, e_lo, axis=1)], 1)
-  p_hi = jnp.concatenate([zero, lax.associative_scan(jnp.add, e_hi, axis=1)], 1)
+  p_lo, p_hi = prefix_sums(e_lo), prefix_sums(e_hi)
   k = size_a[:, None]
   at = lambda p, i: jnp.take_along_axis(p, i, axis=1)
   a_from, b_from = low[:, 0] + 1, k + 2 + low[:, 1]

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 
 from jaxdp import _checks
 from jaxdp.exact.choices import simplex_coefficients, uniform_below, unrank
+from jaxdp.exact.forest import forest_low, forest_order, forest_unrank
 from jaxdp.exact.intervals import chain_round, laplace_round, linf_round, tree_round
 from jaxdp.exact.limits import MAX_SCALE, max_scale
 from jaxdp.exact.refine import refine_linf_sample, refine_sample, refine_tree_sample, settle
@@ -108,8 +109,11 @@ def poset_knorm(
     exact_tables(poset)
   if (path or chosen) == "ranks":
     tables, total = exact_tables(poset)
+    forest = forest_order(poset, total)
     with jax.enable_x64(True):  # the int64 tables must not be canonicalised to int32
-      out = _poset_kernel(key, tables, traced, const=const, total=total, d=poset.d, n=n)
+      out = _poset_kernel(
+        key, tables, traced, const=const, total=total, d=poset.d, n=n, forest=forest
+      )
   elif (path or chosen) == "wide":
     tables, total = exact_wide_tables(poset)
     with jax.enable_x64(True):  # uint64 limbs
@@ -224,8 +228,8 @@ def _laplace_kernel(key, traced, *, const, n):
     return run_chunks(chunk, key, scale, n, ())
 
 
-@functools.partial(jax.jit, static_argnames=("const", "total", "d", "n"))
-def _poset_kernel(key, tables, traced, *, const, total, d, n):
+@functools.partial(jax.jit, static_argnames=("const", "total", "d", "n", "forest"))
+def _poset_kernel(key, tables, traced, *, const, total, d, n, forest=None):
   with jax.enable_x64(True):
     device_tables = jax.tree_util.tree_map(jnp.asarray, tables)
     scale = scale64(traced, const, d + 1)
@@ -233,6 +237,13 @@ def _poset_kernel(key, tables, traced, *, const, total, d, n):
     def chunk(k_chunk, m):
       k_rank, k_bits, k_ref = jax.random.split(k_chunk, 3)
       rank = uniform_below(k_rank, total, m)
+      if forest is not None:  # the same objects, by the hook-length formula
+        seq, size_a = forest_unrank(rank, device_tables, forest)
+        words = jax.random.bits(k_bits, (m, d + 2, 2), jnp.uint32)
+        low = forest_low(seq, size_a, forest)
+        k, settled = tree_round(words, low, size_a, scale)
+        ok = jnp.zeros((m,), bool)
+        return settle(k, settled, words, scale, k_ref, refine_tree_sample, low, size_a, ok)
       seq, size_a = unrank(rank, device_tables, d)
       words = jax.random.bits(k_bits, (m, d + 2, 2), jnp.uint32)
       k, settled = chain_round(words, seq, size_a, device_tables.up, scale)

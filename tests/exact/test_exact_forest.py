@@ -1,0 +1,131 @@
+"""The ranks path's forest unranking (:mod:`jaxdp.exact.forest`) against the generic
+unranking, and the one-log exponential intervals against mpmath at 300 bits."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import mpmath
+import numpy as np
+import pytest
+
+import jaxdp
+from jaxdp import exact
+from jaxdp.exact import forest
+from jaxdp.exact import intervals as exact_intervals
+from jaxdp.exact import refine as exact_refine
+from jaxdp.exact.intervals import exp_intervals
+from jaxdp.samplers.exact_tables import exact_tables
+
+# preorder-numbered forests: a 6-element forest of depth 3, and NHIS-3
+PREORDER = {
+  "forest6": jaxdp.Poset.from_parents([-1, 0, 1, 1, -1, 4]),
+  "nhis3": jaxdp.Poset.nhis(3),
+}
+
+
+def _direct_low(seq, k, up):
+  """low (2, d) from one sample's sequence: the first position in each part of an
+  element below or equal to j (the part's size where none)."""
+  d = len(seq)
+  la = [next((p for p in range(k) if up[seq[p], j]), k) for j in range(d)]
+  lb = [next((p for p in range(d - k) if up[seq[k + p], j]), d - k) for j in range(d)]
+  return np.array([la, lb])
+
+
+@pytest.mark.parametrize("name", list(PREORDER))
+def test_forest_unrank_is_the_generic_unranking(name):
+  """Every rank (the small forests: all N(P); NHIS-3: 1,000 uniform ranks and the 40
+  extreme ones) gives the generic unranking's object, and the chain positions equal
+  a direct computation from the sequence."""
+  poset = PREORDER[name]
+  d = poset.d
+  tables, total = exact_tables(poset)
+  order = forest.forest_order(poset, total)
+  assert order is not None
+  with jax.enable_x64(True):
+    if total <= 5000:
+      rank = jnp.arange(total, dtype=jnp.int64)
+    else:
+      rng = np.random.default_rng(5)
+      ends = [*range(20), *range(total - 20, total)]
+      rank = jnp.asarray(np.concatenate([rng.integers(0, total, 1000), ends]), jnp.int64)
+    t = jax.tree_util.tree_map(jnp.asarray, tables)
+
+    @jax.jit
+    def both(r):
+      fseq, fsize = forest.forest_unrank(r, t, order)
+      return exact.unrank(r, t, d), (fseq, fsize, forest.forest_low(fseq, fsize, order))
+
+    (seq, size_a), (fseq, fsize, low) = both(rank)
+  seq, size_a = np.asarray(seq), np.asarray(size_a)
+  np.testing.assert_array_equal(np.asarray(fsize), size_a)
+  np.testing.assert_array_equal(np.asarray(fseq).T, seq)
+  up = np.asarray(tables.up)
+  low = np.asarray(low)
+  for i in range(0, len(seq), max(1, len(seq) // 200)):
+    np.testing.assert_array_equal(low[i], _direct_low(seq[i], size_a[i], up))
+
+
+def test_forest_order_only_for_preorder_forests():
+  """A forest not numbered in preorder, and a poset that is not a forest, keep the
+  generic unranking."""
+  assert forest.forest_order(jaxdp.Poset.from_parents([-1, 0, 0]), 3) is not None
+  assert forest.forest_order(jaxdp.Poset.from_parents([1, -1, 1]), 3) is None
+  assert forest.forest_order(jaxdp.Poset.from_parents([-1, 2, 0]), 3) is None
+  diamond = jaxdp.Poset.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)])
+  assert forest.forest_order(diamond, exact_tables(diamond)[1]) is None
+
+
+def test_exponential_intervals_contain_the_300_bit_values():
+  """[E_lo, E_hi] from 52 digits j contains [-log(1 - j 2^-52), -log(1 - (j+1) 2^-52)]
+  (mpmath, 300 bits) up to 2^-50 relative, and is no more than twice as wide plus
+  2^-50 E_hi, on 3,000 random j and the extremes (j = 2^52 - 2: E_hi = 52 log 2)."""
+  rng = np.random.default_rng(3)
+  j = np.concatenate(
+    [
+      rng.integers(0, 2**52, 1500, dtype=np.uint64),
+      (2.0 ** -rng.uniform(0, 52, 1500) * 2**52).astype(np.uint64),
+      2**52 - 1 - (2.0 ** -rng.uniform(0, 52, 500) * 2**52).astype(np.uint64),
+      np.array([0, 1, 2, 2**51, 2**52 - 3, 2**52 - 2], np.uint64),
+    ]
+  )
+  words = np.stack([(j >> np.uint64(20)), (j & np.uint64(0xFFFFF)) << np.uint64(12)], -1)
+  with jax.enable_x64(True):
+    e_lo, e_hi = jax.jit(exp_intervals)(jnp.asarray(words.astype(np.uint32)))
+  e_lo, e_hi = np.asarray(e_lo), np.asarray(e_hi)
+  mpmath.mp.prec = 300
+  tol = mpmath.mpf(2) ** -50
+  for ji, lo, hi in zip(j.tolist(), e_lo, e_hi):
+    t_lo = -mpmath.log(1 - mpmath.mpf(ji) / 2**52)
+    t_hi = -mpmath.log(1 - mpmath.mpf(ji + 1) / 2**52)
+    assert mpmath.mpf(float(lo)) <= t_lo * (1 + tol), ji
+    assert mpmath.mpf(float(hi)) >= t_hi * (1 - tol), ji
+    assert mpmath.mpf(float(hi - lo)) <= 2 * (t_hi - t_lo) + tol * t_hi, ji
+  # V may be 1 only for j = 2^52 - 1: E_hi is infinite there and finite elsewhere
+  top = j == 2**52 - 1
+  assert np.all(np.isinf(e_hi[top])) and np.all(np.isfinite(e_hi[~top]))
+
+
+@pytest.mark.slow
+def test_forced_refinement_of_the_forest_kernel_gives_the_same_release(monkeypatch):
+  """NHIS-3 through the forest kernel with the fast pass's margin widened to 2^-8
+  (most of 40 samples go to the host, which rounds them from the chain positions):
+  the released integers equal the normal run's from the same key."""
+  poset = jaxdp.Poset.nhis(3)
+  assert exact.poset_path(poset) == "ranks"
+  key = jax.random.key(8)
+  normal = np.asarray(exact.poset_knorm(key, poset, 0.75, (40,)))
+  jax.clear_caches()
+  monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-8)
+  calls = []
+  real = exact_refine.host_refine
+  monkeypatch.setattr(
+    exact_refine,
+    "host_refine",
+    lambda *a: calls.append(int(np.sum(~np.asarray(a[2])))) or real(*a),
+  )
+  forced = np.asarray(exact.poset_knorm(key, poset, 0.75, (40,)))
+  jax.clear_caches()
+  assert calls and calls[0] > 20
+  np.testing.assert_array_equal(forced, normal)
