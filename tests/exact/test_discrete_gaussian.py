@@ -69,19 +69,19 @@ def _chisquare_pvalue(x, a):
 @pytest.mark.statistical
 @pytest.mark.parametrize(
   "sigma, n",
-  [(1.0, 200_003), (10.0, 60_001)],  # 31-bit steps (den 128); 62-bit (den 387,200)
+  [(1.7, 200_003), (10.0, 60_001)],  # 31-bit steps (den 384); 62-bit (den 387,200)
   ids=["short_words", "long_words"],
 )
 def test_discrete_gaussian_frequencies_across_balanced_chunks(monkeypatch, sigma, n):
   """``n`` draws in chunks of at most 2^15 samples (the last overlapping the one
   before): the frequencies against the exact pmf, chi-square p > 1e-4, over all
-  draws and over the last chunk's. A lane step off by one (the Bernoulli(1/e) loop
-  started at K = 1, the final trial accepting even K, the sign bit taken from the
-  uniform, U = 0 sent to the Bernoulli(1/e) trials at K = 1) fails at these sizes."""
+  draws and over the last chunk's. Each of these wrong lane steps fails at least
+  one of the two cases (checked by hand): the Bernoulli(1/e) trials restarted at K =
+  3, the final trial accepting even K, the sign bit read from bit 30 of the uniform,
+  U = 0 sent to the Bernoulli(1/e) trials at K = 3, U + 1 for U in U's trial, a
+  failed Bernoulli(1/e) trial of the W loop not rejecting when it is the last one."""
   monkeypatch.setattr(exact_gaussian, "DG_CHUNK", 1 << 15)
-  jax.clear_caches()
   x = np.asarray(exact.discrete_gaussian(jax.random.key(31), (n,), sigma=sigma))
-  jax.clear_caches()
   a = exact.sigma_quarters(sigma)
   assert x.shape == (n,) and x.dtype == np.int32
   assert _chisquare_pvalue(x, a) > 1e-4
