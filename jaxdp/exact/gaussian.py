@@ -95,14 +95,22 @@ def _dg_kernel(key, *, quarters, n):
     return chunked(chunk, key, n, (), jnp.int32, -(-n // pieces))
 
 
-def step_tables(a: int, bits: int):
-  """The per-phase integers of one lane step: ``(t, den, b, lim)``.
+def step_tables(a: int, bits: int) -> tuple[int, int, np.ndarray, np.ndarray]:
+  """The integers of one lane step of :func:`discrete_gaussian`.
 
   ``b[p, k] = floor(2^bits / (q_p k))`` and ``lim[p, k] = q_p k b[p, k]`` for the
-  denominator ``q_p`` of phase ``p``'s trial (t for P_U and P_D, 1 for P_V and P_W,
-  den for P_F) and the von Neumann counter k <= ``K_MAX``: a uniform X below
-  ``lim[p, k]`` decides Bernoulli(num / (q_p k)) as ``X < num b[p, k]``, exactly
-  (P_U reads U = X // b[P_U, 1] instead).
+  denominator ``q_p`` of phase ``p``'s trial (t for P_U = 0 and P_D = 1, 1 for P_V =
+  2 and P_W = 4, den for P_F = 5; rows 3 and 6 are zero) and the von Neumann counter
+  1 <= k <= ``K_MAX``: a uniform X below ``lim[p, k]`` decides Bernoulli(num /
+  (q_p k)) as ``X < num b[p, k]``, exactly (P_U reads U = X // b[0, 1] instead).
+
+  Args:
+    a: 4 s^2 (:func:`sigma_quarters`).
+    bits: the uniform's bits, 31 or 62.
+
+  Returns:
+    ``(t, den, b, lim)``: t = floor(s) + 1, den = 8 a t^2 and the two int64 tables
+    of shape (7, ``K_MAX`` + 1).
   """
   t = math.isqrt(a) // 2 + 1  # floor(sqrt(a / 4)) + 1
   den = 8 * a * t * t  # < 2^49 for s < 2^11
