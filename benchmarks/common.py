@@ -48,6 +48,20 @@ def best_time(fn, repeats: int = 3) -> float:
   return best
 
 
+def peak_ratio(fn, key, out_bytes: int) -> float | None:
+  """Peak memory per output byte of ``jit(fn)(key)``: XLA's compiled temporary +
+  output bytes over ``out_bytes`` (None where the backend reports no analysis)."""
+  return compiled_peak_ratio(jax.jit(fn).lower(key).compile(), out_bytes)
+
+
+def compiled_peak_ratio(compiled, out_bytes: int) -> float | None:
+  """:func:`peak_ratio` of an already compiled function (``jit(f).lower(...).compile()``)."""
+  mem = compiled.memory_analysis()
+  if mem is None:
+    return None
+  return (mem.temp_size_in_bytes + mem.output_size_in_bytes) / out_bytes
+
+
 def write_results(out_dir: str | Path, name: str, payload: dict, table: str) -> None:
   out = Path(out_dir)
   out.mkdir(parents=True, exist_ok=True)

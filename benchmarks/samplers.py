@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_time, machine, write_results
+from common import best_time, machine, peak_ratio, write_results
 
 import jaxdp
 from jaxdp import LpBall, Poset, PosetBall
@@ -43,15 +43,6 @@ def _floor(key, n, floats):
   f = jax.jit(lambda k: jax.random.uniform(k, (n, floats)))
   fast = jaxdp.prng.threefry.fast_key(key)
   return best_time(lambda: f(key)), best_time(lambda: f(fast))
-
-
-def _peak_ratio(fn, key, out_bytes):
-  """XLA's compiled temporary + output bytes over the output's bytes."""
-  compiled = jax.jit(fn).lower(key).compile()
-  mem = compiled.memory_analysis()
-  if mem is None:
-    return None
-  return (mem.temp_size_in_bytes + mem.output_size_in_bytes) / out_bytes
 
 
 def main(argv=None):
@@ -130,7 +121,7 @@ def main(argv=None):
       "x_floor": t / floor,
       "fast_floor_seconds": fast,
       "x_fast_floor": t / fast,
-      "peak_over_output": _peak_ratio(f, key, n * dim * 4),
+      "peak_over_output": peak_ratio(f, key, n * dim * 4),
     }
     if fn_name == "poset_ball" and poset is nhis and extra is None:
       rng = np.random.default_rng(0)
@@ -162,7 +153,7 @@ def main(argv=None):
         "x_floor": t / floor,
         "fast_floor_seconds": fast,
         "x_fast_floor": t / fast,
-        "peak_over_output": _peak_ratio(f, key, n * 16 * 4),
+        "peak_over_output": peak_ratio(f, key, n * 16 * 4),
       }
     )
     print(rows[-1], flush=True)

@@ -16,19 +16,24 @@ Rows (samples/s, best of 3 after a warm-up, one process):
 * discrete Gaussian: ``jaxdp.exact.discrete_gaussian`` (ChaCha20, batch n/4) beside
   OpenDP's ``make_gaussian`` on an int vector (its discrete Gaussian) at the same
   sigma, 1 and sqrt(16.5);
-* a 300-question synthetic questionnaire's K-norm noise at eps = 1 (``--n-tree``
-  samples): float ``jaxdp.random.knorm`` (the ``sp`` sampler) and exact
-  ``jaxdp.exact.poset_knorm`` (the decomposition-tree path), both with ChaCha20;
+* a 300-question synthetic questionnaire's and a random forest's (d = 128) K-norm
+  noise at eps = 1 (``--n-tree`` samples): float ``jaxdp.random.knorm`` (the ``sp``
+  and the forest sampler) and exact ``jaxdp.exact.poset_knorm`` (the
+  decomposition-tree path), both with ChaCha20;
 * a 22-element fence (not series-parallel, N(P) > 2^64) K-norm noise at eps = 1
   (``--n-wide`` samples): float ``jaxdp.random.knorm`` (the ``general`` sampler) and
   exact ``jaxdp.exact.poset_knorm`` (the 128-bit ranks), both with ChaCha20, and the
   host build time of the 128-bit tables;
 * OpenDP (optional): ``make_laplace`` on a float vector (float-safe) and on an int
-  vector, one call for ``--opendp-n`` values.
-The refinement share is measured on the fast pass from ChaCha20 bits (samples it
-could not settle, which the host then refines); for the tree path also the samples
-whose discrete choices the first pass left undecided (``--n-host`` samples).
-Memory is XLA's compiled temporary + output bytes over the output's bytes. Writes
+  vector, best of 3 calls for ``--opendp-n`` values.
+Each row's function is compiled once, timed, and its peak memory per output read
+from the same executable: XLA's temporary + output bytes over the output's bytes
+(``common.compiled_peak_ratio``), for the exact rows also over their float form's.
+The host share of every exact row is measured on the fast pass from ChaCha20 bits
+(samples it could not settle, which the host then refines): 10^7 Laplace draws,
+10^6 of NHIS-3 and of each l_2 case, ``--n-host`` (10^6) of each tree-path poset,
+where also the samples whose discrete choices the first pass left undecided are
+counted; the discrete Gaussian has no host step (integer arithmetic only). Writes
 results/secure.json and .md.
 """
 
@@ -42,9 +47,10 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_time, machine, write_results
+from common import best_time, compiled_peak_ratio, machine, write_results
 
 import jaxdp
 from jaxdp import exact
@@ -57,15 +63,19 @@ from jaxdp.samplers.exact_tree_tables import exact_tree_tables
 from jaxdp.samplers.exact_wide_tables import exact_wide_tables
 
 
-def _rate(fn, n):
-  return n / best_time(fn)
+def _measure(fn, key, n, out_bytes):
+  """(samples/s, peak memory per output) of ``jit(fn)(key)``, compiled once."""
+  compiled = jax.jit(fn).lower(key).compile()
+  return n / best_time(lambda: compiled(key)), compiled_peak_ratio(compiled, out_bytes)
 
 
-def _memory(fn, key, out_bytes):
-  mem = jax.jit(fn).lower(key).compile().memory_analysis()
-  if mem is None:
-    return None
-  return (mem.temp_size_in_bytes + mem.output_size_in_bytes) / out_bytes
+def _pair(rows, mem, what, key, n, out_bytes, flt, ext, flt_name="float, ChaCha20"):
+  """A float row and its exact row (rate ratio and memory ratio to the float)."""
+  f, fm = _measure(flt, key, n, out_bytes)
+  x, xm = _measure(ext, key, n, out_bytes)
+  rows += [(what, flt_name, f, None, fm, None), (what, "exact, ChaCha20", x, x / f, xm, fm)]
+  mem[what] = {"float": fm, "exact": xm}
+  return f, x
 
 
 def _unsettled_laplace(key, n, scale):
@@ -91,7 +101,7 @@ def _unsettled_poset(key, poset, n, scale):
     return int(count(key))
 
 
-def _unsettled_tree(key, poset, n, scale, chunk=4096):
+def _unsettled_tree(key, poset, n, scale, chunk=16384):
   """(samples with a choice the first pass left undecided, samples whose noise the
   fast pass could not settle) over ``n`` tree-path samples."""
   tables, layout = exact_tree_tables(poset)
@@ -110,41 +120,6 @@ def _unsettled_tree(key, poset, n, scale, chunk=4096):
 
     out = [count(jax.random.fold_in(key, i)) for i in range(-(-n // chunk))]
   return sum(int(a) for a, _ in out), sum(int(b) for _, b in out), len(out) * chunk
-
-
-def _fence(d):
-  return jaxdp.Poset.from_edges(
-    d, [(i, i + 1) if i % 2 == 0 else (i + 1, i) for i in range(d - 1)], name=f"fence{d}"
-  )
-
-
-def wide_rows(cc, n):
-  """Float and exact K-norm noise of a 22-element fence (ChaCha20 keys, eps = 1) and
-  the seconds the 128-bit tables take to build (cache cleared first)."""
-  fence = _fence(22)
-  exact_wide_tables.cache_clear()
-  t0 = time.perf_counter()
-  exact_wide_tables(fence)
-  build = time.perf_counter() - t0
-  ball = jaxdp.PosetBall(fence)
-  flt = jax.jit(lambda k: dprandom.knorm(k, ball, 1.0, (n,)))
-  ext = lambda k: exact.poset_knorm(k, fence, 1.0, (n,))
-  out = {
-    "float_chacha20": _rate(lambda: flt(cc), n),
-    "exact_chacha20": _rate(lambda: ext(cc), n),
-  }
-  out["table_build_s"] = build
-  what = "22-element fence K-norm"
-  rows = [
-    (what, "float general, ChaCha20", out["float_chacha20"], None),
-    (
-      what,
-      "exact, ChaCha20",
-      out["exact_chacha20"],
-      out["exact_chacha20"] / out["float_chacha20"],
-    ),
-  ]
-  return rows, out
 
 
 def _opendp(n):
@@ -168,9 +143,7 @@ def _opendp(n):
     )
     data = [t(0)] * n
     m(data[:100])
-    t0 = time.perf_counter()
-    m(data)
-    out[name] = n / (time.perf_counter() - t0)
+    out[name] = n / best_time(lambda m=m, data=data: m(data))
   return out
 
 
@@ -185,20 +158,27 @@ def _unsettled_l2(key, d, n, scale):
     return int(sum(count(k) for k in jax.random.split(key, 10)))  # 10 x n samples
 
 
-def _l2_knorm_rows(cc, n):
+def _l2_knorm_rows(rows, mem, cc, n):
   """Float and exact l_2 K-norm noise (ChaCha20 keys) at D = 17 and 5, eps = 1, and
-  the share of exact samples the fast pass left for the host (10^6 at D = 17)."""
-  rows, out = [], {}
+  the share of exact samples the fast pass left for the host (10^6 each)."""
+  out = {}
   for name, dim in (("NHIS-3 counts", 17), ("NHIS-1 counts", 5)):
     ball = jaxdp.LpBall(dim, 2.0)
-    flt = jax.jit(lambda k, b=ball: dprandom.knorm(k, b, 1.0, (n,)))
-    ext = lambda k, dd=dim: exact.l2_knorm(k, dd, 1.0, (n,))
-    f, x = _rate(lambda: flt(cc), n), _rate(lambda: ext(cc), n)
+    f, x = _pair(
+      rows,
+      mem,
+      f"l2 K-norm, {name} (D = {dim})",
+      cc,
+      n,
+      4 * n * dim,
+      lambda k, b=ball: dprandom.knorm(k, b, 1.0, (n,)),
+      lambda k, dd=dim: exact.l2_knorm(k, dd, 1.0, (n,)),
+    )
     out[str(dim)] = {"float_chacha20": f, "exact_chacha20": x}
-    what = f"l2 K-norm, {name} (D = {dim})"
-    rows += [(what, "float, ChaCha20", f, None), (what, "exact, ChaCha20", x, x / f)]
-  out["unsettled_of_1e6_d17"] = _unsettled_l2(jax.random.fold_in(cc, 4), 17, 100_000, 1.0)
-  return rows, out
+    out[f"unsettled_of_1e6_d{dim}"] = _unsettled_l2(
+      jax.random.fold_in(cc, 4 + dim), dim, 100_000, 1.0
+    )
+  return out
 
 
 def _opendp_gaussian(n, sigma):
@@ -212,54 +192,93 @@ def _opendp_gaussian(n, sigma):
   )
   data = [0] * n
   m(data[:100])
-  t0 = time.perf_counter()
-  m(data)
-  return n / (time.perf_counter() - t0)
+  return n / best_time(lambda: m(data))
 
 
-def _discrete_gaussian_rows(cc, n, opendp_n):
+def _discrete_gaussian_rows(rows, mem, cc, n, opendp_n):
   """jaxdp's exact discrete Gaussian (ChaCha20) beside OpenDP's make_gaussian on
   integers, in the same run, at sigma 1 and sqrt(16.5) (both exact quarters)."""
-  rows, out = [], {}
+  out = {}
   for label, sigma in (("1", 1.0), ("sqrt(16.5)", math.sqrt(16.5))):
-    mine = _rate(lambda s=sigma: exact.discrete_gaussian(cc, (n,), sigma=s), n)
+    fn = lambda k, s=sigma: exact.discrete_gaussian(k, (n,), sigma=s)
+    mine, peak = _measure(fn, cc, n, 4 * n)
     peer = _opendp_gaussian(opendp_n, sigma)
     out[label] = {"exact_chacha20": mine, "opendp_make_gaussian_int": peer}
-    rows.append(("discrete Gaussian", f"exact, ChaCha20, sigma {label}", mine, None))
+    mem[f"discrete Gaussian, sigma {label}"] = {"float": None, "exact": peak}
+    rows.append(
+      ("discrete Gaussian", f"exact, ChaCha20, sigma {label}", mine, None, peak, None)
+    )
     if peer:
-      rows.append(
-        (
-          "discrete Gaussian",
-          f"OpenDP make_gaussian, int vector, sigma {label}",
-          peer,
-          mine / peer,
-        )
-      )
-  return rows, out
+      name = f"OpenDP make_gaussian, int vector, sigma {label}"
+      rows.append(("discrete Gaussian", name, peer, mine / peer, None, None))
+  return out
 
 
-def _nhis3_only(args, n, cc, fry, rows, payload):
+def _fence(d):
+  return jaxdp.Poset.from_edges(
+    d, [(i, i + 1) if i % 2 == 0 else (i + 1, i) for i in range(d - 1)], name=f"fence{d}"
+  )
+
+
+def _wide_rows(rows, mem, cc, n):
+  """Float (``general``) and exact (128-bit ranks) K-norm noise of a 22-element fence
+  (ChaCha20, eps = 1) and the seconds its 128-bit tables take to build."""
+  fence = _fence(22)
+  exact_wide_tables.cache_clear()
+  t0 = time.perf_counter()
+  exact_wide_tables(fence)
+  build = time.perf_counter() - t0
+  ball = jaxdp.PosetBall(fence)
+  f, x = _pair(
+    rows,
+    mem,
+    "22-element fence K-norm",
+    cc,
+    n,
+    4 * n * 23,
+    lambda k: dprandom.knorm(k, ball, 1.0, (n,)),
+    lambda k: exact.poset_knorm(k, fence, 1.0, (n,)),
+    "float general, ChaCha20",
+  )
+  return {"float_chacha20": f, "exact_chacha20": x, "table_build_s": build}
+
+
+def _nhis3_only(args, n, cc, fry, payload):
   """The NHIS-3 K-norm rows alone: float (Threefry, ChaCha20) and exact (ChaCha20)."""
   nhis = jaxdp.Poset.nhis(3)
   ball = jaxdp.PosetBall(nhis)
-  knorm_f = jax.jit(lambda k: dprandom.knorm(k, ball, 1.0, (n,)))
-  knorm_x = lambda k: exact.poset_knorm(k, nhis, 1.0, (n,))
-  p = {
-    "float_chacha20": _rate(lambda: knorm_f(cc), n),
-    "exact_chacha20": _rate(lambda: knorm_x(cc), n),
-    "float_threefry": _rate(lambda: knorm_f(fry), n),
+  knorm_f = lambda k: dprandom.knorm(k, ball, 1.0, (n,))
+  rows, mem = [], {}
+  f_fry = _measure(knorm_f, fry, n, 4 * n * 16)[0]
+  f, x = _pair(
+    rows,
+    mem,
+    "NHIS-3 K-norm",
+    cc,
+    n,
+    4 * n * 16,
+    knorm_f,
+    lambda k: exact.poset_knorm(k, nhis, 1.0, (n,)),
+  )
+  payload["nhis3_knorm_per_s"] = {
+    "float_threefry": f_fry,
+    "float_chacha20": f,
+    "exact_chacha20": x,
   }
-  payload["nhis3_knorm_per_s"] = p
-  ratio = p["exact_chacha20"] / p["float_chacha20"]
   lines = ["| what | sampler | per second | ratio |", "|---|---|---:|---:|"]
-  lines.append(f"| NHIS-3 K-norm | float, Threefry | {p['float_threefry']:,.0f} |  |")
-  lines.append(f"| NHIS-3 K-norm | float, ChaCha20 | {p['float_chacha20']:,.0f} |  |")
+  lines.append(f"| NHIS-3 K-norm | float, Threefry | {f_fry:,.0f} |  |")
+  lines.append(f"| NHIS-3 K-norm | float, ChaCha20 | {f:,.0f} |  |")
   lines.append(
-    f"| NHIS-3 K-norm | exact, ChaCha20 | {p['exact_chacha20']:,.0f} | "
-    f"{ratio:.2f} (x float (ChaCha20)) |"
+    f"| NHIS-3 K-norm | exact, ChaCha20 | {x:,.0f} | {x / f:.2f} (x float (ChaCha20)) |"
   )
   lines += ["", f"Batch {n:,}, one run."]
   write_results(args.out, "secure_nhis3", payload, "\n".join(lines))
+
+
+def _random_forest(d):
+  rng = np.random.default_rng(0)  # the samplers benchmark's forest of this size
+  parents = [-1] + [int(rng.integers(0, i)) for i in range(1, d)]
+  return jaxdp.Poset.from_parents(parents, name=f"random forest d={d}")
 
 
 def main(argv=None):
@@ -267,7 +286,7 @@ def main(argv=None):
   ap.add_argument("--n", type=int, default=1_000_000)
   ap.add_argument("--opendp-n", type=int, default=100_000)
   ap.add_argument("--n-tree", type=int, default=50_000)
-  ap.add_argument("--n-host", type=int, default=200_000)
+  ap.add_argument("--n-host", type=int, default=1_000_000)
   ap.add_argument("--n-wide", type=int, default=100_000)
   ap.add_argument("--out", default="results")
   ap.add_argument(
@@ -276,95 +295,86 @@ def main(argv=None):
     help="only the NHIS-3 K-norm rows (written as results/secure_nhis3.*)",
   )
   args = ap.parse_args(argv)
-  n = args.n
+  n, n_tree = args.n, args.n_tree
+  t_start = time.perf_counter()
   fry = jax.random.key(0)
   cc = dprandom.secure_key(bytes(range(32)))
-  rows, payload = [], {"machine": machine(), "n": n}
+  rows, mem, payload = [], {}, {"machine": machine(), "n": n}
   if args.only == "nhis3":
-    return _nhis3_only(args, n, cc, fry, rows, payload)
+    return _nhis3_only(args, n, cc, fry, payload)
 
   words = 1 << 24
-  draw_bits = jax.jit(lambda kk: jax.random.bits(kk, (words,), jnp.uint32))
+  draw_bits = lambda kk: jax.random.bits(kk, (words,), jnp.uint32)
   bits = {
-    name: _rate(lambda k=k: draw_bits(k), words)
+    name: _measure(draw_bits, k, words, 4 * words)[0]
     for name, k in (("threefry", fry), ("chacha20", cc))
   }
   payload["bits_words_per_s"] = bits
-  rows.append(("random bits (uint32 words)", "Threefry", bits["threefry"], None))
+  rows.append(
+    ("random bits (uint32 words)", "Threefry", bits["threefry"], None, None, None)
+  )
   rows.append(
     (
       "random bits (uint32 words)",
       "ChaCha20",
       bits["chacha20"],
       bits["chacha20"] / bits["threefry"],
+      None,
+      None,
     )
   )
 
-  lap_f = jax.jit(lambda k: dprandom.laplace(k, (n,)))
-  lap_x = lambda k: exact.laplace(k, (n,), scale=1.0)
-  floor_x = jax.jit(lambda k: jax.random.bits(k, (n, 2), jnp.uint32))
-  r = {
-    "float_threefry": _rate(lambda: lap_f(fry), n),
-    "float_chacha20": _rate(lambda: lap_f(cc), n),
-    "exact_chacha20": _rate(lambda: lap_x(cc), n),
-    "chacha20_bits_floor": _rate(lambda: floor_x(cc), n),
-  }
+  lap_f = lambda k: dprandom.laplace(k, (n,))
+  r = {"float_threefry": _measure(lap_f, fry, n, 4 * n)[0]}
+  r["float_chacha20"], r["exact_chacha20"] = _pair(
+    rows, mem, "Laplace", cc, n, 4 * n, lap_f, lambda k: exact.laplace(k, (n,), scale=1.0)
+  )
+  floor_x = lambda k: jax.random.bits(k, (n, 2), jnp.uint32)
+  r["chacha20_bits_floor"] = _measure(floor_x, cc, n, 8 * n)[0]
   payload["laplace_per_s"] = r
-  rows += [
-    ("Laplace", "float, Threefry", r["float_threefry"], None),
-    ("Laplace", "float, ChaCha20", r["float_chacha20"], None),
-    (
-      "Laplace",
-      "exact, ChaCha20",
-      r["exact_chacha20"],
-      r["exact_chacha20"] / r["float_chacha20"],
-    ),
-    ("Laplace", "ChaCha20 bits it uses (floor)", r["chacha20_bits_floor"], None),
-  ]
+  rows.insert(-2, ("Laplace", "float, Threefry", r["float_threefry"], None, None, None))
+  rows.append(
+    ("Laplace", "ChaCha20 bits it uses (floor)", r["chacha20_bits_floor"], None, None, None)
+  )
 
   nhis = jaxdp.Poset.nhis(3)
   ball = jaxdp.PosetBall(nhis)
-  knorm_f = jax.jit(lambda k: dprandom.knorm(k, ball, 1.0, (n,)))
-  knorm_x = lambda k: exact.poset_knorm(k, nhis, 1.0, (n,))
-  p = {
-    "float_chacha20": _rate(lambda: knorm_f(cc), n),
-    "exact_chacha20": _rate(lambda: knorm_x(cc), n),
-    "float_threefry": _rate(lambda: knorm_f(fry), n),
-  }
+  knorm_f = lambda k: dprandom.knorm(k, ball, 1.0, (n,))
+  p = {"float_threefry": _measure(knorm_f, fry, n, 4 * n * 16)[0]}
+  rows.append(("NHIS-3 K-norm", "float, Threefry", p["float_threefry"], None, None, None))
+  p["float_chacha20"], p["exact_chacha20"] = _pair(
+    rows,
+    mem,
+    "NHIS-3 K-norm",
+    cc,
+    n,
+    4 * n * 16,
+    knorm_f,
+    lambda k: exact.poset_knorm(k, nhis, 1.0, (n,)),
+  )
   payload["nhis3_knorm_per_s"] = p
-  rows += [
-    ("NHIS-3 K-norm", "float, Threefry", p["float_threefry"], None),
-    ("NHIS-3 K-norm", "float, ChaCha20", p["float_chacha20"], None),
-    (
-      "NHIS-3 K-norm",
-      "exact, ChaCha20",
-      p["exact_chacha20"],
-      p["exact_chacha20"] / p["float_chacha20"],
-    ),
-  ]
 
   quest = synthetic_questionnaire(0, 300)
-  n_tree = args.n_tree
-  q_ball = jaxdp.PosetBall(quest)
-  q_f = jax.jit(lambda k: dprandom.knorm(k, q_ball, 1.0, (n_tree,)))
-  q_x = lambda k: exact.poset_knorm(k, quest, 1.0, (n_tree,))
-  q = {
-    "float_chacha20": _rate(lambda: q_f(cc), n_tree),
-    "exact_chacha20": _rate(lambda: q_x(cc), n_tree),
-  }
-  payload["questionnaire300_knorm_per_s"] = q
-  rows += [
-    ("300-question K-norm", "float sp, ChaCha20", q["float_chacha20"], None),
-    (
-      "300-question K-norm",
-      "exact, ChaCha20",
-      q["exact_chacha20"],
-      q["exact_chacha20"] / q["float_chacha20"],
-    ),
-  ]
-
-  wide_out, payload["fence22_knorm_per_s"] = wide_rows(cc, args.n_wide)
-  rows += wide_out
+  forest = _random_forest(128)
+  tree_posets = {"questionnaire300": quest, "forest128": forest}
+  for label, what, poset, flt_name in (
+    ("questionnaire300", "300-question K-norm", quest, "float sp, ChaCha20"),
+    ("forest128", "random forest d = 128 K-norm", forest, "float forest, ChaCha20"),
+  ):
+    pb = jaxdp.PosetBall(poset)
+    f, x = _pair(
+      rows,
+      mem,
+      what,
+      cc,
+      n_tree,
+      4 * n_tree * (poset.d + 1),
+      lambda k, b=pb: dprandom.knorm(k, b, 1.0, (n_tree,)),
+      lambda k, pp=poset: exact.poset_knorm(k, pp, 1.0, (n_tree,)),
+      flt_name,
+    )
+    payload[f"{label}_knorm_per_s"] = {"float_chacha20": f, "exact_chacha20": x}
+  payload["fence22_knorm_per_s"] = _wide_rows(rows, mem, cc, args.n_wide)
 
   od = _opendp(args.opendp_n)
   payload["opendp_laplace_per_s"] = od
@@ -375,37 +385,56 @@ def main(argv=None):
         "OpenDP make_laplace, float vector",
         od["float"],
         r["exact_chacha20"] / od["float"],
+        None,
+        None,
       ),
-      ("Laplace", "OpenDP make_laplace, int vector", od["int"], None),
+      ("Laplace", "OpenDP make_laplace, int vector", od["int"], None, None, None),
     ]
-  l2_rows, payload["l2_knorm"] = _l2_knorm_rows(cc, n)
-  rows += l2_rows
-  dg_rows, payload["discrete_gaussian"] = _discrete_gaussian_rows(cc, n // 4, args.opendp_n)
-  rows += dg_rows
-
-  m_refine = 10_000_000
-  share = {
-    "laplace_scale_1": _unsettled_laplace(jax.random.fold_in(cc, 1), m_refine, 1.0),
-    "laplace_scale_1000": _unsettled_laplace(jax.random.fold_in(cc, 2), m_refine, 1000.0),
-    "nhis3_eps_1": _unsettled_poset(jax.random.fold_in(cc, 3), nhis, 1_000_000, 1.0),
-  }
-  choices, noise, m_tree = _unsettled_tree(
-    jax.random.fold_in(cc, 4), quest, args.n_host, 1.0
+  payload["l2_knorm"] = _l2_knorm_rows(rows, mem, cc, n)
+  payload["discrete_gaussian"] = _discrete_gaussian_rows(
+    rows, mem, cc, n // 4, args.opendp_n
   )
-  share["questionnaire300_choices"], share["questionnaire300_eps_1"] = choices, noise
-  payload["unsettled"] = {
-    "laplace_samples": m_refine,
-    "poset_samples": 1_000_000,
-    "questionnaire300_samples": m_tree,
-    **share,
-  }
-  mem = {
-    "exact_laplace": _memory(lambda k: exact.laplace(k, (n,), scale=1.0), cc, 4 * n),
-    "exact_nhis3": _memory(lambda k: exact.poset_knorm(k, nhis, 1.0, (n,)), cc, 4 * n * 16),
-  }
   payload["memory_ratio"] = mem
 
-  lines = ["| what | sampler | per second | ratio |", "|---|---|---:|---:|"]
+  m_refine = 10_000_000
+  host = [
+    (
+      "Laplace, scale 1",
+      m_refine,
+      _unsettled_laplace(jax.random.fold_in(cc, 1), m_refine, 1.0),
+    ),
+    (
+      "Laplace, scale 1000",
+      m_refine,
+      _unsettled_laplace(jax.random.fold_in(cc, 2), m_refine, 1000.0),
+    ),
+    (
+      "NHIS-3 K-norm, eps = 1",
+      1_000_000,
+      _unsettled_poset(jax.random.fold_in(cc, 3), nhis, 1_000_000, 1.0),
+    ),
+  ]
+  for i, poset in enumerate(tree_posets.values()):
+    choices, noise, m_tree = _unsettled_tree(
+      jax.random.fold_in(cc, 40 + i), poset, args.n_host, 1.0
+    )
+    host.append((f"{poset.name} K-norm, eps = 1: noise", m_tree, noise))
+    host.append((f"{poset.name} K-norm, eps = 1: object choices", m_tree, choices))
+  for dim in (17, 5):
+    host.append(
+      (
+        f"l2 K-norm, D = {dim}, eps = 1",
+        1_000_000,
+        payload["l2_knorm"][f"unsettled_of_1e6_d{dim}"],
+      )
+    )
+  host.append(("discrete Gaussian", None, 0))
+  payload["unsettled"] = [{"what": w, "samples": m, "left_for_host": c} for w, m, c in host]
+
+  lines = [
+    "| what | sampler | per second | ratio | peak memory / output |",
+    "|---|---|---:|---:|---:|",
+  ]
   ratio_note = {
     "ChaCha20": "x Threefry",
     "exact, ChaCha20": "x float (ChaCha20)",
@@ -413,26 +442,27 @@ def main(argv=None):
     "OpenDP make_gaussian, int vector, sigma 1": "jaxdp exact / this",
     "OpenDP make_gaussian, int vector, sigma sqrt(16.5)": "jaxdp exact / this",
   }
-  for what, name, rate, ratio in rows:
+  for what, name, rate, ratio, peak, float_peak in rows:
     rtxt = f"{ratio:.2f} ({ratio_note.get(name, '')})" if ratio is not None else ""
-    lines.append(f"| {what} | {name} | {rate:,.0f} | {rtxt} |")
+    mtxt = "" if peak is None else f"{peak:.2f}"
+    if peak is not None and float_peak:
+      mtxt += f" ({peak / float_peak:.2f}x float)"
+    lines.append(f"| {what} | {name} | {rate:,.0f} | {rtxt} | {mtxt} |")
+  lines += ["", "| exact row | samples | left for the host refinement |", "|---|---:|---:|"]
+  for what, m, c in host:
+    lines.append(
+      f"| {what} | {m:,} | {c} |" if m else f"| {what} | any | none (no host step) |"
+    )
+  payload["wall_seconds"] = time.perf_counter() - t_start
   lines.append("")
   lines.append(
     f"Exact Laplace takes {r['chacha20_bits_floor'] / r['exact_chacha20']:.2f}x the "
-    f"time of the ChaCha20 bits it consumes. Fast-pass samples left for the host "
-    f"refinement: Laplace scale 1: {share['laplace_scale_1']} of {m_refine:,}; "
-    f"scale 1000: {share['laplace_scale_1000']} of {m_refine:,}; NHIS-3 at eps = 1: "
-    f"{share['nhis3_eps_1']} of 1,000,000; the 300-question questionnaire at eps = 1: "
-    f"{share['questionnaire300_eps_1']} of {m_tree:,} (and {choices} with an object "
-    f"choice the first pass left undecided). Peak memory (XLA temporaries + output) / "
-    f"output: exact Laplace {mem['exact_laplace'] or float('nan'):.2f}, exact NHIS-3 "
-    f"{mem['exact_nhis3'] or float('nan'):.2f}. Exact l2 at D = 17, eps = 1: "
-    f"{payload['l2_knorm']['unsettled_of_1e6_d17']} of 1,000,000 left for the host. "
-    f"The 22-element fence's 128-bit tables took "
-    f"{payload['fence22_knorm_per_s']['table_build_s']:.1f} s to build. "
-    f"Batch {n:,} ({n_tree:,} for the questionnaire, {args.n_wide:,} for the fence; "
-    f"discrete Gaussian {n // 4:,}; "
-    f"OpenDP {args.opendp_n:,})."
+    f"time of the ChaCha20 bits it consumes. Peak memory is XLA's temporaries + output "
+    f"over the output, from the timed executable. Batch {n:,} ({n_tree:,} for the "
+    f"tree-path posets, {args.n_wide:,} for the fence, whose 128-bit tables took "
+    f"{payload['fence22_knorm_per_s']['table_build_s']:.1f} s to build; discrete "
+    f"Gaussian {n // 4:,}; OpenDP {args.opendp_n:,}, best of 3 like every row); "
+    f"{payload['wall_seconds']:.0f} s in all."
   )
   write_results(args.out, "secure", payload, "\n".join(lines))
 

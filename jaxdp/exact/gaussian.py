@@ -26,7 +26,9 @@ MAX_SIGMA = 2047.0  # sigma <= 2^11 - 1 keeps every integer below 2^63
 Y_MAX = 1 << 18  # |Y| above this: C is decided by a lower bound on gamma
 LANES = 2048  # samples computed side by side; each takes the next free output slot
 K_MAX = 64  # von Neumann counters beyond this: an error (probability below 1/63!)
-DG_CHUNK = 1 << 16  # samples per sequential step: the lanes share the work of a chunk
+STEPS = 16  # lane steps per draw of random words
+DG_CHUNK = 1 << 20  # the most samples per sequential step (the chunks are balanced)
+SHORT_DEN = 1 << 18  # den up to this: one 31-bit uniform per step, else 62 bits
 
 
 def discrete_gaussian(key: KeyArray, shape: Shape = (), *, sigma: float) -> jax.Array:
@@ -88,123 +90,153 @@ def _dg_kernel(key, *, quarters, n):
     def chunk(k, m):
       return _discrete_gaussian(k, quarters, m)
 
-    return chunked(chunk, key, n, (), jnp.int32, DG_CHUNK)
+    # balanced chunks: the last one overlaps the one before by fewer than `pieces` rows
+    pieces = -(-n // DG_CHUNK) if n else 1
+    return chunked(chunk, key, n, (), jnp.int32, -(-n // pieces))
+
+
+def step_tables(a: int, bits: int) -> tuple[int, int, np.ndarray, np.ndarray]:
+  """The integers of one lane step of :func:`discrete_gaussian`.
+
+  ``b[p, k] = floor(2^bits / (q_p k))`` and ``lim[p, k] = q_p k b[p, k]`` for the
+  denominator ``q_p`` of phase ``p``'s trial (t for P_U = 0 and P_D = 1, 1 for P_V =
+  2 and P_W = 4, den for P_F = 5; rows 3 and 6 are zero) and the von Neumann counter
+  1 <= k <= ``K_MAX``: a uniform X below ``lim[p, k]`` decides Bernoulli(num /
+  (q_p k)) as ``X < num b[p, k]``, exactly (P_U reads U = X // b[0, 1] instead).
+
+  Args:
+    a: 4 s^2 (:func:`sigma_quarters`).
+    bits: the uniform's bits, 31 or 62.
+
+  Returns:
+    ``(t, den, b, lim)``: t = floor(s) + 1, den = 8 a t^2 and the two int64 tables
+    of shape (7, ``K_MAX`` + 1).
+  """
+  t = math.isqrt(a) // 2 + 1  # floor(sqrt(a / 4)) + 1
+  den = 8 * a * t * t  # < 2^49 for s < 2^11
+  b = np.zeros((7, K_MAX + 1), np.int64)
+  lim = np.zeros((7, K_MAX + 1), np.int64)
+  for p, q in enumerate((t, t, 1, None, 1, den, None)):
+    if q is None:
+      continue
+    for k in range(1, K_MAX + 1):
+      qk = q if p == 0 else q * k
+      b[p, k] = (1 << bits) // qk
+      lim[p, k] = qk * b[p, k]
+  return t, den, b, lim
 
 
 def _discrete_gaussian(key, a: int, m: int):
   """CKS Algorithms 1-3 with s^2 = a / 4 and t = floor(s) + 1, on ``LANES`` lanes.
 
-  Each lane runs the sampler as a state machine, one step per loop iteration, and
-  owns one output slot at a time: when its candidate is accepted it writes the slot
-  and takes the next unassigned one (slots ``0..m-1`` in order), so the loop's length
-  is the batch's total work over the lanes plus one sample's, not the slowest of
-  ``m`` samples. A slot's value is the first accepted candidate of the attempts made
-  for it from fresh bits, whichever lane makes them and whenever, so the slots are
+  Each lane runs the sampler as a state machine, one trial per step, and owns one
+  output slot at a time: when its candidate is accepted it writes the slot and takes
+  the next unassigned one (slots ``0..m-1`` in order), so the loop's length is the
+  batch's total work over the lanes plus one sample's, not the slowest of ``m``
+  samples. A slot's value is the first accepted candidate of the attempts made for
+  it from fresh bits, whichever lane makes them and whenever, so the slots are
   independent draws of the exact law.
 
-  * P_U: U uniform in [0, t).
-  * P_D: D ~ Bernoulli(exp(-U/t)) by K-loop: while Bernoulli(U/t) and Bernoulli(1/K):
-    K += 1; D = K odd. D = 0: back to P_U.
+  * P_U: U uniform in [0, t); U = 0 skips P_D (exp(-0) = 1).
+  * P_D: D ~ Bernoulli(exp(-U/t)) by K-loop: while Bernoulli(U / (t K)): K += 1;
+    D = K odd. D = 0: back to P_U.
   * P_V: V = number of Bernoulli(1/e) successes before a failure (each a K-loop with
-    gamma = 1, started at K = 2: Bernoulli(1/1) always succeeds).
-  * P_Y (no draw): X = U + t V; with sign bit B, X = 0 and B = 1 restarts; else
-    Y = +-X, gamma = (4t|Y| - a)^2 / (8 a t^2) = whole + frac / den.
+    gamma = 1, started at K = 2: Bernoulli(1/1) always succeeds). At the failure,
+    with a sign bit B of the same word: X = U + t V; X = 0 and B = 1 restarts; else
+    Y = +-X and gamma = (4t|Y| - a)^2 / (8 a t^2) = whole + frac / den.
   * P_W: ``whole`` Bernoulli(1/e) trials; a failure rejects Y (back to P_U).
-  * P_F: Bernoulli(exp(-frac/den)) by K-loop; success accepts Y, failure rejects.
+  * P_F: Bernoulli(exp(-frac/den)) by K-loop: while Bernoulli(frac / (den K)); K
+    odd accepts Y, even rejects.
 
-  Every step draws two fresh 62-bit integers X1, X2 per lane. Bernoulli(p/q) for a
-  fixed q is ``X1 < p B`` given ``X1 < q B``, B = floor(2^62 / q); U is X1 // B given
-  ``X1 < t B``; Bernoulli(1/K) is ``X2 < B_K`` given ``X2 < K B_K`` (a table for
-  K <= ``K_MAX``). Draws outside the accepted ranges repeat the step (exact). Beyond
-  |Y| = 2^18 gamma is only bounded below (by ``lower`` >= 2^13); a sample surviving
-  that many trials, or a counter passing ``K_MAX``, sets the error flag
+  Every step takes one fresh uniform X per lane: 31 bits of one word when den <=
+  ``SHORT_DEN`` (the word's top bit is B), else 62 bits of two words (B is the first
+  word's top bit); words are drawn ``STEPS`` steps at a time. Each trial is
+  Bernoulli(num / (q K)) decided as ``X < num b`` given ``X < lim``
+  (:func:`step_tables`); draws outside the accepted range repeat the step (exact).
+  Beyond |Y| = 2^18 gamma is only bounded below (by ``lower`` >= 2^13); a sample
+  surviving that many trials, or a counter passing ``K_MAX``, sets the error flag
   (probability below e^-8192 and 1/63!).
   """
-  t = math.isqrt(a) // 2 + 1  # floor(sqrt(a / 4)) + 1
-  den = 8 * a * t * t  # < 2^49 for s < 2^11
+  short = 8 * a * (math.isqrt(a) // 2 + 1) ** 2 <= SHORT_DEN
+  t, den, b_np, lim_np = step_tables(a, 31 if short else 62)
   y_max = Y_MAX
   lower = (4 * t * (y_max + 1) - a) ** 2 // den  # gamma >= this for |Y| > y_max
-  P_U, P_D, P_V, P_Y, P_W, P_F, IDLE = range(7)
+  P_U, P_D, P_V, P_W, P_F, IDLE = 0, 1, 2, 4, 5, 6
   i64 = jnp.int64
   lanes = min(LANES, m)
-  b_t, b_den = (1 << 62) // t, (1 << 62) // den
-  ks = np.arange(K_MAX + 1)
-  b_k = jnp.asarray([0] + [(1 << 62) // int(k) for k in ks[1:]], i64)
-  lim_k = b_k * jnp.asarray(ks, i64)
+  row = K_MAX + 1
+  b_tab, lim_tab = jnp.asarray(b_np.ravel()), jnp.asarray(lim_np.ravel())
+  b_u = int(b_np[P_U, 1])
 
-  def step(state):
-    phase, u, k, v, y, left, frac, big, slot, nxt, out, bad, i = state
-    w = jax.random.bits(jax.random.fold_in(key, i), (lanes, 2, 2), jnp.uint32)
-    x1, x2 = int62(w[:, 0]), int62(w[:, 1])
-    sign = (w[:, 0, 0] >> 31) == 1  # a bit x1 does not use
-    over = k > K_MAX
-    kk = jnp.minimum(k, K_MAX)
-    ok2 = x2 < lim_k[kk]
-    hit = x2 < b_k[kk]  # Bernoulli(1 / K)
-    in_f = phase == P_F
-    ok1 = x1 < jnp.where(in_f, i64(den * b_den), i64(t * b_t))
-    b1 = jnp.where(in_f, i64(b_den), i64(b_t))
-    # P_U
-    at = (phase == P_U) & ok1
-    u = jnp.where(at, x1 // b_t, u)
-    k_new = jnp.where(at, 1, k)
-    phase_new = jnp.where(at, P_D, phase)
-    # P_D: Bernoulli(U/t) and Bernoulli(1/K)
-    at = (phase == P_D) & ok1 & ok2
-    cont = at & (x1 < u * b1) & hit
-    stop = at & ~cont
-    k_new = jnp.where(cont, k + 1, k_new)
-    odd = (k % 2) == 1
-    phase_new = jnp.where(stop, jnp.where(odd, P_V, P_U), phase_new)
-    v = jnp.where(stop & odd, 0, v)
-    k_new = jnp.where(stop, 2, k_new)
-    # P_V: Bernoulli(1/e) trials, each a K-loop with gamma = 1
-    at = (phase == P_V) & ok2
-    cont = at & hit
-    stop = at & ~hit
-    k_new = jnp.where(cont, k + 1, k_new)
-    v = jnp.where(stop & odd, v + 1, v)  # a success: one more
-    k_new = jnp.where(stop, 2, k_new)
-    phase_new = jnp.where(stop & ~odd, P_Y, phase_new)
-    # P_Y: the candidate and its gamma (no draw)
-    at = phase == P_Y
-    x = u + t * v
-    restart = at & sign & (x == 0)
+  def gamma(x, sign):
+    """Y = +-X and its gamma (whole, frac, beyond the exact range)."""
     cand = jnp.where(sign, -x, x)
-    ay = jnp.abs(cand)
-    is_big = ay > y_max
-    z = 4 * t * jnp.minimum(ay, y_max) - a
+    is_big = x > y_max
+    z = 4 * t * jnp.minimum(x, y_max) - a
     num = z * z  # exact: |z| < 2^31
-    whole = jnp.where(is_big, lower, num // den)
-    fr = jnp.where(is_big, 0, num % den)
-    take = at & ~restart
+    return (
+      cand,
+      jnp.where(is_big, lower, num // den),
+      jnp.where(is_big, 0, num % den),
+      is_big,
+    )
+
+  def step(state, w):
+    phase, u, k, v, y, left, frac, big, slot, nxt, out, bad = state
+    if short:
+      w = w.astype(i64)
+      x, sign = w & 0x7FFFFFFF, (w >> 31) == 1
+    else:
+      x, sign = int62(w), (w[:, 0] >> 31) == 1
+    over = k > K_MAX
+    at_k = phase * row + jnp.minimum(k, K_MAX)
+    ok = x < lim_tab[at_k]
+    num = jnp.where(phase == P_F, frac, jnp.where(phase == P_D, u, 1))
+    cont = ok & (x < num * b_tab[at_k])  # Bernoulli(num / (q K)): the loop goes on
+    stop = ok & ~cont
+    odd = (k % 2) == 1
+    k_new = jnp.where(cont, k + 1, k)
+    phase_new = phase
+    # P_U
+    at = (phase == P_U) & ok
+    u = jnp.where(at, x // b_u, u)
+    zero = at & (u == 0)
+    phase_new = jnp.where(at, jnp.where(zero, P_V, P_D), phase_new)
+    k_new = jnp.where(at, jnp.where(zero, 2, 1), k_new)
+    v = jnp.where(zero, 0, v)
+    # P_D
+    at = (phase == P_D) & stop
+    phase_new = jnp.where(at, jnp.where(odd, P_V, P_U), phase_new)
+    v = jnp.where(at, 0, v)
+    k_new = jnp.where(at, 2, k_new)
+    # P_V: a success counts one more; a failure forms the candidate
+    at = (phase == P_V) & stop
+    v = jnp.where(at & odd, v + 1, v)
+    k_new = jnp.where(at, 2, k_new)
+    form = at & ~odd
+    xx = u + t * v
+    restart = form & sign & (xx == 0)
+    take = form & ~restart
+    cand, whole, fr, is_big = gamma(xx, sign)
     y = jnp.where(take, cand, y)
     left = jnp.where(take, whole, left)
     frac = jnp.where(take, fr, frac)
     big = jnp.where(take, is_big, big)
     phase_new = jnp.where(restart, P_U, jnp.where(take, P_W, phase_new))
+    # P_W: `left` Bernoulli(1/e) trials, all must succeed (`left` = 0: none)
+    at = (phase == P_W) & stop
+    left = jnp.where(at & odd, left - 1, left)
     k_new = jnp.where(at, 2, k_new)
-    # P_W: `left` Bernoulli(1/e) trials, all must succeed
-    at = phase == P_W
-    empty = at & (left == 0)
-    trial = at & (left > 0) & ok2
-    cont = trial & hit
-    stop = trial & ~hit
-    k_new = jnp.where(cont, k + 1, k_new)
-    success = stop & odd
-    left = jnp.where(success, left - 1, left)
-    k_new = jnp.where(stop, 2, jnp.where(empty, 1, k_new))
-    phase_new = jnp.where(stop & ~odd, P_U, phase_new)  # rejected
-    survived = empty & big  # gamma unknown beyond the bound
-    phase_new = jnp.where(empty & ~big, P_F, phase_new)
-    # P_F: Bernoulli(exp(-frac/den)): Bernoulli(frac/den) and Bernoulli(1/K)
-    at = in_f & ok1 & ok2
-    cont = at & (x1 < frac * b1) & hit
-    stop = at & ~cont
-    k_new = jnp.where(cont, k + 1, k_new)
-    k_new = jnp.where(stop, 1, k_new)
-    done = stop & odd
-    phase_new = jnp.where(stop & ~odd, P_U, phase_new)
+    phase_new = jnp.where(at & ~odd, P_U, phase_new)  # rejected
+    ready = (phase_new == P_W) & (left == 0)
+    survived = ready & big  # gamma unknown beyond the bound
+    phase_new = jnp.where(ready & ~big, P_F, phase_new)
+    k_new = jnp.where(ready, 1, k_new)
+    # P_F: odd K accepts Y, even rejects
+    at = (phase == P_F) & stop
+    done = at & odd
+    phase_new = jnp.where(at & ~odd, P_U, phase_new)
+    k_new = jnp.where(at, 1, k_new)
     # an accepted lane writes its slot and takes the next free one
     out = out.at[jnp.where(done, slot, m)].set(y.astype(jnp.int32), mode="drop")
     rank = jnp.cumsum(done, dtype=jnp.int32) - 1
@@ -212,13 +244,20 @@ def _discrete_gaussian(key, a: int, m: int):
     nxt = nxt + jnp.sum(done, dtype=jnp.int32)
     phase_new = jnp.where(done, jnp.where(slot < m, P_U, IDLE), phase_new)
     live = phase != IDLE
-    bad = bad | jnp.any(live & (survived | over))
-    phase_new = jnp.where(live & (survived | over), IDLE, phase_new)
-    return phase_new, u, k_new, v, y, left, frac, big, slot, nxt, out, bad, i + 1
+    fail = live & (survived | over)
+    bad = bad | jnp.any(fail)
+    phase_new = jnp.where(fail, IDLE, phase_new)
+    return (phase_new, u, k_new, v, y, left, frac, big, slot, nxt, out, bad), None
+
+  def block(carry):
+    state, i = carry
+    shape = (STEPS, lanes) if short else (STEPS, lanes, 2)
+    words = jax.random.bits(jax.random.fold_in(key, i), shape, jnp.uint32)
+    return lax.scan(step, state, words)[0], i + 1
 
   zeros = jnp.zeros((lanes,), i64)
   init = (
-    jnp.full((lanes,), P_U, jnp.int32),
+    jnp.full((lanes,), P_U, i64),
     zeros,
     jnp.ones((lanes,), i64),
     zeros,
@@ -230,9 +269,8 @@ def _discrete_gaussian(key, a: int, m: int):
     jnp.int32(lanes),
     jnp.zeros((m,), jnp.int32),
     jnp.asarray(False),
-    jnp.int32(0),
   )
-  final = lax.while_loop(lambda state: jnp.any(state[0] != IDLE), step, init)
+  final = lax.while_loop(lambda c: jnp.any(c[0][0] != IDLE), block, (init, jnp.int32(0)))[0]
   out, bad = final[10], final[11]
   passed = _raise_if(
     bad,
