@@ -8,7 +8,8 @@ with probability e(A) e(P \\ A) / N(P) by descending a trie over the bits of A,
 one cache line of float32, so d / 4 reads per sample), then a uniform linear extension of
 each part by repeatedly taking a maximal x as the next top with probability
 e(S \\ x) / e(S). A part's maximal elements form an antichain, so there are at most
-width(P) of them: the kernel reads e(S \\ x) for ``width`` candidates per step.
+width(P) of them: the kernel reads e(S \\ x) for that many candidates per step
+(``GeneralLayout.slots``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
   "GENERAL_MAX_D",
   "GeneralLayout",
   "GeneralTables",
+  "MIN_SLOTS",
   "general_layout",
   "general_tables",
   "num_objects",
@@ -46,12 +48,18 @@ class GeneralTables(NamedTuple):
   up_mask: jax.Array  # (d,) uint32: bitmask of {j : p_x <= p_j}
 
 
+MIN_SLOTS = 4  # candidate slots per extension step, at least
+
+
 class GeneralLayout(NamedTuple):
   """What the general kernel is compiled for (static): posets with the same ``d`` and
-  ``width`` share one compilation."""
+  ``slots`` share one compilation."""
 
   d: int
-  width: int  # the most maximal elements any subset has: the poset's width
+  # maximal elements read per extension step: the poset's width rounded up to a
+  # power of two, at least MIN_SLOTS and at most d (so posets of one size share a
+  # few compilations; an empty slot costs one cached read)
+  slots: int
 
 
 # Tables are cached numpy arrays (never device arrays created during a trace); the
@@ -68,13 +76,13 @@ def general_tables(poset: Poset) -> GeneralTables:
   d = poset.d
   e = extension_counts(poset)
   w = object_weights(e)
-  width = 1 << BLOCK_BITS
+  row_len = 1 << BLOCK_BITS
   rows, done = [], 0
   for b in trie_groups(d):
     mass = w.reshape(1 << done, 1 << b, -1).sum(axis=2)  # (nodes, children)
     cdf = np.cumsum(mass, axis=1) / mass.sum(axis=1, keepdims=True)
     last = (1 << b) - 1 - np.argmax(mass[:, ::-1] > 0, axis=1)
-    row = np.full((1 << done, width), 2.0)
+    row = np.full((1 << done, row_len), 2.0)
     row[:, : 1 << b] = np.where(np.arange(1 << b) >= last[:, None], 2.0, cdf)
     rows.append(row)
     done += b
@@ -115,7 +123,10 @@ def width(poset: Poset) -> int:
 @functools.lru_cache(maxsize=32)
 def general_layout(poset: Poset) -> GeneralLayout:
   """The static layout of ``poset``'s kernel (host)."""
-  return GeneralLayout(d=poset.d, width=width(poset))
+  w = width(poset)
+  return GeneralLayout(
+    d=poset.d, slots=min(poset.d, max(MIN_SLOTS, 1 << (w - 1).bit_length()))
+  )
 
 
 def num_objects(poset: Poset) -> float:

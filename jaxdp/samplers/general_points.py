@@ -8,9 +8,9 @@ maximal elements x of the rest S (a bitmask), reads e(S \\ x) for each of them,
 and takes the first whose running sum exceeds v e(S) (v uniform): x with
 probability e(S \\ x) / e(S), the uniform extension's law, since the counts of the
 maximal elements sum to e(S). The maximal elements form an antichain, so a step
-reads ``width`` entries of the table, not d: the candidates are the lowest set bits
-of the maximal-element mask, taken ``width`` times (an empty slot reads e(S)
-itself, an address already in cache). The point's chain sum is accumulated in the
+reads ``layout.slots`` >= width(P) entries of the table, not d: the candidates are
+the lowest set bits of the maximal-element mask, taken ``slots`` times (an empty
+slot reads e(S) itself, an address already in cache). The point's chain sum is accumulated in the
 same step from the filter of the elements taken so far, kept as a bitmask. The
 maximal-element mask, the choice and the step's coefficient are stored
 (:func:`jaxdp.samplers.words.stored`): XLA:CPU would otherwise recompute them in each
@@ -77,7 +77,7 @@ def descend(cdf: jax.Array, u: jax.Array, d: int) -> jax.Array:
 
 def _draw(key_obj, key_exp, tables, layout, n, dtype):
   """(seq, k, None) without ``key_exp``, else (None, None, points)."""
-  d, width = layout.d, layout.width
+  d, slots = layout.d, layout.slots
   k_trie, k_ext = jax.random.split(key_obj)
   groups = trie_groups(d)
   u = jax.random.uniform(k_trie, (len(groups), n))
@@ -108,7 +108,7 @@ def _draw(key_obj, key_exp, tables, layout, n, dtype):
     total = jnp.zeros((n,), jnp.float32)
     chosen = jnp.zeros_like(rem_set)
     last = chosen
-    for _ in range(width):
+    for _ in range(slots):
       low = top & (~top + jnp.uint32(1))  # the lowest candidate left (0: none)
       top = top ^ low
       some = low != 0

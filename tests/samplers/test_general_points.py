@@ -38,6 +38,12 @@ def test_width_is_the_largest_antichain(posets):
     assert general.width(p) == _brute_width(p), name
 
 
+def test_slots_hold_every_maximal_element(posets):
+  for name, p in {**posets, "non-sp": NON_SP}.items():
+    slots = general.general_layout(p).slots
+    assert general.width(p) <= slots <= max(p.d, general.MIN_SLOTS), name
+
+
 def test_trie_groups_cover_d_bits():
   for d in range(1, 23):
     groups = general.trie_groups(d)
@@ -48,8 +54,9 @@ def test_trie_groups_cover_d_bits():
 @pytest.mark.statistical
 def test_objects_uniform_and_one_candidate_too_few_is_caught():
   """Chi-square of sampled objects vs uniform over the N(P) = 2496 objects of NON_SP,
-  n = 150,000 (60 per object): p > 1e-4. The same kernel compiled for width - 1 (it
-  never reads the third maximal element's count) gives p < 1e-10."""
+  n = 150,000 (60 per object): p > 1e-4. The same kernel compiled for 2 slots, one
+  less than the width (it never reads a third maximal element's count), gives
+  p < 1e-10."""
   assert not NON_SP.is_series_parallel and general.width(NON_SP) == 3
   ref = jaxdp.enumerate_objects(NON_SP)
   num = ref[0].shape[0]
@@ -58,7 +65,7 @@ def test_objects_uniform_and_one_candidate_too_few_is_caught():
   layout = general.general_layout(NON_SP)
   n = 150_000
   draw = jax.jit(general_points.general_objects, static_argnums=(2, 3))
-  for lay, good in [(layout, True), (layout._replace(width=layout.width - 1), False)]:
+  for lay, good in [(layout, True), (layout._replace(slots=2), False)]:
     seq, k = draw(jax.random.key(31), tables, lay, n)
     idx = object_index(np.asarray(seq), np.asarray(k), *ref)
     if good:
