@@ -1,20 +1,20 @@
 """The general sampler's kernel: objects and points of the poset ball of any poset with
 d <= GENERAL_MAX_D, from the tables of :mod:`jaxdp.samplers.general`.
 
-Per sample: A by the trie descent (one float32 uniform and one row of
-``BLOCK_BITS``-bit children's CDF per level), then the uniform linear
-extension of each part top down, one loop step per element. A step finds the
+Per sample: A by the trie descent (one float32 uniform and one row of the
+children's CDF per level of ``BLOCK_BITS`` bits), then the uniform linear extension
+of each part top down, one loop step per element. A step finds the
 maximal elements x of the rest S (a bitmask), reads e(S \\ x) for each of them,
 and takes the first whose running sum exceeds v e(S) (v uniform): x with
 probability e(S \\ x) / e(S), the uniform extension's law, since the counts of the
 maximal elements sum to e(S). The maximal elements form an antichain, so a step
 reads ``layout.slots`` >= width(P) entries of the table, not d: the candidates are
 the lowest set bits of the maximal-element mask, taken ``slots`` times (an empty
-slot reads e(S) itself, an address already in cache). The point's chain sum is accumulated in the
-same step from the filter of the elements taken so far, kept as a bitmask. The
-maximal-element mask, the choice and the step's coefficient are stored
-(:func:`jaxdp.samplers.words.stored`): XLA:CPU would otherwise recompute them in each
-of the step's fusions (every gather is one).
+slot reads e(S) itself, an address already in cache). The point's chain sum is
+accumulated in the same step from the filter of the elements taken so far, kept as a
+bitmask. The maximal-element mask, the choice and the step's coefficient are stored
+(:func:`jaxdp.samplers.words.stored`): XLA:CPU would otherwise recompute them in
+each of the step's fusions (every gather is one).
 
 On the CPU a chunk is ``CPU_CHUNK`` samples, so that the (d, chunk) chain sum that
 every step updates stays in a core's cache.
@@ -64,8 +64,9 @@ def general_points(
 
 
 def descend(cdf: jax.Array, u: jax.Array, d: int) -> jax.Array:
-  """Traced: A as a bitmask (int32), down the trie of :func:`jaxdp.samplers.general.general_tables`
-  with one uniform per level (``u``: (levels, n) float32)."""
+  """Traced: A as a bitmask (int32), down the trie's CDF rows ``cdf``
+  (:func:`jaxdp.samplers.general.general_tables`) with one uniform per level (``u``:
+  (levels, n) float32)."""
   a = jnp.zeros(u.shape[1:], jnp.int32)
   first, done = 0, 0  # the level's first row, the bits decided above it
   for g, b in enumerate(trie_groups(d)):
