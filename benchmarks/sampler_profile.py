@@ -34,7 +34,7 @@ from common import machine, write_results
 from jaxdp import Poset
 from jaxdp.experiments.questionnaire import synthetic_questionnaire
 from jaxdp.prng.threefry import fast_key
-from jaxdp.samplers import dispatch, forest, gamma, general, sp_kernel
+from jaxdp.samplers import dispatch, forest, gamma, general, general_points, sp_kernel
 from jaxdp.samplers.words import paired_words, unit_floats
 
 _FREE = {"parameter", "constant", "bitcast", "get-tuple-element", "tuple", "broadcast"}
@@ -135,17 +135,14 @@ def _forest_stages(tables, layout, n):
   }
 
 
-def _general_stages(tables, d, n):
+def _general_stages(tables, layout, n):
   def trie(k):
-    u = jax.random.uniform(k, (n, d))
-    a = jnp.zeros((n,), jnp.int32)
-    for level in range(d):
-      a = 2 * a + (u[:, level] < tables.trie[(1 << level) - 1 + a]).astype(jnp.int32)
-    return a
+    u = jax.random.uniform(k, (len(general.trie_groups(layout.d)), n))
+    return general_points.descend(tables.cdf, u, layout.d)
 
   return {
     "trie descent (A)": trie,
-    "objects (seq, k)": lambda k: general.general_objects(k, tables, d, n),
+    "objects (seq, k)": lambda k: general_points.general_objects(k, tables, layout, n),
   }
 
 
@@ -205,7 +202,7 @@ def main(argv=None):
     if method == "forest":
       stages.update(_forest_stages(tables, layout, n))
     elif method == "general":
-      stages.update(_general_stages(tables, d, n))
+      stages.update(_general_stages(tables, layout, n))
     else:
       stages.update(_sp_stages(tables, layout, n))
     stages["points (the kernel)"] = points

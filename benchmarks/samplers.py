@@ -1,7 +1,7 @@
 """Samples per second of jaxdp's samplers, side by side with the RNG floor and the
 published sequential insertion sampler, at a batch of 10^6.
 
-  python benchmarks/samplers.py [--n 1000000] [--out results]
+  python benchmarks/samplers.py [--n 1000000] [--out results] [--only TEXT]
 
 Rows: poset ball and K-norm noise for NHIS three sections (d = 15, forest sampler), a
 random series-parallel poset with d = 20 (sp and general samplers), a random poset with
@@ -61,6 +61,12 @@ def main(argv=None):
     help="batch for the large posets (d = 32 .. 512)",
   )
   ap.add_argument("--out", default="results")
+  ap.add_argument(
+    "--only",
+    default=None,
+    help="run only the rows whose case contains this text (e.g. 'general'), each "
+    "with its floor; the large posets only if one of theirs matches",
+  )
   args = ap.parse_args(argv)
   n = args.n
   key = jax.random.key(0)
@@ -99,6 +105,8 @@ def main(argv=None):
       None,
     ),
   ]
+  if args.only is not None:
+    cases = [c for c in cases if args.only in c[1]]
   for fn_name, label, poset, extra in cases:
     dim = poset.d + 1
     if fn_name == "poset_ball":
@@ -133,11 +141,12 @@ def main(argv=None):
     rows.append(row)
     print(row, flush=True)
 
-  for label, fn in [
+  small = [
     ("knorm l_inf d=16", lambda k: jaxdp.random.knorm(k, LpBall(16, jnp.inf), 1.0, (n,))),
     ("laplace d=16", lambda k: jaxdp.random.laplace(k, (n, 16))),
     ("jax.random.laplace d=16", lambda k: jax.random.laplace(k, (n, 16))),
-  ]:
+  ]
+  for label, fn in [c for c in small if args.only is None or args.only in c[0]]:
     f = jax.jit(fn)
     t = best_time(lambda: f(key))
     floor, fast = _floor(key, n, 2 * 17)
@@ -158,7 +167,7 @@ def main(argv=None):
     )
     print(rows[-1], flush=True)
 
-  large = _large_posets(key, args.large_n)
+  large = _large_posets(key, args.large_n, args.only)
   lines = [
     "| sampler | case | n | seconds | samples/s | floor s | x floor | fast floor s | "
     "x fast | peak mem / output | numpy insertion s | speed-up vs numpy |",
@@ -196,7 +205,7 @@ def main(argv=None):
   )
 
 
-def _large_posets(key, n):
+def _large_posets(key, n, only=None):
   """Random forests (d = 32, 64, 128: forest vs series-parallel sampler; then 16 and
   24, where ``auto`` switches from one to the other) and synthetic questionnaires
   with joint follow-ups (not forests; d = 128, 300, 512)."""
@@ -211,6 +220,8 @@ def _large_posets(key, n):
     cases += [(forest, "forest"), (forest, "sp")]
   for d in (128, 300, 512):
     cases.append((synthetic_questionnaire(0, d), "sp"))
+  if only is not None:
+    cases = [(p, m) for p, m in cases if only in f"{p.name} ({m})"]
   rows = []
   for poset, method in cases:
     f = jax.jit(lambda k, p=poset, m=method: jaxdp.random.poset_ball(k, p, (n,), method=m))

@@ -307,9 +307,9 @@ def _compute_dtype(dtype):
 
 @functools.partial(jax.jit, static_argnames=("d", "layout", "n", "uniform", "dtype"))
 def _poset_kernel(key, tables, eps, *, d, layout, n, uniform, dtype):
-  # Static: d and the layout (None: general sampler; a forest's shape; a
+  # Static: d and the layout (the general sampler's d and width; a forest's shape; a
   # series-parallel poset's labelled decomposition); the tables are data, so posets
-  # of one size (general) or one forest shape share this compilation.
+  # of one size and width (general) or one forest shape share this compilation.
   tables = jax.tree_util.tree_map(jnp.asarray, tables)  # numpy when jit is disabled
   cdt = _compute_dtype(dtype)
 

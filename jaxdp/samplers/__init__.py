@@ -15,12 +15,13 @@ down, then B top down) and ``k = |A|``.
 
 Three exact algorithms choose the object (:mod:`jaxdp.samplers.dispatch` picks one):
 
-* ``general`` (any poset, d <= GENERAL_MAX_D, :mod:`jaxdp.samplers.general`): with
-  e(S) the number of linear extensions of the subposet induced on S (a table over all
-  2^d subsets), A is drawn with probability e(A) e(P \\ A) / N(P) by descending a
-  binary trie over the bits of A (one conditional probability per trie node), then a
-  uniform linear extension of each part by repeatedly taking a maximal x as the next
-  top with probability e(S \\ x) / e(S).
+* ``general`` (any poset, d <= GENERAL_MAX_D, :mod:`jaxdp.samplers.general` and
+  :mod:`jaxdp.samplers.general_points`): with e(S) the number of linear extensions
+  of the subposet induced on S (a table over all 2^d subsets), A is drawn with
+  probability e(A) e(P \\ A) / N(P) by descending a trie over the bits of A (the
+  children's CDF per node, four bits at a time), then a uniform linear extension of
+  each part by repeatedly taking a maximal x as the next top with probability
+  e(S \\ x) / e(S), reading the counts of the maximal elements only.
 * ``forest`` (forests, d <= FOREST_MAX_D, :mod:`jaxdp.samplers.forest`): the weight
   e(A) e(B) factorises over the tree by the hook-length formula, so a tree recursion
   over "how many A-elements lie in this subtree (and in the subtrees of its later
@@ -53,6 +54,7 @@ from jaxdp.samplers import (
   forest,
   forest_points,
   general,
+  general_points,
   sp_kernel,
   sp_tables,
 )
@@ -85,6 +87,7 @@ __all__ = [
   "forest",
   "forest_points",
   "general",
+  "general_points",
   "num_objects",
   "resolve_method",
   "simplex_vertices",

@@ -4,8 +4,8 @@
 series-parallel one when it applies, else the general one. The host tables are cached
 numpy arrays (never device arrays created during a trace); the kernels receive them as
 jit arguments, so only ``d``, the method, the layout and the sizes are static: posets
-of the same size (general sampler) or the same forest shape (forest sampler) share
-one compilation.
+of the same size and width (general sampler) or the same forest shape (forest sampler)
+share one compilation.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from jaxdp.samplers import (
   forest,
   forest_points,
   general,
+  general_points,
   simplex,
   sp_kernel,
   sp_tables,
@@ -103,10 +104,10 @@ def num_objects(poset: Poset) -> float:
 
 
 def tables_and_layout(poset: Poset, method: str) -> tuple[str, Any, Any]:
-  """Host side: ``(method, tables, layout)`` for the kernels (layout None: general)."""
+  """Host side: ``(method, tables, layout)`` for the kernels."""
   method = resolve_method(poset, method)
   if method == "general":
-    return method, general.general_tables(poset), None
+    return method, general.general_tables(poset), general.general_layout(poset)
   if method == "sp":
     return (method, *sp_tables.sp_tables(poset))
   return method, forest.forest_tables(poset), forest.forest_layout(poset)
@@ -133,11 +134,11 @@ def _objects_jit(key, tables, *, d, layout, n, key_words):
 def objects(
   key: KeyArray, tables: Any, d: int, layout: Any, n: int, *, key_words: int | None = None
 ) -> tuple[jax.Array, jax.Array]:
-  """Traceable object sampler: the general algorithm when ``layout`` is None, the
+  """Traceable object sampler: the general algorithm for a ``GeneralLayout``, the
   series-parallel one for an ``SPLayout``, else the forest algorithm for that
   layout."""
-  if layout is None:
-    return general.general_objects(key, tables, d, n)
+  if isinstance(layout, general.GeneralLayout):
+    return general_points.general_objects(key, tables, layout, n)
   if isinstance(layout, sp_tables.SPLayout):
     return sp_kernel.sp_objects(key, tables, layout, n)
   if key_words is None:
@@ -160,6 +161,8 @@ def points(
   simplex's Dirichlet weights from ``key_exp``."""
   if isinstance(layout, sp_tables.SPLayout):
     return sp_kernel.sp_points(key_obj, key_exp, tables, layout, n, dtype)
+  if isinstance(layout, general.GeneralLayout):
+    return general_points.general_points(key_obj, key_exp, tables, layout, n, dtype)
   if isinstance(layout, forest.ForestLayout) and dtype != jnp.float64:
     return forest_points.forest_points(key_obj, key_exp, tables, layout, n, dtype)
   seq, k = objects(key_obj, tables, d, layout, n)
@@ -188,9 +191,12 @@ def noise(
 
 def chunk_size(layout: Any, chunk: int) -> int:
   """Samples per chunk for ``layout`` (the series-parallel kernel keeps per-node
-  arrays and takes smaller chunks on large posets)."""
+  arrays and takes smaller chunks on large posets; the general kernel keeps its
+  (d, chunk) chain sum in cache)."""
   if isinstance(layout, sp_tables.SPLayout):
     return sp_kernel.chunk_size(layout, chunk)
+  if isinstance(layout, general.GeneralLayout):
+    return min(chunk, general_points.CPU_CHUNK)
   return chunk
 
 
