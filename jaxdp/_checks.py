@@ -94,6 +94,18 @@ def check_positive(
   return v
 
 
+def read_only(tree):
+  """``tree`` with every numpy array in it marked read-only, in place.
+
+  Host tables cached by ``functools.lru_cache`` are shared by every later draw: an
+  edit by caller code would silently change the law of every release after it.
+  """
+  for leaf in jax.tree_util.tree_leaves(tree):
+    if isinstance(leaf, np.ndarray):
+      leaf.setflags(write=False)
+  return tree
+
+
 def clip_integers(x, limit: int):
   """An integer array clipped to [-limit, limit], in its own dtype.
 

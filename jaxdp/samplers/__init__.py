@@ -36,12 +36,15 @@ Three exact algorithms choose the object (:mod:`jaxdp.samplers.dispatch` picks o
   decomposition, with prime pieces of at most BLOCK_MAX_D elements drawn by the subset
   recursion (:mod:`jaxdp.samplers.subsets`).
 
-Discrete choices compare float32 uniforms with float32 conditional probabilities that
-were computed in float64, so each choice is exact up to float32 rounding (relative
-error below 1e-6 per object). The forest sampler's random keys carry the element's
-position in their low bits; a tie of the random bits, which the position would break,
-has probability below 7.5e-6 for d <= 32 (one-word keys) and below d^2 2^-57 above
-(two-word keys). Both are far below what any feasible sample can detect.
+Discrete choices compare float32 uniforms (multiples of 2^-23) with float32
+conditional probabilities that were computed in float64, so each option of a choice
+has its probability up to an absolute error below 2^-22: a small relative error for
+the options that carry the mass, a large one for options rarer than about 2^-22.
+The forest sampler's random keys carry the element's position in their low bits; a
+tie of the random bits, which the position would break, has probability below 7.5e-6
+for d <= 32 (one-word keys) and below d^2 2^-57 above (two-word keys). These float
+samplers are for studies; publishable draws are :mod:`jaxdp.exact`'s, which have no
+such error.
 
 References:
   M. Joseph, M. Ribero, A. Yu, "Privately Counting Partially Ordered Data", ICLR 2025.

@@ -9,6 +9,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from jaxdp._checks import read_only
 from jaxdp.posets import Poset
 from jaxdp.samplers.dispatch import num_objects
 from jaxdp.samplers.general import GENERAL_MAX_D, general_tables
@@ -56,6 +57,7 @@ def exact_tables(poset: Poset) -> tuple[ExactTables, int]:
     sums = w.reshape(1 << (level + 1), -1).sum(axis=1)
     trie_left[(1 << level) - 1 : (1 << (level + 1)) - 1] = sums[0::2]
   general = general_tables(poset)
-  return ExactTables(
+  tables = ExactTables(
     trie_left=trie_left, ext=e, strict_up=general.strict_up, up=general.up
-  ), total
+  )
+  return read_only(tables), total

@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from jaxdp._checks import read_only
 from jaxdp.posets import Poset
 from jaxdp.samplers.sp_tables import BLOCK, LEAF, PARALLEL, SERIES, build_tree
 from jaxdp.samplers.subsets import extension_counts, object_weights
@@ -202,7 +203,7 @@ def exact_tree_tables(poset: Poset) -> tuple[TreeTables, TreeLayout]:
     labels=int(most).bit_length(),
     blocks=tuple(blocks),
   )
-  return tables, layout
+  return read_only(tables), layout
 
 
 def _waves(steps, parent) -> np.ndarray:

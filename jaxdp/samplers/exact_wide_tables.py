@@ -15,6 +15,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from jaxdp._checks import read_only
 from jaxdp.posets import Poset
 from jaxdp.samplers.general import GENERAL_MAX_D
 
@@ -125,4 +126,4 @@ def exact_wide_tables(poset: Poset) -> tuple[WideTables, int]:
     strict_up=strict_up.astype(np.uint32),
     up=np.array(poset.order),
   )
-  return tables, total
+  return read_only(tables), total

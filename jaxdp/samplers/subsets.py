@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdp._checks import read_only
 from jaxdp.posets import Poset
 
 __all__ = ["categorical", "extension_counts", "linear_extensions", "object_weights"]
@@ -39,7 +40,7 @@ def extension_counts(poset: Poset, dtype=np.float64) -> np.ndarray:
       sel = ((layer >> x) & 1).astype(bool) & ((layer & strict_up[x]) == 0)
       acc[sel] += e[layer[sel] ^ (1 << x)]
     e[layer] = acc
-  return e
+  return read_only(e)
 
 
 def object_weights(e: np.ndarray) -> np.ndarray:

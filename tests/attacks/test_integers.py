@@ -25,6 +25,10 @@ from jaxdp import (
   ZCDPGaussianMechanism,
 )
 from jaxdp.cli import main as cli_main
+from jaxdp.samplers.exact_tables import exact_tables
+from jaxdp.samplers.exact_tree_tables import exact_tree_tables
+from jaxdp.samplers.exact_wide_tables import exact_wide_tables
+from jaxdp.samplers.subsets import extension_counts
 
 with jax.enable_x64(True):
   _JAX_INT64 = jnp.array([2**31], jnp.int64)  # a JAX int64 array, used with x64 off
@@ -254,3 +258,23 @@ def test_noise_batches_beyond_int32_offsets_are_refused(draw):
   noise). (Traced only: the arrays would take 8 GiB.)"""
   with pytest.raises(ValueError, match="2,147,483,653"):
     jax.eval_shape(lambda k: draw(k, 2**31 + 5), jax.random.key(0))
+
+
+def test_cached_exact_tables_are_read_only():
+  """The exact samplers' cached host tables are shared by every later release: an
+  in-place edit by caller code would change the law of every draw after it."""
+  fence = jaxdp.Poset.from_edges(
+    7, [(i, i + 1) if i % 2 == 0 else (i + 1, i) for i in range(6)], name="fence7"
+  )
+  tree = jaxdp.Poset.from_edges(3, [(0, 1), (0, 2)])
+  for tables in (
+    exact_tables(fence)[0],
+    exact_wide_tables(fence)[0],
+    exact_tree_tables(tree)[0],
+    extension_counts(fence),
+  ):
+    leaves = [x for x in jax.tree_util.tree_leaves(tables) if isinstance(x, np.ndarray)]
+    assert leaves
+    for leaf in leaves:
+      with pytest.raises(ValueError, match="read-only"):
+        leaf.reshape(-1)[:1] = 0
