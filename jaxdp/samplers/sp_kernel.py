@@ -58,9 +58,16 @@ import numpy as np
 
 from jaxdp.prng.threefry import words64
 from jaxdp.samplers.sp_plan import LevelPlan, assemble, bottom_up, child_rows, top_down
-from jaxdp.samplers.sp_sizes import block_choice, block_times, sizes
+from jaxdp.samplers.sp_sizes import block_choice, block_times, sizes, spare_uniforms
 from jaxdp.samplers.sp_tables import LEAF, PARALLEL, SERIES, SPLayout, SPTables
-from jaxdp.samplers.words import exponential, log_normal, static_index, stored, uniform52
+from jaxdp.samplers.words import (
+  exponential,
+  log_normal,
+  paired_words,
+  static_index,
+  stored,
+  uniform52,
+)
 from jaxdp.typing import DTypeLike, KeyArray
 
 __all__ = ["chunk_size", "sp_objects", "sp_points"]
@@ -129,8 +136,13 @@ def _draws(key, tables: SPTables, layout: SPLayout, n: int):
   of the times; outside the x64 scope."""
   d = layout.d
   plan = LevelPlan(layout)
-  k_root, k_split, k_block, k_space, k_par = jax.random.split(key, 5)
-  cnt = jnp.concatenate(sizes(k_root, k_split, tables, plan, d, n), axis=0)  # (M, n)
+  k_block, k_space, k_par = jax.random.split(key, 3)
+  # Each element's 2 spacings take 52 bits of one hash each; the size choices'
+  # uniforms (one at the root and per internal node, at most d) take the other 12
+  # bits of two. Stored words: the hash runs once for both.
+  bits_space = paired_words(k_space, (2, d, n))
+  u = stored(spare_uniforms(bits_space, plan.num_internal + 1), bits_space[1][0, 0, 0])
+  cnt = jnp.concatenate(sizes(u[0], u[1:], tables, plan, d, n), axis=0)  # (M, n)
   in_a = jnp.zeros((d, n), bool)
   if len(plan.leaf_elems):
     in_a = in_a.at[plan.leaf_elems].set(cnt[plan.node_of[plan.leaf_elems]] == 1)
@@ -156,7 +168,7 @@ def _draws(key, tables: SPTables, layout: SPLayout, n: int):
     in_a=in_a,
     block_seq=block_seq,
     par_counts=par_counts,
-    bits_space=words64(k_space, (2, d, n)),  # each element's 2 spacings
+    bits_space=bits_space,
     bits_v=words64(k_v, (max(1, plan.num_parallel), 2, n)),
     bits_block_end=words64(k_end, (max(1, len(layout.blocks)), 2, n)),
   )
@@ -221,8 +233,6 @@ def _times(draws, layout: SPLayout, n: int):
       jnp.where(is_left, l_shift[p], 0.0),
     )
 
-  maps = [None] * plan.num_levels  # (scale, shift) rows of a depth's nodes
-
   def level_up(lv):  # an unrolled depth
     info = plan.levels[lv]
     le = info["leaf_elems"]
@@ -233,26 +243,10 @@ def _times(draws, layout: SPLayout, n: int):
       kids = top[lv + 1]
       cl, cr = kids[static_index(info["left_loc"])], kids[static_index(info["right_loc"])]
       k = info["n_ser"]  # rows [:k] series, [k:] parallel
-      # series: the lower (left) child follows the upper one, shifted by its last
-      # time; parallel: both children rescaled to the parent's spacing scale
-      ones = jnp.ones_like(cl[:k, 0])
-      parts, left_scale, left_shift, right_scale = (
-        [_series(cl[:k], cr[:k])],
-        [ones],
-        [cr[:k, 0]],
-        [ones],
-      )
+      parts = [_series(cl[:k], cr[:k])]
       if k < len(info["inner"]):
-        pv, s1, s2 = _parallel(cl[k:], cr[k:], w[static_index(info["par_row"])])
-        parts.append(pv)
-        left_scale.append(s1)
-        left_shift.append(jnp.zeros_like(s1))
-        right_scale.append(s2)
+        parts.append(_parallel(cl[k:], cr[k:], w[static_index(info["par_row"])])[0])
       inner = jnp.concatenate(parts)
-      maps[lv + 1] = (
-        child_rows(info, jnp.concatenate(left_scale), jnp.concatenate(right_scale)),
-        child_rows(info, jnp.concatenate(left_shift), jnp.zeros_like(cl[:, 0])),
-      )
     return assemble(info, inner, leaf, blk)
 
   top = [None] * plan.num_levels
@@ -266,11 +260,31 @@ def _times(draws, layout: SPLayout, n: int):
     return new, new
 
   def level_down(lv):  # an unrolled depth
+    # The children's maps from the stored rows (not stored themselves): series, the
+    # lower (left) child follows the upper one, shifted by its last time; parallel,
+    # both children rescaled to the parent's spacing scale (``_parallel``'s scales,
+    # the parent's end being g where both children are filled).
     info = plan.levels[lv]
-    par = static_index(info["inner_loc"][info["kid_parent"]])
+    inner = info["inner_loc"]
     scale, shift = cs[lv]
-    sc, sh = maps[lv + 1]
-    return scale[par] * sc, scale[par] * sh + shift[par]
+    ps, ph = scale[static_index(inner)], shift[static_index(inner)]
+    kids = top[lv + 1]
+    k = info["n_ser"]  # rows [:k] series, [k:] parallel
+    cr_last = kids[static_index(info["right_loc"][:k]), 0]
+    l_scale, r_scale = [ps[:k]], [ps[:k]]
+    l_shift = [ps[:k] * cr_last + ph[:k]]
+    if k < len(inner):
+      e1 = kids[static_index(info["left_loc"][k:]), 1]
+      e2 = kids[static_index(info["right_loc"][k:]), 1]
+      g = top[lv][static_index(inner[k:]), 1]
+      both = (e1 > 0) & (e2 > 0)
+      l_scale.append(ps[k:] * jnp.where(both, g / e1, 1.0))
+      r_scale.append(ps[k:] * jnp.where(both, g / e2, 1.0))
+      l_shift.append(ph[k:])
+    return (
+      child_rows(info, jnp.concatenate(l_scale), jnp.concatenate(r_scale)),
+      child_rows(info, jnp.concatenate(l_shift), ph),
+    )
 
   cs = [(jnp.ones((1, 2, n), f64), jnp.zeros((1, 2, n), f64))] + [None] * (
     plan.num_levels - 1
