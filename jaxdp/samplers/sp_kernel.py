@@ -169,8 +169,8 @@ def _draws(key, tables: SPTables, layout: SPLayout, n: int):
     block_seq=block_seq,
     par_counts=par_counts,
     bits_space=bits_space,
-    bits_v=words64(k_v, (max(1, plan.num_parallel), 2, n)),
-    bits_block_end=words64(k_end, (max(1, len(layout.blocks)), 2, n)),
+    bits_v=paired_words(k_v, (max(1, plan.num_parallel), 2, n)),
+    bits_block_end=paired_words(k_end, (max(1, len(layout.blocks)), 2, n)),
   )
 
 
@@ -180,14 +180,13 @@ def _times(draws, layout: SPLayout, n: int):
   part's are 0)."""
   plan, cnt, in_a = draws["plan"], draws["cnt"], draws["in_a"]
   f64 = jnp.float64
-  # The uniforms and then the variates are stored (``_stored``): the logarithm's
-  # division splits its fusion, and both halves would recompute the hash.
+  # The words are stored (``paired_words``), and the variates (``stored``): the
+  # logarithm's division splits its fusion, and both halves would recompute it.
   word = draws["bits_space"][0][0, 0, 0]
-  u_space, u_v, u_block, m = stored(
-    tuple(uniform52(draws[k]) for k in ("bits_space", "bits_v", "bits_block_end"))
-    + (draws["par_counts"],),
-    word,
+  u_space, u_v, u_block = (
+    uniform52(draws[k]) for k in ("bits_space", "bits_v", "bits_block_end")
   )
+  m = draws["par_counts"]
   # V^(1/(m+1)) per parallel node and part (m: the node's count in the part), formed
   # once here, so that a scanned depth computes no transcendental in padded rows.
   w = jnp.exp(log_normal(u_v) / (m.astype(f64) + 1.0))  # (P, 2, n)
@@ -298,13 +297,25 @@ def _times(draws, layout: SPLayout, n: int):
       parent=band.arrays()["parent"], scale=band_maps[band.a][0], shift=band_maps[band.a][1]
     ),
   )
-  node_scale = jnp.concatenate([c[0] for c in cs], axis=0)[
-    static_index(plan.node_of)
-  ]  # (d, 2, n)
-  node_shift = jnp.concatenate([c[1] for c in cs], axis=0)[static_index(plan.node_of)]
-  scale = jnp.where(in_a, node_scale[:, 0], node_scale[:, 1])
-  shift = jnp.where(in_a, node_shift[:, 0], node_shift[:, 1])
-  return scale * time + shift, top[0][0]
+  # each element's root time, from its node's block of rows (no whole-tree copy of
+  # the maps), in element order
+  node_of = np.asarray(plan.node_of)
+  parts, order, start = [], [], 0
+  for scale, shift in cs:
+    stop = start + scale.shape[0]
+    elems = np.nonzero((node_of >= start) & (node_of < stop))[0]
+    if len(elems):
+      e, r = static_index(elems), static_index(node_of[elems] - start)
+      t = time[e]
+      parts.append(
+        jnp.where(
+          in_a[e], scale[r, 0] * t + shift[r, 0], scale[r, 1] * t + shift[r, 1]
+        )
+      )
+      order.append(elems)
+    start = stop
+  value = jnp.concatenate(parts)[static_index(np.argsort(np.concatenate(order)))]
+  return value, top[0][0]
 
 
 def _series(lower, upper):
