@@ -40,7 +40,18 @@ Tables and the size recursion are in :mod:`jaxdp.samplers.sp_tables`. Per sample
 
 Random numbers per sample: 2 Exp(1) per element, one uniform V per parallel node and
 part, 2 Exp(1) per block (and 2 at the root, used only for an empty part), each from
-52 random bits: one Threefry hash per variate (:func:`jaxdp.threefry.words64`).
+52 random bits: one Threefry hash per variate (:func:`jaxdp.threefry.words64`), its
+words stored once (:func:`jaxdp.samplers.words.paired_words`). The size choices'
+float32 uniforms (23 bits; one at the root and one per internal node, at most d) are
+made from the other 12 bits of the elements' spacing words, two words each
+(:func:`jaxdp.samplers.sp_sizes.spare_uniforms`): distinct bits of random words, so
+independent of the spacings and of each other, and no hash of their own.
+
+Memory traffic, not arithmetic, bounds the kernel on a CPU, so the passes store only
+each node's row (bottom up) and each node's map (top down): a child's map is formed
+top down from its parent's map and the stored rows (a parallel node's end is the g
+that rescales its children), and an element's root time from its depth's maps, with
+no whole-tree copy.
 
 The times are computed in float64 (``jax.enable_x64`` inside the kernel; outputs
 keep the caller's dtype) from uniforms on the midpoints of 2^52 cells (exact, never
@@ -308,9 +319,7 @@ def _times(draws, layout: SPLayout, n: int):
       e, r = static_index(elems), static_index(node_of[elems] - start)
       t = time[e]
       parts.append(
-        jnp.where(
-          in_a[e], scale[r, 0] * t + shift[r, 0], scale[r, 1] * t + shift[r, 1]
-        )
+        jnp.where(in_a[e], scale[r, 0] * t + shift[r, 0], scale[r, 1] * t + shift[r, 1])
       )
       order.append(elems)
     start = stop
