@@ -40,7 +40,18 @@ Tables and the size recursion are in :mod:`jaxdp.samplers.sp_tables`. Per sample
 
 Random numbers per sample: 2 Exp(1) per element, one uniform V per parallel node and
 part, 2 Exp(1) per block (and 2 at the root, used only for an empty part), each from
-52 random bits: one Threefry hash per variate (:func:`jaxdp.threefry.words64`).
+52 random bits: one Threefry hash per variate (:func:`jaxdp.threefry.words64`), its
+words stored once (:func:`jaxdp.samplers.words.paired_words`). The size choices'
+float32 uniforms (23 bits; one at the root and one per internal node, at most d) are
+made from the other 12 bits of the elements' spacing words, two words each
+(:func:`jaxdp.samplers.sp_sizes.spare_uniforms`): distinct bits of random words, so
+independent of the spacings and of each other, and no hash of their own.
+
+Memory traffic, not arithmetic, bounds the kernel on a CPU, so the passes store only
+each node's row (bottom up) and each node's map (top down): a child's map is formed
+top down from its parent's map and the stored rows (a parallel node's end is the g
+that rescales its children), and an element's root time from its depth's maps, with
+no whole-tree copy.
 
 The times are computed in float64 (``jax.enable_x64`` inside the kernel; outputs
 keep the caller's dtype) from uniforms on the midpoints of 2^52 cells (exact, never
@@ -58,9 +69,16 @@ import numpy as np
 
 from jaxdp.prng.threefry import words64
 from jaxdp.samplers.sp_plan import LevelPlan, assemble, bottom_up, child_rows, top_down
-from jaxdp.samplers.sp_sizes import block_choice, block_times, sizes
+from jaxdp.samplers.sp_sizes import block_choice, block_times, sizes, spare_uniforms
 from jaxdp.samplers.sp_tables import LEAF, PARALLEL, SERIES, SPLayout, SPTables
-from jaxdp.samplers.words import exponential, log_normal, static_index, stored, uniform52
+from jaxdp.samplers.words import (
+  exponential,
+  log_normal,
+  paired_words,
+  static_index,
+  stored,
+  uniform52,
+)
 from jaxdp.typing import DTypeLike, KeyArray
 
 __all__ = ["chunk_size", "sp_objects", "sp_points"]
@@ -129,8 +147,13 @@ def _draws(key, tables: SPTables, layout: SPLayout, n: int):
   of the times; outside the x64 scope."""
   d = layout.d
   plan = LevelPlan(layout)
-  k_root, k_split, k_block, k_space, k_par = jax.random.split(key, 5)
-  cnt = jnp.concatenate(sizes(k_root, k_split, tables, plan, d, n), axis=0)  # (M, n)
+  k_block, k_space, k_par = jax.random.split(key, 3)
+  # Each element's 2 spacings take 52 bits of one hash each; the size choices'
+  # uniforms (one at the root and per internal node, at most d) take the other 12
+  # bits of two. Stored words: the hash runs once for both.
+  bits_space = paired_words(k_space, (2, d, n))
+  u = stored(spare_uniforms(bits_space, plan.num_internal + 1), bits_space[1][0, 0, 0])
+  cnt = jnp.concatenate(sizes(u[0], u[1:], tables, plan, d, n), axis=0)  # (M, n)
   in_a = jnp.zeros((d, n), bool)
   if len(plan.leaf_elems):
     in_a = in_a.at[plan.leaf_elems].set(cnt[plan.node_of[plan.leaf_elems]] == 1)
@@ -156,9 +179,9 @@ def _draws(key, tables: SPTables, layout: SPLayout, n: int):
     in_a=in_a,
     block_seq=block_seq,
     par_counts=par_counts,
-    bits_space=words64(k_space, (2, d, n)),  # each element's 2 spacings
-    bits_v=words64(k_v, (max(1, plan.num_parallel), 2, n)),
-    bits_block_end=words64(k_end, (max(1, len(layout.blocks)), 2, n)),
+    bits_space=bits_space,
+    bits_v=paired_words(k_v, (max(1, plan.num_parallel), 2, n)),
+    bits_block_end=paired_words(k_end, (max(1, len(layout.blocks)), 2, n)),
   )
 
 
@@ -168,14 +191,13 @@ def _times(draws, layout: SPLayout, n: int):
   part's are 0)."""
   plan, cnt, in_a = draws["plan"], draws["cnt"], draws["in_a"]
   f64 = jnp.float64
-  # The uniforms and then the variates are stored (``_stored``): the logarithm's
-  # division splits its fusion, and both halves would recompute the hash.
+  # The words are stored (``paired_words``), and the variates (``stored``): the
+  # logarithm's division splits its fusion, and both halves would recompute it.
   word = draws["bits_space"][0][0, 0, 0]
-  u_space, u_v, u_block, m = stored(
-    tuple(uniform52(draws[k]) for k in ("bits_space", "bits_v", "bits_block_end"))
-    + (draws["par_counts"],),
-    word,
+  u_space, u_v, u_block = (
+    uniform52(draws[k]) for k in ("bits_space", "bits_v", "bits_block_end")
   )
+  m = draws["par_counts"]
   # V^(1/(m+1)) per parallel node and part (m: the node's count in the part), formed
   # once here, so that a scanned depth computes no transcendental in padded rows.
   w = jnp.exp(log_normal(u_v) / (m.astype(f64) + 1.0))  # (P, 2, n)
@@ -221,8 +243,6 @@ def _times(draws, layout: SPLayout, n: int):
       jnp.where(is_left, l_shift[p], 0.0),
     )
 
-  maps = [None] * plan.num_levels  # (scale, shift) rows of a depth's nodes
-
   def level_up(lv):  # an unrolled depth
     info = plan.levels[lv]
     le = info["leaf_elems"]
@@ -233,26 +253,10 @@ def _times(draws, layout: SPLayout, n: int):
       kids = top[lv + 1]
       cl, cr = kids[static_index(info["left_loc"])], kids[static_index(info["right_loc"])]
       k = info["n_ser"]  # rows [:k] series, [k:] parallel
-      # series: the lower (left) child follows the upper one, shifted by its last
-      # time; parallel: both children rescaled to the parent's spacing scale
-      ones = jnp.ones_like(cl[:k, 0])
-      parts, left_scale, left_shift, right_scale = (
-        [_series(cl[:k], cr[:k])],
-        [ones],
-        [cr[:k, 0]],
-        [ones],
-      )
+      parts = [_series(cl[:k], cr[:k])]
       if k < len(info["inner"]):
-        pv, s1, s2 = _parallel(cl[k:], cr[k:], w[static_index(info["par_row"])])
-        parts.append(pv)
-        left_scale.append(s1)
-        left_shift.append(jnp.zeros_like(s1))
-        right_scale.append(s2)
+        parts.append(_parallel(cl[k:], cr[k:], w[static_index(info["par_row"])])[0])
       inner = jnp.concatenate(parts)
-      maps[lv + 1] = (
-        child_rows(info, jnp.concatenate(left_scale), jnp.concatenate(right_scale)),
-        child_rows(info, jnp.concatenate(left_shift), jnp.zeros_like(cl[:, 0])),
-      )
     return assemble(info, inner, leaf, blk)
 
   top = [None] * plan.num_levels
@@ -266,11 +270,31 @@ def _times(draws, layout: SPLayout, n: int):
     return new, new
 
   def level_down(lv):  # an unrolled depth
+    # The children's maps from the stored rows (not stored themselves): series, the
+    # lower (left) child follows the upper one, shifted by its last time; parallel,
+    # both children rescaled to the parent's spacing scale (``_parallel``'s scales,
+    # the parent's end being g where both children are filled).
     info = plan.levels[lv]
-    par = static_index(info["inner_loc"][info["kid_parent"]])
+    inner = info["inner_loc"]
     scale, shift = cs[lv]
-    sc, sh = maps[lv + 1]
-    return scale[par] * sc, scale[par] * sh + shift[par]
+    ps, ph = scale[static_index(inner)], shift[static_index(inner)]
+    kids = top[lv + 1]
+    k = info["n_ser"]  # rows [:k] series, [k:] parallel
+    cr_last = kids[static_index(info["right_loc"][:k]), 0]
+    l_scale, r_scale = [ps[:k]], [ps[:k]]
+    l_shift = [ps[:k] * cr_last + ph[:k]]
+    if k < len(inner):
+      e1 = kids[static_index(info["left_loc"][k:]), 1]
+      e2 = kids[static_index(info["right_loc"][k:]), 1]
+      g = top[lv][static_index(inner[k:]), 1]
+      both = (e1 > 0) & (e2 > 0)
+      l_scale.append(ps[k:] * jnp.where(both, g / e1, 1.0))
+      r_scale.append(ps[k:] * jnp.where(both, g / e2, 1.0))
+      l_shift.append(ph[k:])
+    return (
+      child_rows(info, jnp.concatenate(l_scale), jnp.concatenate(r_scale)),
+      child_rows(info, jnp.concatenate(l_shift), ph),
+    )
 
   cs = [(jnp.ones((1, 2, n), f64), jnp.zeros((1, 2, n), f64))] + [None] * (
     plan.num_levels - 1
@@ -284,13 +308,23 @@ def _times(draws, layout: SPLayout, n: int):
       parent=band.arrays()["parent"], scale=band_maps[band.a][0], shift=band_maps[band.a][1]
     ),
   )
-  node_scale = jnp.concatenate([c[0] for c in cs], axis=0)[
-    static_index(plan.node_of)
-  ]  # (d, 2, n)
-  node_shift = jnp.concatenate([c[1] for c in cs], axis=0)[static_index(plan.node_of)]
-  scale = jnp.where(in_a, node_scale[:, 0], node_scale[:, 1])
-  shift = jnp.where(in_a, node_shift[:, 0], node_shift[:, 1])
-  return scale * time + shift, top[0][0]
+  # each element's root time, from its node's block of rows (no whole-tree copy of
+  # the maps), in element order
+  node_of = np.asarray(plan.node_of)
+  parts, order, start = [], [], 0
+  for scale, shift in cs:
+    stop = start + scale.shape[0]
+    elems = np.nonzero((node_of >= start) & (node_of < stop))[0]
+    if len(elems):
+      e, r = static_index(elems), static_index(node_of[elems] - start)
+      t = time[e]
+      parts.append(
+        jnp.where(in_a[e], scale[r, 0] * t + shift[r, 0], scale[r, 1] * t + shift[r, 1])
+      )
+      order.append(elems)
+    start = stop
+  value = jnp.concatenate(parts)[static_index(np.argsort(np.concatenate(order)))]
+  return value, top[0][0]
 
 
 def _series(lower, upper):

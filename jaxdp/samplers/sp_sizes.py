@@ -15,20 +15,32 @@ from jaxdp.samplers.sp_tables import SPTables
 from jaxdp.samplers.subsets import linear_extensions
 from jaxdp.samplers.words import static_index
 
-__all__ = ["block_choice", "block_times", "sizes", "split_count"]
+__all__ = ["block_choice", "block_times", "sizes", "spare_uniforms", "split_count"]
 
 
-def sizes(k_root, k_split, tables: SPTables, plan: LevelPlan, d: int, n: int):
+def spare_uniforms(words, m: int):
+  """``m`` float32 uniforms per sample on the grid of ``jax.random.uniform`` (23
+  random bits, [0, 1)) from the bits :func:`jaxdp.samplers.words.uniform52` leaves
+  unused: 12 of each 64-bit word (the low 5 of ``hi``, the low 7 of ``lo``), two
+  words per uniform. ``words``: stored ``(hi, lo)`` uint32 of shape (2, L, n) with
+  m <= L; returns (m, n). The bits of a random word are independent, so these
+  uniforms are independent of the variates the other 52 bits make."""
+  hi, lo = words[0][:, :m], words[1][:, :m]
+  spare = ((hi & np.uint32(31)) << np.uint32(7)) | (lo & np.uint32(127))  # 12 bits
+  bits23 = ((spare[0] << np.uint32(12)) | spare[1]) >> np.uint32(1)
+  return bits23.astype(jnp.float32) * np.float32(2.0**-23)
+
+
+def sizes(u_root, u, tables: SPTables, plan: LevelPlan, d: int, n: int):
   """A-count of every node, top down: (rows, n) int32 blocks in node order, one per
-  unrolled depth and one per scanned run."""
-  u_root = jax.random.uniform(k_root, (n,))
+  unrolled depth and one per scanned run. ``u_root`` (n,) and ``u``
+  (internal nodes, n): stored uniforms (each is read by a row of CDF entries)."""
   root = jnp.minimum(
     jnp.sum(tables.root_cdf[None, :] <= u_root[:, None], axis=1), d
   ).astype(jnp.int32)
   out = [root[None, :]] + [None] * (plan.num_levels - 1)
   if not plan.num_internal:
     return out
-  u = jax.random.uniform(k_split, (plan.num_internal, n))
 
   def step(a, x, widmax):  # a scanned depth
     a_left = split_count(

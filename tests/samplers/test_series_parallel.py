@@ -409,3 +409,32 @@ def test_kernel_uniforms_are_the_cell_midpoints():
     assert Fraction(float(v)) == Fraction(2 * jj + 1, 2**53)
   assert (u > 0).all() and (u < 1).all() and (e > 0).all() and np.isfinite(e).all()
   assert u[0] == 2.0**-53 and u[3] == 1 - 2.0**-53
+
+
+def test_spare_uniforms_use_only_the_bits_the_spacings_leave():
+  """The size choices' uniforms read exactly the 12 bits per word that ``uniform52``
+  drops: flipping those bits leaves every spacing uniform unchanged, flipping the
+  others leaves every size uniform unchanged, and each size uniform is its 23 bits on
+  the grid of ``jax.random.uniform`` (all 2^24 patterns of two words' spare bits
+  reach every grid point twice)."""
+  from jaxdp.samplers import sp_sizes
+
+  rng = np.random.default_rng(0)
+  hi, lo = (rng.integers(0, 2**32, (2, 5, 7), dtype=np.uint32) for _ in range(2))
+  spare_hi, spare_lo = np.uint32(31), np.uint32(127)
+  with jax.enable_x64(True):
+    u52 = np.asarray(words.uniform52((hi, lo)))
+    u52_flipped = np.asarray(words.uniform52((hi ^ spare_hi, lo ^ spare_lo)))
+  np.testing.assert_array_equal(u52, u52_flipped)
+  u = np.asarray(sp_sizes.spare_uniforms((hi, lo), 5))
+  u_flipped = np.asarray(sp_sizes.spare_uniforms((hi ^ ~spare_hi, lo ^ ~spare_lo), 5))
+  np.testing.assert_array_equal(u, u_flipped)
+  # the 24 spare bits of (word 0, word 1), high to low, and the uniform from their top 23
+  bits = (
+    ((hi[0] & spare_hi).astype(np.int64) << 19)
+    | ((lo[0] & spare_lo).astype(np.int64) << 12)
+    | ((hi[1] & spare_hi).astype(np.int64) << 7)
+    | (lo[1] & spare_lo)
+  )
+  np.testing.assert_array_equal(u, (bits >> 1).astype(np.float64) * 2.0**-23)
+  assert u.dtype == np.float32 and u.min() >= 0 and u.max() < 1
