@@ -37,6 +37,7 @@ BENCHMARKS = (
   ("ledger", "python benchmarks/ledger.py"),
   ("consistency", "python benchmarks/consistency.py"),
   ("sampler_profile", "python benchmarks/sampler_profile.py"),
+  ("exact_profile", "python benchmarks/exact_profile.py"),
 )
 # The paper's studies: (results name, title, command that writes it).
 STUDIES = (

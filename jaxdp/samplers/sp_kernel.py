@@ -58,7 +58,8 @@ keep the caller's dtype) from uniforms on the midpoints of 2^52 cells (exact, ne
 0 or 1) with fdlibm's logarithm (error below 1 ulp), so an order decided at a
 parallel node departs from exact only if two times agree to float64 rounding: below
 d^2 2^-44 per sample. Size choices compare float32 uniforms with float32 CDFs of
-float64 weights, as the other samplers do (relative error below 1e-6 per choice).
+float64 weights, as the other samplers do (each option's probability off by less
+than 2^-22 in absolute terms).
 """
 
 from __future__ import annotations
