@@ -243,14 +243,14 @@ def _wide_rows(rows, mem, cc, n):
   return {"float_chacha20": f, "exact_chacha20": x, "table_build_s": build}
 
 
-def _nhis3_only(args, n, cc, fry, payload):
-  """The NHIS-3 K-norm rows alone: float (Threefry, ChaCha20) and exact (ChaCha20)."""
+def _nhis3_rows(rows, mem, cc, fry, n):
+  """The NHIS-3 K-norm rows: float (Threefry, ChaCha20) and exact (ChaCha20)."""
   nhis = jaxdp.Poset.nhis(3)
   ball = jaxdp.PosetBall(nhis)
   knorm_f = lambda k: dprandom.knorm(k, ball, 1.0, (n,))
-  rows, mem = [], {}
-  f_fry = _measure(knorm_f, fry, n, 4 * n * 16)[0]
-  f, x = _pair(
+  p = {"float_threefry": _measure(knorm_f, fry, n, 4 * n * 16)[0]}
+  rows.append(("NHIS-3 K-norm", "float, Threefry", p["float_threefry"], None, None, None))
+  p["float_chacha20"], p["exact_chacha20"] = _pair(
     rows,
     mem,
     "NHIS-3 K-norm",
@@ -260,18 +260,19 @@ def _nhis3_only(args, n, cc, fry, payload):
     knorm_f,
     lambda k: exact.poset_knorm(k, nhis, 1.0, (n,)),
   )
-  payload["nhis3_knorm_per_s"] = {
-    "float_threefry": f_fry,
-    "float_chacha20": f,
-    "exact_chacha20": x,
-  }
+  return p
+
+
+def _nhis3_only(args, n, cc, fry, payload):
+  """``--only nhis3``: the NHIS-3 K-norm rows alone (results/secure_nhis3.*)."""
+  rows = []
+  p = payload["nhis3_knorm_per_s"] = _nhis3_rows(rows, {}, cc, fry, n)
   lines = ["| what | sampler | per second | ratio |", "|---|---|---:|---:|"]
-  lines.append(f"| NHIS-3 K-norm | float, Threefry | {f_fry:,.0f} |  |")
-  lines.append(f"| NHIS-3 K-norm | float, ChaCha20 | {f:,.0f} |  |")
-  lines.append(
-    f"| NHIS-3 K-norm | exact, ChaCha20 | {x:,.0f} | {x / f:.2f} (x float (ChaCha20)) |"
-  )
-  lines += ["", f"Batch {n:,}, one run."]
+  for what, name, rate, ratio, _, _ in rows:
+    rtxt = "" if ratio is None else f"{ratio:.2f} (x float (ChaCha20))"
+    lines.append(f"| {what} | {name} | {rate:,.0f} | {rtxt} |")
+  lines += ["", f"Batch {n:,}, one run; exact / float (ChaCha20) = "]
+  lines[-1] += f"{p['exact_chacha20'] / p['float_chacha20']:.2f}."
   write_results(args.out, "secure_nhis3", payload, "\n".join(lines))
 
 
@@ -338,21 +339,7 @@ def main(argv=None):
   )
 
   nhis = jaxdp.Poset.nhis(3)
-  ball = jaxdp.PosetBall(nhis)
-  knorm_f = lambda k: dprandom.knorm(k, ball, 1.0, (n,))
-  p = {"float_threefry": _measure(knorm_f, fry, n, 4 * n * 16)[0]}
-  rows.append(("NHIS-3 K-norm", "float, Threefry", p["float_threefry"], None, None, None))
-  p["float_chacha20"], p["exact_chacha20"] = _pair(
-    rows,
-    mem,
-    "NHIS-3 K-norm",
-    cc,
-    n,
-    4 * n * 16,
-    knorm_f,
-    lambda k: exact.poset_knorm(k, nhis, 1.0, (n,)),
-  )
-  payload["nhis3_knorm_per_s"] = p
+  payload["nhis3_knorm_per_s"] = _nhis3_rows(rows, mem, cc, fry, n)
 
   quest = synthetic_questionnaire(0, 300)
   forest = _random_forest(128)

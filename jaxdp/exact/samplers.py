@@ -117,7 +117,9 @@ def poset_knorm(
   elif (path or chosen) == "wide":
     tables, total = exact_wide_tables(poset)
     with jax.enable_x64(True):  # uint64 limbs
-      out = _wide_kernel(key, tables, traced, const=const, total=total, d=poset.d, n=n)
+      out = _poset_kernel(
+        key, tables, traced, const=const, total=total, d=poset.d, n=n, wide=True
+      )
   else:
     tables, layout = exact_tree_tables(poset)
     with jax.enable_x64(True):
@@ -228,42 +230,26 @@ def _laplace_kernel(key, traced, *, const, n):
     return run_chunks(chunk, key, scale, n, ())
 
 
-@functools.partial(jax.jit, static_argnames=("const", "total", "d", "n", "forest"))
-def _poset_kernel(key, tables, traced, *, const, total, d, n, forest=None):
+@functools.partial(jax.jit, static_argnames=("const", "total", "d", "n", "forest", "wide"))
+def _poset_kernel(key, tables, traced, *, const, total, d, n, forest=None, wide=False):
   with jax.enable_x64(True):
     device_tables = jax.tree_util.tree_map(jnp.asarray, tables)
     scale = scale64(traced, const, d + 1)
 
     def chunk(k_chunk, m):
       k_rank, k_bits, k_ref = jax.random.split(k_chunk, 3)
-      rank = uniform_below(k_rank, total, m)
-      if forest is not None:  # the same objects, by the hook-length formula
-        seq, size_a = forest_unrank(rank, device_tables, forest)
-        words = jax.random.bits(k_bits, (m, d + 2, 2), jnp.uint32)
+      words = jax.random.bits(k_bits, (m, d + 2, 2), jnp.uint32)
+      if wide:  # 128-bit ranks (uint64 limbs), the same bijection
+        rank = uniform_below_wide(k_rank, total, m)
+        seq, size_a = unrank_wide(rank, device_tables, d, total.bit_length())
+      elif forest is not None:  # the same objects, by the hook-length formula
+        seq, size_a = forest_unrank(uniform_below(k_rank, total, m), device_tables, forest)
         low = forest_low(seq, size_a, forest)
         k, settled = tree_round(words, low, size_a, scale)
         ok = jnp.zeros((m,), bool)
         return settle(k, settled, words, scale, k_ref, refine_tree_sample, low, size_a, ok)
-      seq, size_a = unrank(rank, device_tables, d)
-      words = jax.random.bits(k_bits, (m, d + 2, 2), jnp.uint32)
-      k, settled = chain_round(words, seq, size_a, device_tables.up, scale)
-      coeff = lambda: simplex_coefficients(seq, size_a, device_tables.up)  # (m, d+2, d+1)
-      return settle(k, settled, words, scale, k_ref, refine_sample, coeff)
-
-    return run_chunks(chunk, key, scale, n, (d + 1,))
-
-
-@functools.partial(jax.jit, static_argnames=("const", "total", "d", "n"))
-def _wide_kernel(key, tables, traced, *, const, total, d, n):
-  with jax.enable_x64(True):
-    device_tables = jax.tree_util.tree_map(jnp.asarray, tables)
-    scale = scale64(traced, const, d + 1)
-
-    def chunk(k_chunk, m):
-      k_rank, k_bits, k_ref = jax.random.split(k_chunk, 3)
-      rank = uniform_below_wide(k_rank, total, m)
-      seq, size_a = unrank_wide(rank, device_tables, d, total.bit_length())
-      words = jax.random.bits(k_bits, (m, d + 2, 2), jnp.uint32)
+      else:
+        seq, size_a = unrank(uniform_below(k_rank, total, m), device_tables, d)
       k, settled = chain_round(words, seq, size_a, device_tables.up, scale)
       coeff = lambda: simplex_coefficients(seq, size_a, device_tables.up)  # (m, d+2, d+1)
       return settle(k, settled, words, scale, k_ref, refine_sample, coeff)

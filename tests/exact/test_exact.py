@@ -24,6 +24,7 @@ from jaxdp.exact import refine as exact_refine
 from jaxdp.samplers.exact_tables import exact_tables
 from jaxdp.samplers.simplex import chain_noise
 from tests.helpers import small_posets
+from tests.helpers.exactness import record_host_refinements
 
 mpmath = pytest.importorskip("mpmath")
 KEY = bytes(range(32))
@@ -236,13 +237,7 @@ def test_forced_refinement_through_the_kernel_gives_the_same_release(monkeypatch
   normal = np.asarray(exact.laplace(key, (4000,), scale=0.75))
   jax.clear_caches()
   monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-3)
-  calls = []
-  real = exact_refine.host_refine
-  monkeypatch.setattr(
-    exact_refine,
-    "host_refine",
-    lambda *a: calls.append(int(np.sum(~np.asarray(a[2])))) or real(*a),
-  )
+  calls = record_host_refinements(monkeypatch, exact_refine)
   forced = np.asarray(exact.laplace(key, (4000,), scale=0.75))
   jax.clear_caches()
   assert calls and calls[0] > 500

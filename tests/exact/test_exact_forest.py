@@ -16,6 +16,7 @@ from jaxdp.exact import intervals as exact_intervals
 from jaxdp.exact import refine as exact_refine
 from jaxdp.exact.intervals import exp_intervals
 from jaxdp.samplers.exact_tables import exact_tables
+from tests.helpers.exactness import record_host_refinements
 
 # preorder-numbered forests: a 6-element forest of depth 3, and NHIS-3
 PREORDER = {
@@ -118,13 +119,7 @@ def test_forced_refinement_of_the_forest_kernel_gives_the_same_release(monkeypat
   normal = np.asarray(exact.poset_knorm(key, poset, 0.75, (40,)))
   jax.clear_caches()
   monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-8)
-  calls = []
-  real = exact_refine.host_refine
-  monkeypatch.setattr(
-    exact_refine,
-    "host_refine",
-    lambda *a: calls.append(int(np.sum(~np.asarray(a[2])))) or real(*a),
-  )
+  calls = record_host_refinements(monkeypatch, exact_refine)
   forced = np.asarray(exact.poset_knorm(key, poset, 0.75, (40,)))
   jax.clear_caches()
   assert calls and calls[0] > 20

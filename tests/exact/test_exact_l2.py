@@ -24,6 +24,7 @@ from jaxdp.exact import decimal_trig
 from jaxdp.exact import l2 as exact_l2
 from jaxdp.exact import refine as exact_refine
 from jaxdp.mechanisms.poset_count import sqrt_up
+from tests.helpers.exactness import record_host_refinements
 
 mpmath = pytest.importorskip("mpmath")
 KEY = bytes(range(32))
@@ -151,13 +152,7 @@ def test_forced_refinement_gives_the_same_release(monkeypatch):
   normal = np.asarray(exact.l2_knorm(key, 3, 40.0, (120,)))
   jax.clear_caches()
   monkeypatch.setattr(exact_l2, "L2_PAD", 2.0**-9)
-  calls = []
-  real = exact_refine.host_refine
-  monkeypatch.setattr(
-    exact_refine,
-    "host_refine",
-    lambda *a: calls.append(int(np.sum(~np.asarray(a[2])))) or real(*a),
-  )
+  calls = record_host_refinements(monkeypatch, exact_refine)
   forced = np.asarray(exact.l2_knorm(key, 3, 40.0, (120,)))
   jax.clear_caches()
   assert calls and calls[0] > 60, calls

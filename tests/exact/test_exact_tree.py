@@ -27,7 +27,7 @@ from jaxdp.samplers.exact_tree_tables import (
   exact_size_table,
   exact_tree_tables,
 )
-from tests.helpers.exactness import random_series_parallel
+from tests.helpers.exactness import random_series_parallel, record_host_refinements
 
 P_MIN, Z_MAX = 1e-4, 5.0
 KEY = bytes(range(32))
@@ -159,13 +159,7 @@ def test_forced_refinement_gives_the_same_release(monkeypatch):
   jax.clear_caches()
   monkeypatch.setattr(exact_tree, "WIDEN", 1 << 62)
   monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-3)
-  calls = []
-  real = exact_refine.host_refine
-  monkeypatch.setattr(
-    exact_refine,
-    "host_refine",
-    lambda *a: calls.append(int(np.sum(~np.asarray(a[2])))) or real(*a),
-  )
+  calls = record_host_refinements(monkeypatch, exact_refine)
   got = np.asarray(exact.poset_knorm(key, poset, 0.75, (n,), path="tree"))
   jax.clear_caches()
   assert calls and calls[0] > 300

@@ -49,3 +49,17 @@ def random_series_parallel(rng, d, n_block=False):
 
   build([int(x) for x in rng.permutation(d)])
   return edges
+
+
+def record_host_refinements(monkeypatch, refine_module):
+  """Wraps ``refine_module.host_refine`` so each call records how many samples it
+  refines (the unsettled entries of its third argument); returns that list."""
+  calls = []
+  real = refine_module.host_refine
+
+  def counting(*args):
+    calls.append(int(np.sum(~np.asarray(args[2]))))
+    return real(*args)
+
+  monkeypatch.setattr(refine_module, "host_refine", counting)
+  return calls
