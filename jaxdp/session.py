@@ -26,7 +26,7 @@ What a session guarantees, whatever functions the analyst sends:
   sensitivity ball before summing (:func:`jaxdp.release_partitioned`); non-finite
   contributions count as 0 and poset answers other than 1 as 0 (a row that is not a
   filter is replaced by the largest filter it contains). Sums are taken in a dtype
-  that cannot overflow and clipped (a 1-Lipschitz map, so the sensitivity holds).
+  that cannot overflow and clipped (l_p; exact poset counts saturate after the noise).
 * **Errors that disclose nothing.** Every error a query can raise is decided from the
   query, its privacy parameters, the budget and the public schema (row shape and
   dtype), before any data is read; none depends on the data or on the number of

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from typing import Any, Protocol, runtime_checkable
 
 import jax
@@ -207,8 +208,8 @@ def exact_scale(units, eps):
   return _checks.guard_positive(eps, scale)
 
 
-def noisy(ok, stat, noise):
-  """``(ok, stat + noise)``, where ``ok`` (the parameters are valid, see
+def noisy(ok, stat, noise, add=operator.add):
+  """``(ok, add(stat, noise))``, where ``ok`` (the parameters are valid, see
   :meth:`RangeChecked.valid`) is narrowed to entries whose integer noise is not an exact
   sampler's fill (its dtype's minimum, never a noise value: they stay within
   +-2^30), and the noise is replaced by 0 where not ``ok``, so no fill enters
@@ -216,4 +217,4 @@ def noisy(ok, stat, noise):
   noise = jnp.asarray(noise)
   if jnp.issubdtype(noise.dtype, jnp.integer):
     ok = ok & (noise != jnp.iinfo(noise.dtype).min)
-  return ok, stat + jnp.where(ok, noise, jnp.zeros((), noise.dtype))
+  return ok, add(stat, jnp.where(ok, noise, jnp.zeros((), noise.dtype)))

@@ -29,6 +29,7 @@ from jaxdp.mechanisms.statistics import (
   float_statistic,
   grid_units,
   integer_part_sums,
+  saturating_add,
 )
 from jaxdp.samplers.balls import LpBall, PosetBall
 from jaxdp.typing import ArrayLike, KeyArray
@@ -43,6 +44,10 @@ class KNormMechanism(EpsMechanism):
     ball: a :class:`~jaxdp.PosetBall` or :class:`~jaxdp.LpBall` (the unit ball K).
     eps: privacy parameter.
     sensitivity: sensitivity s of the statistic in the K-norm.
+    exact: integer statistic plus exactly rounded noise (int32). For the poset
+      ball, whose norm clipping the statistic does not keep, a traced statistic
+      of any integer width is released as the sum saturated at +-(2^31 - 1)
+      (postprocessing); l_p statistics are clipped to +-2^30 first (1-Lipschitz).
 
   References:
     Hardt & Talwar (2010); Joseph, Ribero & Yu (2025), Lemma 2.2.
@@ -117,13 +122,15 @@ class KNormMechanism(EpsMechanism):
 
   def randomize(self, key: KeyArray, data: ArrayLike) -> jax.Array:
     if self.exact:
-      units, _ = grid_units(data, None)
+      poset = isinstance(self.ball, PosetBall)
+      units, _ = grid_units(data, None, wide=poset)
       self._check_dim(units)
       ok = self.valid(units.shape)
       scale = exact_scale(self.sensitivity, self.eps)
-      if isinstance(self.ball, PosetBall):
+      if poset:  # clipping the statistic would break the sensitivity: saturate after
         noise = exact.poset_knorm(key, self.ball.poset, scale, units.shape[:-1])
-      elif self.ball.p == math.inf:
+        return _checks.mark_invalid(*noisy(ok, units, noise, saturating_add))
+      if self.ball.p == math.inf:
         noise = exact.linf_knorm(key, self.ball.d, scale, units.shape[:-1])
       elif self.ball.p == 2:
         noise = exact.l2_knorm(key, self.ball.d, scale, units.shape[:-1])

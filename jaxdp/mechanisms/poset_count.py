@@ -119,10 +119,15 @@ class PosetCountMechanism(EpsMechanism):
     at most as many rows as that dtype holds integers exactly (2**24 for float32,
     2**53 with x64): every partial sum is then an integer it represents, so every
     addition is exact in any order. More rows is an error, never a rounded count.
+
+    Exact releases get integer counts: int32 clipped to +-2^30 for the l_p noises
+    (1-Lipschitz in their norms); for poset-ball noise, whose norm clipping does not
+    keep, wider ones (int64 with x64), which the release saturates at
+    +-(2^31 - 1) after the noise (postprocessing).
     """
     rows, ok = self._validated(data)
     counts = exact_counts(jnp.sum(rows, axis=0), rows.shape[0], ok)
-    return as_int_counts(counts) if self.exact else counts
+    return as_int_counts(counts, wide=self.noise == "poset") if self.exact else counts
 
   def part_statistics(self, data: ArrayLike, part: ArrayLike, num_parts: int) -> jax.Array:
     """Exact (n_j, c_1..c_d) of the rows of each part j, shape ``(num_parts, d + 1)``."""
@@ -130,7 +135,7 @@ class PosetCountMechanism(EpsMechanism):
     part = part_index(part, rows.shape[0], num_parts)
     ext = jnp.concatenate([jnp.ones((rows.shape[0], 1), rows.dtype), rows], axis=1)
     counts = exact_counts(part_sums(ext, part, num_parts), rows.shape[0], ok, with_n=False)
-    return as_int_counts(counts) if self.exact else counts
+    return as_int_counts(counts, wide=self.noise == "poset") if self.exact else counts
 
   def randomize(self, key: KeyArray, data: ArrayLike) -> jax.Array:
     self._check_options()

@@ -11,6 +11,9 @@ import numpy as np
 
 from jaxdp import _checks, _data_checks, exact
 
+SATURATION = 2**31 - 1  # B: the largest |output| of a saturating exact release
+WIDE_CLIP = SATURATION + exact.LIMIT  # C: beyond it, stat + noise saturates either way
+
 
 def float_statistic(data, name="data"):
   """A statistic as the default float dtype: no float16, NaN or silent rounding.
@@ -124,7 +127,7 @@ def clipped_part_sums(rows, part, num_parts: int, p: float, bound: float):
   return sums[:, 0] if scalar else sums
 
 
-def grid_units(data, grid):
+def grid_units(data, grid, *, wide: bool = False):
   """The statistic in int32 grid units, and the snapping slack in units.
 
   ``grid`` None: ``data`` must have an integer dtype (no snapping, slack 0).
@@ -136,9 +139,12 @@ def grid_units(data, grid):
   A concrete statistic is checked and snapped on the host, in its own dtype (a
   float64 one is not rounded to float32 first: that could move it by many units):
   beyond +-2^30 units it is an error, since clipping it silently would hide a
-  mistake. A traced one is clipped to +-2^30 units, a 1-Lipschitz map that keeps the
-  sensitivity (an error there would depend on the data, e.g. inside
-  :func:`jaxdp.release_partitioned`) and leaves room for the noise in int32.
+  mistake. A traced one is clipped to +-2^30 units (an error there would depend on
+  the data, e.g. inside :func:`jaxdp.release_partitioned`), which leaves room for the
+  noise in int32. Coordinatewise clipping is 1-Lipschitz in every l_p norm, so it
+  keeps an l_p sensitivity, but not in the poset-ball norm (clipping (1, F) to
+  (0, F) doubles it): with ``wide`` (``grid`` None only) a traced statistic is
+  returned unclipped, in its own integer dtype, for :func:`saturating_add`.
   """
   if not hasattr(data, "dtype"):
     data = np.asarray(data)
@@ -149,13 +155,22 @@ def grid_units(data, grid):
       "counts to an integer dtype, or pass grid=2.0**-k to snap a real-valued "
       "statistic to a grid."
     )
-  too_big = (
-    "the largest |statistic| an exact release holds (int32, with room for "
-    "the noise). Clip it yourself if that is meant (clipping keeps the "
-    "sensitivity), or use a coarser unit" + (" or grid." if grid else ".")
-  )
+  if wide:  # clipping would not keep a poset-ball sensitivity
+    too_big = (
+      "the largest |statistic| an exact poset-ball release takes from the host. "
+      "Split the data, or compute the statistic under jax.jit, where the release "
+      "saturates at +-(2**31 - 1) after the noise (postprocessing)."
+    )
+  else:
+    too_big = (
+      "the largest |statistic| an exact release holds (int32, with room for "
+      "the noise). Clip it yourself if that is meant (clipping keeps the "
+      "sensitivity), or use a coarser unit" + (" or grid." if grid else ".")
+    )
   if grid is None:
     x = _data_checks.check_data(data, limit=exact.LIMIT, reason=too_big)
+    if wide:
+      return x, 0
     return _checks.clip_integers(x, exact.LIMIT).astype(jnp.int32), 0
   x = _data_checks.check_data(data)
   if _checks.is_concrete(x):
@@ -174,11 +189,40 @@ def grid_units(data, grid):
   return units.astype(jnp.int32), math.prod(x.shape)
 
 
-def as_int_counts(counts):
-  """Exact float counts (NaN after a failed run-time check) as int32 (int32's minimum
-  for NaN), clipped to +-2^30 (1-Lipschitz, so the sensitivity holds)."""
+def saturating_add(stat, noise):
+  """``sat_B(stat + noise)`` in int32, exact for any integer ``stat``: the sum clipped
+  to +-B, B = :data:`SATURATION` = 2^31 - 1 (never int32's minimum, the sentinel).
+
+  The clip comes after the noise, so it is postprocessing and keeps any sensitivity
+  (clipping the statistic first is not 1-Lipschitz in the poset-ball norm). With
+  ``|noise| <= 2^30`` (:data:`jaxdp.exact.LIMIT`: every exact sampler's noise), ``stat``
+  may first be clipped to +-C, C = :data:`WIDE_CLIP` = B + 2^30, in its own dtype:
+  beyond C, ``stat + noise`` lies beyond B with the sign of ``stat`` either way. The
+  sum is then taken in int64.
+  """
+  with jax.enable_x64(True):
+    x = _checks.clip_integers(jnp.asarray(stat), WIDE_CLIP).astype(jnp.int64)
+    y = x + jnp.asarray(noise).astype(jnp.int64)
+    bound = jnp.asarray(SATURATION, jnp.int64)
+    return jnp.clip(y, -bound, bound).astype(jnp.int32)
+
+
+def as_int_counts(counts, *, wide: bool = False):
+  """Exact float counts (NaN after a failed run-time check) as integers (the dtype's
+  minimum for NaN).
+
+  Without ``wide``: int32, clipped to +-2^30 (1-Lipschitz in every l_p norm, so an
+  l_p sensitivity holds). With ``wide`` (for poset-ball noise, whose norm clipping
+  does not keep): JAX's default integer, clipped only to +-:data:`WIDE_CLIP` with x64
+  (int64), which :func:`saturating_add` releases exactly as the unclipped counts;
+  without x64 the float32 counts are at most 2^24 (:func:`exact_counts`), so no clip
+  binds.
+  """
   ok = jnp.isfinite(counts)
-  c = jnp.clip(jnp.where(ok, counts, 0), -exact.LIMIT, exact.LIMIT).astype(jnp.int32)
+  dtype, limit = jnp.int32, exact.LIMIT
+  if wide and jax.dtypes.canonicalize_dtype(np.int64) == np.int64:
+    dtype, limit = jnp.int64, WIDE_CLIP
+  c = jnp.clip(jnp.where(ok, counts, 0), -limit, limit).astype(dtype)
   return _checks.mark_invalid(ok, c)
 
 
@@ -186,9 +230,9 @@ def integer_part_sums(rows, part, num_parts: int, bound, p: float = 1):
   """Per-part int32 sums of integer rows; rows of l_p norm (p = 1, 2 or inf) above
   ``bound`` count as 0.
 
-  The sums are taken in int64 and clipped to +-2^30 (a 1-Lipschitz map, so the
-  sensitivity holds): no row count can overflow them or raise an error that would
-  reveal it.
+  The sums are taken in int64 and clipped to +-2^30 (1-Lipschitz in every l_p norm,
+  so the sensitivity holds): no row count can overflow them or raise an error that
+  would reveal it.
   """
   x = _data_checks.check_data(rows, "rows")
   if not (jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == jnp.bool_):
