@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, write_results
+from common import best_time, machine, write_results
 
 import jaxdp
 from jaxdp import exact
@@ -44,13 +44,7 @@ from jaxdp.samplers.exact_tables import exact_tables
 
 
 def _cpu_us(fn, n, repeats):
-  jax.block_until_ready(fn())
-  best = float("inf")
-  for _ in range(repeats):
-    t0 = time.process_time()
-    jax.block_until_ready(fn())
-    best = min(best, time.process_time() - t0)
-  return 1e6 * best / n
+  return 1e6 * best_time(fn, repeats, clock=time.process_time) / n
 
 
 def _two_logs(words):
