@@ -18,6 +18,7 @@ from jax import lax
 
 from jaxdp import _checks
 from jaxdp.exact.choices import int62
+from jaxdp.exact.refine import batch_all
 from jaxdp.prng.threefry import fast_key
 from jaxdp.samplers.chunks import chunked
 from jaxdp.typing import KeyArray, Shape
@@ -290,8 +291,8 @@ def _raise_if(flag, message: str):
       raise RuntimeError(message)
     return np.ones(np.shape(f), np.bool_)
 
-  return lax.cond(
-    flag,
+  return lax.cond(  # under vmap a cond still: the host is called only on a failure
+    ~batch_all(~flag),
     lambda: jax.pure_callback(
       check, jax.ShapeDtypeStruct((), jnp.bool_), flag, vmap_method="broadcast_all"
     ),

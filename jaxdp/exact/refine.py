@@ -26,7 +26,8 @@ HOST_DIGITS = 100  # decimal precision of the host refinement
 
 def settle(k, settled, words, scale, key, refine_one, *operands):
   """Refines unsettled samples on the host, only when there are any (a bad traced
-  scale needs none: its output is the sentinel).
+  scale needs none: its output is the sentinel); under a caller's ``vmap`` too, where
+  the test is :func:`batch_all` over the whole batch.
 
   ``refine_one(words_i, extra_i, scale, *operands_i)`` recomputes one sample from its
   fast-pass words and 192 more digits per uniform; ``operands`` are per-sample arrays,
@@ -48,7 +49,26 @@ def settle(k, settled, words, scale, key, refine_one, *operands):
       vmap_method="broadcast_all",
     )
 
-  return lax.cond(jnp.all(settled), lambda k: k, refine, k)
+  return lax.cond(batch_all(settled), lambda k: k, refine, k)
+
+
+@jax.custom_batching.custom_vmap
+def batch_all(x):
+  """``jnp.all(x)``; under ``vmap``, all of ``x`` over the whole batch, unbatched.
+
+  A ``lax.cond`` whose predicate is batched runs both branches (a select), so under
+  a caller's ``vmap`` the settle step would call the host on every chunk. With this
+  predicate the cond stays a cond: the host is called only when some sample of the
+  batch is unsettled, and then refines exactly the unsettled ones (for a member whose
+  samples are all settled the refinement branch returns its input), so every
+  member's output is the one it gets alone."""
+  return jnp.all(x)
+
+
+@batch_all.def_vmap
+def _batch_all_vmap(axis_size, in_batched, x):
+  del axis_size, in_batched
+  return batch_all(x), False  # again custom_vmap: nested vmaps reduce every level
 
 
 _CTX = decimal.Context(prec=HOST_DIGITS, rounding=decimal.ROUND_HALF_EVEN)
