@@ -132,20 +132,30 @@ def sequential_blocks(num_blocks: int, platform: str) -> bool:
 
 
 def _blocks(key, num_blocks: int, domain: int, rounds: int = 20, platform=None):
-  """``(num_blocks, 16)`` words of the blocks at counters 0.. under ``domain``, on
-  ``platform`` (default: JAX's default backend; see :func:`sequential_blocks`)."""
+  """``(num_blocks, 16)`` words of the blocks at counters 0.. under ``domain``, for
+  ``platform`` (default: the platform the program is lowered for; see
+  :func:`sequential_blocks`)."""
   if num_blocks > MAX_BLOCKS:
     raise ValueError(
       f"a ChaCha{rounds} draw of {num_blocks:,} blocks exceeds the 2**32-block stream "
       "of one key; split the key and draw in pieces."
     )
   nonce = (domain, 0, 0)
-  if not sequential_blocks(num_blocks, platform or jax.default_backend()):
+
+  def one_pass(key):
     return block(key, lax.iota(jnp.uint32, num_blocks), nonce, rounds)
-  steps = -(-num_blocks // CPU_CHUNK)
-  counters = lax.iota(jnp.uint32, steps * CPU_CHUNK).reshape(steps, CPU_CHUNK)
-  out = lax.map(lambda c: block(key, c, nonce, rounds), counters)
-  return out.reshape(steps * CPU_CHUNK, 16)[:num_blocks]
+
+  def mapped(key):
+    steps = -(-num_blocks // CPU_CHUNK)
+    counters = lax.iota(jnp.uint32, steps * CPU_CHUNK).reshape(steps, CPU_CHUNK)
+    out = lax.map(lambda c: block(key, c, nonce, rounds), counters)
+    return out.reshape(steps * CPU_CHUNK, 16)[:num_blocks]
+
+  if platform is not None or not sequential_blocks(num_blocks, "cpu"):
+    return (mapped if sequential_blocks(num_blocks, platform or "cpu") else one_pass)(key)
+  # chosen when the program is lowered, for the platform it is lowered for (which
+  # need not be JAX's default backend): no conditional in the compiled program
+  return lax.platform_dependent(key, cpu=mapped, default=one_pass)
 
 
 def _seed(seed):

@@ -82,13 +82,25 @@ def stored(tree, word):
   XLA:CPU fuses cheap elementwise producers (a Threefry hash, :func:`_log`) into
   every consumer, recomputing them per use: an (n,) variate broadcast over d
   coordinates is hashed d times. ``lax.optimization_barrier`` does not prevent that
-  here (a (2, n) variate broadcast over 129 coordinates ran as slowly with one as
-  without, and the compiled program holds no barrier); a conditional is a fusion
-  boundary. Its predicate ``(word | 1) != 0`` (``word`` any traced uint32 scalar)
-  is always true, so the other branch never runs; it differs from the first only so
-  that the two are not merged. Under ``vmap`` the conditional becomes a select
-  (same values, no boundary).
+  on the CPU (a (2, n) variate broadcast over 129 coordinates ran as slowly with one
+  as without, and the compiled program holds no barrier); a conditional is a fusion
+  boundary there. Its predicate ``(word | 1) != 0`` (``word`` any traced uint32
+  scalar) is always true, so the other branch never runs; it differs from the first
+  only so that the two are not merged. Under ``vmap`` the conditional becomes a
+  select (same values, no boundary).
+
+  Other platforms get ``lax.optimization_barrier``: XLA:GPU evaluates a
+  conditional's predicate on the host (a device-to-host copy and a wait, once per
+  loop step where the kernel loops), and a barrier does not branch. The choice is
+  made when the program is lowered (``lax.platform_dependent``): the CPU's program
+  is the conditional alone, a GPU's holds no conditional.
   """
+  return jax.lax.platform_dependent(
+    tree, word, cpu=_conditional, default=lambda t, _: jax.lax.optimization_barrier(t)
+  )
+
+
+def _conditional(tree, word):
   return jax.lax.cond(
     (word | np.uint32(1)) != 0,
     lambda t: t,
