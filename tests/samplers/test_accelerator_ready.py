@@ -1,7 +1,13 @@
-"""The hot paths' programs make the choices an accelerator needs, checked on the CPU:
-no host callbacks, no loop over the batch, no float64 in the float32 samplers that do
-not need it, ChaCha's non-CPU path in one vectorised pass, and chunks sized from the
-device's memory."""
+"""The hot paths' programs make the choices an accelerator needs, checked on the CPU by
+walking each program as JAX lowers it for a GPU (``lax.platform_dependent`` resolved
+for ``"cuda"``): every host round trip (a ``cond``'s predicate or a ``while``'s
+condition, which XLA:GPU reads on the host; a host callback) and every loop is on an
+allowlist with its reason, nothing of the sort sits inside a loop, every primitive is
+one the device runs, no float64 where a float32 sampler does not need it, no loop over
+the batch, ChaCha's blocks in one vectorised pass, and chunks sized from the device's
+memory."""
+
+import collections
 
 import jax
 import jax.numpy as jnp
@@ -9,71 +15,182 @@ import numpy as np
 import pytest
 
 import jaxdp
-from jaxdp import LpBall, Poset, PosetBall
+from jaxdp import LpBall, Poset, PosetBall, exact
 from jaxdp.prng import chacha
 from jaxdp.samplers import chunks, dispatch
 
+SYNCS = ("cond", "while")  # XLA:GPU copies the predicate to the host, and waits
 CALLBACKS = ("pure_callback", "io_callback", "callback", "debug_callback")
+LOOPS = ("scan", "while")
+
+# Every loop, conditional and host call a hot path may hold, by (primitive, the jaxdp
+# function that makes it), with its reason. A ``scan`` has a static trip count:
+# XLA:GPU runs it without reading a predicate on the host.
+SITES = {
+  ("scan", "chacha.block"): "static: ChaCha's 10 (ChaCha8: 4) double rounds",
+  ("scan", "general_points._draw"): "static: the linear extension's d steps",
+  ("scan", "choices.unrank"): "static: d unranking steps",
+  ("scan", "intervals.chain_round"): "static: d steps of the chain's prefix sums",
+  ("scan", "forest.forest_unrank"): "static: d unranking steps",
+  ("scan", "wide.divmod_wide"): "static: one step per bit of the 128-bit division",
+  ("scan", "wide.unrank_wide"): "static: d unranking steps",
+  ("scan", "tree.tree_objects"): "static: the decomposition tree's height",
+  ("scan", "tree._size_pass"): "static: the tree's waves of choices",
+  ("scan", "tree._down_set_first"): "static: the tree's height",
+  ("scan", "gaussian._discrete_gaussian.block"): "static: 16 steps per block",
+  ("cond", "gamma.gamma_shapes"): "once per chunk: more rejections than the buffer",
+  ("cond", "gamma.gamma_radius"): "once per chunk: more rejections than the buffer",
+  ("cond", "refine.settle"): "exact mode: the rare host refinement, once per chunk",
+  ("pure_callback", "refine.settle.refine"): "exact mode: the host refinement",
+  ("cond", "tree.size_counts"): "exact mode: the rare refined pass of the choices",
+  ("while", "choices.uniform_below_each"): "exact rejection: a 2nd round is rare",
+  ("while", "wide.uniform_below_wide"): "exact rejection: a 2nd round is rare",
+  ("while", "tree._interleave"): "exact: redraws tied 64-bit sort keys (rare)",
+  ("while", "gaussian._discrete_gaussian"): "exact rejection: rounds of 16 steps",
+  ("cond", "gaussian._raise_if"): "exact mode: the failure check (p < 1/63!)",
+  ("pure_callback", "gaussian._raise_if.<lambda>"): "exact mode: the failure check",
+}
+
+# The primitives a hot path may hold (besides SITES'): all run on the device with no
+# host round trip. A new one fails the test: add it here if that holds for it.
+PRIMITIVES = set(
+  "abs add and bitcast_convert_type broadcast_in_dim concatenate convert_element_type "
+  "cumsum custom_vmap_call div dot_general dynamic_slice dynamic_update_slice eq "
+  "erf_inv exp floor gather ge gt iota is_finite jit le log log1p lt max min mul ne "
+  "neg not optimization_barrier or pad platform_index population_count random_bits "
+  "random_fold_in random_split random_unwrap random_wrap reduce_and reduce_max "
+  "reduce_min reduce_or reduce_prod reduce_sum rem reshape rsqrt scatter scatter-add "
+  "scatter-min select_n shift_left shift_right_arithmetic shift_right_logical sign "
+  "slice sort sqrt squeeze stack sub transpose xor".split()
+) | set(LOOPS) | {"cond"}
+
+# float64 in a float32 sampler, by module, where a stated precision bound needs it.
+F64_MODULES = {
+  "sp": "the series-parallel times: their ordering error bound needs float64",
+}
 
 
-def _eqns(jaxpr):
-  """Every equation of a (closed) jaxpr and of the programs nested in it."""
-  jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
-  for eqn in jaxpr.eqns:
-    yield eqn
-    for v in eqn.params.values():
-      for sub in v if isinstance(v, (tuple, list)) else (v,):
-        if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None), "eqns"):
-          yield from _eqns(sub)
+def _site(eqn, parent="?"):
+  """``module.function`` of the innermost jaxdp frame that made ``eqn``."""
+  tb = eqn.source_info.traceback
+  for f in tb.frames if tb else ():
+    if "/jaxdp/" in f.file_name:
+      mod = f.file_name.rsplit("/", 1)[1].removesuffix(".py")
+      return f"{mod}.{f.function_name.replace('.<locals>', '')}"
+  return parent
 
 
-def _loops(jaxpr):
-  """(primitive, trip count) of every loop: scans by length, while loops as such."""
-  out = []
-  for e in _eqns(jaxpr):
-    if e.primitive.name == "scan":
-      out.append(("scan", e.params["length"]))
-    elif e.primitive.name == "while":
-      out.append(("while", None))
-  return sorted(out, key=str)
+def _audit(jaxpr, platform="cuda"):
+  """The program as lowered for ``platform``: (sites: Counter of (primitive, site) of
+  its loops, conditionals and host calls; primitives; float64 sites; the syncs that
+  sit inside a loop, with the loop)."""
+  sites, prims, f64, nested = collections.Counter(), set(), collections.Counter(), []
+
+  def walk(jaxpr, loop, parent):
+    for e in getattr(jaxpr, "jaxpr", jaxpr).eqns:
+      name, site = e.primitive.name, _site(e, parent)
+      plats = e.params.get("branches_platforms") if name == "cond" else None
+      if plats:  # lax.platform_dependent: the lowering keeps this platform's branch
+        i = next((i for i, p in enumerate(plats) if p and platform in p), None)
+        walk(e.params["branches"][plats.index(None) if i is None else i], loop, site)
+        continue
+      prims.add(name)
+      if any(getattr(v.aval, "dtype", None) == jnp.float64 for v in e.outvars):
+        f64[site] += 1
+      if name in SYNCS + CALLBACKS + LOOPS:
+        sites[(name, site)] += 1
+        if name in SYNCS and loop:
+          nested.append(((name, site), loop))
+      inner = (name, site) if name in LOOPS else loop
+      for v in e.params.values():
+        for sub in v if isinstance(v, (tuple, list)) else (v,):
+          if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None), "eqns"):
+            walk(sub, inner, site)
+
+  walk(jaxpr, None, "?")
+  return sites, prims, f64, nested
 
 
-def _samplers():
+def _hot_paths():
+  """name -> n -> a draw of n samples from a key (each within one chunk)."""
   nhis, sp = Poset.nhis(3), Poset.from_edges(6, [(0, 2), (1, 2), (2, 3)])
-  gen = PosetBall(Poset.from_edges(4, [(0, 2), (1, 2), (1, 3)]), "general")  # an N
+  gen = Poset.from_edges(4, [(0, 2), (1, 2), (1, 3)])  # an N: the general kernel
+  chain5 = Poset.from_edges(5, [(0, 1), (1, 2), (3, 4)])
+  rnd = jaxdp.random
   return {
-    "forest": lambda n: lambda k: jaxdp.random.poset_ball(k, nhis, (n,)),
-    "forest_knorm": lambda n: lambda k: jaxdp.random.knorm(k, PosetBall(nhis), 1.0, (n,)),
-    "sp": lambda n: lambda k: jaxdp.random.poset_ball(k, sp, (n,), method="sp"),
-    "general": lambda n: (
-      lambda k: jaxdp.random.poset_ball(k, gen.poset, (n,), method="general")
+    "forest": lambda n: lambda k: rnd.poset_ball(k, nhis, (n,)),
+    "forest_knorm": lambda n: lambda k: rnd.knorm(k, PosetBall(nhis), 1.0, (n,)),
+    "sp": lambda n: lambda k: rnd.poset_ball(k, sp, (n,), method="sp"),
+    "general": lambda n: lambda k: rnd.poset_ball(k, gen, (n,), method="general"),
+    "general_knorm": lambda n: (
+      lambda k: rnd.knorm(k, PosetBall(gen, "general"), 1.0, (n,))
     ),
-    "general_knorm": lambda n: lambda k: jaxdp.random.knorm(k, gen, 1.0, (n,)),
-    "linf": lambda n: lambda k: jaxdp.random.knorm(k, LpBall(5, np.inf), 1.0, (n,)),
-    "laplace": lambda n: lambda k: jaxdp.random.laplace(k, (n, 5)),
+    "linf": lambda n: lambda k: rnd.knorm(k, LpBall(5, np.inf), 1.0, (n,)),
+    "l2": lambda n: lambda k: rnd.knorm(k, LpBall(5, 2), 1.0, (n,)),
+    "laplace": lambda n: lambda k: rnd.laplace(k, (n, 5)),
+    "gaussian": lambda n: lambda k: rnd.gaussian(k, (n, 5)),
+    "exact_laplace": lambda n: lambda k: exact.laplace(k, (n,), scale=2.0),
+    "exact_ranks": lambda n: (
+      lambda k: exact.poset_knorm(k, chain5, 2.0, (n,), path="ranks")
+    ),
+    "exact_forest": lambda n: lambda k: exact.poset_knorm(k, nhis, 2.0, (n,)),
+    "exact_tree": lambda n: lambda k: exact.poset_knorm(k, sp, 2.0, (n,), path="tree"),
+    "exact_wide": lambda n: lambda k: exact.poset_knorm(k, gen, 2.0, (n,), path="wide"),
+    "exact_linf": lambda n: lambda k: exact.linf_knorm(k, 3, 2.0, (n,)),
+    "exact_l2": lambda n: lambda k: exact.l2_knorm(k, 3, 2.0, (n,)),
+    "discrete_gaussian": lambda n: lambda k: exact.discrete_gaussian(k, (n,), sigma=3.0),
+    # ChaCha's words, as a ChaCha20/ChaCha8 key's random_bits computes them (more
+    # than CPU_CHUNK blocks: the CPU's map over chunks)
+    "chacha20_words": lambda n: lambda k: chacha._random_bits(k, 32, (n * 2**13,), 20),
+    "chacha8_words": lambda n: lambda k: chacha._random_bits(k, 32, (n * 2**13,), 8),
   }
 
 
-@pytest.mark.parametrize("name", sorted(_samplers()))
-def test_hot_paths_have_no_callback_no_batch_loop_and_no_needless_float64(name):
-  """For a batch within one chunk the program is the same whatever its size: its
-  loops (the series-parallel kernel's scans over depths) have the same trip counts
-  at n = 64 and n = 4096, so none runs over the batch; no equation is a host
-  callback; the float32 samplers other than the series-parallel one (whose times
-  are float64 by design) compute nothing in float64."""
-  make = _samplers()[name]
-  key = jax.random.key(0)
-  small, large = (jax.make_jaxpr(make(n))(key) for n in (64, 4096))
-  assert _loops(small) == _loops(large)
-  prims = {e.primitive.name for e in _eqns(large)}
-  assert not prims & set(CALLBACKS), prims & set(CALLBACKS)
-  if name != "sp":
-    f64 = [
-      e.primitive.name
-      for e in _eqns(large)
-      if any(getattr(v.aval, "dtype", None) == jnp.float64 for v in e.outvars)
-    ]
-    assert not f64, f64
+def _key(name):
+  if name.startswith("chacha"):
+    return jnp.arange(8, dtype=jnp.uint32)  # the impl's key data
+  return jax.random.key(0)
+
+
+@pytest.mark.parametrize("name", sorted(_hot_paths()))
+def test_hot_path_holds_only_allowlisted_loops_syncs_primitives_and_float64(name):
+  """Lowered for a GPU, each hot path's program holds only SITES' loops,
+  conditionals and host calls (the float samplers no host call and no conditional
+  but the Gamma buffer's, once per chunk), none of the conditionals or while loops
+  inside a loop (a host round trip per step), only PRIMITIVES, and float64 only in
+  the exact mode (its interval pass) or where F64_MODULES names the reason. A float
+  sampler's loops are the same at n = 64 and n = 4096 (within one chunk): none runs
+  over the batch."""
+  make = _hot_paths()[name]
+  sites, prims, f64, nested = _audit(jax.make_jaxpr(make(4096))(_key(name)))
+  unknown = set(sites) - set(SITES)
+  assert not unknown, f"new loops/conditionals/host calls: {unknown}; add to SITES"
+  assert not nested, f"a host round trip per loop step: {nested}"
+  new = prims - PRIMITIVES - set(CALLBACKS)  # host calls: SITES' only, checked above
+  assert not new, f"new primitives {new}; add to PRIMITIVES"
+  exact_mode = name.startswith("exact") or name == "discrete_gaussian"
+  if not exact_mode:
+    assert not {s for s in sites if s[0] in CALLBACKS}
+    assert {s for s, _ in sites if s in SYNCS} <= {"cond"}
+    if name not in F64_MODULES:
+      assert not f64, f"float64 in a float32 sampler: {dict(f64)}"
+    small = _audit(jax.make_jaxpr(make(64))(_key(name)))[0]
+    assert small == sites
+
+
+def test_the_gpu_program_has_no_conditional_where_the_cpu_uses_one_as_a_boundary():
+  """The general kernel's step loop stores three values per step behind a
+  conditional on the CPU (a fusion boundary there), and ChaCha's CPU words map over
+  chunks of blocks; lowered for a GPU the same programs hold an optimization barrier
+  instead and one vectorised pass, so the audit sees the platform's own program."""
+  gen = Poset.from_edges(4, [(0, 2), (1, 2), (1, 3)])
+  j = jax.make_jaxpr(_hot_paths()["general"](64))(jax.random.key(0))
+  cpu, gpu = _audit(j, "cpu"), _audit(j, "cuda")
+  assert gen.d == 4 and len(cpu[3]) == 3  # three conditionals in the d-step loop
+  assert not gpu[3] and "optimization_barrier" in gpu[1]
+  words = jax.make_jaxpr(_hot_paths()["chacha20_words"](64))(_key("chacha20"))
+  assert _audit(words, "cpu")[0][("scan", "chacha._blocks.mapped")] == 1
+  assert ("scan", "chacha._blocks.mapped") not in _audit(words, "cuda")[0]
 
 
 def test_chacha_runs_one_vectorised_pass_off_the_cpu():
@@ -88,8 +205,21 @@ def test_chacha_runs_one_vectorised_pass_off_the_cpu():
   key = jnp.arange(8, dtype=jnp.uint32)
   gpu = jax.make_jaxpr(lambda k: chacha._blocks(k, big, 0, 20, platform="gpu"))(key)
   cpu = jax.make_jaxpr(lambda k: chacha._blocks(k, big, 0, 20, platform="cpu"))(key)
-  assert [n for _, n in _loops(gpu)] == [10]
-  assert sorted(n for _, n in _loops(cpu)) == [4, 10]
+  lengths = lambda j: sorted(
+    e.params["length"] for e in _eqns(j) if e.primitive.name == "scan"
+  )
+  assert lengths(gpu) == [10]
+  assert lengths(cpu) == [4, 10]
+
+
+def _eqns(jaxpr):
+  """Every equation of a (closed) jaxpr and of the programs nested in it."""
+  for eqn in getattr(jaxpr, "jaxpr", jaxpr).eqns:
+    yield eqn
+    for v in eqn.params.values():
+      for sub in v if isinstance(v, (tuple, list)) else (v,):
+        if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None), "eqns"):
+          yield from _eqns(sub)
 
 
 class _Device:
