@@ -1,15 +1,17 @@
 """Runs every benchmark and writes JSON and Markdown into one folder.
 
-  python benchmarks/run_all.py [--out results] [--quick]
+  python benchmarks/run_all.py [--out results] [--quick] [--only samplers,secure]
   python benchmarks/run_all.py --docs-only [--out results]
 
 Each benchmark records the machine (CPU, core count, backend, devices, jax version);
 this script adds the date of the run to every JSON it wrote. On an accelerator the
 same command runs unchanged; JAX picks the device. ``--quick`` uses small sizes (a
-smoke run, not for reporting). Besides ``<out>/README.md`` (the benchmarks' tables
-joined), a full run into ``results`` writes the documentation's benchmarks page,
-``docs/benchmarks.md``, from the files there; ``--docs-only`` regenerates both from
-existing results without running anything (it needs neither JAX nor jaxdp).
+smoke run, not for reporting); ``--only`` runs the named benchmarks alone (a dry run
+of ``benchmarks/device_run.sh``; no README then). Besides ``<out>/README.md`` (the
+benchmarks' tables joined), a full run into ``results`` writes the documentation's
+benchmarks page, ``docs/benchmarks.md``, from the files there; ``--docs-only``
+regenerates both from existing results without running anything (it needs neither
+JAX nor jaxdp).
 """
 
 from __future__ import annotations
@@ -66,12 +68,14 @@ STUDIES = (
 )
 
 
-def run_benchmarks(out: str, quick: bool) -> None:
-  """Runs every benchmark, writing ``<out>/<name>.json`` and ``.md``; dates the JSON."""
+def run_benchmarks(out: str, quick: bool, only=None) -> None:
+  """Runs every benchmark (or those named in ``only``), writing ``<out>/<name>.json``
+  and ``.md``; dates the JSON."""
   # Imported here so that --docs-only needs neither JAX nor the benchmarks' peers.
   sys.path.insert(0, str(Path(__file__).resolve().parent))
   import accounting
   import consistency
+  import exact_profile
   import float_attack
   import generators
   import ledger
@@ -87,13 +91,18 @@ def run_benchmarks(out: str, quick: bool) -> None:
   print(f"machine: {machine()}", flush=True)
   q = quick
   date = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
-  samplers.main(["--out", out] + (["--n", "20000", "--numpy-n", "200"] if q else []))
-  montecarlo.main(["--out", out] + (["--n", "100000"] if q else []))
-  accounting.main(
-    ["--out", out] + (["--accountants", "100", "--releases", "10"] if q else [])
-  )
-  float_attack.main(["--out", out])
-  recompile.main(["--out", out] + (["--posets", "5"] if q else []))
+  if _wanted("samplers", only):
+    samplers.main(["--out", out] + (["--n", "20000", "--numpy-n", "200"] if q else []))
+  if _wanted("montecarlo", only):
+    montecarlo.main(["--out", out] + (["--n", "100000"] if q else []))
+  if _wanted("accounting", only):
+    accounting.main(
+      ["--out", out] + (["--accountants", "100", "--releases", "10"] if q else [])
+    )
+  if _wanted("float_attack", only):
+    float_attack.main(["--out", out])
+  if _wanted("recompile", only):
+    recompile.main(["--out", out] + (["--posets", "5"] if q else []))
   secure_quick = [
     "--n",
     "20000",
@@ -104,20 +113,35 @@ def run_benchmarks(out: str, quick: bool) -> None:
     "--n-host",
     "8192",
   ]
-  secure.main(["--out", out] + (secure_quick if q else []))
-  generators.main(["--out", out] + (["--n", "20000"] if q else []))
-  sp_costs.main(["--out", out] + (["--n", "20000"] if q else []))
-  reporting.main(["--out", out] + (["--quick"] if q else []))
-  ledger.main(["--out", out] + (["--releases", "20", "--charges", "2000"] if q else []))
-  consistency.main(
-    ["--out", out] + (["--nhis-batch", "10000", "--q-batch", "200"] if q else [])
-  )
-  sampler_profile.main(["--out", out] + (["--quick"] if q else []))
+  if _wanted("secure", only):
+    secure.main(["--out", out] + (secure_quick if q else []))
+  if _wanted("generators", only):
+    generators.main(["--out", out] + (["--n", "20000"] if q else []))
+  if _wanted("sp_costs", only):
+    sp_costs.main(["--out", out] + (["--n", "20000"] if q else []))
+  if _wanted("reporting", only):
+    reporting.main(["--out", out] + (["--quick"] if q else []))
+  if _wanted("ledger", only):
+    ledger.main(["--out", out] + (["--releases", "20", "--charges", "2000"] if q else []))
+  if _wanted("consistency", only):
+    consistency.main(
+      ["--out", out] + (["--nhis-batch", "10000", "--q-batch", "200"] if q else [])
+    )
+  if _wanted("sampler_profile", only):
+    sampler_profile.main(["--out", out] + (["--quick"] if q else []))
+  if _wanted("exact_profile", only):
+    exact_profile.main(["--out", out] + (["--n", "20000", "--repeats", "1"] if q else []))
   for name, _ in BENCHMARKS:
+    if not _wanted(name, only):
+      continue
     path = Path(out, f"{name}.json")
     payload = json.loads(path.read_text())
     payload["date"] = date
     path.write_text(json.dumps(payload, indent=2))
+
+
+def _wanted(name: str, only) -> bool:
+  return only is None or name in only
 
 
 def combined_readme(out: str | Path) -> str:
@@ -219,14 +243,24 @@ def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--out", default="results")
   ap.add_argument("--quick", action="store_true")
+  ap.add_argument("--only", help="comma-separated benchmark names (default: all)")
   ap.add_argument(
     "--docs-only",
     action="store_true",
     help="only regenerate <out>/README.md and docs/benchmarks.md from the results in --out",
   )
   args = ap.parse_args(argv)
+  only = None
+  if args.only:
+    only = set(args.only.split(","))
+    unknown = only - {name for name, _ in BENCHMARKS}
+    if unknown:
+      ap.error(f"--only: unknown benchmarks {sorted(unknown)}")
   if not args.docs_only:
-    run_benchmarks(args.out, args.quick)
+    run_benchmarks(args.out, args.quick, only)
+  if only is not None:
+    print("--only: README.md and the docs page left alone", flush=True)
+    return
   Path(args.out, "README.md").write_text(combined_readme(args.out))
   print(f"wrote {args.out}/README.md", flush=True)
   if Path(args.out).resolve() == ROOT / "results" and not args.quick:

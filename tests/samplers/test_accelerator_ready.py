@@ -53,16 +53,20 @@ SITES = {
 
 # The primitives a hot path may hold (besides SITES'): all run on the device with no
 # host round trip. A new one fails the test: add it here if that holds for it.
-PRIMITIVES = set(
-  "abs add and bitcast_convert_type broadcast_in_dim concatenate convert_element_type "
-  "cumsum custom_vmap_call div dot_general dynamic_slice dynamic_update_slice eq "
-  "erf_inv exp floor gather ge gt iota is_finite jit le log log1p lt max min mul ne "
-  "neg not optimization_barrier or pad platform_index population_count random_bits "
-  "random_fold_in random_split random_unwrap random_wrap reduce_and reduce_max "
-  "reduce_min reduce_or reduce_prod reduce_sum rem reshape rsqrt scatter scatter-add "
-  "scatter-min select_n shift_left shift_right_arithmetic shift_right_logical sign "
-  "slice sort sqrt squeeze stack sub transpose xor".split()
-) | set(LOOPS) | {"cond"}
+PRIMITIVES = (
+  set(
+    "abs add and bitcast_convert_type broadcast_in_dim concatenate convert_element_type "
+    "cumsum custom_vmap_call div dot_general dynamic_slice dynamic_update_slice eq "
+    "erf_inv exp floor gather ge gt iota is_finite jit le log log1p lt max min mul ne "
+    "neg not optimization_barrier or pad platform_index population_count random_bits "
+    "random_fold_in random_split random_unwrap random_wrap reduce_and reduce_max "
+    "reduce_min reduce_or reduce_prod reduce_sum rem reshape rsqrt scatter scatter-add "
+    "scatter-min select_n shift_left shift_right_arithmetic shift_right_logical sign "
+    "slice sort sqrt squeeze stack sub transpose xor".split()
+  )
+  | set(LOOPS)
+  | {"cond"}
+)
 
 # float64 in a float32 sampler, by module, where a stated precision bound needs it.
 F64_MODULES = {
@@ -122,9 +126,7 @@ def _hot_paths():
     "forest_knorm": lambda n: lambda k: rnd.knorm(k, PosetBall(nhis), 1.0, (n,)),
     "sp": lambda n: lambda k: rnd.poset_ball(k, sp, (n,), method="sp"),
     "general": lambda n: lambda k: rnd.poset_ball(k, gen, (n,), method="general"),
-    "general_knorm": lambda n: (
-      lambda k: rnd.knorm(k, PosetBall(gen, "general"), 1.0, (n,))
-    ),
+    "general_knorm": lambda n: lambda k: rnd.knorm(k, PosetBall(gen, "general"), 1.0, (n,)),
     "linf": lambda n: lambda k: rnd.knorm(k, LpBall(5, np.inf), 1.0, (n,)),
     "l2": lambda n: lambda k: rnd.knorm(k, LpBall(5, 2), 1.0, (n,)),
     "laplace": lambda n: lambda k: rnd.laplace(k, (n, 5)),
