@@ -11,8 +11,8 @@
 # LIMIT (seconds, default 540) bounds the whole run, so that it fits a 10-minute
 # command: the tests get TEST_LIMIT of it (default 240), the benchmarks what is left
 # (each phase is stopped by `timeout`, and the script still reports and exits 0 on
-# time). DRY_RUN=1 runs tests/samplers/test_accelerator_ready.py and the samplers
-# benchmark at --quick sizes into results/dryrun-<platform>-<kind>/.
+# time). DRY_RUN=1 runs tests/samplers/test_accelerator_ready.py and the smallest
+# benchmark (float_attack) at --quick sizes into results/dryrun-<platform>-<kind>/.
 #
 # Writes device.json (jax.devices(), memory statistics), nvidia-smi.txt where
 # available, tests.txt (pytest's output and exit status), the benchmarks' JSON and
@@ -35,7 +35,7 @@ prefix="device"
 if [ -n "${QUICK:-}" ]; then quick="--quick"; fi
 if [ -n "${DRY_RUN:-}" ]; then
   quick="--quick"
-  only="--only samplers"
+  only="--only float_attack"
   tests=${TESTS:-tests/samplers/test_accelerator_ready.py}
   prefix="dryrun"
 fi
