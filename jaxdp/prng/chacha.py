@@ -142,10 +142,16 @@ def _blocks(key, num_blocks: int, domain: int, rounds: int = 20, platform=None):
   nonce = (domain, 0, 0)
   if not sequential_blocks(num_blocks, platform or jax.default_backend()):
     return block(key, lax.iota(jnp.uint32, num_blocks), nonce, rounds)
-  steps = -(-num_blocks // CPU_CHUNK)
+  steps, rest = divmod(num_blocks, CPU_CHUNK)
   counters = lax.iota(jnp.uint32, steps * CPU_CHUNK).reshape(steps, CPU_CHUNK)
   out = lax.map(lambda c: block(key, c, nonce, rounds), counters)
-  return out.reshape(steps * CPU_CHUNK, 16)[:num_blocks]
+  out = out.reshape(steps * CPU_CHUNK, 16)
+  if not rest:
+    return out
+  # the last, partial step on its own: a full one would compute up to CPU_CHUNK
+  # blocks that are thrown away
+  tail = block(key, steps * CPU_CHUNK + lax.iota(jnp.uint32, rest), nonce, rounds)
+  return jnp.concatenate([out, tail])
 
 
 def _seed(seed):
