@@ -200,15 +200,15 @@ def tree_round_marked(
   words: ArrayLike, low: ArrayLike, size_a: ArrayLike, scale: Scalar
 ) -> jax.Array:
   """:func:`chain_round` from the first chain position below each coordinate: words
-  (m, d + 2, 2) or (m, d + 2, 1) (:func:`exp_intervals`); ``low`` (m, 2, d), per part the first position (in the part's
-  extension) of an element below or equal to j (the part's size where none), so
-  coordinate j is the sum of A's exponentials ``low_A(j) + 1 .. k`` minus B's
-  ``k + 2 + low_B(j) .. d + 1``. The sums are differences of prefix sums, so every
-  coordinate is widened by ``MARGIN * scale`` times the sum of all d + 2 upper ends,
-  which bounds the float64 rounding of prefix sums of up to 514 terms in any order
-  (a parallel scan here; below 2^-41 of that sum) plus the platform's ``log``
-  error. Returns k (m, d + 1) int32, ``UNSETTLED`` where a coordinate is not settled
-  (:func:`round_marked`)."""
+  (m, d + 2, 2) or (m, d + 2, 1) (:func:`exp_intervals`); ``low`` (m, 2, d), per
+  part the first position (in the part's extension) of an element below or equal to
+  j (the part's size where none), so coordinate j is the sum of A's exponentials
+  ``low_A(j) + 1 .. k`` minus B's ``k + 2 + low_B(j) .. d + 1``. The sums are
+  differences of prefix sums, so every coordinate is widened by ``MARGIN * scale``
+  times the sum of all d + 2 upper ends, which bounds the float64 rounding of prefix
+  sums of up to 514 terms in any order (a parallel scan here; below 2^-41 of that
+  sum) plus the platform's ``log`` error. Returns k (m, d + 1) int32, ``UNSETTLED``
+  where a coordinate is not settled (:func:`round_marked`)."""
   m, _, d = low.shape
   e_lo, e_hi = exp_intervals(words)  # (m, d + 2)
   p_lo, p_hi = prefix_sums(e_lo), prefix_sums(e_hi)

@@ -281,7 +281,9 @@ def _tree_kernel(key, tables, traced, *, const, layout, n):
       k_obj, k_bits, k_ref = jax.random.split(k_chunk, 3)
       _, size_a, low, failed = tree_objects(k_obj, device_tables, layout, m)
       words = jax.random.bits(k_bits, (m, d + 2, 2), jnp.uint32)
-      k = jnp.where(failed[:, None], UNSETTLED, tree_round_marked(words, low, size_a, scale))
+      k = jnp.where(
+        failed[:, None], UNSETTLED, tree_round_marked(words, low, size_a, scale)
+      )
       refine = refine_tree_sample
       return settle_marked(k, words, scale, k_ref, refine, low, size_a, failed)
 

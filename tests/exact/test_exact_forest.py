@@ -179,7 +179,9 @@ def test_the_forest_kernel_reads_one_word_per_exponential(monkeypatch):
   real = exact_refine.host_refine
 
   def keep(refine_one, k, settled, words, extra, scale, *ops):
-    seen.update(settled=np.asarray(settled), words=np.asarray(words), extra=np.asarray(extra))
+    seen.update(
+      settled=np.asarray(settled), words=np.asarray(words), extra=np.asarray(extra)
+    )
     seen.update(low=np.asarray(ops[0]), size_a=np.asarray(ops[1]))
     return real(refine_one, k, settled, words, extra, scale, *ops)
 
