@@ -1,6 +1,6 @@
 """The fast pass of the exact samplers: intervals that contain the ideal real noise,
-computed in float64 from the first 52 binary digits of each uniform, and their exact
-rounding when an interval lies inside one rounding cell.
+computed in float64 from the first 52 (two words) or 32 (one word) binary digits of
+each uniform, and their exact rounding when an interval lies inside one rounding cell.
 
 References:
   C. Haney et al., "Precision-based attacks and interval refining: how to break, then
@@ -18,26 +18,39 @@ from jaxdp.samplers.words import log_normal, stored
 from jaxdp.typing import ArrayLike, Scalar
 
 MARGIN = 2.0**-40  # relative widening of the fast pass's intervals
-FAST_BITS = 52  # digits of each uniform read by the fast pass
+FAST_BITS = 52  # digits of each uniform read by the fast pass from two words
+ONE_WORD_BITS = 32  # ... from one word (the forest kernel's exponentials)
 LIMIT = 1 << 30  # |statistic| and |noise| bounds that keep int32 sums exact
+UNSETTLED = -(1 << 31)  # int32 mark of a coordinate the fast pass left unsettled
 
 
 def exp_intervals(words):
-  """(..., 2) uint32 words -> (E_lo, E_hi) float64 for ``E = -log(1 - V)``, V's first
-  52 binary digits from the words (high word first). E_hi is inf when V may be 1.
+  """(..., 2) or (..., 1) uint32 words -> (E_lo, E_hi) float64 for ``E = -log(1 - V)``,
+  V's first b binary digits from the words (b = 52 from two words, high word first;
+  b = 32 from one). E_hi is inf when V may be 1.
 
-  One logarithm per uniform: with u = 1 - j 2^-52 (exact, in (0, 1]) and
-  x = 2^-52 / u, E lies in [-log u, -log(u - 2^-52)] and
-  ``-log(u - 2^-52) = -log u - log(1 - x) <= -log u + 2^-52 / (u - 2^-52)`` (as
+  One logarithm per uniform: with u = 1 - j 2^-b (exact, in (0, 1]) and
+  x = 2^-b / u, E lies in [-log u, -log(u - 2^-b)] and
+  ``-log(u - 2^-b) = -log u - log(1 - x) <= -log u + 2^-b / (u - 2^-b)`` (as
   ``-log(1 - x) <= x / (1 - x)``). The log is fdlibm's (:func:`log_normal`, error
   below 1 ulp); it and the two roundings of the upper end are below 2^-51 of E_hi,
-  inside the fast pass's ``MARGIN``."""
-  j = digits52(words)
-  u_hi = 1.0 - j * 2.0**-FAST_BITS  # exact: multiples of 2^-52 in [2^-52, 1]
-  u_lo = u_hi - 2.0**-FAST_BITS  # exact, may be 0 (then E_hi = inf)
+  inside the fast pass's ``MARGIN``, whatever b."""
+  bits = fast_bits(words)
+  j = digits52(words) if bits == FAST_BITS else words[..., 0].astype(jnp.float64)
+  u_hi = 1.0 - j * 2.0**-bits  # exact: multiples of 2^-b in [2^-b, 1]
+  u_lo = u_hi - 2.0**-bits  # exact, may be 0 (then E_hi = inf)
   e_lo = -log_normal(u_hi)
   # stored: XLA would otherwise recompute the log in every consumer
-  return stored((e_lo, e_lo + 2.0**-FAST_BITS / u_lo), words.reshape(-1)[0])
+  return stored((e_lo, e_lo + 2.0**-bits / u_lo), words.reshape(-1)[0])
+
+
+def fast_bits(words) -> int:
+  """The digits of each uniform the fast pass reads from ``words`` (..., w): 52 from
+  two words (``FAST_BITS``), 32 from one (``ONE_WORD_BITS``)."""
+  width = words.shape[-1]
+  if width not in (1, 2):
+    raise ValueError(f"the fast pass reads 1 or 2 words per uniform; got {width}.")
+  return FAST_BITS if width == 2 else ONE_WORD_BITS
 
 
 def digits52(words):
@@ -54,11 +67,28 @@ def round_settled(lo, hi, spread, scale):
   Returns (k int32, settled bool per coordinate): settled iff the widened interval
   lies strictly inside (k - 1/2, k + 1/2) and |k| < LIMIT. Comparisons with k +- 1/2
   are exact (|k| < 2^52)."""
+  return _round(lo, hi, spread, scale, 0.0)
+
+
+def round_marked(lo, hi, spread, scale):
+  """:func:`round_settled`'s k with ``UNSETTLED`` where a coordinate is not settled
+  (no settled coordinate is ``UNSETTLED``: |k| < LIMIT)."""
+  return _round(lo, hi, spread, scale, float(UNSETTLED))[0]
+
+
+def unmark(k: ArrayLike) -> tuple[jax.Array, jax.Array]:
+  """Marked k (m, D) -> (k with 0 for ``UNSETTLED``, settled (m,): no coordinate
+  marked)."""
+  marked = k == UNSETTLED
+  return jnp.where(marked, 0, k), ~jnp.any(marked, axis=1)
+
+
+def _round(lo, hi, spread, scale, fill):
   pad = MARGIN * scale * spread
   x_lo, x_hi = lo * scale - pad, hi * scale + pad
   k = jnp.floor(0.5 * (x_lo + x_hi) + 0.5)
   settled = (k - 0.5 < x_lo) & (x_hi < k + 0.5) & (jnp.abs(k) < LIMIT)
-  k = jnp.where(settled, k, 0.0)
+  k = jnp.where(settled, k, fill)
   return k.astype(jnp.int32), settled
 
 
@@ -162,15 +192,23 @@ def prefix_sums(e):
 def tree_round(
   words: ArrayLike, low: ArrayLike, size_a: ArrayLike, scale: Scalar
 ) -> tuple[jax.Array, jax.Array]:
+  """(k (m, d + 1) int32, settled (m,)): :func:`tree_round_marked` unmarked."""
+  return unmark(tree_round_marked(words, low, size_a, scale))
+
+
+def tree_round_marked(
+  words: ArrayLike, low: ArrayLike, size_a: ArrayLike, scale: Scalar
+) -> jax.Array:
   """:func:`chain_round` from the first chain position below each coordinate: words
-  (m, d + 2, 2); ``low`` (m, 2, d), per part the first position (in the part's
-  extension) of an element below or equal to j (the part's size where none), so
-  coordinate j is the sum of A's exponentials ``low_A(j) + 1 .. k`` minus B's
-  ``k + 2 + low_B(j) .. d + 1``. The sums are differences of prefix sums, so every
-  coordinate is widened by ``MARGIN * scale`` times the sum of all d + 2 upper ends,
-  which bounds the float64 rounding of prefix sums of up to 514 terms in any order
-  (a parallel scan here; below 2^-41 of that sum) plus the platform's ``log``
-  error."""
+  (m, d + 2, 2) or (m, d + 2, 1) (:func:`exp_intervals`); ``low`` (m, 2, d), per
+  part the first position (in the part's extension) of an element below or equal to
+  j (the part's size where none), so coordinate j is the sum of A's exponentials
+  ``low_A(j) + 1 .. k`` minus B's ``k + 2 + low_B(j) .. d + 1``. The sums are
+  differences of prefix sums, so every coordinate is widened by ``MARGIN * scale``
+  times the sum of all d + 2 upper ends, which bounds the float64 rounding of prefix
+  sums of up to 514 terms in any order (a parallel scan here; below 2^-41 of that
+  sum) plus the platform's ``log`` error. Returns k (m, d + 1) int32, ``UNSETTLED``
+  where a coordinate is not settled (:func:`round_marked`)."""
   m, _, d = low.shape
   e_lo, e_hi = exp_intervals(words)  # (m, d + 2)
   p_lo, p_hi = prefix_sums(e_lo), prefix_sums(e_hi)
@@ -184,7 +222,6 @@ def tree_round(
   root_lo = a_end - (top_hi - a_end_hi)
   root_hi = a_end_hi - (top - a_end)
   spread = jnp.broadcast_to(top_hi, (m, d + 1))
-  k_out, settled = round_settled(
+  return round_marked(
     jnp.concatenate([root_lo, lo], 1), jnp.concatenate([root_hi, hi], 1), spread, scale
   )
-  return k_out, jnp.all(settled, axis=1)

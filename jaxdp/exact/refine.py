@@ -1,6 +1,7 @@
 """The host refinement of the exact samplers: samples the fast pass could not settle
-are recomputed from 244 binary digits per uniform with Python's ``decimal`` (correctly
-rounded ``ln``) and rounded exactly, or refused.
+are recomputed from 244 binary digits per uniform (224 where the fast pass read one
+word per uniform) with Python's ``decimal`` (correctly rounded ``ln``) and rounded
+exactly, or refused.
 
 References:
   C. Haney et al., "Precision-based attacks and interval refining: how to break, then
@@ -18,7 +19,7 @@ import numpy as np
 from jax import lax
 
 from jaxdp.exact.decimal_trig import cos_sin, decimal_pi
-from jaxdp.exact.intervals import FAST_BITS, LIMIT
+from jaxdp.exact.intervals import FAST_BITS, LIMIT, ONE_WORD_BITS, UNSETTLED, unmark
 
 REFINE_WORDS = 6  # 192 more digits per uniform for the host refinement
 HOST_DIGITS = 100  # decimal precision of the host refinement
@@ -33,23 +34,38 @@ def settle(k, settled, words, scale, key, refine_one, *operands):
   fast-pass words and 192 more digits per uniform; ``operands`` are per-sample arrays,
   or functions computing them (run only when refining)."""
   settled = settled | jnp.isnan(scale)
+  refine = lambda k: _refine(k, settled, words, scale, key, refine_one, operands)
+  return lax.cond(batch_all(settled), lambda k: k, refine, k)
+
+
+def settle_marked(k, words, scale, key, refine_one, *operands):
+  """:func:`settle` for k (m, D) marked ``UNSETTLED`` where the fast pass did not
+  settle a coordinate (:func:`~jaxdp.exact.intervals.round_marked`): one int32
+  minimum over the chunk decides whether to refine (XLA:CPU reduces booleans per
+  sample far more slowly), the per-sample flags are computed only then."""
 
   def refine(k):
-    ops = [o() if callable(o) else o for o in operands]
-    extra = jax.random.bits(key, (*words.shape[:-1], REFINE_WORDS), jnp.uint32)
-    return jax.pure_callback(
-      functools.partial(host_refine, refine_one),
-      jax.ShapeDtypeStruct(k.shape, jnp.int32),
-      k,
-      settled,
-      words,
-      extra,
-      scale,
-      *ops,
-      vmap_method="broadcast_all",
-    )
+    k, settled = unmark(k)
+    return _refine(k, settled | jnp.isnan(scale), words, scale, key, refine_one, operands)
 
-  return lax.cond(batch_all(settled), lambda k: k, refine, k)
+  done = batch_all((jnp.min(k) != UNSETTLED) | jnp.isnan(scale))
+  return lax.cond(done, lambda k: jnp.where(k == UNSETTLED, 0, k), refine, k)
+
+
+def _refine(k, settled, words, scale, key, refine_one, operands):
+  ops = [o() if callable(o) else o for o in operands]
+  extra = jax.random.bits(key, (*words.shape[:-1], REFINE_WORDS), jnp.uint32)
+  return jax.pure_callback(
+    functools.partial(host_refine, refine_one),
+    jax.ShapeDtypeStruct(k.shape, jnp.int32),
+    k,
+    settled,
+    words,
+    extra,
+    scale,
+    *ops,
+    vmap_method="broadcast_all",
+  )
 
 
 @jax.custom_batching.custom_vmap
@@ -78,23 +94,26 @@ _SLACK = decimal.Decimal("1e-80")
 
 def refine_exponential_bounds(words, extra) -> tuple[decimal.Decimal, decimal.Decimal]:
   """[E_lo, E_hi] at ``HOST_DIGITS`` (whatever the caller's decimal context) for
-  E = -log(1 - V), V's digits the 52 of ``words`` (2,) then the 192 of ``extra``."""
+  E = -log(1 - V), V's digits the 52 of ``words`` (2,) (or the 32 of ``words`` (1,))
+  then the 192 of ``extra``."""
   with decimal.localcontext(_CTX):
     return _refined_exponential(_digits(words), extra)
 
 
-def _refined_exponential(j: int, extra) -> tuple[decimal.Decimal, decimal.Decimal]:
-  """[E_lo, E_hi] for E = -log(1 - V), V's first 244 digits = j (52) then extra."""
-  big = j
+def _refined_exponential(j, extra) -> tuple[decimal.Decimal, decimal.Decimal]:
+  """[E_lo, E_hi] for E = -log(1 - V), V's first b + 192 digits = j then extra, with
+  ``j = (digits, b)`` from :func:`_digits`."""
+  big, bits = j
   for w in extra:
     big = (big << 32) | int(w)
-  top = 1 << _TOTAL_BITS
+  bits += 32 * len(extra)
+  top = 1 << bits
   if top - big - 1 <= 0:
     raise RuntimeError(
-      "exact noise: a uniform could not be bounded away from 1 with "
-      "244 bits (probability 2^-244); nothing was released."
+      f"exact noise: a uniform could not be bounded away from 1 with "
+      f"{bits} bits (probability 2^-{bits}); nothing was released."
     )
-  ln_top = _CTX.multiply(_TOTAL_BITS, _CTX.ln(decimal.Decimal(2)))
+  ln_top = _CTX.multiply(bits, _CTX.ln(decimal.Decimal(2)))
   e_lo = _CTX.subtract(ln_top, _CTX.ln(decimal.Decimal(top - big)))
   e_hi = _CTX.subtract(ln_top, _CTX.ln(decimal.Decimal(top - big - 1)))
   return e_lo - _SLACK, e_hi + _SLACK
@@ -103,10 +122,11 @@ def _refined_exponential(j: int, extra) -> tuple[decimal.Decimal, decimal.Decima
 def refine_sample(
   words: np.ndarray, extra: np.ndarray, scale: float, coeff: np.ndarray
 ) -> np.ndarray:
-  """Exact rounding of one sample from 244 digits per uniform, in ``decimal``.
+  """Exact rounding of one sample from 244 digits per uniform (224 from one fast-pass
+  word), in ``decimal``.
 
   Args:
-    words: (M, 2) uint32, the fast pass's words; extra: (M, REFINE_WORDS) uint32;
+    words: (M, 2) or (M, 1) uint32, the fast pass's words; extra: (M, REFINE_WORDS) uint32;
     scale: the float64 scale (used exactly); coeff: (M, D) integer coefficients.
 
   Raises:
@@ -141,9 +161,7 @@ def refine_linf_sample(
   top = decimal.Decimal(1 << (_TOTAL_BITS - 1))
   out = []
   for w, x in zip(words[num_exp:], extra[num_exp:]):
-    big = _digits(w)
-    for v in x:
-      big = (big << 32) | int(v)
+    big = _big(w, x)
     z_lo = _CTX.divide(big, top) - 1 - _SLACK  # Z = 2U - 1, U = big / 2^244
     z_hi = _CTX.divide(big + 1, top) - 1 + _SLACK
     corners = [_CTX.multiply(r, z) for r in (r_lo, r_hi) for z in (z_lo, z_hi)]
@@ -175,9 +193,7 @@ def _refine_l2(words, extra, scale, d):
   top = decimal.Decimal(1 << _TOTAL_BITS)
   g = []
   for j, (w, x) in enumerate(zip(words[d:], extra[d:])):
-    big = _digits(w)
-    for v in x:
-      big = (big << 32) | int(v)
+    big = _big(w, x)
     theta = _CTX.multiply(two_pi, _CTX.divide(decimal.Decimal(2 * big + 1), 2 * top))
     a = _widen(_CTX.sqrt(exps[j][0]), _CTX.sqrt(exps[j][1]))
     for c in cos_sin(theta, HOST_DIGITS):
@@ -206,8 +222,20 @@ def _times(a, b):
   return _widen(min(corners), max(corners))
 
 
-def _digits(w) -> int:
-  return (int(w[0]) << 20) | (int(w[1]) >> 12)
+def _digits(w) -> tuple[int, int]:
+  """The fast pass's digits of one uniform and their number: 52 from two words (as
+  :func:`~jaxdp.exact.intervals.digits52`), 32 from one."""
+  if len(w) == 1:
+    return int(w[0]), ONE_WORD_BITS
+  return (int(w[0]) << 20) | (int(w[1]) >> 12), FAST_BITS
+
+
+def _big(w, extra) -> int:
+  """The 244 digits (two words then ``extra``) of a uniform as an integer."""
+  big, _ = _digits(w)
+  for v in extra:
+    big = (big << 32) | int(v)
+  return big
 
 
 def _settled_integer(lo, hi, b) -> int:
@@ -218,7 +246,7 @@ def _settled_integer(lo, hi, b) -> int:
   k = int(mid.to_integral_value(rounding=decimal.ROUND_FLOOR))
   if not (k - half < lo and hi < k + half):
     raise RuntimeError(
-      "exact noise: a sample could not be settled with 244 bits per "
+      "exact noise: a sample could not be settled with 224 or more bits per "
       "uniform (probability below 2^-150); nothing was released."
     )
   return k

@@ -12,9 +12,21 @@ import jax.numpy as jnp
 from jaxdp import _checks
 from jaxdp.exact.choices import simplex_coefficients, uniform_below, unrank
 from jaxdp.exact.forest import forest_low, forest_order, forest_unrank
-from jaxdp.exact.intervals import chain_round, laplace_round, linf_round, tree_round
+from jaxdp.exact.intervals import (
+  UNSETTLED,
+  chain_round,
+  laplace_round,
+  linf_round,
+  tree_round_marked,
+)
 from jaxdp.exact.limits import MAX_SCALE, max_scale
-from jaxdp.exact.refine import refine_linf_sample, refine_sample, refine_tree_sample, settle
+from jaxdp.exact.refine import (
+  refine_linf_sample,
+  refine_sample,
+  refine_tree_sample,
+  settle,
+  settle_marked,
+)
 from jaxdp.exact.tree import tree_objects
 from jaxdp.exact.wide import uniform_below_wide, unrank_wide
 from jaxdp.posets import Poset
@@ -238,16 +250,17 @@ def _poset_kernel(key, tables, traced, *, const, total, d, n, forest=None, wide=
 
     def chunk(k_chunk, m):
       k_rank, k_bits, k_ref = jax.random.split(k_chunk, 3)
-      words = jax.random.bits(k_bits, (m, d + 2, 2), jnp.uint32)
+      per_exp = 1 if forest is not None else 2  # words per exponential (fast pass)
+      words = jax.random.bits(k_bits, (m, d + 2, per_exp), jnp.uint32)
       if wide:  # 128-bit ranks (uint64 limbs), the same bijection
         rank = uniform_below_wide(k_rank, total, m)
         seq, size_a = unrank_wide(rank, device_tables, d, total.bit_length())
       elif forest is not None:  # the same objects, by the hook-length formula
         seq, size_a = forest_unrank(uniform_below(k_rank, total, m), device_tables, forest)
         low = forest_low(seq, size_a, forest)
-        k, settled = tree_round(words, low, size_a, scale)
+        k = tree_round_marked(words, low, size_a, scale)
         ok = jnp.zeros((m,), bool)
-        return settle(k, settled, words, scale, k_ref, refine_tree_sample, low, size_a, ok)
+        return settle_marked(k, words, scale, k_ref, refine_tree_sample, low, size_a, ok)
       else:
         seq, size_a = unrank(uniform_below(k_rank, total, m), device_tables, d)
       k, settled = chain_round(words, seq, size_a, device_tables.up, scale)
@@ -268,9 +281,11 @@ def _tree_kernel(key, tables, traced, *, const, layout, n):
       k_obj, k_bits, k_ref = jax.random.split(k_chunk, 3)
       _, size_a, low, failed = tree_objects(k_obj, device_tables, layout, m)
       words = jax.random.bits(k_bits, (m, d + 2, 2), jnp.uint32)
-      k, settled = tree_round(words, low, size_a, scale)
+      k = jnp.where(
+        failed[:, None], UNSETTLED, tree_round_marked(words, low, size_a, scale)
+      )
       refine = refine_tree_sample
-      return settle(k, settled & ~failed, words, scale, k_ref, refine, low, size_a, failed)
+      return settle_marked(k, words, scale, k_ref, refine, low, size_a, failed)
 
     out = chunked(chunk, key, n, (d + 1,), jnp.int32, tree_chunk(layout))
     return _checks.mark_invalid(~jnp.isnan(scale), out)

@@ -146,10 +146,16 @@ def _blocks(key, num_blocks: int, domain: int, rounds: int = 20, platform=None):
     return block(key, lax.iota(jnp.uint32, num_blocks), nonce, rounds)
 
   def mapped(key):
-    steps = -(-num_blocks // CPU_CHUNK)
+    steps, rest = divmod(num_blocks, CPU_CHUNK)
     counters = lax.iota(jnp.uint32, steps * CPU_CHUNK).reshape(steps, CPU_CHUNK)
     out = lax.map(lambda c: block(key, c, nonce, rounds), counters)
-    return out.reshape(steps * CPU_CHUNK, 16)[:num_blocks]
+    out = out.reshape(steps * CPU_CHUNK, 16)
+    if not rest:
+      return out
+    # the last, partial step on its own: a full one would compute up to CPU_CHUNK
+    # blocks that are thrown away
+    tail = block(key, steps * CPU_CHUNK + lax.iota(jnp.uint32, rest), nonce, rounds)
+    return jnp.concatenate([out, tail])
 
   if platform is not None or not sequential_blocks(num_blocks, "cpu"):
     return (mapped if sequential_blocks(num_blocks, platform or "cpu") else one_pass)(key)

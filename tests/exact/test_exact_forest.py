@@ -1,5 +1,7 @@
 """The ranks path's forest unranking (:mod:`jaxdp.exact.forest`) against the generic
-unranking, and the one-log exponential intervals against mpmath at 300 bits."""
+unranking, the one-log exponential intervals (two words and one word per uniform)
+against mpmath at 300 bits, and the forest kernel's one-word fast pass against its
+host refinement."""
 
 from __future__ import annotations
 
@@ -106,6 +108,100 @@ def test_exponential_intervals_contain_the_300_bit_values():
   # V may be 1 only for j = 2^52 - 1: E_hi is infinite there and finite elsewhere
   top = j == 2**52 - 1
   assert np.all(np.isinf(e_hi[top])) and np.all(np.isfinite(e_hi[~top]))
+
+
+def test_one_word_exponential_intervals_contain_the_300_bit_values():
+  """[E_lo, E_hi] from one word (32 digits j) contains [-log(1 - j 2^-32),
+  -log(1 - (j+1) 2^-32)] (mpmath, 300 bits) up to 2^-50 relative, and is no more than
+  twice as wide plus 2^-50 E_hi, on 1,500 random j and the extremes; E_hi is
+  infinite only for j = 2^32 - 1 (V may be 1)."""
+  rng = np.random.default_rng(4)
+  j = np.concatenate(
+    [
+      rng.integers(0, 2**32, 500, dtype=np.uint64),
+      (2.0 ** -rng.uniform(0, 32, 500) * 2**32).astype(np.uint64),
+      2**32 - 1 - (2.0 ** -rng.uniform(0, 32, 500) * 2**32).astype(np.uint64),
+      np.array([0, 1, 2, 2**31, 2**32 - 3, 2**32 - 2, 2**32 - 1], np.uint64),
+    ]
+  )
+  with jax.enable_x64(True):
+    e_lo, e_hi = jax.jit(exp_intervals)(jnp.asarray(j.astype(np.uint32)[:, None]))
+  e_lo, e_hi = np.asarray(e_lo), np.asarray(e_hi)
+  mpmath.mp.prec = 300
+  tol = mpmath.mpf(2) ** -50
+  top = j == 2**32 - 1
+  assert np.all(np.isinf(e_hi[top])) and np.all(np.isfinite(e_hi[~top]))
+  for ji, lo, hi in zip(j[~top].tolist(), e_lo[~top], e_hi[~top]):
+    t_lo = -mpmath.log(1 - mpmath.mpf(ji) / 2**32)
+    t_hi = -mpmath.log(1 - mpmath.mpf(ji + 1) / 2**32)
+    assert mpmath.mpf(float(lo)) <= t_lo * (1 + tol), ji
+    assert mpmath.mpf(float(hi)) >= t_hi * (1 - tol), ji
+    assert mpmath.mpf(float(hi - lo)) <= 2 * (t_hi - t_lo) + tol * t_hi, ji
+
+
+def test_one_word_host_bounds_contain_the_300_bit_values():
+  """The host's [E_lo, E_hi] from one fast-pass word and 6 more (224 digits) contains
+  the 300-bit [-log(1 - V_lo), -log(1 - V_hi)] of V's cell [b, b + 1) 2^-224 and is
+  at most 10^-75 wider, on 60 random cells, cells just below 1 and V = 0; the 52-digit
+  reading of the same words (two words) is a different cell, so a host that read
+  one word as two would not pass."""
+  rng = np.random.default_rng(5)
+  cells = [rng.integers(0, 2**32, 7, dtype=np.uint64) for _ in range(60)]
+  cells += [np.full(7, 2**32 - 1, np.uint64) - np.eye(7, dtype=np.uint64)[6] * 2]
+  cells += [np.array([2**32 - 1] + [7] * 6, np.uint64), np.zeros(7, np.uint64)]
+  mpmath.mp.prec = 300
+  for c in cells:
+    w = c.astype(np.uint32)
+    lo, hi = exact_refine.refine_exponential_bounds(w[:1], w[1:])
+    big = int(w[0])
+    for x in w[1:]:
+      big = (big << 32) | int(x)
+    t_lo = -mpmath.log(1 - mpmath.mpf(big) / mpmath.mpf(2) ** 224)
+    t_hi = -mpmath.log(1 - mpmath.mpf(big + 1) / mpmath.mpf(2) ** 224)
+    assert mpmath.mpf(str(lo)) <= t_lo and mpmath.mpf(str(hi)) >= t_hi, big
+    assert mpmath.mpf(str(hi)) - mpmath.mpf(str(lo)) <= t_hi - t_lo + 1e-75, big
+    lo2, _ = exact_refine.refine_exponential_bounds(w[:2], w[2:])
+    assert abs(mpmath.mpf(str(lo2)) - t_lo) > 1e-60 or big == 0, big
+
+
+@pytest.mark.slow
+def test_the_forest_kernel_reads_one_word_per_exponential(monkeypatch):
+  """NHIS-3's exact noise (forest kernel) with the fast pass's margin widened to
+  2^-12, so that some of 64 samples go to the host, which recomputes them from the
+  same one-word cells plus 192 digits: every released coordinate (device-settled or
+  refined) equals the rounding
+  of the 100-digit decimal sum computed here from the kernel's own words, object and
+  scale (a kernel or host that read the words otherwise would differ)."""
+  poset = jaxdp.Poset.nhis(3)
+  tables, total = exact_tables(poset)
+  order = forest.forest_order(poset, total)
+  seen = {}
+  real = exact_refine.host_refine
+
+  def keep(refine_one, k, settled, words, extra, scale, *ops):
+    seen.update(
+      settled=np.asarray(settled), words=np.asarray(words), extra=np.asarray(extra)
+    )
+    seen.update(low=np.asarray(ops[0]), size_a=np.asarray(ops[1]))
+    return real(refine_one, k, settled, words, extra, scale, *ops)
+
+  jax.clear_caches()
+  monkeypatch.setattr(exact_refine, "host_refine", keep)
+  monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-12)
+  key, scale = jax.random.key(11), 4.0
+  with jax.enable_x64(True):
+    out = np.asarray(
+      exact.samplers._poset_kernel(
+        key, tables, None, const=scale, total=total, d=poset.d, n=64, forest=order
+      )
+    )
+  jax.clear_caches()
+  assert seen["words"].shape == (64, poset.d + 2, 1)
+  assert 0 < int(np.sum(~seen["settled"])) < 64
+  for i in range(64):
+    coeff = exact_refine.tree_coefficients(seen["low"][i], int(seen["size_a"][i]))
+    want = exact_refine.refine_sample(seen["words"][i], seen["extra"][i], scale, coeff)
+    np.testing.assert_array_equal(out[i], want)
 
 
 @pytest.mark.slow
