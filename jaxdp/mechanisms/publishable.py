@@ -149,11 +149,15 @@ def _computed_by_class(poset, key, value) -> bool:
   if not _same(value, cached.func(poset)):
     return False
   if ref is None or ref() is not poset:
-    ref = weakref.ref(poset, lambda _, i=id(poset): _VERIFIED.pop(i, None))
+    ref = weakref.ref(poset, functools.partial(_forget, id(poset)))
     seen = {}
     _VERIFIED[id(poset)] = (ref, seen)
   seen[key] = value
   return True
+
+
+def _forget(i, _ref):
+  _VERIFIED.pop(i, None)
 
 
 def _instance_problem(obj, name):

@@ -141,7 +141,9 @@ def test_the_reported_attacks_are_refused():
   """The review's two releases: a float32 Gaussian answer and the statistic 1234
   itself; both were answered with eps charged."""
   acct = Accountant.create(10.0, delta_budget=1e-3, secure=True)
-  with pytest.raises(ValueError, match="ExactGaussian .a subclass of GaussianMechanism. is not"):
+  with pytest.raises(
+    ValueError, match="ExactGaussian .a subclass of GaussianMechanism. is not"
+  ):
     release(acct, ExactGaussian(0.5, 1e-5), jnp.float32(3.0))
   acct = Accountant.create(10.0, secure=True)
   with pytest.raises(ValueError, match="NoNoise is a subclass of LaplaceMechanism"):
