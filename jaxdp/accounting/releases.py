@@ -311,6 +311,7 @@ def mechanism_cost(acct, mech, shape=()):
       "accountant with Accountant.create(..., secure=True, composition=...) and a "
       "name or an instance of a class of jaxdp.accounting.rules."
     )
+  valid = mech.valid(shape) if hasattr(mech, "valid") else True  # options' own errors
   if acct.secure:
     problem = publishable_problem(mech)
     if problem is not None:
@@ -319,7 +320,6 @@ def mechanism_cost(acct, mech, shape=()):
         f"{type(mech).__qualname__}: {problem}. Float noise leaks through which "
         f"floats it can produce; {PUBLISHABLE_TEXT}."
       )
-  valid = mech.valid(shape) if hasattr(mech, "valid") else True
   return (*bound_rule(acct).cost(mech, acct.group_size), valid)
 
 

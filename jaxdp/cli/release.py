@@ -71,14 +71,14 @@ def _read_csv(path: Path, src: str, d: int, names=()) -> np.ndarray:
     if len(line) != d:
       raise UsageError(
         f"--data {src}: expected {d} columns (one 0/1 answer per "
-        f"question); row {r} (line {num}) has {len(line)}"
+        f"question); row {r} has {len(line)} (line {num})"
       )
     for c, v in enumerate(line):
       if v.strip() not in ("0", "1"):
-        hint = "" if header or r else f" ({HEADER_RULE}; this one is data)"
+        hint = "" if header or r else f"; {HEADER_RULE}, so this one is data"
         raise UsageError(
-          f"--data {src}: row {r} (line {num}), column {c}: an answer must be 0 or 1, "
-          f"written as that digit alone{hint}"
+          f"--data {src}: row {r}, column {c}: an answer must be 0 or 1, written as "
+          f"that digit alone (line {num} of the file{hint})"
         )
   if not lines:
     raise UsageError(f"--data {src}: holds no rows")

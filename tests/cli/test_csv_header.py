@@ -31,7 +31,9 @@ def test_a_first_row_that_is_not_a_header_is_data_and_refused(tmp_path, first):
   with pytest.raises(UsageError) as e:
     cli_release.load_rows(str(path), 4)
   msg = str(e.value)
-  assert "row 0 (line 1), column 0: an answer must be 0 or 1" in msg
+  assert (
+    "row 0, column 0: an answer must be 0 or 1, written as that digit alone (line 1 " in msg
+  )
   assert "a header only if every field is a question name" in msg
   value = first.split(",")[0].strip()
   rest = msg.replace(str(path), "PATH").replace(cli_release.HEADER_RULE, "")
@@ -50,7 +52,7 @@ def test_the_posets_element_names_are_a_header_whatever_they_look_like(tmp_path)
   names = ("1a", "2b", "3c", "4d")  # not names by the rule: digits first
   path = _write(tmp_path, ",".join(names) + "\n" + ROWS)
   assert len(cli_release.load_rows(str(path), 4, names)) == 3
-  with pytest.raises(UsageError, match=r"row 0 \(line 1\), column 0"):
+  with pytest.raises(UsageError, match=r"row 0, column 0: .* \(line 1 "):
     cli_release.load_rows(str(path), 4)
 
 
@@ -59,13 +61,13 @@ def test_the_posets_element_names_are_a_header_whatever_they_look_like(tmp_path)
 )
 def test_a_header_with_a_value_in_it_is_data(tmp_path, header):
   path = _write(tmp_path, header + "\n" + ROWS)
-  with pytest.raises(UsageError, match=r"row 0 \(line 1\), column 0"):
+  with pytest.raises(UsageError, match=r"row 0, column 0: .* \(line 1 "):
     cli_release.load_rows(str(path), 4)
 
 
 def test_lines_are_counted_in_the_file(tmp_path):
   path = _write(tmp_path, "q1,q2,q3,q4\n\n1,1,0,0\n0,2,0,0\n")
-  with pytest.raises(UsageError, match=r"row 1 \(line 4\), column 1") as e:
+  with pytest.raises(UsageError, match=r"row 1, column 1: .* \(line 4 ") as e:
     cli_release.load_rows(str(path), 4)
   assert "header only if" not in str(e.value)
 
