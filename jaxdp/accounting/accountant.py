@@ -181,7 +181,7 @@ class Accountant:
       plan: for ``"planned"``, the :class:`~jaxdp.Plan` to enforce.
       secure: releases meant to be published: a ChaCha20 key, every release must
         use an instance of exactly one of jaxdp's exact mechanism classes in an
-        exact configuration (:data:`jaxdp.mechanisms.PUBLISHABLE`; a subclass, or a
+        exact configuration (:func:`jaxdp.publishable_problem`; a subclass, or a
         float mechanism that says it is exact, is refused with a ValueError), and
         ``composition`` must be a name or an instance of exactly one of jaxdp's rule
         classes: a published release rests on jaxdp's proved composition theorems,

@@ -47,11 +47,7 @@ from jaxdp.mechanisms.poset_count import (
   EXACT_COUNT_NOISES,
   PosetCountMechanism,
 )
-from jaxdp.mechanisms.publishable import (
-  PUBLISHABLE,
-  is_publishable,
-  publishable_problem,
-)
+from jaxdp.mechanisms.publishable import is_publishable, publishable_problem
 
 __all__ = [
   "Mechanism",
@@ -63,7 +59,6 @@ __all__ = [
   "DiscreteGaussianMechanism",
   "PosetCountMechanism",
   "COUNT_NOISES",
-  "PUBLISHABLE",
   "is_publishable",
   "publishable_problem",
 ]
