@@ -67,6 +67,8 @@ from jaxdp.mechanisms import (
   Mechanism,
   PosetCountMechanism,
   ZCDPGaussianMechanism,
+  is_publishable,
+  publishable_problem,
 )
 from jaxdp.posets import Poset, decomposition, random_dag, random_dags
 from jaxdp.prng import chacha, threefry
@@ -120,6 +122,7 @@ __all__ = [
   "exact_second_moment",
   "group_cost",
   "hypothesis_test_bound",
+  "is_publishable",
   "ledger",
   "mechanisms",
   "montecarlo",
@@ -130,6 +133,7 @@ __all__ = [
   "posets",
   "postprocess",
   "prng",
+  "publishable_problem",
   "raise_if_refused",
   "random",
   "random_dag",

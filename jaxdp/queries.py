@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from jaxdp import _checks, _data_checks, exact
 from jaxdp.accounting import guard, release_partitioned
 from jaxdp.accounting.releases import mechanism_cost, mechanism_event, spend
-from jaxdp.mechanisms import LaplaceMechanism, PosetCountMechanism
+from jaxdp.mechanisms import LaplaceMechanism, PosetCountMechanism, is_publishable
 from jaxdp.rowwise import LRU
 
 __all__ = [
@@ -43,7 +43,7 @@ def contributions(mech, aval):
       ("grid", float(mech.sensitivity), float(mech.grid)),
       mech.grid,
     )
-  if getattr(mech, "exact", False) and (
+  if is_publishable(mech) and (
     jnp.issubdtype(aval.dtype, jnp.integer) or aval.dtype == jnp.bool_
   ):
     # summed exactly (int64, then clipped); a scalar is first clipped to the bound

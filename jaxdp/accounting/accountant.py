@@ -180,7 +180,9 @@ class Accountant:
       orders: for ``"rdp"``, the Rényi orders (> 1; default 2, 4, ..., 256).
       plan: for ``"planned"``, the :class:`~jaxdp.Plan` to enforce.
       secure: releases meant to be published: a ChaCha20 key, every release must
-        use an exact mechanism (any other is refused with a ValueError), and
+        use an instance of exactly one of jaxdp's exact mechanism classes in an
+        exact configuration (:func:`jaxdp.publishable_problem`; a subclass, or a
+        float mechanism that says it is exact, is refused with a ValueError), and
         ``composition`` must be a name or an instance of exactly one of jaxdp's rule
         classes: a published release rests on jaxdp's proved composition theorems,
         which a custom rule's ``allows`` or ``spend`` need not respect.

@@ -30,6 +30,7 @@ from jaxdp.accounting.errors import ReleaseRefusedError
 from jaxdp.accounting.guard import check_unused, drawing, mark_used, one_key_per_lane
 from jaxdp.accounting.rules import RULES, bound_rule
 from jaxdp.mechanisms import Mechanism, PosetCountMechanism
+from jaxdp.mechanisms.publishable import PUBLISHABLE_TEXT, publishable_problem
 from jaxdp.typing import ArrayLike
 
 __all__ = [
@@ -78,7 +79,9 @@ def release(acct: Accountant, mech: Mechanism, data: Any) -> tuple[Accountant, A
       rule is not the one bound to its budgets (changed by ``dataclasses.replace``
       after :meth:`~jaxdp.Accountant.create`), or a secure ``acct`` whose key is not
       ChaCha20, whose rule is not one of jaxdp's classes or a mechanism that is not
-      exact; before anything is spent or drawn.
+      publishable (not exactly one of jaxdp's exact classes, a subclass whatever its
+      ``exact`` says, :func:`jaxdp.mechanisms.publishable_problem`); before anything
+      is spent or drawn.
     StaleAccountantError: eagerly, when ``acct``'s key was already used; at trace
       time, when ``jax.vmap`` or ``jax.shard_map`` maps the release over ``mech``,
       ``data`` or ``acct``'s counters but not over its key (every lane would get the
@@ -280,15 +283,18 @@ def mechanism_cost(acct, mech, shape=()):
   The accountant's rule must be the one bound to it
   (:func:`jaxdp.accounting.rules.bound_rule`). A secure accountant first refuses a
   key that is not ChaCha20, a rule that is not exactly one of jaxdp's classes and a
-  mechanism that is not exact (all static: checked at trace time). ``valid`` is the mechanism's
-  :meth:`~jaxdp.LaplaceMechanism.valid` for a statistic of ``shape`` (True for a
-  mechanism without one): a release with invalid parameters is refused, spending
-  nothing, so an out-of-range scale never reaches the sampler's output.
+  mechanism that is not publishable: an instance of exactly one of jaxdp's exact
+  mechanism classes in an exact configuration
+  (:func:`jaxdp.mechanisms.publishable_problem`; all static: checked at trace
+  time). ``valid`` is the mechanism's :meth:`~jaxdp.LaplaceMechanism.valid` for a
+  statistic of ``shape`` (True for a mechanism without one): a release with invalid
+  parameters is refused, spending nothing, so an out-of-range scale never reaches the
+  sampler's output.
 
   Raises:
     ValueError: a rule changed after binding, a secure accountant with another key,
-      a custom rule or a mechanism that is not exact, or a static parameter out of
-      range.
+      a custom rule or a mechanism that is not publishable, or a static parameter
+      out of range.
   """
   if acct.secure and not dprandom.is_secure_key(acct.key):
     raise ValueError(
@@ -305,15 +311,15 @@ def mechanism_cost(acct, mech, shape=()):
       "accountant with Accountant.create(..., secure=True, composition=...) and a "
       "name or an instance of a class of jaxdp.accounting.rules."
     )
-  if acct.secure and getattr(mech, "exact", False) is not True:
-    raise ValueError(
-      f"this accountant is secure (releases to publish) and refuses "
-      f"{type(mech).__name__} without exact=True: float noise leaks through which "
-      "floats it can produce. Use an exact mechanism (LaplaceMechanism, "
-      "KNormMechanism or PosetCountMechanism with exact=True, or "
-      "DiscreteGaussianMechanism)."
-    )
-  valid = mech.valid(shape) if hasattr(mech, "valid") else True
+  valid = mech.valid(shape) if hasattr(mech, "valid") else True  # options' own errors
+  if acct.secure:
+    problem = publishable_problem(mech)
+    if problem is not None:
+      raise ValueError(
+        f"this accountant is secure (releases to publish) and refuses "
+        f"{type(mech).__qualname__}: {problem}. Float noise leaks through which "
+        f"floats it can produce; {PUBLISHABLE_TEXT}."
+      )
   return (*bound_rule(acct).cost(mech, acct.group_size), valid)
 
 

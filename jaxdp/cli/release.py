@@ -4,7 +4,8 @@ One release of (respondents, yes-count per question) by the exact mechanism (int
 K-norm noise, :mod:`jaxdp.exact`) under a secure accountant (a ChaCha20 key from the
 OS). Everything that can be checked is checked before the budget is spent: ``--out``
 first, then the poset, then every row of the data. Messages about the data name a row
-(counting from 0, a header line not counted) and the rule it breaks, never its values.
+(counting from 0, a header line not counted), its line in the file and the rule it
+breaks, never its values.
 """
 
 from __future__ import annotations
@@ -22,36 +23,79 @@ from jaxdp.cli.inputs import load_poset
 from jaxdp.cli.ledger import open_release
 from jaxdp.cli.parser import UsageError
 
+# words that spreadsheets and parsers read as values, not as question names
+VALUE_WORDS = frozenset(
+  {"true", "false", "yes", "no", "y", "n", "t", "f", "nan", "na", "n/a", "none", "null"}
+)
 
-def _read_csv(path: Path, src: str, d: int) -> np.ndarray:
-  """The 0/1 rows of a CSV file (an optional header line)."""
+HEADER_RULE = (
+  "a first line is a header only if every field is a question name (starting with "
+  "a letter, not a number or a word such as NaN, True or yes) or the fields are the "
+  "poset's element names"
+)
+
+
+def is_name(field: str) -> bool:
+  """Whether a CSV field is a question name: it starts with a letter and is not a
+  number (``float`` reads ``inf``, ``nan``, ``1e5``) or a value word (``True``, ``yes``)."""
+  v = field.strip()
+  if not v or not v[0].isalpha() or v.lower() in VALUE_WORDS:
+    return False
   try:
-    with open(path, newline="") as f:
-      lines = [r for r in csv.reader(f) if r]
+    float(v)
+  except ValueError:
+    return True
+  return False
+
+
+def is_header(fields: list[str], names=()) -> bool:
+  """The header rule (:data:`HEADER_RULE`): an allowlist, so a first row of data
+  (``1.0,0,0,0``, ``nan,...``, ``True,...``) is never taken for a header."""
+  stripped = [v.strip() for v in fields]
+  return all(is_name(v) for v in stripped) or (bool(names) and stripped == list(names))
+
+
+def _read_csv(path: Path, src: str, d: int, names=()) -> np.ndarray:
+  """The 0/1 rows of a CSV file (UTF-8, a byte order mark ignored; a header line
+  by :func:`is_header`)."""
+  try:
+    with open(path, newline="", encoding="utf-8-sig") as f:
+      reader = csv.reader(f)
+      lines = [(reader.line_num, r) for r in reader if r]
   except (OSError, UnicodeDecodeError, csv.Error) as e:
     raise UsageError(f"--data {src}: cannot read 0/1 rows ({type(e).__name__})") from None
-  if lines and not all(v.strip().lstrip("-").isdigit() for v in lines[0]):
-    lines = lines[1:]  # a header
-  for r, line in enumerate(lines):
+  header = bool(lines) and is_header(lines[0][1], names)
+  if header:
+    lines = lines[1:]
+  for r, (num, line) in enumerate(lines):
     if len(line) != d:
       raise UsageError(
         f"--data {src}: expected {d} columns (one 0/1 answer per "
-        f"question); row {r} has {len(line)}"
+        f"question); row {r} has {len(line)} (line {num})"
       )
     for c, v in enumerate(line):
       if v.strip() not in ("0", "1"):
-        raise UsageError(f"--data {src}: row {r}, column {c}: an answer must be 0 or 1")
+        hint = "" if header or r else f"; {HEADER_RULE}, so this one is data"
+        raise UsageError(
+          f"--data {src}: row {r}, column {c}: an answer must be 0 or 1, written as "
+          f"that digit alone (line {num} of the file{hint})"
+        )
   if not lines:
     raise UsageError(f"--data {src}: holds no rows")
-  return np.array([[int(v) for v in line] for line in lines], dtype=np.int64)
+  return np.array([[int(v) for v in line] for _, line in lines], dtype=np.int64)
 
 
-def load_rows(src: str, d: int) -> np.ndarray:
+def load_rows(src: str, d: int, names=()) -> np.ndarray:
   """0/1 answers: a ``.npy`` array ``(n, d)`` or a CSV with ``d`` columns.
+
+  A CSV file is read as UTF-8 (a byte order mark, as spreadsheets write, is
+  ignored). Its first line is a header only by :func:`is_header`; any other first
+  line is data and is checked like every row.
 
   Args:
     src: the ``--data`` file.
     d: the number of questions.
+    names: the questions' names (the poset's element names), also a header.
 
   Returns:
     The rows, each entry 0 or 1.
@@ -64,7 +108,7 @@ def load_rows(src: str, d: int) -> np.ndarray:
   if not path.is_file():
     raise UsageError(f"--data: no such file: {src}")
   if path.suffix != ".npy":
-    return _read_csv(path, src, d)
+    return _read_csv(path, src, d, names)
   try:
     rows = np.load(path, allow_pickle=False)
   except (ValueError, OSError) as e:
@@ -113,7 +157,7 @@ def run_release(args) -> int:
       raise UsageError(f"--out {args.out} is the --data file; write the release elsewhere")
     outputs.check_out_file(args.out, args.overwrite_results)
   poset = load_poset(args.poset)
-  rows = load_rows(args.data, poset.d)
+  rows = load_rows(args.data, poset.d, poset.element_names)
   if args.on_invalid == "raise":
     check_filters(args.data, poset, rows)
   acct = Accountant.create(args.eps, secure=True)

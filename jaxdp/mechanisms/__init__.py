@@ -27,7 +27,9 @@ fill) and :func:`jaxdp.release` refuse the release, spending nothing. Never weak
 Modules: :mod:`~jaxdp.mechanisms.base` (the protocol, pytree registration, the
 allowlist, exact-option checks), :mod:`~jaxdp.mechanisms.statistics` (statistics and
 per-part sums), one module per family (``laplace``, ``knorm``, ``gaussian``,
-``discrete_gaussian``, ``poset_count``).
+``discrete_gaussian``, ``poset_count``) and :mod:`~jaxdp.mechanisms.publishable` (the
+allowlist of exact mechanisms a secure accountant accepts: by exact class and
+validated fields, never by a caller-settable ``exact`` flag alone).
 
 References:
   C. Dwork, "Differential privacy", ICALP 2006; C. Dwork, A. Roth, "The Algorithmic
@@ -45,6 +47,7 @@ from jaxdp.mechanisms.poset_count import (
   EXACT_COUNT_NOISES,
   PosetCountMechanism,
 )
+from jaxdp.mechanisms.publishable import is_publishable, publishable_problem
 
 __all__ = [
   "Mechanism",
@@ -56,4 +59,6 @@ __all__ = [
   "DiscreteGaussianMechanism",
   "PosetCountMechanism",
   "COUNT_NOISES",
+  "is_publishable",
+  "publishable_problem",
 ]

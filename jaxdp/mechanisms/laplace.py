@@ -28,6 +28,7 @@ from jaxdp.mechanisms.base import (
 )
 from jaxdp.mechanisms.statistics import (
   clipped_part_sums,
+  defined_entries,
   float_statistic,
   grid_units,
   integer_part_sums,
@@ -48,6 +49,12 @@ class LaplaceMechanism(EpsMechanism):
   moves each of the m entries by at most half a grid step, so the noise is scaled
   for sensitivity ``sensitivity + m * grid``. Refused exact releases hold int32's
   minimum (or NaN on a grid).
+
+  On a grid, snapping clips to +-2^30 units and is monotone on the extended reals: a
+  traced +-inf entry is released as +-2^30 units, like the largest finite values. A
+  NaN entry is refused: a concrete one before anything is drawn (ValueError), a traced
+  one by a run-time error naming it (its entry is NaN should the error be swallowed),
+  never released as 0 (``docs/design/exactness.md``).
 
   Attributes:
     eps: privacy parameter (> 0).
@@ -121,6 +128,8 @@ class LaplaceMechanism(EpsMechanism):
   def _randomize_exact(self, key, data):
     units, _ = grid_units(data, self.grid)
     ok = self.valid(units.shape)
+    if self.grid is not None:
+      ok = ok & defined_entries(data)  # a traced NaN entry: a run-time error, the fill
     noise = exact.laplace(key, units.shape, scale=self._noise_scale(units.shape))
     ok, out = noisy(ok, units, noise)
     if self.grid is not None:

@@ -184,9 +184,52 @@ def grid_units(data, grid, *, wide: bool = False):
       )
     return jnp.asarray(units.astype(np.int32)), math.prod(x.shape)
   xf = _data_checks.as_exact_float(x)
-  xf = jnp.where(jnp.isfinite(xf), xf, 0.0)  # a non-finite statistic counts as 0
+  xf = jnp.where(jnp.isnan(xf), 0.0, xf)  # NaN: see defined_entries; +-inf clip below
   units = jnp.clip(jnp.round(xf / grid), -exact.LIMIT, exact.LIMIT)
   return units.astype(jnp.int32), math.prod(x.shape)
+
+
+def defined_entries(data):
+  """Where a traced real statistic is not NaN, for an exact release on a grid.
+
+  Snapping is monotone on the extended reals: +-inf clip to +-2^30 units like the
+  largest finite values (:func:`grid_units`), so a statistic that overflows on one
+  dataset is released as its neighbour's clipped one. NaN has no place in that
+  order. As for every other bad value of the data, a concrete NaN is refused
+  before anything is drawn (:func:`jaxdp._data_checks.check_data`); a traced one
+  makes the computation fail at run time (a host check, run only when some entry is
+  NaN), and those entries are the invalid fill (NaN, never a release of 0) should
+  the error be swallowed. The budget, decided from the parameters only, is charged.
+
+  Returns:
+    True for concrete or non-float data; else a traced bool array of its shape.
+  """
+  if _checks.is_concrete(data) or not jnp.issubdtype(jnp.result_type(data), jnp.floating):
+    return True
+  nan = jnp.isnan(data)
+  ndim = nan.ndim
+
+  def fail(nan_):
+    nan_ = np.asarray(nan_)
+    i = np.unravel_index(int(np.argmax(nan_.ravel())), nan_.shape)
+    where = "" if nan_.ndim == 0 else f" at index {tuple(int(j) for j in i)}"
+    raise ValueError(
+      f"data{where} is NaN: an exact release on a grid has no grid point for NaN "
+      "(+-inf clip to +-2**30 units like the largest finite values). Compute the "
+      "statistic so that it is never NaN (e.g. jnp.nan_to_num with a value the "
+      "sensitivity allows)."
+    )
+
+  def check(nan_):
+    return jax.pure_callback(
+      lambda n: fail(n) if np.any(n) else np.ones(np.shape(n)[: np.ndim(n) - ndim], bool),
+      jax.ShapeDtypeStruct((), jnp.bool_),
+      nan_,
+      vmap_method="broadcast_all",
+    )
+
+  passed = jax.lax.cond(jnp.any(nan), check, lambda _: jnp.asarray(True), nan)
+  return passed & ~nan
 
 
 def saturating_add(stat, noise):

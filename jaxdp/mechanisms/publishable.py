@@ -1,0 +1,187 @@
+"""Which mechanisms a secure accountant accepts: an allowlist of jaxdp's own exact
+mechanism classes, each in a configuration whose noise is exact.
+
+Exactness is derived from the mechanism's class (by exact type: a subclass may
+override ``randomize`` or ``cost``) and its validated fields, never from a flag a
+caller can set: ``exact = True`` on a subclass of :class:`~jaxdp.GaussianMechanism`,
+or ``object.__setattr__(mech, "exact", True)`` on a float mechanism, is refused. An
+instance attribute that is not one of the class's dataclass fields (one that would
+shadow a method or a class attribute such as ``randomize``) is refused too, and so
+are a ball or poset of a subclass of jaxdp's.
+
+Publishable:
+
+* :class:`~jaxdp.LaplaceMechanism` with ``exact=True`` (integer statistic, or a
+  ``grid`` of a power of two);
+* :class:`~jaxdp.KNormMechanism` with ``exact=True`` and a :class:`~jaxdp.PosetBall`
+  or an :class:`~jaxdp.LpBall` with p = 1, 2 or inf;
+* :class:`~jaxdp.PosetCountMechanism` with ``exact=True`` (every noise in
+  :data:`~jaxdp.mechanisms.EXACT_COUNT_NOISES`);
+* :class:`~jaxdp.DiscreteGaussianMechanism` (always exact).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import weakref
+from typing import Any
+
+import numpy as np
+
+from jaxdp.mechanisms.discrete_gaussian import DiscreteGaussianMechanism
+from jaxdp.mechanisms.knorm import KNormMechanism
+from jaxdp.mechanisms.laplace import LaplaceMechanism
+from jaxdp.mechanisms.poset_count import EXACT_COUNT_NOISES, PosetCountMechanism
+from jaxdp.posets import Poset
+from jaxdp.samplers.balls import LpBall, PosetBall
+
+__all__ = ["PUBLISHABLE", "PUBLISHABLE_TEXT", "publishable_problem", "is_publishable"]
+
+PUBLISHABLE = (
+  LaplaceMechanism,
+  KNormMechanism,
+  PosetCountMechanism,
+  DiscreteGaussianMechanism,
+)
+
+PUBLISHABLE_TEXT = (
+  "publishable are instances of exactly (not a subclass of) LaplaceMechanism(..., "
+  "exact=True) (optionally with grid=2.0**-k), KNormMechanism(..., exact=True) with "
+  "a PosetBall or an LpBall of p = 1, 2 or inf, PosetCountMechanism(..., exact=True) "
+  "and DiscreteGaussianMechanism"
+)
+
+
+def publishable_problem(mech: Any) -> str | None:
+  """Why ``mech`` is not publishable, or None when it is.
+
+  Args:
+    mech: any object.
+
+  Returns:
+    None for an instance of exactly one of :data:`PUBLISHABLE` in an exact
+    configuration (see the module docstring), else a sentence naming its type and
+    what is wrong.
+  """
+  name = type(mech).__qualname__
+  if type(mech) not in PUBLISHABLE:
+    base = next((c for c in type(mech).__mro__ if c.__module__.startswith("jaxdp.")), None)
+    if base in PUBLISHABLE:
+      return (
+        f"{name} is a subclass of {base.__name__}, not {base.__name__} itself (a "
+        "subclass may change its noise or cost whatever it says of itself)"
+      )
+    if base is not None and base is not type(mech):
+      return (
+        f"{name} (a subclass of {base.__name__}) is not one of jaxdp's exact "
+        "mechanism classes, whatever it says of itself"
+      )
+    return f"{name} is not one of jaxdp's exact mechanism classes"
+  problem = _instance_problem(mech, name)
+  if problem:
+    return problem
+  if type(mech) is DiscreteGaussianMechanism:
+    return None
+  if mech.exact is not True:
+    return f"{name} has exact={mech.exact!r}: its noise is float noise"
+  if type(mech) is PosetCountMechanism:
+    if mech.noise not in EXACT_COUNT_NOISES:
+      return f"{name} has noise={mech.noise!r}, which has no exact sampler"
+    return _poset_problem(mech.poset, f"{name}.poset")
+  if type(mech) is KNormMechanism:
+    return _ball_problem(mech.ball, name)
+  grid = mech.grid
+  if grid is not None and not (
+    type(grid) is float and math.frexp(grid)[0] == 0.5 and 2.0**-60 <= grid <= 2.0**20
+  ):
+    return f"{name} has grid={grid!r}, not a power of two 2**-k (snapping would round)"
+  return None
+
+
+def is_publishable(mech: Any) -> bool:
+  """Whether a secure accountant accepts ``mech`` (:func:`publishable_problem`)."""
+  return publishable_problem(mech) is None
+
+
+def _ball_problem(ball, name):
+  if type(ball) not in (PosetBall, LpBall):
+    return (
+      f"{name}.ball is a {type(ball).__qualname__}, not a jaxdp.PosetBall or "
+      "jaxdp.LpBall itself"
+    )
+  problem = _instance_problem(ball, f"{name}.ball")
+  if problem:
+    return problem
+  if type(ball) is PosetBall:
+    return _poset_problem(ball.poset, f"{name}.ball.poset")
+  if ball.p not in (1.0, 2.0, math.inf):
+    return f"{name}.ball is an l_{ball.p:g} ball, which has no exact sampler"
+  return None
+
+
+def _poset_problem(poset, name):
+  if type(poset) is not Poset:
+    return f"{name} is a {type(poset).__qualname__}, not a jaxdp.Poset itself"
+  fields = {f.name for f in dataclasses.fields(Poset)}
+  for key, value in vars(poset).items():
+    if key not in fields and not _computed_by_class(poset, key, value):
+      return f"{name} holds an attribute {key!r} that its class did not compute"
+  return None
+
+
+_VERIFIED: dict = {}  # id(poset) -> (weak reference, {attribute: verified value})
+
+
+def _computed_by_class(poset, key, value) -> bool:
+  """Whether ``value`` is what the poset's cached property ``key`` computes (checked
+  once per poset object and value object: the samplers read these, e.g.
+  ``parents``). An array must be read-only, as the class leaves it."""
+  cached = type(poset).__dict__.get(key)
+  if not isinstance(cached, functools.cached_property):
+    return False
+  if isinstance(value, np.ndarray) and value.flags.writeable:
+    return False
+  ref, seen = _VERIFIED.get(id(poset), (None, {}))
+  if ref is not None and ref() is poset and seen.get(key) is value:
+    return True
+  if not _same(value, cached.func(poset)):
+    return False
+  if ref is None or ref() is not poset:
+    ref = weakref.ref(poset, functools.partial(_forget, id(poset)))
+    seen = {}
+    _VERIFIED[id(poset)] = (ref, seen)
+  seen[key] = value
+  return True
+
+
+def _forget(i, _ref):
+  _VERIFIED.pop(i, None)
+
+
+def _instance_problem(obj, name):
+  """Instance attributes must be exactly the dataclass's fields: an extra one could
+  shadow a method or a class attribute (``randomize``, ``exact``)."""
+  fields = {f.name for f in dataclasses.fields(type(obj))}
+  extra = sorted(set(vars(obj)) - fields)
+  if extra:
+    return (
+      f"{name} has instance attribute(s) {', '.join(map(repr, extra))} that are not "
+      f"fields of {type(obj).__name__} (they would shadow its class's own)"
+    )
+  missing = sorted(fields - set(vars(obj)))
+  if missing:
+    return f"{name} lacks its field(s) {', '.join(map(repr, missing))}"
+  return None
+
+
+def _same(a, b) -> bool:
+  if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+    return (
+      isinstance(a, np.ndarray)
+      and isinstance(b, np.ndarray)
+      and a.dtype == b.dtype
+      and np.array_equal(a, b)
+    )
+  return type(a) is type(b) and a == b
