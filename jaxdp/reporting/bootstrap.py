@@ -84,6 +84,10 @@ def consistent_error_bars(
     raise _checks.ArgTypeError(f"integer must be True or False; got {integer!r}.")
   n = check_samples(num_samples, mechanism.dim)
   poset = mechanism.poset
+  if _checks.holds_invalid(released):  # NaN, or an integer dtype's minimum
+    raise ValueError(
+      "released holds the mark of a refused release; it cannot be bootstrapped."
+    )
   z = np.asarray(released, dtype=np.float64)
   if z.shape != (mechanism.dim,):
     raise ValueError(

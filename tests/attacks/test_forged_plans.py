@@ -157,3 +157,27 @@ def test_a_zcdp_session_near_delta_1_reports_a_non_negative_spend():
   s = jaxdp.Session(AGES, eps_budget=1.0, composition="zcdp", delta_budget=0.999999)
   s.count(lambda a: a > 65, eps=0.5)
   assert s.spent >= 0.0 and s.answered == 1
+
+
+# ------------------------------------------------------------------ integer sentinels
+SENTINEL = np.full(5, np.iinfo(np.int32).min, np.int32)  # a refused exact release
+
+
+def test_the_integer_sentinel_is_refused_as_nan_is():
+  """An int32 minimum marks a refused exact release, as NaN marks a float one: it is
+  no count to make consistent or to bootstrap (concrete: refused; under jit: the
+  certificate says not ok, as for NaN)."""
+  poset = jaxdp.Poset.nhis(1)
+  with pytest.raises(ValueError, match="mark of a refused"):
+    jaxdp.consistent(SENTINEL, poset, integer=True)
+  with pytest.raises(ValueError, match="mark of a refused"):
+    jaxdp.consistent(SENTINEL[None].repeat(2, 0), poset, method="batched")
+  mech = jaxdp.PosetCountMechanism(poset, 1.0, exact=True)
+  with pytest.raises(ValueError, match="mark of a refused"):
+    jaxdp.consistent_error_bars(SENTINEL, mech, integer=True, num_samples=100)
+  ok = np.array([10, 3, 2, 1, 0], np.int32)  # a count of 0 or a large one is a count
+  np.testing.assert_array_equal(jaxdp.consistent(ok, poset, integer=True), ok)
+  np.testing.assert_array_equal(
+    jaxdp.consistent(np.array([7, 0, 0, 0, 0], np.uint8), poset, integer=True),
+    [7, 0, 0, 0, 0],
+  )
