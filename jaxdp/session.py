@@ -50,7 +50,7 @@ and the floating-point leak of the float mechanisms (use ``secure=True`` for rel
 to publish).
 
 Checked, compiled queries are cached (keyed by the checked program and the
-mechanism), so a repeated query costs one compiled call.
+mechanism): a repeated query compiles nothing (one call per block of rows).
 
 References:
   C. Dwork, "Differential privacy", ICALP 2006 (Lemma 2.6, the budgeted curator).

@@ -52,8 +52,15 @@ class PlannedComposition(UnitRule):
   composition preserves that order (Dong, Roth & Su 2022, f-DP composition).
   Anything else, or more releases than planned, is refused.
 
+  Every row of the plan is checked by allowlist when it is bound
+  (:func:`check_release`: a hand-made plan whose rows cancel or hold NaN is refused).
+
   Args:
     plan: the :class:`~jaxdp.Plan` to enforce.
+
+  Raises:
+    ValueError: when bound, a row out of range (named by its index) or a figure
+      above ``eps_budget``.
   """
 
   plan: object = dataclasses.field(default=None, compare=False, repr=False)
