@@ -127,9 +127,9 @@ CASES = [
   "options, case",
   [
     (dict(group_size=2, delta_budget=1e-5), 0),
+    (dict(delta_budget=1e-5), 1),
     (dict(composition="zcdp", delta_budget=1e-5), 1),
     (dict(composition="rdp", delta_budget=1e-5), 0),
-    (dict(composition="advanced", max_releases=4, delta_prime=1e-6, delta_budget=1e-5), 1),
   ],
 )
 def test_every_plan_jaxdp_makes_still_binds(options, case):
