@@ -313,7 +313,7 @@ class Session:
     mech, prepare, unit = contributions(mech, out_aval)
     args = (rows_q.consts if rows_q else (), by_q.consts if by_q else ())
     run = compiled(mech, rows_q, by_q, num_parts, prepare, self._row, args)
-    session_rows.prechecked(run, self._row, args)  # before anything is charged
+    session_rows.prechecked(run, self._held, self._row, args)  # before any charge
     guard.check_unused(self._acct.key)
     self._acct = self._link.reserve(self._acct, mech, out_aval.shape)  # before any noise
     failed = None

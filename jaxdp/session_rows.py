@@ -1,13 +1,14 @@
 """The rows of a :class:`~jaxdp.Session`, evaluated in chunks of a fixed size.
 
-An analyst's row function runs on ``c`` rows at a time (``c`` at most :data:`BLOCK`,
+An analyst's row function runs on ``c`` rows at a time (``c`` at most :data:`CHUNK`,
 fixed by the mechanism), never on all the rows at once: the memory a query needs, and
 so whether it runs or fails, depends on the checked program and ``c`` only, never on
 the number of rows. The held data is padded with stand-in rows (zeros) to whole
-blocks of :data:`BLOCK` rows, and a stand-in row's part index is set out of range, so
-it adds nothing. Each block's per-part statistics are summed exactly (integers in
-two int32 words, floats with a compensated float32 sum, or in 64 bits with x64), so
-the total is the statistic of all rows at once.
+blocks (:func:`block_rows`; one block program call evaluates a block's chunks one
+after the other), and a stand-in row's part index is set out of range, so it adds
+nothing. The chunks' per-part statistics are summed exactly (integers in two int32
+words, floats with a compensated float32 sum, or in 64 bits with x64), so the total
+is the statistic of all rows at once.
 
 Before anything is charged the block program runs once on a stand-in block (zeros):
 a program that cannot run (out of memory, any run-time error) is refused then, at no
@@ -17,6 +18,7 @@ answered with one fixed error (:func:`failed_on_the_data`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -31,10 +33,13 @@ from jaxdp.rowwise import LRU, UnsafeQueryError
 
 __all__ = [
   "BLOCK",
+  "BLOCK_BYTES",
+  "CHUNK",
   "BlockQuery",
   "RELEASES",
   "Held",
   "block_query",
+  "block_rows",
   "chunk_rows",
   "failed_on_the_data",
   "hold",
@@ -43,7 +48,9 @@ __all__ = [
   "summed",
 ]
 
-BLOCK = 1024  # rows of held data per block program call (a power of two)
+CHUNK = 1024  # at most this many rows evaluated at once (a power of two)
+BLOCK = 1 << 16  # at most this many rows per block program call
+BLOCK_BYTES = 1 << 26  # and blocks of at most 64 MiB of rows (unless one chunk is more)
 _BITS = 30  # integer sums are kept as hi * 2**30 + lo, 0 <= lo < 2**30
 STAND_IN_FAILED = (
   "the query cannot run on a stand-in chunk of rows (it ran out of memory or failed "
@@ -57,31 +64,45 @@ DATA_FAILED = (
 
 
 class Held(NamedTuple):
-  """The held data in blocks: ``blocks`` of shape ``(m, BLOCK) + row``, the first
-  ``n`` rows the data's and the rest stand-in rows (zeros)."""
+  """The held data in blocks of equal size, the first ``n`` rows the data's and the
+  rest stand-in rows (zeros)."""
 
-  blocks: jax.Array
+  blocks: tuple
   n: int
+
+
+def block_rows(n: int, row: jax.ShapeDtypeStruct) -> int:
+  """Rows per block for ``n`` rows of type ``row``: a power of two from
+  :data:`CHUNK` up to :data:`BLOCK`, at least ``n`` if that fits, and at most
+  :data:`BLOCK_BYTES` of rows. It sets how many chunks one program call evaluates
+  one after the other, not the memory a chunk needs."""
+  row_bytes = max(1, math.prod(row.shape) * jnp.dtype(row.dtype).itemsize)
+  b = CHUNK
+  while b < n and 2 * b <= BLOCK and 2 * b * row_bytes <= BLOCK_BYTES:
+    b *= 2
+  return b
 
 
 def hold(data: jax.Array) -> Held:
   """``data`` (one row per person) padded to whole blocks."""
   n = data.shape[0]
-  m = max(1, -(-n // BLOCK))
-  pad = jnp.zeros((m * BLOCK - n,) + data.shape[1:], data.dtype)
-  return Held(jnp.concatenate([data, pad]).reshape((m, BLOCK) + data.shape[1:]), n)
+  b = block_rows(n, jax.ShapeDtypeStruct(data.shape[1:], data.dtype))
+  m = max(1, -(-n // b))
+  pad = jnp.zeros((m * b - n,) + data.shape[1:], data.dtype)
+  padded = jnp.concatenate([data, pad])
+  return Held(tuple(padded[i * b : (i + 1) * b] for i in range(m)), n)
 
 
 def chunk_rows(mech, preparation: tuple) -> int:
-  """Rows evaluated at once: :data:`BLOCK`, or, for an exact integer statistic of
+  """Rows evaluated at once: :data:`CHUNK`, or, for an exact integer statistic of
   per-row bound ``b`` (the sensitivity, in grid units with a grid), the largest power
   of two ``c`` with ``c b <= 2**30``, so that no chunk's sum reaches the clip at
   ``2**30`` and the chunk sums add up to the statistic of all rows (decided from the
   mechanism alone)."""
   if preparation[0] not in ("integer", "grid"):
-    return BLOCK
+    return CHUNK
   bound = max(1, int(np.ceil(float(mech.sensitivity))))
-  c = BLOCK
+  c = CHUNK
   while c > 1 and c * bound > exact.LIMIT:
     c //= 2
   return c
@@ -160,7 +181,7 @@ class BlockQuery:
 
   def __init__(self, step: Callable, release: Callable, stat: jax.ShapeDtypeStruct):
     self.step, self.release, self.stat = step, release, stat
-    self.ran_on_stand_in = False
+    self.ran_on_stand_in = set()  # block sizes
 
 
 RELEASES = LRU(256)  # (release_key, statistic type) -> jitted release of the sum
@@ -188,8 +209,9 @@ def block_query(
       RELEASES.put(key, released)
 
   def step(acc, block, start, n, *consts):
-    valid = (start + jnp.arange(BLOCK, dtype=jnp.int32) < n).reshape(BLOCK // c, c)
-    rows = block.reshape((BLOCK // c, c) + row.shape)
+    size = block.shape[0]  # a multiple of c
+    valid = (start + jnp.arange(size, dtype=jnp.int32) < n).reshape(size // c, c)
+    rows = block.reshape((size // c, c) + row.shape)
 
     def body(acc, xs):
       return add(acc, statistic(*xs, *consts)), None
@@ -199,18 +221,19 @@ def block_query(
   return BlockQuery(jax.jit(step), released, stat)
 
 
-def prechecked(q: BlockQuery, row: jax.ShapeDtypeStruct, consts) -> None:
-  """Runs ``q``'s block program once on a stand-in block (zeros, no valid row),
-  before anything is charged. An error raised while tracing propagates (it depends
-  on the program and the row's shape and dtype only).
+def prechecked(q: BlockQuery, held: Held, row: jax.ShapeDtypeStruct, consts) -> None:
+  """Runs ``q``'s block program once on a stand-in block (zeros, no valid row) of
+  the held blocks' size, before anything is charged. An error raised while tracing
+  propagates (it depends on the program and the row's shape and dtype only).
 
   Raises:
     UnsafeQueryError: the program fails at run time (out of memory, or any other
       run-time error), with one fixed message; nothing was spent.
   """
-  if q.ran_on_stand_in:
+  size = held.blocks[0].shape[0]
+  if size in q.ran_on_stand_in:
     return
-  block = jnp.zeros((BLOCK,) + row.shape, row.dtype)
+  block = jnp.zeros((size,) + row.shape, row.dtype)
   try:
     jax.block_until_ready(q.step(zero(q.stat), block, 0, 0, *consts))
   except RuntimeError:
@@ -219,14 +242,16 @@ def prechecked(q: BlockQuery, row: jax.ShapeDtypeStruct, consts) -> None:
     failed = False
   if failed:  # raised outside the handler: the run-time error is not chained
     raise UnsafeQueryError(STAND_IN_FAILED)
-  q.ran_on_stand_in = True
+  q.ran_on_stand_in.add(size)
 
 
 def summed(q: BlockQuery, held: Held, consts):
   """The summed statistic of the held rows (one block program call per block)."""
   acc = zero(q.stat)
-  for i in range(held.blocks.shape[0]):
-    acc = q.step(acc, held.blocks[i], i * BLOCK, held.n, *consts)
+  start = 0
+  for block in held.blocks:
+    acc = q.step(acc, block, start, held.n, *consts)
+    start += block.shape[0]
   return acc
 
 

@@ -90,7 +90,7 @@ def _chunked(mech, preparation, values, parts=None, num_parts=1):
 
 
 BIG = 2**29
-N = 3000  # three blocks
+N = 3000  # three blocks of 1,024 rows
 WHOLE_SUM = jax.jit(lambda m, v, p: m.part_statistics(v, p, 1))  # all rows at once
 
 
@@ -104,9 +104,10 @@ WHOLE_SUM = jax.jit(lambda m, v, p: m.part_statistics(v, p, 1))  # all rows at o
     [BIG + 1] + [1] * (N - 1),  # a row past the bound counts as 0
   ],
 )
-def test_chunked_integer_sums_are_the_sum_of_all_rows_at_once(values):
+def test_chunked_integer_sums_are_the_sum_of_all_rows_at_once(values, monkeypatch):
   """Chunk sums of an exact integer statistic add up exactly (int32 would wrap, a
   clip per chunk would bind), clipped at 2**30 as the sum of all rows is."""
+  monkeypatch.setattr(session_rows, "BLOCK", session_rows.CHUNK)  # three blocks
   mech = jaxdp.LaplaceMechanism(1000.0, float(BIG), exact=True)
   assert session_rows.chunk_rows(mech, ("integer", BIG)) == 2  # 2 * 2**29 = 2**30
   values = np.asarray(values, np.int32)
@@ -116,9 +117,10 @@ def test_chunked_integer_sums_are_the_sum_of_all_rows_at_once(values):
   np.testing.assert_array_equal(_chunked(mech, ("integer", BIG), values), want)
 
 
-def test_chunked_histograms_and_float_sums_are_the_sums_of_all_rows_at_once():
+def test_chunked_histograms_and_float_sums_are_the_sums_of_all_rows_at_once(monkeypatch):
   """Parts from the rows (some out of range, stand-in rows dropped) over 2.5 blocks:
   exact counts equal, float sums within float32 rounding."""
+  monkeypatch.setattr(session_rows, "BLOCK", session_rows.CHUNK)
   ages = _ages(2600).astype(np.int32)
   parts = ages // 10 - 2  # -1 and 6 are out of range
   exact_mech = jaxdp.LaplaceMechanism(1.0, exact=True)
