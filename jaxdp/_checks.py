@@ -127,6 +127,15 @@ def invalid_value(dtype):
   return jnp.iinfo(dtype).min if jnp.issubdtype(dtype, jnp.integer) else jnp.nan
 
 
+def holds_invalid(x) -> bool:
+  """Whether concrete ``x`` holds :func:`invalid_value` of its dtype anywhere (NaN, or
+  a signed integer dtype's minimum: the mark of a refused or invalid release)."""
+  x = np.asarray(x)
+  if np.issubdtype(x.dtype, np.signedinteger):
+    return bool(np.any(x == np.iinfo(x.dtype).min))
+  return bool(np.issubdtype(x.dtype, np.floating) and np.any(np.isnan(x)))
+
+
 def mark_invalid(ok, out):
   """``out`` where ``ok``, :func:`invalid_value` of its dtype elsewhere."""
   out = jnp.asarray(out)

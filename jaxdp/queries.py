@@ -10,9 +10,14 @@ import math
 import jax
 import jax.numpy as jnp
 
-from jaxdp import _checks, _data_checks, exact
-from jaxdp.accounting import guard, release_partitioned
-from jaxdp.accounting.releases import mechanism_cost, mechanism_event, spend
+from jaxdp import _checks, _data_checks, exact, session_rows
+from jaxdp.accounting import guard
+from jaxdp.accounting.releases import (
+  mechanism_cost,
+  mechanism_event,
+  release_part_statistics,
+  spend,
+)
 from jaxdp.mechanisms import LaplaceMechanism, PosetCountMechanism, is_publishable
 from jaxdp.rowwise import LRU
 
@@ -52,8 +57,14 @@ def contributions(mech, aval):
   return mech, ("float",), None
 
 
-def compiled(mech, rows_q, by_q, num_parts, preparation):
-  """The jitted query for this checked program and mechanism (cached)."""
+def compiled(mech, rows_q, by_q, num_parts, preparation, row, consts):
+  """The block and release programs for this checked program and mechanism on rows
+  of type ``row`` (cached; see :mod:`jaxdp.session_rows`).
+
+  Raises:
+    ValueError, TypeError: as the mechanism's ``part_statistics`` on a chunk of
+      stand-in rows (decided from the program and the row's shape and dtype).
+  """
   leaves, treedef = jax.tree_util.tree_flatten(mech)
   cache_key = (
     rows_q.program if rows_q else None,
@@ -62,18 +73,32 @@ def compiled(mech, rows_q, by_q, num_parts, preparation):
     tuple((type(v), v) for v in leaves),
     num_parts,
     preparation,
+    row.shape,
+    str(row.dtype),
+    jnp.dtype(jnp.result_type(float)).name,
   )
   run = COMPILED.get(cache_key)
   if run is not None:
     return run
 
-  def query(acct, data, rows_consts, by_consts):
-    contrib = rows_q.apply(rows_consts, data) if rows_q else data
+  def statistic(rows, valid, rows_consts, by_consts):
+    contrib = rows_q.apply(rows_consts, rows) if rows_q else rows
     contrib = prepared(contrib, preparation)
-    part = by_q.apply(by_consts, data) if by_q else jnp.zeros((data.shape[0],), jnp.int32)
-    return release_partitioned(acct, mech, contrib, part, num_parts)
+    part = by_q.apply(by_consts, rows) if by_q else jnp.zeros(rows.shape[:1], jnp.int32)
+    part = session_rows.kept_parts(part, valid, num_parts)
+    return mech.part_statistics(contrib, part, num_parts)
 
-  return COMPILED.put(cache_key, jax.jit(query))
+  shape = rows_q.out.shape if rows_q else row.shape
+  c = session_rows.chunk_rows(mech, preparation)
+  run = session_rows.block_query(
+    statistic,
+    lambda acct, stat: release_part_statistics(acct, mech, stat, shape),
+    c,
+    row,
+    consts,
+    release_key=(cache_key[2:4], shape, cache_key[-1]),
+  )
+  return COMPILED.put(cache_key, run)
 
 
 def prepared(x, preparation):

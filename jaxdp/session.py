@@ -34,20 +34,23 @@ What a session guarantees, whatever functions the analyst sends:
   ``TypeError`` (bad arguments, checked against the schema),
   :class:`~jaxdp.BudgetExceededError` (one release costs more than the whole budget)
   and :class:`~jaxdp.ReleaseRefusedError` (the release would take the total past the
-  budget; Dwork, Lemma 2.6: the refusal depends only on the parameters). The data's
-  own limits (the number of rows the release dtype counts exactly, integer ranges)
-  are checked when the session is created, by the data holder.
+  budget; Dwork, Lemma 2.6: the refusal depends only on the parameters). Rows are
+  evaluated in chunks of a fixed size (:mod:`jaxdp.session_rows`): a query's memory
+  does not grow with the rows, its chunk program runs on stand-in rows before anything
+  is charged (failing there: refused, free), and a run-time failure on the data is
+  charged and raises one fixed :class:`UnsafeQueryError`. The data's own limits (rows
+  the release dtype counts exactly, integer ranges) are checked at creation.
 * **Disjoint parts.** Parallel composition splits the held data by a row-wise part
   index, so the parts are disjoint by construction.
 * **Only jaxdp's mechanisms**, validated again (a subclass could override the noise).
 
-What it does not protect against: side channels of the host process (timing, memory),
-an analyst with access to the Python process itself (who can read any attribute),
+What it does not protect against: side channels of the host process (timing, memory
+use), an analyst with access to the Python process itself (who can read any attribute),
 and the floating-point leak of the float mechanisms (use ``secure=True`` for releases
 to publish).
 
 Checked, compiled queries are cached (keyed by the checked program and the
-mechanism), so a repeated query costs one compiled call.
+mechanism): a repeated query compiles nothing (one call per block of rows).
 
 References:
   C. Dwork, "Differential privacy", ICALP 2006 (Lemma 2.6, the budgeted curator).
@@ -64,13 +67,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdp import _checks, _data_checks, accounting
-from jaxdp.accounting import (
-  Accountant,
-  BudgetExceededError,
-  ReleaseRefusedError,
-  guard,
-)
+from jaxdp import _checks, _data_checks, accounting, session_rows
+from jaxdp.accounting import Accountant, BudgetExceededError, ReleaseRefusedError, guard
 from jaxdp.accounting.rules import CompositionRule, check_own_rule
 from jaxdp.ledger import Ledger, link
 from jaxdp.mechanisms import (
@@ -88,7 +86,6 @@ from jaxdp.rowwise import (  # noqa: F401 (public here)
   UnsafeQueryError,
   check_rowwise,
   checked_query,
-  explain_failure,
   not_traced,
 )
 from jaxdp.samplers.balls import LpBall, PosetBall
@@ -192,7 +189,7 @@ class Session:
       orders=orders,
     )
     self._acct, self._link = link.attach(ledger, dataset, data, self._acct)
-    self._data = data
+    self._held = session_rows.hold(data)  # in blocks of rows (jaxdp.session_rows)
     self._row = jax.ShapeDtypeStruct(data.shape[1:], data.dtype)
 
   # -------------------------------------------------------------- no copies
@@ -314,13 +311,14 @@ class Session:
         f"{names[0]} must return a scalar per row; got values of shape {out_aval.shape}."
       )
     mech, prepare, unit = contributions(mech, out_aval)
-    run = compiled(mech, rows_q, by_q, num_parts, prepare)
+    args = (rows_q.consts if rows_q else (), by_q.consts if by_q else ())
+    run = compiled(mech, rows_q, by_q, num_parts, prepare, self._row, args)
+    session_rows.prechecked(run, self._held, self._row, args)  # before any charge
     guard.check_unused(self._acct.key)
     self._acct = self._link.reserve(self._acct, mech, out_aval.shape)  # before any noise
-    args = (rows_q.consts if rows_q else (), by_q.consts if by_q else ())
     failed = None
     try:
-      acct, out = run(self._acct, self._data, *args)
+      acct, out = session_rows.run_on(run, self._held, self._acct, args)
     except BudgetExceededError:
       self._acct = dataclasses.replace(self._acct, refusals=self._acct.refusals + 1)
       raise
@@ -328,7 +326,9 @@ class Session:
       failed = err
     if failed is not None:  # raised outside the handler: the first error is not chained
       self._acct = charged_if_drawn(failed, self._acct, mech, out_aval.shape, self._link)
-      explain_failure(run, self._acct, self._row, args)
+      if isinstance(failed, RuntimeError):  # at run time: one fixed error, charged
+        session_rows.failed_on_the_data()
+      raise failed  # traced on the summed statistic's shape: no row count in it
     guard.mark_used(self._acct.key)
     self._acct = self._link.settle(acct)
     if not bool(acct.last_answered):

@@ -36,6 +36,7 @@ from jaxdp.typing import ArrayLike
 __all__ = [
   "release",
   "release_partitioned",
+  "release_part_statistics",
   "release_parallel_unchecked",
   "raise_if_refused",
   "postprocess",
@@ -144,13 +145,40 @@ def release_partitioned(
       f"every part is drawn at once; got {num_parts:,}. Merge parts or "
       "release them in several partitioned releases of disjoint rows."
     )
+  return _release_summed(
+    acct,
+    mech,
+    _shape(rows)[1:],
+    (mech, rows, part),
+    lambda: mech.part_statistics(rows, part, num_parts),
+    num_parts,
+  )
+
+
+def release_part_statistics(
+  acct: Accountant, mech: Mechanism, stat: Any, row_shape: tuple
+) -> tuple[Accountant, Any]:
+  """:func:`release_partitioned` of statistics already summed by part: ``stat`` is
+  what ``mech.part_statistics`` gives for rows of shape ``row_shape`` (a
+  :class:`~jaxdp.Session` sums it in chunks of rows).
+
+  Returns and raises as :func:`release_partitioned`.
+  """
+  num_parts = int(np.shape(stat)[0])
+  return _release_summed(
+    acct, mech, tuple(row_shape), (mech, stat), lambda: stat, num_parts
+  )
+
+
+def _release_summed(acct, mech, row_shape, inputs, statistic, num_parts):
+  """Charges ``mech`` for rows of ``row_shape`` and randomizes ``statistic()``."""
   ok, sub, new = spend(
     acct,
-    *mechanism_cost(acct, mech, _shape(rows)[1:]),
+    *mechanism_cost(acct, mech, row_shape),
     mechanism_event(acct, mech),
-    (mech, rows, part),
+    inputs,
   )
-  stat = mech.part_statistics(rows, part, num_parts)
+  stat = statistic()
   noise_mech = mech.inner if isinstance(mech, PosetCountMechanism) else mech
   with drawing(acct.key):
     if getattr(noise_mech, "grid", None) is None:

@@ -25,6 +25,7 @@ from jaxdp.composition.optimal import optimal_composition_epsilon
 from jaxdp.composition.zcdp import zcdp_epsilon
 
 __all__ = [
+  "check_event",
   "events_epsilon",
   "to_dp_event",
   "rdp_curve",
@@ -41,6 +42,31 @@ PLAN_ORDERS = tuple(1.0 + np.geomspace(0.01, 1e4, 300))
 METHODS = ("basic", "kov", "zcdp", "rdp", "pld")
 PLD_GRID = 1e-4  # loss grid of the PLD figure
 PLD_MAX_POINTS = 1 << 22  # coarser grid beyond (the error bound grows with it)
+KINDS = ("laplace", "pure", "gaussian", "zcdp")
+
+
+def check_event(event: Any, name: str) -> tuple:
+  """``event`` as ``(kind, float value)``, checked by allowlist: a kind of
+  :data:`KINDS` and a finite value, positive (an eps or a noise multiplier) or, for
+  ``"zcdp"``, non-negative (a rho). NaN, infinities, negative figures, booleans and
+  other kinds are refused: every bound of :func:`events_epsilon` assumes them.
+
+  Raises:
+    ValueError: naming ``name`` and the bad event.
+  """
+  ok = isinstance(event, tuple) and len(event) == 2 and isinstance(event[0], str)
+  ok = ok and event[0] in KINDS
+  value = event[1] if ok else None
+  ok = ok and isinstance(value, (int, float, np.integer, np.floating))
+  ok = ok and not isinstance(value, (bool, np.bool_)) and math.isfinite(value)
+  ok = ok and (value >= 0 if event[0] == "zcdp" else value > 0)
+  if not ok:
+    raise ValueError(
+      f"{name} must be a mechanism event (kind, value) with kind one of {KINDS} and a "
+      f"finite value, > 0 (>= 0 for zcdp); got {event!r}. Build plans with "
+      "jaxdp.plan, events with Mechanism.event."
+    )
+  return (event[0], float(value))
 
 
 def events_epsilon(
@@ -49,7 +75,8 @@ def events_epsilon(
   """The tightest eps for a fixed sequence of mechanism events at ``delta``.
 
   Events are ``(kind, value)``: ``("laplace", eps)``, ``("pure", eps)``,
-  ``("gaussian", sigma / sensitivity)``, ``("zcdp", rho)``. Each bound below is
+  ``("gaussian", sigma / sensitivity)``, ``("zcdp", rho)`` (checked by
+  :func:`check_event`). Each bound below is
   valid for a sequence fixed before the run, so their minimum is:
 
   * basic composition, sum of eps (pure events only);
@@ -70,6 +97,7 @@ def events_epsilon(
     raise ValueError(f"methods must be a subset of {METHODS}; got {methods!r}.")
   if not events:
     return 0.0
+  events = [check_event(e, f"event #{i}") for i, e in enumerate(events)]
   kinds = {k for k, _ in events}
   pure = [v for k, v in events if k in ("laplace", "pure")]
   all_pure = len(pure) == len(events)
@@ -110,7 +138,8 @@ def to_dp_event(events: Sequence[tuple], pure_as: str = "randomized_response") -
   if pure_as not in ("randomized_response", "zcdp"):
     raise ValueError(f"pure_as must be 'randomized_response' or 'zcdp'; got {pure_as!r}.")
   out = []
-  for kind, value in events:
+  for i, e in enumerate(events):
+    kind, value = check_event(e, f"event #{i}")
     if kind == "laplace":
       out.append(dp_accounting.LaplaceDpEvent(1.0 / value))
     elif kind == "gaussian":

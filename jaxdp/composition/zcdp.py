@@ -31,8 +31,9 @@ def zcdp_epsilon(rho: Scalar, delta: float) -> jax.Array:
 
   eps = min over alpha > 1 of alpha rho + (log(1/delta) + (alpha - 1) log(1 - 1/alpha)
   - log(alpha)) / (alpha - 1), evaluated on a fixed grid of orders (every order gives
-  a valid bound, so the minimum over the grid is valid). Works on Python floats and on
-  traced values; rho = 0 gives 0.
+  a valid bound, so the minimum over the grid is valid), and at least 0 (for delta
+  near 1 the formula goes negative; (eps, delta)-DP implies (eps', delta)-DP for any
+  eps' >= eps). Works on Python floats and on traced values; rho = 0 gives 0.
 
   References:
     C. Canonne, G. Kamath, T. Steinke, "The discrete Gaussian for differential
@@ -45,9 +46,10 @@ def zcdp_epsilon(rho: Scalar, delta: float) -> jax.Array:
   tail = (math.log(1 / delta) + (a - 1) * np.log1p(-1 / a) - np.log(a)) / (a - 1)
   if _checks.is_concrete(rho) and np.ndim(rho) == 0:
     rho = float(rho)
-    return 0.0 if rho <= 0 else float(np.min(a * rho + tail))
+    return 0.0 if rho <= 0 else max(float(np.min(a * rho + tail)), 0.0)
   rho = jnp.asarray(rho)  # traced, or a batch (e.g. of vmapped accountants)
-  return jnp.where(rho > 0, jnp.min(a * rho[..., None] + tail, axis=-1), 0.0)
+  eps = jnp.maximum(jnp.min(a * rho[..., None] + tail, axis=-1), 0.0)
+  return jnp.where(rho > 0, eps, 0.0)
 
 
 @functools.lru_cache(maxsize=256)

@@ -90,7 +90,8 @@ def consistent(
 
   Raises:
     ArgTypeError: ``poset`` is not a Poset, ``y`` not numeric.
-    ValueError: ``y``'s last axis is not ``d + 1``, ``y`` has NaN or inf, or
+    ValueError: ``y``'s last axis is not ``d + 1``, ``y`` has NaN or inf (or, for
+      integer ``y``, its dtype's minimum: a refused release's mark), or
       values beyond :func:`integer_limit` with ``integer=True`` (concrete input),
       ``method`` or ``tol`` is invalid.
 
@@ -181,6 +182,14 @@ def _as_float(y, poset):
     )
   if jnp.issubdtype(y.dtype, jnp.floating):
     y = jnp.asarray(y)  # float64 stays float64 only with x64
+  elif jnp.issubdtype(y.dtype, jnp.signedinteger):  # its minimum marks a refused
+    if _checks.is_concrete(y) and _checks.holds_invalid(y):  # release, as NaN does
+      raise ValueError(
+        f"y holds {np.iinfo(y.dtype).min}, the minimum of {y.dtype}: the mark of a "
+        "refused or invalid integer release (as NaN is for floats), not a count."
+      )
+    y = jnp.asarray(y)
+    y = jnp.where(y == jnp.iinfo(y.dtype).min, jnp.nan, y.astype(jnp.result_type(float)))
   else:
     y = jnp.asarray(y, jnp.result_type(float))
   if _checks.is_concrete(y):

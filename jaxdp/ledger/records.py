@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp.accounting import Accountant, PlannedComposition
+from jaxdp.accounting.rules.planned import checked_rows
 from jaxdp.ledger.errors import BudgetMismatchError, LedgerCorruptError
 from jaxdp.ledger.fingerprint import array_fingerprint
 from jaxdp.posets import Poset
@@ -142,7 +143,8 @@ def rebuild(record: dict, *, key=None, secure: bool = False) -> Accountant:
   try:
     if name == "planned":
       acct = Accountant.create(eps, composition="basic", **kw)
-      rule = dataclasses.replace(PlannedComposition(), planned=_tuples(params["planned"]))
+      rows = checked_rows(_tuples(params["planned"]), float(eps), float(delta))
+      rule = dataclasses.replace(PlannedComposition(), planned=rows)
       rule = dataclasses.replace(rule, bound=(float(eps), float(delta), rule.digest()))
       exps = rule.unit_exponents(eps, delta)
       acct = dataclasses.replace(

@@ -84,6 +84,12 @@ def consistent_error_bars(
     raise _checks.ArgTypeError(f"integer must be True or False; got {integer!r}.")
   n = check_samples(num_samples, mechanism.dim)
   poset = mechanism.poset
+  integer_input = np.issubdtype(np.asarray(released).dtype, np.signedinteger)
+  if integer_input and _checks.holds_invalid(released):  # as NaN marks a float one
+    raise ValueError(
+      "released holds its dtype's minimum, the mark of a refused exact release; it "
+      "cannot be bootstrapped."
+    )
   z = np.asarray(released, dtype=np.float64)
   if z.shape != (mechanism.dim,):
     raise ValueError(

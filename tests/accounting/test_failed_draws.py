@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import jaxdp
-from jaxdp import exact, queries, rowwise
+from jaxdp import exact, queries, rowwise, session_rows
 from jaxdp.accounting import guard
 
 MESSAGE = "exact noise beyond +-2^30 (scale too large); nothing released."
@@ -26,6 +26,7 @@ def _failing_laplace(key, shape=(), *, scale):
 
 def test_a_session_charges_a_draw_that_fails_after_drawing(monkeypatch):
   monkeypatch.setattr(queries, "COMPILED", rowwise.LRU(8))  # no program from elsewhere
+  monkeypatch.setattr(session_rows, "RELEASES", rowwise.LRU(8))
   monkeypatch.setattr(exact, "laplace", _failing_laplace)
   session = jaxdp.Session(np.array([[1], [0], [1]], np.int32), 1.0, secure=True)
   before = session._acct.key

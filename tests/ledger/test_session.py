@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import jaxdp
-from jaxdp import session as session_module
+from jaxdp import session_rows
 from jaxdp.ledger import LedgerLockedError
 
 DATA = np.arange(40)
@@ -35,18 +35,13 @@ def test_each_charge_is_committed_before_the_release_runs(tmp_path, monkeypatch)
   """While the jitted release runs, another connection already reads its charge."""
   path = tmp_path / "l.db"
   seen = []
-  real = session_module.compiled
+  real = session_rows.run_on
 
-  def watched(*args, **kwargs):
-    run = real(*args, **kwargs)
+  def run_and_look(*a):
+    seen.append(jaxdp.Ledger(path, read_only=True).datasets()[0].charges)
+    return real(*a)
 
-    def run_and_look(*a):
-      seen.append(jaxdp.Ledger(path, read_only=True).datasets()[0].charges)
-      return run(*a)
-
-    return run_and_look
-
-  monkeypatch.setattr(session_module, "compiled", watched)
+  monkeypatch.setattr(session_rows, "run_on", run_and_look)
   s = jaxdp.Session(DATA, 1.0, ledger=jaxdp.Ledger(path), dataset="d")
   s.count(_below, eps=0.1)
   s.count(_below, eps=0.2)
@@ -54,23 +49,23 @@ def test_each_charge_is_committed_before_the_release_runs(tmp_path, monkeypatch)
 
 
 def test_a_release_that_fails_after_its_charge_keeps_the_charge(tmp_path, monkeypatch):
-  """The answer might have been computed: the charge stays, and the next session
-  resumes with it."""
+  """The answer might have been computed: the charge stays (in the session and the
+  ledger), the error is one fixed text, and the next session resumes with it."""
   path = tmp_path / "l.db"
 
-  def failing(*args, **kwargs):
-    def run(*a):
-      raise RuntimeError("the device failed")
-
-    return run
+  def failing(*a):
+    raise RuntimeError("the device failed after allocating 4321 bytes")
 
   s = jaxdp.Session(DATA, 1.0, ledger=jaxdp.Ledger(path), dataset="d")
-  monkeypatch.setattr(session_module, "compiled", failing)
-  with pytest.raises(RuntimeError, match="the device failed"):
+  monkeypatch.setattr(session_rows, "run_on", failing)
+  with pytest.raises(jaxdp.UnsafeQueryError, match="charged") as info:
     s.count(_below, eps=0.3)
+  assert str(info.value) == session_rows.DATA_FAILED
   monkeypatch.undo()
+  assert s.answered == 1 and abs(s.spent - 0.3) < 1e-6
+  s.count(_below, eps=0.1)  # the session stays usable and in step with the ledger
   again = jaxdp.Session(DATA, 1.0, ledger=jaxdp.Ledger(path), dataset="d")
-  assert again.answered == 1 and abs(again.spent - 0.3) < 1e-6
+  assert again.answered == 2 and abs(again.spent - 0.4) < 1e-6
 
 
 def test_a_locked_ledger_answers_nothing(tmp_path):

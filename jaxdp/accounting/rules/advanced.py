@@ -61,7 +61,7 @@ class AdvancedComposition(UnitRule):
     )
 
   def configure(self, eps_budget: float, delta_budget: float) -> UnitRule:
-    if self.delta_prime > delta_budget:
+    if not self.delta_prime <= delta_budget:  # NaN refuses
       raise ValueError(
         f"delta_prime ({self.delta_prime}) must not exceed delta_budget "
         f"({delta_budget}); advanced composition spends k delta + delta'."
