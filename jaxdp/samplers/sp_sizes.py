@@ -15,14 +15,7 @@ from jaxdp.samplers.sp_tables import SPTables
 from jaxdp.samplers.subsets import linear_extensions
 from jaxdp.samplers.words import static_index
 
-__all__ = [
-  "block_choice",
-  "block_times",
-  "first_above",
-  "sizes",
-  "spare_uniforms",
-  "split_count",
-]
+__all__ = ["block_choice", "block_times", "sizes", "spare_uniforms", "split_count"]
 
 
 def spare_uniforms(words, m: int):
@@ -42,7 +35,9 @@ def sizes(u_root, u, tables: SPTables, plan: LevelPlan, d: int, n: int):
   """A-count of every node, top down: (rows, n) int32 blocks in node order, one per
   unrolled depth and one per scanned run. ``u_root`` (n,) and ``u``
   (internal nodes, n): stored uniforms (each is read by a row of CDF entries)."""
-  root = first_above(tables.root_cdf, jnp.zeros_like(u_root, jnp.int32), d, u_root, d + 1)
+  root = jnp.minimum(
+    jnp.sum(tables.root_cdf[None, :] <= u_root[:, None], axis=1), d
+  ).astype(jnp.int32)
   out = [root[None, :]] + [None] * (plan.num_levels - 1)
   if not plan.num_internal:
     return out
@@ -74,26 +69,12 @@ def sizes(u_root, u, tables: SPTables, plan: LevelPlan, d: int, n: int):
 def split_count(tables: SPTables, a, off, wid, small_left, u, widmax: int):
   """The left child's A-count for nodes with A-counts ``a`` (rows, n): the smaller
   child's count by inverse CDF from its table row, uniforms ``u`` (rows, n)."""
-  wid = jnp.asarray(wid, jnp.int32)[:, None]
-  start = jnp.asarray(off, jnp.int32)[:, None] + a * wid
-  a_s = first_above(tables.split_cdf, start, wid - 1, u, widmax) - start
-  return jnp.where(jnp.asarray(small_left)[:, None], a_s, a - a_s)
-
-
-def first_above(cdf, lo, last, u, width: int):
-  """Inverse CDF by binary search: the first index i in ``[lo, lo + last]`` with
-  ``cdf[i] > u``, where the row ``cdf[lo .. lo + last]`` is non-decreasing and ends
-  at 1 > u (so the count of its entries <= u, with ceil(log2(width)) look-ups per
-  draw instead of ``width``). ``width`` (static) bounds the rows' lengths."""
-  # unsigned indices: a signed one gets a wrap-around select at every look-up
-  lo = lo.astype(jnp.uint32)
-  hi = lo + jnp.asarray(last).astype(jnp.uint32)
-  for _ in range(max(0, width - 1).bit_length()):
-    mid = (lo + hi) >> np.uint32(1)
-    above = cdf[mid] > u
-    hi = jnp.where(above, mid, hi)
-    lo = jnp.where(above, lo, mid + np.uint32(1))
-  return lo.astype(jnp.int32)
+  j = np.arange(widmax)
+  valid = (j[None, :] < wid[:, None])[:, None, :]  # (I, 1, W)
+  idx = off[:, None, None] + a[:, :, None] * wid[:, None, None] + j[None, None, :]
+  row = jnp.where(valid, tables.split_cdf[jnp.where(valid, idx, 0)], 2.0)
+  a_s = jnp.sum(row <= u[:, :, None], axis=2).astype(jnp.int32)
+  return jnp.where(small_left[:, None], a_s, a - a_s)
 
 
 def block_choice(k_sub, k_ext, bt, a, size: int, n: int):
