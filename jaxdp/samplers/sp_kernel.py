@@ -77,7 +77,7 @@ from jaxdp.samplers.words import (
   log_normal,
   paired_words,
   static_index,
-  stored,
+  stored_call,
   uniform52,
 )
 from jaxdp.typing import DTypeLike, KeyArray
@@ -119,8 +119,10 @@ def sp_points(
   with jax.enable_x64(True):
     value, root = _times(draws, layout, n)
     # a part's end: its root end, or one Exp(1) where the part is empty
-    end = stored(
-      jnp.where(root[1] > 0, root[1], exponential(bits_end)), bits_end[0][0, 0]
+    end = stored_call(
+      lambda r, b: jnp.where(r > 0, r, exponential(b)),
+      (root[1], bits_end),
+      bits_end[0][0, 0],
     )  # (2, n)
     # The down-set minima only pick which time to subtract, so for float32 output
     # they run in float32 (half the memory traffic): a tie can only swap two times
@@ -153,7 +155,11 @@ def _draws(key, tables: SPTables, layout: SPLayout, n: int):
   # uniforms (one at the root and per internal node, at most d) take the other 12
   # bits of two. Stored words: the hash runs once for both.
   bits_space = paired_words(k_space, (2, d, n))
-  u = stored(spare_uniforms(bits_space, plan.num_internal + 1), bits_space[1][0, 0, 0])
+  u = stored_call(
+    lambda b: spare_uniforms(b, plan.num_internal + 1),
+    (bits_space,),
+    bits_space[1][0, 0, 0],
+  )
   cnt = jnp.concatenate(sizes(u[0], u[1:], tables, plan, d, n), axis=0)  # (M, n)
   in_a = jnp.zeros((d, n), bool)
   if len(plan.leaf_elems):
@@ -195,17 +201,17 @@ def _times(draws, layout: SPLayout, n: int):
   # The words are stored (``paired_words``), and the variates (``stored``): the
   # logarithm's division splits its fusion, and both halves would recompute it.
   word = draws["bits_space"][0][0, 0, 0]
-  u_space, u_v, u_block = (
-    uniform52(draws[k]) for k in ("bits_space", "bits_v", "bits_block_end")
-  )
-  m = draws["par_counts"]
-  # V^(1/(m+1)) per parallel node and part (m: the node's count in the part), formed
-  # once here, so that a scanned depth computes no transcendental in padded rows.
-  w = jnp.exp(log_normal(u_v) / (m.astype(f64) + 1.0))  # (P, 2, n)
-  spacing = -log_normal(u_space)  # (2, d, n)
-  time, extra, w, block_end = stored(
-    (spacing[0], spacing[1], w, -log_normal(u_block)), word
-  )
+
+  def variates(bits_space, bits_v, bits_block_end, m):
+    # V^(1/(m+1)) per parallel node and part (m: the node's count in the part),
+    # formed once here, so that a scanned depth computes no transcendental in
+    # padded rows.
+    w = jnp.exp(log_normal(uniform52(bits_v)) / (m.astype(f64) + 1.0))  # (P, 2, n)
+    spacing = -log_normal(uniform52(bits_space))  # (2, d, n)
+    return spacing[0], spacing[1], w, -log_normal(uniform52(bits_block_end))
+
+  args = tuple(draws[k] for k in ("bits_space", "bits_v", "bits_block_end", "par_counts"))
+  time, extra, w, block_end = stored_call(variates, args, word)
   # A node's row, (2, 2, n): [last time, end] x part; an empty part's are 0.
   block_row = []
   for b, ((nid, elems), seq_loc) in enumerate(zip(layout.blocks, draws["block_seq"])):
