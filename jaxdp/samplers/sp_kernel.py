@@ -161,16 +161,22 @@ def _draws(key, tables: SPTables, layout: SPLayout, n: int):
     bits_space[1][0, 0, 0],
   )
   cnt = jnp.concatenate(sizes(u[0], u[1:], tables, plan, d, n), axis=0)  # (M, n)
-  in_a = jnp.zeros((d, n), bool)
+  # Every element is a leaf or in one block: in_a gathered from their rows (a
+  # static gather; a scatter runs element by element on the CPU).
+  parts, src = [], []
   if len(plan.leaf_elems):
-    in_a = in_a.at[plan.leaf_elems].set(cnt[plan.node_of[plan.leaf_elems]] == 1)
+    parts.append(cnt[static_index(plan.node_of[plan.leaf_elems])] == 1)
+    src.append(plan.leaf_elems)
   block_seq = []
   kb = jax.random.split(k_block, 2 * max(1, len(layout.blocks)))
   for b, ((nid, elems), bt) in enumerate(zip(layout.blocks, tables.blocks)):
     mask, seq_loc = block_choice(kb[2 * b], kb[2 * b + 1], bt, cnt[nid], len(elems), n)
-    bits = ((mask[None, :] >> jnp.arange(len(elems), dtype=jnp.uint32)[:, None]) & 1) == 1
-    in_a = in_a.at[np.asarray(elems)].set(bits)
+    parts.append(
+      ((mask[None, :] >> jnp.arange(len(elems), dtype=jnp.uint32)[:, None]) & 1) == 1
+    )
+    src.append(np.asarray(elems))
     block_seq.append(seq_loc)
+  in_a = jnp.concatenate(parts, axis=0)[static_index(np.argsort(np.concatenate(src)))]
   # 64 random bits per float64 variate, as two 32-bit words drawn outside the x64
   # scope (JAX's generators are traced in the caller's mode); one Threefry hash
   # gives both (jaxdp.threefry.words64).
