@@ -132,11 +132,17 @@ def sp_points(
   low = jnp.minimum(
     _down_set_min(value_w, draws, tables, layout, n), end_w[None]
   )  # (d, 2, n)
-  with jax.enable_x64(True):
+
+  def finish(low, end):
     low = low.astype(jnp.float64)
     coord = (end[0] - low[:, 0]) - (end[1] - low[:, 1])  # (d, n)
     z = jnp.concatenate([(end[0] - end[1])[None], coord], axis=0) / (end[0] + end[1])
-    return z.T.astype(dtype)
+    return z.astype(dtype)
+
+  with jax.enable_x64(True):
+    # stored in sample-last order, then transposed by a plain copy (computed in the
+    # transposed order, the arithmetic reads its inputs with a large stride)
+    return stored_call(finish, (low, end), bits_end[0][0, 0]).T
 
 
 def chunk_size(layout: SPLayout, chunk: int) -> int:
