@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp.prng.threefry import words64
+from jaxdp.samplers.chunks import varying_like
 
 __all__ = [
   "exponential",
@@ -123,9 +124,9 @@ def stored_call(fn, args, word):
   where the conditional becomes a select, ``fn`` still runs once.
   """
 
-  def zeros(*a):
+  def zeros(*a):  # of fn's types, varying over the same shard_map axes
     return jax.tree_util.tree_map(
-      lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(fn, *a)
+      lambda s: varying_like(s, jnp.zeros(s.shape, s.dtype)), jax.eval_shape(fn, *a)
     )
 
   return jax.lax.cond((word | np.uint32(1)) != 0, fn, zeros, *args)
