@@ -69,7 +69,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp.prng.threefry import words64
-from jaxdp.samplers.sp_plan import LevelPlan, assemble, bottom_up, child_rows, top_down
+from jaxdp.samplers.sp_plan import (
+  LevelPlan,
+  assemble,
+  bottom_up,
+  child_rows,
+  parallel_row,
+  series_row,
+  top_down,
+)
 from jaxdp.samplers.sp_sizes import block_choice, block_times, sizes, spare_uniforms
 from jaxdp.samplers.sp_tables import LEAF, PARALLEL, SERIES, SPLayout, SPTables
 from jaxdp.samplers.words import (
@@ -140,8 +148,7 @@ def sp_points(
     return z.astype(dtype)
 
   with jax.enable_x64(True):
-    # stored in sample-last order, then transposed by a plain copy (computed in the
-    # transposed order, the arithmetic reads its inputs with a large stride)
+    # stored sample-last, then transposed by a plain copy (not strided arithmetic)
     return stored_call(finish, (low, end), bits_end[0][0, 0]).T
 
 
@@ -167,8 +174,7 @@ def _draws(key, tables: SPTables, layout: SPLayout, n: int):
     bits_space[1][0, 0, 0],
   )
   cnt = jnp.concatenate(sizes(u[0], u[1:], tables, plan, d, n), axis=0)  # (M, n)
-  # Every element is a leaf or in one block: in_a gathered from their rows (a
-  # static gather; a scatter runs element by element on the CPU).
+  # in_a gathered from the leaves' and blocks' rows (XLA:CPU scatters serially)
   parts, src = [], []
   if len(plan.leaf_elems):
     parts.append(cnt[static_index(plan.node_of[plan.leaf_elems])] == 1)
@@ -243,10 +249,10 @@ def _times(draws, layout: SPLayout, n: int):
     cl, cr = kids[x["left"]], kids[x["right"]]
     kind = x["kind"][:, None, None]
     series = kind == SERIES
-    pv, s1, s2 = _parallel(cl, cr, w[x["par"]])
+    pv, s1, s2 = parallel_row(cl, cr, w[x["par"]])
     here = jnp.where(
       series[:, None],
-      _series(cl, cr),
+      series_row(cl, cr),
       jnp.where(
         (kind == PARALLEL)[:, None],
         pv,
@@ -272,9 +278,9 @@ def _times(draws, layout: SPLayout, n: int):
       kids = top[lv + 1]
       cl, cr = kids[static_index(info["left_loc"])], kids[static_index(info["right_loc"])]
       k = info["n_ser"]  # rows [:k] series, [k:] parallel
-      parts = [_series(cl[:k], cr[:k])]
+      parts = [series_row(cl[:k], cr[:k])]
       if k < len(info["inner"]):
-        parts.append(_parallel(cl[k:], cr[k:], w[static_index(info["par_row"])])[0])
+        parts.append(parallel_row(cl[k:], cr[k:], w[static_index(info["par_row"])])[0])
       inner = jnp.concatenate(parts)
     return assemble(info, inner, leaf, blk)
 
@@ -291,7 +297,7 @@ def _times(draws, layout: SPLayout, n: int):
   def level_down(lv):  # an unrolled depth
     # The children's maps from the stored rows (not stored themselves): series, the
     # lower (left) child follows the upper one, shifted by its last time; parallel,
-    # both children rescaled to the parent's spacing scale (``_parallel``'s scales,
+    # both children rescaled to the parent's spacing scale (``parallel_row``'s scales,
     # the parent's end being g where both children are filled).
     info = plan.levels[lv]
     inner = info["inner_loc"]
@@ -344,29 +350,6 @@ def _times(draws, layout: SPLayout, n: int):
     start = stop
   value = jnp.concatenate(parts)[static_index(np.argsort(np.concatenate(order)))]
   return value, top[0][0]
-
-
-def _series(lower, upper):
-  """A series node's row from its children's (rows, 2, 2, n): the lower child's
-  times follow the upper one's last; its end is the lower child's, shifted, or
-  the upper one's where the lower child has no element of the part."""
-  last = lower[:, 0] + upper[:, 0]
-  end = jnp.where(lower[:, 1] > 0, upper[:, 0] + lower[:, 1], upper[:, 1])
-  return jnp.stack([last, end], axis=1)
-
-
-def _parallel(c1, c2, w):
-  """A parallel node's merge (module docstring, step 2): children's rows ``c1``,
-  ``c2`` (rows, 2, 2, n) and V^(1/(m+1)) ``w`` (rows, 2, n). Returns the node's row
-  and each child's scale (1 where a child has no element of the part: the other
-  passes through)."""
-  (t1, e1), (t2, e2) = (c1[:, 0], c1[:, 1]), (c2[:, 0], c2[:, 1])
-  g = (e1 + e2) * w
-  both = (e1 > 0) & (e2 > 0)
-  s1 = jnp.where(both, g / e1, 1.0)
-  s2 = jnp.where(both, g / e2, 1.0)
-  row = jnp.stack([jnp.maximum(t1 * s1, t2 * s2), jnp.where(both, g, e1 + e2)], axis=1)
-  return row, s1, s2
 
 
 def _down_set_min(value, draws, tables: SPTables, layout: SPLayout, n: int):
