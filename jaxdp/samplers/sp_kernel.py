@@ -69,7 +69,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp.prng.threefry import words64
-from jaxdp.samplers.sp_plan import LevelPlan, assemble, bottom_up, child_rows, top_down
+from jaxdp.samplers.sp_plan import (
+  LevelPlan,
+  assemble,
+  bottom_up,
+  child_rows,
+  parallel_row,
+  series_row,
+  top_down,
+)
 from jaxdp.samplers.sp_sizes import block_choice, block_times, sizes, spare_uniforms
 from jaxdp.samplers.sp_tables import LEAF, PARALLEL, SERIES, SPLayout, SPTables
 from jaxdp.samplers.words import (
@@ -77,7 +85,7 @@ from jaxdp.samplers.words import (
   log_normal,
   paired_words,
   static_index,
-  stored,
+  stored_call,
   uniform52,
 )
 from jaxdp.typing import DTypeLike, KeyArray
@@ -119,8 +127,10 @@ def sp_points(
   with jax.enable_x64(True):
     value, root = _times(draws, layout, n)
     # a part's end: its root end, or one Exp(1) where the part is empty
-    end = stored(
-      jnp.where(root[1] > 0, root[1], exponential(bits_end)), bits_end[0][0, 0]
+    end = stored_call(
+      lambda r, b: jnp.where(r > 0, r, exponential(b)),
+      (root[1], bits_end),
+      bits_end[0][0, 0],
     )  # (2, n)
     # The down-set minima only pick which time to subtract, so for float32 output
     # they run in float32 (half the memory traffic): a tie can only swap two times
@@ -130,11 +140,16 @@ def sp_points(
   low = jnp.minimum(
     _down_set_min(value_w, draws, tables, layout, n), end_w[None]
   )  # (d, 2, n)
-  with jax.enable_x64(True):
+
+  def finish(low, end):
     low = low.astype(jnp.float64)
     coord = (end[0] - low[:, 0]) - (end[1] - low[:, 1])  # (d, n)
     z = jnp.concatenate([(end[0] - end[1])[None], coord], axis=0) / (end[0] + end[1])
-    return z.T.astype(dtype)
+    return z.astype(dtype)
+
+  with jax.enable_x64(True):
+    # stored sample-last, then transposed by a plain copy (not strided arithmetic)
+    return stored_call(finish, (low, end), bits_end[0][0, 0]).T
 
 
 def chunk_size(layout: SPLayout, chunk: int) -> int:
@@ -153,18 +168,27 @@ def _draws(key, tables: SPTables, layout: SPLayout, n: int):
   # uniforms (one at the root and per internal node, at most d) take the other 12
   # bits of two. Stored words: the hash runs once for both.
   bits_space = paired_words(k_space, (2, d, n))
-  u = stored(spare_uniforms(bits_space, plan.num_internal + 1), bits_space[1][0, 0, 0])
+  u = stored_call(
+    lambda b: spare_uniforms(b, plan.num_internal + 1),
+    (bits_space,),
+    bits_space[1][0, 0, 0],
+  )
   cnt = jnp.concatenate(sizes(u[0], u[1:], tables, plan, d, n), axis=0)  # (M, n)
-  in_a = jnp.zeros((d, n), bool)
+  # in_a gathered from the leaves' and blocks' rows (XLA:CPU scatters serially)
+  parts, src = [], []
   if len(plan.leaf_elems):
-    in_a = in_a.at[plan.leaf_elems].set(cnt[plan.node_of[plan.leaf_elems]] == 1)
+    parts.append(cnt[static_index(plan.node_of[plan.leaf_elems])] == 1)
+    src.append(plan.leaf_elems)
   block_seq = []
   kb = jax.random.split(k_block, 2 * max(1, len(layout.blocks)))
   for b, ((nid, elems), bt) in enumerate(zip(layout.blocks, tables.blocks)):
     mask, seq_loc = block_choice(kb[2 * b], kb[2 * b + 1], bt, cnt[nid], len(elems), n)
-    bits = ((mask[None, :] >> jnp.arange(len(elems), dtype=jnp.uint32)[:, None]) & 1) == 1
-    in_a = in_a.at[np.asarray(elems)].set(bits)
+    parts.append(
+      ((mask[None, :] >> jnp.arange(len(elems), dtype=jnp.uint32)[:, None]) & 1) == 1
+    )
+    src.append(np.asarray(elems))
     block_seq.append(seq_loc)
+  in_a = jnp.concatenate(parts, axis=0)[static_index(np.argsort(np.concatenate(src)))]
   # 64 random bits per float64 variate, as two 32-bit words drawn outside the x64
   # scope (JAX's generators are traced in the caller's mode); one Threefry hash
   # gives both (jaxdp.threefry.words64).
@@ -195,17 +219,17 @@ def _times(draws, layout: SPLayout, n: int):
   # The words are stored (``paired_words``), and the variates (``stored``): the
   # logarithm's division splits its fusion, and both halves would recompute it.
   word = draws["bits_space"][0][0, 0, 0]
-  u_space, u_v, u_block = (
-    uniform52(draws[k]) for k in ("bits_space", "bits_v", "bits_block_end")
-  )
-  m = draws["par_counts"]
-  # V^(1/(m+1)) per parallel node and part (m: the node's count in the part), formed
-  # once here, so that a scanned depth computes no transcendental in padded rows.
-  w = jnp.exp(log_normal(u_v) / (m.astype(f64) + 1.0))  # (P, 2, n)
-  spacing = -log_normal(u_space)  # (2, d, n)
-  time, extra, w, block_end = stored(
-    (spacing[0], spacing[1], w, -log_normal(u_block)), word
-  )
+
+  def variates(bits_space, bits_v, bits_block_end, m):
+    # V^(1/(m+1)) per parallel node and part (m: the node's count in the part),
+    # formed once here, so that a scanned depth computes no transcendental in
+    # padded rows.
+    w = jnp.exp(log_normal(uniform52(bits_v)) / (m.astype(f64) + 1.0))  # (P, 2, n)
+    spacing = -log_normal(uniform52(bits_space))  # (2, d, n)
+    return spacing[0], spacing[1], w, -log_normal(uniform52(bits_block_end))
+
+  args = tuple(draws[k] for k in ("bits_space", "bits_v", "bits_block_end", "par_counts"))
+  time, extra, w, block_end = stored_call(variates, args, word)
   # A node's row, (2, 2, n): [last time, end] x part; an empty part's are 0.
   block_row = []
   for b, ((nid, elems), seq_loc) in enumerate(zip(layout.blocks, draws["block_seq"])):
@@ -225,10 +249,10 @@ def _times(draws, layout: SPLayout, n: int):
     cl, cr = kids[x["left"]], kids[x["right"]]
     kind = x["kind"][:, None, None]
     series = kind == SERIES
-    pv, s1, s2 = _parallel(cl, cr, w[x["par"]])
+    pv, s1, s2 = parallel_row(cl, cr, w[x["par"]])
     here = jnp.where(
       series[:, None],
-      _series(cl, cr),
+      series_row(cl, cr),
       jnp.where(
         (kind == PARALLEL)[:, None],
         pv,
@@ -254,9 +278,9 @@ def _times(draws, layout: SPLayout, n: int):
       kids = top[lv + 1]
       cl, cr = kids[static_index(info["left_loc"])], kids[static_index(info["right_loc"])]
       k = info["n_ser"]  # rows [:k] series, [k:] parallel
-      parts = [_series(cl[:k], cr[:k])]
+      parts = [series_row(cl[:k], cr[:k])]
       if k < len(info["inner"]):
-        parts.append(_parallel(cl[k:], cr[k:], w[static_index(info["par_row"])])[0])
+        parts.append(parallel_row(cl[k:], cr[k:], w[static_index(info["par_row"])])[0])
       inner = jnp.concatenate(parts)
     return assemble(info, inner, leaf, blk)
 
@@ -273,7 +297,7 @@ def _times(draws, layout: SPLayout, n: int):
   def level_down(lv):  # an unrolled depth
     # The children's maps from the stored rows (not stored themselves): series, the
     # lower (left) child follows the upper one, shifted by its last time; parallel,
-    # both children rescaled to the parent's spacing scale (``_parallel``'s scales,
+    # both children rescaled to the parent's spacing scale (``parallel_row``'s scales,
     # the parent's end being g where both children are filled).
     info = plan.levels[lv]
     inner = info["inner_loc"]
@@ -326,29 +350,6 @@ def _times(draws, layout: SPLayout, n: int):
     start = stop
   value = jnp.concatenate(parts)[static_index(np.argsort(np.concatenate(order)))]
   return value, top[0][0]
-
-
-def _series(lower, upper):
-  """A series node's row from its children's (rows, 2, 2, n): the lower child's
-  times follow the upper one's last; its end is the lower child's, shifted, or
-  the upper one's where the lower child has no element of the part."""
-  last = lower[:, 0] + upper[:, 0]
-  end = jnp.where(lower[:, 1] > 0, upper[:, 0] + lower[:, 1], upper[:, 1])
-  return jnp.stack([last, end], axis=1)
-
-
-def _parallel(c1, c2, w):
-  """A parallel node's merge (module docstring, step 2): children's rows ``c1``,
-  ``c2`` (rows, 2, 2, n) and V^(1/(m+1)) ``w`` (rows, 2, n). Returns the node's row
-  and each child's scale (1 where a child has no element of the part: the other
-  passes through)."""
-  (t1, e1), (t2, e2) = (c1[:, 0], c1[:, 1]), (c2[:, 0], c2[:, 1])
-  g = (e1 + e2) * w
-  both = (e1 > 0) & (e2 > 0)
-  s1 = jnp.where(both, g / e1, 1.0)
-  s2 = jnp.where(both, g / e2, 1.0)
-  row = jnp.stack([jnp.maximum(t1 * s1, t2 * s2), jnp.where(both, g, e1 + e2)], axis=1)
-  return row, s1, s2
 
 
 def _down_set_min(value, draws, tables: SPTables, layout: SPLayout, n: int):

@@ -25,6 +25,8 @@ __all__ = [
   "bottom_up",
   "find_bands",
   "child_rows",
+  "parallel_row",
+  "series_row",
   "top_down",
 ]
 
@@ -284,3 +286,26 @@ def top_down(plan: LevelPlan, vals: list, level, band_body, band_xs=None):
     vals[band.b] = jax.tree_util.tree_map(lambda v: v[: band.rows[-1]], last)
     skip = band.b
   return [v for v in vals if v is not None]
+
+
+def series_row(lower, upper):
+  """A series node's row from its children's (rows, 2, 2, n): the lower child's
+  times follow the upper one's last; its end is the lower child's, shifted, or
+  the upper one's where the lower child has no element of the part."""
+  last = lower[:, 0] + upper[:, 0]
+  end = jnp.where(lower[:, 1] > 0, upper[:, 0] + lower[:, 1], upper[:, 1])
+  return jnp.stack([last, end], axis=1)
+
+
+def parallel_row(c1, c2, w):
+  """A parallel node's merge (:mod:`jaxdp.samplers.sp_kernel`, step 2): children's rows ``c1``,
+  ``c2`` (rows, 2, 2, n) and V^(1/(m+1)) ``w`` (rows, 2, n). Returns the node's row
+  and each child's scale (1 where a child has no element of the part: the other
+  passes through)."""
+  (t1, e1), (t2, e2) = (c1[:, 0], c1[:, 1]), (c2[:, 0], c2[:, 1])
+  g = (e1 + e2) * w
+  both = (e1 > 0) & (e2 > 0)
+  s1 = jnp.where(both, g / e1, 1.0)
+  s2 = jnp.where(both, g / e2, 1.0)
+  row = jnp.stack([jnp.maximum(t1 * s1, t2 * s2), jnp.where(both, g, e1 + e2)], axis=1)
+  return row, s1, s2

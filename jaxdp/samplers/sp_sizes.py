@@ -69,10 +69,21 @@ def sizes(u_root, u, tables: SPTables, plan: LevelPlan, d: int, n: int):
 def split_count(tables: SPTables, a, off, wid, small_left, u, widmax: int):
   """The left child's A-count for nodes with A-counts ``a`` (rows, n): the smaller
   child's count by inverse CDF from its table row, uniforms ``u`` (rows, n)."""
-  j = np.arange(widmax)
-  valid = (j[None, :] < wid[:, None])[:, None, :]  # (I, 1, W)
-  idx = off[:, None, None] + a[:, :, None] * wid[:, None, None] + j[None, None, :]
-  row = jnp.where(valid, tables.split_cdf[jnp.where(valid, idx, 0)], 2.0)
+  wid = jnp.asarray(wid, jnp.int32)[:, None]
+  start = jnp.asarray(off, jnp.int32)[:, None] + a * wid  # (I, n)
+  # Each row as one window of ``widmax`` entries (one index per row, not per entry;
+  # the table's padding keeps the last row's window in bounds), masked to its width.
+  row = jax.lax.gather(
+    tables.split_cdf,
+    start.astype(jnp.uint32)[..., None],
+    jax.lax.GatherDimensionNumbers(
+      offset_dims=(2,), collapsed_slice_dims=(), start_index_map=(0,)
+    ),
+    slice_sizes=(widmax,),
+    mode=jax.lax.GatherScatterMode.CLIP,
+  )  # (I, n, W)
+  valid = np.arange(widmax)[None, None, :] < wid[:, :, None]
+  row = jnp.where(valid, row, 2.0)
   a_s = jnp.sum(row <= u[:, :, None], axis=2).astype(jnp.int32)
   return jnp.where(small_left[:, None], a_s, a - a_s)
 

@@ -60,7 +60,7 @@ class BlockTables(NamedTuple):
 class SPTables(NamedTuple):
   root_cdf: jax.Array  # (d+1,) float32: CDF of |A|
   split_cdf: jax.Array  # flat float32: per internal node, rows a = 0..n_v of CDFs
-  # over the A-count of its smaller child
+  # over the A-count of its smaller child; then max(width) + 1 entries of padding
   blocks: tuple  # BlockTables per block
 
 
@@ -159,7 +159,8 @@ def sp_tables(poset: Poset) -> tuple[SPTables, SPLayout]:
   top_down = tuple(int(x) for x in np.argsort(strict_above, kind="stable"))
   tables = SPTables(
     root_cdf=cdf(root.log_t).astype(np.float32),
-    split_cdf=(np.concatenate(flat) if flat else np.ones(1)).astype(np.float32),
+    # trailing entries: a row read as a window of its depth's widest row stays in bounds
+    split_cdf=np.concatenate(flat + [np.ones(max(width) + 1)]).astype(np.float32),
     blocks=tuple(blocks_t),
   )
   layout = SPLayout(

@@ -9,14 +9,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp.prng.threefry import words64
+from jaxdp.samplers.chunks import varying_like
 
 __all__ = [
   "exponential",
+  "key_word",
   "log_normal",
   "normal_from_bits",
   "paired_words",
   "static_index",
   "stored",
+  "stored_call",
   "uniform52",
   "unit_floats",
 ]
@@ -31,11 +34,25 @@ def paired_words(key, shape):
   into one uint64 (inside ``jax.enable_x64``) the hash runs once per element, and
   the stored words feed every consumer (see :func:`stored`).
   """
-  hi, lo = words64(key, shape)
+  shape = tuple(shape)
+
+  def packed(key):
+    with jax.enable_x64(False):  # traced in the caller's mode, as words64 is
+      hi, lo = words64(key, shape)
+    with jax.enable_x64(True):
+      return (hi.astype(jnp.uint64) << np.uint64(32)) | lo.astype(jnp.uint64)
+
   with jax.enable_x64(True):
-    both = (hi.astype(jnp.uint64) << np.uint64(32)) | lo.astype(jnp.uint64)
-    both = stored(both, lo.reshape(-1)[0])
+    both = stored_call(packed, (key,), key_word(key))
     return (both >> np.uint64(32)).astype(jnp.uint32), both.astype(jnp.uint32)
+
+
+def key_word(key):
+  """One uint32 word of ``key``'s data (typed or legacy key): a traced scalar for the
+  predicate of :func:`stored_call` that does not wait for a draw."""
+  if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+    key = jax.random.key_data(key)
+  return key.reshape(-1)[0].astype(jnp.uint32)
 
 
 def unit_floats(bits):
@@ -107,6 +124,32 @@ def _conditional(tree, word):
     lambda t: jax.tree_util.tree_map(jnp.negative, t),
     tree,
   )
+
+
+def stored_call(fn, args, word):
+  """``fn(*args)``, computed inside a conditional and stored before its consumers run.
+
+  As :func:`stored`, a fusion boundary, and one copy less: a branch that returns
+  its operand makes XLA copy it into the conditional's result, while a branch that
+  computes ``fn`` writes the result once. The other branch (never taken: its
+  predicate ``(word | 1) != 0`` is always true) returns zeros, so under ``vmap``,
+  where the conditional becomes a select, ``fn`` still runs once. Other platforms
+  get ``fn``'s value behind ``lax.optimization_barrier``, as :func:`stored`.
+  """
+
+  def zeros(*a):  # of fn's types, varying over the same shard_map axes
+    return jax.tree_util.tree_map(
+      lambda s: varying_like(s, jnp.zeros(s.shape, s.dtype)), jax.eval_shape(fn, *a)
+    )
+
+  def conditional(word, *a):
+    return jax.lax.cond((word | np.uint32(1)) != 0, fn, zeros, *a)
+
+  def barrier(word, *a):
+    del word
+    return jax.lax.optimization_barrier(fn(*a))
+
+  return jax.lax.platform_dependent(word, *args, cpu=conditional, default=barrier)
 
 
 # fdlibm's e_log.c (Sun Microsystems, 1993): ln 2 in two parts and the coefficients
