@@ -281,3 +281,28 @@ def test_d48_neighbouring_data_move_the_release_by_the_statistic():
   np.testing.assert_array_equal(
     a - b, np.asarray(mech.statistic(rows)) - np.asarray(mech.statistic(rows[1:]))
   )
+
+
+def test_search_runs_cover_every_wave_with_enough_steps():
+  """The first pass's binary searches: the runs of waves partition the waves in
+  order, and a run's step count reaches every row width of its waves (a search over
+  w boundaries needs bit_length(w) halvings); a choice's parent is decided in an
+  earlier wave. (Too few steps release invalid objects: the enumeration test.)"""
+  p, _ = _d48()
+  tables, layout = exact_tree_tables(p)
+  waves = tables.waves
+  bounds = [(a, b) for a, b, _ in layout.runs]
+  assert bounds[0][0] == 0 and bounds[-1][1] == len(waves)
+  assert all(b0[1] == b1[0] for b0, b1 in zip(bounds, bounds[1:]))
+  decided = {layout.num_nodes: -1}  # the root's |A| row reads the dummy node
+  for a, b, iters in layout.runs:
+    for w in range(a, b):
+      for v, small, other, _, wid, idx in waves[w]:
+        if idx < 0:
+          continue
+        assert int(wid).bit_length() <= iters
+        assert decided[v] < w  # the node's own count came from an earlier wave
+        decided[small] = decided[other] = w
+  assert sorted(i for i in waves[..., 5].ravel() if i >= 0) == list(
+    range(layout.num_choices)
+  )
