@@ -299,8 +299,13 @@ def _interleave(key, cnt, tables, layout, n):
   c = prefix_sum(marks[:s], 0).T  # (n, s), by rank position
   ex = c - marks[:s].T
   label = c - jnp.take_along_axis(ex, gstart, axis=1)  # member of each rank
-  key2 = group | (label.astype(jnp.uint64) << np.uint64(slot_bits)) | (key1 & low)
-  slot = (jnp.sort(key2, axis=1) & low).astype(jnp.int32)
+  if group_bits + layout.labels + slot_bits <= 32:  # the same order, in 32-bit keys
+    g32 = (2 * start + in_b).astype(jnp.uint32) << np.uint32(32 - group_bits)
+    lab = label.astype(jnp.uint32) << np.uint32(slot_bits)
+    key2 = g32 | lab | (key1 & low).astype(jnp.uint32)
+  else:
+    key2 = group | (label.astype(jnp.uint64) << np.uint64(slot_bits)) | (key1 & low)
+  slot = (jnp.sort(key2, axis=1) & key2.dtype.type(low)).astype(jnp.int32)
   return (slot - gstart).T
 
 
