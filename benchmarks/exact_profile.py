@@ -1,7 +1,7 @@
 """The exact NHIS-3 K-norm kernel: stage costs, and the forest kernel beside the
 generic ranks kernel and the float sampler, in one process.
 
-  python benchmarks/exact_profile.py [--n 300000] [--repeats 3] [--out results]
+  python benchmarks/exact_profile.py [--n 300000] [--repeats 3] [--out results] [--tree]
 
 Rows (process CPU microseconds per sample, best of ``--repeats`` after a warm-up;
 the machine's other load inflates them, the ratios within one run are what count):
@@ -19,6 +19,14 @@ the machine's other load inflates them, the ratios within one run are what count
   XLA's float64 ``log``), the roundings, and the two host-step checks; "outside
   the stages" is the forest kernel's time less its stages'.
 Writes results/exact_profile.json and .md.
+
+``--tree``: the decomposition-tree kernel instead (the 300-question questionnaire
+and the d = 128 random forest of ``benchmarks/secure.py``): the float K-norm and the
+exact kernel (``--n`` samples), the stages of one chunk of the exact kernel (the
+size choices, the interleavings, the rest of the objects, the exponentials' words,
+the rounding), ChaCha20 words per sample by use, and the compiled chunk's fusions,
+loops and operations per sample (``sampler_profile.hlo_profile``). Writes
+results/exact_profile_tree.json and .md.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import jax.numpy as jnp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import best_time, machine, write_results
+from exact_profile_tree import tree_profile
 
 import jaxdp
 from jaxdp import exact
@@ -85,7 +94,10 @@ def main(argv=None):
   ap.add_argument("--n", type=int, default=300_000)
   ap.add_argument("--repeats", type=int, default=3)
   ap.add_argument("--out", default="results")
+  ap.add_argument("--tree", action="store_true", help="profile the tree path instead")
   args = ap.parse_args(argv)
+  if args.tree:
+    return tree_profile(args.n, args.repeats, args.out)
   n, rep = args.n, args.repeats
   cc = dprandom.secure_key(bytes(range(32)))
   nhis = jaxdp.Poset.nhis(3)

@@ -40,6 +40,7 @@ BENCHMARKS = (
   ("consistency", "python benchmarks/consistency.py"),
   ("sampler_profile", "python benchmarks/sampler_profile.py"),
   ("exact_profile", "python benchmarks/exact_profile.py"),
+  ("exact_profile_tree", "python benchmarks/exact_profile.py --tree"),
 )
 # The paper's studies: (results name, title, command that writes it).
 STUDIES = (

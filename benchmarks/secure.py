@@ -1,7 +1,7 @@
 """Publishable releases: ChaCha20 against Threefry, exact (float-safe) noise against
 float noise, and OpenDP's float-safe Laplace when it is installed, in one run.
 
-  python benchmarks/secure.py [--n 1000000] [--out results] [--only nhis3]
+  python benchmarks/secure.py [--n 1000000] [--out results] [--only nhis3|tree]
 
 Rows (samples/s, best of 3 after a warm-up, one process):
 * random bits: ``jax.random.bits`` of 2^24 uint32 words per key type;
@@ -35,13 +35,16 @@ The host share of every exact row is measured on the fast pass from ChaCha20 bit
 fence and of each l_2 case, ``--n-host`` (10^6) of each tree-path poset,
 where also the samples whose discrete choices the first pass left undecided are
 counted; the discrete Gaussian has no host step (integer arithmetic only). Writes
-results/secure.json and .md.
+results/secure.json and .md. ``--only nhis3`` writes the NHIS-3 K-norm rows alone
+(results/secure_nhis3.*), ``--only tree`` the two tree-path posets' rows and host
+shares with the load average around them (results/secure_tree.*).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -289,6 +292,74 @@ def _random_forest(d):
   return jaxdp.Poset.from_parents(parents, name=f"random forest d={d}")
 
 
+def _tree_posets():
+  return {
+    "questionnaire300": synthetic_questionnaire(0, 300),
+    "forest128": _random_forest(128),
+  }
+
+
+def _tree_rows(rows, mem, cc, n_tree, payload):
+  """The tree-path rows: float (``sp``, forest) and exact K-norm noise of the
+  300-question questionnaire and the d = 128 forest (ChaCha20, eps = 1)."""
+  tree_posets = _tree_posets()
+  for label, what, flt_name in (
+    ("questionnaire300", "300-question K-norm", "float sp, ChaCha20"),
+    ("forest128", "random forest d = 128 K-norm", "float forest, ChaCha20"),
+  ):
+    poset = tree_posets[label]
+    pb = jaxdp.PosetBall(poset)
+    f, x = _pair(
+      rows,
+      mem,
+      what,
+      cc,
+      n_tree,
+      4 * n_tree * (poset.d + 1),
+      lambda k, b=pb: dprandom.knorm(k, b, 1.0, (n_tree,)),
+      lambda k, pp=poset: exact.poset_knorm(k, pp, 1.0, (n_tree,)),
+      flt_name,
+    )
+    payload[f"{label}_knorm_per_s"] = {"float_chacha20": f, "exact_chacha20": x}
+  return tree_posets
+
+
+def _tree_host_rows(cc, tree_posets, n_host):
+  """(what, samples, left for the host) of each tree-path poset: the noise and the
+  object choices."""
+  host = []
+  for i, poset in enumerate(tree_posets.values()):
+    choices, noise, m_tree = _unsettled_tree(
+      jax.random.fold_in(cc, 40 + i), poset, n_host, 1.0
+    )
+    host.append((f"{poset.name} K-norm, eps = 1: noise", m_tree, noise))
+    host.append((f"{poset.name} K-norm, eps = 1: object choices", m_tree, choices))
+  return host
+
+
+def _tree_only(args, cc, payload):
+  """``--only tree``: the tree-path rows and host shares alone
+  (results/secure_tree.*), with the load average before and after."""
+  rows, mem = [], {}
+  payload["loadavg_before"] = list(os.getloadavg())
+  tree_posets = _tree_rows(rows, mem, cc, args.n_tree, payload)
+  payload["loadavg_after"] = list(os.getloadavg())
+  host = _tree_host_rows(cc, tree_posets, args.n_host)
+  payload["unsettled"] = [{"what": w, "samples": m, "left_for_host": c} for w, m, c in host]
+  lines = ["| what | sampler | per second | ratio |", "|---|---|---:|---:|"]
+  for what, name, rate, ratio, _, _ in rows:
+    rtxt = "" if ratio is None else f"{ratio:.2f} (x float (ChaCha20))"
+    lines.append(f"| {what} | {name} | {rate:,.0f} | {rtxt} |")
+  lines += ["", "| exact row | samples | left for the host refinement |", "|---|---:|---:|"]
+  lines += [f"| {w} | {m:,} | {c} |" for w, m, c in host]
+  before, after = payload["loadavg_before"][0], payload["loadavg_after"][0]
+  lines += [
+    "",
+    f"Batch {args.n_tree:,}, one run; load average {before:.1f} -> {after:.1f}.",
+  ]
+  write_results(args.out, "secure_tree", payload, "\n".join(lines))
+
+
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--n", type=int, default=1_000_000)
@@ -299,8 +370,9 @@ def main(argv=None):
   ap.add_argument("--out", default="results")
   ap.add_argument(
     "--only",
-    choices=["nhis3"],
-    help="only the NHIS-3 K-norm rows (written as results/secure_nhis3.*)",
+    choices=["nhis3", "tree"],
+    help="only the NHIS-3 K-norm rows (results/secure_nhis3.*) or only the "
+    "tree-path rows (results/secure_tree.*)",
   )
   args = ap.parse_args(argv)
   n, n_tree = args.n, args.n_tree
@@ -310,6 +382,8 @@ def main(argv=None):
   rows, mem, payload = [], {}, {"machine": machine(), "n": n}
   if args.only == "nhis3":
     return _nhis3_only(args, n, cc, fry, payload)
+  if args.only == "tree":
+    return _tree_only(args, cc, payload)
 
   words = 1 << 24
   draw_bits = lambda kk: jax.random.bits(kk, (words,), jnp.uint32)
@@ -348,26 +422,7 @@ def main(argv=None):
   nhis = jaxdp.Poset.nhis(3)
   payload["nhis3_knorm_per_s"] = _nhis3_rows(rows, mem, cc, fry, n)
 
-  quest = synthetic_questionnaire(0, 300)
-  forest = _random_forest(128)
-  tree_posets = {"questionnaire300": quest, "forest128": forest}
-  for label, what, poset, flt_name in (
-    ("questionnaire300", "300-question K-norm", quest, "float sp, ChaCha20"),
-    ("forest128", "random forest d = 128 K-norm", forest, "float forest, ChaCha20"),
-  ):
-    pb = jaxdp.PosetBall(poset)
-    f, x = _pair(
-      rows,
-      mem,
-      what,
-      cc,
-      n_tree,
-      4 * n_tree * (poset.d + 1),
-      lambda k, b=pb: dprandom.knorm(k, b, 1.0, (n_tree,)),
-      lambda k, pp=poset: exact.poset_knorm(k, pp, 1.0, (n_tree,)),
-      flt_name,
-    )
-    payload[f"{label}_knorm_per_s"] = {"float_chacha20": f, "exact_chacha20": x}
+  tree_posets = _tree_rows(rows, mem, cc, n_tree, payload)
   payload["fence22_knorm_per_s"] = _wide_rows(rows, mem, cc, args.n_wide)
 
   od = _opendp(args.opendp_n)
@@ -413,12 +468,7 @@ def main(argv=None):
       _unsettled_poset(jax.random.fold_in(cc, 4), _fence(22), 1_000_000, 1.0),
     ),
   ]
-  for i, poset in enumerate(tree_posets.values()):
-    choices, noise, m_tree = _unsettled_tree(
-      jax.random.fold_in(cc, 40 + i), poset, args.n_host, 1.0
-    )
-    host.append((f"{poset.name} K-norm, eps = 1: noise", m_tree, noise))
-    host.append((f"{poset.name} K-norm, eps = 1: object choices", m_tree, choices))
+  host += _tree_host_rows(cc, tree_posets, args.n_host)
   for dim in (17, 5):
     host.append(
       (

@@ -6,19 +6,21 @@ Per sample (tables: :mod:`jaxdp.samplers.exact_tree_tables`):
 1. *Sizes.* |A| at the root and, parents first, the A-count of every internal node's
    smaller child: "i with probability w_i / W" is decided by a uniform U whose binary
    digits are random bits, as ``#{i : c_i <= U}`` for the cumulative probabilities
-   c_i. The first pass reads U's first 64 digits j and compares them with the first
-   word of ``floor(c_i 2^192)``: a comparison is decided unless the two are equal
-   (then U and c_i agree to 64 digits), so the choice is settled when no boundary's
-   first word equals j (two binary searches agree). A sample with an undecided
-   choice is redone with 128 more digits of the *same* U (fresh words from a key of
-   their own, read only then) against all 192 bits; a choice still undecided
-   (probability below 2^-190 per boundary) raises an error, never a guess.
+   c_i. The first pass reads U's first 32 digits j (one ChaCha20 word) and compares
+   them with the first 32 bits of ``floor(c_i 2^192)``: a comparison is decided
+   unless the two are equal (then U and c_i agree to 32 digits), so the choice is
+   settled when no boundary's first 32 bits equal j (a binary search per row, as
+   many steps as the row's width needs). A sample with an undecided choice (about
+   2^-32 per choice) is redone with 160 more digits of the *same* U (fresh words
+   from a key of their own, read only then) against all 192 bits; a choice still
+   undecided (probability below 2^-190 per boundary) raises an error, never a
+   guess.
 2. *Blocks.* An exactly uniform rank below T_block[a] (62-bit draws, rejection)
    picks the block's subset A (cumulative int64 weights e(A) e(B) within the size
    group) and the extensions of A and B inside it (unranked with e(S \\ x)).
 3. *Interleavings.* A maximal run of parallel nodes (a *group*) with members
    holding m_1, ..., m_r elements of a part needs a uniformly random interleaving
-   of the members' extensions: the part's slots get iid 64-bit keys, the slots of
+   of the members' extensions: the part's slots get iid 32-bit keys, the slots of
    ranks [m_1 + ... + m_(i-1), m_1 + ... + m_i) in key order go to member i (a
    uniformly random partition of the slots into the members' sizes), and member
    i's j-th element takes its j-th slot (a second sort, by member and slot). A
@@ -55,8 +57,8 @@ from jaxdp.samplers.sp_tables import PARALLEL, SERIES
 
 __all__ = ["WIDEN", "prefix_sum", "size_counts", "tree_objects"]
 
-# The first pass treats a boundary as undecided when U's first 64 digits lie within
-# WIDEN of its first word (0: only when equal). Tests widen it to force the refined
+# The first pass treats a boundary as undecided when U's first 32 digits lie within
+# WIDEN of its first 32 bits (0: only when equal). Tests widen it to force the refined
 # pass, which must give the same objects.
 WIDEN = 0
 _BIG = 1 << 30
@@ -121,9 +123,8 @@ def prefix_sum(x, axis: int):
 
 
 # ------------------------------------------------------------------ the sizes
-def _words64(key, shape):
-  w = jax.random.bits(key, (*shape, 2), jnp.uint32).astype(jnp.uint64)
-  return (w[..., 0] << np.uint64(32)) | w[..., 1]
+def _words32(key, shape):
+  return jax.random.bits(key, shape, jnp.uint32).astype(jnp.uint64)
 
 
 def _count(pred, width, iters: int):
@@ -146,55 +147,66 @@ def _lex_less(t, u):
   return out
 
 
-def _choose(thr, off, width, u, iters: int, refined: bool):
+def _choose(tab, off, width, u, iters: int, refined: bool):
   """The index ``#{i : c_i <= U}`` of one row per sample, and whether it is decided:
   the boundaries below U's digits are counted, and the next one must lie above them
-  (no boundary within ``WIDEN`` of the digits in the first pass)."""
+  (no boundary within ``WIDEN`` of the digits in the first pass, which compares U's
+  first 32 digits with the boundaries' first 32 bits)."""
   if refined:
-    row = lambda i: tuple(t[off + i] for t in thr)
+    row = lambda i: tuple(t[off + i] for t in tab)
     below = _count(lambda i: _lex_less(row(i), u), width, iters)
     nxt = row(jnp.minimum(below, width - 1))
     tie = functools.reduce(jnp.logical_and, [a == b for a, b in zip(nxt, u)])
   else:
-    j, w = u[0], np.uint64(WIDEN)
-    j_lo = jnp.where(j > w, j - w, np.uint64(0))
-    j_hi = jnp.where(j < np.uint64(2**64 - 1) - w, j + w, np.uint64(2**64 - 1))
-    below = _count(lambda i: thr[0][off + i] < j_lo, width, iters)
-    tie = thr[0][off + jnp.minimum(below, width - 1)] <= j_hi
+    j, w, top = u[0], np.uint32(WIDEN), np.uint32(2**32 - 1)
+    j_lo = jnp.where(j > w, j - w, np.uint32(0))
+    j_hi = jnp.where(j < top - w, j + w, top)
+    below = _count(lambda i: tab[off + i] < j_lo, width, iters)
+    tie = tab[off + jnp.minimum(below, width - 1)] <= j_hi
   return below, ~(tie & (below < width))
 
 
-def _size_pass(thr, u, tables, layout, n, refined):
-  """One pass over the waves: counts (V + 2, n) (the dummy and the sink last) and
-  whether every choice was decided."""
-  cnt = jnp.zeros((layout.num_nodes + 2, n), jnp.int32)
+def _size_pass(tab, u, tables, layout, n, refined):
+  """One pass over the waves (a scan per run of waves searched alike): counts
+  (V + 2, n) (the dummy and the sink last) and whether every choice was decided."""
 
-  def wave(state, w):
-    cnt, ok = state
-    v, small, other, off, wid, idx = (w[:, i, None] for i in range(6))
-    a = cnt[v[:, 0]]  # (W, n)
-    uu = [x[jnp.maximum(idx[:, 0], 0)] for x in u]
-    width = jnp.broadcast_to(wid, a.shape)
-    s, good = _choose(thr, off + a * wid, width, uu, layout.search, refined)
-    cnt = cnt.at[small[:, 0]].set(s).at[other[:, 0]].set(a - s)
-    return (cnt, ok & jnp.all(good | (idx < 0), axis=0)), None
+  def wave(iters):
+    def body(state, w):
+      cnt, ok = state
+      v, small, other, off, wid, idx = (w[:, i, None] for i in range(6))
+      a = cnt[v[:, 0]]  # (W, n)
+      uu = [x[jnp.maximum(idx[:, 0], 0)] for x in u]
+      width = jnp.broadcast_to(wid, a.shape)
+      s, good = _choose(tab, off + a * wid, width, uu, iters, refined)
+      cnt = cnt.at[small[:, 0]].set(s).at[other[:, 0]].set(a - s)
+      return (cnt, ok & jnp.all(good | (idx < 0), axis=0)), None
 
-  (cnt, ok), _ = lax.scan(wave, (cnt, jnp.ones((n,), bool)), tables.waves)
-  return cnt, ok
+    return body
+
+  state = jnp.zeros((layout.num_nodes + 2, n), jnp.int32), jnp.ones((n,), bool)
+  for start, stop, iters in layout.runs:
+    state, _ = lax.scan(wave(iters), state, tables.waves[start:stop])
+  return state
 
 
 def size_counts(key, key_more, tables: TreeTables, layout: TreeLayout, n: int):
   """Every node's A-count, (V + 2, n) int32 (the last two rows are scratch), whether
   the first pass decided all of a sample's choices, (n,) bool, and whether a
-  sample's choices stayed undecided after the refined pass (n,) bool."""
-  thr = [tables.thresholds[w] for w in range(CHOICE_WORDS)]
-  first = _words64(key, (layout.num_choices, n))
-  cnt, ok = _size_pass(thr, [first], tables, layout, n, False)
+  sample's choices stayed undecided after the refined pass (n,) bool.
+
+  Each choice's uniform U has its first 32 digits in one word of ``key`` (the first
+  pass) and its next 160 in five words of ``key_more``, read only for a refined
+  pass."""
+  first = jax.random.bits(key, (layout.num_choices, n), jnp.uint32)
+  cnt, ok = _size_pass(tables.first, [first], tables, layout, n, False)
 
   def refine(args):
     cnt, ok = args
-    more = _words64(key_more, (CHOICE_WORDS - 1, layout.num_choices, n))
-    u = [first] + [more[w] for w in range(CHOICE_WORDS - 1)]
+    shape = (2 * CHOICE_WORDS - 1, layout.num_choices, n)
+    more = jax.random.bits(key_more, shape, jnp.uint32)
+    w = [first.astype(jnp.uint64)] + [x.astype(jnp.uint64) for x in more]
+    u = [(w[2 * i] << np.uint64(32)) | w[2 * i + 1] for i in range(CHOICE_WORDS)]
+    thr = [tables.thresholds[i] for i in range(CHOICE_WORDS)]
     cnt2, ok2 = _size_pass(thr, u, tables, layout, n, True)
     return jnp.where(ok[None, :], cnt, cnt2), ~ok & ~ok2
 
@@ -253,7 +265,7 @@ def _interleave(key, cnt, tables, layout, n):
   shift = np.uint64(64 - group_bits)
   group = (2 * start + in_b).astype(jnp.uint64) << shift
   low = np.uint64((1 << slot_bits) - 1)
-  drop = np.uint64(group_bits + slot_bits)
+  drop = np.uint64(max(0, group_bits + slot_bits - 32))  # keys: the words' top bits
 
   def sort(bits):
     key1 = jnp.sort(
@@ -264,11 +276,11 @@ def _interleave(key, cnt, tables, layout, n):
 
   def body(state):
     bits, _, tie, i = state
-    bits = jnp.where(tie[:, None], _words64(jax.random.fold_in(key, i), (n, s)), bits)
+    bits = jnp.where(tie[:, None], _words32(jax.random.fold_in(key, i), (n, s)), bits)
     key1, tie = sort(bits)
     return bits, key1, tie, i + 1
 
-  bits = _words64(jax.random.fold_in(key, 0), (n, s))
+  bits = _words32(jax.random.fold_in(key, 0), (n, s))
   key1, tie = sort(bits)
   _, key1, _, _ = lax.while_loop(lambda st: jnp.any(st[2]), body, (bits, key1, tie, 1))
   # members' offsets in each part (exclusive sums within the group)
@@ -287,8 +299,13 @@ def _interleave(key, cnt, tables, layout, n):
   c = prefix_sum(marks[:s], 0).T  # (n, s), by rank position
   ex = c - marks[:s].T
   label = c - jnp.take_along_axis(ex, gstart, axis=1)  # member of each rank
-  key2 = group | (label.astype(jnp.uint64) << np.uint64(slot_bits)) | (key1 & low)
-  slot = (jnp.sort(key2, axis=1) & low).astype(jnp.int32)
+  if group_bits + layout.labels + slot_bits <= 32:  # the same order, in 32-bit keys
+    g32 = (2 * start + in_b).astype(jnp.uint32) << np.uint32(32 - group_bits)
+    lab = label.astype(jnp.uint32) << np.uint32(slot_bits)
+    key2 = g32 | lab | (key1 & low).astype(jnp.uint32)
+  else:
+    key2 = group | (label.astype(jnp.uint64) << np.uint64(slot_bits)) | (key1 & low)
+  slot = (jnp.sort(key2, axis=1) & key2.dtype.type(low)).astype(jnp.int32)
   return (slot - gstart).T
 
 

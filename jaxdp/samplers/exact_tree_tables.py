@@ -62,6 +62,7 @@ class TreeTables(NamedTuple):
   """Device tables (jit arguments: posets of one layout share a compilation)."""
 
   thresholds: np.ndarray  # (CHOICE_WORDS, R) uint64: rows of floor(c_i 2^192)
+  first: np.ndarray  # (R,) uint32: their first 32 bits (the first pass's table)
   waves: np.ndarray  # (waves, W, 6) int32: the choices, parents' waves first, as
   # node (V: the dummy, count 0), small child, other child (V + 1: a sink), row
   # offset, row width, index of its uniform (-1: padding)
@@ -87,6 +88,7 @@ class TreeLayout(NamedTuple):
   num_nodes: int
   num_choices: int  # the root's and one per internal node
   search: int  # binary-search iterations: bit length of the widest row
+  runs: tuple  # (first wave, end, iterations): consecutive waves searched alike
   slots: int  # sum of the groups' sizes
   members: int  # C
   labels: int  # bit length of the largest number of members of a group
@@ -179,9 +181,11 @@ def exact_tree_tables(poset: Poset) -> tuple[TreeTables, TreeLayout]:
   for w in range(CHOICE_WORDS):
     shift = 64 * (CHOICE_WORDS - 1 - w)
     words[w] = [(int(t) >> shift) & 0xFFFFFFFFFFFFFFFF for t in thr]
+  waves, runs = _waves(steps, parent)
   tables = TreeTables(
     thresholds=words,
-    waves=_waves(steps, parent),
+    first=(words[0] >> np.uint64(32)).astype(np.uint32),
+    waves=waves,
     kind=kind,
     left=left,
     right=right,
@@ -198,6 +202,7 @@ def exact_tree_tables(poset: Poset) -> tuple[TreeTables, TreeLayout]:
     num_nodes=num,
     num_choices=len(steps),
     search=int(width).bit_length(),
+    runs=runs,
     slots=slots,
     members=len(member),
     labels=int(most).bit_length(),
@@ -206,10 +211,11 @@ def exact_tree_tables(poset: Poset) -> tuple[TreeTables, TreeLayout]:
   return read_only(tables), layout
 
 
-def _waves(steps, parent) -> np.ndarray:
-  """The choices in waves of a common width W: a depth's choices in consecutive
-  waves (their parents are all in earlier ones), padded; W minimises the padded
-  work plus a per-wave cost."""
+def _waves(steps, parent) -> tuple[np.ndarray, tuple]:
+  """The choices in waves of a common width W, and runs of consecutive waves whose
+  rows need the same number of binary-search iterations: a depth's choices (widest
+  row first) in consecutive waves (their parents are all in earlier ones), padded;
+  W minimises the padded work plus a per-wave cost."""
   depth = {}
   levels: dict = {}
   for st in steps:
@@ -225,13 +231,19 @@ def _waves(steps, parent) -> np.ndarray:
   )
   w = best[1]
   pad = (len(parent), len(parent) + 1, len(parent) + 1, 0, 1, -1)
-  out = []
+  out, iters = [], []
   for k in sorted(levels):
-    lv = levels[k]
+    lv = sorted(levels[k], key=lambda st: -st[4])  # rows by width, widest first
     for i in range(0, len(lv), w):
       chunk = lv[i : i + w]
       out.append(chunk + [pad] * (w - len(chunk)))
-  return np.array(out, np.int32)
+      iters.append(int(chunk[0][4]).bit_length())
+  runs, start = [], 0
+  for i in range(1, len(iters) + 1):
+    if i == len(iters) or iters[i] != iters[start]:
+      runs.append((start, i, iters[start]))
+      start = i
+  return np.array(out, np.int32), tuple(runs)
 
 
 def exact_num_objects(poset: Poset) -> int:

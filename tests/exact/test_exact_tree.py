@@ -137,12 +137,12 @@ def test_tree_rounding_equals_the_chain_rounding():
 
 @pytest.mark.slow
 def test_forced_refinement_gives_the_same_objects(monkeypatch):
-  """Every choice forced through the refined pass (WIDEN = 2^62: the first pass
-  decides nothing) gives the same objects."""
+  """Every choice forced through the refined pass (WIDEN = 2^31: the first pass
+  decides almost nothing) gives the same objects."""
   key = _key(4)
   normal = _objects(N_ON_TOP, key, 40_000)  # the chi-square test's compilation
   jax.clear_caches()
-  monkeypatch.setattr(exact_tree, "WIDEN", 1 << 62)
+  monkeypatch.setattr(exact_tree, "WIDEN", 1 << 31)
   forced = _objects(N_ON_TOP, key, 40_000)
   jax.clear_caches()
   for x, y in zip(normal, forced):
@@ -151,13 +151,13 @@ def test_forced_refinement_gives_the_same_objects(monkeypatch):
 
 @pytest.mark.slow
 def test_forced_refinement_gives_the_same_release(monkeypatch):
-  """With every choice refined (WIDEN = 2^62) and the noise forced to the host
+  """With every choice refined (WIDEN = 2^31) and the noise forced to the host
   refinement (MARGIN = 2^-3), the exact release has the same integers."""
   poset, n = N_ON_TOP, 3000
   key = _key(4)
   noise = np.asarray(exact.poset_knorm(key, poset, 0.75, (n,), path="tree"))
   jax.clear_caches()
-  monkeypatch.setattr(exact_tree, "WIDEN", 1 << 62)
+  monkeypatch.setattr(exact_tree, "WIDEN", 1 << 31)
   monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-3)
   calls = record_host_refinements(monkeypatch, exact_refine)
   got = np.asarray(exact.poset_knorm(key, poset, 0.75, (n,), path="tree"))
@@ -168,10 +168,11 @@ def test_forced_refinement_gives_the_same_release(monkeypatch):
 
 def test_lazy_choice_is_decided_only_when_the_whole_cell_agrees():
   """One choice row of exact weights, 4000 uniforms (a third of them with leading
-  words equal to a boundary's): a decided first pass (64 digits) or refined pass
-  (192 digits) gives #{i : c_i <= U} for every U in the digits' cell, computed with
-  fractions from the exact weights; the first pass is undecided exactly when a
-  boundary's first word equals the digits."""
+  digits equal to a boundary's): a decided first pass (32 digits, against the
+  tables' first 32 bits) or refined pass (192 digits) gives #{i : c_i <= U} for
+  every U in the digits' cell, computed with fractions from the exact weights; the
+  first pass is undecided exactly when a boundary's first 32 bits equal the
+  digits."""
   rng = np.random.default_rng(0)
   weights = [int(x) for x in rng.integers(0, 10**6, 9)] + [3**200]
   total = sum(weights)
@@ -182,23 +183,26 @@ def test_lazy_choice_is_decided_only_when_the_whole_cell_agrees():
   thr = np.array(
     [[(x >> (64 * (2 - w))) & (2**64 - 1) for x in t] for w in range(3)], np.uint64
   )
+  tab32 = np.array([x >> 160 for x in t], np.uint32)
   m = 4000
   u = [[int(x) for x in rng.integers(0, 2**63, 3, dtype=np.uint64) * 2] for _ in range(m)]
   for i in range(0, m, 3):
-    u[i][0] = t[i % len(t)] >> 128  # the first word of a boundary
+    u[i][0] = (t[i % len(t)] >> 128) ^ (i & 0xFFFF)  # a boundary's first 48 bits
   words = np.array(u, np.uint64).T  # (3, m)
   with jax.enable_x64(True):
-    thr_d = [jnp.asarray(x) for x in thr]
+    thr_d, tab_d = [jnp.asarray(x) for x in thr], jnp.asarray(tab32)
     off, width = jnp.zeros((m,), jnp.int32), jnp.full((m,), len(t), jnp.int32)
-    first = jax.jit(lambda w: exact_tree._choose(thr_d, off, width, [w[0]], 4, False))
+    j32 = jnp.asarray(words[0] >> np.uint64(32)).astype(jnp.uint32)
+    first = jax.jit(lambda j: exact_tree._choose(tab_d, off, width, [j], 4, False))
     refined = jax.jit(lambda w: exact_tree._choose(thr_d, off, width, list(w), 4, True))
-    i1, ok1 = (np.asarray(x) for x in first(jnp.asarray(words)))
+    i1, ok1 = (np.asarray(x) for x in first(j32))
     i3, ok3 = (np.asarray(x) for x in refined(jnp.asarray(words)))
+  assert 0.3 < 1 - ok1.mean() < 0.4
   for r in range(m):
-    j = u[r][0]
-    assert ok1[r] == (j not in [x >> 128 for x in t])
+    j = u[r][0] >> 32
+    assert ok1[r] == (j not in [x >> 160 for x in t])
     big = (u[r][0] << 128) | (u[r][1] << 64) | u[r][2]
-    for idx, ok, lo, bits in ((i1[r], ok1[r], j, 64), (i3[r], ok3[r], big, 192)):
+    for idx, ok, lo, bits in ((i1[r], ok1[r], j, 32), (i3[r], ok3[r], big, 192)):
       if ok:  # the same index at every U in [lo, lo + 1) 2^-bits
         left, right = fractions.Fraction(lo, 2**bits), fractions.Fraction(lo + 1, 2**bits)
         assert sum(ci <= left for ci in c) == idx == sum(ci < right for ci in c)
@@ -276,4 +280,29 @@ def test_d48_neighbouring_data_move_the_release_by_the_statistic():
   b = np.asarray(mech.randomize(_key(9), rows[1:]))
   np.testing.assert_array_equal(
     a - b, np.asarray(mech.statistic(rows)) - np.asarray(mech.statistic(rows[1:]))
+  )
+
+
+def test_search_runs_cover_every_wave_with_enough_steps():
+  """The first pass's binary searches: the runs of waves partition the waves in
+  order, and a run's step count reaches every row width of its waves (a search over
+  w boundaries needs bit_length(w) halvings); a choice's parent is decided in an
+  earlier wave. (Too few steps release invalid objects: the enumeration test.)"""
+  p, _ = _d48()
+  tables, layout = exact_tree_tables(p)
+  waves = tables.waves
+  bounds = [(a, b) for a, b, _ in layout.runs]
+  assert bounds[0][0] == 0 and bounds[-1][1] == len(waves)
+  assert all(b0[1] == b1[0] for b0, b1 in zip(bounds, bounds[1:]))
+  decided = {layout.num_nodes: -1}  # the root's |A| row reads the dummy node
+  for a, b, iters in layout.runs:
+    for w in range(a, b):
+      for v, small, other, _, wid, idx in waves[w]:
+        if idx < 0:
+          continue
+        assert int(wid).bit_length() <= iters
+        assert decided[v] < w  # the node's own count came from an earlier wave
+        decided[small] = decided[other] = w
+  assert sorted(i for i in waves[..., 5].ravel() if i >= 0) == list(
+    range(layout.num_choices)
   )
