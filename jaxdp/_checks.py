@@ -39,6 +39,13 @@ def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
   return value
 
 
+def is_real(v: Any) -> bool:
+  """True if ``v`` is a Python or numpy real number, not a boolean."""
+  return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(
+    v, (bool, np.bool_)
+  )
+
+
 def is_concrete(x: Any) -> bool:
   """True if ``x`` holds a value now (not a tracer)."""
   return not isinstance(x, jax.core.Tracer)

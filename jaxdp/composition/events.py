@@ -57,8 +57,7 @@ def check_event(event: Any, name: str) -> tuple:
   ok = isinstance(event, tuple) and len(event) == 2 and isinstance(event[0], str)
   ok = ok and event[0] in KINDS
   value = event[1] if ok else None
-  ok = ok and isinstance(value, (int, float, np.integer, np.floating))
-  ok = ok and not isinstance(value, (bool, np.bool_)) and math.isfinite(value)
+  ok = ok and _checks.is_real(value) and math.isfinite(value)
   ok = ok and (value >= 0 if event[0] == "zcdp" else value > 0)
   if not ok:
     raise ValueError(

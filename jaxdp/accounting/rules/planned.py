@@ -166,7 +166,7 @@ def plan_events(plan: object) -> tuple:
       f"plan must be a jaxdp.Plan (from jaxdp.plan); got {type(plan).__name__}."
     )
   for name, v in (("eps", plan.eps), ("delta", plan.delta)):
-    if not (_real(v) and 0 <= v < math.inf and (name == "eps" or v < 1)):
+    if not (_checks.is_real(v) and 0 <= v < math.inf and (name == "eps" or v < 1)):
       raise ValueError(
         f"the plan's total {name} must be finite and non-negative (delta below 1); "
         f"got {v!r}. Use the Plan jaxdp.plan returns."
@@ -219,12 +219,6 @@ def check_release(row: object, index: int) -> tuple:
 _TOL = 1e-9  # relative: float64 rounding of the same figure computed twice
 
 
-def _real(v) -> bool:
-  return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(
-    v, (bool, np.bool_)
-  )
-
-
 def _close(a: float, b: float) -> bool:
   return abs(a - b) <= _TOL * max(abs(a), abs(b))
 
@@ -233,9 +227,9 @@ def _figures_problem(row, kind: str, value: float) -> str:
   """Why ``row``'s figures are not those of its event ``(kind, value)``; '' if they
   are. Comparisons are written so that NaN fails them."""
   eps, delta, rho, rdp = row.eps, row.delta, row.rho, row.rdp
-  if not (_real(eps) and _real(delta) and _real(rho) and type(rdp) is tuple):
+  if not (all(map(_checks.is_real, (eps, delta, rho))) and type(rdp) is tuple):
     return "eps, delta and rho must be numbers and rdp a tuple"
-  if not all(_real(v) and 0 <= v < math.inf for v in rdp):
+  if not all(_checks.is_real(v) and 0 <= v < math.inf for v in rdp):
     return "an rdp value is not a finite non-negative number"
   if not (0 <= delta < 1):
     return "delta must be in [0, 1)"
