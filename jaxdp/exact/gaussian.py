@@ -18,7 +18,7 @@ from jax import lax
 
 from jaxdp import _checks
 from jaxdp.exact.choices import int62
-from jaxdp.exact.refine import batch_all
+from jaxdp.exact.refine import raise_if
 from jaxdp.prng.threefry import fast_key
 from jaxdp.samplers.chunks import chunked
 from jaxdp.typing import KeyArray, Shape
@@ -283,18 +283,5 @@ def _discrete_gaussian(key, a: int, m: int):
 
 
 def _raise_if(flag, message: str):
-  """False normally; a run-time error (also under jit) when ``flag`` is True. The
-  caller must use the result, or XLA would drop the check."""
-
-  def check(f):
-    if np.any(f):
-      raise RuntimeError(message)
-    return np.ones(np.shape(f), np.bool_)
-
-  return lax.cond(  # under vmap a cond still: the host is called only on a failure
-    ~batch_all(~flag),
-    lambda: jax.pure_callback(
-      check, jax.ShapeDtypeStruct((), jnp.bool_), flag, vmap_method="broadcast_all"
-    ),
-    lambda: jnp.ones((), bool),
-  )
+  """True normally; a run-time error (also under jit) when ``flag`` is True."""
+  return raise_if(flag, lambda _: RuntimeError(message))

@@ -49,7 +49,7 @@ def settle_marked(k, words, scale, key, refine_one, *operands):
     return _refine(k, settled | jnp.isnan(scale), words, scale, key, refine_one, operands)
 
   done = batch_all((jnp.min(k) != UNSETTLED) | jnp.isnan(scale))
-  return lax.cond(done, lambda k: jnp.where(k == UNSETTLED, 0, k), refine, k)
+  return lax.cond(done, lambda k: unmark(k)[0], refine, k)
 
 
 def _refine(k, settled, words, scale, key, refine_one, operands):
@@ -65,6 +65,28 @@ def _refine(k, settled, words, scale, key, refine_one, operands):
     scale,
     *ops,
     vmap_method="broadcast_all",
+  )
+
+
+def raise_if(flag, error):
+  """True normally; a run-time error (also under jit) when an entry of ``flag`` is
+  True: ``error(f)`` builds it from the host copy ``f`` of ``flag`` (with a caller's
+  batch axes in front). The host is called only then, under a caller's ``vmap`` too
+  (:func:`batch_all`). The caller must use the result, or XLA would drop the check."""
+  ndim = jnp.ndim(flag)
+
+  def check(f):
+    f = np.asarray(f)
+    if f.any():
+      raise error(f)
+    return np.ones(f.shape[: f.ndim - ndim], np.bool_)
+
+  return lax.cond(
+    ~batch_all(~flag),
+    lambda: jax.pure_callback(
+      check, jax.ShapeDtypeStruct((), jnp.bool_), flag, vmap_method="broadcast_all"
+    ),
+    lambda: jnp.ones((), bool),
   )
 
 
@@ -88,7 +110,6 @@ def _batch_all_vmap(axis_size, in_batched, x):
 
 
 _CTX = decimal.Context(prec=HOST_DIGITS, rounding=decimal.ROUND_HALF_EVEN)
-_TOTAL_BITS = FAST_BITS + 32 * REFINE_WORDS  # 244
 _SLACK = decimal.Decimal("1e-80")
 
 
@@ -97,16 +118,12 @@ def refine_exponential_bounds(words, extra) -> tuple[decimal.Decimal, decimal.De
   E = -log(1 - V), V's digits the 52 of ``words`` (2,) (or the 32 of ``words`` (1,))
   then the 192 of ``extra``."""
   with decimal.localcontext(_CTX):
-    return _refined_exponential(_digits(words), extra)
+    return _refined_exponential(*_uniform(words, extra))
 
 
-def _refined_exponential(j, extra) -> tuple[decimal.Decimal, decimal.Decimal]:
-  """[E_lo, E_hi] for E = -log(1 - V), V's first b + 192 digits = j then extra, with
-  ``j = (digits, b)`` from :func:`_digits`."""
-  big, bits = j
-  for w in extra:
-    big = (big << 32) | int(w)
-  bits += 32 * len(extra)
+def _refined_exponential(big: int, bits: int) -> tuple[decimal.Decimal, decimal.Decimal]:
+  """[E_lo, E_hi] for E = -log(1 - V), V's first ``bits`` digits the integer ``big``
+  (:func:`_uniform`)."""
   top = 1 << bits
   if top - big - 1 <= 0:
     raise RuntimeError(
@@ -134,7 +151,7 @@ def refine_sample(
   """
   bounds = []
   for w, x in zip(words, extra):
-    bounds.append(_refined_exponential(_digits(w), x))
+    bounds.append(_refined_exponential(*_uniform(w, x)))
   b = decimal.Decimal(float(scale))
   out = []
   for c in np.asarray(coeff).T:
@@ -155,14 +172,14 @@ def refine_linf_sample(
   rows are R's exponentials, the others the cube's uniforms."""
   r_lo = r_hi = decimal.Decimal(0)
   for w, x in zip(words[:num_exp], extra[:num_exp]):
-    e_lo, e_hi = _refined_exponential(_digits(w), x)
+    e_lo, e_hi = _refined_exponential(*_uniform(w, x))
     r_lo, r_hi = r_lo + e_lo, r_hi + e_hi
   b = decimal.Decimal(float(scale))
-  top = decimal.Decimal(1 << (_TOTAL_BITS - 1))
   out = []
   for w, x in zip(words[num_exp:], extra[num_exp:]):
-    big = _big(w, x)
-    z_lo = _CTX.divide(big, top) - 1 - _SLACK  # Z = 2U - 1, U = big / 2^244
+    big, bits = _uniform(w, x)
+    top = decimal.Decimal(1 << (bits - 1))
+    z_lo = _CTX.divide(big, top) - 1 - _SLACK  # Z = 2U - 1, U = big / 2^bits
     z_hi = _CTX.divide(big + 1, top) - 1 + _SLACK
     corners = [_CTX.multiply(r, z) for r in (r_lo, r_hi) for z in (z_lo, z_hi)]
     out.append(_settled_integer(min(corners), max(corners), b))
@@ -186,14 +203,14 @@ def refine_l2_sample(
 def _refine_l2(words, extra, scale, d):
   exps = []
   for w, x in zip(words[:d], extra[:d]):
-    e_lo, e_hi = _refined_exponential(_digits(w), x)
+    e_lo, e_hi = _refined_exponential(*_uniform(w, x))
     exps.append((max(e_lo, decimal.Decimal(0)), e_hi))  # E >= 0
   t = _widen(sum(e[0] for e in exps), sum(e[1] for e in exps))
   two_pi = _CTX.multiply(2, decimal_pi(HOST_DIGITS + 10))
-  top = decimal.Decimal(1 << _TOTAL_BITS)
   g = []
   for j, (w, x) in enumerate(zip(words[d:], extra[d:])):
-    big = _big(w, x)
+    big, bits = _uniform(w, x)
+    top = decimal.Decimal(1 << bits)
     theta = _CTX.multiply(two_pi, _CTX.divide(decimal.Decimal(2 * big + 1), 2 * top))
     a = _widen(_CTX.sqrt(exps[j][0]), _CTX.sqrt(exps[j][1]))
     for c in cos_sin(theta, HOST_DIGITS):
@@ -230,12 +247,13 @@ def _digits(w) -> tuple[int, int]:
   return (int(w[0]) << 20) | (int(w[1]) >> 12), FAST_BITS
 
 
-def _big(w, extra) -> int:
-  """The 244 digits (two words then ``extra``) of a uniform as an integer."""
-  big, _ = _digits(w)
+def _uniform(w, extra) -> tuple[int, int]:
+  """A uniform's digits, the fast pass's (:func:`_digits`) then 32 per word of
+  ``extra``, as an integer, and their number (244 from two words, 224 from one)."""
+  big, bits = _digits(w)
   for v in extra:
     big = (big << 32) | int(v)
-  return big
+  return big, bits + 32 * len(extra)
 
 
 def _settled_integer(lo, hi, b) -> int:

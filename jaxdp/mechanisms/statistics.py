@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks, _data_checks, exact
+from jaxdp.exact.refine import raise_if
 
 SATURATION = 2**31 - 1  # B: the largest |output| of a saturating exact release
 WIDE_CLIP = SATURATION + exact.LIMIT  # C: beyond it, stat + noise saturates either way
@@ -207,28 +208,18 @@ def defined_entries(data):
   if _checks.is_concrete(data) or not jnp.issubdtype(jnp.result_type(data), jnp.floating):
     return True
   nan = jnp.isnan(data)
-  ndim = nan.ndim
 
-  def fail(nan_):
-    nan_ = np.asarray(nan_)
+  def error(nan_):
     i = np.unravel_index(int(np.argmax(nan_.ravel())), nan_.shape)
     where = "" if nan_.ndim == 0 else f" at index {tuple(int(j) for j in i)}"
-    raise ValueError(
+    return ValueError(
       f"data{where} is NaN: an exact release on a grid has no grid point for NaN "
       "(+-inf clip to +-2**30 units like the largest finite values). Compute the "
       "statistic so that it is never NaN (e.g. jnp.nan_to_num with a value the "
       "sensitivity allows)."
     )
 
-  def check(nan_):
-    return jax.pure_callback(
-      lambda n: fail(n) if np.any(n) else np.ones(np.shape(n)[: np.ndim(n) - ndim], bool),
-      jax.ShapeDtypeStruct((), jnp.bool_),
-      nan_,
-      vmap_method="broadcast_all",
-    )
-
-  passed = jax.lax.cond(jnp.any(nan), check, lambda _: jnp.asarray(True), nan)
+  passed = raise_if(nan, error)
   return passed & ~nan
 
 

@@ -48,8 +48,8 @@ SITES = {
   ("while", "wide.uniform_below_wide"): "exact rejection: a 2nd round is rare",
   ("while", "tree._interleave"): "exact: redraws tied 64-bit sort keys (rare)",
   ("while", "gaussian._discrete_gaussian"): "exact rejection: rounds of 16 steps",
-  ("cond", "gaussian._raise_if"): "exact mode: the failure check (p < 1/63!)",
-  ("pure_callback", "gaussian._raise_if.<lambda>"): "exact mode: the failure check",
+  ("cond", "refine.raise_if"): "exact mode: the failure check (p < 1/63!)",
+  ("pure_callback", "refine.raise_if.<lambda>"): "exact mode: the failure check",
 }
 
 # The primitives a hot path may hold (besides SITES'): all run on the device with no
