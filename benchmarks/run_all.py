@@ -32,6 +32,7 @@ BENCHMARKS = (
   ("accounting", "python benchmarks/accounting.py"),
   ("float_attack", "python benchmarks/float_attack.py"),
   ("recompile", "python benchmarks/recompile.py"),
+  ("session", "python benchmarks/session.py"),
   ("secure", "python benchmarks/secure.py"),
   ("generators", "python benchmarks/generators.py"),
   ("sp_costs", "python benchmarks/sp_costs.py"),
@@ -86,6 +87,7 @@ def run_benchmarks(out: str, quick: bool, only=None) -> None:
   import sampler_profile
   import samplers
   import secure
+  import session
   import sp_costs
   from common import machine
 
@@ -104,6 +106,8 @@ def run_benchmarks(out: str, quick: bool, only=None) -> None:
     float_attack.main(["--out", out])
   if _wanted("recompile", only):
     recompile.main(["--out", out] + (["--posets", "5"] if q else []))
+  if _wanted("session", only):
+    session.main(["--out", out] + (["--n", "10000,100000", "--repeats", "3"] if q else []))
   secure_quick = [
     "--n",
     "20000",
@@ -147,7 +151,11 @@ def _wanted(name: str, only) -> bool:
 
 def combined_readme(out: str | Path) -> str:
   """``<out>/README.md``: the benchmarks' Markdown tables, joined."""
-  return "\n\n".join(Path(out, f"{name}.md").read_text() for name, _ in BENCHMARKS)
+  return "\n\n".join(
+    Path(out, f"{name}.md").read_text()
+    for name, _ in BENCHMARKS
+    if Path(out, f"{name}.md").exists()
+  )
 
 
 def _machine_words(m) -> str:
@@ -176,7 +184,10 @@ def _demoted(markdown: str) -> str:
 
 
 def _header_row(results: Path, name: str) -> str:
-  """The page header's row for ``results/name.json``: machine, JAX version, date."""
+  """The page header's row for ``results/name.json``: machine, JAX version, date
+  (``not run`` for a benchmark whose results are not there yet)."""
+  if not (results / f"{name}.json").exists():
+    return f"| `{name}` | not run | not run | not run |"
   payload = json.loads((results / f"{name}.json").read_text())
   m = payload.get("machine", {})
   jax_version = m.get("jax", "not recorded") if isinstance(m, dict) else "not recorded"
@@ -194,7 +205,9 @@ def benchmarks_page(results: str | Path = ROOT / "results") -> str:
 
   Returns:
     The page's Markdown: a header table of where and when each table was measured
-    (machine, JAX version and date as each JSON records them), then every table.
+    (machine, JAX version and date as each JSON records them), then every table
+    (a benchmark listed here whose results are not in ``results`` yet: "Not run
+    yet").
   """
   results = Path(results)
   head = [
@@ -214,9 +227,10 @@ def benchmarks_page(results: str | Path = ROOT / "results") -> str:
   body = []
   for name, command in BENCHMARKS:
     head.append(_header_row(results, name))
+    table = results / f"{name}.md"
     body += [
       "",
-      _demoted((results / f"{name}.md").read_text()),
+      _demoted(table.read_text()) if table.exists() else f"## {name}\n\nNot run yet.",
       "",
       f"Written by `{command}`.",
     ]

@@ -115,6 +115,10 @@ class LRU:
       self._items.popitem(last=False)
     return value
 
+  def clear(self) -> None:
+    """Forgets every entry."""
+    self._items.clear()
+
 
 CHECKED = LRU(1024)  # (function fingerprint, row type) -> checked program
 

@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 CHUNK = 1024  # at most this many rows evaluated at once (a power of two)
-BLOCK = 1 << 16  # at most this many rows per block program call
+BLOCK = 1 << 20  # at most this many rows per block program call (one dispatch each)
 BLOCK_BYTES = 1 << 26  # and blocks of at most 64 MiB of rows (unless one chunk is more)
 _BITS = 30  # integer sums are kept as hi * 2**30 + lo, 0 <= lo < 2**30
 STAND_IN_FAILED = (
@@ -75,7 +75,8 @@ def block_rows(n: int, row: jax.ShapeDtypeStruct) -> int:
   """Rows per block for ``n`` rows of type ``row``: a power of two from
   :data:`CHUNK` up to :data:`BLOCK`, at least ``n`` if that fits, and at most
   :data:`BLOCK_BYTES` of rows. It sets how many chunks one program call evaluates
-  one after the other, not the memory a chunk needs."""
+  one after the other (a query dispatches one call per block), not the memory a
+  chunk needs; the stand-in rows that pad the data fill less than one block."""
   row_bytes = max(1, math.prod(row.shape) * jnp.dtype(row.dtype).itemsize)
   b = CHUNK
   while b < n and 2 * b <= BLOCK and 2 * b * row_bytes <= BLOCK_BYTES:
@@ -175,12 +176,13 @@ def total(acc, stat: jax.ShapeDtypeStruct):
 class BlockQuery:
   """A query's block program and release program, compiled once.
 
-  ``step(acc, block, start, n, *consts)`` adds one block's statistics to ``acc``;
-  ``release(acct, acc)`` releases the total.
+  ``step(acc, block, start, n, *consts)`` adds one block's statistics to ``acc``
+  (starting from ``zero``, the empty sum); ``release(acct, acc)`` releases the total.
   """
 
   def __init__(self, step: Callable, release: Callable, stat: jax.ShapeDtypeStruct):
     self.step, self.release, self.stat = step, release, stat
+    self.zero = zero(stat)  # made once: a query dispatches no array creation
     self.ran_on_stand_in = set()  # block sizes
 
 
@@ -235,7 +237,7 @@ def prechecked(q: BlockQuery, held: Held, row: jax.ShapeDtypeStruct, consts) -> 
     return
   block = jnp.zeros((size,) + row.shape, row.dtype)
   try:
-    jax.block_until_ready(q.step(zero(q.stat), block, 0, 0, *consts))
+    jax.block_until_ready(q.step(q.zero, block, 0, 0, *consts))
   except RuntimeError:
     failed = True
   else:
@@ -247,7 +249,7 @@ def prechecked(q: BlockQuery, held: Held, row: jax.ShapeDtypeStruct, consts) -> 
 
 def summed(q: BlockQuery, held: Held, consts):
   """The summed statistic of the held rows (one block program call per block)."""
-  acc = zero(q.stat)
+  acc = q.zero
   start = 0
   for block in held.blocks:
     acc = q.step(acc, block, start, held.n, *consts)

@@ -134,6 +134,22 @@ def test_benchmarks_page_follows_the_results(tmp_path):
   assert "| an extra row |" in run_all.benchmarks_page(results)
 
 
+def test_a_benchmark_not_run_yet_is_listed_as_such(tmp_path):
+  """A listed benchmark without results (its first run still to come) gets a "not
+  run" header row and section; the other sections are unchanged."""
+  run_all = load_run_all()
+  results = tmp_path / "results"
+  shutil.copytree(ROOT / "results", results)
+  for suffix in (".json", ".md"):
+    (results / f"secure{suffix}").unlink(missing_ok=True)
+  page = run_all.benchmarks_page(results)
+  assert "| `secure` | not run | not run | not run |" in page
+  assert "## secure\n\nNot run yet.\n\nWritten by `python benchmarks/secure.py`." in page
+  assert "## recompile" in page
+  readme = run_all.combined_readme(results)
+  assert "# secure\n" not in readme and "# recompile\n" in readme
+
+
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_mkdocs_build_strict(tmp_path):
