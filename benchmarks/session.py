@@ -18,8 +18,9 @@ Three queries, each secure and not, at each row count ``n``:
 The direct release is one ``jax.jit`` of the statistic and the mechanism; the
 session evaluates the row function in chunks of a fixed size
 (:mod:`jaxdp.session_rows`) after its checks. For each case: the first call
-(tracing and compilation included: jax's caches and the session's are emptied
-before it, the host tables of the poset built beforehand) and the median of
+(tracing and compilation included, and the session's run on a stand-in block:
+jax's caches and the session's are emptied before it, the host tables of the poset
+built beforehand) and the median of
 ``--repeats`` repeated calls, the two paths interleaved; and how many programs the
 repeated session calls compiled (jax's lowering events, one per jit cache miss;
 0 when the compiled query is reused). Writes results/session.{json,md}.

@@ -182,7 +182,7 @@ class BlockQuery:
 
   def __init__(self, step: Callable, release: Callable, stat: jax.ShapeDtypeStruct):
     self.step, self.release, self.stat = step, release, stat
-    self.zero = zero(stat)  # made once: a query dispatches no array creation
+    self.zero = zero(stat)  # made once, not at every query
     self.ran_on_stand_in = set()  # block sizes
 
 
