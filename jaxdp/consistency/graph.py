@@ -18,6 +18,7 @@ import numpy as np
 
 from jaxdp import _checks
 from jaxdp.posets import Poset
+from jaxdp.posets.canonical import by_relation
 
 __all__ = ["ConstraintGraph", "constraint_graph"]
 
@@ -103,15 +104,19 @@ class ConstraintGraph:
     return tuple(tuple(v) for v in out)
 
 
-@functools.lru_cache(maxsize=128)
 def constraint_graph(poset: Poset) -> ConstraintGraph:
-  """The constraint graph of ``poset``'s count vectors (cached per poset).
+  """The constraint graph of ``poset``'s count vectors (cached per relation).
 
   Raises:
     ArgTypeError: if ``poset`` is not a :class:`~jaxdp.Poset`.
   """
   if not isinstance(poset, Poset):
     raise _checks.ArgTypeError(f"poset must be a jaxdp.Poset; got {poset!r}.")
+  return _constraint_graph(poset)
+
+
+@by_relation(128)
+def _constraint_graph(poset: Poset) -> ConstraintGraph:
   cover = poset.cover_matrix
   lo, hi = [], []
   for i, j in zip(*np.nonzero(cover)):  # p_i covered by p_j: c_i <= c_j

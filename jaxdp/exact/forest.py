@@ -31,6 +31,7 @@ from jax import lax
 
 from jaxdp.exact.choices import trie_subset
 from jaxdp.posets import Poset
+from jaxdp.posets.canonical import by_relation
 from jaxdp.samplers.exact_tables import ExactTables
 from jaxdp.samplers.words import stored
 from jaxdp.typing import ArrayLike
@@ -54,10 +55,11 @@ class ForestOrder(tuple):
     return self[1]
 
 
+@by_relation(32)
 def forest_order(poset: Poset, total: int) -> ForestOrder | None:
   """The :class:`ForestOrder` of ``poset`` when :func:`forest_unrank` applies: a
   forest whose numbering is a preorder (every subtree an index interval starting at
-  its root) with N(P) d < 2^53; else None."""
+  its root) with N(P) d < 2^53; else None (cached per relation)."""
   parents = poset.parents
   d = poset.d
   if parents is None or total * max(d, 1) >= FLOAT_EXACT:

@@ -68,23 +68,28 @@ def _refine(k, settled, words, scale, key, refine_one, operands):
   )
 
 
-def raise_if(flag, error):
+def raise_if(flag, error, *info):
   """True normally; a run-time error (also under jit) when an entry of ``flag`` is
-  True: ``error(f)`` builds it from the host copy ``f`` of ``flag`` (with a caller's
-  batch axes in front). The host is called only then, under a caller's ``vmap`` too
+  True: ``error(f, *i)`` builds it from the host copies ``f`` of ``flag`` (with a
+  caller's batch axes in front) and ``i`` of ``info`` (values reduced on the device
+  that say what failed). The host is called only then, under a caller's ``vmap`` too
   (:func:`batch_all`). The caller must use the result, or XLA would drop the check."""
   ndim = jnp.ndim(flag)
 
-  def check(f):
+  def check(f, *i):
     f = np.asarray(f)
     if f.any():
-      raise error(f)
+      raise error(f, *(np.asarray(v) for v in i))
     return np.ones(f.shape[: f.ndim - ndim], np.bool_)
 
   return lax.cond(
     ~batch_all(~flag),
     lambda: jax.pure_callback(
-      check, jax.ShapeDtypeStruct((), jnp.bool_), flag, vmap_method="broadcast_all"
+      check,
+      jax.ShapeDtypeStruct((), jnp.bool_),
+      flag,
+      *info,
+      vmap_method="broadcast_all",
     ),
     lambda: jnp.ones((), bool),
   )

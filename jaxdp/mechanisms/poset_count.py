@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks, _data_checks
+from jaxdp.exact.refine import raise_if
 from jaxdp.exact.samplers import poset_path
 from jaxdp.mechanisms.base import EpsMechanism, check_exact_options, pytree
 from jaxdp.mechanisms.knorm import KNormMechanism
@@ -207,31 +208,32 @@ class PosetCountMechanism(EpsMechanism):
 def check_rows_at_run_time(ok, binary, is_filter):
   """Under jit: fail at run time if rows are bad; False (NaN output) as a second guard.
 
-  One host call per batch under ``vmap`` (``broadcast_all``): the callback sees every
-  dataset of the batch at once and names the first bad row of the first bad one.
+  The rows' flags are reduced on the device to four numbers (whether a value is not
+  0/1, the first such row, the first row that is not a filter and how many are not),
+  and the host is called only when a dataset is bad (:func:`~jaxdp.exact.refine.raise_if`),
+  under ``vmap`` too, naming the first bad row of the first bad dataset.
   """
-
-  def check(ok_, binary_, is_filter_):
-    ok_, binary_, is_filter_ = (np.asarray(v) for v in (ok_, binary_, is_filter_))
-    if ok_.all():
-      return np.ones(ok_.shape, bool)
-    first = np.unravel_index(int(np.argmin(ok_.ravel())), ok_.shape)
-    where = f" (batch element {tuple(int(i) for i in first)})" if ok_.ndim else ""
-    nb = np.nonzero(~binary_[first])[0]
-    if nb.size:
-      raise ValueError(f"data must hold 0/1 values; row {int(nb[0])} does not{where}.")
-    bad = np.nonzero(~is_filter_[first])[0]
-    raise ValueError(
-      f"data row {int(bad[0])} is not a filter of the poset ({bad.size} such rows)"
-      f"{where}; fix the data or use on_invalid='clip'."
-    )
-
-  passed = jax.pure_callback(
-    check,
-    jax.ShapeDtypeStruct((), jnp.bool_),
-    ok,
-    binary,
-    is_filter,
-    vmap_method="broadcast_all",
+  if binary.shape[-1] == 0:  # no rows: nothing to refuse (argmin needs one)
+    return ok
+  info = (
+    ~jnp.all(binary, axis=-1),
+    jnp.argmin(binary, axis=-1),
+    jnp.argmin(is_filter, axis=-1),
+    jnp.sum(~is_filter, axis=-1),
   )
-  return passed & ok
+  return raise_if(~ok, bad_rows_error, *info) & ok
+
+
+def bad_rows_error(bad, non_binary, first_non_binary, first_bad, num_bad) -> ValueError:
+  """The error for the first bad dataset (entry of ``bad``) of a batch: its first
+  value other than 0/1, else its first row that is not a filter."""
+  first = np.unravel_index(int(np.argmax(bad.ravel())), bad.shape)
+  where = f" (batch element {tuple(int(i) for i in first)})" if bad.ndim else ""
+  if non_binary[first]:
+    return ValueError(
+      f"data must hold 0/1 values; row {int(first_non_binary[first])} does not{where}."
+    )
+  return ValueError(
+    f"data row {int(first_bad[first])} is not a filter of the poset "
+    f"({int(num_bad[first])} such rows){where}; fix the data or use on_invalid='clip'."
+  )

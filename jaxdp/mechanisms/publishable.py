@@ -34,7 +34,7 @@ from jaxdp.mechanisms.discrete_gaussian import DiscreteGaussianMechanism
 from jaxdp.mechanisms.knorm import KNormMechanism
 from jaxdp.mechanisms.laplace import LaplaceMechanism
 from jaxdp.mechanisms.poset_count import EXACT_COUNT_NOISES, PosetCountMechanism
-from jaxdp.posets import Poset
+from jaxdp.posets import Poset, canonical
 from jaxdp.samplers.balls import LpBall, PosetBall
 
 __all__ = ["PUBLISHABLE", "PUBLISHABLE_TEXT", "publishable_problem", "is_publishable"]
@@ -124,34 +124,57 @@ def _ball_problem(ball, name):
 def _poset_problem(poset, name):
   if type(poset) is not Poset:
     return f"{name} is a {type(poset).__qualname__}, not a jaxdp.Poset itself"
+  try:
+    verified = _verified(poset)
+  except ValueError as e:
+    return f"{name} does not hold the relation it was created with: {e}"
   fields = {f.name for f in dataclasses.fields(Poset)}
   for key, value in vars(poset).items():
-    if key not in fields and not _computed_by_class(poset, key, value):
+    if key not in fields and not _computed_by_class(verified, key, value):
       return f"{name} holds an attribute {key!r} that its class did not compute"
   return None
 
 
-_VERIFIED: dict = {}  # id(poset) -> (weak reference, {attribute: verified value})
+# id(poset) -> (weak reference, the relation verified, a fresh poset of it,
+# {attribute: verified value})
+_VERIFIED: dict = {}
 
 
-def _computed_by_class(poset, key, value) -> bool:
-  """Whether ``value`` is what the poset's cached property ``key`` computes (checked
-  once per poset object and value object: the samplers read these, e.g.
-  ``parents``). An array must be read-only, as the class leaves it."""
-  cached = type(poset).__dict__.get(key)
-  if not isinstance(cached, functools.cached_property):
+def _verified(poset) -> tuple:
+  """``(reference, seen)``: a fresh poset built from ``poset``'s current relation, and
+  the attribute values already verified against it. Both start afresh once the
+  relation object was replaced (``object.__setattr__``); the new one is checked to be
+  canonical (a tuple of tuples of bools, which cannot change in place) and a partial
+  order (the fresh poset's construction).
+
+  Raises:
+    ValueError: the relation is not canonical, or not a partial order.
+  """
+  ref, relation, reference, seen = _VERIFIED.get(id(poset), (None, None, None, {}))
+  if ref is not None and ref() is poset and relation is poset.relation:
+    return reference, seen
+  relation = poset.relation
+  canonical.relation_key(relation)
+  reference, seen = Poset(relation), {}
+  ref = weakref.ref(poset, functools.partial(_forget, id(poset)))
+  _VERIFIED[id(poset)] = (ref, relation, reference, seen)
+  return reference, seen
+
+
+def _computed_by_class(verified, key, value) -> bool:
+  """Whether ``value`` is what the cached property ``key`` of a fresh poset of the
+  same relation holds (checked once per relation and value object: the samplers
+  read these, e.g. ``parents``). An array must be read-only, as the class leaves
+  it."""
+  reference, seen = verified
+  if not isinstance(type(reference).__dict__.get(key), functools.cached_property):
     return False
   if isinstance(value, np.ndarray) and value.flags.writeable:
     return False
-  ref, seen = _VERIFIED.get(id(poset), (None, {}))
-  if ref is not None and ref() is poset and seen.get(key) is value:
+  if seen.get(key) is value:
     return True
-  if not _same(value, cached.func(poset)):
+  if not _same(value, getattr(reference, key)):
     return False
-  if ref is None or ref() is not poset:
-    ref = weakref.ref(poset, functools.partial(_forget, id(poset)))
-    seen = {}
-    _VERIFIED[id(poset)] = (ref, seen)
   seen[key] = value
   return True
 

@@ -6,13 +6,14 @@ iff ``p_i <= p_j``; a data row is a *filter* (up-set). See
 :class:`~jaxdp.posets.relation.Poset` for which way the order goes in survey terms.
 """
 
-from jaxdp.posets import decomposition, formats, graphs, nhis
+from jaxdp.posets import canonical, decomposition, formats, graphs, nhis
 from jaxdp.posets.random_dags import random_dag, random_dags
 from jaxdp.posets.relation import MAX_ENUMERATE_D, Poset
 
 __all__ = [
   "MAX_ENUMERATE_D",
   "Poset",
+  "canonical",
   "decomposition",
   "formats",
   "graphs",

@@ -26,10 +26,11 @@ References:
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from jaxdp.posets.canonical import by_relation
 
 if TYPE_CHECKING:  # annotations only: a Poset is used through .order and .d
   from jaxdp.posets.relation import Poset
@@ -59,7 +60,7 @@ class SPNode:
     return len(self.elements)
 
 
-@functools.lru_cache(maxsize=64)
+@by_relation(64)
 def decompose(poset: Poset) -> SPNode:
   """The series-parallel decomposition tree of ``poset`` (prime sets as leaves).
 

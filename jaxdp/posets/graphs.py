@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from jaxdp.posets.canonical import by_relation
 
 if TYPE_CHECKING:  # annotations only: a Poset is used through .order and .d
   from jaxdp.posets.relation import Poset
@@ -80,12 +81,7 @@ def validate_order(o: np.ndarray, arg: str) -> None:
     )
 
 
-def to_relation(o: np.ndarray) -> tuple[tuple[bool, ...], ...]:
-  """A bool matrix as a hashable tuple of tuples."""
-  return tuple(tuple(bool(v) for v in row) for row in o)
-
-
-@functools.lru_cache(maxsize=64)
+@by_relation(64)
 def filters_of(poset: Poset) -> np.ndarray:
   """All filters (up-sets) of ``poset`` as an ``(m, d)`` uint8 array (cached)."""
   d = poset.d

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from jaxdp import _checks
-from jaxdp.posets import decomposition, formats, graphs, nhis
+from jaxdp.posets import canonical, decomposition, formats, graphs, nhis
 from jaxdp.posets.random_dags import random_dag
 from jaxdp.typing import ArrayLike, KeyArray
 
@@ -35,7 +35,7 @@ __all__ = ["MAX_ENUMERATE_D", "Poset"]
 MAX_ENUMERATE_D = 24
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Poset:
   """An immutable finite poset, usable as a static jit argument.
 
@@ -49,9 +49,12 @@ class Poset:
   q1 is *above* q2 and the edge for :meth:`from_edges` is ``(q2, q1)``. To avoid the
   trap, say it with names: ``Poset.from_prerequisites({"q2": ["q1"]})``.
 
+  Equality and hashing are those of the relation's canonical bytes (:attr:`key`),
+  which also key every table cache (:mod:`jaxdp.posets.canonical`).
+
   Attributes:
     relation: ``relation[i][j]`` is True iff ``p_i <= p_j`` (hashable form of
-      :attr:`order`).
+      :attr:`order`), stored as a tuple of tuples of Python bools.
     name: an optional label used in reprs and reports; not part of equality.
     labels: optional element names (question labels), used in error messages and
       outputs; not part of equality. :attr:`element_names` falls back to p0, p1, ...
@@ -62,11 +65,9 @@ class Poset:
   labels: tuple[str, ...] = dataclasses.field(default=(), compare=False)
 
   def __post_init__(self):
-    if not self.relation:
-      raise ValueError("a poset needs at least one element; got d = 0.")
-    graphs.validate_order(
-      np.asarray(self.relation, dtype=bool).reshape(len(self.relation), -1), "order"
-    )
+    relation = canonical.canonical_relation(self.relation)
+    graphs.validate_order(np.array(relation, dtype=bool), "order")
+    object.__setattr__(self, "relation", relation)
     labels = tuple(self.labels)
     if labels:
       if len(labels) != len(self.relation) or not all(isinstance(v, str) for v in labels):
@@ -76,6 +77,31 @@ class Poset:
       if len(set(labels)) != len(labels):
         raise ValueError(f"labels must be distinct; got {labels!r}.")
     object.__setattr__(self, "labels", labels)
+
+  def __eq__(self, other):
+    if other.__class__ is not self.__class__:
+      return NotImplemented
+    return self.key == other.key
+
+  def __hash__(self):
+    return hash(self.key)
+
+  @property
+  def key(self) -> bytes:
+    """The relation's canonical bytes (:func:`~jaxdp.posets.canonical.relation_key`)."""
+    return canonical.relation_key(self.relation)
+
+  @classmethod
+  def from_key(cls, key: bytes) -> Poset:
+    """The unnamed poset of canonical bytes ``key``, as the table caches build it: its
+    relation is the one tuple :func:`~jaxdp.posets.canonical.relation_of` keeps for
+    the bytes, not checked again (the bytes of a poset built by a constructor are a
+    partial order; other bytes only reach caches under themselves)."""
+    poset = object.__new__(cls)
+    object.__setattr__(poset, "relation", canonical.relation_of(key))
+    object.__setattr__(poset, "name", "")
+    object.__setattr__(poset, "labels", ())
+    return poset
 
   @property
   def element_names(self) -> tuple[str, ...]:
@@ -101,21 +127,7 @@ class Poset:
     Raises:
       ValueError: naming the broken property and the indices involved.
     """
-    arr = np.asarray(order)
-    if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
-      raise ValueError(
-        f"order must be a square (d, d) matrix; got shape {arr.shape}. "
-        "Pass order[i][j] = 1 iff p_i <= p_j."
-      )
-    if arr.dtype != bool:
-      if not np.issubdtype(arr.dtype, np.number):
-        raise ValueError(f"order must hold 0/1 values; got dtype {arr.dtype}.")
-      bad = np.argwhere((arr != 0) & (arr != 1))
-      if bad.size:
-        i, j = bad[0]
-        raise ValueError(f"order must hold 0/1 values; order[{i}][{j}] = {arr[i, j]!r}.")
-      arr = arr.astype(bool)
-    return cls(graphs.to_relation(arr), name=name, labels=tuple(labels))
+    return cls(canonical.canonical_relation(order), name=name, labels=tuple(labels))
 
   @classmethod
   def from_edges(
@@ -170,9 +182,7 @@ class Poset:
     if cycle:
       path = " < ".join(f"p{c}" for c in cycle + [cycle[0]])
       raise ValueError(f"edges contain a cycle: {path}. A partial order has no cycles.")
-    return cls(
-      graphs.to_relation(graphs.transitive_closure(adj)), name=name, labels=tuple(labels)
-    )
+    return cls(graphs.transitive_closure(adj), name=name, labels=tuple(labels))
 
   @classmethod
   def from_prerequisites(
@@ -313,7 +323,7 @@ class Poset:
   @property
   def order(self) -> np.ndarray:
     """The order matrix as a read-only numpy bool ``(d, d)`` array."""
-    return _order_array(self)
+    return canonical.order_of(self.key)
 
   @functools.cached_property
   def parents(self) -> tuple[int, ...] | None:
@@ -403,13 +413,3 @@ class Poset:
     i, j = bad[0]
     n = self.element_names
     return f"{n[i]!r} is 1 but {n[j]!r}, which it requires, is 0"
-
-
-# ---------------------------------------------------------------------- helpers
-
-
-@functools.lru_cache(maxsize=256)
-def _order_array(poset: Poset) -> np.ndarray:
-  arr = np.array(poset.relation, dtype=bool).reshape(poset.d, poset.d)
-  arr.setflags(write=False)
-  return arr

@@ -29,6 +29,7 @@ import math
 import numpy as np
 
 from jaxdp.posets import Poset
+from jaxdp.posets.canonical import by_relation
 from jaxdp.samplers.balls import PosetBall, enumerate_objects, simplex_vertices
 
 __all__ = [
@@ -56,7 +57,7 @@ def enumerable(ball) -> bool:
   )
 
 
-@functools.lru_cache(maxsize=16)
+@by_relation(16)
 def sign_counts(poset: Poset) -> tuple[tuple[tuple[int, int, float], ...], ...]:
   """Per coordinate, the ``(a, c, weight)`` of the objects: ``a`` vertices with +1 and
   ``c`` with -1 in that coordinate, and the share of objects with that pair."""

@@ -12,7 +12,6 @@ References:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ import numpy as np
 
 from jaxdp import _checks
 from jaxdp.posets import Poset
+from jaxdp.posets.canonical import by_relation
 from jaxdp.samplers import dispatch
 
 __all__ = ["MAX_OBJECTS", "LpBall", "PosetBall", "enumerate_objects", "exact_second_moment"]
@@ -133,7 +133,7 @@ def enumerate_objects(poset: Poset) -> tuple[np.ndarray, np.ndarray]:
   return _enumerate(poset)
 
 
-@functools.lru_cache(maxsize=16)
+@by_relation(16)
 def _enumerate(poset: Poset):
   d = poset.d
   o = poset.order

@@ -62,7 +62,7 @@ def resolve_method(poset: Poset, method: str) -> str:
     raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
   d = poset.d
   if method == "auto":
-    if poset.is_forest and d <= AUTO_FOREST_MAX_D:
+    if forest.is_forest(poset) and d <= AUTO_FOREST_MAX_D:
       return "forest"
     if sp_tables.supported(poset):
       return "sp"
@@ -70,7 +70,7 @@ def resolve_method(poset: Poset, method: str) -> str:
       return "general"
     sp_tables.check_supported(poset)  # raises, naming the induced N
   if method == "forest":
-    if not poset.is_forest:
+    if not forest.is_forest(poset):
       raise ValueError(
         "method='forest' needs a forest (every element with at most one element "
         f"directly above it); {poset!r} is not one. Use method='sp' or 'auto'."

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import jax
@@ -11,6 +10,7 @@ import numpy as np
 
 from jaxdp._checks import read_only
 from jaxdp.posets import Poset
+from jaxdp.posets.canonical import by_relation
 from jaxdp.samplers.dispatch import num_objects
 from jaxdp.samplers.general import GENERAL_MAX_D, general_tables
 from jaxdp.samplers.subsets import extension_counts, object_weights
@@ -30,7 +30,7 @@ class ExactTables(NamedTuple):
   up: jax.Array  # (d, d) bool
 
 
-@functools.lru_cache(maxsize=32)
+@by_relation(32)
 def exact_tables(poset: Poset) -> tuple[ExactTables, int]:
   """``(tables, N(P))`` with every count an exact integer.
 

@@ -20,7 +20,6 @@ weights e(A) e(B) within the size group) and the extensions of both parts.
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import NamedTuple
 
@@ -28,7 +27,15 @@ import numpy as np
 
 from jaxdp._checks import read_only
 from jaxdp.posets import Poset
-from jaxdp.samplers.sp_tables import BLOCK, LEAF, PARALLEL, SERIES, build_tree
+from jaxdp.posets.canonical import by_relation
+from jaxdp.samplers.sp_tables import (
+  BLOCK,
+  LEAF,
+  PARALLEL,
+  SERIES,
+  build_tree,
+  check_supported,
+)
 from jaxdp.samplers.subsets import extension_counts, object_weights
 
 __all__ = [
@@ -103,7 +110,6 @@ class _Node:
     self.t, self.block = t, block
 
 
-@functools.lru_cache(maxsize=16)
 def exact_tree_tables(poset: Poset) -> tuple[TreeTables, TreeLayout]:
   """``(tables, layout)`` of the exact decomposition-tree sampler.
 
@@ -111,6 +117,12 @@ def exact_tree_tables(poset: Poset) -> tuple[TreeTables, TreeLayout]:
     ValueError: the poset is not series-parallel with prime pieces of at most
       ``BLOCK_MAX_D`` elements, or d > ``SP_MAX_D`` (as the ``sp`` sampler).
   """
+  check_supported(poset)  # names the caller's poset and its labels
+  return _exact_tree_tables(poset)
+
+
+@by_relation(16)
+def _exact_tree_tables(poset: Poset) -> tuple[TreeTables, TreeLayout]:
   root = _tree(poset)
   nodes, queue = [], [root]
   while queue:  # breadth first: parents before children
@@ -257,7 +269,7 @@ def exact_size_table(poset: Poset) -> list:
 
 
 # ------------------------------------------------------------------ internals
-@functools.lru_cache(maxsize=16)
+@by_relation(16)
 def _tree(poset: Poset) -> _Node:
   return build_tree(poset, _build)
 

@@ -9,7 +9,6 @@ Every count is at most N(P) <= (d + 1)! < 2^75, so arithmetic mod 2^128 is exact
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import jax
@@ -17,6 +16,7 @@ import numpy as np
 
 from jaxdp._checks import read_only
 from jaxdp.posets import Poset
+from jaxdp.posets.canonical import by_relation
 from jaxdp.samplers.general import GENERAL_MAX_D
 
 __all__ = ["WideTables", "exact_wide_tables", "limb_add", "limb_mul", "limbs_to_ints"]
@@ -90,7 +90,7 @@ def _extension_limbs(poset: Poset):
   return hi, lo
 
 
-@functools.lru_cache(maxsize=8)
+@by_relation(8)
 def exact_wide_tables(poset: Poset) -> tuple[WideTables, int]:
   """``(tables, N(P))``, every count exact in two limbs.
 

@@ -14,7 +14,6 @@ below d^2 2^-57 above (two-word keys).
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -24,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp.posets import Poset
+from jaxdp.posets.canonical import by_relation
 from jaxdp.samplers.logweights import cdf, logconv, logsumexp
 from jaxdp.typing import KeyArray
 
@@ -38,6 +38,7 @@ __all__ = [
   "forest_tables",
   "heap_keys_columns",
   "heap_keys_pairs",
+  "is_forest",
   "num_objects",
 ]
 
@@ -69,13 +70,19 @@ class ForestLayout(NamedTuple):
     return len(self.first_child)
 
 
-@functools.lru_cache(maxsize=32)
+@by_relation(32)
+def is_forest(poset: Poset) -> bool:
+  """Whether ``poset`` is a forest, from its relation alone (cached per relation)."""
+  return poset.is_forest
+
+
+@by_relation(32)
 def forest_layout(poset: Poset) -> ForestLayout:
   """The forest's preorder layout: first-child and next-sibling links, subtree sizes."""
   return _forest_structure(poset)[1]
 
 
-@functools.lru_cache(maxsize=32)
+@by_relation(32)
 def _forest_structure(poset: Poset):
   """``(preorder, layout)``: the elements in preorder, and the :class:`ForestLayout`."""
   parents = poset.parents
@@ -103,7 +110,7 @@ def _forest_structure(poset: Poset):
   return tuple(pre), ForestLayout(tuple(fc), tuple(ns), tuple(_subtree_sizes(fc, ns)))
 
 
-@functools.lru_cache(maxsize=32)
+@by_relation(32)
 def _forest_logs(poset: Poset):
   """Log-weights of the forest recursion (see module docstring).
 
@@ -139,7 +146,7 @@ def _forest_logs(poset: Poset):
   return log_top, log_c, log_x, size
 
 
-@functools.lru_cache(maxsize=32)
+@by_relation(32)
 def forest_tables(poset: Poset) -> ForestTables:
   """The per-node CDFs of the tree recursion (host)."""
   d = poset.d

@@ -14,13 +14,13 @@ width(P) of them: the kernel reads e(S \\ x) for that many candidates per step
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import jax
 import numpy as np
 
 from jaxdp.posets import Poset
+from jaxdp.posets.canonical import by_relation
 from jaxdp.samplers.subsets import extension_counts, object_weights
 
 __all__ = [
@@ -64,7 +64,7 @@ class GeneralLayout(NamedTuple):
 
 # Tables are cached numpy arrays (never device arrays created during a trace); the
 # kernels receive them as jit arguments.
-@functools.lru_cache(maxsize=32)
+@by_relation(32)
 def general_tables(poset: Poset) -> GeneralTables:
   """The trie's CDF rows and e(S) over all subsets (host).
 
@@ -120,7 +120,7 @@ def width(poset: Poset) -> int:
   return int(count.max())
 
 
-@functools.lru_cache(maxsize=32)
+@by_relation(32)
 def general_layout(poset: Poset) -> GeneralLayout:
   """The static layout of ``poset``'s kernel (host)."""
   w = width(poset)

@@ -30,7 +30,6 @@ References:
 
 from __future__ import annotations
 
-import functools
 import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -39,6 +38,7 @@ import jax
 import numpy as np
 
 from jaxdp.posets import Poset, decomposition
+from jaxdp.posets.canonical import by_relation
 from jaxdp.samplers.logweights import cdf, log_binom
 from jaxdp.samplers.subsets import extension_counts, object_weights
 
@@ -107,7 +107,7 @@ def check_supported(poset: Poset) -> None:
       )
 
 
-@functools.lru_cache(maxsize=32)
+@by_relation(32)
 def supported(poset: Poset) -> bool:
   try:
     check_supported(poset)
@@ -116,13 +116,18 @@ def supported(poset: Poset) -> bool:
   return True
 
 
-@functools.lru_cache(maxsize=32)
 def sp_tables(poset: Poset) -> tuple[SPTables, SPLayout]:
   """``(tables, layout)`` of the series-parallel sampler (see module docstring).
 
   Raises:
     ValueError: as :func:`check_supported`.
   """
+  check_supported(poset)  # names the caller's poset and its labels
+  return _sp_tables(poset)
+
+
+@by_relation(32)
+def _sp_tables(poset: Poset) -> tuple[SPTables, SPLayout]:
   root = _binary_tree(poset)  # checks support first
   nodes = _number(root)
   d = poset.d
@@ -204,7 +209,7 @@ def build_tree(poset: Poset, build: Callable[[Poset, decomposition.SPNode], Any]
     sys.setrecursionlimit(limit)
 
 
-@functools.lru_cache(maxsize=32)
+@by_relation(32)
 def _binary_tree(poset: Poset) -> _Node:
   return build_tree(poset, _build)
 
@@ -268,7 +273,7 @@ def _splitcdf(v: _Node, s_is_right: bool) -> np.ndarray:
   return rows
 
 
-@functools.lru_cache(maxsize=64)
+@by_relation(64)
 def _block_tables(poset: Poset, elems: tuple):
   """(BlockTables, log T) of the prime block on ``elems`` (local order = ``elems``)."""
   idx = np.asarray(elems)

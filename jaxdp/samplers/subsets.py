@@ -5,19 +5,18 @@ every subset S (host, numpy), and uniform linear extensions drawn from it (trace
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxdp._checks import read_only
 from jaxdp.posets import Poset
+from jaxdp.posets.canonical import by_relation
 
 __all__ = ["categorical", "extension_counts", "linear_extensions", "object_weights"]
 
 
-@functools.lru_cache(maxsize=32)
+@by_relation(32)
 def extension_counts(poset: Poset, dtype=np.float64) -> np.ndarray:
   """e(S) for every subset S (bit x of S = element x), as ``dtype`` (float64, or
   int64 when the caller has bounded every count below 2^63: e(S) <= e(S) e(P \\ S)

@@ -165,3 +165,17 @@ def test_file_limit_is_the_largest_sampler_d():
   assert formats.MAX_FILE_D == max(
     samplers.FOREST_MAX_D, samplers.GENERAL_MAX_D, samplers.SP_MAX_D
   )
+
+
+def test_equality_and_hashing_are_those_of_the_canonical_relation():
+  """0/1 integers and bools give one poset; its relation is plain tuples of bools,
+  and the poset the table caches build from its bytes is equal to it."""
+  ints = Poset(((1, 1, 0), (0, 1, 0), (0, 0, 1)))
+  bools = Poset.from_edges(3, [(0, 1)], name="other name")
+  assert ints == bools and hash(ints) == hash(bools) and ints.key == bools.key
+  assert all(type(v) is bool for row in ints.relation for v in row)
+  fresh = Poset.from_key(bools.key)
+  assert fresh == bools and fresh.relation == bools.relation and fresh.name == ""
+  assert Poset.from_edges(3, [(1, 0)]) != bools
+  with pytest.raises(ValueError, match=r"order\[0\]\[1\] = 2"):
+    Poset(((1, 2), (0, 1)))
