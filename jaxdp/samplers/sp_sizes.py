@@ -13,7 +13,7 @@ import numpy as np
 from jaxdp.samplers.sp_plan import LevelPlan, child_rows, top_down
 from jaxdp.samplers.sp_tables import SPTables
 from jaxdp.samplers.subsets import linear_extensions
-from jaxdp.samplers.words import static_index
+from jaxdp.samplers.words import pack, static_index
 
 __all__ = ["block_choice", "block_times", "sizes", "spare_uniforms", "split_count"]
 
@@ -22,11 +22,15 @@ def spare_uniforms(words, m: int):
   """``m`` float32 uniforms per sample on the grid of ``jax.random.uniform`` (23
   random bits, [0, 1)) from the bits :func:`jaxdp.samplers.words.uniform52` leaves
   unused: 12 of each 64-bit word (the low 5 of ``hi``, the low 7 of ``lo``), two
-  words per uniform. ``words``: stored ``(hi, lo)`` uint32 of shape (2, L, n) with
-  m <= L; returns (m, n). The bits of a random word are independent, so these
-  uniforms are independent of the variates the other 52 bits make."""
-  hi, lo = words[0][:, :m], words[1][:, :m]
-  spare = ((hi & np.uint32(31)) << np.uint32(7)) | (lo & np.uint32(127))  # 12 bits
+  words per uniform. ``words``: stored packed uint64 words (or ``(hi, lo)`` uint32)
+  of shape (2, L, n) with m <= L; returns (m, n). The bits of
+  a random word are independent, so these uniforms are independent of the variates
+  the other 52 bits make."""
+  w = (pack(words) if isinstance(words, tuple) else words)[:, :m]
+  with jax.enable_x64(True):
+    spare = (((w >> np.uint64(25)) & np.uint64(31 << 7)) | (w & np.uint64(127))).astype(
+      jnp.uint32
+    )  # 12 bits
   bits23 = ((spare[0] << np.uint32(12)) | spare[1]) >> np.uint32(1)
   return bits23.astype(jnp.float32) * np.float32(2.0**-23)
 

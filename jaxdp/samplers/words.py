@@ -16,6 +16,8 @@ __all__ = [
   "key_word",
   "log_normal",
   "normal_from_bits",
+  "pack",
+  "packed_words",
   "paired_words",
   "static_index",
   "stored",
@@ -25,14 +27,16 @@ __all__ = [
 ]
 
 
-def paired_words(key, shape):
-  """Two random uint32 arrays ``(hi, lo)`` of ``shape``, as
-  :func:`jaxdp.prng.threefry.words64` gives them (one Threefry hash per element for
-  Threefry keys), computed once and stored.
+def packed_words(key, shape):
+  """One random uint64 array of ``shape`` (call in the x64 scope): the two uint32
+  words ``(hi, lo)`` that :func:`jaxdp.prng.threefry.words64` gives as
+  ``hi << 32 | lo`` (one Threefry hash per element for Threefry keys), computed once
+  and stored.
 
   XLA:CPU computes the two words of one hash in two fusions, hashing twice; packed
-  into one uint64 (inside ``jax.enable_x64``) the hash runs once per element, and
-  the stored words feed every consumer (see :func:`stored`).
+  into one uint64 the hash runs once per element, and the stored words feed every
+  consumer (see :func:`stored`). Consumers that read the packed word directly
+  (:func:`uniform52`) also skip the copy that splitting it into two arrays makes.
   """
   shape = tuple(shape)
 
@@ -40,10 +44,26 @@ def paired_words(key, shape):
     with jax.enable_x64(False):  # traced in the caller's mode, as words64 is
       hi, lo = words64(key, shape)
     with jax.enable_x64(True):
-      return (hi.astype(jnp.uint64) << np.uint64(32)) | lo.astype(jnp.uint64)
+      return pack((hi, lo))
 
   with jax.enable_x64(True):
-    both = stored_call(packed, (key,), key_word(key))
+    return stored_call(packed, (key,), key_word(key))
+
+
+def pack(words):
+  """``(hi, lo)`` uint32 words as one uint64 ``hi << 32 | lo``."""
+  hi, lo = words
+  with jax.enable_x64(True):
+    return (jnp.asarray(hi).astype(jnp.uint64) << np.uint64(32)) | jnp.asarray(lo).astype(
+      jnp.uint64
+    )
+
+
+def paired_words(key, shape):
+  """Two random uint32 arrays ``(hi, lo)`` of ``shape``: :func:`packed_words` split
+  into its two words."""
+  with jax.enable_x64(True):
+    both = packed_words(key, shape)
     return (both >> np.uint64(32)).astype(jnp.uint32), both.astype(jnp.uint32)
 
 
@@ -80,15 +100,22 @@ def static_index(idx):
 
 def uniform52(words):
   """Uniform on (0, 1): the midpoint (j + 1/2) 2^-52 of one of 2^52 equal cells, j
-  from 52 random bits of two uint32 words ``(hi, lo)``; exact in float64 (so never
-  0 or 1). Call in the x64 scope."""
-  hi = (words[0] >> 5).astype(jnp.float64)  # 27 bits
-  lo = (words[1] >> 7).astype(jnp.float64)  # 25 bits
-  return (hi * 33554432.0 + lo) * (1.0 / 4503599627370496.0) + (1.0 / 9007199254740992.0)
+  from 52 random bits of two uint32 words ``(hi, lo)``, the high 27 bits of ``hi``
+  over the high 25 of ``lo`` (or the same bits of their packed uint64, see
+  :func:`packed_words`); exact in float64 (so never 0 or 1). Call in the x64 scope.
+
+  j sits in the mantissa of 1 + j 2^-52 (a bit pattern, no integer conversion);
+  subtracting 1 and adding 2^-53 are exact."""
+  w = pack(words) if isinstance(words, tuple) else words
+  j = ((w >> np.uint64(37)) << np.uint64(25)) | (
+    (w & np.uint64(0xFFFFFFFF)) >> np.uint64(7)
+  )
+  one = jax.lax.bitcast_convert_type(j | np.uint64(0x3FF0000000000000), jnp.float64)
+  return (one - 1.0) + (1.0 / 9007199254740992.0)
 
 
 def exponential(words):
-  """Exp(1) variates -log(U), U from :func:`_uniform52`: positive and finite (at most
+  """Exp(1) variates -log(U), U from :func:`uniform52`: positive and finite (at most
   53 log 2); call in the x64 scope."""
   return -log_normal(uniform52(words))
 

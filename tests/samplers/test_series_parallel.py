@@ -393,8 +393,9 @@ def test_kernel_log_is_within_one_ulp_of_mpmath():
 
 def test_kernel_uniforms_are_the_cell_midpoints():
   """``uniform52`` maps 52 bits (27 of the high word, 25 of the low) to
-  (j + 1/2) 2^-52 exactly, checked with Python integers on extreme and random words:
-  never 0 or 1, so every Exp(1) variate is positive and finite."""
+  (j + 1/2) 2^-52 exactly, checked with Python integers on extreme and random words,
+  from the two words and from their packed uint64 alike: never 0 or 1, so every
+  Exp(1) variate is positive and finite."""
   rng = np.random.default_rng(3)
   hi = np.concatenate([[0, 0, 2**32 - 1, 2**32 - 1], rng.integers(0, 2**32, 1000)])
   lo = np.concatenate([[0, 2**32 - 1, 0, 2**32 - 1], rng.integers(0, 2**32, 1000)])
@@ -402,6 +403,9 @@ def test_kernel_uniforms_are_the_cell_midpoints():
   with jax.enable_x64(True):
     u = np.asarray(jax.jit(words.uniform52)(pair))
     e = np.asarray(jax.jit(words.exponential)(pair))
+    packed = (hi.astype(np.uint64) << np.uint64(32)) | lo.astype(np.uint64)
+    u_packed = np.asarray(jax.jit(words.uniform52)(jax.numpy.asarray(packed)))
+  np.testing.assert_array_equal(u_packed, u)
   from fractions import Fraction
 
   for h, l, v in zip(hi, lo, u):
@@ -429,6 +433,11 @@ def test_spare_uniforms_use_only_the_bits_the_spacings_leave():
   u = np.asarray(sp_sizes.spare_uniforms((hi, lo), 5))
   u_flipped = np.asarray(sp_sizes.spare_uniforms((hi ^ ~spare_hi, lo ^ ~spare_lo), 5))
   np.testing.assert_array_equal(u, u_flipped)
+  # the kernel passes the words packed into one uint64 (words.packed_words)
+  packed = (hi.astype(np.uint64) << np.uint64(32)) | lo.astype(np.uint64)
+  with jax.enable_x64(True):
+    u_packed = np.asarray(sp_sizes.spare_uniforms(jax.numpy.asarray(packed), 5))
+  np.testing.assert_array_equal(u_packed, u)
   # the 24 spare bits of (word 0, word 1), high to low, and the uniform from their top 23
   bits = (
     ((hi[0] & spare_hi).astype(np.int64) << 19)
