@@ -276,8 +276,8 @@ def test_l2_one_word_pass_agrees_with_the_two_word_pass(d):
   high word), so the one-word interval contains the two-word one: on 3,000 samples
   (scale 3) every coordinate both passes settle is the same integer, and the one-word
   pass settles at least 99% of the samples. d = 64 takes T's other exponentials in
-  two products (31 factors each at most). A wrong angle midpoint, digit order or
-  cos/sin term fails."""
+  two products (31 factors each at most). Swapped cos and sin, or too narrow an
+  upper end of T, fails."""
   n, s = 3000, 3.0
   rng = np.random.default_rng(60 + d)
   two, _ = _random_words(rng, n, d, 2)
