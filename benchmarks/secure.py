@@ -1,7 +1,7 @@
 """Publishable releases: ChaCha20 against Threefry, exact (float-safe) noise against
 float noise, and OpenDP's float-safe Laplace when it is installed, in one run.
 
-  python benchmarks/secure.py [--n 1000000] [--out results] [--only nhis3|tree]
+  python benchmarks/secure.py [--n 1000000] [--out results] [--only nhis3|tree|l2]
 
 Rows (samples/s, best of 3 after a warm-up, one process):
 * random bits: ``jax.random.bits`` of 2^24 uint32 words per key type;
@@ -37,7 +37,9 @@ where also the samples whose discrete choices the first pass left undecided are
 counted; the discrete Gaussian has no host step (integer arithmetic only). Writes
 results/secure.json and .md. ``--only nhis3`` writes the NHIS-3 K-norm rows alone
 (results/secure_nhis3.*), ``--only tree`` the two tree-path posets' rows and host
-shares with the load average around them (results/secure_tree.*).
+shares with the load average around them (results/secure_tree.*), ``--only l2``
+the l_2 K-norm rows and their host shares with the load average around them
+(results/secure_l2.*).
 """
 
 from __future__ import annotations
@@ -162,7 +164,7 @@ def _unsettled_l2(key, d, n, scale):
 
     @jax.jit
     def count(k):
-      words = jax.random.bits(k, (n, exact.l2_rows(d), 2), jnp.uint32)
+      words = jax.random.bits(k, (n, exact.l2_rows(d), 1), jnp.uint32)  # the kernel's
       return jnp.sum(~exact.l2_round(words, scale, d)[1])
 
     return int(sum(count(k) for k in jax.random.split(key, 10)))  # 10 x n samples
@@ -277,10 +279,7 @@ def _nhis3_only(args, n, cc, fry, payload):
   """``--only nhis3``: the NHIS-3 K-norm rows alone (results/secure_nhis3.*)."""
   rows = []
   p = payload["nhis3_knorm_per_s"] = _nhis3_rows(rows, {}, cc, fry, n)
-  lines = ["| what | sampler | per second | ratio |", "|---|---|---:|---:|"]
-  for what, name, rate, ratio, _, _ in rows:
-    rtxt = "" if ratio is None else f"{ratio:.2f} (x float (ChaCha20))"
-    lines.append(f"| {what} | {name} | {rate:,.0f} | {rtxt} |")
+  lines = _rows_table(rows)
   lines += ["", f"Batch {n:,}, one run; exact / float (ChaCha20) = "]
   lines[-1] += f"{p['exact_chacha20'] / p['float_chacha20']:.2f}."
   write_results(args.out, "secure_nhis3", payload, "\n".join(lines))
@@ -337,6 +336,40 @@ def _tree_host_rows(cc, tree_posets, n_host):
   return host
 
 
+def _rows_table(rows):
+  """The Markdown table of rate rows (what, sampler, per second, ratio to float)."""
+  lines = ["| what | sampler | per second | ratio |", "|---|---|---:|---:|"]
+  for what, name, rate, ratio, _, _ in rows:
+    rtxt = "" if ratio is None else f"{ratio:.2f} (x float (ChaCha20))"
+    lines.append(f"| {what} | {name} | {rate:,.0f} | {rtxt} |")
+  return lines
+
+
+def _l2_only(args, n, cc, payload):
+  """``--only l2``: the l_2 K-norm rows and host shares alone (results/secure_l2.*),
+  with the load average before and after."""
+  rows = []
+  payload["loadavg_before"] = list(os.getloadavg())
+  p = payload["l2_knorm"] = _l2_knorm_rows(rows, {}, cc, n)
+  payload["loadavg_after"] = list(os.getloadavg())
+  lines = _rows_table(rows)
+  lines += ["", "| exact row | samples | left for the host refinement |", "|---|---:|---:|"]
+  lines += [
+    f"| l2 K-norm, D = {d} | 1,000,000 | {p[f'unsettled_of_1e6_d{d}']} |" for d in (17, 5)
+  ]
+  before, after = payload["loadavg_before"][0], payload["loadavg_after"][0]
+  ratios = ", ".join(
+    f"D = {d}: {p[str(d)]['exact_chacha20'] / p[str(d)]['float_chacha20']:.2f}"
+    for d in (17, 5)
+  )
+  lines += [
+    "",
+    f"Batch {n:,}, one run; exact / float (ChaCha20) {ratios}; load average "
+    f"{before:.1f} -> {after:.1f}.",
+  ]
+  write_results(args.out, "secure_l2", payload, "\n".join(lines))
+
+
 def _tree_only(args, cc, payload):
   """``--only tree``: the tree-path rows and host shares alone
   (results/secure_tree.*), with the load average before and after."""
@@ -346,10 +379,7 @@ def _tree_only(args, cc, payload):
   payload["loadavg_after"] = list(os.getloadavg())
   host = _tree_host_rows(cc, tree_posets, args.n_host)
   payload["unsettled"] = [{"what": w, "samples": m, "left_for_host": c} for w, m, c in host]
-  lines = ["| what | sampler | per second | ratio |", "|---|---|---:|---:|"]
-  for what, name, rate, ratio, _, _ in rows:
-    rtxt = "" if ratio is None else f"{ratio:.2f} (x float (ChaCha20))"
-    lines.append(f"| {what} | {name} | {rate:,.0f} | {rtxt} |")
+  lines = _rows_table(rows)
   lines += ["", "| exact row | samples | left for the host refinement |", "|---|---:|---:|"]
   lines += [f"| {w} | {m:,} | {c} |" for w, m, c in host]
   before, after = payload["loadavg_before"][0], payload["loadavg_after"][0]
@@ -370,9 +400,10 @@ def main(argv=None):
   ap.add_argument("--out", default="results")
   ap.add_argument(
     "--only",
-    choices=["nhis3", "tree"],
-    help="only the NHIS-3 K-norm rows (results/secure_nhis3.*) or only the "
-    "tree-path rows (results/secure_tree.*)",
+    choices=["nhis3", "tree", "l2"],
+    help="only the NHIS-3 K-norm rows (results/secure_nhis3.*), only the "
+    "tree-path rows (results/secure_tree.*) or only the l_2 K-norm rows "
+    "(results/secure_l2.*)",
   )
   args = ap.parse_args(argv)
   n, n_tree = args.n, args.n_tree
@@ -384,6 +415,8 @@ def main(argv=None):
     return _nhis3_only(args, n, cc, fry, payload)
   if args.only == "tree":
     return _tree_only(args, cc, payload)
+  if args.only == "l2":
+    return _l2_only(args, n, cc, payload)
 
   words = 1 << 24
   draw_bits = lambda kk: jax.random.bits(kk, (words,), jnp.uint32)

@@ -192,15 +192,18 @@ def refine_linf_sample(
 
 
 _REL = decimal.Decimal("1e-90")  # relative widening of each l_2 interval step
-_TRIG_SLACK = decimal.Decimal("1e-72")  # the angle's interval (pi 2^-244) and cos's error
+_TRIG_ERROR = decimal.Decimal("1e-90")  # cos_sin's error (below 10^-98) and rounding
 
 
 def refine_l2_sample(
   words: np.ndarray, extra: np.ndarray, scale: float, d: int
 ) -> np.ndarray:
   """:func:`refine_sample` for l_2 noise ``scale * T * g / |g|`` (see
-  :mod:`jaxdp.exact.l2`; rows as in its fast pass), in ``decimal`` intervals widened
-  by 10^-90 relative at each step, cos and sin by 10^-72 absolute."""
+  :mod:`jaxdp.exact.l2`; rows as in its fast pass, one or two words per uniform),
+  in ``decimal`` intervals widened by 10^-90 relative at each step, cos and sin by
+  ``4 * 2^-b + 10^-90`` absolute for an angle read to b digits (224 or 244): its
+  interval, pi 2^-b either side of the midpoint (cos and sin are 1-Lipschitz), and
+  the evaluation's error."""
   with decimal.localcontext(_CTX):
     return _refine_l2(words, extra, scale, d)
 
@@ -218,16 +221,17 @@ def _refine_l2(words, extra, scale, d):
     top = decimal.Decimal(1 << bits)
     theta = _CTX.multiply(two_pi, _CTX.divide(decimal.Decimal(2 * big + 1), 2 * top))
     a = _widen(_CTX.sqrt(exps[j][0]), _CTX.sqrt(exps[j][1]))
+    slack = _CTX.add(_CTX.divide(4, top), _TRIG_ERROR)  # 4 2^-b > pi 2^-b, rounded
     for c in cos_sin(theta, HOST_DIGITS):
-      g.append(_times(a, (max(c - _TRIG_SLACK, -1), min(c + _TRIG_SLACK, 1))))
+      g.append(_times(a, (max(c - slack, -1), min(c + slack, 1))))
   g = g[:d]
   sq_lo = sum(lo * lo if lo > 0 else hi * hi if hi < 0 else 0 for lo, hi in g)
   sq_hi = sum(max(lo * lo, hi * hi) for lo, hi in g)
   s = _widen(_CTX.sqrt(sq_lo), _CTX.sqrt(sq_hi))
   if s[0] <= 0:
     raise RuntimeError(
-      "exact noise: an l_2 sample's norm could not be bounded away from 0 with 244 "
-      "bits per uniform (probability below 2^-150); nothing was released."
+      "exact noise: an l_2 sample's norm could not be bounded away from 0 with 224 "
+      "or more bits per uniform (probability below 2^-150); nothing was released."
     )
   f = _widen(_CTX.divide(t[0], s[1]), _CTX.divide(t[1], s[0]))
   b = decimal.Decimal(float(scale))

@@ -23,6 +23,7 @@ from jaxdp import random as dprandom
 from jaxdp.exact import decimal_trig
 from jaxdp.exact import l2 as exact_l2
 from jaxdp.exact import refine as exact_refine
+from jaxdp.exact.intervals import UNSETTLED
 from jaxdp.mechanisms.poset_count import sqrt_up
 from tests.helpers.exactness import record_host_refinements
 
@@ -34,25 +35,30 @@ def _key(i=0):
   return jax.random.fold_in(dprandom.secure_key(KEY), 1000 + i)
 
 
-def _random_words(rng, n, d):
+def _random_words(rng, n, d, width=1):
+  """(words (n, rows, width), extra (n, rows, REFINE_WORDS)): one word per uniform is
+  the kernel's layout, two the 52-digit form ``l2_round`` also reads."""
   rows = exact.l2_rows(d)
-  words = rng.integers(0, 2**32, (n, rows, 2), dtype=np.uint64).astype(np.uint32)
+  words = rng.integers(0, 2**32, (n, rows, width), dtype=np.uint64).astype(np.uint32)
   extra = rng.integers(0, 2**32, (n, rows, exact.REFINE_WORDS), dtype=np.uint64)
   return words, extra.astype(np.uint32)
 
 
-def _reference_l2(words, extra, scale, d):
+def _reference_l2(words, extra, scale, d, unrounded=False):
   """round(scale * T * G / |G|) in mpmath at 300 bits, G_(2j, 2j+1) =
   sqrt(-2 log(1 - V_j)) (cos, sin)(2 pi U_j) for the first ceil(d/2) uniforms V and
   the angles U, T the sum of -log(1 - V) over the first d uniforms; each uniform's
-  244 digits then the midpoint."""
+  digits (the word's 32, or two words' 52, then 192 from ``extra``) then the
+  midpoint; with ``unrounded`` the real values instead."""
   mpmath.mp.prec = 300
 
   def value(w, x):
-    big = (int(w[0]) << 20) | (int(w[1]) >> 12)
+    big, bits = (
+      (int(w[0]), 32) if len(w) == 1 else ((int(w[0]) << 20) | (int(w[1]) >> 12), 52)
+    )
     for v in x:
       big = (big << 32) | int(v)
-    return (mpmath.mpf(big) + mpmath.mpf(0.5)) / mpmath.mpf(2) ** 244
+    return (mpmath.mpf(big) + mpmath.mpf(0.5)) / mpmath.mpf(2) ** (bits + 32 * len(x))
 
   vals = [value(w, x) for w, x in zip(words, extra)]
   h = -(-d // 2)
@@ -65,27 +71,39 @@ def _reference_l2(words, extra, scale, d):
   g = g[:d]
   norm = mpmath.sqrt(mpmath.fsum(x * x for x in g))
   s = mpmath.mpf(float(scale))
+  if unrounded:
+    return [s * t * x / norm for x in g]
   return [int(mpmath.floor(s * t * x / norm + mpmath.mpf(0.5))) for x in g]
 
 
-def test_fast_pass_cos_sin_error_is_far_below_the_margin():
-  """cos_sin_turns (IEEE + and * only) at t = (j + 1/2) 2^-52, the fast pass's
-  angles, against mpmath's cos and sin of 2 pi t at 200 bits: within 2^-48 on 20,000
-  inputs (uniform j, the quadrant and octant edges, the ends). TRIG_PAD is 2^-42 and
-  also covers the angle's interval (pi 2^-52 wide)."""
+@pytest.mark.parametrize(
+  ("bits", "log2_bound", "pad"), [(52, -48, "TRIG_PAD"), (32, -36, "ONE_WORD_TRIG_PAD")]
+)
+def test_fast_pass_cos_sin_error_is_far_below_the_margin(bits, log2_bound, pad):
+  """cos_sin_turns (IEEE + and * only) at t = (j + 1/2) 2^-b, the fast pass's angles
+  read to b = 52 digits (two words) or 32 (one), against mpmath's cos and sin of
+  2 pi t at 200 bits: within 2^-48 (b = 52, polynomials to phi^17 and phi^18) or
+  2^-36 (b = 32, to phi^11 and phi^12) on 20,000 inputs (uniform j, the quadrant and
+  octant edges, the ends); the widening (2^-42 or 2^-30) also covers the angle's
+  interval, pi 2^-b either side of the midpoint. One polynomial term fewer for
+  b = 32 fails the bound."""
+  bound = 2.0**log2_bound
   rng = np.random.default_rng(41)
-  edges = np.array([0, 1, 2**49, 2**50 - 1, 2**50, 2**51, 3 * 2**50, 2**52 - 1], np.uint64)
-  j = np.concatenate([rng.integers(0, 2**52, 20_000, dtype=np.uint64), edges])
-  mid = (j.astype(np.float64) + 0.5) * 2.0**-52
+  q = 2 ** (bits - 2)  # a quarter turn
+  edges = np.array([0, 1, q // 2, q - 1, q, 2 * q, 3 * q, 4 * q - 1], np.uint64)
+  j = np.concatenate([rng.integers(0, 2**bits, 20_000, dtype=np.uint64), edges])
+  mid = (j.astype(np.float64) + 0.5) * 2.0**-bits
   with jax.enable_x64(True):
-    c, s = (np.asarray(x) for x in jax.jit(exact_l2.cos_sin_turns)(jnp.asarray(mid)))
+    fn = jax.jit(functools.partial(exact_l2.cos_sin_turns, bits=bits))
+    c, s = (np.asarray(x) for x in fn(jnp.asarray(mid)))
   mpmath.mp.prec = 200
   worst = 0.0
   for mi, ci, si in zip(mid, c, s):
     ang = 2 * mpmath.pi * mpmath.mpf(float(mi))
     worst = max(worst, abs(float(mpmath.cos(ang) - ci)), abs(float(mpmath.sin(ang) - si)))
-  assert worst <= 2.0**-48, worst
-  assert exact.TRIG_PAD >= 2.0**-48 + math.pi * 2.0**-52
+  assert worst <= bound, worst
+  assert getattr(exact_l2, pad) >= bound + math.pi * 2.0**-bits + 2.0**-52
+  assert exact_l2.trig_pad(bits) == getattr(exact_l2, pad)
 
 
 def test_decimal_pi_cos_sin_and_exponentials_match_mpmath():
@@ -102,7 +120,7 @@ def test_decimal_pi_cos_sin_and_exponentials_match_mpmath():
     ref = mpmath.mpf(x)
     assert abs(mpmath.mpf(str(c)) - mpmath.cos(ref)) < mpmath.mpf(10) ** -98
     assert abs(mpmath.mpf(str(s)) - mpmath.sin(ref)) < mpmath.mpf(10) ** -98
-  words, extra = _random_words(rng, 20, 1)
+  words, extra = _random_words(rng, 20, 1, 2)  # 52 + 192 digits
   for w, x in zip(words[:, 0], extra[:, 0]):
     with decimal.localcontext(decimal.Context(prec=100)):
       lo, hi = exact_refine.refine_exponential_bounds(w, x)
@@ -118,15 +136,18 @@ def test_decimal_pi_cos_sin_and_exponentials_match_mpmath():
   assert hi28 - lo28 < decimal.Decimal("1e-70")
 
 
-@pytest.mark.parametrize("d", [4, 5])
-def test_l2_fast_pass_and_refinement_match_high_precision(d):
-  """d = 4 and 5 (even and odd: the last pair's sine dropped), scales 0.6 and 9:
-  600 fast-pass samples each (at least 99.5% settled; every settled integer equals
-  mpmath's 300-bit rounding of the ideal value from the same bits) and 40 host
-  refinements through host_refine, all equal to mpmath's."""
-  n = 600
-  rng = np.random.default_rng(43 + d)
-  words, extra = _random_words(rng, 2 * n, d)
+@pytest.mark.parametrize(
+  ("d", "width", "n"), [(4, 1, 600), (5, 1, 600), (5, 2, 300), (1, 1, 200), (2, 1, 200)]
+)
+def test_l2_fast_pass_and_refinement_match_high_precision(d, width, n):
+  """d = 4 and 5 (even and odd: the last pair's sine dropped), and 1 and 2 (one
+  pair; no other exponential for d = 1), one word per uniform (the kernel's 32
+  digits) and, for d = 5, two (52 digits), scales 0.6 and 9: n fast-pass samples
+  each (at least 99.5% settled; every settled integer equals mpmath's 300-bit
+  rounding of the ideal value from the same digits) and 40 host refinements
+  through host_refine (224 or 244 digits per uniform), all equal to mpmath's."""
+  rng = np.random.default_rng(43 + d + 10 * width)
+  words, extra = _random_words(rng, 2 * n, d, width)
   fast = jax.jit(exact.l2_round, static_argnums=2)
   for s, part in ((0.6, slice(0, n)), (9.0, slice(n, 2 * n))):
     with jax.enable_x64(True):
@@ -247,3 +268,81 @@ def test_exact_l2_count_sensitivity_is_never_rounded_down():
     assert Fraction(s) ** 2 >= n and Fraction(math.nextafter(s, -math.inf)) ** 2 < n
   mech = jaxdp.PosetCountMechanism(jaxdp.Poset.from_edges(2, []), 1.0, "l2", exact=True)
   assert Fraction(mech.inner.sensitivity) ** 2 >= 3
+
+
+@pytest.mark.parametrize("d", [3, 17, 64])
+def test_l2_one_word_pass_agrees_with_the_two_word_pass(d):
+  """One word per uniform holds the first 32 of the 52 digits two words hold (the
+  high word), so the one-word interval contains the two-word one: on 3,000 samples
+  (scale 3) every coordinate both passes settle is the same integer, and the one-word
+  pass settles at least 99% of the samples. d = 64 takes T's other exponentials in
+  two products (31 factors each at most). Swapped cos and sin, or too narrow an
+  upper end of T, fails."""
+  n, s = 3000, 3.0
+  rng = np.random.default_rng(60 + d)
+  two, _ = _random_words(rng, n, d, 2)
+  fast = jax.jit(exact_l2.l2_round_marked, static_argnums=2)
+  with jax.enable_x64(True):
+    k1 = np.asarray(fast(jnp.asarray(two[..., :1]), s, d))
+    k2 = np.asarray(fast(jnp.asarray(two), s, d))
+  both = (k1 != UNSETTLED) & (k2 != UNSETTLED)
+  np.testing.assert_array_equal(k1[both], k2[both])
+  assert np.all(k1 != UNSETTLED, axis=1).mean() >= 0.99
+  assert both.sum() >= 0.99 * n * d
+
+
+def test_l2_fast_pass_matches_high_precision_at_d_64():
+  """d = 64 (T's other 32 exponentials in two products): 12 one-word samples at
+  scale 2, each settled and equal to mpmath's 300-bit rounding of the same bits."""
+  d = 64
+  words, extra = _random_words(np.random.default_rng(64), 12, d)
+  with jax.enable_x64(True):
+    k, settled = jax.jit(exact.l2_round, static_argnums=2)(jnp.asarray(words), 2.0, d)
+  assert np.all(np.asarray(settled))
+  for i in range(len(words)):
+    assert list(np.asarray(k)[i]) == _reference_l2(words[i], extra[i], 2.0, d), i
+
+
+@pytest.mark.parametrize("d", [3, 4])
+def test_l2_fast_pass_is_right_next_to_a_rounding_boundary(d):
+  """The fast pass near its edge: for 150 one-word samples a scale is chosen that
+  puts one coordinate's ideal value (300-bit mpmath, from the same digits) within
+  2^-26 relative of a half-integer; every coordinate the pass settles at that scale
+  equals mpmath's rounding, and some are left unsettled. An interval shifted by a
+  few of its widths (the angle's midpoint off by two digits, a too narrow cos/sin
+  widening) settles some on the wrong side."""
+  rng = np.random.default_rng(70 + d)
+  words, extra = _random_words(rng, 150, d)
+  fast = jax.jit(exact_l2.l2_round_marked, static_argnums=2)
+  unsettled = 0
+  for i in range(len(words)):
+    y = _reference_l2(words[i], extra[i], 1.0, d, unrounded=True)
+    c = int(rng.integers(0, d))
+    target = math.floor(abs(float(y[c])) * 4.0) + 0.5  # a half-integer near 4|y_c|
+    eps = float(rng.uniform(-(2.0**-26), 2.0**-26))
+    s = target / abs(float(y[c])) * (1 + eps)
+    with jax.enable_x64(True):
+      k = np.asarray(fast(jnp.asarray(words[i : i + 1]), s, d))[0]
+    ref = _reference_l2(words[i], extra[i], s, d)
+    for kc, rc in zip(k, ref):
+      assert kc == UNSETTLED or kc == rc, (i, list(k), ref)
+    unsettled += int(k[c] == UNSETTLED)
+  assert 5 <= unsettled <= 145, unsettled
+
+
+def test_l2_host_share_is_tiny():
+  """2^18 one-word fast-pass samples at d = 17 and scale 10 (ten times the
+  benchmark's NHIS-3 count vector at eps = 1, so more are near a boundary), in 4
+  chunks from fixed keys: at most 12 left for the host (about 14 per 10^6 were
+  measured at this scale, 1.4 per 10^6 at scale 1). Intervals a few times wider
+  than stated leave far more."""
+  d, m = 17, 1 << 16
+
+  @jax.jit
+  def count(key):
+    with jax.enable_x64(True):
+      words = jax.random.bits(key, (m, exact.l2_rows(d), 1), jnp.uint32)
+      return jnp.sum(exact_l2.l2_round_marked(words, 10.0, d) == UNSETTLED)
+
+  keys = jax.random.split(_key(5), 4)
+  assert sum(int(count(k)) for k in keys) <= 12
