@@ -61,6 +61,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Sequence
 
 import jax
@@ -191,8 +192,8 @@ class Session:
     self._acct, self._link = link.attach(ledger, dataset, data, self._acct)
     self._held = session_rows.hold(data)  # in blocks of rows (jaxdp.session_rows)
     self._row = jax.ShapeDtypeStruct(data.shape[1:], data.dtype)
+    self._lock = threading.RLock()
 
-  # -------------------------------------------------------------- no copies
   def __copy__(self):
     raise TypeError(_NO_COPY)
 
@@ -202,7 +203,6 @@ class Session:
   def __reduce_ex__(self, protocol):
     raise TypeError(_NO_COPY)
 
-  # -------------------------------------------------------------- read-only state
   @property
   def spent(self) -> float:
     """Spent eps."""
@@ -229,7 +229,6 @@ class Session:
   def refusals(self) -> int:
     return int(self._acct.refusals)
 
-  # -------------------------------------------------------------- queries
   def release(
     self,
     mech: Mechanism,
@@ -269,77 +268,78 @@ class Session:
     return self._release(mech, rows, by, num_parts, ("rows", "by"))
 
   def _release(self, mech, rows, by, num_parts, names, scalar=False):
-    not_traced()
-    if (by is None) != (num_parts is None):
-      raise ValueError("by and num_parts go together: pass both or neither.")
-    if type(mech) not in _MECHANISMS:  # a subclass could override randomize or cost
-      raise _checks.ArgTypeError(
-        f"mech must be one of jaxdp's mechanisms "
-        f"({', '.join(m.__name__ for m in _MECHANISMS)}); got {type(mech).__name__}."
-      )
-    mech = dataclasses.replace(mech)  # validated again (a pytree may skip validation)
-    ball = getattr(mech, "ball", None)
-    for name, part, kinds in (
-      ("poset", getattr(mech, "poset", None), (Poset,)),
-      ("ball", ball, (PosetBall, LpBall)),
-      ("ball.poset", getattr(ball, "poset", None), (Poset,)),
-    ):
-      if part is not None and type(part) not in kinds:  # a subclass could lie
+    with self._lock:  # one query at a time: threads would read one key and budget
+      not_traced()
+      if (by is None) != (num_parts is None):
+        raise ValueError("by and num_parts go together: pass both or neither.")
+      if type(mech) not in _MECHANISMS:  # a subclass could override randomize or cost
         raise _checks.ArgTypeError(
-          f"mech.{name} must be a {' or '.join(k.__name__ for k in kinds)} itself, "
-          f"not a subclass; got {type(part).__name__}."
+          f"mech must be one of jaxdp's mechanisms "
+          f"({', '.join(m.__name__ for m in _MECHANISMS)}); got {type(mech).__name__}."
         )
-    num_parts = (
-      1 if num_parts is None else _checks.check_int(num_parts, "num_parts", minimum=1)
-    )
-    if num_parts > accounting.MAX_PARTS:
-      raise ValueError(
-        f"num_parts must be at most {accounting.MAX_PARTS:,}; got {num_parts:,}."
+      mech = dataclasses.replace(mech)  # validated again (a pytree may skip validation)
+      ball = getattr(mech, "ball", None)
+      for name, part, kinds in (
+        ("poset", getattr(mech, "poset", None), (Poset,)),
+        ("ball", ball, (PosetBall, LpBall)),
+        ("ball.poset", getattr(ball, "poset", None), (Poset,)),
+      ):
+        if part is not None and type(part) not in kinds:  # a subclass could lie
+          raise _checks.ArgTypeError(
+            f"mech.{name} must be a {' or '.join(k.__name__ for k in kinds)} itself, "
+            f"not a subclass; got {type(part).__name__}."
+          )
+      num_parts = (
+        1 if num_parts is None else _checks.check_int(num_parts, "num_parts", minimum=1)
       )
-    rows_q = checked_query(rows, names[0], self._row) if rows is not None else None
-    by_q = checked_query(by, names[1], self._row) if by is not None else None
-    if by_q is not None and (
-      by_q.out.shape != () or not jnp.issubdtype(by_q.out.dtype, jnp.integer)
-    ):
-      raise ValueError(
-        f"{names[1]} must return one integer per row; got {by_q.out.dtype} "
-        f"values of shape {by_q.out.shape}."
-      )
-    out_aval = rows_q.out if rows_q is not None else self._row
-    if scalar and out_aval.shape != ():
-      raise ValueError(
-        f"{names[0]} must return a scalar per row; got values of shape {out_aval.shape}."
-      )
-    mech, prepare, unit = contributions(mech, out_aval)
-    args = (rows_q.consts if rows_q else (), by_q.consts if by_q else ())
-    run = compiled(mech, rows_q, by_q, num_parts, prepare, self._row, args)
-    session_rows.prechecked(run, self._held, self._row, args)  # before any charge
-    guard.check_unused(self._acct.key)
-    self._acct = self._link.reserve(self._acct, mech, out_aval.shape)  # before any noise
-    failed = None
-    try:
-      acct, out = session_rows.run_on(run, self._held, self._acct, args)
-    except BudgetExceededError:
-      self._acct = dataclasses.replace(self._acct, refusals=self._acct.refusals + 1)
-      raise
-    except Exception as err:
-      failed = err
-    if failed is not None:  # raised outside the handler: the first error is not chained
-      self._acct = charged_if_drawn(failed, self._acct, mech, out_aval.shape, self._link)
-      if isinstance(failed, RuntimeError):  # at run time: one fixed error, charged
-        session_rows.failed_on_the_data()
-      raise failed  # traced on the summed statistic's shape: no row count in it
-    guard.mark_used(self._acct.key)
-    self._acct = self._link.settle(acct)
-    if not bool(acct.last_answered):
-      raise ReleaseRefusedError(
-        f"refused: this release's eps would take the total past the budget "
-        f"({self.spent:g} of {self.eps_budget:g} spent). Nothing was spent."
-      )
-    out = np.asarray(out)
-    if unit is not None:  # grid units back to values (exact: a power of two)
-      out = out.astype(np.float64) * unit
-    return out if by is not None else out[0]
+      if num_parts > accounting.MAX_PARTS:
+        raise ValueError(
+          f"num_parts must be at most {accounting.MAX_PARTS:,}; got {num_parts:,}."
+        )
+      rows_q = checked_query(rows, names[0], self._row) if rows is not None else None
+      by_q = checked_query(by, names[1], self._row) if by is not None else None
+      if by_q is not None and (
+        by_q.out.shape != () or not jnp.issubdtype(by_q.out.dtype, jnp.integer)
+      ):
+        raise ValueError(
+          f"{names[1]} must return one integer per row; got {by_q.out.dtype} "
+          f"values of shape {by_q.out.shape}."
+        )
+      out_aval = rows_q.out if rows_q is not None else self._row
+      if scalar and out_aval.shape != ():
+        raise ValueError(
+          f"{names[0]} must return a scalar per row; got values of shape {out_aval.shape}."
+        )
+      mech, prepare, unit = contributions(mech, out_aval)
+      args = (rows_q.consts if rows_q else (), by_q.consts if by_q else ())
+      run = compiled(mech, rows_q, by_q, num_parts, prepare, self._row, args)
+      session_rows.prechecked(run, self._held, self._row, args)  # before any charge
+      guard.check_unused(self._acct.key)
+      self._acct = self._link.reserve(self._acct, mech, out_aval.shape)  # before any noise
+      failed = None
+      try:
+        acct, out = session_rows.run_on(run, self._held, self._acct, args)
+      except BudgetExceededError:
+        self._acct = dataclasses.replace(self._acct, refusals=self._acct.refusals + 1)
+        raise
+      except Exception as err:
+        failed = err
+      if failed is not None:  # raised outside the handler: the first error is not chained
+        self._acct = charged_if_drawn(failed, self._acct, mech, out_aval.shape, self._link)
+        if isinstance(failed, RuntimeError):  # at run time: one fixed error, charged
+          session_rows.failed_on_the_data()
+        raise failed  # traced on the summed statistic's shape: no row count in it
+      guard.mark_used(self._acct.key)
+      self._acct = self._link.settle(acct)
+      if not bool(acct.last_answered):
+        raise ReleaseRefusedError(
+          f"refused: this release's eps would take the total past the budget "
+          f"({self.spent:g} of {self.eps_budget:g} spent). Nothing was spent."
+        )
+      out = np.asarray(out)
+      if unit is not None:  # grid units back to values (exact: a power of two)
+        out = out.astype(np.float64) * unit
+      return out if by is not None else out[0]
 
   def count(self, predicate: Callable, eps: float) -> int | float:
     """Noisy number of rows where ``predicate(row)`` holds (Laplace, sensitivity 1):
