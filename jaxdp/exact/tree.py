@@ -33,12 +33,13 @@ Per sample (tables: :mod:`jaxdp.samplers.exact_tree_tables`):
 Every choice has its exact probability, so the object (A, ext(A), ext(B)) has
 probability exactly 1 / N(P). The noise then needs, per coordinate j and part, the
 first position of an element of the part below or equal to j (the chain filters
-containing j): the subtree minima of the positions, taken over the lower children of
-the series nodes above j whose upper child holds j, and inside a block.
+containing j): the subtree minima of the positions (bottom up, a depth at a time),
+taken over the lower children of the series nodes above j whose upper child holds j,
+and inside a block.
 
 Cost per sample: O(number of nodes) choices with O(log width) look-ups each, two
 sorts of the groups' slots (d per level of nested groups), and O(d H) for the
-positions (H the tree's height). Arrays are laid out (node or element, sample).
+positions and their minima (H the tree's height). Arrays are laid out (node or element, sample).
 """
 
 from __future__ import annotations
@@ -314,14 +315,16 @@ def _down_set_first(pos, in_a, tables, layout, n):
   """(2, d, n): per part, the least position of an element of the part <= each."""
   num = layout.num_nodes
   mine = jnp.stack([jnp.where(in_a, pos, _BIG), jnp.where(in_a, _BIG, pos)])
-  low_node = jnp.full((2, num + 1, n), _BIG, jnp.int32)  # row num: past the root
-
-  def gather_up(s, low_node):
-    u = jnp.where(tables.anc[s] >= 0, tables.anc[s], num)
-    return low_node.at[:, u].min(mine)
+  # the leaves' and blocks' minima, then the internal nodes', deepest depth first
+  low_node = jnp.full((2, num, n), _BIG, jnp.int32).at[:, tables.anc[0]].min(mine)
+  ends = layout.depths[1:] + (num,)
+  for lo, hi in reversed(list(zip(layout.depths, ends))):
+    lft, rgt = tables.left[lo:hi], tables.right[lo:hi]
+    kids = jnp.minimum(low_node[:, jnp.maximum(lft, 0)], low_node[:, jnp.maximum(rgt, 0)])
+    inner = (lft >= 0)[None, :, None]
+    low_node = low_node.at[:, lo:hi].set(jnp.where(inner, kids, low_node[:, lo:hi]))
 
   height = tables.anc.shape[0]
-  low_node = lax.fori_loop(0, height, gather_up, low_node)
 
   def climb(s, first):
     u, c = tables.anc[s], tables.anc[s - 1]

@@ -100,6 +100,7 @@ class TreeLayout(NamedTuple):
   members: int  # C
   labels: int  # bit length of the largest number of members of a group
   blocks: tuple  # per block: (node id, elements)
+  depths: tuple  # first node id of each depth (breadth first: ids grow with depth)
 
 
 class _Node:
@@ -124,8 +125,9 @@ def exact_tree_tables(poset: Poset) -> tuple[TreeTables, TreeLayout]:
 @by_relation(16)
 def _exact_tree_tables(poset: Poset) -> tuple[TreeTables, TreeLayout]:
   root = _tree(poset)
-  nodes, queue = [], [root]
+  nodes, queue, depths = [], [root], []
   while queue:  # breadth first: parents before children
+    depths.append(len(nodes))
     nxt = []
     for v in queue:
       v.id = len(nodes)
@@ -219,6 +221,7 @@ def _exact_tree_tables(poset: Poset) -> tuple[TreeTables, TreeLayout]:
     members=len(member),
     labels=int(most).bit_length(),
     blocks=tuple(blocks),
+    depths=tuple(depths),
   )
   return read_only(tables), layout
 

@@ -85,10 +85,15 @@ def _direct_low(poset, seq, k):
 # nodes: one interleaving of three members) beside a free element.
 N_ON_TOP = jaxdp.Poset.from_edges(5, [(0, 1), (2, 1), (2, 3), (1, 4), (3, 4)])
 FOREST = jaxdp.Poset.from_edges(5, [(1, 0), (2, 0), (3, 0)])
+# Two chains of two beside a free element: one interleaving of three members, two of
+# them holding two elements of a part (the slots of a member are ordered).
+CHAINS = jaxdp.Poset.from_edges(5, [(0, 1), (2, 3)])
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize("poset", [N_ON_TOP, FOREST], ids=["sp_with_block", "forest"])
+@pytest.mark.parametrize(
+  "poset", [N_ON_TOP, FOREST, CHAINS], ids=["sp_with_block", "forest", "chains"]
+)
 def test_tree_objects_are_exactly_uniform(poset):
   """Every object's frequency against exact enumeration: chi-square over all N(P)
   objects, n = 40,000, p > 1e-4; each object is valid and each chain position equals
@@ -96,8 +101,10 @@ def test_tree_objects_are_exactly_uniform(poset):
   objs = _brute_objects(poset)
   assert len(objs) == exact_num_objects(poset) and len(set(objs)) == len(objs)
   assert not N_ON_TOP.is_forest and FOREST.is_forest
-  groups = exact_tree_tables(FOREST)[0].member[:, 1]
-  assert np.bincount(groups).max() == 3  # an interleaving of three members
+  for p, sizes in ((FOREST, [1, 1, 1]), (CHAINS, [1, 2, 2])):  # one group of three
+    t = exact_tree_tables(p)[0]
+    tops = t.member[:, 1]
+    assert sizes in [sorted(t.size[t.member[tops == g, 0]].tolist()) for g in tops]
   n = 40_000
   seq, k, low, failed = _objects(poset, _key(1), n)
   assert not failed.any()
