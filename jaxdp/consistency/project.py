@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import numbers
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
+from jaxdp._data_checks import first_index
 from jaxdp.consistency.certificate import Certificate
 from jaxdp.consistency.exact import isotonic_host
 from jaxdp.consistency.graph import constraint_graph
@@ -67,7 +70,13 @@ def consistent(
   the last place and keeps it consistent (rounding is monotone).
 
   Args:
-    y: noisy counts, shape ``(..., d + 1)``, finite real values.
+    y: noisy counts, shape ``(..., d + 1)``, finite real values. Concrete ``y`` is
+      converted on the host, value by value, to the float dtype of the computation:
+      integers of any width (int64, uint64, Python ints up to 64 bits) become the
+      nearest float, as the same values in float64 do, never wrapped through JAX's
+      int32 with x64 off. A jitted caller converts its arguments itself: with x64 off
+      ``jax.jit`` wraps an int64 argument to int32 before ``consistent`` sees it, so
+      pass float64 there.
     poset: the :class:`~jaxdp.Poset` of the questions.
     integer: round each coordinate to the nearest integer (half to even) after
       projecting; rounding is monotone, so the result is still consistent, and it
@@ -89,10 +98,13 @@ def consistent(
     fields of shape ``y.shape[:-1]``.
 
   Raises:
-    ArgTypeError: ``poset`` is not a Poset, ``y`` not numeric.
-    ValueError: ``y``'s last axis is not ``d + 1``, ``y`` has NaN or inf (or, for
-      integer ``y``, its dtype's minimum: a refused release's mark), or
-      values beyond :func:`integer_limit` with ``integer=True`` (concrete input),
+    ArgTypeError: ``poset`` is not a Poset, ``y`` not numeric (bool, or Python ints
+      beyond 64 bits, which numpy stores as objects).
+    ValueError: ``y``'s last axis is not ``d + 1``, ``y`` has NaN or inf, finite
+      floats beyond the computation's float dtype (float64 past float32's range
+      with x64 off), or, for signed integer ``y``, its dtype's minimum or JAX
+      integer dtype's (a refused release's mark, also when stored wider), or
+      values beyond :func:`integer_limit` with ``integer=True`` (concrete input);
       ``method`` or ``tol`` is invalid.
 
   References:
@@ -167,11 +179,16 @@ def check_integer_range(y: np.ndarray, name: str) -> None:
 
 
 def _as_float(y, poset):
+  """``y`` checked and in the computation's float dtype. Concrete input is converted
+  on the host, value by value: ``jnp.asarray`` would first store int64 as int32 with
+  x64 off, wrapping 2**32 + 7 to 7."""
   if not hasattr(y, "dtype"):
     try:
       y = np.asarray(y)
     except (TypeError, ValueError):
       raise _checks.ArgTypeError(f"y must be an array of numbers; got {y!r}.") from None
+  if y.dtype == object:
+    _refuse_python_ints(y)
   if not (jnp.issubdtype(y.dtype, jnp.floating) or jnp.issubdtype(y.dtype, jnp.integer)):
     raise _checks.ArgTypeError(f"y must hold real numbers; got dtype {y.dtype}.")
   dim = poset.d + 1
@@ -180,27 +197,67 @@ def _as_float(y, poset):
       f"y must have shape (..., {dim}): n then one count per question of the poset "
       f"(d = {poset.d}); got shape {tuple(y.shape)}."
     )
-  if jnp.issubdtype(y.dtype, jnp.floating):
-    y = jnp.asarray(y)  # float64 stays float64 only with x64
-  elif jnp.issubdtype(y.dtype, jnp.signedinteger):  # its minimum marks a refused
-    if _checks.is_concrete(y) and _checks.holds_invalid(y):  # release, as NaN does
-      raise ValueError(
-        f"y holds {np.iinfo(y.dtype).min}, the minimum of {y.dtype}: the mark of a "
-        "refused or invalid integer release (as NaN is for floats), not a count."
-      )
-    y = jnp.asarray(y)
-    y = jnp.where(y == jnp.iinfo(y.dtype).min, jnp.nan, y.astype(jnp.result_type(float)))
-  else:
-    y = jnp.asarray(y, jnp.result_type(float))
   if _checks.is_concrete(y):
-    bad = np.argwhere(~np.isfinite(np.asarray(y)))
-    if bad.size:
-      where = tuple(int(i) for i in bad[0])
-      raise ValueError(
-        f"y must be finite; y[{', '.join(map(str, where))}] = {np.asarray(y)[where]} "
-        f"({bad.shape[0]} non-finite values)."
-      )
-  return y
+    host = _host_float(np.asarray(y))
+    return y if isinstance(y, jax.Array) and y.dtype == host.dtype else jnp.asarray(host)
+  if jnp.issubdtype(y.dtype, jnp.signedinteger):  # its minimum marks a refused
+    return jnp.where(  # release, as NaN does
+      y == jnp.iinfo(y.dtype).min, jnp.nan, y.astype(jnp.result_type(float))
+    )
+  return y.astype(jnp.result_type(float)) if jnp.issubdtype(y.dtype, jnp.integer) else y
+
+
+def _host_float(y: np.ndarray) -> np.ndarray:
+  """Concrete ``y`` as a numpy array of the float dtype JAX computes in (``y``'s own
+  float dtype, narrowed to float32 with x64 off; the default float dtype for
+  integers): each value the nearest float, or an error naming the first bad entry."""
+  if jnp.issubdtype(y.dtype, jnp.signedinteger):
+    # the minimum of y's dtype, or of JAX's integer dtype (int32 with x64 off: a
+    # refused int32 release stored wider), marks a refused release, as NaN does
+    jax_int = jnp.dtype(jnp.result_type(int))
+    marks = [np.iinfo(y.dtype).min, jnp.iinfo(jax_int).min]
+    _refuse_first(
+      np.isin(y, marks),
+      y,
+      "{entry} is the mark of a refused or invalid integer release (the minimum of "
+      f"{y.dtype} or of {jax_int}, JAX's integer dtype: as NaN is for floats), not a "
+      "count",
+    )
+  if jnp.issubdtype(y.dtype, jnp.integer):
+    return y.astype(jnp.result_type(float))
+  _refuse_first(~np.isfinite(y), y, "y must be finite; {entry}")
+  target = jax.dtypes.canonicalize_dtype(y.dtype)
+  with np.errstate(over="ignore"):  # overflow is the refusal below
+    narrowed = y.astype(target)
+  _refuse_first(
+    ~np.isfinite(narrowed),
+    y,
+    f"{{entry}} is beyond {float(jnp.finfo(target).max):.4g}, the largest {target} "
+    f"(JAX's dtype for {y.dtype} with x64 off); rescale the counts, or "
+    "enable x64 (jax.config.update('jax_enable_x64', True))",
+  )
+  return narrowed
+
+
+def _refuse_first(bad: np.ndarray, y: np.ndarray, message: str) -> None:
+  """A ValueError naming the first True entry of ``bad`` as ``{entry}`` in
+  ``message`` (a released count is public), and how many there are."""
+  i = first_index(bad)
+  if i is not None:
+    entry = f"y[{', '.join(map(str, i))}] = {y[i]}"
+    raise ValueError(f"{message.format(entry=entry)} ({np.count_nonzero(bad)} in all).")
+
+
+def _refuse_python_ints(y: np.ndarray) -> None:
+  """numpy stores Python ints past 64 bits as objects: name the first one."""
+  for i, v in np.ndenumerate(y):
+    if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+      if not -(2**63) <= v < 2**64:
+        raise _checks.ArgTypeError(
+          f"y[{', '.join(map(str, i))}] = {v} is a Python int beyond 64 bits, which no "
+          "JAX or numpy integer dtype holds; pass float64 counts "
+          "(np.asarray(y, np.float64)) or bring them into range."
+        )
 
 
 def _exact_rows(flat: np.ndarray, rows, graph, tol):
