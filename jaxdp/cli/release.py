@@ -5,7 +5,8 @@ K-norm noise, :mod:`jaxdp.exact`) under a secure accountant (a ChaCha20 key from
 OS). Everything that can be checked is checked before the budget is spent: ``--out``
 first, then the poset, then every row of the data. Messages about the data name a row
 (counting from 0, a header line not counted), its line in the file and the rule it
-breaks, never its values.
+breaks, never its values; a header, which names the questions and holds no answers,
+is quoted.
 """
 
 from __future__ import annotations
@@ -30,9 +31,12 @@ VALUE_WORDS = frozenset(
 
 HEADER_RULE = (
   "a first line is a header only if every field is a question name (starting with "
-  "a letter, not a number or a word such as NaN, True or yes) or the fields are the "
-  "poset's element names"
+  "a letter, not a number or a word such as NaN, True or yes) or one of the poset's "
+  "element names"
 )
+
+ANSWERS = ("0", "1")
+SHOWN_NAMES = 8  # names listed in an error before "and N more"
 
 
 def is_name(field: str) -> bool:
@@ -50,14 +54,67 @@ def is_name(field: str) -> bool:
 
 def is_header(fields: list[str], names=()) -> bool:
   """The header rule (:data:`HEADER_RULE`): an allowlist, so a first row of data
-  (``1.0,0,0,0``, ``nan,...``, ``True,...``) is never taken for a header."""
+  (``1.0,0,0,0``, ``nan,...``, ``True,...``, ``0,1,...``) is never taken for a
+  header."""
   stripped = [v.strip() for v in fields]
-  return all(is_name(v) for v in stripped) or (bool(names) and stripped == list(names))
+  if all(v in ANSWERS for v in stripped):
+    return False
+  return all(is_name(v) or v in names for v in stripped)
 
 
-def _read_csv(path: Path, src: str, d: int, names=()) -> np.ndarray:
+def header_columns(fields: list[str], names, width: int, src: str, num: int) -> list[int]:
+  """The file column of each question, by the header's names.
+
+  The header must have one field per column of the data (``width``: the first data
+  row's count, which the row checks report anyway) and per question, and name each
+  question exactly once, in any order. Only the header, which is not data, is
+  quoted.
+
+  Raises:
+    UsageError: naming both counts, or the unknown, repeated and missing names.
+  """
+  found = [v.strip() for v in fields]
+  if not len(found) == width == len(names):
+    plural = "" if len(found) == 1 else "s"
+    raise UsageError(
+      f"--data {src}: the header (line {num}) has {len(found)} field{plural}, the data "
+      f"{width} columns, the poset {len(names)} questions; a header names each "
+      "column once, separated by commas"
+    )
+  unknown = [v for v in dict.fromkeys(found) if v not in names]
+  repeated = [v for v in dict.fromkeys(found) if v in names and found.count(v) > 1]
+  missing = [v for v in names if v not in found]
+  if unknown or repeated or missing:
+    parts = [
+      f"{what}: {_listed(vs)}"
+      for what, vs in (("unknown", unknown), ("repeated", repeated), ("missing", missing))
+      if vs
+    ]
+    raise UsageError(
+      f"--data {src}: the header (line {num}) must name each of the {len(names)} "
+      f"questions once, in any order; {'; '.join(parts)} (the questions are "
+      f"{_listed(names)})"
+    )
+  return [found.index(v) for v in names]
+
+
+def _listed(values) -> str:
+  values = list(values)
+  shown = ", ".join(repr(v) for v in values[:SHOWN_NAMES])
+  more = len(values) - SHOWN_NAMES
+  return shown + (f" and {more} more" if more > 0 else "")
+
+
+def _read_csv(path: Path, src: str, names) -> np.ndarray:
   """The 0/1 rows of a CSV file (UTF-8, a byte order mark ignored; a header line
-  by :func:`is_header`)."""
+  by :func:`is_header`, its columns by :func:`header_columns`)."""
+  if all(v.strip() in ANSWERS for v in names):
+    raise UsageError(
+      f"--data {src}: the question names {_listed(names)} are answers, so a header "
+      "of them cannot be told from a row of data; rename the questions or pass a .npy "
+      "array"
+    )
+  d = len(names)
   try:
     with open(path, newline="", encoding="utf-8-sig") as f:
       reader = csv.reader(f)
@@ -65,8 +122,11 @@ def _read_csv(path: Path, src: str, d: int, names=()) -> np.ndarray:
   except (OSError, UnicodeDecodeError, csv.Error) as e:
     raise UsageError(f"--data {src}: cannot read 0/1 rows ({type(e).__name__})") from None
   header = bool(lines) and is_header(lines[0][1], names)
+  columns = list(range(d))
   if header:
-    lines = lines[1:]
+    (num, fields), lines = lines[0], lines[1:]
+    width = len(lines[0][1]) if lines else d
+    columns = header_columns(fields, names, width, src, num)
   for r, (num, line) in enumerate(lines):
     if len(line) != d:
       raise UsageError(
@@ -74,7 +134,7 @@ def _read_csv(path: Path, src: str, d: int, names=()) -> np.ndarray:
         f"question); row {r} has {len(line)} (line {num})"
       )
     for c, v in enumerate(line):
-      if v.strip() not in ("0", "1"):
+      if v.strip() not in ANSWERS:
         hint = "" if header or r else f"; {HEADER_RULE}, so this one is data"
         raise UsageError(
           f"--data {src}: row {r}, column {c}: an answer must be 0 or 1, written as "
@@ -82,7 +142,7 @@ def _read_csv(path: Path, src: str, d: int, names=()) -> np.ndarray:
         )
   if not lines:
     raise UsageError(f"--data {src}: holds no rows")
-  return np.array([[int(v) for v in line] for _, line in lines], dtype=np.int64)
+  return np.array([[int(line[c]) for c in columns] for _, line in lines], dtype=np.int64)
 
 
 def load_rows(src: str, d: int, names=()) -> np.ndarray:
@@ -90,25 +150,32 @@ def load_rows(src: str, d: int, names=()) -> np.ndarray:
 
   A CSV file is read as UTF-8 (a byte order mark, as spreadsheets write, is
   ignored). Its first line is a header only by :func:`is_header`; any other first
-  line is data and is checked like every row.
+  line is data and is checked like every row. A header has one field per column and
+  names each question exactly once, in any order: each column is read as the
+  question its header field names (:func:`header_columns`).
 
   Args:
     src: the ``--data`` file.
     d: the number of questions.
-    names: the questions' names (the poset's element names), also a header.
+    names: the questions' names in the poset's order (its element names; default
+      ``p0, p1, ...``, a poset's names when none were given).
 
   Returns:
-    The rows, each entry 0 or 1.
+    The rows, each entry 0 or 1, one column per question in the poset's order.
 
   Raises:
-    UsageError: a missing or unreadable file, a wrong shape, or an answer other than
-      0 and 1 (naming its row and column, not its value).
+    UsageError: a missing or unreadable file, a wrong shape, a header that does not
+      name each question once, or an answer other than 0 and 1 (naming its row and
+      column, not its value).
   """
+  names = tuple(names) or tuple(f"p{i}" for i in range(d))
+  if len(names) != d:
+    raise ValueError(f"names must be {d} question names; got {len(names)}.")
   path = Path(src)
   if not path.is_file():
     raise UsageError(f"--data: no such file: {src}")
   if path.suffix != ".npy":
-    return _read_csv(path, src, d, names)
+    return _read_csv(path, src, names)
   try:
     rows = np.load(path, allow_pickle=False)
   except (ValueError, OSError) as e:

@@ -229,9 +229,11 @@ def test_release_of_a_300_question_questionnaire_from_a_csv(tmp_path):
   2000 at eps = 1: the K-norm noise has scale sensitivity / eps = 1 per vertex)."""
   q = synthetic_questionnaire(0, 300)
   order = np.asarray(q.order)
-  (tmp_path / "q300.json").write_text(json.dumps({"order": order.astype(int).tolist()}))
+  names = [f"q{i}" for i in range(300)]
+  spec = {"order": order.astype(int).tolist(), "labels": names}
+  (tmp_path / "q300.json").write_text(json.dumps(spec))
   rows = order[np.random.default_rng(1).integers(0, 300, 2000)].astype(int)  # up-sets
-  header = ",".join(f"q{i}" for i in range(300))
+  header = ",".join(names)
   np.savetxt(tmp_path / "a.csv", rows, fmt="%d", delimiter=",", header=header, comments="")
   out = tmp_path / "rel.json"
   args = ["release", "--poset", str(tmp_path / "q300.json"), "--data"]
