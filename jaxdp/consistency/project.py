@@ -72,7 +72,7 @@ def consistent(
   Args:
     y: noisy counts, shape ``(..., d + 1)``, finite real values. Concrete ``y`` is
       converted on the host, value by value, to the float dtype of the computation:
-      integers of any width (int64, uint64, Python ints up to 64 bits) become the
+      integers of any width (int64, uint64, Python ints of any size) become the
       nearest float, as the same values in float64 do, never wrapped through JAX's
       int32 with x64 off. A jitted caller converts its arguments itself: with x64 off
       ``jax.jit`` wraps an int64 argument to int32 before ``consistent`` sees it, so
@@ -98,12 +98,12 @@ def consistent(
     fields of shape ``y.shape[:-1]``.
 
   Raises:
-    ArgTypeError: ``poset`` is not a Poset, ``y`` not numeric (bool, or Python ints
-      beyond 64 bits, which numpy stores as objects).
+    ArgTypeError: ``poset`` is not a Poset, ``y`` not numeric (bool included).
     ValueError: ``y``'s last axis is not ``d + 1``, ``y`` has NaN or inf, finite
-      floats beyond the computation's float dtype (float64 past float32's range
-      with x64 off), or, for signed integer ``y``, its dtype's minimum or JAX
-      integer dtype's (a refused release's mark, also when stored wider), or
+      values beyond the computation's float dtype (float64 past float32's range
+      with x64 off, Python ints past float64's), or, for signed integer ``y``, its
+      dtype's minimum or JAX integer dtype's (a refused release's mark, also when
+      stored wider), or
       values beyond :func:`integer_limit` with ``integer=True`` (concrete input);
       ``method`` or ``tol`` is invalid.
 
@@ -188,7 +188,7 @@ def _as_float(y, poset):
     except (TypeError, ValueError):
       raise _checks.ArgTypeError(f"y must be an array of numbers; got {y!r}.") from None
   if y.dtype == object:
-    _refuse_python_ints(y)
+    y = _object_floats(y)
   if not (jnp.issubdtype(y.dtype, jnp.floating) or jnp.issubdtype(y.dtype, jnp.integer)):
     raise _checks.ArgTypeError(f"y must hold real numbers; got dtype {y.dtype}.")
   dim = poset.d + 1
@@ -248,16 +248,25 @@ def _refuse_first(bad: np.ndarray, y: np.ndarray, message: str) -> None:
     raise ValueError(f"{message.format(entry=entry)} ({np.count_nonzero(bad)} in all).")
 
 
-def _refuse_python_ints(y: np.ndarray) -> None:
-  """numpy stores Python ints past 64 bits as objects: name the first one."""
+def _object_floats(y: np.ndarray) -> np.ndarray:
+  """A numpy object array of Python ints and floats (numpy stores ints past 64 bits,
+  or int64 and uint64 values together, as objects) as float64, each the nearest
+  float; anything else is left for the dtype check to refuse."""
+  if not y.size or not all(
+    isinstance(v, (numbers.Integral, float)) and not isinstance(v, (bool, np.bool_))
+    for v in y.flat
+  ):
+    return y
+  out = np.empty(y.shape, np.float64)
   for i, v in np.ndenumerate(y):
-    if isinstance(v, numbers.Integral) and not isinstance(v, bool):
-      if not -(2**63) <= v < 2**64:
-        raise _checks.ArgTypeError(
-          f"y[{', '.join(map(str, i))}] = {v} is a Python int beyond 64 bits, which no "
-          "JAX or numpy integer dtype holds; pass float64 counts "
-          "(np.asarray(y, np.float64)) or bring them into range."
-        )
+    try:
+      out[i] = float(v)
+    except OverflowError:
+      raise ValueError(
+        f"y[{', '.join(map(str, i))}] = {v} is beyond {np.finfo(np.float64).max:.4g}, "
+        "the largest float64: no float dtype holds it. Rescale the counts."
+      ) from None
+  return out
 
 
 def _exact_rows(flat: np.ndarray, rows, graph, tol):

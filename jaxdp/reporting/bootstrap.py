@@ -63,7 +63,8 @@ def consistent_error_bars(
     half-width of the wider end.
 
   Raises:
-    TypeError: ``mechanism`` is not a PosetCountMechanism.
+    TypeError: ``mechanism`` is not a PosetCountMechanism, ``released`` not numbers
+      (bool or strings).
     ValueError: a vector of the wrong shape, non-finite or negative values, not
       consistent (beyond the float32 tolerance of :func:`jaxdp.consistent`), not
       integral or past :func:`jaxdp.consistency.integer_limit` with
@@ -84,7 +85,12 @@ def consistent_error_bars(
     raise _checks.ArgTypeError(f"integer must be True or False; got {integer!r}.")
   n = check_samples(num_samples, mechanism.dim)
   poset = mechanism.poset
-  integer_input = np.issubdtype(np.asarray(released).dtype, np.signedinteger)
+  kind = np.asarray(released).dtype
+  if kind == np.bool_ or not (np.issubdtype(kind, np.number) or kind == np.object_):
+    raise _checks.ArgTypeError(
+      f"released must hold counts (the output of jaxdp.consistent); got dtype {kind}."
+    )
+  integer_input = np.issubdtype(kind, np.signedinteger)
   if integer_input and _checks.holds_invalid(released):  # as NaN marks a float one
     raise ValueError(
       "released holds its dtype's minimum, the mark of a refused exact release; it "
