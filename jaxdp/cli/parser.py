@@ -358,8 +358,10 @@ def build_parser(epilog: str = "") -> Parser:
     required=True,
     help="answers: .npy (n, d) or CSV (UTF-8) with d 0/1 columns; its first line is "
     "a header only if every field is a question name (starting with a letter, not a "
-    "number, NaN, True or yes) or the poset's element names, else it is data; errors "
-    "name rows from 0, the header not counted, and their line",
+    "number, NaN, True or yes) or one of the poset's element names, else it is data; "
+    "a header must name each of the poset's questions once, in any order, and "
+    "columns are read by those names; errors name rows from 0, the header not "
+    "counted, and their line",
   )
   p.add_argument("--eps", type=EPS, required=True, help="privacy parameter, 1e-06 to 1000")
   p.add_argument(

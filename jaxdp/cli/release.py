@@ -71,7 +71,7 @@ def header_columns(fields: list[str], names, width: int, src: str, num: int) -> 
   quoted.
 
   Raises:
-    UsageError: naming both counts, or the unknown, repeated and missing names.
+    UsageError: naming the three counts, or the unknown, repeated and missing names.
   """
   found = [v.strip() for v in fields]
   if not len(found) == width == len(names):
