@@ -65,9 +65,13 @@ def consistent(
   Tolerance: every returned vector satisfies the order constraints exactly in
   floating point, and the certificate bounds its distance to the exact projection:
   ``||z - z*||_2 <= distance_bound``; ``ok`` means ``distance_bound <= tol *
-  max(1, max|y|)``. The exact path's certificate is that of its float64 solution;
-  casting it to a float32 result moves each coordinate by at most half a unit in
-  the last place and keeps it consistent (rounding is monotone).
+  max(1, max|y|)``. The exact path solves the values given, in float64 (not ``y``
+  narrowed to float32 with x64 off), and its certificate is that of its float64
+  solution; casting it to a float32 result moves each coordinate by at most half a
+  unit in the last place and keeps it consistent (rounding is monotone), and with
+  ``integer=True`` its integers are rounded from the float64 solution, exact up to
+  :func:`integer_limit` whatever the float dtype (2**25 + 1 is not rounded to 2**25
+  first). The batched solver works on ``y`` in the float dtype.
 
   Args:
     y: noisy counts, shape ``(..., d + 1)``, finite real values. Concrete ``y`` is
@@ -118,8 +122,8 @@ def consistent(
     raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
   if not isinstance(integer, bool):
     raise _checks.ArgTypeError(f"integer must be True or False; got {integer!r}.")
-  y = _as_float(y, poset)
-  concrete = _checks.is_concrete(y)
+  y, wide = _as_float(y, poset)
+  concrete = wide is not None
   if tol is None:
     tol = default_tol(y.dtype)
   elif not (isinstance(tol, (int, float)) and 0 < tol < 1):
@@ -129,27 +133,38 @@ def consistent(
       "method='exact' runs on the host and needs concrete y (not under jit)."
     )
   if integer and concrete:
-    check_integer_range(np.asarray(y), "y")
+    check_integer_range(wide, "y")
   graph = constraint_graph(poset)
   flat = y.reshape(-1, graph.dim)
   if method == "exact" or (method == "auto" and concrete and y.ndim == 1):
-    w, cert = _exact_rows(np.asarray(flat, np.float64), range(flat.shape[0]), graph, tol)
-    w = jnp.asarray(w, y.dtype)
+    w, rows = None, np.arange(flat.shape[0])
+    w_host, cert = _exact_rows(wide.reshape(flat.shape), rows, graph, tol)
     cert = Certificate(*(jnp.asarray(c) for c in cert))
   else:
     w, _, cert = isotonic_batched(flat, graph, tol)
+    rows = np.zeros(0, int)
     if method == "auto" and concrete and not bool(jnp.all(cert.ok)):
-      bad = np.nonzero(~np.asarray(cert.ok))[0]
-      w_bad, cert_bad = _exact_rows(np.asarray(flat, np.float64), bad, graph, tol)
-      w = w.at[bad].set(jnp.asarray(w_bad, y.dtype))
-      cert = Certificate(*(c.at[bad].set(jnp.asarray(v)) for c, v in zip(cert, cert_bad)))
-  z = jnp.maximum(w, 0.0).reshape(y.shape)
+      rows = np.nonzero(~np.asarray(cert.ok))[0]
+      w_host, cert_bad = _exact_rows(wide.reshape(flat.shape), rows, graph, tol)
+      cert = Certificate(*(c.at[rows].set(jnp.asarray(v)) for c, v in zip(cert, cert_bad)))
   cert = Certificate(*(c.reshape(y.shape[:-1]) for c in cert))
-  if integer:
-    z = jnp.round(z)
-    fits = jnp.all(jnp.isfinite(z) & (z < float(integer_limit()) + 1.0), axis=-1)
-    z = z.astype(jnp.result_type(int))
-    cert = cert._replace(ok=cert.ok & fits)
+  # the host rows are rounded (or cast) from their float64 solution: exact integers
+  # up to integer_limit() in any float dtype (their range was checked above)
+  out = jnp.result_type(int) if integer else y.dtype
+  if w is None:
+    z = jnp.zeros(flat.shape, out)
+  else:
+    z = jnp.maximum(w, 0.0)
+    if integer:
+      z = jnp.round(z)
+      fits = jnp.all(jnp.isfinite(z) & (z < float(integer_limit()) + 1.0), axis=-1)
+      fits = fits.at[rows].set(True)  # the host rows replace these; checked above
+      z = z.astype(out)
+      cert = cert._replace(ok=cert.ok & fits.reshape(y.shape[:-1]))
+  if rows.size:
+    host = np.maximum(w_host, 0.0)
+    z = z.at[rows].set(jnp.asarray(np.round(host) if integer else host, out))
+  z = z.reshape(y.shape)
   if not certificate:
     return z
   return z, cert
@@ -179,9 +194,10 @@ def check_integer_range(y: np.ndarray, name: str) -> None:
 
 
 def _as_float(y, poset):
-  """``y`` checked and in the computation's float dtype. Concrete input is converted
-  on the host, value by value: ``jnp.asarray`` would first store int64 as int32 with
-  x64 off, wrapping 2**32 + 7 to 7."""
+  """``(y, wide)``: ``y`` checked and in the computation's float dtype, and, when
+  concrete, its values in float64 on the host (None when traced). Concrete input is
+  converted on the host, value by value: ``jnp.asarray`` would first store int64 as
+  int32 with x64 off, wrapping 2**32 + 7 to 7."""
   if not hasattr(y, "dtype"):
     try:
       y = np.asarray(y)
@@ -198,13 +214,16 @@ def _as_float(y, poset):
       f"(d = {poset.d}); got shape {tuple(y.shape)}."
     )
   if _checks.is_concrete(y):
-    host = _host_float(np.asarray(y))
-    return y if isinstance(y, jax.Array) and y.dtype == host.dtype else jnp.asarray(host)
+    wide = np.asarray(y)
+    host = _host_float(wide)
+    keep = isinstance(y, jax.Array) and y.dtype == host.dtype
+    return (y if keep else jnp.asarray(host)), wide.astype(np.float64)
   if jnp.issubdtype(y.dtype, jnp.signedinteger):  # its minimum marks a refused
     return jnp.where(  # release, as NaN does
       y == jnp.iinfo(y.dtype).min, jnp.nan, y.astype(jnp.result_type(float))
-    )
-  return y.astype(jnp.result_type(float)) if jnp.issubdtype(y.dtype, jnp.integer) else y
+    ), None
+  float_y = y.astype(jnp.result_type(float)) if jnp.issubdtype(y.dtype, jnp.integer) else y
+  return float_y, None
 
 
 def _host_float(y: np.ndarray) -> np.ndarray:

@@ -117,3 +117,23 @@ def test_error_bars_refuse_releases_that_are_not_numbers():
   for bad in (np.array([True, True, False]), np.array(["9", "5", "3"])):
     with pytest.raises(TypeError, match="released must hold counts"):
       jaxdp.consistent_error_bars(bad, mech, num_samples=200)
+
+
+BIG = [2**25 + 1, 2**25 + 3, 3]  # c_1 > n: the projection pools them at 2**25 + 2
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float64])
+def test_the_exact_path_reads_integers_past_float32_exactly(dtype):
+  """float32 holds 2**25 + 1 as 2**25 and 2**25 + 3 as 2**25 + 4; projecting the
+  rounded vector gave 2**25 or 2**25 + 4 for the pooled pair (a tie at 2**25 + 2).
+  The host path solves the given values in float64: by hand, the violated pair
+  (n, c_1) pools at its mean and c_2 = 3 stays."""
+  y = np.array(BIG, dtype)
+  want = [2**25 + 2, 2**25 + 2, 3]
+  np.testing.assert_array_equal(np.asarray(jaxdp.consistent(y, CHAIN, integer=True)), want)
+  z = np.asarray(jaxdp.consistent(y, CHAIN))
+  np.testing.assert_array_equal(z, np.array(want, np.float64).astype(np.float32))
+  batch = np.stack([y, np.array([10, 5, 3], dtype)])  # batched, then the host fallback
+  zb = np.asarray(jaxdp.consistent(batch, CHAIN, integer=True, method="auto"))
+  assert np.all(np.abs(zb[0] - want) <= 8)  # the float32 solver: within tolerance
+  np.testing.assert_array_equal(zb[1], [10, 5, 3])
