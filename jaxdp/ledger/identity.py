@@ -3,7 +3,9 @@
 The same name with other data is refused (a name is one dataset), and so is the
 same data under a second name (it would get a second budget: the same people,
 charged twice as little). For poset counts the data's fingerprint decides: a use
-with another poset is charged to the same budget, with a warning. Messages never
+with another poset is charged to the same budget, with a warning. A dataset
+registered under the first fingerprint scheme (jaxdp 0.1: no ``scheme`` in its
+fingerprint) is compared with the data's fingerprint of that scheme. Messages never
 show fingerprints, values or the number of rows: two different datasets refused
 under one name get the same message.
 """
@@ -11,11 +13,13 @@ under one name get the same message.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from jaxdp import _checks
 from jaxdp.ledger import records
 from jaxdp.ledger.errors import DatasetMismatchError
+from jaxdp.ledger.fingerprint import SCHEME
 from jaxdp.ledger.index import Index
 
 __all__ = ["MAX_NAME", "check_dataset", "check_name"]
@@ -33,9 +37,20 @@ def check_name(dataset: Any) -> None:
     raise ValueError(f"dataset must be printable; got {dataset!r:.80}.")
 
 
-def check_dataset(index: Index, path: str, dataset: str, fp: dict, record: dict) -> None:
+def check_dataset(
+  index: Index,
+  path: str,
+  dataset: str,
+  fp: dict,
+  record: dict,
+  legacy: Callable[[], str],
+) -> None:
   """Raises unless ``dataset`` may be used with data of fingerprint ``fp`` and the
   budget ``record``.
+
+  Args:
+    legacy: the data's rows fingerprint of scheme 1, called only if the ledger
+      holds a dataset registered under it.
 
   Raises:
     DatasetMismatchError: the name is registered with other data, or the data under
@@ -43,8 +58,12 @@ def check_dataset(index: Index, path: str, dataset: str, fp: dict, record: dict)
     BudgetMismatchError: another budget, rule or group size.
   """
   known = index.datasets.get(dataset)
-  other = index.by_data.get(fp["data"])
   if known is None:
+    other = index.by_data.get(fp["data"])
+    if other is None and any(
+      e["fingerprint"].get("scheme") != SCHEME for e in index.datasets.values()
+    ):
+      other = index.by_data.get(legacy())
     if other is not None:
       raise DatasetMismatchError(
         f"this data is already registered as dataset {other!r} in ledger {path}: the "
@@ -52,7 +71,9 @@ def check_dataset(index: Index, path: str, dataset: str, fp: dict, record: dict)
         f"{other!r}."
       )
     return
-  if known["fingerprint"]["data"] != fp["data"]:
+  scheme = known["fingerprint"].get("scheme")
+  mine = fp["data"] if scheme == SCHEME else legacy() if scheme is None else None
+  if known["fingerprint"]["data"] != mine:
     raise DatasetMismatchError(
       f"dataset {dataset!r} is registered in ledger {path} with other data (the "
       "fingerprints of dtype, shape and values differ): a name is one dataset. Use "
