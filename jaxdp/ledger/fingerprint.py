@@ -104,9 +104,12 @@ def _rows(data: Any) -> np.ndarray:
 
 def _mix(v: np.ndarray) -> np.ndarray:
   """SplitMix64's finaliser, elementwise on uint64 (wrapping)."""
-  v = (v ^ (v >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-  v = (v ^ (v >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-  return v ^ (v >> np.uint64(31))
+  v = v ^ (v >> np.uint64(30))  # a new array: the rest is in place
+  v *= np.uint64(0xBF58476D1CE4E5B9)
+  v ^= v >> np.uint64(27)
+  v *= np.uint64(0x94D049BB133111EB)
+  v ^= v >> np.uint64(31)
+  return v
 
 
 def _colours(v: np.ndarray) -> np.ndarray:
@@ -120,9 +123,10 @@ def _colours(v: np.ndarray) -> np.ndarray:
     distinct = len(np.unique(c))
     if distinct == len(c):
       break
-    cell = _mix(v ^ _mix(c))
+    cell = v ^ _mix(c)  # v is mixed already
     row = _mix(cell.sum(axis=1, dtype=np.uint64))
-    refined = _mix(c ^ _mix(cell + row[:, None]).sum(axis=0, dtype=np.uint64))
+    cell += row[:, None]
+    refined = _mix(c ^ _mix(cell).sum(axis=0, dtype=np.uint64))
     if len(np.unique(refined)) == distinct:
       break
     c = refined

@@ -5,7 +5,9 @@ same data under a second name (it would get a second budget: the same people,
 charged twice as little). For poset counts the data's fingerprint decides: a use
 with another poset is charged to the same budget, with a warning. A dataset
 registered under the first fingerprint scheme (jaxdp 0.1: no ``scheme`` in its
-fingerprint) is compared with the data's fingerprint of that scheme. Messages never
+fingerprint) is compared with the data's fingerprint of that scheme; its first use
+here records its fingerprint of this scheme (a ``fingerprint`` entry), so from then
+on its copies with the columns reordered are recognised too. Messages never
 show fingerprints, values or the number of rows: two different datasets refused
 under one name get the same message.
 """
@@ -37,6 +39,14 @@ def check_name(dataset: Any) -> None:
     raise ValueError(f"dataset must be printable; got {dataset!r:.80}.")
 
 
+def _registered_as(other: str, path: str) -> DatasetMismatchError:
+  return DatasetMismatchError(
+    f"this data is already registered as dataset {other!r} in ledger {path}: the "
+    "same data under a second name would get a second budget. Use the name "
+    f"{other!r}."
+  )
+
+
 def check_dataset(
   index: Index,
   path: str,
@@ -58,22 +68,23 @@ def check_dataset(
     BudgetMismatchError: another budget, rule or group size.
   """
   known = index.datasets.get(dataset)
+  other = index.by_data.get(fp["data"])
   if known is None:
-    other = index.by_data.get(fp["data"])
     if other is None and any(
       e["fingerprint"].get("scheme") != SCHEME for e in index.datasets.values()
     ):
       other = index.by_data.get(legacy())
     if other is not None:
-      raise DatasetMismatchError(
-        f"this data is already registered as dataset {other!r} in ledger {path}: the "
-        "same data under a second name would get a second budget. Use the name "
-        f"{other!r}."
-      )
+      raise _registered_as(other, path)
     return
   scheme = known["fingerprint"].get("scheme")
-  mine = fp["data"] if scheme == SCHEME else legacy() if scheme is None else None
-  if known["fingerprint"]["data"] != mine:
+  if scheme == SCHEME:
+    same = known["fingerprint"]["data"] == fp["data"]
+  else:  # the first scheme: or its fingerprint of this scheme, recorded since
+    if scheme is None and other not in (None, dataset):
+      raise _registered_as(other, path)
+    same = scheme is None and (other == dataset or known["fingerprint"]["data"] == legacy())
+  if not same:
     raise DatasetMismatchError(
       f"dataset {dataset!r} is registered in ledger {path} with other data (the "
       "fingerprints of dtype, shape and values differ): a name is one dataset. Use "

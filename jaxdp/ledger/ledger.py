@@ -132,7 +132,11 @@ class Ledger:
     with self._index.writing(self._store, write=False) as tx:
       self._known(dataset)
       rows = tx.entries_after(self._index.datasets[dataset]["seq"])
-    return [charge_of(r, self._store.key) for r in rows if r[1] == dataset]
+    return [
+      charge_of(r, self._store.key)
+      for r in rows
+      if r[1] == dataset and r[2] != "fingerprint"
+    ]
 
   def committed(self, dataset: str) -> dict:
     """The dataset's state after the last entry this object read or wrote (spent
@@ -230,6 +234,8 @@ class Ledger:
       check_dataset(self._index, self.path, dataset, fp, record, legacy)
       if dataset not in self._index.datasets:
         self._index.append(tx, dataset, "dataset", {"fingerprint": fp, "budget": record})
+      elif fp["data"] not in self._index.by_data:  # registered by jaxdp 0.1
+        self._index.append(tx, dataset, "fingerprint", {"fingerprint": fp})
       state = self._index.states[dataset]
     return records.resume(acct, state)
 

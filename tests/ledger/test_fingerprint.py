@@ -5,6 +5,7 @@ registered under the first fingerprint scheme (columns in the order given) are s
 recognised."""
 
 import itertools
+import sqlite3
 
 import numpy as np
 import pytest
@@ -143,9 +144,10 @@ def test_the_first_schemes_fingerprint_is_what_jaxdp_0_1_stored():
 
 
 def test_a_dataset_registered_under_the_first_scheme_is_still_recognised(tmp_path):
-  """A registration as jaxdp 0.1 wrote it (no scheme): the same data resumes its
-  budget, under a second name it is refused, and other data, or the columns
-  reordered (the first scheme cannot tell), under its name are refused."""
+  """A registration as jaxdp 0.1 wrote it (no scheme): other data, or the columns
+  reordered (the first scheme cannot tell), under its name are refused; the same
+  data resumes its budget, is refused under a second name, and its first use
+  records its fingerprint of this scheme."""
   path = tmp_path / "l.db"
   data = RNG.integers(0, 3, (50, 3))
   ledger = jaxdp.Ledger(path)
@@ -160,13 +162,38 @@ def test_a_dataset_registered_under_the_first_scheme_is_still_recognised(tmp_pat
   with index.writing(store) as tx:
     index.append(tx, "old", "dataset", entry)
   store.close()
+  for other in (data + 1, data[:, ::-1]):  # the first scheme cannot tell the second
+    with pytest.raises(DatasetMismatchError, match="with other data"):
+      ledger.accountant("old", other, 1.0)
   ledger.charge("old", ledger.accountant("old", data, 1.0), LAP)
   assert ledger.datasets()[0].charges == 1
   with pytest.raises(DatasetMismatchError, match="already registered as dataset 'old'"):
     ledger.accountant("new", data.astype(np.int8), 1.0)
-  for other in (data + 1, data[:, ::-1]):
-    with pytest.raises(DatasetMismatchError, match="with other data"):
-      ledger.accountant("old", other, 1.0)
   ledger.accountant("fresh", data + 1, 1.0)  # other data: a dataset of the new scheme
   with pytest.raises(DatasetMismatchError, match="'fresh'"):
     ledger.accountant("fresh too", (data + 1)[:, ::-1], 1.0)
+  # the first use recorded the fingerprint of this scheme: reordered columns are now
+  # the same data, here and in a ledger opened afresh
+  for reader in (ledger, jaxdp.Ledger(path)):
+    with pytest.raises(DatasetMismatchError, match="already registered as dataset 'old'"):
+      reader.accountant("new", data[:, [2, 0, 1]], 1.0)
+    again = reader.accountant("old", data[:, ::-1], 1.0)
+    assert records.state_of(again) == reader.committed("old")
+    assert [c.kind for c in reader.charges("old")] == ["charge"]
+  kinds = [r[0] for r in sqlite3.connect(path).execute("SELECT kind FROM entries")]
+  assert kinds == ["dataset", "fingerprint", "charge", "dataset"]
+
+
+def test_a_recorded_fingerprint_for_a_dataset_of_this_scheme_is_refused(tmp_path):
+  """Only a dataset registered by jaxdp 0.1 takes a fingerprint entry (one written
+  with the key for another is not what jaxdp writes)."""
+  path = tmp_path / "l.db"
+  data = RNG.integers(0, 3, (50, 3))
+  jaxdp.Ledger(path).accountant("d", data, 1.0)
+  store = jaxdp.ledger.store.Store(path)
+  index = Index(store.ledger_id, store.key)
+  fp = jaxdp.ledger.dataset_fingerprint(data + 1)
+  with pytest.raises(jaxdp.ledger.LedgerTamperedError, match="first fingerprint"):
+    with index.writing(store) as tx:
+      index.append(tx, "d", "fingerprint", {"fingerprint": fp})
+  store.close()
