@@ -1,7 +1,7 @@
 """Cost of a durable budget: releases through a Session with and without a ledger.
 
   python benchmarks/ledger.py [--releases 200] [--batch 100] [--charges 100000]
-                              [--dir DIR] [--out results]
+                              [--rows 1000000] [--dir DIR] [--out results]
 
 In one run, side by side:
 
@@ -15,7 +15,10 @@ In one run, side by side:
   function of ``--batch`` releases (:func:`jaxdp.plan`, which traces it), commits
   them in one transaction, then the function runs once;
 * opening a ledger of ``--charges`` charges (the whole hash chain verified) and
-  summarizing it.
+  summarizing it;
+* dataset fingerprints of ``--rows`` rows (process CPU time, best of 3,
+  interleaved): the current scheme (columns in a canonical order) against the first
+  (cells in the order given).
 
 The ledger lives in ``--dir`` (default: a temporary folder on the disk holding this
 checkout, since the fsyncs are the cost; its file system is recorded). Writes
@@ -40,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, write_results
 
 import jaxdp
+from jaxdp.ledger.fingerprint import legacy_rows_fingerprint, rows_fingerprint
 from jaxdp.ledger.index import Index
 from jaxdp.ledger.store import Store
 
@@ -173,6 +177,30 @@ def _open(folder: Path, n: int) -> dict:
   }
 
 
+def _fingerprints(n: int, repeats: int = 3) -> dict:
+  """CPU seconds (best of ``repeats``, the two schemes interleaved) per data set."""
+  rng = np.random.default_rng(0)
+  answers = rng.integers(0, 2, (n, 4)).astype(bool)
+  cases = {
+    f"{n:,} x 8 integers": rng.integers(0, 1000, (n, 8)),
+    f"{n:,} x 8 yes/no, columns of equal counts": np.concatenate(
+      [answers, rng.permutation(answers)], axis=1
+    ),
+    f"{n:,} x 8 floats": rng.normal(size=(n, 8)),
+    f"{n:,} x 1 integers": rng.integers(0, 1000, n),
+  }
+  out = {}
+  for name, x in cases.items():
+    best = {"columns in a canonical order": np.inf, "first scheme": np.inf}
+    for _ in range(repeats):
+      for scheme, fn in zip(best, (rows_fingerprint, legacy_rows_fingerprint)):
+        t0 = time.process_time()
+        fn(x)
+        best[scheme] = min(best[scheme], time.process_time() - t0)
+    out[name] = best
+  return out
+
+
 def _file_system(folder: Path) -> str:
   try:
     return (
@@ -189,6 +217,7 @@ def main(argv=None):
   ap.add_argument("--releases", type=int, default=200)
   ap.add_argument("--batch", type=int, default=100)
   ap.add_argument("--charges", type=int, default=100_000)
+  ap.add_argument("--rows", type=int, default=1_000_000)
   ap.add_argument("--dir", default=None)
   ap.add_argument("--out", default="results")
   args = ap.parse_args(argv)
@@ -200,12 +229,14 @@ def main(argv=None):
     batch = _batch(folder, args.batch)
     opened = _open(folder, args.charges)
     fs = _file_system(folder)
+  fingerprints = _fingerprints(args.rows)
   payload = {
     "machine": machine() | {"file_system": fs, "load_average": os.getloadavg()},
     "sessions": sessions,
     "charge_many": many,
     "charge_plan": batch,
     "open": opened,
+    "fingerprint_cpu_seconds": fingerprints,
   }
   base = sessions["no ledger"]["releases_per_s"]
   rows = [
@@ -234,6 +265,12 @@ def main(argv=None):
     + f"\n\nOpening a ledger of {opened['charges']:,} charges "
     f"({opened['file_mb']:.1f} MB; the whole hash chain verified): "
     f"{opened['open_seconds']:.2f} s; its summary: {opened['summary_seconds']:.3f} s."
+    + "\n\n| dataset fingerprint of | CPU s | first scheme (columns as given) |\n"
+    + "|---|---:|---:|\n"
+    + "\n".join(
+      f"| {name} | {t['columns in a canonical order']:.3f} | {t['first scheme']:.3f} |"
+      for name, t in fingerprints.items()
+    )
   )
   write_results(args.out, "ledger", payload, table)
   print(table)

@@ -127,7 +127,8 @@ def run_benchmarks(out: str, quick: bool, only=None) -> None:
   if _wanted("reporting", only):
     reporting.main(["--out", out] + (["--quick"] if q else []))
   if _wanted("ledger", only):
-    ledger.main(["--out", out] + (["--releases", "20", "--charges", "2000"] if q else []))
+    quick = ["--releases", "20", "--charges", "2000", "--rows", "20000"]
+    ledger.main(["--out", out] + (quick if q else []))
   if _wanted("consistency", only):
     consistency.main(
       ["--out", out] + (["--nhis-batch", "10000", "--q-batch", "200"] if q else [])

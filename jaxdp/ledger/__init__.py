@@ -3,7 +3,8 @@
 Modules: :mod:`.ledger` (the :class:`Ledger`), :mod:`.protocol` (deciding and
 appending charges in one transaction), :mod:`.store` (the sqlite file, its schema
 and transactions), :mod:`.chain` (the keyed hash chain over the entries),
-:mod:`.keyfile` (the ledger's secret key beside it), :mod:`.index`
+:mod:`.keyfile` (the ledger's secret key beside it), :mod:`.creation` (a new
+ledger's database, then its key file), :mod:`.index`
 (the datasets and states replayed from the entries), :mod:`.identity` (dataset
 names and fingerprints, checked together), :mod:`.fingerprint` (dataset
 fingerprints), :mod:`.records` (budget records and states of accountants),

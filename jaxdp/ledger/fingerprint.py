@@ -1,18 +1,31 @@
 """Dataset fingerprints: SHA-256 over a canonical encoding of the data as a multiset
-of rows.
+of rows whose cells are in a canonical order.
 
-The data's first axis indexes its rows (people); trailing unit axes are dropped, so
-shapes ``(n, 1)`` and ``(n,)`` are one layout. Values are canonicalised: booleans and
-integers, and floats whose values are all integral (within int64), as int64 (uint64
-above its range); other floats as float64 with -0.0 as 0.0 and one NaN. The rows are
-then sorted lexicographically and hashed with the canonical dtype and the row shape.
-So an int32 and an int64 copy, a float copy of integer data, a numpy and a JAX array,
-and the same rows in another order have one fingerprint: a fingerprint recognises
-exact copies up to representation and row order, not near-copies (the data with one
-row added, dropped or changed is other data; the dataset's name is the identity an
-operator must govern). For poset counts the poset's order matrix has its own
-fingerprint (:func:`array_fingerprint`, exact, rows not reordered), and the two
-together make the dataset's.
+The data's first axis indexes its rows (people); the other axes are flattened into
+the row's cells (columns), and trailing unit axes dropped, so shapes ``(n, 1)`` and
+``(n,)`` are one layout. Values are canonicalised: booleans and integers, and floats
+whose values are all integral (within int64), as int64 (uint64 above its range);
+other floats as float64 with -0.0 as 0.0 and one NaN. The columns are then put in a
+canonical order: each gets a colour, a hash of its multiset of values, refined a few
+times (as in colour refinement of graphs) by the multiset of its values paired with
+the colours of their rows; columns are ordered by colour, and across columns of one
+colour each row's values are sorted. Every step is a function of the data up to row
+and column order, so the fingerprint is too. The rows are then sorted
+lexicographically and hashed with the colours, the canonical dtype and the shape.
+
+So an int32 and an int64 copy, a float copy of integer data, a numpy and a JAX
+array, the rows in another order and the columns (questions) in another order have
+one fingerprint. Datasets that the refinement cannot tell apart (regular patterns
+such as the incidence matrices of one 8-cycle and of two 4-cycles) share one: the
+safe direction, one budget for both. A fingerprint recognises exact copies up to
+representation and the order of rows and columns, not near-copies: a column or a
+row added or dropped, a subset of the rows, values recoded or changed make other
+data (the dataset's name is the identity an operator must govern). For poset counts
+the poset's order matrix has its own fingerprint (:func:`array_fingerprint`, exact,
+rows not reordered), and the two together make the dataset's.
+
+Scheme 1 (jaxdp 0.1) kept the cells in the order given; datasets registered under it
+are recognised with :func:`legacy_rows_fingerprint` (:mod:`.identity`).
 
 A fingerprint of a small dataset identifies it (anyone can hash every candidate),
 so the ledger file is as confidential as the data; errors never show fingerprints.
@@ -25,7 +38,17 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["array_fingerprint", "dataset_fingerprint", "rows_fingerprint"]
+__all__ = [
+  "ROUNDS",
+  "SCHEME",
+  "array_fingerprint",
+  "dataset_fingerprint",
+  "legacy_rows_fingerprint",
+  "rows_fingerprint",
+]
+
+SCHEME = 2  # the rows fingerprint's encoding (1: cells in the order given)
+ROUNDS = 3  # refinements of the column colours
 
 
 def _canonical(x: np.ndarray) -> np.ndarray:
@@ -70,8 +93,82 @@ def _values(x: np.ndarray) -> np.ndarray:
   return f
 
 
+def _rows(data: Any) -> np.ndarray:
+  """The canonical values as an ``(n, cells)`` array, trailing unit axes dropped."""
+  x = np.atleast_1d(np.asarray(data))
+  while x.ndim > 1 and x.shape[-1] == 1:
+    x = x[..., 0]
+  x = _values(x)
+  return x.reshape(x.shape[0], int(np.prod(x.shape[1:], dtype=np.int64)))
+
+
+def _mix(v: np.ndarray) -> np.ndarray:
+  """SplitMix64's finaliser, elementwise on uint64 (wrapping)."""
+  v = v ^ (v >> np.uint64(30))  # a new array: the rest is in place
+  v *= np.uint64(0xBF58476D1CE4E5B9)
+  v ^= v >> np.uint64(27)
+  v *= np.uint64(0x94D049BB133111EB)
+  v ^= v >> np.uint64(31)
+  return v
+
+
+def _colours(v: np.ndarray) -> np.ndarray:
+  """A colour per column (uint64) that is a function of the data up to row and
+  column order: the column's multiset of values, refined (at most ``ROUNDS`` times,
+  while that splits ties) by the multiset, over the rows, of the column's value with
+  its row's multiset of (colour, value) cells."""
+  v = _mix(v + np.uint64(0x9E3779B97F4A7C15))  # no fixed point at 0
+  c = v.sum(axis=0, dtype=np.uint64)
+  for _ in range(ROUNDS):
+    distinct = len(np.unique(c))
+    if distinct == len(c):
+      break
+    cell = v ^ _mix(c)  # v is mixed already
+    row = _mix(cell.sum(axis=1, dtype=np.uint64))
+    cell += row[:, None]
+    refined = _mix(c ^ _mix(cell).sum(axis=0, dtype=np.uint64))
+    if len(np.unique(refined)) == distinct:
+      break
+    c = refined
+  return c
+
+
+def _columns(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """The columns in a canonical order and their colours: by colour
+  (:func:`_colours`), the values of each row across columns of one colour sorted,
+  so the result does not depend on the order of the columns (nor of the rows)."""
+  if rows.shape[1] < 2 or rows.shape[0] == 0:
+    return rows, np.zeros(0, np.uint64)
+  c = _colours(np.ascontiguousarray(rows).view("<u8"))
+  order = np.argsort(c, kind="stable")
+  rows, c = rows[:, order], c[order]
+  starts = np.flatnonzero(np.r_[True, c[1:] != c[:-1], True])
+  for a, b in zip(starts[:-1], starts[1:]):
+    if b - a > 1:
+      rows[:, a:b] = np.sort(rows[:, a:b], axis=1)
+  return rows, c
+
+
 def rows_fingerprint(data: Any) -> str:
-  """The SHA-256 (hex) of an array as a multiset of rows (see the module docstring).
+  """The SHA-256 (hex) of an array as a multiset of rows whose cells are in a
+  canonical order (see the module docstring).
+
+  Raises:
+    TypeError: an array of another kind (complex, strings, objects).
+  """
+  rows, colours = _columns(_rows(data))
+  if rows.shape[0] > 1 and rows.shape[1]:
+    rows = rows[np.lexsort(rows.T[::-1])]
+  h = hashlib.sha256(b"jaxdp-rows\x00")
+  h.update(f"scheme {SCHEME} {rows.dtype.str} {list(rows.shape)}".encode())
+  h.update(colours.astype("<u8").tobytes())
+  h.update(np.ascontiguousarray(rows).tobytes())
+  return h.hexdigest()
+
+
+def legacy_rows_fingerprint(data: Any) -> str:
+  """The rows fingerprint of scheme 1 (jaxdp 0.1): the rows as a multiset, their
+  cells in the order given. Only to recognise datasets registered under it.
 
   Raises:
     TypeError: an array of another kind (complex, strings, objects).
@@ -79,8 +176,7 @@ def rows_fingerprint(data: Any) -> str:
   x = np.atleast_1d(np.asarray(data))
   while x.ndim > 1 and x.shape[-1] == 1:
     x = x[..., 0]
-  x = _values(x)
-  rows = x.reshape(x.shape[0], -1)
+  rows = _rows(data)
   if rows.shape[0] > 1 and rows.shape[1]:
     rows = rows[np.lexsort(rows.T[::-1])]
   h = hashlib.sha256(b"jaxdp-rows\x00")
@@ -90,10 +186,10 @@ def rows_fingerprint(data: Any) -> str:
 
 
 def dataset_fingerprint(data: Any, poset: Any = None) -> dict:
-  """``{"data": ..., "poset": ... or None, "dataset": ...}``: the data's (as rows,
-  :func:`rows_fingerprint`), the poset order's (for poset counts) and both together
-  (hex SHA-256 each)."""
+  """``{"data": ..., "poset": ... or None, "dataset": ..., "scheme": 2}``: the
+  data's (as rows, :func:`rows_fingerprint`), the poset order's (for poset counts)
+  and both together (hex SHA-256 each), and the rows fingerprint's scheme."""
   d = rows_fingerprint(data)
   p = None if poset is None else array_fingerprint(np.asarray(poset.order, bool))
   both = hashlib.sha256(f"jaxdp-dataset\x00{d}\x00{p}".encode()).hexdigest()
-  return {"data": d, "poset": p, "dataset": both}
+  return {"data": d, "poset": p, "dataset": both, "scheme": SCHEME}

@@ -3,7 +3,11 @@
 The same name with other data is refused (a name is one dataset), and so is the
 same data under a second name (it would get a second budget: the same people,
 charged twice as little). For poset counts the data's fingerprint decides: a use
-with another poset is charged to the same budget, with a warning. Messages never
+with another poset is charged to the same budget, with a warning. A dataset
+registered under the first fingerprint scheme (jaxdp 0.1: no ``scheme`` in its
+fingerprint) is compared with the data's fingerprint of that scheme; its first use
+here records its fingerprint of this scheme (a ``fingerprint`` entry), so from then
+on its copies with the columns reordered are recognised too. Messages never
 show fingerprints, values or the number of rows: two different datasets refused
 under one name get the same message.
 """
@@ -11,11 +15,13 @@ under one name get the same message.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from jaxdp import _checks
 from jaxdp.ledger import records
 from jaxdp.ledger.errors import DatasetMismatchError
+from jaxdp.ledger.fingerprint import SCHEME
 from jaxdp.ledger.index import Index
 
 __all__ = ["MAX_NAME", "check_dataset", "check_name"]
@@ -33,9 +39,28 @@ def check_name(dataset: Any) -> None:
     raise ValueError(f"dataset must be printable; got {dataset!r:.80}.")
 
 
-def check_dataset(index: Index, path: str, dataset: str, fp: dict, record: dict) -> None:
+def _registered_as(other: str, path: str) -> DatasetMismatchError:
+  return DatasetMismatchError(
+    f"this data is already registered as dataset {other!r} in ledger {path}: the "
+    "same data under a second name would get a second budget. Use the name "
+    f"{other!r}."
+  )
+
+
+def check_dataset(
+  index: Index,
+  path: str,
+  dataset: str,
+  fp: dict,
+  record: dict,
+  legacy: Callable[[], str],
+) -> None:
   """Raises unless ``dataset`` may be used with data of fingerprint ``fp`` and the
   budget ``record``.
+
+  Args:
+    legacy: the data's rows fingerprint of scheme 1, called only if the ledger
+      holds a dataset registered under it.
 
   Raises:
     DatasetMismatchError: the name is registered with other data, or the data under
@@ -45,14 +70,21 @@ def check_dataset(index: Index, path: str, dataset: str, fp: dict, record: dict)
   known = index.datasets.get(dataset)
   other = index.by_data.get(fp["data"])
   if known is None:
+    if other is None and any(
+      e["fingerprint"].get("scheme") != SCHEME for e in index.datasets.values()
+    ):
+      other = index.by_data.get(legacy())
     if other is not None:
-      raise DatasetMismatchError(
-        f"this data is already registered as dataset {other!r} in ledger {path}: the "
-        "same data under a second name would get a second budget. Use the name "
-        f"{other!r}."
-      )
+      raise _registered_as(other, path)
     return
-  if known["fingerprint"]["data"] != fp["data"]:
+  scheme = known["fingerprint"].get("scheme")
+  if scheme == SCHEME:
+    same = known["fingerprint"]["data"] == fp["data"]
+  else:  # the first scheme: or its fingerprint of this scheme, recorded since
+    if scheme is None and other not in (None, dataset):
+      raise _registered_as(other, path)
+    same = scheme is None and (other == dataset or known["fingerprint"]["data"] == legacy())
+  if not same:
     raise DatasetMismatchError(
       f"dataset {dataset!r} is registered in ledger {path} with other data (the "
       "fingerprints of dtype, shape and values differ): a name is one dataset. Use "

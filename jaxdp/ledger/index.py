@@ -20,7 +20,9 @@ from jaxdp.ledger.store import Store, Transaction
 
 __all__ = ["KINDS", "Index", "initial_state", "verify_row"]
 
-KINDS = ("dataset", "charge", "refusal")  # refusal: only where a rule counts them
+# refusal: only where a rule counts them; fingerprint: a dataset registered by jaxdp
+# 0.1, its fingerprint of the current scheme (recorded on its first use since)
+KINDS = ("dataset", "charge", "refusal", "fingerprint")
 
 
 def initial_state(budget: dict) -> dict:
@@ -42,7 +44,9 @@ class Index:
       ``budget``) with its ``seq`` and ``time``.
     states: name -> its current state (``spent`` units, ``spent_delta`` units,
       ``answered``, ``refusals``).
-    by_data: data fingerprint -> the name it is registered under.
+    by_data: data fingerprint -> the name it is registered under (for a dataset
+      registered by jaxdp 0.1, also its fingerprint of the current scheme, from a
+      ``fingerprint`` entry).
   """
 
   def __init__(self, ledger_id: str, key: bytes):
@@ -109,6 +113,17 @@ class Index:
       raise LedgerTamperedError(
         f"entry {seq} is a {kind!r} of an unknown dataset {name!r}."
       )
+    if kind == "fingerprint":
+      if (
+        entry["fingerprint"]["scheme"] != 2  # fingerprint.SCHEME (numpy-free here)
+        or "scheme" in self.datasets[name]["fingerprint"]
+      ):
+        raise LedgerTamperedError(
+          f"entry {seq} records a fingerprint for dataset {name!r}, which is not a "
+          "dataset of the first fingerprint scheme: jaxdp writes none such."
+        )
+      self.by_data.setdefault(entry["fingerprint"]["data"], name)
+      return
     before, after = entry.get("before"), entry.get("after")
     step = {"charge": "answered", "refusal": "refusals"}[kind]
     if (

@@ -17,6 +17,7 @@ it does not.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,7 +27,7 @@ from jaxdp.accounting import Accountant, ReleaseRefusedError, plan
 from jaxdp.accounting.releases import mechanism_cost, mechanism_event
 from jaxdp.ledger import protocol, records
 from jaxdp.ledger.errors import LedgerError, LedgerRollbackError
-from jaxdp.ledger.fingerprint import dataset_fingerprint
+from jaxdp.ledger.fingerprint import dataset_fingerprint, legacy_rows_fingerprint
 from jaxdp.ledger.identity import check_dataset, check_name
 from jaxdp.ledger.index import Index
 from jaxdp.ledger.store import Store
@@ -46,7 +47,9 @@ class Ledger:
 
   Args:
     path: the ledger file; created (with its schema and its key file) if missing
-      and ``create``.
+      and ``create``, unless its key file ``<path>.key`` is there: a key file
+      without its database means the database was deleted or moved, and is refused
+      (:class:`~jaxdp.ledger.LedgerTamperedError`), never a fresh budget.
     timeout: seconds to wait for another connection's write lock before
       :class:`~jaxdp.ledger.LedgerLockedError`.
     create: create a missing file; False makes a missing ledger an error (a
@@ -129,7 +132,11 @@ class Ledger:
     with self._index.writing(self._store, write=False) as tx:
       self._known(dataset)
       rows = tx.entries_after(self._index.datasets[dataset]["seq"])
-    return [charge_of(r, self._store.key) for r in rows if r[1] == dataset]
+    return [
+      charge_of(r, self._store.key)
+      for r in rows
+      if r[1] == dataset and r[2] != "fingerprint"
+    ]
 
   def committed(self, dataset: str) -> dict:
     """The dataset's state after the last entry this object read or wrote (spent
@@ -221,11 +228,14 @@ class Ledger:
     if acct.history:
       raise ValueError("a ledger's accountant keeps no history: create it with history=0.")
     fp = dataset_fingerprint(data, poset)
+    legacy = functools.cache(lambda: legacy_rows_fingerprint(data))
     record = records.budget_record(acct)
     with self._index.writing(self._store) as tx:
-      check_dataset(self._index, self.path, dataset, fp, record)
+      check_dataset(self._index, self.path, dataset, fp, record, legacy)
       if dataset not in self._index.datasets:
         self._index.append(tx, dataset, "dataset", {"fingerprint": fp, "budget": record})
+      elif fp["data"] not in self._index.by_data:  # registered by jaxdp 0.1
+        self._index.append(tx, dataset, "fingerprint", {"fingerprint": fp})
       state = self._index.states[dataset]
     return records.resume(acct, state)
 

@@ -8,8 +8,8 @@ write of the charge hold the write lock together. Every sqlite error becomes one
 :mod:`.errors`, with the file's path and what to do. The schema is an allowlist,
 checked in every transaction: ``meta`` (format and the ledger's random id),
 ``entries`` (the append-only log, see :mod:`.chain`) and ``head`` (the last entry's
-number and seal), nothing else. Every commit is read back. The key is in
-:mod:`.keyfile`.
+number and seal), nothing else. Every commit is read back. A new ledger is made by
+:mod:`.creation` (its database, then its key in :mod:`.keyfile`).
 Standard library only.
 """
 
@@ -22,10 +22,10 @@ import os
 import sqlite3
 import threading
 import time
-import uuid
 from pathlib import Path
 
-from jaxdp.ledger import chain, keyfile
+from jaxdp.ledger import chain, creation, keyfile
+from jaxdp.ledger.creation import FORMAT
 from jaxdp.ledger.errors import (
   LedgerCorruptError,
   LedgerError,
@@ -36,17 +36,7 @@ from jaxdp.ledger.errors import (
 
 __all__ = ["FORMAT", "JOURNALS", "Store", "Transaction"]
 
-FORMAT = "jaxdp-ledger 2"
 JOURNALS = ("delete", "wal")
-
-_SCHEMA = (
-  "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-  "CREATE TABLE IF NOT EXISTS entries (seq INTEGER PRIMARY KEY, dataset TEXT NOT NULL, "
-  "kind TEXT NOT NULL, time TEXT NOT NULL, body TEXT NOT NULL, prev TEXT NOT NULL, "
-  "hash TEXT NOT NULL)",
-  "CREATE TABLE IF NOT EXISTS head (id INTEGER PRIMARY KEY CHECK (id = 1), "
-  "seq INTEGER NOT NULL, hash TEXT NOT NULL)",
-)
 
 
 def _schema_of(conn: sqlite3.Connection) -> list:
@@ -58,7 +48,7 @@ def _schema_of(conn: sqlite3.Connection) -> list:
 
 def _expected_schema() -> list:
   conn = sqlite3.connect(":memory:")
-  for statement in _SCHEMA:
+  for statement in creation.SCHEMA_SQL:
     conn.execute(statement)
   out = _schema_of(conn)
   conn.close()
@@ -225,9 +215,10 @@ class Store:
   """One connection to a ledger file.
 
   Args:
-    path: the file. A missing file is created (when ``create``); an existing file
-      must be a jaxdp ledger (an empty or foreign file is refused, never
-      initialised).
+    path: the file. A missing file is created (when ``create``, by
+      :mod:`.creation`) unless its key file is there (a deleted database, refused);
+      an existing file must be a jaxdp ledger (an empty or foreign file is refused,
+      never initialised) with its key file.
     timeout: seconds to wait for another connection's write lock.
     create: create the file if it is missing.
     read_only: open without write access (every transaction that writes fails).
@@ -238,8 +229,9 @@ class Store:
       deleted); an existing file keeps the journal it was created with.
 
   Raises:
-    LedgerError: a missing file (``create=False``), an empty or foreign file, or an
-      error of sqlite (see :func:`translate`).
+    LedgerError: a missing file (``create=False``), a key file without its file, a
+      file without its key file, an empty or foreign file, or an error of sqlite
+      (see :func:`translate`).
   """
 
   def __init__(
@@ -256,7 +248,10 @@ class Store:
       raise ValueError(f"journal must be one of {JOURNALS}; got {journal!r}.")
     self.path, self.timeout = str(path), float(timeout)
     p = Path(path)
+    key_there = keyfile.key_path(p).exists()  # first: a key is linked after its file
     exists = p.exists()
+    if key_there and not exists:
+      raise keyfile.orphaned(path)
     if exists and not p.is_file():
       raise LedgerError(f"ledger {path}: not a file.")
     if not exists and (read_only or not create):
@@ -264,47 +259,35 @@ class Store:
         f"ledger {path}: no such file (a ledger is created only by a writable "
         "Ledger(path, create=True)); a missing ledger is never read as an empty one."
       )
-    if exists and not _filled(p, min(self.timeout, 2.0)):
-      raise LedgerCorruptError(
-        f"ledger {path}: the file is empty; a ledger is created only where no file "
-        "exists, so an emptied ledger is never read as a fresh budget. Restore it "
-        "from a backup."
-      )
-    self.key = keyfile.make_or_read(p) if not exists else b""
-    self.wal = journal == "wal" if not exists else _check_wal(p)
+    self.key = b""
     self._thread, self._file_id = threading.get_ident(), None
     try:
-      uri = p.resolve().as_uri() + ("?mode=ro" if read_only else "?mode=rwc")
+      if not exists:
+        creation.create(p, journal)  # or another process created it first
+      if not _filled(p, min(self.timeout, 2.0)):
+        raise LedgerCorruptError(
+          f"ledger {path}: the file is empty; a ledger is created only where no file "
+          "exists, so an emptied ledger is never read as a fresh budget. Restore it "
+          "from a backup."
+        )
+      self.wal = _check_wal(p)
+      uri = p.resolve().as_uri() + ("?mode=ro" if read_only else "?mode=rw")
       self._conn = sqlite3.connect(
         uri, uri=True, timeout=self.timeout, isolation_level=None
       )
-      if not exists:
-        self._conn.execute(f"PRAGMA journal_mode={journal.upper()}")
       self._conn.execute("PRAGMA synchronous=FULL")
       if max_pages is not None:
         self._conn.execute(f"PRAGMA max_page_count={int(max_pages)}")
-      ledger_id = self._setup(create=not exists)
-      if exists:  # a ledger's file: its key must be there
-        self.key = keyfile.read(p)
+      ledger_id = self._setup()
+      self.key = keyfile.read(p, wait=min(self.timeout, 1.0))
       self.ledger_id = ledger_id
       st = os.stat(self.path)
       self._file_id = (st.st_dev, st.st_ino)
     except sqlite3.Error as e:
       raise translate(e, self.path, self.timeout) from None
 
-  def _setup(self, create: bool) -> str:
-    """Creates the schema in a new file; returns the ledger's id."""
-    if create:
-      with self.transaction():
-        for statement in _SCHEMA:
-          self._conn.execute(statement)
-        ledger_id = uuid.uuid4().hex
-        for key, value in (("format", FORMAT), ("id", ledger_id)):
-          self._conn.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (key, value))
-        g = chain.genesis(self.key, self._meta()["id"])
-        self._conn.execute(
-          "INSERT OR IGNORE INTO head VALUES (1, 0, ?)", (chain.seal(self.key, 0, g),)
-        )
+  def _setup(self) -> str:
+    """The ledger's id, once its format is checked."""
     meta = self._meta()
     if meta.get("format") != FORMAT or "id" not in meta:
       raise LedgerCorruptError(

@@ -18,6 +18,9 @@ Modes:
   race ROUNDS WORKERS SEED: per round, a new dataset of capacity 40 units and
     WORKERS workers racing for it with charges of 1 to 3 units until refused; the
     answered units must be at most the capacity and equal the recorded spend.
+  create ROUNDS WORKERS: per round, WORKERS workers open one new ledger file
+    (LEDGER.0, LEDGER.1, ...) at once; each must open it (none may take the others'
+    key file for a deleted database) and all must read one ledger id and one key.
 """
 
 import json
@@ -168,7 +171,41 @@ def race(path, rounds, workers, seed):
   return {"rounds": rounds, "workers": workers, "left_per_round": over}
 
 
+def create(base, rounds, workers):
+  seen = []
+  for k in range(rounds):
+    path = f"{base}.{k}"
+    start_r, start_w = os.pipe()
+    pipes = []
+    for _ in range(workers):
+      r, w = os.pipe()
+      if os.fork() == 0:
+        os.close(r)
+        os.read(start_r, 1)
+        try:
+          store = Store(path, timeout=30)
+          text = f"{store.ledger_id} {store.key.hex()}"
+        except Exception as e:  # reported to the parent, which fails
+          text = f"{type(e).__name__}: {e}"
+        os.write(w, text.encode())
+        os._exit(0)
+      os.close(w)
+      pipes.append(r)
+    os.write(start_w, b"x" * workers)  # all start at once
+    opened = []
+    for r in pipes:
+      opened.append(read_all(r))
+      os.close(r)
+    for _ in pipes:
+      os.wait()
+    os.close(start_r)
+    os.close(start_w)
+    assert len(set(opened)) == 1 and len(opened[0].split()) == 2, opened
+    seen.append(opened[0])
+  return {"rounds": rounds, "workers": workers, "ledgers": len(set(seen))}
+
+
 if __name__ == "__main__":
   mode, path, *rest = sys.argv[1:]
-  out = kill(path, *map(int, rest)) if mode == "kill" else race(path, *map(int, rest))
+  out = {"kill": kill, "race": race, "create": create}[mode](path, *map(int, rest))
   print(json.dumps(out))
