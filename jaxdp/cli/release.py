@@ -36,6 +36,7 @@ HEADER_RULE = (
 )
 
 ANSWERS = ("0", "1")
+MECHANISM = "exact integer K-norm noise (jaxdp.exact)"  # opens every release file
 SHOWN_NAMES = 8  # names listed in an error before "and N more"
 
 
@@ -183,9 +184,10 @@ def load_rows(src: str, d: int, names=()) -> np.ndarray:
       f"--data {src}: cannot read a .npy array ({type(e).__name__})"
     ) from None
   if rows.ndim != 2 or rows.shape[1] != d:
+    got = f"{rows.shape[1]} columns" if rows.ndim == 2 else f"{rows.ndim} dimensions"
     raise UsageError(
-      f"--data {src}: expected {d} columns (one 0/1 answer per "
-      f"question); got shape {rows.shape}"
+      f"--data {src}: expected a 2-D array of {d} columns (one 0/1 answer per "
+      f"question); got {got}"  # never the shape: its first entry is the row count
     )
   if not len(rows):
     raise UsageError(f"--data {src}: holds no rows")
@@ -198,6 +200,12 @@ def load_rows(src: str, d: int, names=()) -> np.ndarray:
   return rows
 
 
+def _unmet(poset: Poset, x: np.ndarray) -> np.ndarray:
+  """``[r, i]``: row r answers i with 1 but an element above i (p_i <= p_j) with 0."""
+  missing = (~x).astype(np.int64) @ np.asarray(poset.order, np.int64).T
+  return x & (missing > 0)
+
+
 def check_filters(src: str, poset: Poset, rows: np.ndarray):
   """Refuses rows that are not filters of ``poset`` (``--on-invalid raise``).
 
@@ -205,28 +213,61 @@ def check_filters(src: str, poset: Poset, rows: np.ndarray):
     UsageError: naming the first such row, the rule it breaks and ``--on-invalid clip``.
   """
   x = np.asarray(rows).astype(bool)
-  # missing[r, i]: elements above i (p_i <= p_j) answered 0 in row r
-  missing = (~x).astype(np.int64) @ np.asarray(poset.order, np.int64).T
-  bad = np.nonzero((x & (missing > 0)).any(axis=1))[0]
+  bad = np.nonzero(_unmet(poset, x).any(axis=1))[0]
   if bad.size:
     r = int(bad[0])
     raise UsageError(
-      f"--data {src}: row {r} is not a filter of the poset ({bad.size} such rows): "
+      f"--data {src}: row {r} is not a filter of the poset: "
       f"{poset.explain_violation(x[r])}. Fix the data, or pass --on-invalid clip to "
       "replace each row by the largest filter it contains."
+    )
+
+
+def largest_filters(poset: Poset, rows: np.ndarray) -> np.ndarray:
+  """Each row replaced by the largest filter of ``poset`` it contains (what
+  ``on_invalid="clip"`` releases): an answer stays 1 only if every answer it requires
+  is 1. The ledger fingerprints these rows, so rows that clip alike are one dataset."""
+  x = np.asarray(rows).astype(bool)
+  return (x & ~_unmet(poset, x)).astype(rows.dtype)
+
+
+def check_out_target(args):
+  """Refuses an ``--out`` that is an existing file other than a release this command
+  wrote (an allowlist: the data, the poset file, the ledger or its key, found by path,
+  symbolic or hard link, would otherwise be overwritten).
+
+  Raises:
+    UsageError: naming ``--out`` and what to do.
+  """
+  path = Path(args.out)
+  if not path.exists() or path.is_dir():
+    return
+  if Path(args.data).exists() and path.samefile(args.data):
+    raise UsageError(f"--out {args.out} is the --data file; write the release elsewhere")
+  try:
+    old = json.loads(path.read_text(encoding="utf-8"))
+    ours = isinstance(old, dict) and str(old.get("mechanism", "")).startswith(MECHANISM)
+  except (OSError, UnicodeDecodeError, ValueError):
+    ours = False
+  if not ours:
+    raise UsageError(
+      f"--out {args.out}: the file exists and is not a release written by jaxdp release "
+      "(it could be the data, a poset file, a ledger or its key); name a new file, or "
+      "remove this one first"
     )
 
 
 def run_release(args) -> int:
   """Prints and writes the integer release, never the key or the data."""
   if args.out:
-    if Path(args.out).resolve() == Path(args.data).resolve():
-      raise UsageError(f"--out {args.out} is the --data file; write the release elsewhere")
+    check_out_target(args)
     outputs.check_out_file(args.out, args.overwrite_results)
   poset = load_poset(args.poset)
   rows = load_rows(args.data, poset.d, poset.element_names)
   if args.on_invalid == "raise":
     check_filters(args.data, poset, rows)
+  else:
+    rows = largest_filters(poset, rows)  # the rows the release counts
   acct = Accountant.create(args.eps, secure=True)
   acct, book = open_release(args, rows, poset, acct)  # --ledger: the dataset's budget
   mech = PosetCountMechanism(
@@ -242,7 +283,7 @@ def run_release(args) -> int:
     "poset": repr(poset),
     "eps": args.eps,
     "noise": args.noise,
-    "mechanism": "exact integer K-norm noise (jaxdp.exact), ChaCha20 key from the OS",
+    "mechanism": MECHANISM + ", ChaCha20 key from the OS",
     "counts": dict(zip(names, counts)),
   }
   fields, lines = release_report.report(args, mech, counts, bars)

@@ -105,6 +105,7 @@ def test_not_a_filter_names_the_row_the_rule_and_the_flag(tmp_path, capsys, no_r
   np.savetxt(path, rows, fmt="%d", delimiter=",", header="q1,q2,q3,q4", comments="")
   assert main(["release", "--poset", "nhis1", "--data", str(path), "--eps", "1"]) == 2
   err = _err(capsys, path)
+  assert "such rows" not in err
   assert "row 17 is not a filter" in err and "'q2' is 1 but 'q1', which it requires" in err
   assert "--on-invalid clip" in err and "on_invalid" not in err
   assert "[0, 1, 1, 0]" not in err and "0, 1, 1, 0" not in err and "0,1,1,0" not in err
@@ -243,3 +244,50 @@ def test_release_of_a_300_question_questionnaire_from_a_csv(tmp_path):
   assert len(got) == 301 and all(isinstance(v, int) for v in got)
   assert all(abs(g - t) < 2000 for g, t in zip(got, truth))
   assert sum(g != t for g, t in zip(got, truth)) > 250  # noise on (almost) every count
+
+
+@pytest.mark.parametrize("target", ["ledger", "key", "hard link", "symlink", "poset"])
+def test_out_may_not_overwrite_any_file_but_a_release(tmp_path, capsys, no_release, target):
+  """``--out`` could name the ledger, its key file or a hard link to the data (only
+  the data's own path was refused), and the release JSON replaced it."""
+  data = tmp_path / "answers.csv"
+  np.savetxt(data, _answers(20), fmt="%d", delimiter=",")
+  victim = {
+    "ledger": tmp_path / "l.db",
+    "key": tmp_path / "l.db.key",
+    "poset": tmp_path / "p.json",
+  }.get(target, tmp_path / "link.csv")
+  if target == "hard link":
+    victim.hardlink_to(data)
+  elif target == "symlink":
+    victim.symlink_to(data)
+  else:
+    victim.write_bytes(b"SQLite format 3\x00" if target == "ledger" else b'{"d": 1}')
+  before = victim.read_bytes()
+  argv = ["release", "--poset", "nhis1", "--data", str(data), "--eps", "1"]
+  assert main([*argv, "--out", str(victim)]) == 2
+  err = _err(capsys, victim, data)
+  assert "--out PATH" in err and ("is not a release" in err or "is the --data" in err)
+  assert victim.read_bytes() == before and data.exists()
+
+
+def test_out_may_overwrite_an_earlier_release(tmp_path, monkeypatch):
+  monkeypatch.setattr(cli_release, "release", lambda acct, mech, rows: (acct, None))
+  monkeypatch.setattr(cli_release, "raise_if_refused", lambda acct, out: np.zeros(5))
+  data = tmp_path / "a.npy"
+  np.save(data, _answers(20))
+  out = tmp_path / "rel.json"
+  argv = ["release", "--poset", "nhis1", "--data", str(data), "--eps", "1", "--out"]
+  assert main([*argv, str(out)]) == 0
+  first = json.loads(out.read_text())
+  assert first["mechanism"].startswith("exact integer K-norm noise")
+  assert main([*argv, str(out)]) == 0
+
+
+def test_a_wrong_npy_shape_does_not_show_the_row_count(tmp_path, capsys, no_release):
+  for shape in [(137, 5), (137, 4, 1)]:
+    np.save(tmp_path / "a.npy", np.zeros(shape, np.int8))
+    argv = ["release", "--poset", "nhis1", "--data", str(tmp_path / "a.npy"), "--eps", "1"]
+    assert main(argv) == 2
+    err = _err(capsys, tmp_path / "a.npy")
+    assert "137" not in err and "expected a 2-D array of 4 columns" in err

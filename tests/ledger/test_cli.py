@@ -131,3 +131,21 @@ def test_release_answers_nothing_when_triggers_swallow_the_charge(
   assert _release(data, *flags) == 2
   out = capsys.readouterr()
   assert out.out == "" and "schema" in out.err
+
+
+def test_rows_that_clip_alike_are_one_dataset_in_the_ledger(
+  tmp_path, data, capsys, quick_noise
+):
+  """An invalid row written another way (it clips to the same filter) made a new
+  fingerprint, so the same released counts got a second budget under a new name."""
+  book = tmp_path / "l.db"
+  flags = ("--eps", 0.5, "--ledger", book, "--on-invalid", "clip")
+  assert _release(data, *flags, "--dataset", "s1", "--budget", 1) == 0
+  rows = np.load(data)
+  zero = int(np.nonzero(~rows.any(axis=1))[0][0])
+  rows[zero] = [0, 1, 1, 0]  # not a filter of nhis1: it clips to the empty filter
+  np.save(tmp_path / "clip.npy", rows)
+  capsys.readouterr()
+  assert _release(tmp_path / "clip.npy", *flags, "--dataset", "s1b", "--budget", 1) == 2
+  assert "s1" in capsys.readouterr().err
+  assert [d.name for d in jaxdp.Ledger(book).datasets()] == ["s1"]
