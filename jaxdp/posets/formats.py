@@ -67,6 +67,14 @@ def question_count(spec: PosetSpec) -> int:
   return len(names)
 
 
+# a JSON poset's keys: one form's, and the optional keys it may carry
+FORMS = {
+  ("order",): {"labels"},
+  ("d", "edges"): {"labels"},
+  ("requires",): {"d"},  # as `jaxdp release` records the poset
+}
+
+
 def _unique_keys(pairs):
   seen = {}
   for k, v in pairs:
@@ -83,9 +91,20 @@ def _parse(path: Path, text: str) -> PosetSpec:
       raise ValueError(
         "JSON must be an object with 'order', 'd' and 'edges', or 'requires'"
       )
+    forms = [k for k, extra in FORMS.items() if set(k) <= set(obj) <= set(k) | extra]
+    if len(forms) != 1:
+      raise ValueError(
+        "a poset JSON object holds 'order', or 'd' and 'edges' (each with optional "
+        f"'labels'), or 'requires' (with optional 'd'); got the keys {sorted(obj)}"
+      )
     labels = tuple(obj.get("labels", ()))
     if "requires" in obj:
-      return PosetSpec("requires", (obj["requires"],))
+      spec = PosetSpec("requires", (obj["requires"],))
+      if "d" in obj and obj["d"] != question_count(spec):
+        raise ValueError(
+          f"'d' is {obj['d']!r} but 'requires' names {question_count(spec)} questions"
+        )
+      return spec
     if "order" in obj:
       return PosetSpec("order", (obj["order"],), labels)
     if "edges" in obj and "d" in obj:

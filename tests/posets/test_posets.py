@@ -179,3 +179,21 @@ def test_equality_and_hashing_are_those_of_the_canonical_relation():
   assert Poset.from_edges(3, [(1, 0)]) != bools
   with pytest.raises(ValueError, match=r"order\[0\]\[1\] = 2"):
     Poset(((1, 2), (0, 1)))
+
+
+@pytest.mark.parametrize(
+  "obj",
+  [
+    {"requires": {"q2": ["q1"]}, "d": 5, "edges": []},  # 'd'/'edges' were ignored
+    {"order": [[1]], "d": 1, "edges": []},
+    {"requires": {"q2": ["q1"]}, "labels": ["a", "b"]},
+    {"d": 2, "edges": [], "name": "x"},
+    {"labels": ["a"]},
+    {"requires": {"q2": ["q1"]}, "d": 3},
+  ],
+)
+def test_a_poset_json_holds_exactly_one_form(tmp_path, obj):
+  """A file mixing forms was read by one of them, the other keys silently dropped."""
+  (tmp_path / "p.json").write_text(json.dumps(obj))
+  with pytest.raises(ValueError, match=r"p.json: (a poset JSON object holds|'d' is 3)"):
+    Poset.load(tmp_path / "p.json")
