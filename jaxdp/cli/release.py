@@ -119,9 +119,17 @@ def _read_csv(path: Path, src: str, names) -> np.ndarray:
   try:
     with open(path, newline="", encoding="utf-8-sig") as f:
       reader = csv.reader(f)
-      lines = [(reader.line_num, r) for r in reader if r]
+      lines = [(reader.line_num, r) for r in reader]
   except (OSError, UnicodeDecodeError, csv.Error) as e:
     raise UsageError(f"--data {src}: cannot read 0/1 rows ({type(e).__name__})") from None
+  while lines and not lines[-1][1]:
+    lines.pop()  # blank lines at the end of the file
+  blank = next((num for num, r in lines if not r), None)
+  if blank is not None:
+    raise UsageError(
+      f"--data {src}: line {blank} is blank; every line before the last row must be a "
+      "header or a row of answers (remove the blank lines, or fill in the row)"
+    )
   header = bool(lines) and is_header(lines[0][1], names)
   columns = list(range(d))
   if header:

@@ -77,8 +77,8 @@ def test_a_header_with_a_value_in_it_is_data(tmp_path, header):
 
 
 def test_lines_are_counted_in_the_file(tmp_path):
-  path = _write(tmp_path, "q1,q2,q3,q4\n\n1,1,0,0\n0,2,0,0\n")
-  with pytest.raises(UsageError, match=r"row 1, column 1: .* \(line 4 ") as e:
+  path = _write(tmp_path, "q1,q2,q3,q4\n1,1,0,0\n0,2,0,0\n")
+  with pytest.raises(UsageError, match=r"row 1, column 1: .* \(line 3 ") as e:
     cli_release.load_rows(str(path), 4, NAMES)
   assert "header only if" not in str(e.value)
 
@@ -165,3 +165,14 @@ def test_question_names_that_are_answers_are_refused(tmp_path):
   with pytest.raises(UsageError, match=r"question names '0', '1' .* cannot be told"):
     cli_release.load_rows(str(path), 2, ("0", "1"))
   assert len(cli_release.load_rows(str(path), 2, ("0", "b"))) == 2
+
+
+def test_a_blank_line_inside_the_data_is_refused_not_dropped(tmp_path, capsys):
+  """Blank lines were skipped, though an empty field is refused, never dropped."""
+  path = tmp_path / "a.csv"
+  path.write_text("q1,q2,q3,q4\n1,0,0,0\n\n1,1,0,0\n\n\n")
+  argv = ["release", "--poset", "nhis1", "--data", str(path), "--eps", "1"]
+  assert main(argv) == 2
+  assert "line 3 is blank" in capsys.readouterr().err
+  path.write_text("q1,q2,q3,q4\n1,0,0,0\n1,1,0,0\n\n\n")  # trailing blank lines only
+  assert len(cli_release.load_rows(str(path), 4, ("q1", "q2", "q3", "q4"))) == 2
