@@ -74,8 +74,11 @@ class Poset:
         raise ValueError(
           f"labels must be {len(self.relation)} strings, one per element; got {labels!r}."
         )
-      if len(set(labels)) != len(labels):
-        raise ValueError(f"labels must be distinct; got {labels!r}.")
+      if len(set(labels)) != len(labels) or any(v != v.strip() or not v for v in labels):
+        raise ValueError(
+          f"labels must be distinct and non-empty, with no spaces at either end (a CSV "
+          f"header could not name them); got {labels!r}."
+        )
     object.__setattr__(self, "labels", labels)
 
   def __eq__(self, other):

@@ -197,3 +197,10 @@ def test_a_poset_json_holds_exactly_one_form(tmp_path, obj):
   (tmp_path / "p.json").write_text(json.dumps(obj))
   with pytest.raises(ValueError, match=r"p.json: (a poset JSON object holds|'d' is 3)"):
     Poset.load(tmp_path / "p.json")
+
+
+@pytest.mark.parametrize("labels", [("a", "a"), ("a", " a"), ("a", ""), ("a\n", "b")])
+def test_labels_a_header_could_not_name_are_refused(labels):
+  """'a' and ' a' were both accepted, though a CSV header strips its fields."""
+  with pytest.raises(ValueError, match="labels must be distinct and non-empty"):
+    Poset.from_edges(2, [], labels=labels)
