@@ -16,6 +16,7 @@ from jaxdp import exact
 from jaxdp import random as dprandom
 from jaxdp.exact import samplers
 from jaxdp.exact import tree as exact_tree
+from jaxdp.exact.interleave import interleave
 from jaxdp.exact.intervals import tree_round
 from jaxdp.experiments.questionnaire import synthetic_questionnaire
 from jaxdp.samplers.exact_tree_tables import exact_tree_tables
@@ -59,7 +60,7 @@ def _one(poset, n, rep, key):
     jobs = {
       "size choices (words + first pass)": (sizes, key),
       "interleavings (words + two sorts)": (
-        lambda k: exact_tree._interleave(k, cnt, t, layout, m),
+        lambda k: interleave(k, cnt, t, layout, m),
         key,
       ),
       "objects in all (sizes, blocks, interleavings, positions, down-sets)": (objs, key),

@@ -18,14 +18,11 @@ Per sample (tables: :mod:`jaxdp.samplers.exact_tree_tables`):
 2. *Blocks.* An exactly uniform rank below T_block[a] (62-bit draws, rejection)
    picks the block's subset A (cumulative int64 weights e(A) e(B) within the size
    group) and the extensions of A and B inside it (unranked with e(S \\ x)).
-3. *Interleavings.* A maximal run of parallel nodes (a *group*) with members
-   holding m_1, ..., m_r elements of a part needs a uniformly random interleaving
-   of the members' extensions: the part's slots get iid 32-bit keys, the slots of
-   ranks [m_1 + ... + m_(i-1), m_1 + ... + m_i) in key order go to member i (a
-   uniformly random partition of the slots into the members' sizes), and member
-   i's j-th element takes its j-th slot (a second sort, by member and slot). A
-   sample with two equal keys in one part of a group redraws all its keys, which
-   conditions iid keys on being distinct and keeps their order uniform.
+3. *Interleavings.* A maximal run of parallel nodes (a *group*) needs a uniformly
+   random interleaving of its members' extensions in each part: iid 32-bit keys of
+   the part's slots, sorted, give the members their slots (tied keys redraw the
+   sample's keys), and a second sort by member and slot gives each member's j-th
+   element its j-th slot (:mod:`jaxdp.exact.interleave`, sorting networks per group).
 4. *Positions.* An element's position in its part's extension is composed up its
    ancestors: at a series node the lower child's elements follow the upper child's,
    at a parallel node the child's i-th element takes the child's i-th slot.
@@ -38,7 +35,8 @@ taken over the lower children of the series nodes above j whose upper child hold
 and inside a block.
 
 Cost per sample: O(number of nodes) choices with O(log width) look-ups each, two
-sorts of the groups' slots (d per level of nested groups), and O(d H) for the
+sorting networks per group (g log^2 g / 4 comparisons for g slots; d slots per level
+of nested groups), and O(d H) for the
 positions and their minima (H the tree's height). Arrays are laid out (node or element, sample).
 """
 
@@ -53,10 +51,11 @@ import numpy as np
 from jax import lax
 
 from jaxdp.exact.choices import uniform_below_each
+from jaxdp.exact.interleave import interleave
 from jaxdp.samplers.exact_tree_tables import CHOICE_WORDS, TreeLayout, TreeTables
 from jaxdp.samplers.sp_tables import PARALLEL, SERIES
 
-__all__ = ["WIDEN", "prefix_sum", "size_counts", "tree_objects"]
+__all__ = ["WIDEN", "size_counts", "tree_objects"]
 
 # The first pass treats a boundary as undecided when U's first 32 digits lie within
 # WIDEN of its first 32 bits (0: only when equal). Tests widen it to force the refined
@@ -90,7 +89,7 @@ def tree_objects(key, tables: TreeTables, layout: TreeLayout, n: int):
     local = jnp.where(i < a[None, :], i, i - a[None, :])
     pos = pos.at[jnp.asarray(el, jnp.int32)[seq_loc.T], cols].set(local)
   part = lambda v: jnp.where(in_a, cnt[v], tables.size[v][:, None] - cnt[v])  # (d, n)
-  slot_of = _interleave(k_keys, cnt, tables, layout, n) if layout.slots else None
+  slot_of = interleave(k_keys, cnt, tables, layout, n) if layout.slots else None
 
   def climb(s, pos):
     u, c = tables.anc[s], tables.anc[s - 1]
@@ -115,12 +114,6 @@ def tree_objects(key, tables: TreeTables, layout: TreeLayout, n: int):
   low = _down_set_first(pos, in_a, tables, layout, n)  # (2, d, n)
   low = jnp.minimum(low, jnp.stack([size_a, d - size_a])[:, None, :])
   return seq, size_a, jnp.transpose(low, (2, 0, 1)), failed
-
-
-def prefix_sum(x, axis: int):
-  """Inclusive prefix sums along ``axis`` by a parallel scan (XLA:CPU lowers
-  ``cumsum`` to a windowed reduction, quadratic in the length)."""
-  return lax.associative_scan(jnp.add, x, axis=axis)
 
 
 # ------------------------------------------------------------------ the sizes
@@ -244,70 +237,6 @@ def _block(key, bt, a, size: int, n: int):
     s_set = s_set ^ jnp.left_shift(jnp.uint32(1), x.astype(jnp.uint32))
     seq.append(x)
   return mask, jnp.stack(seq, axis=1)
-
-
-# ------------------------------------------------------------------ interleavings
-def _interleave(key, cnt, tables, layout, n):
-  """(slots, n) int32: per group (a maximal run of parallel nodes) and part, the
-  local slot of each child-order index (the members' elements, member by member).
-
-  The part's slots get iid keys; sorted by key, ranks [off_i, off_i + m_i) go to
-  member i (a uniformly random partition of the slots into the members' sizes);
-  sorted again by (member, slot), member i's j-th element takes its j-th slot."""
-  s = layout.slots
-  node = tables.slot_node
-  p = jnp.arange(s, dtype=jnp.int32)
-  start = tables.slot[node][None, :]  # (1, s)
-  a_g = cnt[node].T  # (n, s): the group's count in A
-  in_b = (p[None, :] - start) >= a_g
-  gstart = start + jnp.where(in_b, a_g, 0)  # first slot (and rank) of the part
-  slot_bits = max(1, s.bit_length())
-  group_bits = (2 * s).bit_length()
-  shift = np.uint64(64 - group_bits)
-  group = (2 * start + in_b).astype(jnp.uint64) << shift
-  low = np.uint64((1 << slot_bits) - 1)
-  drop = np.uint64(max(0, group_bits + slot_bits - 32))  # keys: the words' top bits
-
-  def sort(bits):
-    key1 = jnp.sort(
-      group | ((bits >> drop) << np.uint64(slot_bits)) | p.astype(jnp.uint64), 1
-    )
-    high = key1 >> np.uint64(slot_bits)
-    return key1, jnp.any(high[:, 1:] == high[:, :-1], axis=1)
-
-  def body(state):
-    bits, _, tie, i = state
-    bits = jnp.where(tie[:, None], _words32(jax.random.fold_in(key, i), (n, s)), bits)
-    key1, tie = sort(bits)
-    return bits, key1, tie, i + 1
-
-  bits = _words32(jax.random.fold_in(key, 0), (n, s))
-  key1, tie = sort(bits)
-  _, key1, _, _ = lax.while_loop(lambda st: jnp.any(st[2]), body, (bits, key1, tie, 1))
-  # members' offsets in each part (exclusive sums within the group)
-  mem, top, first = tables.member[:, 0], tables.member[:, 1], tables.member[:, 2]
-  m_a = cnt[mem]  # (C, n)
-  m_b = tables.size[mem][:, None] - m_a
-  rows = jnp.arange(n)[None, :]
-  marks = jnp.zeros((s + 1, n), jnp.int32)
-  for m, base in ((m_a, 0), (m_b, 1)):
-    ex = prefix_sum(m, 0) - m
-    off = ex - ex[first]
-    room = jnp.where(base, tables.size[top][:, None] - cnt[top], cnt[top])
-    at = tables.slot[top][:, None] + jnp.where(base, cnt[top], 0) + off
-    keep = (mem != tables.member[first, 0])[:, None] & (off < room)
-    marks = marks.at[jnp.where(keep, at, s), rows].add(1)
-  c = prefix_sum(marks[:s], 0).T  # (n, s), by rank position
-  ex = c - marks[:s].T
-  label = c - jnp.take_along_axis(ex, gstart, axis=1)  # member of each rank
-  if group_bits + layout.labels + slot_bits <= 32:  # the same order, in 32-bit keys
-    g32 = (2 * start + in_b).astype(jnp.uint32) << np.uint32(32 - group_bits)
-    lab = label.astype(jnp.uint32) << np.uint32(slot_bits)
-    key2 = g32 | lab | (key1 & low).astype(jnp.uint32)
-  else:
-    key2 = group | (label.astype(jnp.uint64) << np.uint64(slot_bits)) | (key1 & low)
-  slot = (jnp.sort(key2, axis=1) & key2.dtype.type(low)).astype(jnp.int32)
-  return (slot - gstart).T
 
 
 # ------------------------------------------------------------------ down-sets

@@ -99,6 +99,7 @@ class TreeLayout(NamedTuple):
   slots: int  # sum of the groups' sizes
   members: int  # C
   labels: int  # bit length of the largest number of members of a group
+  groups: tuple  # per group, in slot order: (first slot, size)
   blocks: tuple  # per block: (node id, elements)
   depths: tuple  # first node id of each depth (breadth first: ids grow with depth)
 
@@ -220,6 +221,7 @@ def _exact_tree_tables(poset: Poset) -> tuple[TreeTables, TreeLayout]:
     slots=slots,
     members=len(member),
     labels=int(most).bit_length(),
+    groups=tuple((int(slot[v]), int(size[v])) for v in np.argsort(slot) if slot[v] >= 0),
     blocks=tuple(blocks),
     depths=tuple(depths),
   )

@@ -46,7 +46,7 @@ SITES = {
   ("cond", "tree.size_counts"): "exact mode: the rare refined pass of the choices",
   ("while", "choices.uniform_below_each"): "exact rejection: a 2nd round is rare",
   ("while", "wide.uniform_below_wide"): "exact rejection: a 2nd round is rare",
-  ("while", "tree._interleave"): "exact: redraws tied 64-bit sort keys (rare)",
+  ("while", "interleave.interleave"): "exact: redraws tied sort keys (rare)",
   ("while", "gaussian._discrete_gaussian"): "exact rejection: rounds of 16 steps",
   ("cond", "refine.raise_if"): "exact mode: the failure check (p < 1/63!)",
   ("pure_callback", "refine.raise_if.<lambda>"): "exact mode: the failure check",
@@ -61,7 +61,7 @@ PRIMITIVES = (
     "erf_inv exp floor gather ge gt iota is_finite jit le log log1p lt max min mul ne "
     "neg not optimization_barrier or pad platform_index population_count random_bits "
     "random_fold_in random_split random_unwrap random_wrap reduce_and reduce_max "
-    "reduce_min reduce_or reduce_prod reduce_sum rem reshape rsqrt scatter scatter-add "
+    "reduce_min reduce_or reduce_prod reduce_sum rem reshape rev rsqrt scatter scatter-add "
     "scatter-min select_n shift_left shift_right_arithmetic shift_right_logical sign "
     "slice sort sqrt squeeze stack sub transpose xor".split()
   )
