@@ -34,6 +34,12 @@ def _key(i=0):
   return jax.random.fold_in(dprandom.secure_key(KEY), i)
 
 
+# One compiled program per (shape, d) rather than one per eager operation.
+_unrank = jax.jit(exact.unrank, static_argnums=2)
+_coefficients = jax.jit(exact.simplex_coefficients)
+_uniform_below = jax.jit(exact.uniform_below, static_argnums=(1, 2))
+
+
 def _brute_objects(poset):
   """Every object (A, ext(A) top down, ext(B) top down) by enumerating permutations."""
   d = poset.d
@@ -66,7 +72,7 @@ def test_unranking_is_a_bijection_onto_all_objects(name):
   assert total == len(brute)
   with jax.enable_x64(True):
     t = jax.tree_util.tree_map(jnp.asarray, tables)
-    seq, size_a = exact.unrank(jnp.arange(total, dtype=jnp.int64), t, poset.d)
+    seq, size_a = _unrank(jnp.arange(total, dtype=jnp.int64), t, poset.d)
   got = {
     (int(k),) + tuple(int(v) for v in s)
     for s, k in zip(np.asarray(seq), np.asarray(size_a))
@@ -81,7 +87,7 @@ def test_uniform_below_is_uniform_and_in_range():
   (chi-square, 7 dof, p > 1e-4)."""
   total = 3 * 2**40 + 5
   with jax.enable_x64(True):
-    r = np.asarray(exact.uniform_below(_key(1), total, 1_000_000))
+    r = np.asarray(_uniform_below(_key(1), total, 1_000_000))
   assert r.min() >= 0 and r.max() < total
   high = np.mean(r >= 2**41)
   p = (total - 2**41) / total
@@ -98,9 +104,9 @@ def test_coefficients_match_the_float_samplers_chain_construction():
   d = poset.d
   with jax.enable_x64(True):
     t = jax.tree_util.tree_map(jnp.asarray, tables)
-    rank = exact.uniform_below(_key(2), total, 2000)
-    seq, size_a = exact.unrank(rank, t, d)
-    coeff = np.asarray(exact.simplex_coefficients(seq, size_a, t.up))
+    rank = _uniform_below(_key(2), total, 2000)
+    seq, size_a = _unrank(rank, t, d)
+    coeff = np.asarray(_coefficients(seq, size_a, t.up))
     units = jnp.eye(d + 2)[:, None, :] * jnp.ones((1, 2000, 1))  # (d+2, 2000, d+2)
     ref = jax.jit(jax.vmap(lambda u: chain_noise(seq, size_a, u, t.up, jnp.float64)))(
       units
@@ -188,8 +194,8 @@ def test_poset_fast_pass_matches_high_precision_on_4000_samples():
   )
   with jax.enable_x64(True):
     t = jax.tree_util.tree_map(jnp.asarray, tables)
-    seq, size_a = exact.unrank(exact.uniform_below(_key(4), total, n), t, d)
-    coeff = exact.simplex_coefficients(seq, size_a, t.up)
+    seq, size_a = _unrank(_uniform_below(_key(4), total, n), t, d)
+    coeff = _coefficients(seq, size_a, t.up)
     outs = [jax.jit(exact.knorm_round)(jnp.asarray(words), coeff, s) for s in (0.5, 7.0)]
     # the kernel's chain form gives the same integers and the same settled flags
     for s, (k, settled) in zip((0.5, 7.0), outs):
