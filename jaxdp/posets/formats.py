@@ -107,12 +107,10 @@ def _parse(path: Path, text: str) -> PosetSpec:
       return spec
     if "order" in obj:
       return PosetSpec("order", (obj["order"],), labels)
-    if "edges" in obj and "d" in obj:
-      d = obj["d"]
-      if isinstance(d, bool) or not isinstance(d, int):
-        raise ValueError(f"'d' must be an integer; got {d!r}")
-      return PosetSpec("edges", (d, obj["edges"]), labels)
-    raise ValueError("JSON needs 'order', or 'd' and 'edges', or 'requires'")
+    d = obj["d"]  # the one form left: 'd' and 'edges'
+    if isinstance(d, bool) or not isinstance(d, int):
+      raise ValueError(f"'d' must be an integer; got {d!r}")
+    return PosetSpec("edges", (d, obj["edges"]), labels)
   lines = [ln.split("#")[0].split() for ln in text.splitlines()]
   lines = [ln for ln in lines if ln]
   if not lines:
