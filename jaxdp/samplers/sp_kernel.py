@@ -41,7 +41,7 @@ Tables and the size recursion are in :mod:`jaxdp.samplers.sp_tables`. Per sample
 Random numbers per sample: 2 Exp(1) per element, one uniform V per parallel node and
 part, 2 Exp(1) per block (and 2 at the root, used only for an empty part), each from
 52 random bits: one Threefry hash per variate (:func:`jaxdp.threefry.words64`), its
-words stored once (:func:`jaxdp.samplers.words.packed_words`). The size choices'
+words stored once (:func:`jaxdp.samplers.words.word_pairs`). The size choices'
 float32 uniforms (23 bits; one at the root and one per internal node, at most d) are
 made from the other 12 bits of the elements' spacing words, two words each
 (:func:`jaxdp.samplers.sp_sizes.spare_uniforms`): distinct bits of random words, so
@@ -83,10 +83,10 @@ from jaxdp.samplers.sp_tables import LEAF, PARALLEL, SERIES, SPLayout, SPTables
 from jaxdp.samplers.words import (
   exponential,
   log_normal,
-  packed_words,
   static_index,
   stored_call,
   uniform52,
+  word_pairs,
 )
 from jaxdp.typing import DTypeLike, KeyArray
 
@@ -166,13 +166,12 @@ def _draws(key, tables: SPTables, layout: SPLayout, n: int):
   k_block, k_space, k_par = jax.random.split(key, 3)
   # Each element's 2 spacings take 52 bits of one (stored) hash each; the size
   # choices' uniforms (root and internal nodes, at most d) the other 12 bits of two.
-  with jax.enable_x64(True):
-    bits_space = packed_words(k_space, (2, d, n))
-    u = stored_call(
-      lambda b: spare_uniforms(b, plan.num_internal + 1),
-      (bits_space,),
-      bits_space[0, 0, 0].astype(jnp.uint32),
-    )
+  bits_space = word_pairs(k_space, (2, d, n))
+  u = stored_call(
+    lambda b: spare_uniforms(b, plan.num_internal + 1),
+    (bits_space,),
+    bits_space[1][0, 0, 0],
+  )
   cnt = jnp.concatenate(sizes(u[0], u[1:], tables, plan, d, n), axis=0)  # (M, n)
   # in_a gathered from the leaves' and blocks' rows (XLA:CPU scatters serially)
   parts, src = [], []
@@ -205,8 +204,8 @@ def _draws(key, tables: SPTables, layout: SPLayout, n: int):
     block_seq=block_seq,
     par_counts=par_counts,
     bits_space=bits_space,
-    bits_v=packed_words(k_v, (max(1, plan.num_parallel), 2, n)),
-    bits_block_end=packed_words(k_end, (max(1, len(layout.blocks)), 2, n)),
+    bits_v=word_pairs(k_v, (max(1, plan.num_parallel), 2, n)),
+    bits_block_end=word_pairs(k_end, (max(1, len(layout.blocks)), 2, n)),
   )
 
 
@@ -216,9 +215,9 @@ def _times(draws, layout: SPLayout, n: int):
   part's are 0)."""
   plan, cnt, in_a = draws["plan"], draws["cnt"], draws["in_a"]
   f64 = jnp.float64
-  # The words are stored (``packed_words``), and the variates (``stored``): the
+  # The words are stored (``word_pairs``), and the variates (``stored``): the
   # logarithm's division splits its fusion, and both halves would recompute it.
-  word = draws["bits_space"][0, 0, 0].astype(jnp.uint32)
+  word = draws["bits_space"][1][0, 0, 0]
 
   def variates(bits_space, bits_v, bits_block_end, m):
     # V^(1/(m+1)) per parallel node and part (m: the node's count in the part),

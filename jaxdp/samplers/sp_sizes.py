@@ -13,7 +13,7 @@ import numpy as np
 from jaxdp.samplers.sp_plan import LevelPlan, child_rows, top_down
 from jaxdp.samplers.sp_tables import SPTables
 from jaxdp.samplers.subsets import linear_extensions
-from jaxdp.samplers.words import pack, static_index
+from jaxdp.samplers.words import static_index
 
 __all__ = ["block_choice", "block_times", "sizes", "spare_uniforms", "split_count"]
 
@@ -26,11 +26,15 @@ def spare_uniforms(words, m: int):
   of shape (2, L, n) with m <= L; returns (m, n). The bits of
   a random word are independent, so these uniforms are independent of the variates
   the other 52 bits make."""
-  w = (pack(words) if isinstance(words, tuple) else words)[:, :m]
-  with jax.enable_x64(True):
-    spare = (((w >> np.uint64(25)) & np.uint64(31 << 7)) | (w & np.uint64(127))).astype(
-      jnp.uint32
-    )  # 12 bits
+  if isinstance(words, tuple):  # 32-bit operations only
+    hi, lo = (w[:, :m] for w in words)
+    spare = ((hi & np.uint32(31)) << np.uint32(7)) | (lo & np.uint32(127))  # 12 bits
+  else:
+    with jax.enable_x64(True):
+      w = words[:, :m]
+      spare = (((w >> np.uint64(25)) & np.uint64(31 << 7)) | (w & np.uint64(127))).astype(
+        jnp.uint32
+      )
   bits23 = ((spare[0] << np.uint32(12)) | spare[1]) >> np.uint32(1)
   return bits23.astype(jnp.float32) * np.float32(2.0**-23)
 

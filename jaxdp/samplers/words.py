@@ -24,30 +24,48 @@ __all__ = [
   "stored_call",
   "uniform52",
   "unit_floats",
+  "word_pairs",
 ]
 
 
 def packed_words(key, shape):
   """One random uint64 array of ``shape`` (call in the x64 scope): the two uint32
-  words ``(hi, lo)`` that :func:`jaxdp.prng.threefry.words64` gives as
-  ``hi << 32 | lo`` (one Threefry hash per element for Threefry keys), computed once
-  and stored.
-
-  XLA:CPU computes the two words of one hash in two fusions, hashing twice; packed
-  into one uint64 the hash runs once per element, and the stored words feed every
-  consumer (see :func:`stored`). Consumers that read the packed word directly
-  (:func:`uniform52`) also skip the copy that splitting it into two arrays makes.
-  """
-  shape = tuple(shape)
-
-  def packed(key):
-    with jax.enable_x64(False):  # traced in the caller's mode, as words64 is
-      hi, lo = words64(key, shape)
-    with jax.enable_x64(True):
-      return pack((hi, lo))
-
+  words ``(hi, lo)`` of :func:`word_pairs` as ``hi << 32 | lo``, stored."""
   with jax.enable_x64(True):
-    return stored_call(packed, (key,), key_word(key))
+    return stored_call(lambda k: pack(_pair(k, tuple(shape))), (key,), key_word(key))
+
+
+def word_pairs(key, shape):
+  """Two random uint32 arrays ``(hi, lo)`` of ``shape``: the words that
+  :func:`jaxdp.prng.threefry.words64` gives (one Threefry hash per element for
+  Threefry keys), computed once and stored (see :func:`stored_call`).
+
+  XLA:CPU computes two outputs of one hash in two fusions, hashing twice. Packed into
+  one uint64 (:func:`packed_words`) the hash runs once, but the fusion then
+  vectorises at the width of its widest type: four 64-bit lanes to an AVX2 vector
+  where the hash's 32-bit operations run eight, and the hash takes as long as two.
+  On the CPU both words are instead the outputs of one variadic reduction (an or
+  over a trailing axis of the word and a zero), which XLA:CPU emits as one fusion
+  with two uint32 outputs: one hash per element at the 32-bit width. The words are
+  the same on every platform; elsewhere they are returned as they are.
+  """
+  return stored_call(lambda k: _pair(k, tuple(shape)), (key,), key_word(key))
+
+
+def _pair(key, shape):
+  with jax.enable_x64(False):  # traced in the caller's mode, as words64 is
+    hi, lo = words64(key, shape)
+  return jax.lax.platform_dependent(hi, lo, cpu=_one_fusion, default=lambda h, w: (h, w))
+
+
+def _one_fusion(hi, lo):
+  zero = jnp.zeros_like(hi)
+  return jax.lax.reduce(
+    (jnp.stack([hi, zero], axis=-1), jnp.stack([lo, zero], axis=-1)),
+    (np.uint32(0), np.uint32(0)),
+    lambda a, b: (a[0] | b[0], a[1] | b[1]),
+    (hi.ndim,),
+  )
 
 
 def pack(words):
@@ -60,11 +78,8 @@ def pack(words):
 
 
 def paired_words(key, shape):
-  """Two random uint32 arrays ``(hi, lo)`` of ``shape``: :func:`packed_words` split
-  into its two words."""
-  with jax.enable_x64(True):
-    both = packed_words(key, shape)
-    return (both >> np.uint64(32)).astype(jnp.uint32), both.astype(jnp.uint32)
+  """Two random uint32 arrays ``(hi, lo)`` of ``shape``: :func:`word_pairs`."""
+  return word_pairs(key, shape)
 
 
 def key_word(key):
@@ -101,15 +116,21 @@ def static_index(idx):
 def uniform52(words):
   """Uniform on (0, 1): the midpoint (j + 1/2) 2^-52 of one of 2^52 equal cells, j
   from 52 random bits of two uint32 words ``(hi, lo)``, the high 27 bits of ``hi``
-  over the high 25 of ``lo`` (or the same bits of their packed uint64, see
-  :func:`packed_words`); exact in float64 (so never 0 or 1). Call in the x64 scope.
+  over the high 25 of ``lo`` (as :func:`word_pairs` gives them, or the same bits of
+  their packed uint64, :func:`packed_words`); exact in float64 (so never 0 or 1).
+  Call in the x64 scope.
 
   j sits in the mantissa of 1 + j 2^-52 (a bit pattern, no integer conversion);
   subtracting 1 and adding 2^-53 are exact."""
-  w = pack(words) if isinstance(words, tuple) else words
-  j = ((w >> np.uint64(37)) << np.uint64(25)) | (
-    (w & np.uint64(0xFFFFFFFF)) >> np.uint64(7)
-  )
+  if isinstance(words, tuple):  # the shifts in 32 bits, then one conversion each
+    hi, lo = words
+    j = ((hi >> np.uint32(5)).astype(jnp.uint64) << np.uint64(25)) | (
+      lo >> np.uint32(7)
+    ).astype(jnp.uint64)
+  else:
+    j = ((words >> np.uint64(37)) << np.uint64(25)) | (
+      (words & np.uint64(0xFFFFFFFF)) >> np.uint64(7)
+    )
   one = jax.lax.bitcast_convert_type(j | np.uint64(0x3FF0000000000000), jnp.float64)
   return (one - 1.0) + (1.0 / 9007199254740992.0)
 

@@ -433,7 +433,7 @@ def test_spare_uniforms_use_only_the_bits_the_spacings_leave():
   u = np.asarray(sp_sizes.spare_uniforms((hi, lo), 5))
   u_flipped = np.asarray(sp_sizes.spare_uniforms((hi ^ ~spare_hi, lo ^ ~spare_lo), 5))
   np.testing.assert_array_equal(u, u_flipped)
-  # the kernel passes the words packed into one uint64 (words.packed_words)
+  # the same bits from the words packed into one uint64 (words.packed_words)
   packed = (hi.astype(np.uint64) << np.uint64(32)) | lo.astype(np.uint64)
   with jax.enable_x64(True):
     u_packed = np.asarray(sp_sizes.spare_uniforms(jax.numpy.asarray(packed), 5))
