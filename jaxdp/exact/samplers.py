@@ -41,6 +41,8 @@ from jaxdp.typing import KeyArray, Shape
 
 CHUNK = 1 << 14  # samples per sequential step (bounds memory)
 TREE_CHUNK_BYTES = 1 << 25  # working bytes per chunk of the tree path
+WIDE_CHUNK_BYTES = 1 << 21  # working bytes per chunk of the 128-bit path
+WIDE_SAMPLE_BYTES = 100  # per sample and poset element, a bound for the 128-bit path
 
 
 def laplace(key: KeyArray, shape: Shape = (), *, scale: float) -> jax.Array:
@@ -128,9 +130,19 @@ def poset_knorm(
       )
   elif (path or chosen) == "wide":
     tables, total = exact_wide_tables(poset)
+    # high limbs that are all zero are not read (every e(S), or N(P), below 2^64)
+    narrow = (not tables.ext_hi.any(), not tables.trie_hi.any())
     with jax.enable_x64(True):  # uint64 limbs
       out = _poset_kernel(
-        key, tables, traced, const=const, total=total, d=poset.d, n=n, wide=True
+        key,
+        tables,
+        traced,
+        const=const,
+        total=total,
+        d=poset.d,
+        n=n,
+        wide=True,
+        narrow=narrow,
       )
   else:
     tables, layout = exact_tree_tables(poset)
@@ -221,10 +233,10 @@ def scale64(traced, const, dim: int):
   return jnp.where((scale > 0) & (scale <= max_scale(dim)), scale, jnp.nan)
 
 
-def run_chunks(chunk, key, scale, n: int, tail: tuple[int, ...]):
-  """``n`` samples from ``chunk(key, m)`` in chunks; the sentinel everywhere when a
-  traced scale is bad."""
-  out = chunked(chunk, key, n, tail, jnp.int32, CHUNK)
+def run_chunks(chunk, key, scale, n: int, tail: tuple[int, ...], size: int | None = None):
+  """``n`` samples from ``chunk(key, m)`` in chunks of ``size`` (default ``CHUNK``);
+  the sentinel everywhere when a traced scale is bad."""
+  out = chunked(chunk, key, n, tail, jnp.int32, CHUNK if size is None else size)
   return _checks.mark_invalid(~jnp.isnan(scale), out)
 
 
@@ -242,8 +254,13 @@ def _laplace_kernel(key, traced, *, const, n):
     return run_chunks(chunk, key, scale, n, ())
 
 
-@functools.partial(jax.jit, static_argnames=("const", "total", "d", "n", "forest", "wide"))
-def _poset_kernel(key, tables, traced, *, const, total, d, n, forest=None, wide=False):
+_POSET_STATIC = ("const", "total", "d", "n", "forest", "wide", "narrow")
+
+
+@functools.partial(jax.jit, static_argnames=_POSET_STATIC)
+def _poset_kernel(
+  key, tables, traced, *, const, total, d, n, forest=None, wide=False, narrow=(False, False)
+):
   with jax.enable_x64(True):
     device_tables = jax.tree_util.tree_map(jnp.asarray, tables)
     scale = scale64(traced, const, d + 1)
@@ -254,7 +271,7 @@ def _poset_kernel(key, tables, traced, *, const, total, d, n, forest=None, wide=
       words = jax.random.bits(k_bits, (m, d + 2, per_exp), jnp.uint32)
       if wide:  # 128-bit ranks (uint64 limbs), the same bijection
         rank = uniform_below_wide(k_rank, total, m)
-        seq, size_a = unrank_wide(rank, device_tables, d, total.bit_length())
+        seq, size_a = unrank_wide(rank, device_tables, d, total.bit_length(), *narrow)
       elif forest is not None:  # the same objects, by the hook-length formula
         seq, size_a = forest_unrank(uniform_below(k_rank, total, m), device_tables, forest)
         low = forest_low(seq, size_a, forest)
@@ -267,7 +284,17 @@ def _poset_kernel(key, tables, traced, *, const, total, d, n, forest=None, wide=
       coeff = lambda: simplex_coefficients(seq, size_a, device_tables.up)  # (m, d+2, d+1)
       return settle(k, settled, words, scale, k_ref, refine_sample, coeff)
 
-    return run_chunks(chunk, key, scale, n, (d + 1,))
+    return run_chunks(chunk, key, scale, n, (d + 1,), wide_chunk(d) if wide else None)
+
+
+def wide_chunk(d: int) -> int:
+  """Samples per chunk of the 128-bit path: about ``WIDE_CHUNK_BYTES`` of working
+  arrays, at ``WIDE_SAMPLE_BYTES`` per sample and element (the fast pass's float64
+  intervals over d + 2 exponentials; the refinement branch's extra digits and
+  simplex coefficients, which XLA allocates whether or not it runs). 2^21 bytes
+  keep a batch's peak memory close to its output (910 samples at d = 22, a tenth of
+  a batch of 10^4)."""
+  return int(max(64, min(CHUNK, WIDE_CHUNK_BYTES // (WIDE_SAMPLE_BYTES * (d + 1)))))
 
 
 @functools.partial(jax.jit, static_argnames=("const", "layout", "n"))

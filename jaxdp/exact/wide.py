@@ -126,9 +126,25 @@ def uniform_below_wide(key: KeyArray, total: int, m: int):
   return divmod_wide(x, const(total), RANK_BITS, skip)[1]
 
 
-def unrank_wide(rank, tables: WideTables, d: int, total_bits: int):
+def unrank_wide(
+  rank,
+  tables: WideTables,
+  d: int,
+  total_bits: int,
+  ext64: bool = False,
+  trie64: bool = False,
+):
   """Object number ``rank`` (limbs, below N(P) < 2^total_bits) in [0, N(P)): the
   bijection of :func:`jaxdp.exact.choices.unrank` in exact 128-bit arithmetic.
+
+  ``ext64`` (static): every e(S) is below 2^64 (``tables.ext_hi`` is all zero, as
+  for the 22-element fence, whose N(P) alone exceeds 2^64). The counts after the
+  trie (e(S), the ranks among A's and B's extensions, the cumulative counts) are
+  then one uint64 each and ``ext_hi`` is never read: the same values, half the
+  gathers. ``trie64`` (static): ``tables.trie_hi`` is all zero (N(P) < 2^64) and is
+  never read either. A high limb that is all zero is never gathered, so XLA cannot
+  turn it into a materialised 2^d-entry zero array when the tables are constants
+  of the compiled code (8 bytes per subset of temporary memory).
 
   Returns:
     seq (m, d) int32: A top down, then B top down; size_a (m,) int32: |A|.
@@ -138,7 +154,7 @@ def unrank_wide(rank, tables: WideTables, d: int, total_bits: int):
   def descend(level, state):  # the trie over A's bits, one level per step
     a, r_hi, r_lo = state
     idx = (jnp.left_shift(jnp.int64(1), level) - 1) + a
-    left = tables.trie_hi[idx], tables.trie_lo[idx]
+    left = (jnp.zeros_like(r_hi) if trie64 else tables.trie_hi[idx]), tables.trie_lo[idx]
     right = ~less((r_hi, r_lo), left)
     r_hi, r_lo = select(right, sub((r_hi, r_lo), left), (r_hi, r_lo))
     return 2 * a + right, r_hi, r_lo
@@ -147,39 +163,54 @@ def unrank_wide(rank, tables: WideTables, d: int, total_bits: int):
   r = r_hi, r_lo
   full = (1 << d) - 1
   comp = full ^ a
-  r_a, r_b = divmod_wide(r, (tables.ext_hi[comp], tables.ext_lo[comp]), total_bits)
+  zero = jnp.zeros((m,), jnp.uint64)
+  ext_hi = (lambda idx: zero) if ext64 else (lambda idx: tables.ext_hi[idx])
+  r_a, r_b = divmod_wide(r, (ext_hi(comp), tables.ext_lo[comp]), total_bits)
   size_a = lax.population_count(a.astype(jnp.uint32)).astype(jnp.int32)
   rest = a.astype(jnp.uint32) ^ jnp.uint32(full)
-  zero = jnp.zeros((m,), jnp.uint64)
+  # below 2^64 every count is its low limb: one-limb tuples and native arithmetic
+  if ext64:
+    ops = _one_limb
+    r_a, r_b = r_a[1:], r_b[1:]
+    ext = lambda top, idx: (jnp.where(top, tables.ext_lo[idx], zero),)
+  else:
+    ops = _two_limbs
+    ext = lambda top, idx: (
+      jnp.where(top, ext_hi(idx), zero),
+      jnp.where(top, tables.ext_lo[idx], zero),
+    )
+  w_add, w_sub, w_less, w_select = ops
 
   def step(i, state):
-    s_set, q_hi, q_lo, seq = state
+    s_set, q, seq = state
     switch = size_a == i
     s_set = jnp.where(switch, rest, s_set)
-    q = select(switch, r_b, (q_hi, q_lo))
+    q = w_select(switch, r_b, q)
     # the cumulative counts over the maximal x in index order, element by element
     # (fused elementwise work; a cumsum over (m, d) limbs is slower on XLA:CPU)
-    c = before = (zero, zero)
+    c = before = tuple(zero for _ in q)
     x = jnp.zeros((m,), jnp.int32)
     for j in range(d):
       bit_j = jnp.uint32(1 << j)
       top = ((s_set & bit_j) != 0) & ((s_set & tables.strict_up[j]) == 0)
-      idx = (s_set ^ bit_j).astype(jnp.int32)
-      c = add(
-        c,
-        (
-          jnp.where(top, tables.ext_hi[idx], zero),
-          jnp.where(top, tables.ext_lo[idx], zero),
-        ),
-      )
-      passed = ~less(q, c)  # c <= q: q lies beyond every extension through x <= j
+      c = w_add(c, ext(top, (s_set ^ bit_j).astype(jnp.int32)))
+      passed = ~w_less(q, c)  # c <= q: q lies beyond every extension through x <= j
       x = x + passed
-      before = select(passed, c, before)
-    q_hi, q_lo = sub(q, before)
+      before = w_select(passed, c, before)
+    q = w_sub(q, before)
     s_set = s_set ^ jnp.left_shift(jnp.uint32(1), x.astype(jnp.uint32))
-    return s_set, q_hi, q_lo, seq.at[:, i].set(x)
+    return s_set, q, seq.at[:, i].set(x)
 
   # a loop over the d positions, not d unrolled steps (as in the int64 unranking)
-  init = (a.astype(jnp.uint32), r_a[0], r_a[1], jnp.zeros((m, d), jnp.int32))
-  _, _, _, seq = lax.fori_loop(0, d, step, init)
+  init = (a.astype(jnp.uint32), tuple(r_a), jnp.zeros((m, d), jnp.int32))
+  _, _, seq = lax.fori_loop(0, d, step, init)
   return seq, size_a
+
+
+_two_limbs = (add, sub, less, select)
+_one_limb = (
+  lambda a, b: (a[0] + b[0],),
+  lambda a, b: (a[0] - b[0],),
+  lambda a, b: a[0] < b[0],
+  lambda cond, a, b: (jnp.where(cond, a[0], b[0]),),
+)

@@ -19,6 +19,7 @@ from scipy import stats
 import jaxdp
 from jaxdp import exact
 from jaxdp import random as dprandom
+from jaxdp.exact import samplers as exact_samplers
 from jaxdp.exact import wide
 from jaxdp.samplers.exact_tables import exact_tables
 from jaxdp.samplers.exact_wide_tables import (
@@ -265,3 +266,39 @@ def test_beyond_d22_a_non_series_parallel_poset_is_refused_naming_the_limit():
     exact.poset_path(_fence(23))
   with pytest.raises(ValueError, match="d <= 22"):
     exact.poset_knorm(_key(), jaxdp.Poset.from_edges(23, []), 1.0, (2,), path="wide")
+
+
+def test_one_limb_extension_counts_unrank_as_the_two_limb_ones():
+  """A 6-element fence (every count below 2^64): with ``ext64`` and ``trie64`` (the
+  high limbs never read) every rank in [0, N(P)) unranks to the object the full
+  128-bit arithmetic gives."""
+  poset = _fence(6)
+  tables, total = exact_wide_tables(poset)
+  assert not tables.ext_hi.any() and not tables.trie_hi.any()
+  with jax.enable_x64(True):
+    t = jax.tree_util.tree_map(jnp.asarray, tables)
+    ranks = tuple(map(jnp.asarray, _limbs(range(total))))
+    unrank = jax.jit(wide.unrank_wide, static_argnums=(2, 3, 4, 5))
+    full = unrank(ranks, t, poset.d, total.bit_length(), False, False)
+    for flags in ((True, False), (True, True)):
+      one = unrank(ranks, t, poset.d, total.bit_length(), *flags)
+      for a, b in zip(full, one):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_a_wide_batch_of_several_chunks_keeps_its_temporaries_to_one_chunk():
+  """An 18-element fence through the 128-bit path, its tables constants of the
+  compiled code (a caller's jit), 2 wide chunks and a partial one: XLA's temporaries
+  stay within WIDE_CHUNK_BYTES. Chunks of CHUNK samples took 2^14 x ~1.7 KB, and
+  the all-zero high limbs of its tables (N(P) < 2^64), when gathered, became two
+  materialised 2^18-entry zero arrays (2 MiB each)."""
+  poset = _fence(18)
+  chunk = exact_samplers.wide_chunk(poset.d)
+  assert 64 <= chunk < exact_samplers.CHUNK
+  n = 2 * chunk + 5
+  draw = lambda k: exact.poset_knorm(k, poset, 1.0, (n,), path="wide")
+  mem = jax.jit(draw).lower(_key()).compile().memory_analysis()
+  if mem is None:
+    pytest.skip("the backend reports no memory analysis")
+  assert mem.output_size_in_bytes == 4 * n * (poset.d + 1)
+  assert mem.temp_size_in_bytes <= exact_samplers.WIDE_CHUNK_BYTES
