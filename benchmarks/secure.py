@@ -1,7 +1,7 @@
 """Publishable releases: ChaCha20 against Threefry, exact (float-safe) noise against
 float noise, and OpenDP's float-safe Laplace when it is installed, in one run.
 
-  python benchmarks/secure.py [--n 1000000] [--out results] [--only nhis3|tree|l2]
+  python benchmarks/secure.py [--n 1000000] [--out results] [--only nhis3|tree|l2|fence]
 
 Rows (samples/s, best of 3 after a warm-up, one process):
 * random bits: ``jax.random.bits`` of 2^24 uint32 words per key type;
@@ -39,7 +39,8 @@ results/secure.json and .md. ``--only nhis3`` writes the NHIS-3 K-norm rows alon
 (results/secure_nhis3.*), ``--only tree`` the two tree-path posets' rows and host
 shares with the load average around them (results/secure_tree.*), ``--only l2``
 the l_2 K-norm rows and their host shares with the load average around them
-(results/secure_l2.*).
+(results/secure_l2.*), ``--only fence`` the 22-element fence's rows, their peak
+memory and host share with the load average around them (results/secure_fence.*).
 """
 
 from __future__ import annotations
@@ -390,6 +391,43 @@ def _tree_only(args, cc, payload):
   write_results(args.out, "secure_tree", payload, "\n".join(lines))
 
 
+def _fence_only(args, cc, payload):
+  """``--only fence``: the 22-element fence's rows (rate and peak memory per output)
+  and host share alone (results/secure_fence.*), with the load average before and
+  after."""
+  rows, mem = [], {}
+  payload["loadavg_before"] = list(os.getloadavg())
+  p = payload["fence22_knorm_per_s"] = _wide_rows(rows, mem, cc, args.n_wide)
+  payload["loadavg_after"] = list(os.getloadavg())
+  payload["memory_ratio"] = mem
+  left = _unsettled_poset(jax.random.fold_in(cc, 4), _fence(22), 1_000_000, 1.0)
+  payload["unsettled"] = [
+    {
+      "what": "22-element fence K-norm, eps = 1",
+      "samples": 1_000_000,
+      "left_for_host": left,
+    }
+  ]
+  lines = [
+    "| what | sampler | per second | ratio | peak memory / output |",
+    "|---|---|---:|---:|---:|",
+  ]
+  for what, name, rate, ratio, peak, float_peak in rows:
+    rtxt = "" if ratio is None else f"{ratio:.2f} (x float (ChaCha20))"
+    mtxt = "" if peak is None else f"{peak:.2f}"
+    if peak is not None and float_peak:
+      mtxt += f" ({peak / float_peak:.2f}x float)"
+    lines.append(f"| {what} | {name} | {rate:,.0f} | {rtxt} | {mtxt} |")
+  before, after = payload["loadavg_before"][0], payload["loadavg_after"][0]
+  lines += [
+    "",
+    f"Batch {args.n_wide:,}, one run; the 128-bit tables took {p['table_build_s']:.1f} s "
+    f"to build; of 1,000,000 exact samples {left} were left for the host refinement; "
+    f"load average {before:.1f} -> {after:.1f}.",
+  ]
+  write_results(args.out, "secure_fence", payload, "\n".join(lines))
+
+
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--n", type=int, default=1_000_000)
@@ -400,10 +438,11 @@ def main(argv=None):
   ap.add_argument("--out", default="results")
   ap.add_argument(
     "--only",
-    choices=["nhis3", "tree", "l2"],
+    choices=["nhis3", "tree", "l2", "fence"],
     help="only the NHIS-3 K-norm rows (results/secure_nhis3.*), only the "
-    "tree-path rows (results/secure_tree.*) or only the l_2 K-norm rows "
-    "(results/secure_l2.*)",
+    "tree-path rows (results/secure_tree.*), only the l_2 K-norm rows "
+    "(results/secure_l2.*) or only the 22-element fence's rows "
+    "(results/secure_fence.*)",
   )
   args = ap.parse_args(argv)
   n, n_tree = args.n, args.n_tree
@@ -417,6 +456,8 @@ def main(argv=None):
     return _tree_only(args, cc, payload)
   if args.only == "l2":
     return _l2_only(args, n, cc, payload)
+  if args.only == "fence":
+    return _fence_only(args, cc, payload)
 
   words = 1 << 24
   draw_bits = lambda kk: jax.random.bits(kk, (words,), jnp.uint32)
