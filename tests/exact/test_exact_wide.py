@@ -289,9 +289,10 @@ def test_one_limb_extension_counts_unrank_as_the_two_limb_ones():
 def test_a_wide_batch_of_several_chunks_keeps_its_temporaries_to_one_chunk():
   """An 18-element fence through the 128-bit path, its tables constants of the
   compiled code (a caller's jit), 2 wide chunks and a partial one: XLA's temporaries
-  stay within WIDE_CHUNK_BYTES. Chunks of CHUNK samples took 2^14 x ~1.7 KB, and
-  the all-zero high limbs of its tables (N(P) < 2^64), when gathered, became two
-  materialised 2^18-entry zero arrays (2 MiB each)."""
+  stay within WIDE_CHUNK_BYTES. In chunks of CHUNK (2^14) samples the whole batch
+  was one chunk (3.8 MB at about 1.7 KB a sample), and the all-zero high limbs of
+  its tables (N(P) < 2^64), when gathered, became two materialised 2^18-entry zero
+  arrays (2 MiB each)."""
   poset = _fence(18)
   chunk = exact_samplers.wide_chunk(poset.d)
   assert 64 <= chunk < exact_samplers.CHUNK
