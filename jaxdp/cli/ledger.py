@@ -34,6 +34,9 @@ class NoBook:
   def summary(self) -> str | None:
     return None
 
+  def close(self) -> None:
+    pass
+
 
 class Book:
   """A release charged to a dataset of a ledger."""
@@ -51,6 +54,9 @@ class Book:
       return self.ledger.charge(self.dataset, acct, mech, shape, label=self.label)
     except (ReleaseRefusedError, LedgerError, ValueError) as e:
       raise UsageError(f"--ledger {self.ledger.path}: {e}") from None
+
+  def close(self) -> None:
+    self.ledger.close()
 
   def summary(self) -> str:
     """The dataset's spend, read (and verified) from the ledger: called before the

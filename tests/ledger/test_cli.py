@@ -149,3 +149,43 @@ def test_rows_that_clip_alike_are_one_dataset_in_the_ledger(
   assert _release(tmp_path / "clip.npy", *flags, "--dataset", "s1b", "--budget", 1) == 2
   assert "s1" in capsys.readouterr().err
   assert [d.name for d in jaxdp.Ledger(book).datasets()] == ["s1"]
+
+
+@pytest.mark.parametrize("companion", ["-wal", "", ".key", "-shm", "-journal", "link"])
+def test_out_may_not_name_a_file_of_the_ledger_even_before_it_exists(
+  tmp_path, data, capsys, quick_noise, companion
+):
+  """``--out W.db-wal`` (a WAL ledger closed cleanly, so no such file yet) replaced
+  the log holding the committed charge: every release was answered and the ledger
+  showed no entries. On a first use ``--out N.db`` or ``N.db.key`` overwrote the
+  new ledger or its key after the charge. Refused before anything is charged."""
+  book = tmp_path / "W.db"
+  jaxdp.Ledger(book, journal="wal").close()
+  before = jaxdp.Ledger(book).head
+  out = tmp_path / f"W.db{companion}"
+  if companion == "link":  # a symbolic link to the log-to-be
+    out = tmp_path / "out.json"
+    out.symlink_to(tmp_path / "W.db-wal")
+  flags = ("--eps", 0.5, "--ledger", book, "--dataset", "s", "--budget", 1)
+  assert _release(data, *flags, "--out", out) == 2
+  assert "is a file of the ledger" in capsys.readouterr().err
+  assert jaxdp.Ledger(book).head == before  # nothing charged
+  fresh = tmp_path / "N.db"  # a first use: the ledger and its key do not exist yet
+  for name in ("N.db", "N.db.key"):
+    assert (
+      _release(data, *flags[:2], "--ledger", fresh, *flags[4:], "--out", tmp_path / name)
+      == 2
+    )
+    assert not fresh.exists()
+
+
+def test_the_ledger_is_closed_before_out_is_written(tmp_path, data, capsys, quick_noise):
+  """Six releases of eps 0.5 on a budget of 1 with a WAL ledger: two answered."""
+  book = tmp_path / "W.db"
+  jaxdp.Ledger(book, journal="wal").close()
+  flags = ("--eps", 0.5, "--ledger", book, "--dataset", "s", "--budget", 1)
+  codes = [_release(data, *flags, "--out", tmp_path / f"r{i}.json") for i in range(4)]
+  assert codes == [0, 0, 2, 2]
+  assert not (tmp_path / "W.db-wal").exists() or (tmp_path / "W.db-wal").stat().st_size == 0
+  (s,) = jaxdp.Ledger(book, read_only=True).datasets()
+  assert s.charges == 2
