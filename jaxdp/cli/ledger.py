@@ -75,10 +75,12 @@ class Book:
     )
 
 
-def open_release(args, rows, poset, acct):
+def open_release(args, rows, poset, acct, read=None):
   """The accountant and the book of one ``release``: ``acct`` (a budget of ``--eps``,
   forgotten afterwards, with a warning) without ``--ledger``; with it, the dataset's
-  accountant resumed from the ledger.
+  accountant resumed from the ledger. ``rows`` are the rows counted (clipped by
+  ``--on-invalid clip``), ``read`` the rows as read: both forms are the dataset's,
+  so a Session on the file's rows and a release of rows clipping alike share it.
 
   Raises:
     UsageError: ``--dataset``/``--budget`` without ``--ledger``, a missing
@@ -99,7 +101,10 @@ def open_release(args, rows, poset, acct):
         f"--ledger {args.ledger}: dataset {args.dataset!r} is new: its first use needs "
         "--budget B (its total eps)"
       )
-    acct = ledger.accountant(args.dataset, rows, args.budget, poset=poset, secure=True)
+    also = () if read is None else (read,)  # the rows as read, before a clip
+    acct = ledger.accountant(
+      args.dataset, rows, args.budget, poset=poset, secure=True, also=also
+    )
   except (LedgerError, ValueError, KeyError) as e:
     raise UsageError(f"--ledger {args.ledger}: {e}") from None
   label = f"jaxdp release --eps {args.eps:g} --noise {args.noise}"

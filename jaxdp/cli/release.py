@@ -301,13 +301,14 @@ def run_release(args) -> int:
     check_out_target(args)
     outputs.check_out_file(args.out, args.overwrite_results)
   poset = load_poset(args.poset)
-  rows = load_rows(args.data, poset.d, poset.element_names)
+  read = load_rows(args.data, poset.d, poset.element_names)
   if args.on_invalid == "raise":
-    check_filters(args.data, poset, rows)
+    check_filters(args.data, poset, read)
+    rows = read
   else:
-    rows = largest_filters(poset, rows)  # the rows the release counts
+    rows = largest_filters(poset, read)  # the rows the release counts
   acct = Accountant.create(args.eps, secure=True)
-  acct, book = open_release(args, rows, poset, acct)  # --ledger: the dataset's budget
+  acct, book = open_release(args, rows, poset, acct, read)  # --ledger: the dataset's budget
   mech = PosetCountMechanism(
     poset, args.eps, noise=args.noise, exact=True, on_invalid=args.on_invalid
   )
