@@ -125,8 +125,7 @@ def run_ledger(args) -> int:
     b = s.budget
     params = "".join(f", {k}={v}" for k, v in b["params"].items() if k != "planned")
     print(
-      f"\ndataset {s.name!r} (registered {s.registered}, data sha256 "
-      f"{s.fingerprint['data'][:16]}...)\n"
+      f"\ndataset {s.name!r} (registered {s.registered}, data tag {s.tag}, keyed)\n"
       f"  budget: eps {b['eps']:g}, delta {b['delta']:g}, {b['rule']}{params}, "
       f"group size {b['group_size']}\n"
       f"  spent: eps {s.spent_eps:g}, delta {s.spent_delta:g}; remaining: eps "

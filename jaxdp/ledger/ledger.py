@@ -123,9 +123,10 @@ class Ledger:
   def datasets(self) -> list[DatasetSummary]:
     """Every dataset, with its budget, spent and remaining, as of now."""
     self._sync()
-    index = self._index
+    index, key = self._index, self._store.key
     return [
-      summarize(n, e, index.states[n], index.counts[n]) for n, e in index.datasets.items()
+      summarize(n, e, index.states[n], index.counts[n], key)
+      for n, e in index.datasets.items()
     ]
 
   def charges(self, dataset: str) -> list[Charge]:

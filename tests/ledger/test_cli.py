@@ -189,3 +189,27 @@ def test_the_ledger_is_closed_before_out_is_written(tmp_path, data, capsys, quic
   assert not (tmp_path / "W.db-wal").exists() or (tmp_path / "W.db-wal").stat().st_size == 0
   (s,) = jaxdp.Ledger(book, read_only=True).datasets()
   assert s.charges == 2
+
+
+def test_ledger_show_prints_no_plain_digest_of_the_data(
+  tmp_path, data, capsys, quick_noise
+):
+  """``ledger show`` printed 16 hex digits of the data's plain SHA-256: a small
+  dataset was recovered by hashing every candidate. It prints a keyed tag."""
+  book = tmp_path / "l.db"
+  assert (
+    _release(data, "--eps", 0.5, "--ledger", book, "--dataset", "s", "--budget", 1) == 0
+  )
+  capsys.readouterr()
+  assert main(["ledger", "show", str(book)]) == 0
+  shown = capsys.readouterr().out
+  (s,) = jaxdp.Ledger(book).datasets()
+  plain = [v for v in s.fingerprint.values() if isinstance(v, str)]
+  plain += [jaxdp.ledger.dataset_fingerprint(np.load(data))["data"]]
+  assert not any(v[:8] in shown for v in plain)
+  assert f"data tag {s.tag}" in shown and len(s.tag) == 16
+  other = tmp_path / "m.db"  # another ledger (another key): another tag, same data
+  assert (
+    _release(data, "--eps", 0.5, "--ledger", other, "--dataset", "s", "--budget", 1) == 0
+  )
+  assert jaxdp.Ledger(other).datasets()[0].tag != s.tag
