@@ -4,12 +4,14 @@
 budget from the ledger (registering it with the data's and the poset's fingerprints
 and the budget ``B`` on first use), commits the release's charge, and only then
 draws the noise; a release past the budget is refused with exit status 2 and
-nothing is printed but the refusal. Without ``--ledger`` a release warns that
-nothing is remembered.
+nothing is printed but the refusal. A ledger that is created (the path is missing)
+is announced on stderr; ``--existing-ledger`` refuses to create one. Without
+``--ledger`` a release warns that nothing is remembered.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 from jaxdp import Ledger, ReleaseRefusedError
@@ -94,6 +96,12 @@ def open_release(args, rows, poset, acct, read=None):
     return acct, NoBook()
   if args.dataset is None:
     raise UsageError("--ledger needs --dataset NAME (the dataset's name in the ledger)")
+  existed = os.path.lexists(args.ledger)
+  if getattr(args, "existing_ledger", False) and not existed:
+    raise UsageError(
+      f"--ledger {args.ledger}: no such file, and --existing-ledger forbids creating "
+      "one; if the ledger was moved, pass its new path (and its .key file with it)"
+    )
   try:
     ledger = Ledger(args.ledger)
     if args.budget is None and args.dataset not in {d.name for d in ledger.datasets()}:
@@ -107,6 +115,14 @@ def open_release(args, rows, poset, acct, read=None):
     )
   except (LedgerError, ValueError, KeyError) as e:
     raise UsageError(f"--ledger {args.ledger}: {e}") from None
+  if not existed:
+    print(
+      f"jaxdp: notice: created a new ledger at {args.ledger} with dataset "
+      f"{args.dataset!r}, budget eps {args.budget:g}. If a ledger was moved away from "
+      "this path, this release is charged to a fresh budget: pass --existing-ledger "
+      "to refuse creating one.",
+      file=sys.stderr,
+    )
   label = f"jaxdp release --eps {args.eps:g} --noise {args.noise}"
   return acct, Book(ledger, args.dataset, label)
 

@@ -213,3 +213,31 @@ def test_ledger_show_prints_no_plain_digest_of_the_data(
     _release(data, "--eps", 0.5, "--ledger", other, "--dataset", "s", "--budget", 1) == 0
   )
   assert jaxdp.Ledger(other).datasets()[0].tag != s.tag
+
+
+def test_a_new_ledger_is_announced_and_existing_ledger_refuses_one(
+  tmp_path, data, capsys, quick_noise
+):
+  """The ledger files moved away: the next release silently started a fresh budget."""
+  book = tmp_path / "G.db"
+  flags = ("--eps", 1, "--ledger", book, "--dataset", "s", "--budget", 1)
+  assert _release(data, *flags) == 0
+  assert f"created a new ledger at {book}" in capsys.readouterr().err
+  assert _release(data, *flags) == 2  # spent
+  assert "created a new ledger" not in capsys.readouterr().err
+  book.rename(tmp_path / "M.db")
+  (tmp_path / "G.db.key").rename(tmp_path / "M.db.key")
+  assert _release(data, *flags, "--existing-ledger") == 2
+  assert "--existing-ledger forbids creating" in capsys.readouterr().err
+  assert not book.exists()
+  assert _release(data, *flags) == 0  # the documented default: created
+  assert f"created a new ledger at {book} with dataset 's'" in capsys.readouterr().err
+
+
+def test_a_dangling_symlink_as_ledger_is_a_one_line_error(tmp_path, data, capsys):
+  (tmp_path / "L.db").symlink_to(tmp_path / "nonexist.db")
+  flags = ("--eps", 1, "--ledger", tmp_path / "L.db", "--dataset", "s", "--budget", 1)
+  assert _release(data, *flags) == 2
+  err = capsys.readouterr().err
+  assert "a symbolic link to a missing file" in err and "Traceback" not in err
+  assert not (tmp_path / "nonexist.db").exists()
