@@ -273,7 +273,9 @@ class Ledger:
     Run the release from the accountant returned, not from ``acct``: it holds the
     dataset's state just before this charge (other processes may have charged
     since ``acct`` was made), so the release charges exactly what was committed.
-    If the release then fails, the charge stays (its answer might have been
+    Release only ``mech`` from it: a dearer release is not refused there, but its
+    accountant then holds a spend never committed, which the next charge refuses
+    (:class:`~jaxdp.ledger.LedgerError`). If the release then fails, the charge stays (its answer might have been
     computed).
 
     Args:
