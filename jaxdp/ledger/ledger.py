@@ -275,8 +275,8 @@ class Ledger:
     since ``acct`` was made), so the release charges exactly what was committed.
     Release only ``mech`` from it: a dearer release is not refused there, but its
     accountant then holds a spend never committed, which the next charge refuses
-    (:class:`~jaxdp.ledger.LedgerError`). If the release then fails, the charge stays (its answer might have been
-    computed).
+    (:class:`~jaxdp.ledger.LedgerError`). If the release then fails, the charge
+    stays (its answer might have been computed).
 
     Args:
       dataset: the dataset's name (registered by :meth:`accountant`).
