@@ -247,12 +247,19 @@ def ledger_files(ledger) -> list[Path]:
   (beside the path as given) and sqlite's journals (beside the resolved file, which
   sqlite opens), under both the given and the resolved name."""
   given = str(ledger)
-  real = str(Path(ledger).resolve())
+  real = str(_resolved(Path(ledger)))
   return [Path(base + end) for base in dict.fromkeys((given, real)) for end in LEDGER_FILES]
 
 
+def _resolved(p: Path) -> Path:
+  try:
+    return p.resolve()
+  except (OSError, RuntimeError):  # a loop of links: its own absolute path
+    return p.absolute()
+
+
 def _same_file(a: Path, b: Path) -> bool:
-  if a.resolve() == b.resolve():
+  if _resolved(a) == _resolved(b):
     return True
   try:
     return a.exists() and b.exists() and a.samefile(b)
