@@ -371,10 +371,10 @@ class Session:
     """Noisy sum of ``value_of(row)``, each value clipped to ``[-bound, bound]``.
 
     In a secure session the sum is exact on a grid: ``grid=2.0**-k`` for real values
-    (each clipped value is snapped to the grid and the grid units are summed
-    exactly; the noise is scaled for the snapping), or integer values and
-    ``grid=None``. Raises as :meth:`release`.
-    """
+    (snapped to the grid, the noise scaled for it), or integer values and ``grid=None``.
+    Its total is clipped to +-2**30 units (integers, or grid units) before the noise,
+    silently (an error would depend on the data): keep rows * bound / grid under 2**30.
+    Raises as :meth:`release`."""
     mech = LaplaceMechanism(
       eps, bound, exact=self.secure, grid=grid if self.secure else None
     )

@@ -4,12 +4,14 @@
 budget from the ledger (registering it with the data's and the poset's fingerprints
 and the budget ``B`` on first use), commits the release's charge, and only then
 draws the noise; a release past the budget is refused with exit status 2 and
-nothing is printed but the refusal. Without ``--ledger`` a release warns that
-nothing is remembered.
+nothing is printed but the refusal. A ledger that is created (the path is missing)
+is announced on stderr; ``--existing-ledger`` refuses to create one. Without
+``--ledger`` a release warns that nothing is remembered.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 from jaxdp import Ledger, ReleaseRefusedError
@@ -34,6 +36,9 @@ class NoBook:
   def summary(self) -> str | None:
     return None
 
+  def close(self) -> None:
+    pass
+
 
 class Book:
   """A release charged to a dataset of a ledger."""
@@ -52,6 +57,9 @@ class Book:
     except (ReleaseRefusedError, LedgerError, ValueError) as e:
       raise UsageError(f"--ledger {self.ledger.path}: {e}") from None
 
+  def close(self) -> None:
+    self.ledger.close()
+
   def summary(self) -> str:
     """The dataset's spend, read (and verified) from the ledger: called before the
     release is printed, so a ledger that fails the check prints no answer.
@@ -69,10 +77,12 @@ class Book:
     )
 
 
-def open_release(args, rows, poset, acct):
+def open_release(args, rows, poset, acct, read=None):
   """The accountant and the book of one ``release``: ``acct`` (a budget of ``--eps``,
   forgotten afterwards, with a warning) without ``--ledger``; with it, the dataset's
-  accountant resumed from the ledger.
+  accountant resumed from the ledger. ``rows`` are the rows counted (clipped by
+  ``--on-invalid clip``), ``read`` the rows as read: both forms are the dataset's,
+  so a Session on the file's rows and a release of rows clipping alike share it.
 
   Raises:
     UsageError: ``--dataset``/``--budget`` without ``--ledger``, a missing
@@ -86,6 +96,12 @@ def open_release(args, rows, poset, acct):
     return acct, NoBook()
   if args.dataset is None:
     raise UsageError("--ledger needs --dataset NAME (the dataset's name in the ledger)")
+  existed = os.path.lexists(args.ledger)
+  if getattr(args, "existing_ledger", False) and not existed:
+    raise UsageError(
+      f"--ledger {args.ledger}: no such file, and --existing-ledger forbids creating "
+      "one; if the ledger was moved, pass its new path (and its .key file with it)"
+    )
   try:
     ledger = Ledger(args.ledger)
     if args.budget is None and args.dataset not in {d.name for d in ledger.datasets()}:
@@ -93,9 +109,20 @@ def open_release(args, rows, poset, acct):
         f"--ledger {args.ledger}: dataset {args.dataset!r} is new: its first use needs "
         "--budget B (its total eps)"
       )
-    acct = ledger.accountant(args.dataset, rows, args.budget, poset=poset, secure=True)
+    also = () if read is None else (read,)  # the rows as read, before a clip
+    acct = ledger.accountant(
+      args.dataset, rows, args.budget, poset=poset, secure=True, also=also
+    )
   except (LedgerError, ValueError, KeyError) as e:
     raise UsageError(f"--ledger {args.ledger}: {e}") from None
+  if not existed:
+    print(
+      f"jaxdp: notice: created a new ledger at {args.ledger} with dataset "
+      f"{args.dataset!r}, budget eps {args.budget:g}. If a ledger was moved away from "
+      "this path, this release is charged to a fresh budget: pass --existing-ledger "
+      "to refuse creating one.",
+      file=sys.stderr,
+    )
   label = f"jaxdp release --eps {args.eps:g} --noise {args.noise}"
   return acct, Book(ledger, args.dataset, label)
 
@@ -114,8 +141,7 @@ def run_ledger(args) -> int:
     b = s.budget
     params = "".join(f", {k}={v}" for k, v in b["params"].items() if k != "planned")
     print(
-      f"\ndataset {s.name!r} (registered {s.registered}, data sha256 "
-      f"{s.fingerprint['data'][:16]}...)\n"
+      f"\ndataset {s.name!r} (registered {s.registered}, data tag {s.tag}, keyed)\n"
       f"  budget: eps {b['eps']:g}, delta {b['delta']:g}, {b['rule']}{params}, "
       f"group size {b['group_size']}\n"
       f"  spent: eps {s.spent_eps:g}, delta {s.spent_delta:g}; remaining: eps "

@@ -18,7 +18,8 @@ NO_LEDGER = (
 
 
 def add_release_flags(p: argparse.ArgumentParser, number_flag, path_flag) -> None:
-  """``--ledger FILE --dataset NAME --budget B`` for ``release``."""
+  """``--ledger FILE [--existing-ledger] --dataset NAME --budget B`` for
+  ``release``."""
   p.add_argument(
     "--ledger",
     default=None,
@@ -26,6 +27,12 @@ def add_release_flags(p: argparse.ArgumentParser, number_flag, path_flag) -> Non
     help="a ledger file (sqlite3, created if missing) that records the release's "
     "charge before the noise is drawn and refuses it once the dataset's budget is "
     f"spent ({NO_LEDGER})",
+  )
+  p.add_argument(
+    "--existing-ledger",
+    action="store_true",
+    help="refuse to create --ledger if it is missing (a moved or deleted ledger is "
+    "then an error, never a fresh budget); default: created, with a notice on stderr",
   )
   p.add_argument(
     "--dataset",

@@ -239,15 +239,52 @@ def largest_filters(poset: Poset, rows: np.ndarray) -> np.ndarray:
   return (x & ~_unmet(poset, x)).astype(rows.dtype)
 
 
+LEDGER_FILES = ("", ".key", "-wal", "-shm", "-journal")  # a ledger and its companions
+
+
+def ledger_files(ledger) -> list[Path]:
+  """The files of the ledger at ``ledger``, existing or not: the database, its key
+  (beside the path as given) and sqlite's journals (beside the resolved file, which
+  sqlite opens), under both the given and the resolved name."""
+  given = str(ledger)
+  real = str(_resolved(Path(ledger)))
+  return [Path(base + end) for base in dict.fromkeys((given, real)) for end in LEDGER_FILES]
+
+
+def _resolved(p: Path) -> Path:
+  try:
+    return p.resolve()
+  except (OSError, RuntimeError):  # a loop of links: its own absolute path
+    return p.absolute()
+
+
+def _same_file(a: Path, b: Path) -> bool:
+  if _resolved(a) == _resolved(b):
+    return True
+  try:
+    return a.exists() and b.exists() and a.samefile(b)
+  except OSError:
+    return False
+
+
 def check_out_target(args):
-  """Refuses an ``--out`` that is an existing file other than a release this command
-  wrote (an allowlist: the data, the poset file, the ledger or its key, found by path,
-  symbolic or hard link, would otherwise be overwritten).
+  """Refuses an ``--out`` that names a file of ``--ledger`` (the database, its key,
+  its journals; existing or not, by resolved path and by inode: sqlite makes a
+  ``-wal`` and a first use makes the ledger and its key during the release), or an
+  existing file other than a release this command wrote (an allowlist: the data,
+  the poset file, found by path, symbolic or hard link, would otherwise be
+  overwritten). Called before anything is read or charged.
 
   Raises:
     UsageError: naming ``--out`` and what to do.
   """
   path = Path(args.out)
+  ledger = getattr(args, "ledger", None)
+  if ledger is not None and any(_same_file(path, f) for f in ledger_files(ledger)):
+    raise UsageError(
+      f"--out {args.out} is a file of the ledger --ledger {ledger} (the database, its "
+      ".key, -wal, -shm or -journal file); write the release elsewhere"
+    )
   if not path.exists() or path.is_dir():
     return
   if Path(args.data).exists() and path.samefile(args.data):
@@ -271,13 +308,14 @@ def run_release(args) -> int:
     check_out_target(args)
     outputs.check_out_file(args.out, args.overwrite_results)
   poset = load_poset(args.poset)
-  rows = load_rows(args.data, poset.d, poset.element_names)
+  read = load_rows(args.data, poset.d, poset.element_names)
   if args.on_invalid == "raise":
-    check_filters(args.data, poset, rows)
+    check_filters(args.data, poset, read)
+    rows = read
   else:
-    rows = largest_filters(poset, rows)  # the rows the release counts
+    rows = largest_filters(poset, read)  # the rows the release counts
   acct = Accountant.create(args.eps, secure=True)
-  acct, book = open_release(args, rows, poset, acct)  # --ledger: the dataset's budget
+  acct, book = open_release(args, rows, poset, acct, read)  # --ledger: the dataset's budget
   mech = PosetCountMechanism(
     poset, args.eps, noise=args.noise, exact=True, on_invalid=args.on_invalid
   )
@@ -286,6 +324,7 @@ def run_release(args) -> int:
   acct, out = release(acct, mech, rows)
   counts = np.asarray(raise_if_refused(acct, out)).astype(int).tolist()
   note = book.summary()  # the ledger read back before anything is printed
+  book.close()  # its files settled (a WAL checkpointed) before --out is written
   names = ["respondents"] + list(poset.element_names)
   payload = {
     "poset": repr(poset),

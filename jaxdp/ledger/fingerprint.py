@@ -42,6 +42,8 @@ __all__ = [
   "ROUNDS",
   "SCHEME",
   "array_fingerprint",
+  "as_held",
+  "data_forms",
   "dataset_fingerprint",
   "legacy_rows_fingerprint",
   "rows_fingerprint",
@@ -185,11 +187,42 @@ def legacy_rows_fingerprint(data: Any) -> str:
   return h.hexdigest()
 
 
+def as_held(data: Any) -> np.ndarray:
+  """The data as a :class:`~jaxdp.Session` holds it with x64 off: floats wider than
+  float32 rounded to float32 (to nearest, as JAX converts them), everything else as
+  given. Every entry point fingerprints this form, whatever the x64 setting, so a
+  float64 array, its float32 copy and the Session holding either are one dataset
+  (data differing only below float32's precision shares a budget: the safe side)."""
+  x = np.asarray(data)
+  if np.issubdtype(x.dtype, np.floating) and x.dtype.itemsize > 4:
+    with np.errstate(over="ignore"):
+      return x.astype(np.float32)
+  return x
+
+
+def data_forms(data: Any) -> list[str]:
+  """The rows fingerprints a use of ``data`` is recognised by: first of
+  :func:`as_held`'s form (the one registered), then, for floats that form rounds,
+  of the values as given (how a float64 dataset registered through
+  :meth:`jaxdp.Ledger.accountant` before the rounding rule was fingerprinted)."""
+  held = as_held(data)
+  forms = [rows_fingerprint(held)]
+  if held.dtype != np.asarray(data).dtype:
+    forms.append(rows_fingerprint(data))
+  return list(dict.fromkeys(forms))
+
+
+def form_record(data_fp: str, poset_fp: str | None) -> dict:
+  """The fingerprint record of a data fingerprint and a poset's (or None)."""
+  both = hashlib.sha256(f"jaxdp-dataset\x00{data_fp}\x00{poset_fp}".encode()).hexdigest()
+  return {"data": data_fp, "poset": poset_fp, "dataset": both, "scheme": SCHEME}
+
+
 def dataset_fingerprint(data: Any, poset: Any = None) -> dict:
   """``{"data": ..., "poset": ... or None, "dataset": ..., "scheme": 2}``: the
-  data's (as rows, :func:`rows_fingerprint`), the poset order's (for poset counts)
-  and both together (hex SHA-256 each), and the rows fingerprint's scheme."""
-  d = rows_fingerprint(data)
+  data's (as rows, :func:`rows_fingerprint`, of :func:`as_held`'s form), the poset
+  order's (for poset counts) and both together (hex SHA-256 each), and the rows
+  fingerprint's scheme."""
+  d = rows_fingerprint(as_held(data))
   p = None if poset is None else array_fingerprint(np.asarray(poset.order, bool))
-  both = hashlib.sha256(f"jaxdp-dataset\x00{d}\x00{p}".encode()).hexdigest()
-  return {"data": d, "poset": p, "dataset": both, "scheme": SCHEME}
+  return form_record(d, p)

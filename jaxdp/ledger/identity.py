@@ -7,7 +7,11 @@ with another poset is charged to the same budget, with a warning. A dataset
 registered under the first fingerprint scheme (jaxdp 0.1: no ``scheme`` in its
 fingerprint) is compared with the data's fingerprint of that scheme; its first use
 here records its fingerprint of this scheme (a ``fingerprint`` entry), so from then
-on its copies with the columns reordered are recognised too. Messages never
+on its copies with the columns reordered are recognised too. A use may present
+the same data in several forms (:func:`.fingerprint.data_forms`; the rows before
+and after ``release --on-invalid clip``): any form known under a name makes the
+data that dataset, and every form not yet known is recorded for it (a
+``fingerprint`` entry), so each later use in any of them is recognised. Messages never
 show fingerprints, values or the number of rows: two different datasets refused
 under one name get the same message.
 """
@@ -52,11 +56,13 @@ def check_dataset(
   path: str,
   dataset: str,
   fp: dict,
+  forms: list[str],
   record: dict,
   legacy: Callable[[], str],
 ) -> None:
-  """Raises unless ``dataset`` may be used with data of fingerprint ``fp`` and the
-  budget ``record``.
+  """Raises unless ``dataset`` may be used with data of fingerprint ``fp`` (and of
+  the other ``forms``, fingerprints of the same data in other forms: any one known
+  under a name makes the data that dataset) and the budget ``record``.
 
   Args:
     legacy: the data's rows fingerprint of scheme 1, called only if the ledger
@@ -68,22 +74,18 @@ def check_dataset(
     BudgetMismatchError: another budget, rule or group size.
   """
   known = index.datasets.get(dataset)
-  other = index.by_data.get(fp["data"])
+  names = {index.by_data[f] for f in [fp["data"], *forms] if f in index.by_data}
+  if not names and any(
+    e["fingerprint"].get("scheme") != SCHEME for e in index.datasets.values()
+  ):
+    names = {index.by_data[legacy()]} if legacy() in index.by_data else set()
+  others = sorted(names - {dataset})
+  if others:
+    raise _registered_as(others[0], path)
   if known is None:
-    if other is None and any(
-      e["fingerprint"].get("scheme") != SCHEME for e in index.datasets.values()
-    ):
-      other = index.by_data.get(legacy())
-    if other is not None:
-      raise _registered_as(other, path)
     return
   scheme = known["fingerprint"].get("scheme")
-  if scheme == SCHEME:
-    same = known["fingerprint"]["data"] == fp["data"]
-  else:  # the first scheme: or its fingerprint of this scheme, recorded since
-    if scheme is None and other not in (None, dataset):
-      raise _registered_as(other, path)
-    same = scheme is None and (other == dataset or known["fingerprint"]["data"] == legacy())
+  same = dataset in names or (scheme is None and known["fingerprint"]["data"] == legacy())
   if not same:
     raise DatasetMismatchError(
       f"dataset {dataset!r} is registered in ledger {path} with other data (the "

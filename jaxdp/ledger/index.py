@@ -20,8 +20,9 @@ from jaxdp.ledger.store import Store, Transaction
 
 __all__ = ["KINDS", "Index", "initial_state", "verify_row"]
 
-# refusal: only where a rule counts them; fingerprint: a dataset registered by jaxdp
-# 0.1, its fingerprint of the current scheme (recorded on its first use since)
+# refusal: only where a rule counts them; fingerprint: another fingerprint of a
+# dataset's data (of the current scheme, for a dataset registered by jaxdp 0.1; or of
+# another form of the data, jaxdp.ledger.fingerprint.data_forms), recorded on use
 KINDS = ("dataset", "charge", "refusal", "fingerprint")
 
 
@@ -114,15 +115,16 @@ class Index:
         f"entry {seq} is a {kind!r} of an unknown dataset {name!r}."
       )
     if kind == "fingerprint":
+      data = entry["fingerprint"]["data"]
       if (
         entry["fingerprint"]["scheme"] != 2  # fingerprint.SCHEME (numpy-free here)
-        or "scheme" in self.datasets[name]["fingerprint"]
+        or self.by_data.get(data, name) != name
       ):
         raise LedgerTamperedError(
-          f"entry {seq} records a fingerprint for dataset {name!r}, which is not a "
-          "dataset of the first fingerprint scheme: jaxdp writes none such."
+          f"entry {seq} records a fingerprint for dataset {name!r} of another scheme "
+          "or of another dataset's data: jaxdp writes none such."
         )
-      self.by_data.setdefault(entry["fingerprint"]["data"], name)
+      self.by_data.setdefault(data, name)
       return
     before, after = entry.get("before"), entry.get("after")
     step = {"charge": "answered", "refusal": "refusals"}[kind]

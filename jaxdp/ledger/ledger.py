@@ -27,7 +27,12 @@ from jaxdp.accounting import Accountant, ReleaseRefusedError, plan
 from jaxdp.accounting.releases import mechanism_cost, mechanism_event
 from jaxdp.ledger import protocol, records
 from jaxdp.ledger.errors import LedgerError, LedgerRollbackError
-from jaxdp.ledger.fingerprint import dataset_fingerprint, legacy_rows_fingerprint
+from jaxdp.ledger.fingerprint import (
+  data_forms,
+  dataset_fingerprint,
+  form_record,
+  legacy_rows_fingerprint,
+)
 from jaxdp.ledger.identity import check_dataset, check_name
 from jaxdp.ledger.index import Index
 from jaxdp.ledger.store import Store
@@ -118,9 +123,10 @@ class Ledger:
   def datasets(self) -> list[DatasetSummary]:
     """Every dataset, with its budget, spent and remaining, as of now."""
     self._sync()
-    index = self._index
+    index, key = self._index, self._store.key
     return [
-      summarize(n, e, index.states[n], index.counts[n]) for n, e in index.datasets.items()
+      summarize(n, e, index.states[n], index.counts[n], key)
+      for n, e in index.datasets.items()
     ]
 
   def charges(self, dataset: str) -> list[Charge]:
@@ -166,6 +172,7 @@ class Ledger:
     poset: Any = None,
     key: Any = None,
     secure: bool = False,
+    also: Sequence = (),
     **options: Any,
   ) -> Accountant:
     """The accountant of ``dataset``, resumed from the ledger (registered on first
@@ -185,6 +192,7 @@ class Ledger:
         to the same budget, with a warning: the people are the same).
       key: as for :meth:`jaxdp.Accountant.create`.
       secure: as for :meth:`jaxdp.Accountant.create`.
+      also: the same data in other forms (as for :meth:`resume`).
       **options: the other options of :meth:`jaxdp.Accountant.create` (not
         ``history``: a ledger keeps charges, not an accountant's log).
 
@@ -212,13 +220,23 @@ class Ledger:
       acct = records.rebuild(entry["budget"], key=key, secure=secure)
     else:
       acct = Accountant.create(eps_budget, key=key, secure=secure, **options)
-    return self.resume(dataset, data, acct, poset=poset)
+    return self.resume(dataset, data, acct, poset=poset, also=also)
 
   def resume(
-    self, dataset: str, data: Any, acct: Accountant, *, poset: Any = None
+    self,
+    dataset: str,
+    data: Any,
+    acct: Accountant,
+    *,
+    poset: Any = None,
+    also: Sequence = (),
   ) -> Accountant:
     """``acct`` at the state of ``dataset``, registered with ``acct``'s budget on
     first use (as :meth:`accountant`, for an accountant made by the caller).
+
+    ``also``: the same data in other forms (``jaxdp release --on-invalid clip``
+    passes the rows as read, ``data`` being the clipped rows it counts): the data is
+    the dataset if any form is known under its name, and every form is recorded.
 
     Raises:
       As :meth:`accountant`.
@@ -228,14 +246,18 @@ class Ledger:
     if acct.history:
       raise ValueError("a ledger's accountant keeps no history: create it with history=0.")
     fp = dataset_fingerprint(data, poset)
+    forms = [f for d in (data, *also) for f in data_forms(d)]
+    forms = list(dict.fromkeys([fp["data"], *forms]))
     legacy = functools.cache(lambda: legacy_rows_fingerprint(data))
     record = records.budget_record(acct)
     with self._index.writing(self._store) as tx:
-      check_dataset(self._index, self.path, dataset, fp, record, legacy)
+      check_dataset(self._index, self.path, dataset, fp, forms, record, legacy)
       if dataset not in self._index.datasets:
         self._index.append(tx, dataset, "dataset", {"fingerprint": fp, "budget": record})
-      elif fp["data"] not in self._index.by_data:  # registered by jaxdp 0.1
-        self._index.append(tx, dataset, "fingerprint", {"fingerprint": fp})
+      for f in forms:  # every form of the data known from now on
+        if f not in self._index.by_data:
+          body = {"fingerprint": form_record(f, fp["poset"])}
+          self._index.append(tx, dataset, "fingerprint", body)
       state = self._index.states[dataset]
     return records.resume(acct, state)
 
@@ -251,8 +273,10 @@ class Ledger:
     Run the release from the accountant returned, not from ``acct``: it holds the
     dataset's state just before this charge (other processes may have charged
     since ``acct`` was made), so the release charges exactly what was committed.
-    If the release then fails, the charge stays (its answer might have been
-    computed).
+    Release only ``mech`` from it: a dearer release is not refused there, but its
+    accountant then holds a spend never committed, which the next charge refuses
+    (:class:`~jaxdp.ledger.LedgerError`). If the release then fails, the charge
+    stays (its answer might have been computed).
 
     Args:
       dataset: the dataset's name (registered by :meth:`accountant`).

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -31,10 +32,10 @@ from jaxdp.accounting import Accountant, budget, guard
 from jaxdp.accounting.rules import bound_rule
 from jaxdp.ledger import records
 from jaxdp.ledger.errors import LedgerError
-from jaxdp.ledger.index import Index
+from jaxdp.ledger.index import Index, initial_state
 from jaxdp.ledger.store import Store
 
-__all__ = ["check_call", "commit", "plan_rows", "release_key"]
+__all__ = ["check_call", "check_lineage", "commit", "plan_rows", "release_key"]
 
 _EVAL_TRACE = type(jex_core.find_top_trace(()))
 
@@ -115,12 +116,42 @@ def release_key(key: jax.Array, ledger_id: str, fingerprint: str, seq: int) -> j
   return key
 
 
+def check_lineage(index: Index, tx: Any, path: str, dataset: str, acct: Accountant):
+  """Raises unless ``acct``'s counters are a state the dataset has held (the
+  committed one, or an earlier one: an accountant made before other charges). An
+  accountant that released something other than what was charged (a dearer
+  mechanism from the accountant a charge returned, or a release never charged)
+  holds a state the ledger never committed.
+
+  Raises:
+    LedgerError: naming the dataset and the contract.
+  """
+  state = records.state_of(acct)
+  if state == index.states[dataset]:
+    return
+  entry = index.datasets[dataset]
+  held = [initial_state(entry["budget"])] + [
+    json.loads(r[4])["after"]
+    for r in tx.entries_after(entry["seq"])
+    if r[1] == dataset and r[2] in ("charge", "refusal")
+  ]
+  if state not in held:
+    raise LedgerError(
+      f"ledger {path}: the accountant for dataset {dataset!r} holds a spend the "
+      "ledger never committed: a release ran from it that was not charged (release "
+      "from the accountant a charge returns exactly the mechanisms charged, in "
+      "order). Nothing was charged; resume with Ledger.accountant and audit the "
+      "releases made."
+    )
+
+
 def _commit(index, store, dataset, acct, rows, label, all_or_nothing, rule, record):
   ok = True
   with index.writing(store) as tx:
     if dataset not in index.datasets:
       raise KeyError(f"ledger {store.path} has no dataset {dataset!r}.")
     records.check_budget(index.datasets[dataset]["budget"], record, dataset)
+    check_lineage(index, tx, store.path, dataset, acct)
     fp, first = index.datasets[dataset]["fingerprint"]["dataset"], index.chain.seq + 1
     pre = cur = records.resume(acct, index.states[dataset])
     for cost, delta, valid, event, body in rows(pre) if callable(rows) else rows:

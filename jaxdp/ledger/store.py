@@ -216,7 +216,8 @@ class Store:
 
   Args:
     path: the file. A missing file is created (when ``create``, by
-      :mod:`.creation`) unless its key file is there (a deleted database, refused);
+      :mod:`.creation`) unless its key file is there (a deleted database, refused)
+      or the path is a symbolic link to a missing file (refused);
       an existing file must be a jaxdp ledger (an empty or foreign file is refused,
       never initialised) with its key file.
     timeout: seconds to wait for another connection's write lock.
@@ -252,6 +253,11 @@ class Store:
     exists = p.exists()
     if key_there and not exists:
       raise keyfile.orphaned(path)
+    if not exists and p.is_symlink():
+      raise LedgerError(
+        f"ledger {path}: a symbolic link to a missing file; a ledger is not created "
+        "through a link. Point the link at the ledger, or remove it."
+      )
     if exists and not p.is_file():
       raise LedgerError(f"ledger {path}: not a file.")
     if not exists and (read_only or not create):

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 from typing import Any, NamedTuple
 
@@ -11,7 +13,7 @@ import numpy as np
 from jaxdp.ledger import records
 from jaxdp.ledger.index import verify_row
 
-__all__ = ["Charge", "DatasetSummary", "charge_of", "refusal", "summarize"]
+__all__ = ["Charge", "DatasetSummary", "charge_of", "data_tag", "refusal", "summarize"]
 
 
 class DatasetSummary(NamedTuple):
@@ -20,7 +22,8 @@ class DatasetSummary(NamedTuple):
   ``spent_eps`` and ``remaining_eps`` are the accountant's figures
   (:attr:`jaxdp.Accountant.spent_eps`, :meth:`jaxdp.Accountant.remaining`);
   ``budget`` is the stored record (rule, parameters, units), ``state`` the spent
-  units and counters."""
+  units and counters; ``tag`` a keyed digest of the data's fingerprint
+  (:func:`data_tag`), which ``jaxdp ledger show`` prints in its place."""
 
   name: str
   registered: str
@@ -31,6 +34,16 @@ class DatasetSummary(NamedTuple):
   spent_eps: float
   spent_delta: float
   remaining_eps: float
+  tag: str = ""
+
+
+def data_tag(key: bytes, fingerprint: dict) -> str:
+  """16 hex digits of HMAC-SHA256, under the ledger's key, of the dataset's
+  fingerprint: two datasets with one tag hold the same data, and without the key
+  file no one can test a candidate dataset against it (a plain SHA-256 of a small
+  dataset is found by hashing every candidate)."""
+  msg = f"jaxdp-show\x00{fingerprint.get('dataset')}".encode()
+  return hmac.new(key, msg, hashlib.sha256).hexdigest()[:16]
 
 
 class Charge(NamedTuple):
@@ -46,8 +59,11 @@ class Charge(NamedTuple):
   after: dict
 
 
-def summarize(name: str, entry: dict, state: dict, count: int) -> DatasetSummary:
-  """The summary of a dataset from its registration entry and its state."""
+def summarize(
+  name: str, entry: dict, state: dict, count: int, key: bytes = b""
+) -> DatasetSummary:
+  """The summary of a dataset from its registration entry and its state (its
+  ``tag`` under ``key``, empty without one)."""
   acct = records.resume(records.rebuild(entry["budget"]), state)
   return DatasetSummary(
     name,
@@ -59,6 +75,7 @@ def summarize(name: str, entry: dict, state: dict, count: int) -> DatasetSummary
     float(acct.spent_eps),
     float(acct.spent_delta),
     float(np.asarray(acct.remaining()[0])),
+    data_tag(key, entry["fingerprint"]) if key else "",
   )
 
 

@@ -407,3 +407,14 @@ def test_a_huge_number_of_parts_is_refused_before_compiling():
       2**25,
     )
   assert s.answered == 0
+
+
+def test_the_secure_sums_clip_past_2_30_is_documented():
+  """A secure Session.sum of integers totalling past 2**30 was released as about
+  2**30 with nothing saying so (an error there would depend on the data)."""
+  import pathlib
+
+  doc = " ".join(jaxdp.Session.sum.__doc__.split())
+  assert "clipped to +-2**30 units" in doc and "rows * bound / grid" in doc
+  guide = pathlib.Path(__file__).parents[2] / "docs" / "guides" / "publishing.md"
+  assert "`Session.sum` in a secure session" in " ".join(guide.read_text().split())

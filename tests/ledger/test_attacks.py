@@ -134,3 +134,24 @@ def test_a_write_ahead_log_deleted_after_a_crash_is_refused(tmp_path):
 def test_a_key_file_that_cannot_be_written_is_a_write_error(tmp_path):
   with pytest.raises(jaxdp.ledger.LedgerWriteError, match="key file"):
     jaxdp.Ledger(tmp_path / "no folder" / "l.db")
+
+
+def test_a_dearer_release_than_the_charge_is_caught_at_the_next_charge(tmp_path):
+  """``charge(cheap)`` then ``release(dear)`` from the accountant returned, again
+  and again: eps 0.9 spent per round, 0.01 recorded. The accountant then holds a
+  spend the ledger never committed, and the next charge refuses it."""
+  ledger = jaxdp.Ledger(tmp_path / "C.db")
+  x = np.arange(10.0)
+  acct = ledger.accountant("ds", x, 1.0)
+  cheap, dear = jaxdp.LaplaceMechanism(0.01, 1.0), jaxdp.LaplaceMechanism(0.9, 1.0)
+  a = ledger.charge("ds", acct, cheap)
+  a, _ = jaxdp.release(a, dear, x.sum())
+  with pytest.raises(jaxdp.ledger.LedgerError, match="never committed"):
+    ledger.charge("ds", a, cheap)
+  assert ledger.datasets()[0].charges == 1  # nothing more was charged
+  # the honest ways stay open: the accountant after its charged release, an older
+  # one (made before that charge), and one resumed from the ledger
+  b = ledger.charge("ds", acct, cheap)
+  b, _ = jaxdp.release(b, cheap, x.sum())
+  for ok in (b, acct, ledger.accountant("ds", x, 1.0)):
+    ledger.charge("ds", ok, cheap)

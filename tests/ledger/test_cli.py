@@ -149,3 +149,95 @@ def test_rows_that_clip_alike_are_one_dataset_in_the_ledger(
   assert _release(tmp_path / "clip.npy", *flags, "--dataset", "s1b", "--budget", 1) == 2
   assert "s1" in capsys.readouterr().err
   assert [d.name for d in jaxdp.Ledger(book).datasets()] == ["s1"]
+
+
+@pytest.mark.parametrize("companion", ["-wal", "", ".key", "-shm", "-journal", "link"])
+def test_out_may_not_name_a_file_of_the_ledger_even_before_it_exists(
+  tmp_path, data, capsys, quick_noise, companion
+):
+  """``--out W.db-wal`` (a WAL ledger closed cleanly, so no such file yet) replaced
+  the log holding the committed charge: every release was answered and the ledger
+  showed no entries. On a first use ``--out N.db`` or ``N.db.key`` overwrote the
+  new ledger or its key after the charge. Refused before anything is charged."""
+  book = tmp_path / "W.db"
+  jaxdp.Ledger(book, journal="wal").close()
+  before = jaxdp.Ledger(book).head
+  out = tmp_path / f"W.db{companion}"
+  if companion == "link":  # a symbolic link to the log-to-be
+    out = tmp_path / "out.json"
+    out.symlink_to(tmp_path / "W.db-wal")
+  flags = ("--eps", 0.5, "--ledger", book, "--dataset", "s", "--budget", 1)
+  assert _release(data, *flags, "--out", out) == 2
+  assert "is a file of the ledger" in capsys.readouterr().err
+  assert jaxdp.Ledger(book).head == before  # nothing charged
+  fresh = tmp_path / "N.db"  # a first use: the ledger and its key do not exist yet
+  for name in ("N.db", "N.db.key"):
+    assert (
+      _release(data, *flags[:2], "--ledger", fresh, *flags[4:], "--out", tmp_path / name)
+      == 2
+    )
+    assert not fresh.exists()
+
+
+def test_the_ledger_is_closed_before_out_is_written(tmp_path, data, capsys, quick_noise):
+  """Six releases of eps 0.5 on a budget of 1 with a WAL ledger: two answered."""
+  book = tmp_path / "W.db"
+  jaxdp.Ledger(book, journal="wal").close()
+  flags = ("--eps", 0.5, "--ledger", book, "--dataset", "s", "--budget", 1)
+  codes = [_release(data, *flags, "--out", tmp_path / f"r{i}.json") for i in range(4)]
+  assert codes == [0, 0, 2, 2]
+  assert not (tmp_path / "W.db-wal").exists() or (tmp_path / "W.db-wal").stat().st_size == 0
+  (s,) = jaxdp.Ledger(book, read_only=True).datasets()
+  assert s.charges == 2
+
+
+def test_ledger_show_prints_no_plain_digest_of_the_data(
+  tmp_path, data, capsys, quick_noise
+):
+  """``ledger show`` printed 16 hex digits of the data's plain SHA-256: a small
+  dataset was recovered by hashing every candidate. It prints a keyed tag."""
+  book = tmp_path / "l.db"
+  assert (
+    _release(data, "--eps", 0.5, "--ledger", book, "--dataset", "s", "--budget", 1) == 0
+  )
+  capsys.readouterr()
+  assert main(["ledger", "show", str(book)]) == 0
+  shown = capsys.readouterr().out
+  (s,) = jaxdp.Ledger(book).datasets()
+  plain = [v for v in s.fingerprint.values() if isinstance(v, str)]
+  plain += [jaxdp.ledger.dataset_fingerprint(np.load(data))["data"]]
+  assert not any(v[:8] in shown for v in plain)
+  assert f"data tag {s.tag}" in shown and len(s.tag) == 16
+  other = tmp_path / "m.db"  # another ledger (another key): another tag, same data
+  assert (
+    _release(data, "--eps", 0.5, "--ledger", other, "--dataset", "s", "--budget", 1) == 0
+  )
+  assert jaxdp.Ledger(other).datasets()[0].tag != s.tag
+
+
+def test_a_new_ledger_is_announced_and_existing_ledger_refuses_one(
+  tmp_path, data, capsys, quick_noise
+):
+  """The ledger files moved away: the next release silently started a fresh budget."""
+  book = tmp_path / "G.db"
+  flags = ("--eps", 1, "--ledger", book, "--dataset", "s", "--budget", 1)
+  assert _release(data, *flags) == 0
+  assert f"created a new ledger at {book}" in capsys.readouterr().err
+  assert _release(data, *flags) == 2  # spent
+  assert "created a new ledger" not in capsys.readouterr().err
+  book.rename(tmp_path / "M.db")
+  (tmp_path / "G.db.key").rename(tmp_path / "M.db.key")
+  assert _release(data, *flags, "--existing-ledger") == 2
+  assert "--existing-ledger forbids creating" in capsys.readouterr().err
+  assert not book.exists()
+  assert _release(data, *flags) == 0  # the documented default: created
+  assert f"created a new ledger at {book} with dataset 's'" in capsys.readouterr().err
+
+
+def test_a_dangling_symlink_as_ledger_is_a_one_line_error(tmp_path, data, capsys):
+  (tmp_path / "L.db").symlink_to(tmp_path / "nonexist.db")
+  flags = ("--eps", 1, "--ledger", tmp_path / "L.db", "--dataset", "s", "--budget", 1)
+  assert _release(data, *flags) == 2
+  err = capsys.readouterr().err
+  assert "a symbolic link to a missing file" in err and "Traceback" not in err
+  assert not (tmp_path / "nonexist.db").exists()

@@ -184,16 +184,19 @@ def test_a_dataset_registered_under_the_first_scheme_is_still_recognised(tmp_pat
   assert kinds == ["dataset", "fingerprint", "charge", "dataset"]
 
 
-def test_a_recorded_fingerprint_for_a_dataset_of_this_scheme_is_refused(tmp_path):
-  """Only a dataset registered by jaxdp 0.1 takes a fingerprint entry (one written
-  with the key for another is not what jaxdp writes)."""
+def test_a_recorded_fingerprint_of_another_datasets_data_is_refused(tmp_path):
+  """A fingerprint entry binds another form of a dataset's data to it; one naming
+  data registered under another dataset (written with the key, not by jaxdp) is
+  refused."""
   path = tmp_path / "l.db"
   data = RNG.integers(0, 3, (50, 3))
-  jaxdp.Ledger(path).accountant("d", data, 1.0)
+  ledger = jaxdp.Ledger(path)
+  ledger.accountant("d", data, 1.0)
+  ledger.accountant("e", data + 1, 1.0)
   store = jaxdp.ledger.store.Store(path)
   index = Index(store.ledger_id, store.key)
   fp = jaxdp.ledger.dataset_fingerprint(data + 1)
-  with pytest.raises(jaxdp.ledger.LedgerTamperedError, match="first fingerprint"):
+  with pytest.raises(jaxdp.ledger.LedgerTamperedError, match="another dataset's data"):
     with index.writing(store) as tx:
       index.append(tx, "d", "fingerprint", {"fingerprint": fp})
   store.close()
