@@ -116,14 +116,14 @@ def interleave(key, cnt, tables, layout, n: int):
   def body(state):
     words, _, tie, i = state
     fresh = jax.random.bits(jax.random.fold_in(key, i), (n, layout.slots), jnp.uint32)
-    words = jnp.where(tie[None, :], fresh.T.astype(jnp.uint64), words)
-    key1 = sort_groups(base | (words << np.uint64(bits)), groups)
+    words = jnp.where(tie[None, :], fresh.T, words)  # carried as 32 bits, not 64
+    key1 = sort_groups(base | (words.astype(jnp.uint64) << np.uint64(bits)), groups)
     high = key1 >> np.uint64(bits)
     tie = jnp.any((high[1:] == high[:-1]) & same[:, None], axis=0)
     return words, key1, tie, i + 1
 
-  zero = jnp.zeros((layout.slots, n), jnp.uint64)
-  start = (zero, zero, jnp.ones((n,), bool), 0)
+  zero = jnp.zeros((layout.slots, n), jnp.uint32)
+  start = (zero, zero.astype(jnp.uint64), jnp.ones((n,), bool), 0)
   _, key1, _, _ = lax.while_loop(lambda st: jnp.any(st[2]), body, start)
   label = _labels(cnt, tables, layout, n)
   wide = 1 + layout.labels + bits
