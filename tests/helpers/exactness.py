@@ -1,7 +1,10 @@
 """Small statistical helpers for the exactness tests (stated tests, fixed keys)."""
 
+import jax
 import numpy as np
 from scipy import stats
+
+from jaxdp import exact
 
 
 def object_index(seq, k, ref_seq, ref_k):
@@ -63,3 +66,17 @@ def record_host_refinements(monkeypatch, refine_module):
 
   monkeypatch.setattr(refine_module, "host_refine", counting)
   return calls
+
+
+def batch_temp_bytes(key, poset, chunk, path):
+  """XLA's temporary bytes of one compiled exact poset K-norm draw of two chunks and
+  a partial one (``2 * chunk + 5`` samples) on ``path``, after checking that the
+  output is the batch's int32 noise alone; None where the backend reports no memory
+  analysis."""
+  n = 2 * chunk + 5
+  draw = lambda k: exact.poset_knorm(k, poset, 1.0, (n,), path=path)
+  mem = jax.jit(draw).lower(key).compile().memory_analysis()
+  if mem is None:
+    return None
+  assert mem.output_size_in_bytes == 4 * n * (poset.d + 1)
+  return mem.temp_size_in_bytes
