@@ -72,9 +72,8 @@ from jaxdp.exact.intervals import (
   unmark,
 )
 from jaxdp.exact.refine import refine_l2_sample, settle_marked
-from jaxdp.exact.samplers import CHUNK, check_scale, scale64
+from jaxdp.exact.samplers import CHUNK, check_scale, run_chunks, scale64
 from jaxdp.prng.threefry import fast_key
-from jaxdp.samplers.chunks import chunked
 from jaxdp.samplers.words import log_normal
 from jaxdp.typing import ArrayLike, KeyArray, Scalar, Shape
 
@@ -277,5 +276,4 @@ def _l2_kernel(key, traced, *, const, d, n):
       k = l2_round_marked(words, scale, d)
       return settle_marked(k, words, scale, k_ref, functools.partial(refine_l2_sample, d=d))
 
-    out = chunked(chunk, key, n, (d,), jnp.int32, l2_chunk(d))
-    return _checks.mark_invalid(~jnp.isnan(scale), out)
+    return run_chunks(chunk, key, scale, n, (d,), l2_chunk(d))

@@ -314,8 +314,7 @@ def _tree_kernel(key, tables, traced, *, const, layout, n):
       refine = refine_tree_sample
       return settle_marked(k, words, scale, k_ref, refine, low, size_a, failed)
 
-    out = chunked(chunk, key, n, (d + 1,), jnp.int32, tree_chunk(layout))
-    return _checks.mark_invalid(~jnp.isnan(scale), out)
+    return run_chunks(chunk, key, scale, n, (d + 1,), tree_chunk(layout))
 
 
 def tree_chunk(layout) -> int:
