@@ -20,6 +20,7 @@ import numpy as np
 
 from jaxdp import Accountant, Poset, PosetCountMechanism, raise_if_refused, release
 from jaxdp.cli import outputs, release_report
+from jaxdp.cli.release_out import open_out
 from jaxdp.cli.inputs import load_poset
 from jaxdp.cli.ledger import open_release
 from jaxdp.cli.parser import UsageError
@@ -290,8 +291,7 @@ def check_out_target(args):
   if Path(args.data).exists() and path.samefile(args.data):
     raise UsageError(f"--out {args.out} is the --data file; write the release elsewhere")
   try:
-    old = json.loads(path.read_text(encoding="utf-8"))
-    ours = isinstance(old, dict) and str(old.get("mechanism", "")).startswith(MECHANISM)
+    ours = is_release(json.loads(path.read_text(encoding="utf-8")))
   except (OSError, UnicodeDecodeError, ValueError):
     ours = False
   if not ours:
@@ -304,9 +304,29 @@ def check_out_target(args):
 
 def run_release(args) -> int:
   """Prints and writes the integer release, never the key or the data."""
+  out = None
   if args.out:
     check_out_target(args)
     outputs.check_out_file(args.out, args.overwrite_results)
+    out = open_out(args.out, _guarded(args), is_release)  # its folder, held open
+  try:
+    return _run(args, out)
+  finally:
+    if out is not None:
+      out.close()
+
+
+def is_release(old) -> bool:
+  """Whether a file's JSON is a release this command wrote."""
+  return isinstance(old, dict) and str(old.get("mechanism", "")).startswith(MECHANISM)
+
+
+def _guarded(args) -> list:
+  ledger = getattr(args, "ledger", None)
+  return ([] if ledger is None else ledger_files(ledger)) + [Path(args.data)]
+
+
+def _run(args, target) -> int:
   poset = load_poset(args.poset)
   read = load_rows(args.data, poset.d, poset.element_names)
   if args.on_invalid == "raise":
@@ -321,8 +341,8 @@ def run_release(args) -> int:
   )
   bars = release_report.raw_bars(args, mech)  # the noise law only: before the charge
   acct = book.charge(acct, mech, rows.shape)  # committed before the noise is drawn
-  acct, out = release(acct, mech, rows)
-  counts = np.asarray(raise_if_refused(acct, out)).astype(int).tolist()
+  acct, noisy = release(acct, mech, rows)
+  counts = np.asarray(raise_if_refused(acct, noisy)).astype(int).tolist()
   note = book.summary()  # the ledger read back before anything is printed
   book.close()  # its files settled (a WAL checkpointed) before --out is written
   names = ["respondents"] + list(poset.element_names)
@@ -335,11 +355,8 @@ def run_release(args) -> int:
   }
   fields, lines = release_report.report(args, mech, counts, bars)
   payload.update(fields)
-  if args.out:
-    try:
-      Path(args.out).write_text(json.dumps(payload, indent=2))
-    except OSError as e:
-      raise UsageError(f"--out {args.out}: cannot write ({e.strerror})") from None
+  if target is not None:  # through the folder opened at the start, never the path
+    target.write(json.dumps(payload, indent=2))
   print(
     f"eps = {args.eps:g} release of {poset!r} counts ({args.noise} noise, exact "
     "integers, safe to publish):"

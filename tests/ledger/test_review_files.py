@@ -1,0 +1,71 @@
+"""Attacks on the ledger's files, keys and printout: ``--out`` swapped for a link
+while a release runs, noise after a restored backup, ``--expect-head``, forged
+labels, custom composition rules and malformed stored values."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+import jaxdp
+from jaxdp.accounting.releases import mechanism_cost, mechanism_event, spend
+from jaxdp.cli import main, release_report
+
+
+@pytest.fixture
+def quick_noise(monkeypatch):
+  """The release's accounting as it is, its noise replaced by zeros."""
+
+  def release(acct, mech, rows):
+    cost = mechanism_cost(acct, mech, np.shape(rows))
+    _, _, acct = spend(acct, *cost, mechanism_event(acct, mech), (mech, rows))
+    return acct, np.zeros(1 + np.shape(rows)[1], np.int32)
+
+  monkeypatch.setattr(jaxdp.cli.release, "release", release)
+
+
+@pytest.fixture
+def data(tmp_path):
+  filters = np.asarray(jaxdp.Poset.nhis(1).filters())
+  rows = filters[np.random.default_rng(0).integers(0, len(filters), 50)]
+  np.save(tmp_path / "a.npy", rows)
+  return tmp_path / "a.npy"
+
+
+def _release(data, *flags):
+  args = ["release", "--poset", "nhis1", "--noise", "laplace", "--data", str(data)]
+  return main([*args, *map(str, flags)])
+
+
+@pytest.mark.parametrize("swap", ["out", "folder"])
+def test_out_swapped_for_a_link_to_the_key_while_the_release_runs_leaves_the_key(
+  tmp_path, data, capsys, quick_noise, monkeypatch, swap
+):
+  """The check of ``--out`` ran at the start, the write at the end followed a
+  symbolic link put at the path meanwhile: the ledger's key was overwritten."""
+  book = tmp_path / "b.db"
+  flags = ("--eps", 0.1, "--ledger", book, "--dataset", "s", "--budget", 1)
+  assert _release(data, *flags) == 0
+  key = (tmp_path / "b.db.key").read_bytes()
+  out = tmp_path / "out" / "rel.json"
+  report = release_report.report
+
+  def swapping(*a, **k):  # after the charge, before the write
+    if swap == "out":
+      out.symlink_to(tmp_path / "b.db.key")
+    else:
+      (tmp_path / "out").rename(tmp_path / "moved")
+      (tmp_path / "out").symlink_to(tmp_path)
+    return report(*a, **k)
+
+  monkeypatch.setattr(release_report, "report", swapping)
+  code = _release(data, *flags, "--out", out)
+  assert (tmp_path / "b.db.key").read_bytes() == key
+  assert not (tmp_path / "rel.json").exists()
+  if swap == "out":
+    assert code == 2 and "not a release" in capsys.readouterr().err
+  else:  # written into the folder opened at the start
+    assert code == 0 and "counts" in json.loads((tmp_path / "moved/rel.json").read_text())
+  with jaxdp.Ledger(book, create=False) as ledger:
+    assert ledger.datasets()[0].state["answered"] == 2
