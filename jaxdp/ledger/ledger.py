@@ -268,7 +268,9 @@ class Ledger:
     """Commits the charge of one release of ``mech`` before it is run.
 
     The accountant returned holds ``acct``'s key with the ledger's id, the dataset's
-    fingerprint and the entry's number folded in, so no two entries draw one noise.
+    fingerprint, the entry's number and the entry's fresh nonce (128 bits from
+    ``os.urandom``, stored in the entry) folded in, so no two entries draw one
+    noise, not even after an older copy of the ledger is restored.
 
     Run the release from the accountant returned, not from ``acct``: it holds the
     dataset's state just before this charge (other processes may have charged

@@ -8,11 +8,15 @@ anything. A refused charge rolls the transaction back (nothing is written), exce
 under a plan (:data:`~jaxdp.ledger.records.POSITIONAL`), whose position counts
 refusals: there the refusal is written.
 
-The accountant returned holds the caller's key with the ledger's id, the dataset's
-fingerprint and the number of the first entry committed folded in
-(:func:`release_key`): entry numbers are never reused, so two charges never draw the
-same noise, even from one fixed key in two processes (two releases of nearly the
-same query with one noise would reveal their difference).
+Each charge entry stores a fresh 128-bit nonce from the OS (``os.urandom``, in the
+entry's body, so the hash chain covers it). The accountant returned holds the
+caller's key with the ledger's id, the dataset's fingerprint, the number of the
+first entry committed and its nonce folded in (:func:`release_key`): the noise of a
+charge is reproducible from the key and the ledger entry, and never repeated, even
+from one fixed key in two processes or after an older copy of the ledger (a backup)
+is put back, which repeats entry numbers but not nonces (two releases of nearly the
+same query with one noise would reveal their difference). Entries written before
+nonces were stored verify as before; their noise folded in no nonce.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -35,7 +40,7 @@ from jaxdp.ledger.errors import LedgerError
 from jaxdp.ledger.index import Index, initial_state
 from jaxdp.ledger.store import Store
 
-__all__ = ["check_call", "check_lineage", "commit", "plan_rows", "release_key"]
+__all__ = ["check_call", "check_lineage", "commit", "new_nonce", "plan_rows", "release_key"]
 
 _EVAL_TRACE = type(jex_core.find_top_trace(()))
 
@@ -106,10 +111,20 @@ class _Refused(Exception):
   """A refusal that rolls the transaction back."""
 
 
-def release_key(key: jax.Array, ledger_id: str, fingerprint: str, seq: int) -> jax.Array:
+def new_nonce() -> str:
+  """A fresh 128-bit nonce from the OS, as 32 hex digits (stored in a charge entry)."""
+  return os.urandom(16).hex()
+
+
+def release_key(
+  key: jax.Array, ledger_id: str, fingerprint: str, seq: int, nonce: str = ""
+) -> jax.Array:
   """``key`` with a ledger entry's identity folded in (128 bits of a SHA-256 of the
-  ledger's id, the dataset's fingerprint and the entry's number)."""
+  ledger's id, the dataset's fingerprint, the entry's number and its nonce; an
+  empty nonce for an entry written before nonces were stored)."""
   text = f"jaxdp-release-key\x00{ledger_id}\x00{fingerprint}\x00{int(seq)}".encode()
+  if nonce:
+    text += f"\x00{nonce}".encode()
   digest = hashlib.sha256(text).digest()
   for i in range(0, 16, 4):
     key = jax.random.fold_in(key, np.uint32(int.from_bytes(digest[i : i + 4], "big")))
@@ -146,7 +161,7 @@ def check_lineage(index: Index, tx: Any, path: str, dataset: str, acct: Accounta
 
 
 def _commit(index, store, dataset, acct, rows, label, all_or_nothing, rule, record):
-  ok = True
+  ok, nonces = True, []
   with index.writing(store) as tx:
     if dataset not in index.datasets:
       raise KeyError(f"ledger {store.path} has no dataset {dataset!r}.")
@@ -167,12 +182,15 @@ def _commit(index, store, dataset, acct, rows, label, all_or_nothing, rule, reco
         units=_units(cost, acct.unit_exponent, rule.name),
         delta_units=int(delta_units),
         label=label,
+        nonce=new_nonce(),  # fresh per entry: a restored copy repeats numbers only
       )
+      nonces.append(body["nonce"])
       index.append(tx, dataset, "charge" if ok else "refusal", body)
       cur = after
       if not ok:
         break
-  return dataclasses.replace(pre, key=release_key(acct.key, store.ledger_id, fp, first)), ok
+  key = release_key(acct.key, store.ledger_id, fp, first, nonces[0] if nonces else "")
+  return dataclasses.replace(pre, key=key), ok
 
 
 def plan_rows(p: Any, rule_name: str) -> list:

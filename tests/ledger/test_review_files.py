@@ -4,7 +4,9 @@ labels, custom composition rules and malformed stored values."""
 
 import json
 import shutil
+import sqlite3
 
+import jax
 import numpy as np
 import pytest
 
@@ -69,3 +71,70 @@ def test_out_swapped_for_a_link_to_the_key_while_the_release_runs_leaves_the_key
     assert code == 0 and "counts" in json.loads((tmp_path / "moved/rel.json").read_text())
   with jaxdp.Ledger(book, create=False) as ledger:
     assert ledger.datasets()[0].state["answered"] == 2
+
+
+def _restore(path, backup):
+  for end in ("", ".key"):
+    shutil.copy(f"{backup}{end}", f"{path}{end}")
+
+
+AGES = np.arange(40) % 7
+
+
+def test_a_restored_backup_with_a_fixed_key_draws_fresh_noise(tmp_path):
+  """A restored copy repeats the ledger's id and entry numbers: with one fixed key
+  the same release drew the same noise, so two neighbouring queries asked before
+  and after a restore gave the exact difference of their counts."""
+  path, backup = tmp_path / "b.db", tmp_path / "bak.db"
+  with jaxdp.Ledger(path) as ledger:
+    ledger.accountant("ages", AGES, 1.0)
+  _restore(backup, path)
+  mech = jaxdp.LaplaceMechanism(0.4, 1.0)
+
+  def ask():
+    with jaxdp.Ledger(path) as ledger:
+      acct = ledger.accountant("ages", AGES, 1.0, key=jax.random.PRNGKey(0))
+      acct = ledger.charge("ages", acct, mech)
+      return float(jaxdp.release(acct, mech, 3.0)[1])
+
+  first = ask()
+  _restore(path, backup)
+  assert ask() != first
+
+  def session():
+    with jaxdp.Ledger(path) as ledger:
+      s = jaxdp.Session(
+        AGES, 1.0, key=jax.random.PRNGKey(0), ledger=ledger, dataset="ages"
+      )
+      return float(s.count(lambda a: a > 3, eps=0.4))
+
+  _restore(path, backup)
+  first = session()
+  _restore(path, backup)
+  assert session() != first
+
+
+def test_each_charge_stores_a_fresh_nonce_and_entries_without_one_still_verify(
+  tmp_path, monkeypatch
+):
+  path = tmp_path / "b.db"
+  mech = jaxdp.LaplaceMechanism(0.1, 1.0)
+  append = jaxdp.ledger.index.Index.append
+
+  def old_append(self, tx, dataset, kind, body):  # as written before nonces
+    return append(self, tx, dataset, kind, {k: v for k, v in body.items() if k != "nonce"})
+
+  with monkeypatch.context() as m:
+    m.setattr(jaxdp.ledger.index.Index, "append", old_append)
+    with jaxdp.Ledger(path) as ledger:
+      ledger.charge("ages", ledger.accountant("ages", AGES, 1.0), mech)
+  with jaxdp.Ledger(path, create=False) as ledger:
+    ledger.charge("ages", ledger.accountant("ages", AGES), mech)
+    ledger.charge("ages", ledger.accountant("ages", AGES), mech)
+    assert ledger.datasets()[0].state["answered"] == 3
+  con = sqlite3.connect(path)
+  bodies = [json.loads(b) for (b,) in con.execute("SELECT body FROM entries")]
+  con.close()
+  nonces = [b.get("nonce") for b in bodies if "after" in b]
+  assert nonces[0] is None and len({n for n in nonces[1:]}) == 2
+  assert all(len(bytes.fromhex(n)) == 16 for n in nonces[1:])
