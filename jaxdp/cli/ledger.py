@@ -15,6 +15,7 @@ import os
 import sys
 
 from jaxdp import Ledger, ReleaseRefusedError
+from jaxdp.cli.ledger_flags import format_head
 from jaxdp.cli.parser import UsageError
 from jaxdp.ledger import LedgerError
 
@@ -73,7 +74,8 @@ class Book:
       raise UsageError(f"--ledger {self.ledger.path}: {e}") from None
     return (
       f"ledger {self.ledger.path}: dataset {s.name!r}: spent {s.spent_eps:g} of eps "
-      f"{s.budget['eps']:g}, {s.remaining_eps:g} left"
+      f"{s.budget['eps']:g}, {s.remaining_eps:g} left; head "
+      f"{format_head(self.ledger.head)} (record it; pass it as --expect-head next time)"
     )
 
 
@@ -102,8 +104,14 @@ def open_release(args, rows, poset, acct, read=None):
       f"--ledger {args.ledger}: no such file, and --existing-ledger forbids creating "
       "one; if the ledger was moved, pass its new path (and its .key file with it)"
     )
+  expect = getattr(args, "expect_head", None)
+  if expect is not None and not existed:
+    raise UsageError(
+      f"--ledger {args.ledger}: no such file, and --expect-head {format_head(expect)} "
+      "names an entry of an existing ledger; if the ledger was moved, pass its new path"
+    )
   try:
-    ledger = Ledger(args.ledger)
+    ledger = Ledger(args.ledger, expect_head=expect)
     if args.budget is None and args.dataset not in {d.name for d in ledger.datasets()}:
       raise UsageError(
         f"--ledger {args.ledger}: dataset {args.dataset!r} is new: its first use needs "
@@ -136,7 +144,10 @@ def run_ledger(args) -> int:
   except LedgerError as e:
     raise UsageError(str(e)) from None
   seq, digest = ledger.head
-  print(f"ledger {args.file}: {len(summaries)} datasets, {seq} entries, head {digest}")
+  print(
+    f"ledger {args.file}: {len(summaries)} datasets, {seq} entries, head "
+    f"{format_head((seq, digest))} (pass it as release --expect-head next time)"
+  )
   for s in summaries:
     b = s.budget
     params = "".join(f", {k}={v}" for k, v in b["params"].items() if k != "planned")

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["MAX_BUDGET", "MIN_BUDGET", "add_ledger_command", "add_release_flags"]
+__all__ = [
+  "MAX_BUDGET",
+  "MIN_BUDGET",
+  "add_ledger_command",
+  "add_release_flags",
+  "format_head",
+  "head_flag",
+]
 
 MIN_BUDGET, MAX_BUDGET = 1e-6, 1e6
 
@@ -15,6 +22,32 @@ NO_LEDGER = (
   "default: none, and then nothing is remembered: every release spends a fresh "
   "budget, however often it runs on the same data (a warning says so)"
 )
+
+
+def format_head(head: tuple[int, str]) -> str:
+  """A ledger's head ``(seq, hash)`` (:attr:`jaxdp.Ledger.head`) as ``SEQ:HASH``,
+  the form ``ledger show`` prints and ``--expect-head`` takes."""
+  return f"{int(head[0])}:{head[1]}"
+
+
+def head_flag(text: str) -> tuple[int, str]:
+  """``SEQ:HASH`` (as :func:`format_head` writes it) as ``(seq, hash)``, the
+  ``expect_head`` of :class:`jaxdp.Ledger`.
+
+  Raises:
+    argparse.ArgumentTypeError: not an entry number and 64 lowercase hex digits.
+  """
+  seq, _, digest = str(text).partition(":")
+  if (
+    not (seq.isascii() and seq.isdigit())
+    or len(digest) != 64
+    or any(c not in "0123456789abcdef" for c in digest)
+  ):
+    raise argparse.ArgumentTypeError(
+      f"expected SEQ:HASH as `jaxdp ledger show` prints the head (an entry number, "
+      f"a colon and 64 lowercase hex digits); got {text[:80]!r}"
+    )
+  return int(seq), digest
 
 
 def add_release_flags(p: argparse.ArgumentParser, number_flag, path_flag) -> None:
@@ -33,6 +66,16 @@ def add_release_flags(p: argparse.ArgumentParser, number_flag, path_flag) -> Non
     action="store_true",
     help="refuse to create --ledger if it is missing (a moved or deleted ledger is "
     "then an error, never a fresh budget); default: created, with a notice on stderr",
+  )
+  p.add_argument(
+    "--expect-head",
+    default=None,
+    type=head_flag,
+    metavar="SEQ:HASH",
+    help="the head of --ledger as `jaxdp ledger show` printed it after the last "
+    "release (kept elsewhere): refuse the release unless the ledger holds that entry "
+    "(it is the head, or later entries descend from it), so a restored older copy "
+    "is an error; default: not checked",
   )
   p.add_argument(
     "--dataset",

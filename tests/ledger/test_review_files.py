@@ -103,9 +103,7 @@ def test_a_restored_backup_with_a_fixed_key_draws_fresh_noise(tmp_path):
 
   def session():
     with jaxdp.Ledger(path) as ledger:
-      s = jaxdp.Session(
-        AGES, 1.0, key=jax.random.PRNGKey(0), ledger=ledger, dataset="ages"
-      )
+      s = jaxdp.Session(AGES, 1.0, key=jax.random.PRNGKey(0), ledger=ledger, dataset="ages")
       return float(s.count(lambda a: a > 3, eps=0.4))
 
   _restore(path, backup)
@@ -138,3 +136,50 @@ def test_each_charge_stores_a_fresh_nonce_and_entries_without_one_still_verify(
   nonces = [b.get("nonce") for b in bodies if "after" in b]
   assert nonces[0] is None and len({n for n in nonces[1:]}) == 2
   assert all(len(bytes.fromhex(n)) == 16 for n in nonces[1:])
+
+
+def test_expect_head_refuses_a_restored_copy_from_the_command_line(
+  tmp_path, data, capsys, quick_noise
+):
+  """Every run is a new Ledger object: a backup put back (in place) was charged
+  again, with no notice; ``--expect-head`` takes the head ``ledger show`` prints."""
+  book = tmp_path / "b.db"
+  flags = ("--eps", 0.3, "--ledger", book, "--dataset", "s")
+  assert _release(data, *flags, "--budget", 1) == 0
+  shutil.copy(book, tmp_path / "b.bak")
+  capsys.readouterr()
+  assert main(["ledger", "show", str(book)]) == 0
+  head = capsys.readouterr().out.split(" head ")[1].split()[0]
+  with jaxdp.Ledger(book) as ledger:
+    assert head == f"{ledger.head[0]}:{ledger.head[1]}"
+  assert _release(data, *flags, "--expect-head", head) == 0  # the head itself
+  later = capsys.readouterr().err.split("; head ")[1].split()[0]
+  assert _release(data, *flags, "--expect-head", head) == 0  # a later descendant
+  capsys.readouterr()
+  shutil.copyfile(tmp_path / "b.bak", book)  # in place: the older copy put back
+  assert _release(data, *flags, "--expect-head", later) == 2
+  err = capsys.readouterr().err
+  assert "expect_head" in err and len(err.strip().splitlines()) == 1
+  with jaxdp.Ledger(book) as ledger:
+    assert ledger.datasets()[0].state["answered"] == 1  # nothing charged
+  for bad in ("abc", f"x:{'0' * 64}", "3:" + "g" * 64):
+    assert _release(data, *flags, "--expect-head", bad) == 2
+    assert "SEQ:HASH" in capsys.readouterr().err
+  fresh = tmp_path / "none.db"
+  assert (
+    _release(
+      data,
+      "--eps",
+      0.3,
+      "--ledger",
+      fresh,
+      "--dataset",
+      "s",
+      "--budget",
+      1,
+      "--expect-head",
+      head,
+    )
+    == 2
+  )
+  assert "no such file" in capsys.readouterr().err and not fresh.exists()
