@@ -19,7 +19,7 @@ from jaxdp.cli.ledger_flags import format_head
 from jaxdp.cli.parser import UsageError
 from jaxdp.ledger import LedgerError
 
-__all__ = ["Book", "NoBook", "open_release", "run_ledger"]
+__all__ = ["Book", "NoBook", "open_release", "run_ledger", "shown"]
 
 FORGETS = (
   "jaxdp: warning: no --ledger, so nothing remembers this release: running it again "
@@ -135,6 +135,29 @@ def open_release(args, rows, poset, acct, read=None):
   return acct, Book(ledger, args.dataset, label)
 
 
+ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
+
+
+def shown(text) -> str:
+  """``text`` for a terminal, by an allowlist: printable characters as they are,
+  every other one (a newline, CR, terminal escape, line separator) escaped as
+  ``\\n``, ``\\x1b``, ``\\u2028``; a backslash is doubled, so no stored text can
+  forge a line, or hide one, of ``ledger show``."""
+  out = []
+  for c in str(text):
+    if c in ESCAPES:
+      out.append(ESCAPES[c])
+    elif c.isprintable():
+      out.append(c)
+    elif ord(c) < 0x100:
+      out.append(f"\\x{ord(c):02x}")
+    elif ord(c) < 0x10000:
+      out.append(f"\\u{ord(c):04x}")
+    else:
+      out.append(f"\\U{ord(c):08x}")
+  return "".join(out)
+
+
 def run_ledger(args) -> int:
   """``ledger show FILE``: every dataset's budget, spent, remaining and charges."""
   try:
@@ -144,23 +167,25 @@ def run_ledger(args) -> int:
   except LedgerError as e:
     raise UsageError(str(e)) from None
   seq, digest = ledger.head
-  print(
+  say = lambda *lines: print("\n".join(shown(line) for line in lines))  # noqa: E731
+  say(
     f"ledger {args.file}: {len(summaries)} datasets, {seq} entries, head "
     f"{format_head((seq, digest))} (pass it as release --expect-head next time)"
   )
   for s in summaries:
     b = s.budget
     params = "".join(f", {k}={v}" for k, v in b["params"].items() if k != "planned")
-    print(
-      f"\ndataset {s.name!r} (registered {s.registered}, data tag {s.tag}, keyed)\n"
+    print()
+    say(
+      f"dataset {s.name!r} (registered {s.registered}, data tag {s.tag}, keyed)",
       f"  budget: eps {b['eps']:g}, delta {b['delta']:g}, {b['rule']}{params}, "
-      f"group size {b['group_size']}\n"
+      f"group size {b['group_size']}",
       f"  spent: eps {s.spent_eps:g}, delta {s.spent_delta:g}; remaining: eps "
-      f"{s.remaining_eps:g}; {s.state['answered']} releases answered"
+      f"{s.remaining_eps:g}; {s.state['answered']} releases answered",
     )
     for c in charges[s.name]:
       m = c.mechanism
-      print(
+      say(
         f"  #{c.seq} {c.time} {c.kind}: {m.get('kind')} cost {m.get('cost')} "
         f"units {c.units} {c.label}"
       )

@@ -53,7 +53,8 @@ def check_call(acct: Any, label: Any) -> None:
       made once, for a program that may run many times).
     StaleAccountantError: ``acct``'s key was already used by a release (the release
       of this charge would be refused, after the charge).
-    ArgTypeError: ``acct`` or ``label`` of the wrong type.
+    ArgTypeError: ``acct`` or ``label`` of the wrong type, or a label holding a
+      character that is not printable (a control, line-break or format character).
   """
   if type(jex_core.find_top_trace(())) is not _EVAL_TRACE:
     raise LedgerError(
@@ -67,6 +68,12 @@ def check_call(acct: Any, label: Any) -> None:
   guard.check_unused(acct.key)  # its release would be refused: charge nothing
   if not isinstance(label, str) or len(label) > 10_000:
     raise _checks.ArgTypeError("label must be a string of at most 10,000 characters.")
+  bad = next((c for c in label if not c.isprintable()), None)
+  if bad is not None:  # a newline, CR or escape would forge `jaxdp ledger show`
+    raise _checks.ArgTypeError(
+      f"label must hold printable characters only; got {bad!r} at position "
+      f"{label.index(bad)}: remove control, line-break and format characters."
+    )
 
 
 def commit(

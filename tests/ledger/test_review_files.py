@@ -183,3 +183,35 @@ def test_expect_head_refuses_a_restored_copy_from_the_command_line(
     == 2
   )
   assert "no such file" in capsys.readouterr().err and not fresh.exists()
+
+
+FORGE = (
+  "\r\x1b[1A\x1b[2K  spent: eps 0.05, delta 0; remaining: eps 0.95; 1 releases answered"
+  "\n\x1b[2K  #2 charge: LaplaceMechanism nightly\u2028x"
+)
+
+
+def test_ledger_show_escapes_a_forging_label_and_new_ones_are_refused(
+  tmp_path, capsys, monkeypatch
+):
+  """A label with CR, cursor-up and erase-line escapes made a terminal show a
+  forged spend; such a label (stored by an older version) is shown escaped."""
+  path = tmp_path / "b.db"
+  mech = jaxdp.LaplaceMechanism(0.9, 1.0)
+  with jaxdp.Ledger(path) as ledger:
+    acct = ledger.accountant("survey", AGES, 1.0)
+    with pytest.raises(ValueError, match="label"):
+      ledger.charge("survey", acct, mech, label="a\nb")
+    with pytest.raises(ValueError, match="label"):
+      ledger.charge("survey", acct, mech, label="a\x1b[2Kb")
+    assert ledger.datasets()[0].state["answered"] == 0  # nothing written
+    check = jaxdp.ledger.protocol.check_call
+    monkeypatch.setattr(jaxdp.ledger.protocol, "check_call", lambda a, _: check(a, ""))
+    ledger.charge("survey", acct, mech, label=FORGE)
+  capsys.readouterr()
+  assert main(["ledger", "show", str(path)]) == 0
+  out = capsys.readouterr().out
+  assert not any(c in out for c in "\r\x1b\u2028")
+  assert len(out.splitlines()) == 6  # header, blank, 3 dataset lines, 1 charge
+  assert "\\r\\x1b[1A\\x1b[2K  spent: eps 0.05" in out and "\\n\\x1b" in out
+  assert "\\u2028x" in out
