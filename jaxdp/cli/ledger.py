@@ -167,7 +167,7 @@ def run_ledger(args) -> int:
   except LedgerError as e:
     raise UsageError(str(e)) from None
   seq, digest = ledger.head
-  say = lambda *lines: print("\n".join(shown(line) for line in lines))  # noqa: E731
+  say = lambda *lines: print("\n".join(shown(line) for line in lines))
   say(
     f"ledger {args.file}: {len(summaries)} datasets, {seq} entries, head "
     f"{format_head((seq, digest))} (pass it as release --expect-head next time)"

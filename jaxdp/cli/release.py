@@ -20,10 +20,10 @@ import numpy as np
 
 from jaxdp import Accountant, Poset, PosetCountMechanism, raise_if_refused, release
 from jaxdp.cli import outputs, release_report
-from jaxdp.cli.release_out import open_out
 from jaxdp.cli.inputs import load_poset
 from jaxdp.cli.ledger import open_release
 from jaxdp.cli.parser import UsageError
+from jaxdp.cli.release_out import open_out
 
 # words that spreadsheets and parsers read as values, not as question names
 VALUE_WORDS = frozenset(
