@@ -204,7 +204,9 @@ class Ledger:
         under another name.
       BudgetMismatchError: another budget, rule or group size than the registered.
       KeyError: ``eps_budget=None`` for a dataset not registered.
-      ValueError: a bad name or budget (before the ledger is written).
+      ValueError: a bad name or budget, or a composition rule a ledger does not
+        store (a subclass or another rule than jaxdp's own; before anything is
+        written).
       LedgerError: the ledger cannot be read or written.
     """
     check_name(dataset)
@@ -249,6 +251,7 @@ class Ledger:
     forms = [f for d in (data, *also) for f in data_forms(d)]
     forms = list(dict.fromkeys([fp["data"], *forms]))
     legacy = functools.cache(lambda: legacy_rows_fingerprint(data))
+    records.check_rule(acct)  # before anything is written
     record = records.budget_record(acct)
     with self._index.writing(self._store) as tx:
       check_dataset(self._index, self.path, dataset, fp, forms, record, legacy)

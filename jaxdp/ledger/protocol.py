@@ -103,9 +103,11 @@ def commit(
 
   Raises:
     KeyError: no such dataset.
+    ValueError: ``acct``'s rule is not one a ledger stores (:func:`records.check_rule`).
     BudgetMismatchError: ``acct`` has another budget than the dataset.
     BudgetExceededError: one release costs more than the whole budget.
   """
+  records.check_rule(acct, rebuilds=False)  # the rebuild was checked at resume
   rule = bound_rule(acct)
   record = records.budget_record(acct)
   try:

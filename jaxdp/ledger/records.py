@@ -21,7 +21,14 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdp.accounting import Accountant, PlannedComposition
+from jaxdp.accounting import (
+  Accountant,
+  AdvancedComposition,
+  BasicComposition,
+  PlannedComposition,
+  RenyiFilter,
+  ZCDPFilter,
+)
 from jaxdp.accounting.rules.planned import checked_rows
 from jaxdp.ledger.errors import BudgetMismatchError, LedgerCorruptError
 from jaxdp.ledger.fingerprint import array_fingerprint
@@ -29,8 +36,10 @@ from jaxdp.posets import Poset
 
 __all__ = [
   "POSITIONAL",
+  "BUILTIN_RULES",
   "budget_record",
   "check_budget",
+  "check_rule",
   "describe_mechanism",
   "jsonable",
   "rebuild",
@@ -39,6 +48,43 @@ __all__ = [
 ]
 
 POSITIONAL = ("planned",)  # rules whose state counts refused releases too
+
+# The composition rules a ledger stores, by exact type: a record must rebuild to the
+# same accountant in every process (:func:`rebuild`), which no subclass can promise.
+BUILTIN_RULES = (
+  BasicComposition,
+  AdvancedComposition,
+  ZCDPFilter,
+  RenyiFilter,
+  PlannedComposition,
+)
+
+
+def check_rule(acct: Accountant, rebuilds: bool = True) -> None:
+  """Refuses an accountant whose composition rule a ledger cannot store: a rule
+  that is not one of :data:`BUILTIN_RULES` by exact type (a subclass, even one
+  that only overrides ``allows``, is refused), or (``rebuilds``) whose budget
+  record does not rebuild to the same accountant.
+
+  Raises:
+    ValueError: naming the rule's type and what to pass instead.
+  """
+  rule = acct.rule
+  if type(rule) not in BUILTIN_RULES:
+    raise ValueError(
+      f"composition {type(rule).__name__!r} cannot be kept in a ledger: a ledger "
+      "stores only jaxdp's own rules (composition='basic', 'advanced', 'zcdp', 'rdp' "
+      "or a plan), not a subclass or another rule; nothing was written."
+    )
+  if rebuilds:
+    try:
+      rebuild(budget_record(acct))
+    except LedgerCorruptError:
+      raise ValueError(
+        f"composition {type(rule).__name__!r} with this configuration does not "
+        "rebuild to the same accountant, so a ledger cannot keep it; create the "
+        "accountant with Accountant.create; nothing was written."
+      ) from None
 
 
 def jsonable(v: Any) -> Any:

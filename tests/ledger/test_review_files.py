@@ -215,3 +215,30 @@ def test_ledger_show_escapes_a_forging_label_and_new_ones_are_refused(
   assert len(out.splitlines()) == 6  # header, blank, 3 dataset lines, 1 charge
   assert "\\r\\x1b[1A\\x1b[2K  spent: eps 0.05" in out and "\\n\\x1b" in out
   assert "\\u2028x" in out
+
+
+class _Lax(jaxdp.BasicComposition):
+  def allows(self, caps, spent, spent_delta, answered, ce, cd):
+    return jax.numpy.bool_(True)
+
+
+class _Sub(jaxdp.BasicComposition):
+  pass
+
+
+@pytest.mark.parametrize("rule", [_Lax, _Sub])
+def test_a_custom_composition_rule_is_refused_before_anything_is_written(tmp_path, rule):
+  """A BasicComposition subclass was committed, after which the whole ledger's
+  summary (``ledger show``, ``Ledger.datasets``) failed for good."""
+  path = tmp_path / "a.db"
+  with jaxdp.Ledger(path) as ledger:
+    ledger.accountant("other", np.arange(9), 1.0)
+    head = ledger.head
+    acct = jaxdp.Accountant.create(1.0, composition=rule())
+    with pytest.raises(ValueError, match=f"composition '{rule.__name__}'"):
+      ledger.resume("a", AGES, acct)
+    with pytest.raises(ValueError, match="composition"):
+      ledger.charge("other", acct, jaxdp.LaplaceMechanism(0.1, 1.0))
+    assert ledger.head == head  # nothing written
+  with jaxdp.Ledger(path, create=False) as ledger:
+    assert [d.name for d in ledger.datasets()] == ["other"]
