@@ -34,6 +34,19 @@ def _mac(key: bytes, domain: bytes, *parts: bytes) -> str:
   return h.hexdigest()
 
 
+def _hex(value, what: str) -> bytes:
+  """The bytes of a stored hash, or LedgerTamperedError if it is not one (a
+  malformed stored value is the ledger's error, never a bare ValueError)."""
+  try:
+    if isinstance(value, str) and len(value) == 64:
+      return bytes.fromhex(value)
+  except ValueError:
+    pass
+  raise LedgerTamperedError(
+    f"{what} is not a hash jaxdp writes (64 hex digits): it was edited."
+  )
+
+
 def genesis(key: bytes, ledger_id: str) -> str:
   """The previous hash of a ledger's first entry."""
   return _mac(key, b"jaxdp-ledger-genesis", ledger_id.encode())
@@ -42,14 +55,26 @@ def genesis(key: bytes, ledger_id: str) -> str:
 def link(
   key: bytes, prev: str, seq: int, dataset: str, kind: str, time: str, body: str
 ) -> str:
-  """The keyed hash of entry ``seq`` after ``prev``."""
+  """The keyed hash of entry ``seq`` after ``prev``.
+
+  Raises:
+    LedgerTamperedError: ``prev`` is not a stored hash, or ``body`` not text.
+  """
   head = canonical([seq, dataset, kind, time]).encode()
-  return _mac(key, b"jaxdp-ledger-entry", bytes.fromhex(prev), head, body.encode())
+  prev_bytes = _hex(prev, f"the previous hash of entry {seq}")
+  if not isinstance(body, str):
+    raise LedgerTamperedError(f"entry {seq}'s body is not text: it was edited.")
+  return _mac(key, b"jaxdp-ledger-entry", prev_bytes, head, body.encode())
 
 
 def seal(key: bytes, seq: int, digest: str) -> str:
-  """The head's seal of ``(seq, hash of entry seq)``."""
-  return _mac(key, b"jaxdp-ledger-head", str(int(seq)).encode(), bytes.fromhex(digest))
+  """The head's seal of ``(seq, hash of entry seq)``.
+
+  Raises:
+    LedgerTamperedError: ``digest`` is not a stored hash.
+  """
+  digest_bytes = _hex(digest, f"the hash of entry {seq}")
+  return _mac(key, b"jaxdp-ledger-head", str(int(seq)).encode(), digest_bytes)
 
 
 class Chain:
@@ -77,6 +102,7 @@ class Chain:
         f"entry {seq} does not follow entry {self.seq} (its previous hash differs): "
         "an entry was edited, deleted or reordered."
       )
+    _hex(digest, f"the hash of entry {seq}")
     if not hmac.compare_digest(
       link(self.key, prev, seq, dataset, kind, time, body), digest
     ):

@@ -295,7 +295,7 @@ class Store:
   def _setup(self) -> str:
     """The ledger's id, once its format is checked."""
     meta = self._meta()
-    if meta.get("format") != FORMAT or "id" not in meta:
+    if meta.get("format") != FORMAT or not isinstance(meta.get("id"), str):
       raise LedgerCorruptError(
         f"ledger {self.path}: not a jaxdp ledger (format {meta.get('format')!r}, "
         f"expected {FORMAT!r})."

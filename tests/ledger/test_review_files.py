@@ -242,3 +242,32 @@ def test_a_custom_composition_rule_is_refused_before_anything_is_written(tmp_pat
     assert ledger.head == head  # nothing written
   with jaxdp.Ledger(path, create=False) as ledger:
     assert [d.name for d in ledger.datasets()] == ["other"]
+
+
+@pytest.mark.parametrize(
+  "edit",
+  [
+    "UPDATE entries SET hash = 'not hex' WHERE seq = (SELECT max(seq) FROM entries)",
+    f"UPDATE entries SET hash = '{'zz' * 32}' WHERE seq = 1",
+    "UPDATE entries SET prev = 'xyz' WHERE seq = 2",
+    "UPDATE entries SET prev = x'00ff' WHERE seq = 2",
+    "UPDATE head SET hash = 'not hex'",
+    "UPDATE meta SET value = 7 WHERE key = 'id'",
+  ],
+)
+def test_a_malformed_stored_value_is_the_ledgers_corruption_error(tmp_path, capsys, edit):
+  """A hand-edited hash that is not hex raised a bare ValueError, which
+  ``except LedgerError`` missed, and ``ledger show`` printed fromhex's message."""
+  path = tmp_path / "b.db"
+  with jaxdp.Ledger(path) as ledger:
+    ledger.charge("d", ledger.accountant("d", AGES, 1.0), jaxdp.LaplaceMechanism(0.1, 1.0))
+  con = sqlite3.connect(path)
+  con.execute(edit)
+  con.commit()
+  con.close()
+  with pytest.raises(jaxdp.ledger.LedgerCorruptError):
+    jaxdp.Ledger(path, create=False)
+  capsys.readouterr()
+  assert main(["ledger", "show", str(path)]) == 2
+  err = capsys.readouterr().err
+  assert len(err.strip().splitlines()) == 1 and "fromhex" not in err
