@@ -279,8 +279,10 @@ class Ledger:
     dataset's state just before this charge (other processes may have charged
     since ``acct`` was made), so the release charges exactly what was committed.
     Release only ``mech`` from it: a dearer release is not refused there, but its
-    accountant then holds a spend never committed, which the next charge refuses
-    (:class:`~jaxdp.ledger.LedgerError`). If the release then fails, the charge
+    accountant then holds a spend never committed, which the next charge made from
+    that accountant refuses (:class:`~jaxdp.ledger.LedgerError`); a fresh
+    accountant from :meth:`accountant` starts from the committed state and cannot
+    tell, so keeping to this is a rule for trusted code. If the release then fails, the charge
     stays (its answer might have been computed).
 
     Args:

@@ -145,7 +145,9 @@ def check_lineage(index: Index, tx: Any, path: str, dataset: str, acct: Accounta
   committed one, or an earlier one: an accountant made before other charges). An
   accountant that released something other than what was charged (a dearer
   mechanism from the accountant a charge returned, or a release never charged)
-  holds a state the ledger never committed.
+  holds a state the ledger never committed. Only a charge made from that same
+  accountant (or one derived from it) can see this: an accountant resumed from the
+  ledger afterwards holds the committed state.
 
   Raises:
     LedgerError: naming the dataset and the contract.
