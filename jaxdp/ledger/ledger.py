@@ -290,8 +290,7 @@ class Ledger:
       acct: the dataset's accountant (its key and configuration are kept).
       mech: the mechanism to release.
       shape: the shape of the statistic (for the mechanism's ``valid`` check).
-      label: free text stored with the charge (printable characters only: a
-        control, line-break or format character is refused, ArgTypeError).
+      label: free text stored with the charge (printable characters only).
 
     Returns:
       The accountant to release from.
