@@ -141,17 +141,26 @@ def test_curator_session_answers_ten_counts_of_a_tenth():
 def test_host_and_traced_charges_agree_and_obey_the_bound():
   """10^5 costs, log-uniform over [1e-12, 1e3] plus decimals: the numpy (static) and
   XLA (traced) charges are identical, and every charge c units of u satisfies
-  x (1 - 2^-21) <= c u <= x + u (exact rational check of the documented bound)."""
+  x (1 - 2^-21) <= c u <= x + u (exact rational check of the documented bound).
+  The host charges of all 10^5 costs come from one call on the array (charge_host
+  is elementwise: the same float32 operations, numpy on an array); one cost in 97
+  (and the decimals) is also charged one float at a time, as a static cost is, and
+  must give the same units."""
   rng = np.random.default_rng(1)
   xs = np.concatenate(
     [10 ** rng.uniform(-12, 3, 100_000), [0.1, 0.3, 0.05, 1 / 7, 1.0, 2.0, 1e-30, 5.9e-8]]
   ).astype(np.float32)
+  one_by_one = np.r_[np.arange(0, len(xs), 97), np.arange(len(xs) - 8, len(xs))]
   for budget in (1.0, 0.3, 7.5, 1e-6):
     e = _budget.unit_exponent(budget)
     _, traced = jax.jit(lambda x: _budget.charge(x, e, positive=True))(
       jnp.asarray(xs)
     )  # charge is elementwise
-    host = np.array([_budget.charge_host(float(x), e, positive=True)[1] for x in xs])
+    valid, host = _budget.charge_host(xs, e, positive=True)
+    assert valid and host.dtype == np.int64 and host.shape == xs.shape
+    scalar = [_budget.charge_host(float(xs[i]), e, positive=True)[1] for i in one_by_one]
+    assert all(type(c) is int for c in scalar)
+    np.testing.assert_array_equal(np.asarray(scalar), host[one_by_one])
     np.testing.assert_array_equal(np.asarray(traced), host)
     u = Fraction(2) ** e
     for x, c in list(zip(xs, host))[::97]:

@@ -97,9 +97,11 @@ def test_huge_draws_are_left_to_jax():
 @pytest.mark.slow
 def test_samplers_draw_the_same_values_with_the_swap(monkeypatch):
   """Every sampler family, once through the unrolled implementation (the default)
-  and once through JAX's own Threefry: equal bit for bit."""
+  and once through JAX's own Threefry: equal bit for bit. (The poset ball on NHIS's
+  first section: the forest kernel's key handling is the same at every d up to 32,
+  and a small forest compiles in a third of the time of three sections.)"""
   key = jax.random.key(11)
-  nhis = jaxdp.Poset.nhis(3)
+  nhis = jaxdp.Poset.nhis(1)
   draws = {
     "poset ball": lambda: dprandom.poset_ball(key, nhis, (300,)),
     "knorm l_inf": lambda: dprandom.knorm(key, jaxdp.LpBall(16, jnp.inf), 1.0, (300,)),

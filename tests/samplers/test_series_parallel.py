@@ -229,21 +229,26 @@ def _spine(d, n_leg=None):
 
 def _draw(poset, n, min_steps, monkeypatch, points=True):
   """Points (if ``points``) and objects of the sp kernel with scans over runs of
-  >= ``min_steps`` narrow depths (a huge value: fully unrolled)."""
+  >= ``min_steps`` narrow depths (a huge value: fully unrolled), in one compiled
+  program: the objects are drawn from the points' object key, so the program holds
+  the object draw once (the points' and the objects' draws are the same
+  operations on the same key)."""
   monkeypatch.setattr(sp_plan, "BAND_MIN_STEPS", min_steps)
   _, tables, layout = dispatch.tables_and_layout(poset, "sp")
   tables = jax.tree_util.tree_map(jax.numpy.asarray, tables)
   bands = [(b.a, b.b) for b in sp_plan.LevelPlan(layout).bands]
-  z = jax.jit(
-    lambda k: dispatch.points(
-      k, jax.random.fold_in(k, 1), tables, poset.d, layout, n, np.float32
-    )
-  )
-  obj = jax.jit(lambda k: sp_kernel.sp_objects(k, tables, layout, n))
-  seq, k = obj(jax.random.key(8))
+
+  def draw(k):
+    seq, cnt = sp_kernel.sp_objects(k, tables, layout, n)
+    if not points:
+      return None, seq, cnt
+    z = dispatch.points(k, jax.random.fold_in(k, 1), tables, poset.d, layout, n, np.float32)
+    return z, seq, cnt
+
+  z, seq, k = jax.jit(draw)(jax.random.key(7))
   return (
     bands,
-    np.asarray(z(jax.random.key(7))) if points else None,
+    np.asarray(z) if points else None,
     np.asarray(seq),
     np.asarray(k),
   )
