@@ -173,7 +173,7 @@ def test_structure_into_a_results_folder(tmp_path, monkeypatch, capsys):
     "--min-group",
     "1",
     "--samples",
-    "200",
+    "500",  # d = 4 and 500 draws a poset: the sampler compiled for the dims command
     "--insertion-samples",
     "0",
     "--no-plot",

@@ -195,8 +195,9 @@ def test_random_studies_small():
     jax.random.key(0), dims=(4, 5), posets_per_dim=3, num_samples=2000, insertion_samples=50
   )
   assert [g["d"] for g in summary] == [4, 5] and len(per) == 6
+  # d = 5 and 2000 draws a poset: the sampler compiled for random_by_dimension's d = 5
   by_depth, by_edges, per = studies.random_by_structure(
-    jax.random.key(1), 5, num_posets=40, num_samples=500, min_group=1
+    jax.random.key(1), 5, num_posets=40, num_samples=2000, min_group=1
   )
   assert sum(g["posets"] for g in by_depth) == 40
   assert all(0 < g["exact_ratio"] <= 1 for g in by_edges)
