@@ -150,9 +150,13 @@ def test_out_inside_results_needs_the_flag(command, tmp_path, capsys, monkeypatc
   (results / "nhis" / "poset_nhis1.md").write_text("published\n")
   monkeypatch.setattr(outputs, "RESULTS_DIR", results)
   out = results / "nhis" / ("z.npy" if command == "sample" else "")
-  argv = [command, "--poset", "nhis1", "--samples", "200", "--out", str(out)]
+  # the sizes of the tests above, whose compiled kernels this process reuses
+  argv = [command, "--poset", "nhis1", "--out", str(out)]
   if command == "poset":
-    argv += ["--insertion-samples", "0", "--mechanisms", "poset", "--no-plot"]
+    argv += ["--samples", "20000", "--insertion-samples", "0", "--mechanisms", "poset"]
+    argv += ["--no-plot"]
+  else:
+    argv += ["--samples", "1e4", "--chunk", "3000"]
   assert main(argv) == 2
   assert "--overwrite-results" in capsys.readouterr().err
   assert sorted(p.name for p in (results / "nhis").iterdir()) == ["poset_nhis1.md"]

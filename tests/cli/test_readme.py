@@ -1,5 +1,11 @@
-"""Every command of the README and of docs/guides/cli.md, run as a subprocess at a small size
-(in a scratch directory, so that the default out/<command>/ lands there)."""
+"""Every command of the README and of docs/guides/cli.md, run at a small size in a scratch
+directory (so that the default out/<command>/ lands there).
+
+The README's first command (``python -m jaxdp``, the NHIS study) and ``--devices``, which
+needs a fresh interpreter, run as ``python -m jaxdp`` subprocesses: the entry point, its
+exit status and its streams. The others run ``jaxdp.cli.main`` in this process (what
+the command computes and writes is the same; the kernels this process has compiled are
+reused)."""
 
 import functools
 import json
@@ -18,10 +24,11 @@ from jaxdp.cli import studies as cli_studies
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 900  # generous: compilation on a loaded 2-core machine
 
-pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 def _jaxdp(cwd, *args):
+  """``python -m jaxdp ARGS`` in ``cwd``: checks exit status 0; returns the process."""
   env = dict(
     os.environ,
     PYTHONUNBUFFERED="1",
@@ -37,6 +44,16 @@ def _jaxdp(cwd, *args):
   )
   assert r.returncode == 0, r.stderr[-3000:]
   return r
+
+
+def _jaxdp_here(monkeypatch, capsys, cwd, *args):
+  """``jaxdp ARGS`` run in this process in ``cwd``: checks exit status 0; returns the
+  captured stdout and stderr."""
+  monkeypatch.chdir(cwd)
+  rc = main(list(args))
+  captured = capsys.readouterr()
+  assert rc == 0, captured.err[-3000:]
+  return captured
 
 
 def _results(path):
@@ -68,10 +85,11 @@ def test_nhis_with_eps_and_mechanisms(tmp_path):
   assert (tmp_path / "out" / "nhis" / "nhis.md").read_text().count("| nhis1 |") == 1
 
 
-@pytest.mark.subprocess
-def test_nhis_with_the_chacha8_generator(tmp_path):
+def test_nhis_with_the_chacha8_generator(tmp_path, monkeypatch, capsys):
   """python -m jaxdp nhis --generator chacha8"""
-  _jaxdp(
+  _jaxdp_here(
+    monkeypatch,
+    capsys,
     tmp_path,
     "nhis",
     "--generator",
@@ -90,11 +108,11 @@ def test_nhis_with_the_chacha8_generator(tmp_path):
   assert 0 < row["exact_ratio"] <= 1
 
 
-@pytest.mark.slow
-@pytest.mark.subprocess
-def test_poset_random_writes_under_out_poset(tmp_path):
+def test_poset_random_writes_under_out_poset(tmp_path, monkeypatch, capsys):
   """python -m jaxdp poset --poset random:12:7  (writes out/poset/poset_random12.*)"""
-  _jaxdp(
+  _jaxdp_here(
+    monkeypatch,
+    capsys,
     tmp_path,
     "poset",
     "--poset",
@@ -113,11 +131,11 @@ def test_poset_random_writes_under_out_poset(tmp_path):
   assert (out / "poset_random12.csv").exists() and (out / "poset_random12.md").exists()
 
 
-@pytest.mark.slow
-@pytest.mark.subprocess
-def test_dims_into_a_results_folder(tmp_path):
+def test_dims_into_a_results_folder(tmp_path, monkeypatch, capsys):
   """python -m jaxdp dims --out results/dims --overwrite-results"""
-  _jaxdp(
+  _jaxdp_here(
+    monkeypatch,
+    capsys,
     tmp_path,
     "dims",
     "--out",
@@ -138,11 +156,11 @@ def test_dims_into_a_results_folder(tmp_path):
   assert all(0 < g["exact_ratio"] <= 1 and g["posets"] == 2 for g in data["results"])
 
 
-@pytest.mark.slow
-@pytest.mark.subprocess
-def test_structure_into_a_results_folder(tmp_path):
+def test_structure_into_a_results_folder(tmp_path, monkeypatch, capsys):
   """python -m jaxdp structure --out results/structure --overwrite-results"""
-  _jaxdp(
+  _jaxdp_here(
+    monkeypatch,
+    capsys,
     tmp_path,
     "structure",
     "--out",
@@ -155,7 +173,7 @@ def test_structure_into_a_results_folder(tmp_path):
     "--min-group",
     "1",
     "--samples",
-    "200",
+    "500",  # d = 4 and 500 draws a poset: the sampler compiled for the dims command
     "--insertion-samples",
     "0",
     "--no-plot",
@@ -165,31 +183,23 @@ def test_structure_into_a_results_folder(tmp_path):
   assert len(data["per_poset"]) == 12
 
 
-@pytest.mark.subprocess
-def test_the_repositorys_results_are_not_rewritten_without_the_flag():
+def test_the_repositorys_results_are_not_rewritten_without_the_flag(monkeypatch, capsys):
   """python -m jaxdp dims --out results/dims, from the repository: refused, at once."""
-  env = dict(os.environ, PYTHONUNBUFFERED="1")
+  monkeypatch.chdir(ROOT)
   before = {p: p.stat().st_mtime_ns for p in (ROOT / "results").rglob("*")}
-  r = subprocess.run(
-    [sys.executable, "-m", "jaxdp", "dims", "--out", "results/dims"],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=TIMEOUT,
-  )
-  assert r.returncode == 2 and "--overwrite-results" in r.stderr
+  assert main(["dims", "--out", "results/dims"]) == 2
+  assert "--overwrite-results" in capsys.readouterr().err
   assert {p: p.stat().st_mtime_ns for p in (ROOT / "results").rglob("*")} == before
 
 
-@pytest.mark.slow
-@pytest.mark.subprocess
-def test_sample_a_poset_file_streamed(tmp_path):
+def test_sample_a_poset_file_streamed(tmp_path, monkeypatch, capsys):
   """python -m jaxdp sample --poset my_poset.json --samples 1e8 --out z.npy"""
   (tmp_path / "my_poset.json").write_text(
     json.dumps({"requires": {"q2": ["q1"], "q3": ["q1"]}})
   )
-  r = _jaxdp(
+  r = _jaxdp_here(
+    monkeypatch,
+    capsys,
     tmp_path,
     "sample",
     "--poset",
@@ -203,24 +213,29 @@ def test_sample_a_poset_file_streamed(tmp_path):
   )
   z = np.load(tmp_path / "z.npy")
   assert z.shape == (10_000, 4) and np.isfinite(z).all()
-  assert "shape (10000, 4)" in r.stdout
+  assert "shape (10000, 4)" in r.out
 
 
-@pytest.mark.slow
-@pytest.mark.subprocess
-def test_sample_a_synthetic_questionnaire(tmp_path):
+def test_sample_a_synthetic_questionnaire(tmp_path, monkeypatch, capsys):
   """python -m jaxdp sample --poset questionnaire:300"""
-  r = _jaxdp(
-    tmp_path, "sample", "--poset", "questionnaire:300", "--samples", "256", "--out", "q.npy"
+  r = _jaxdp_here(
+    monkeypatch,
+    capsys,
+    tmp_path,
+    "sample",
+    "--poset",
+    "questionnaire:300",
+    "--samples",
+    "256",
+    "--out",
+    "q.npy",
   )
   z = np.load(tmp_path / "q.npy")
   assert z.shape == (256, 301) and np.isfinite(z).all() and np.abs(z).max() <= 1
-  assert "shape (256, 301)" in r.stdout
+  assert "shape (256, 301)" in r.out
 
 
-@pytest.mark.slow
-@pytest.mark.subprocess
-def test_release_from_a_csv(tmp_path):
+def test_release_from_a_csv(tmp_path, monkeypatch, capsys):
   """python -m jaxdp release --poset nhis3 --data answers.csv --eps 1 --out rel.json"""
   poset = jaxdp.Poset.nhis(3)
   filters = np.asarray(poset.filters())
@@ -233,7 +248,9 @@ def test_release_from_a_csv(tmp_path):
     header=",".join(poset.element_names),
     comments="",
   )
-  r = _jaxdp(
+  r = _jaxdp_here(
+    monkeypatch,
+    capsys,
     tmp_path,
     "release",
     "--poset",
@@ -251,7 +268,7 @@ def test_release_from_a_csv(tmp_path):
   assert all(
     isinstance(v, int) and abs(v - t) < 500 for v, t in zip(got["counts"].values(), truth)
   )
-  assert "safe to publish" in r.stdout and "wrote rel.json" in r.stderr
+  assert "safe to publish" in r.out and "wrote rel.json" in r.err
 
 
 @pytest.mark.slow

@@ -10,10 +10,6 @@ generator's loop carry must keep its type over the mesh axis.
 """
 
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -24,9 +20,9 @@ from scipy import optimize
 
 import jaxdp
 from jaxdp import LpBall, Poset, PosetBall, exact, montecarlo
+from jaxdp.cli import main
 from jaxdp.prng import chacha
 
-ROOT = Path(__file__).resolve().parents[1]
 N = 16  # draws per call
 NHIS1 = Poset.nhis(1)  # a forest, so the forest, sp and general samplers all apply
 INT32_MIN = np.iinfo(np.int32).min  # exact samplers' sentinel for a bad traced scale
@@ -206,32 +202,13 @@ def test_chacha_under_shard_map_draws_what_it_draws_outside(kind):
   np.testing.assert_array_equal(np.asarray(mapped(ids)), np.asarray(draw(ids)))
 
 
-@pytest.mark.subprocess
 @pytest.mark.slow
-def test_nhis_study_runs_with_the_chacha8_generator(tmp_path):
-  """``python -m jaxdp nhis --generator chacha8`` at a tiny size: exit 0 and its
+def test_nhis_study_runs_with_the_chacha8_generator(tmp_path, capsys):
+  """``jaxdp nhis --generator chacha8`` at a tiny size, in this process (the entry
+  point ``python -m jaxdp`` is run by tests/cli/test_readme.py): exit 0 and its
   report names the NHIS-1 row."""
-  env = dict(os.environ, PYTHONUNBUFFERED="1")
-  args = [
-    sys.executable,
-    "-m",
-    "jaxdp",
-    "nhis",
-    "--generator",
-    "chacha8",
-    "--samples",
-    "1000",
-    "--insertion-samples",
-    "0",
-    "--sections",
-    "1",
-    "--mechanisms",
-    "",
-    "--no-plot",
-    "--out",
-    str(tmp_path),
-  ]
-  out = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-  assert out.returncode == 0, out.stderr[-3000:]
+  argv = ["nhis", "--generator", "chacha8", "--samples", "1000", "--insertion-samples"]
+  argv += ["0", "--sections", "1", "--mechanisms", "", "--no-plot", "--out", str(tmp_path)]
+  assert main(argv) == 0, capsys.readouterr().err[-3000:]
   report = (tmp_path / "nhis.md").read_text()
   assert "| nhis1 | 4 |" in report
