@@ -164,8 +164,11 @@ def test_forced_refinement_gives_the_same_objects(monkeypatch):
 @pytest.mark.slow
 def test_forced_refinement_gives_the_same_release(monkeypatch):
   """With every choice refined (WIDEN = 2^31) and the noise forced to the host
-  refinement (MARGIN = 2^-3), the exact release has the same integers."""
-  poset, n = N_ON_TOP, 3000
+  refinement (MARGIN = 2^-3), the exact release has the same integers: 1000 samples,
+  nearly all of them refined on the host (999 with this key; over 900 asserted). A
+  refinement that differed from the exact rounding on one sample in 100 still fails with
+  probability above 0.9999."""
+  poset, n = N_ON_TOP, 1000
   key = _key(4)
   noise = np.asarray(exact.poset_knorm(key, poset, 0.75, (n,), path="tree"))
   jax.clear_caches()
@@ -174,7 +177,7 @@ def test_forced_refinement_gives_the_same_release(monkeypatch):
   calls = record_host_refinements(monkeypatch, exact_refine)
   got = np.asarray(exact.poset_knorm(key, poset, 0.75, (n,), path="tree"))
   jax.clear_caches()
-  assert calls and calls[0] > 300
+  assert calls and calls[0] > 900, calls
   np.testing.assert_array_equal(got, noise)
 
 
