@@ -1,8 +1,8 @@
 """Shared fixtures.
 
 The test suite is dominated by XLA compilation (hundreds of small kernels, each run
-once), so it compiles with LLVM's optimisation level 0 unless XLA_FLAGS already sets
-one: about a third less wall time on 2 cores. Results can differ in the last bits
+once), so it compiles with LLVM's optimisation level 0 and without LLVM's expensive
+passes unless XLA_FLAGS already sets a level: about a third less wall time on 2 cores. Results can differ in the last bits
 from the default level (LLVM code generation), so a test that compares runs bit for
 bit must give its subprocesses the same flags; benchmarks run at the default level.
 
@@ -20,7 +20,8 @@ import tempfile
 
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
   os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
+    os.environ.get("XLA_FLAGS", "")
+    + " --xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
   ).strip()
 
 if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
