@@ -2,9 +2,10 @@
 
 The test suite is dominated by XLA compilation (hundreds of small kernels, each run
 once), so it compiles with LLVM's optimisation level 0 and without LLVM's expensive
-passes unless XLA_FLAGS already sets a level: about a third less wall time on 2 cores. Results can differ in the last bits
-from the default level (LLVM code generation), so a test that compares runs bit for
-bit must give its subprocesses the same flags; benchmarks run at the default level.
+passes unless XLA_FLAGS already sets a level: about a third less wall time on 2
+cores. Results can differ in the last bits from the default level (LLVM code
+generation), so a test that compares runs bit for bit must give its subprocesses the
+same flags; benchmarks run at the default level.
 
 The run also shares one persistent compilation cache (a temporary directory, removed
 at the end, unless JAX_COMPILATION_CACHE_DIR names one) between the pytest-xdist
