@@ -248,8 +248,8 @@ def _d48():
   return p, np.array([float(x / sum(t)) for x in t])
 
 
-# The d = 48 checks are three tests (each compiles its own kernels), so that two
-# workers can run them side by side.
+# The d = 48 checks are three tests, each compiling its own kernel (one program per
+# check: sharing a draw would not share a compilation).
 @pytest.mark.slow
 @pytest.mark.statistical
 def test_d48_size_law():
