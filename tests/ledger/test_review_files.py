@@ -11,20 +11,7 @@ import numpy as np
 import pytest
 
 import jaxdp
-from jaxdp.accounting.releases import mechanism_cost, mechanism_event, spend
 from jaxdp.cli import main, release_report
-
-
-@pytest.fixture
-def quick_noise(monkeypatch):
-  """The release's accounting as it is, its noise replaced by zeros."""
-
-  def release(acct, mech, rows):
-    cost = mechanism_cost(acct, mech, np.shape(rows))
-    _, _, acct = spend(acct, *cost, mechanism_event(acct, mech), (mech, rows))
-    return acct, np.zeros(1 + np.shape(rows)[1], np.int32)
-
-  monkeypatch.setattr(jaxdp.cli.release, "release", release)
 
 
 @pytest.fixture
