@@ -6,18 +6,18 @@ generic ranks kernel and the float sampler, in one process.
 Rows (process CPU microseconds per sample, best of ``--repeats`` after a warm-up;
 the machine's other load inflates them, the ratios within one run are what count):
 * the float NHIS-3 K-norm (``jaxdp.random.knorm``, ChaCha20 key);
-* the exact NHIS-3 K-norm: the forest kernel (the default: ``jaxdp.exact.forest``'s
-  unranking, one ChaCha20 word per exponential, ``tree_round_marked`` and one int32
-  minimum deciding the host step); the same kernel with a per-sample boolean check
-  (``tree_round`` + ``settle``; the same integers), and with that check and two
-  words per exponential; and the generic
-  unranking with ``chain_round`` (two words, the kernel for every other poset of
-  the ranks path), which releases the same integers as the two-word forest form;
-* stages of one 2^14-sample chunk: the rank, the ChaCha20 words of the d + 2
-  exponentials (one and two per exponential), the forest and the generic
-  unranking, the exponential intervals (one fdlibm log per uniform, beside two of
-  XLA's float64 ``log``), the roundings, and the two host-step checks; "outside
-  the stages" is the forest kernel's time less its stages'.
+* the exact NHIS-3 K-norm: the forest kernel (the default: A from the rank,
+  ``jaxdp.exact.forest``'s permutation in heap order, one ChaCha20 word per
+  exponential, ``tree_round_marked`` and one int32 minimum deciding the host step);
+  the same kernel with a per-sample boolean check (``tree_round`` + ``settle``; the
+  same integers); and the generic unranking with ``chain_round`` (two words, the
+  kernel for every other poset of the ranks path);
+* stages of one 2^14-sample chunk: the rank and A, the permutation and positions,
+  the chain positions, the ChaCha20 words of the d + 2 exponentials (one and two per
+  exponential), the generic unranking, the exponential intervals (one fdlibm log per
+  uniform, beside two of XLA's float64 ``log``), the roundings, and the two
+  host-step checks; "outside the stages" is the forest kernel's time less its
+  stages'.
 Writes results/exact_profile.json and .md.
 
 ``--tree``: the decomposition-tree kernel instead (the 300-question questionnaire
@@ -47,6 +47,7 @@ import jaxdp
 from jaxdp import exact
 from jaxdp import random as dprandom
 from jaxdp.exact import forest, samplers
+from jaxdp.exact.choices import trie_subset
 from jaxdp.exact.intervals import (
   FAST_BITS,
   UNSETTLED,
@@ -69,19 +70,17 @@ def _two_logs(words):
   return -jnp.log(1.0 - j * 2.0**-FAST_BITS), -jnp.log(1.0 - (j + 1.0) * 2.0**-FAST_BITS)
 
 
-def _boolean_check_forest_kernel(key, tables, total, order, n, per_exp):
-  """The forest kernel with ``per_exp`` words per exponential and the per-sample
-  boolean host-step check (``tree_round`` + ``settle``); with two words it releases
-  the generic kernel's integers."""
+def _boolean_check_forest_kernel(key, tables, total, order, n):
+  """The forest kernel with the per-sample boolean host-step check (``tree_round`` +
+  ``settle``); it releases the forest kernel's integers."""
   d = len(order.subtree_end)
   with jax.enable_x64(True):
     t = jax.tree_util.tree_map(jnp.asarray, tables)
 
     def chunk(k_chunk, m):
-      k_rank, k_bits, k_ref = jax.random.split(k_chunk, 3)
-      words = jax.random.bits(k_bits, (m, d + 2, per_exp), jnp.uint32)
-      seq, size_a = forest.forest_unrank(exact.uniform_below(k_rank, total, m), t, order)
-      low = forest.forest_low(seq, size_a, order)
+      k_rank, k_bits, k_ref, k_ext = jax.random.split(k_chunk, 4)
+      words = jax.random.bits(k_bits, (m, d + 2, 1), jnp.uint32)
+      low, size_a, _ = forest.forest_object(k_rank, k_ext, t, total, order, m)
       k, settled = tree_round(words, low, size_a, 1.0)
       ok = jnp.zeros((m,), bool)
       return settle(k, settled, words, 1.0, k_ref, refine_tree_sample, low, size_a, ok)
@@ -103,7 +102,7 @@ def main(argv=None):
   nhis = jaxdp.Poset.nhis(3)
   d = nhis.d
   tables, total = exact_tables(nhis)
-  order = forest.forest_order(nhis, total)
+  order = forest.forest_order(nhis)
   flt = jax.jit(lambda k: dprandom.knorm(k, jaxdp.PosetBall(nhis), 1.0, (n,)))
 
   def kernel(fo):
@@ -112,43 +111,44 @@ def main(argv=None):
         cc, tables, None, const=1.0, total=total, d=d, n=n, forest=fo
       )
 
-  one_word = jax.jit(lambda k: _boolean_check_forest_kernel(k, tables, total, order, n, 1))
-  two_words = jax.jit(lambda k: _boolean_check_forest_kernel(k, tables, total, order, n, 2))
+  boolean = jax.jit(lambda k: _boolean_check_forest_kernel(k, tables, total, order, n))
   rows = {
     "float, ChaCha20": _cpu_us(lambda: flt(cc), n, rep),
     "exact, forest kernel": _cpu_us(lambda: kernel(order), n, rep),
-    "exact, forest, one word per exponential, boolean check": _cpu_us(
-      lambda: one_word(cc), n, rep
-    ),
-    "exact, forest, two words per exponential, boolean check": _cpu_us(
-      lambda: two_words(cc), n, rep
-    ),
+    "exact, forest kernel, boolean check": _cpu_us(lambda: boolean(cc), n, rep),
     "exact, generic unranking": _cpu_us(lambda: kernel(None), n, rep),
   }
-  same_one = bool(jnp.all(one_word(cc) == kernel(order)))
-  same = bool(jnp.all(two_words(cc) == kernel(None)))
+  same = bool(jnp.all(boolean(cc) == kernel(order)))
   m = samplers.CHUNK
   stages = {}
   with jax.enable_x64(True):
     t = jax.tree_util.tree_map(jnp.asarray, tables)
-    k1, k2 = jax.random.split(cc)
+    k1, k2, k3 = jax.random.split(cc, 3)
     rank = exact.uniform_below(k1, total, m)
     words = jax.random.bits(k2, (m, d + 2, 2), jnp.uint32)
     word1 = words[..., :1]
     seq, size_a = exact.unrank(rank, t, d)
-    fseq, _ = forest.forest_unrank(rank, t, order)
-    low = forest.forest_low(fseq, size_a, order)
+    a = trie_subset(rank, t, d)[0]
+    pos = forest.forest_positions(k3, a, order)
+    low = forest.forest_low(pos, size_a, order)
     marked = tree_round_marked(word1, low, size_a, 1.0)
     settled = tree_round(word1, low, size_a, 1.0)[1]
     forest_jobs = {
-      "rank (62-bit draws)": (lambda k: exact.uniform_below(k, total, m), k1),
+      "rank (62-bit draws) and A (trie)": (
+        lambda k: trie_subset(exact.uniform_below(k, total, m), t, d)[0],
+        k1,
+      ),
+      "permutation, heap order and positions": (
+        lambda k: forest.forest_positions(k, a, order),
+        k3,
+      ),
+      "chain positions (subtree minima)": (
+        lambda p: forest.forest_low(p, size_a, order),
+        pos,
+      ),
       "ChaCha20 words, d + 2 exponentials, one word each": (
         lambda k: jax.random.bits(k, (m, d + 2, 1), jnp.uint32),
         k2,
-      ),
-      "forest unranking + chain positions": (
-        lambda r: forest.forest_low(*forest.forest_unrank(r, t, order), order),
-        rank,
       ),
       "tree_round_marked (forest, one word)": (
         lambda w: tree_round_marked(w, low, size_a, 1.0),
@@ -176,7 +176,7 @@ def main(argv=None):
   inside = sum(stages[k] for k in forest_jobs)
   stages["forest kernel outside these stages"] = rows["exact, forest kernel"] - inside
   payload = {"machine": machine(), "n": n, "kernels_us": rows, "stages_us": stages}
-  payload["same_integers"] = {"one_word": same_one, "two_words_generic": same}
+  payload["same_integers_boolean_check"] = same
   base = rows["float, ChaCha20"]
   lines = ["| NHIS-3 K-norm | CPU us / sample | float / this |", "|---|---:|---:|"]
   lines += [f"| {k} | {v:.3f} | {base / v:.2f} |" for k, v in rows.items()]
@@ -185,9 +185,8 @@ def main(argv=None):
   lines += [
     "",
     f"Batch {n:,}; process CPU time, best of {rep}; the same integers from the "
-    f"forest kernel and its one-word boolean-check form: {same_one}, from the "
-    f"two-word form and the generic kernel: {same}. The forest kernel's "
-    "stages are the first five; the last row is its time less theirs.",
+    f"forest kernel and its boolean-check form: {same}. The forest kernel's "
+    "stages are the first six; the last row is its time less theirs.",
   ]
   write_results(args.out, "exact_profile", payload, "\n".join(lines))
   print("\n".join(lines))

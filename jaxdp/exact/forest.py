@@ -1,44 +1,53 @@
-"""The ranks path's unranking for a forest numbered in preorder (NHIS-3): the same
-bijection as :func:`~jaxdp.exact.choices.unrank`, with the extension counts from the
-hook-length formula instead of table look-ups, and the chain positions the noise
-needs (:func:`forest_low`) from subtree minima.
+"""The ranks path's object for a forest numbered in preorder (NHIS-3): A from the
+rank's trie (:func:`~jaxdp.exact.choices.trie_subset`, probability e(A) e(B) / N(P)
+exactly), then uniform linear extensions of both parts from one uniformly random
+permutation, and the chain positions the noise needs (:func:`forest_low`) from
+subtree minima.
 
-In a forest every element's up-set is a chain, so for any subset S the maximal
-elements of S are the roots of its induced forest and (hook-length formula)
-``e(S \\ x) = e(S) h_S(x) / |S|`` for a root x, h_S(x) the number of elements of S
-below or equal to x. ``unrank`` takes the root x whose cumulative count of
-``e(S \\ y)`` (roots y in index order) first passes the rest q; with the counts
-``e(S) H_y / |S|`` (H_y the hooks summed up to y) that is the root with
-``H_(x-1) <= u < H_x``, ``u = floor(q |S| / e(S))``. When the elements are
-numbered in preorder each root's subtree is an index interval and the roots'
-intervals follow one another, so x is the topmost element of S above the u-th
-element of S (in index order), ``H_(x-1)`` counts the elements of S before x and
-h_S(x) those in x's interval. Every quantity is an integer below N(P) d < 2^53,
-exact in float64 (the one quotient that is not an integer, ``q |S| / e(S)``, is
-floored and corrected with exact products).
+The object (A, ext(A), ext(B)) has probability 1/N(P) exactly when, given A, the
+extensions of A and of B are independent and uniform. Both come from a uniformly
+random permutation of 0..d-1 read as distinct keys, one per element: top down in
+preorder, each element swaps the smallest key of its part within its subtree into
+its own place, which leaves a uniformly random heap order of each part (Knuth's
+hook-length argument), so each part's keys in increasing order are a uniform linear
+extension, and the two parts' relative orders are independent. The permutation is
+exact: uniform integers below products of the radices 2, 3, ..., d (62-bit draws,
+:func:`~jaxdp.exact.choices.uniform_below`) give independent uniform digits
+c_y in [0, y] (mixed radix), and inserting element y at position c_y among the
+elements before it is a bijection from the digits onto the permutations.
 
 References:
-  D. E. Knuth, The Art of Computer Programming, vol. 3, 5.1.4, exercise 20 (the
-  hook-length formula for forests).
+  D. E. Knuth, The Art of Computer Programming, vol. 3, 5.1.1 (inversion tables) and
+  5.1.4, exercise 20 (the hook-length formula for forests).
 """
 
 from __future__ import annotations
+
+import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxdp.exact.choices import trie_subset
+from jaxdp.exact.choices import trie_subset, uniform_below
 from jaxdp.posets import Poset
 from jaxdp.posets.canonical import by_relation
-from jaxdp.samplers.exact_tables import ExactTables
 from jaxdp.samplers.words import stored
-from jaxdp.typing import ArrayLike
+from jaxdp.typing import ArrayLike, KeyArray
 
-__all__ = ["ForestOrder", "forest_low", "forest_order", "forest_unrank"]
+__all__ = [
+  "ForestOrder",
+  "forest_low",
+  "forest_object",
+  "forest_order",
+  "forest_positions",
+  "insert_places",
+  "radix_groups",
+  "uniform_permutation",
+]
 
-FLOAT_EXACT = 1 << 53  # float64 holds every integer below this
+GROUP_MAX = 1 << 31  # a group's digits come from one int32 (vectorised division)
 
 
 class ForestOrder(tuple):
@@ -56,13 +65,13 @@ class ForestOrder(tuple):
 
 
 @by_relation(32)
-def forest_order(poset: Poset, total: int) -> ForestOrder | None:
-  """The :class:`ForestOrder` of ``poset`` when :func:`forest_unrank` applies: a
+def forest_order(poset: Poset) -> ForestOrder | None:
+  """The :class:`ForestOrder` of ``poset`` when :func:`forest_positions` applies: a
   forest whose numbering is a preorder (every subtree an index interval starting at
-  its root) with N(P) d < 2^53; else None (cached per relation)."""
+  its root); else None (cached per relation)."""
   parents = poset.parents
   d = poset.d
-  if parents is None or total * max(d, 1) >= FLOAT_EXACT:
+  if parents is None:
     return None
   order = poset.order  # order[i, j]: p_i <= p_j
   ends, children = [], [[] for _ in range(d)]
@@ -77,93 +86,125 @@ def forest_order(poset: Poset, total: int) -> ForestOrder | None:
   return ForestOrder((tuple(ends), tuple(tuple(c) for c in children)))
 
 
-def forest_unrank(
-  rank: ArrayLike, tables: ExactTables, order: ForestOrder
-) -> tuple[jax.Array, jax.Array]:
-  """Object number ``rank`` in [0, N(P)), as :func:`~jaxdp.exact.choices.unrank`
-  numbers it.
+def radix_groups(d: int) -> tuple[tuple[int, ...], ...]:
+  """The radices 2, 3, ..., d (digit c_y in [0, y] has radix y + 1) in consecutive
+  groups, each group's product below ``GROUP_MAX`` (one 62-bit draw a group)."""
+  groups, cur = [], []
+  for radix in range(2, d + 1):
+    if cur and math.prod(cur) * radix >= GROUP_MAX:
+      groups.append(tuple(cur))
+      cur = []
+    cur.append(radix)
+  return tuple(groups + [tuple(cur)] if cur else groups)
+
+
+def uniform_permutation(key: KeyArray, d: int, m: int) -> list[jax.Array]:
+  """``m`` independent, exactly uniform permutations of 0..d-1, as d (m,) int32
+  columns (column y: element y's place), from uniform digits c_y in [0, y] (module
+  docstring).
+
+  Args:
+    key: a key only children are derived from (one per radix group).
+  """
+  u32 = jnp.uint32
+  digits = [jnp.zeros((m,), jnp.int32)]  # c_0 = 0
+  groups = radix_groups(d)
+  for k_group, radices in zip(jax.random.split(key, len(groups)), groups):
+    r = uniform_below(k_group, math.prod(radices), m).astype(u32)  # exact, < 2^31
+    for radix in radices:  # unsigned: division by a constant vectorises
+      digits.append((r % u32(radix)).astype(jnp.int32))
+      r = r // u32(radix)
+  return insert_places(digits[:d])
+
+
+def insert_places(digits: list[jax.Array]) -> list[jax.Array]:
+  """The permutation of digits c_y in [0, y] (one (m,) int32 column each): element y
+  inserted at place c_y among the elements before it, which move up from that place
+  on. Returns each element's final place."""
+  place = []
+  for c in digits:
+    place = [p + (p >= c).astype(jnp.int32) for p in place] + [c]
+  return place
+
+
+def forest_object(
+  k_rank: KeyArray, k_ext: KeyArray, tables, total: int, order: ForestOrder, m: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """``m`` exactly uniform objects: A from a uniform rank below ``total`` = N(P)
+  (the trie of :class:`~jaxdp.samplers.exact_tables.ExactTables` ``tables``), the
+  extensions from :func:`forest_positions`.
+
+  Args:
+    k_rank, k_ext: two keys, only children derived from each.
 
   Returns:
-    seq (d, m) int32: row t the element taken at step t (A top down, then B top
-    down; :func:`~jaxdp.exact.choices.unrank`'s ``seq`` transposed); size_a (m,)
-    int32: |A|.
+    low (m, 2, d) (:func:`forest_low`), size_a (m,) int32 |A|, pos (d, m) int32.
   """
-  d = len(order.subtree_end)
-  m = rank.shape[0]
-  a, r = trie_subset(rank, tables, d)
-  full = (1 << d) - 1
-  e_a, e_b = tables.ext[a], tables.ext[full ^ a]
-  r_a, r_b = r // e_b, r % e_b
+  a, _ = trie_subset(uniform_below(k_rank, total, m), tables, len(order.subtree_end))
+  a = stored(a, a[0].astype(jnp.uint32))  # d dependent look-ups: once, not per use
   size_a = lax.population_count(a.astype(jnp.uint32)).astype(jnp.int32)
-  f64, u32 = jnp.float64, jnp.uint32
-  ends = np.asarray(order.subtree_end, np.uint32)
-  anc = np.array(  # bit y set iff y is above or equal to x
-    [sum(1 << y for y in range(d) if y <= x < ends[y]) for x in range(d)], np.uint32
-  )
-  below = lambda y: (u32(1) << y.astype(u32)) - u32(1)  # the elements before y
-  count = lambda bits: lax.population_count(bits).astype(jnp.int32)
-  rest = a.astype(u32) ^ u32(full)
-  iters = max(1, (d - 1).bit_length())
-
-  def step(i, state):
-    s_set, q, e, seq = state
-    i = i.astype(jnp.int32)  # int32 throughout: AVX2 converts int32, not int64
-    switch = size_a == i
-    s_set = jnp.where(switch, rest, s_set)
-    q = jnp.where(switch, r_b.astype(f64), q)
-    e = jnp.where(switch, e_b.astype(f64), e)
-    s = jnp.where(i < size_a, size_a - i, d - i).astype(f64)  # |S|
-    t = q * s
-    u = jnp.floor(t / e)
-    u = jnp.where(u * e > t, u - 1.0, u).astype(jnp.int32)  # floor(q |S| / e(S))
-    # w: the u-th element of S (0-based, index order), by binary search on counts
-    lo, hi = jnp.zeros((m,), jnp.int32), jnp.full((m,), d, jnp.int32)
-    for _ in range(iters):  # invariant: count(S below lo) <= u < count(S below hi)
-      mid = (lo + hi) // 2
-      left = count(s_set & below(mid)) <= u
-      lo, hi = jnp.where(left, mid, lo), jnp.where(left, hi, mid)
-    above = s_set & lookup(anc, lo)  # S's elements above or equal to w: a chain
-    x = count((above & (~above + u32(1))) - u32(1))  # the topmost: a root of S
-    x = stored(x, s_set[0])  # computed once, not again in each consumer below
-    before = count(s_set & below(x)).astype(f64)  # H_(x-1)
-    hook = count(s_set & below(lookup(ends, x)) & ~below(x)).astype(f64)  # h_S(x)
-    q = q - e * before / s  # exact: integers below 2^53, integer quotients
-    e = e * hook / s
-    return s_set ^ (u32(1) << x.astype(u32)), q, e, seq.at[i].set(x)
-
-  init = (a.astype(u32), r_a.astype(f64), e_a.astype(f64), jnp.zeros((d, m), jnp.int32))
-  _, _, _, seq = lax.fori_loop(0, d, step, init)  # (d, m): rows stay contiguous
-  return seq, size_a
+  pos = forest_positions(k_ext, a, order)
+  return forest_low(pos, size_a, order), size_a, pos
 
 
-def forest_low(seq: ArrayLike, size_a: ArrayLike, order: ForestOrder) -> jax.Array:
+def forest_positions(key: KeyArray, a: ArrayLike, order: ForestOrder) -> jax.Array:
+  """Uniform linear extensions of A and of B (module docstring), independent and
+  exactly uniform given A.
+
+  Args:
+    key: a key only children are derived from (:func:`uniform_permutation`).
+    a: (m,) integer bit masks of A (bit x set iff element x is in A).
+    order: the forest's :class:`ForestOrder`.
+
+  Returns:
+    (d, m) int32: per element its position in the sequence A top down, then B top
+    down (an element of B at position p is B's (p - |A|)-th).
+  """
+  ends = order.subtree_end
+  d, m = len(ends), a.shape[0]
+  keys = uniform_permutation(key, d, m)
+  in_b = [((a >> x) & 1) == 0 for x in range(d)]
+  for x in range(d):  # top down in preorder: x's subtree is [x, ends[x])
+    sub = range(x + 1, ends[x])
+    same = [in_b[y] == in_b[x] for y in sub]
+    smallest = keys[x]
+    for y, ok in zip(sub, same):
+      smallest = jnp.where(ok, jnp.minimum(smallest, keys[y]), smallest)
+    for y, ok in zip(sub, same):  # the keys are distinct: one y holds the smallest
+      keys[y] = jnp.where(ok & (keys[y] == smallest), keys[x], keys[y])
+    keys[x] = smallest
+  keys = stored(keys, a[0].astype(jnp.uint32))  # once, not in each use below
+  # a part's rank of key v: the part's keys below v, counted in a bit set of keys
+  u32 = jnp.uint32
+  bit = [u32(1) << k.astype(u32) for k in keys]
+  set_b = u32(0)
+  for x in range(d):
+    set_b = set_b | jnp.where(in_b[x], bit[x], u32(0))
+  set_a = set_b ^ u32((1 << d) - 1)
+  size_a = lax.population_count(set_a).astype(jnp.int32)
+  count = lambda s: lax.population_count(s).astype(jnp.int32)
+  pos = [
+    jnp.where(in_b[x], size_a + count(set_b & (bit[x] - 1)), count(set_a & (bit[x] - 1)))
+    for x in range(d)
+  ]
+  return stored(jnp.stack(pos), a[0].astype(jnp.uint32))  # once, not in each use
+
+
+def forest_low(pos: ArrayLike, size_a: ArrayLike, order: ForestOrder) -> jax.Array:
   """(m, 2, d) int32: per part (A, B) and element j, the first position in the
   part's extension of an element of the part below or equal to j (the part's size
-  where none), as :func:`~jaxdp.exact.tree.tree_objects` gives it."""
+  where none), as :func:`~jaxdp.exact.tree.tree_objects` gives it, from
+  :func:`forest_positions`' ``pos`` (d, m)."""
   d = len(order.subtree_end)
-  pos = [sum(jnp.where(seq[t] == j, t, 0) for t in range(d)) for j in range(d)]
-  in_a = [p < size_a for p in pos]
+  in_a = [pos[j] < size_a for j in range(d)]
   big = jnp.int32(d + 1)
-  low_a = _subtree_min([jnp.where(ia, p, big) for ia, p in zip(in_a, pos)], order)
-  low_b = _subtree_min([jnp.where(ia, big, p - size_a) for ia, p in zip(in_a, pos)], order)
+  low_a = _subtree_min([jnp.where(ia, pos[j], big) for j, ia in enumerate(in_a)], order)
+  low_b = _subtree_min(
+    [jnp.where(ia, big, pos[j] - size_a) for j, ia in enumerate(in_a)], order
+  )
   low_a = jnp.minimum(jnp.stack(low_a, 1), size_a[:, None])
   low_b = jnp.minimum(jnp.stack(low_b, 1), (d - size_a)[:, None])
   return jnp.stack([low_a, low_b], axis=1)
-
-
-def lookup(table: np.ndarray, idx):
-  """``table[idx]`` for a small static table, by a tree of selects on the bits of
-  ``idx`` (in range): vectorised, where XLA:CPU gathers element by element."""
-  vals = [jnp.asarray(v) for v in table]
-  bit = 0
-  while len(vals) > 1:
-    pick = ((idx >> bit) & 1) == 1
-    vals = [
-      jnp.where(pick, vals[i + 1], vals[i]) if i + 1 < len(vals) else vals[i]
-      for i in range(0, len(vals), 2)
-    ]
-    bit += 1
-  return jnp.broadcast_to(vals[0], idx.shape)
 
 
 def _subtree_min(cols, order: ForestOrder):

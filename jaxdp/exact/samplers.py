@@ -11,7 +11,7 @@ import jax.numpy as jnp
 
 from jaxdp import _checks
 from jaxdp.exact.choices import simplex_coefficients, uniform_below, unrank
-from jaxdp.exact.forest import forest_low, forest_order, forest_unrank
+from jaxdp.exact.forest import forest_object, forest_order
 from jaxdp.exact.intervals import (
   UNSETTLED,
   chain_round,
@@ -123,7 +123,7 @@ def poset_knorm(
     exact_tables(poset)
   if (path or chosen) == "ranks":
     tables, total = exact_tables(poset)
-    forest = forest_order(poset, total)
+    forest = forest_order(poset)
     with jax.enable_x64(True):  # the int64 tables must not be canonicalised to int32
       out = _poset_kernel(
         key, tables, traced, const=const, total=total, d=poset.d, n=n, forest=forest
@@ -266,18 +266,20 @@ def _poset_kernel(
     scale = scale64(traced, const, d + 1)
 
     def chunk(k_chunk, m):
-      k_rank, k_bits, k_ref = jax.random.split(k_chunk, 3)
-      per_exp = 1 if forest is not None else 2  # words per exponential (fast pass)
-      words = jax.random.bits(k_bits, (m, d + 2, per_exp), jnp.uint32)
-      if wide:  # 128-bit ranks (uint64 limbs), the same bijection
-        rank = uniform_below_wide(k_rank, total, m)
-        seq, size_a = unrank_wide(rank, device_tables, d, total.bit_length(), *narrow)
-      elif forest is not None:  # the same objects, by the hook-length formula
-        seq, size_a = forest_unrank(uniform_below(k_rank, total, m), device_tables, forest)
-        low = forest_low(seq, size_a, forest)
+      if forest is not None:  # A from the rank, the extensions from random keys
+        k_rank, k_bits, k_ref, k_ext = jax.random.split(k_chunk, 4)
+        words = jax.random.bits(
+          k_bits, (m, d + 2, 1), jnp.uint32
+        )  # one word an exponential
+        low, size_a, _ = forest_object(k_rank, k_ext, device_tables, total, forest, m)
         k = tree_round_marked(words, low, size_a, scale)
         ok = jnp.zeros((m,), bool)
         return settle_marked(k, words, scale, k_ref, refine_tree_sample, low, size_a, ok)
+      k_rank, k_bits, k_ref = jax.random.split(k_chunk, 3)
+      words = jax.random.bits(k_bits, (m, d + 2, 2), jnp.uint32)
+      if wide:  # 128-bit ranks (uint64 limbs), the same bijection
+        rank = uniform_below_wide(k_rank, total, m)
+        seq, size_a = unrank_wide(rank, device_tables, d, total.bit_length(), *narrow)
       else:
         seq, size_a = unrank(uniform_below(k_rank, total, m), device_tables, d)
       k, settled = chain_round(words, seq, size_a, device_tables.up, scale)

@@ -5,14 +5,20 @@ host refinement."""
 
 from __future__ import annotations
 
+import functools
+import itertools
+import math
+
 import jax
 import jax.numpy as jnp
 import mpmath
 import numpy as np
 import pytest
+from scipy import stats
 
 import jaxdp
 from jaxdp import exact
+from jaxdp import random as dprandom
 from jaxdp.exact import forest
 from jaxdp.exact import intervals as exact_intervals
 from jaxdp.exact import refine as exact_refine
@@ -20,10 +26,15 @@ from jaxdp.exact.intervals import exp_intervals
 from jaxdp.samplers.exact_tables import exact_tables
 from tests.helpers.exactness import record_host_refinements
 
+
+def _key(i):
+  return jax.random.fold_in(dprandom.secure_key(bytes(range(32))), i)
+
+
 # preorder-numbered forests: a 6-element forest of depth 3, and NHIS-3
 PREORDER = {
   "forest6": jaxdp.Poset.from_parents([-1, 0, 1, 1, -1, 4]),
-  "nhis3": jaxdp.Poset.nhis(3),
+  "forest5": jaxdp.Poset.from_parents([-1, 0, 0, 0, -1]),  # a root with three children
 }
 
 
@@ -36,48 +47,106 @@ def _direct_low(seq, k, up):
   return np.array([la, lb])
 
 
-@pytest.mark.parametrize("name", list(PREORDER))
-def test_forest_unrank_is_the_generic_unranking(name):
-  """Every rank (the small forests: all N(P); NHIS-3: 1,000 uniform ranks and the 40
-  extreme ones) gives the generic unranking's object, and the chain positions equal
-  a direct computation from the sequence."""
+def _brute_objects(poset):
+  """Every object (|A|, A top down, B top down), by enumerating permutations."""
+  d, strict = poset.d, poset.order & ~np.eye(poset.d, dtype=bool)  # x strictly below y
+  ok = lambda s: (
+    not any(strict[s[t], s[u]] for t, u in itertools.combinations(range(len(s)), 2))
+  )
+  out = []
+  for mask in range(1 << d):
+    a = [x for x in range(d) if mask >> x & 1]
+    b = [x for x in range(d) if not mask >> x & 1]
+    pas = [p for p in itertools.permutations(a) if ok(p)]
+    pbs = [p for p in itertools.permutations(b) if ok(p)]
+    out += [(len(a),) + pa + pb for pa in pas for pb in pbs]
+  return out
+
+
+@functools.partial(jax.jit, static_argnames=("order", "total", "n"))
+def _forest_objects(key, tables, *, order, total, n):
+  """The forest kernel's objects: A from a uniform rank's trie, then the positions."""
+  low, size_a, pos = forest.forest_object(*jax.random.split(key), tables, total, order, n)
+  return pos.T, size_a, low
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("name", ["forest6", "forest5"])
+def test_forest_objects_are_exactly_uniform(name):
+  """Every object's frequency against exact enumeration: chi-square over all N(P)
+  objects (N(P) = 692 and 288), n = 60,000, p > 1e-4, fixed key; every sample is a
+  valid object and its chain positions equal a direct computation from its
+  sequence."""
   poset = PREORDER[name]
   d = poset.d
+  objs = _brute_objects(poset)
   tables, total = exact_tables(poset)
-  order = forest.forest_order(poset, total)
-  assert order is not None
+  assert total == len(objs) == len(set(objs))
+  order = forest.forest_order(poset)
+  n = 60_000
   with jax.enable_x64(True):
-    if total <= 5000:
-      rank = jnp.arange(total, dtype=jnp.int64)
-    else:
-      rng = np.random.default_rng(5)
-      ends = [*range(20), *range(total - 20, total)]
-      rank = jnp.asarray(np.concatenate([rng.integers(0, total, 1000), ends]), jnp.int64)
     t = jax.tree_util.tree_map(jnp.asarray, tables)
-
-    @jax.jit
-    def both(r):
-      fseq, fsize = forest.forest_unrank(r, t, order)
-      return exact.unrank(r, t, d), (fseq, fsize, forest.forest_low(fseq, fsize, order))
-
-    (seq, size_a), (fseq, fsize, low) = both(rank)
-  seq, size_a = np.asarray(seq), np.asarray(size_a)
-  np.testing.assert_array_equal(np.asarray(fsize), size_a)
-  np.testing.assert_array_equal(np.asarray(fseq).T, seq)
+    pos, size_a, low = (
+      np.asarray(x) for x in _forest_objects(_key(2), t, order=order, total=total, n=n)
+    )
+  seq = np.argsort(pos, axis=1)  # the element at each position
+  assert np.all(np.sort(pos, axis=1) == np.arange(d))
+  index = {o: i for i, o in enumerate(objs)}
+  rows = np.concatenate([size_a[:, None], seq], 1)
+  hits = np.array([index[tuple(r)] for r in rows.tolist()])  # KeyError: not an object
+  counts = np.bincount(hits, minlength=len(objs))
+  assert stats.chisquare(counts).pvalue > 1e-4
   up = np.asarray(tables.up)
-  low = np.asarray(low)
-  for i in range(0, len(seq), max(1, len(seq) // 200)):
+  for i in range(0, n, 300):
     np.testing.assert_array_equal(low[i], _direct_low(seq[i], size_a[i], up))
+
+
+def test_uniform_permutation_digits_are_a_bijection():
+  """Inserting y at place c_y (c_y in [0, y]) maps the 5! digit tuples onto the 5!
+  permutations of 0..4; each radix group's product stays below ``GROUP_MAX`` and the
+  groups hold the radices 2..d in order, for d up to 40."""
+  d = 5
+  digits = np.array(list(itertools.product(*[range(y + 1) for y in range(d)])))
+  cols = [jnp.asarray(digits[:, y], jnp.int32) for y in range(d)]
+  place = np.stack([np.asarray(p) for p in forest.insert_places(cols)], 1)
+  assert len({tuple(p) for p in place.tolist()}) == math.factorial(d)
+  assert np.all(np.sort(place, 1) == np.arange(d))
+  for dd in range(1, 41):
+    groups = forest.radix_groups(dd)
+    assert [r for g in groups for r in g] == list(range(2, dd + 1))
+    assert all(math.prod(g) < forest.GROUP_MAX for g in groups)
+
+
+@pytest.mark.statistical
+def test_uniform_permutation_is_uniform():
+  """120,000 permutations of 0..4: each of the 120 against 1/120 (chi-square, p >
+  1e-4), fixed key; and with d = 13 (two radix groups) each element's place is
+  uniform over 0..12 (chi-square per element, Bonferroni p > 1e-4 / 13)."""
+  with jax.enable_x64(True):
+    five = np.stack(
+      [np.asarray(p) for p in forest.uniform_permutation(_key(3), 5, 120_000)], 1
+    )
+    thirteen = np.stack(
+      [np.asarray(p) for p in forest.uniform_permutation(_key(4), 13, 26_000)], 1
+    )
+  assert len(forest.radix_groups(13)) == 2
+  code = (five * 5 ** np.arange(5)).sum(1)
+  counts = np.unique(code, return_counts=True)[1]
+  assert len(counts) == 120 and stats.chisquare(counts).pvalue > 1e-4
+  assert np.all(np.sort(thirteen, 1) == np.arange(13))
+  for y in range(13):
+    obs = np.bincount(thirteen[:, y], minlength=13)
+    assert stats.chisquare(obs).pvalue > 1e-4 / 13
 
 
 def test_forest_order_only_for_preorder_forests():
   """A forest not numbered in preorder, and a poset that is not a forest, keep the
   generic unranking."""
-  assert forest.forest_order(jaxdp.Poset.from_parents([-1, 0, 0]), 3) is not None
-  assert forest.forest_order(jaxdp.Poset.from_parents([1, -1, 1]), 3) is None
-  assert forest.forest_order(jaxdp.Poset.from_parents([-1, 2, 0]), 3) is None
+  assert forest.forest_order(jaxdp.Poset.from_parents([-1, 0, 0])) is not None
+  assert forest.forest_order(jaxdp.Poset.from_parents([1, -1, 1])) is None
+  assert forest.forest_order(jaxdp.Poset.from_parents([-1, 2, 0])) is None
   diamond = jaxdp.Poset.from_edges(4, [(0, 1), (0, 2), (1, 3), (2, 3)])
-  assert forest.forest_order(diamond, exact_tables(diamond)[1]) is None
+  assert forest.forest_order(diamond) is None
 
 
 def test_exponential_intervals_contain_the_300_bit_values():
@@ -174,7 +243,7 @@ def test_the_forest_kernel_reads_one_word_per_exponential(monkeypatch):
   scale (a kernel or host that read the words otherwise would differ)."""
   poset = jaxdp.Poset.nhis(3)
   tables, total = exact_tables(poset)
-  order = forest.forest_order(poset, total)
+  order = forest.forest_order(poset)
   seen = {}
   real = exact_refine.host_refine
 

@@ -31,7 +31,6 @@ SITES = {
   ("scan", "general_points._draw"): "static: the linear extension's d steps",
   ("scan", "choices.unrank"): "static: d unranking steps",
   ("scan", "intervals.chain_round"): "static: d steps of the chain's prefix sums",
-  ("scan", "forest.forest_unrank"): "static: d unranking steps",
   ("scan", "wide.divmod_wide"): "static: one step per bit of the 128-bit division",
   ("scan", "wide.unrank_wide"): "static: d unranking steps",
   ("scan", "tree.tree_objects"): "static: the decomposition tree's height",
