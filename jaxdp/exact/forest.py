@@ -159,9 +159,14 @@ def forest_positions(key: KeyArray, a: ArrayLike, order: ForestOrder) -> jax.Arr
   Returns:
     (d, m) int32: per element its position in the sequence A top down, then B top
     down (an element of B at position p is B's (p - |A|)-th).
+
+  Raises:
+    ValueError: d > 32 (the ranks path, the only caller, has d <= 22).
   """
   ends = order.subtree_end
   d, m = len(ends), a.shape[0]
+  if d > 32:
+    raise ValueError(f"forest_positions counts keys in 32-bit sets: d <= 32; got {d}.")
   keys = uniform_permutation(key, d, m)
   in_b = [((a >> x) & 1) == 0 for x in range(d)]
   for x in range(d):  # top down in preorder: x's subtree is [x, ends[x])

@@ -84,7 +84,9 @@ def poset_knorm(
 
   The object is drawn by one of three exact paths (:func:`poset_path`): an exactly
   uniform integer rank in [0, N(P)) unranked with int64 tables (d <= 22 and
-  N(P) < 2^61; NHIS-3 has N(P) = 609,887,750,400); for every other
+  N(P) < 2^61; NHIS-3 has N(P) = 609,887,750,400; for a forest numbered in preorder
+  the rank gives A and one exactly uniform permutation both extensions,
+  :mod:`jaxdp.exact.forest`); for every other
   series-parallel poset with prime pieces of at most 16 elements and d <= 512
   (forests included), exact lazy choices down its decomposition tree
   (:mod:`jaxdp.exact.tree`); for every other poset with d <= 22, the same ranks
@@ -266,15 +268,15 @@ def _poset_kernel(
     scale = scale64(traced, const, d + 1)
 
     def chunk(k_chunk, m):
-      if forest is not None:  # A from the rank, the extensions from random keys
+      if forest is not None:  # A from the rank, the extensions from a permutation
         k_rank, k_bits, k_ref, k_ext = jax.random.split(k_chunk, 4)
-        words = jax.random.bits(
-          k_bits, (m, d + 2, 1), jnp.uint32
-        )  # one word an exponential
+        # one word an exponential
+        words = jax.random.bits(k_bits, (m, d + 2, 1), jnp.uint32)
         low, size_a, _ = forest_object(k_rank, k_ext, device_tables, total, forest, m)
         k = tree_round_marked(words, low, size_a, scale)
-        ok = jnp.zeros((m,), bool)
-        return settle_marked(k, words, scale, k_ref, refine_tree_sample, low, size_a, ok)
+        failed = jnp.zeros((m,), bool)  # no object choice is left undecided
+        refine = refine_tree_sample
+        return settle_marked(k, words, scale, k_ref, refine, low, size_a, failed)
       k_rank, k_bits, k_ref = jax.random.split(k_chunk, 3)
       words = jax.random.bits(k_bits, (m, d + 2, 2), jnp.uint32)
       if wide:  # 128-bit ranks (uint64 limbs), the same bijection
