@@ -42,6 +42,7 @@ __all__ = [
   "forest_object",
   "forest_order",
   "forest_positions",
+  "heap_positions",
   "insert_places",
   "radix_groups",
   "uniform_permutation",
@@ -159,15 +160,26 @@ def forest_positions(key: KeyArray, a: ArrayLike, order: ForestOrder) -> jax.Arr
   Returns:
     (d, m) int32: per element its position in the sequence A top down, then B top
     down (an element of B at position p is B's (p - |A|)-th).
+  """
+  return heap_positions(
+    uniform_permutation(key, len(order.subtree_end), a.shape[0]), a, order
+  )
+
+
+def heap_positions(keys: list[jax.Array], a: ArrayLike, order: ForestOrder) -> jax.Array:
+  """:func:`forest_positions` from given keys: each sample's d keys (a list of d
+  (m,) int32 columns) a permutation of 0..d-1, swapped top down into heap order of
+  each part, then ranked within the parts.
 
   Raises:
-    ValueError: d > 32 (the ranks path, the only caller, has d <= 22).
+    ValueError: d > 32 (the keys are counted in 32-bit sets; the ranks path, the
+      only caller, has d <= 22).
   """
   ends = order.subtree_end
-  d, m = len(ends), a.shape[0]
+  d = len(ends)
   if d > 32:
-    raise ValueError(f"forest_positions counts keys in 32-bit sets: d <= 32; got {d}.")
-  keys = uniform_permutation(key, d, m)
+    raise ValueError(f"heap_positions counts keys in 32-bit sets: d <= 32; got {d}.")
+  keys = list(keys)
   in_b = [((a >> x) & 1) == 0 for x in range(d)]
   for x in range(d):  # top down in preorder: x's subtree is [x, ends[x])
     sub = range(x + 1, ends[x])

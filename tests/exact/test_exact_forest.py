@@ -22,6 +22,7 @@ from jaxdp import random as dprandom
 from jaxdp.exact import forest
 from jaxdp.exact import intervals as exact_intervals
 from jaxdp.exact import refine as exact_refine
+from jaxdp.exact.choices import trie_subset
 from jaxdp.exact.intervals import exp_intervals
 from jaxdp.samplers.exact_tables import exact_tables
 from tests.helpers.exactness import record_host_refinements
@@ -99,6 +100,37 @@ def test_forest_objects_are_exactly_uniform(name):
   up = np.asarray(tables.up)
   for i in range(0, n, 300):
     np.testing.assert_array_equal(low[i], _direct_low(seq[i], size_a[i], up))
+
+
+@pytest.mark.parametrize("name", ["forest6", "forest5"])
+def test_every_rank_and_permutation_hit_every_object_equally_often(name):
+  """Exact enumeration, no statistics: every rank in [0, N(P)) (A by the trie) with
+  every one of the d! digit tuples (the permutation by insertion) gives a valid
+  object, and each of the N(P) objects exactly d! times, so uniform ranks and
+  uniform digits give each object probability exactly 1/N(P)."""
+  poset = PREORDER[name]
+  d = poset.d
+  objs = _brute_objects(poset)
+  tables, total = exact_tables(poset)
+  order = forest.forest_order(poset)
+  digits = np.array(list(itertools.product(*[range(y + 1) for y in range(d)])), np.int32)
+  perms = len(digits)
+  with jax.enable_x64(True):
+    t = jax.tree_util.tree_map(jnp.asarray, tables)
+    a = np.asarray(jax.jit(trie_subset, static_argnums=2)(jnp.arange(total), t, d)[0])
+    a = np.repeat(a, perms)  # every rank with every digit tuple
+    cols = [jnp.asarray(np.tile(digits[:, y], total)) for y in range(d)]
+
+    @jax.jit
+    def positions(cols, a):
+      return forest.heap_positions(forest.insert_places(cols), a, order)
+
+    pos = np.asarray(positions(cols, jnp.asarray(a))).T
+  size_a = np.array([bin(int(x)).count("1") for x in a])
+  rows = np.concatenate([size_a[:, None], np.argsort(pos, axis=1)], 1)
+  index = {o: i for i, o in enumerate(objs)}
+  hits = np.array([index[tuple(r)] for r in rows.tolist()])  # KeyError: not an object
+  np.testing.assert_array_equal(np.bincount(hits, minlength=len(objs)), perms)
 
 
 def test_uniform_permutation_digits_are_a_bijection():
