@@ -38,12 +38,13 @@ What is proved and what is assumed:
 
 * Proved (given a uniform bit source): every discrete choice is exact (the object of
   the poset ball is an exactly uniform integer rank in [0, N(P)) unranked with
-  integer tables, in 128-bit limbs when N(P) >= 2^61 (:mod:`~jaxdp.exact.wide`),
-  or, for larger series-parallel posets, exact lazy choices down the decomposition
-  tree, :mod:`~jaxdp.exact.tree`; the Laplace sign is one bit), the
-  fast pass's intervals contain
-  the ideal values when the platform's float64 ``log`` has relative error at most
-  2^-44, and the host refinement is rigorous.
+  integer tables, in 128-bit limbs when N(P) >= 2^61 (:mod:`~jaxdp.exact.wide`);
+  for a forest numbered in preorder the rank gives A and an exactly uniform
+  permutation both extensions (:mod:`~jaxdp.exact.forest`); for larger
+  series-parallel posets, exact lazy choices down the decomposition tree
+  (:mod:`~jaxdp.exact.tree`); the Laplace sign is one bit), the fast pass's
+  intervals contain the ideal values when the platform's float64 ``log`` has
+  relative error at most 2^-44, and the host refinement is rigorous.
 * Assumed: that ``log`` error bound on the platform (and for l_2 noise, float64
   ``cos``/``sin`` within 2^-44 absolute on [0, 2 pi) and ``sqrt``, ``/`` within a
   few ulps). The test suite measures it
@@ -62,6 +63,7 @@ Modules: :mod:`~jaxdp.exact.samplers` (Laplace, poset-ball and l_inf K-norm nois
 :mod:`~jaxdp.exact.intervals` (the fast pass), :mod:`~jaxdp.exact.refine` (the host
 refinement), :mod:`~jaxdp.exact.decimal_trig` (pi, cos and sin in ``decimal``),
 :mod:`~jaxdp.exact.choices` (exact discrete choices),
+:mod:`~jaxdp.exact.forest` (a forest's extensions from a uniform permutation),
 :mod:`~jaxdp.exact.wide` (128-bit integer ranks and their unranking),
 :mod:`~jaxdp.exact.tree` (the decomposition-tree objects) and
 :mod:`~jaxdp.exact.gaussian` (the discrete Gaussian).
