@@ -25,7 +25,7 @@ from jaxdp.exact import refine as exact_refine
 from jaxdp.exact.choices import trie_subset
 from jaxdp.exact.intervals import exp_intervals
 from jaxdp.samplers.exact_tables import exact_tables
-from tests.helpers.exactness import record_host_refinements
+from tests.helpers.exactness import brute_objects, record_host_refinements
 
 
 def _key(i):
@@ -48,22 +48,6 @@ def _direct_low(seq, k, up):
   return np.array([la, lb])
 
 
-def _brute_objects(poset):
-  """Every object (|A|, A top down, B top down), by enumerating permutations."""
-  d, strict = poset.d, poset.order & ~np.eye(poset.d, dtype=bool)  # x strictly below y
-  ok = lambda s: (
-    not any(strict[s[t], s[u]] for t, u in itertools.combinations(range(len(s)), 2))
-  )
-  out = []
-  for mask in range(1 << d):
-    a = [x for x in range(d) if mask >> x & 1]
-    b = [x for x in range(d) if not mask >> x & 1]
-    pas = [p for p in itertools.permutations(a) if ok(p)]
-    pbs = [p for p in itertools.permutations(b) if ok(p)]
-    out += [(len(a),) + pa + pb for pa in pas for pb in pbs]
-  return out
-
-
 @functools.partial(jax.jit, static_argnames=("order", "total", "n"))
 def _forest_objects(key, tables, *, order, total, n):
   """The forest kernel's objects: A from a uniform rank's trie, then the positions."""
@@ -80,7 +64,7 @@ def test_forest_objects_are_exactly_uniform(name):
   sequence."""
   poset = PREORDER[name]
   d = poset.d
-  objs = _brute_objects(poset)
+  objs = brute_objects(poset)
   tables, total = exact_tables(poset)
   assert total == len(objs) == len(set(objs))
   order = forest.forest_order(poset)
@@ -110,7 +94,7 @@ def test_every_rank_and_permutation_hit_every_object_equally_often(name):
   uniform digits give each object probability exactly 1/N(P)."""
   poset = PREORDER[name]
   d = poset.d
-  objs = _brute_objects(poset)
+  objs = brute_objects(poset)
   tables, total = exact_tables(poset)
   order = forest.forest_order(poset)
   digits = np.array(list(itertools.product(*[range(y + 1) for y in range(d)])), np.int32)

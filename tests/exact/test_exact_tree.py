@@ -30,6 +30,7 @@ from jaxdp.samplers.exact_tree_tables import (
 )
 from tests.helpers.exactness import (
   batch_temp_bytes,
+  brute_objects,
   random_series_parallel,
   record_host_refinements,
 )
@@ -53,22 +54,6 @@ def _objects(poset, key, n):
   with jax.enable_x64(True):
     out = _objects_jit(key, tables, layout, n)
   return [np.asarray(x) for x in out]
-
-
-def _brute_objects(poset):
-  """Every object (|A|, A top down, B top down), by enumerating permutations."""
-  d, strict = poset.d, poset.order & ~np.eye(poset.d, dtype=bool)
-  ok = lambda s: (
-    not any(strict[s[t], s[u]] for t, u in itertools.combinations(range(len(s)), 2))
-  )
-  out = []
-  for mask in range(1 << d):
-    a = [x for x in range(d) if mask >> x & 1]
-    b = [x for x in range(d) if not mask >> x & 1]
-    pas = [p for p in itertools.permutations(a) if ok(p)]
-    pbs = [p for p in itertools.permutations(b) if ok(p)]
-    out += [(len(a),) + pa + pb for pa in pas for pb in pbs]
-  return out
 
 
 def _direct_low(poset, seq, k):
@@ -103,7 +88,7 @@ def test_tree_objects_are_exactly_uniform(poset):
   """Every object's frequency against exact enumeration: chi-square over all N(P)
   objects, n = 40,000, p > 1e-4; each object is valid and each chain position equals
   the direct computation."""
-  objs = _brute_objects(poset)
+  objs = brute_objects(poset)
   assert len(objs) == exact_num_objects(poset) and len(set(objs)) == len(objs)
   assert not N_ON_TOP.is_forest and FOREST.is_forest
   for p, sizes in ((FOREST, [1, 1, 1]), (CHAINS, [1, 2, 2])):  # one group of three

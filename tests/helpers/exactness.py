@@ -1,5 +1,6 @@
 """Small statistical helpers for the exactness tests (stated tests, fixed keys)."""
 
+import itertools
 import math
 
 import jax
@@ -7,6 +8,22 @@ import numpy as np
 from scipy import stats
 
 from jaxdp import exact
+
+
+def brute_objects(poset):
+  """Every object (|A|, A top down, B top down), by enumerating permutations."""
+  d, strict = poset.d, poset.order & ~np.eye(poset.d, dtype=bool)
+  ok = lambda s: (
+    not any(strict[s[t], s[u]] for t, u in itertools.combinations(range(len(s)), 2))
+  )
+  out = []
+  for mask in range(1 << d):
+    a = [x for x in range(d) if mask >> x & 1]
+    b = [x for x in range(d) if not mask >> x & 1]
+    pas = [p for p in itertools.permutations(a) if ok(p)]
+    pbs = [p for p in itertools.permutations(b) if ok(p)]
+    out += [(len(a),) + pa + pb for pa in pas for pb in pbs]
+  return out
 
 
 def object_index(seq, k, ref_seq, ref_k):
