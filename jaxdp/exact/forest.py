@@ -115,7 +115,7 @@ def uniform_permutation(key: KeyArray, d: int, m: int) -> list[jax.Array]:
     for radix in radices:  # unsigned: division by a constant vectorises
       digits.append((r % u32(radix)).astype(jnp.int32))
       r = r // u32(radix)
-  return insert_places(digits[:d])
+  return insert_places(digits)
 
 
 def insert_places(digits: list[jax.Array]) -> list[jax.Array]:
