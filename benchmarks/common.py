@@ -49,6 +49,22 @@ def best_time(fn, repeats: int = 3, clock=time.perf_counter) -> float:
   return best
 
 
+def interleaved_best(fns: dict, rounds: int = 15, clock=time.perf_counter) -> dict:
+  """Best time of each ``fns[name]()`` (blocked until ready) over ``rounds`` rounds
+  that call every function once in turn, after one warm-up call each: a ratio of two
+  of them compares calls made under the same load, which separate best-of runs on a
+  shared machine do not."""
+  for fn in fns.values():
+    jax.block_until_ready(fn())
+  best = dict.fromkeys(fns, float("inf"))
+  for _ in range(rounds):
+    for name, fn in fns.items():
+      t0 = clock()
+      jax.block_until_ready(fn())
+      best[name] = min(best[name], clock() - t0)
+  return best
+
+
 def peak_ratio(fn, key, out_bytes: int) -> float | None:
   """Peak memory per output byte of ``jit(fn)(key)``: XLA's compiled temporary +
   output bytes over ``out_bytes`` (None where the backend reports no analysis)."""

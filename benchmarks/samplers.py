@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_time, machine, peak_ratio, write_results
+from common import best_time, interleaved_best, machine, peak_ratio, write_results
 
 import jaxdp
 from jaxdp import LpBall, Poset, PosetBall
@@ -66,6 +66,12 @@ def main(argv=None):
     default=None,
     help="run only the rows whose case contains this text (e.g. 'general'), each "
     "with its floor; the large posets only if one of theirs matches",
+  )
+  ap.add_argument(
+    "--rounds",
+    type=int,
+    default=15,
+    help="rounds of the paired ratios (each draw and its reference called in turn)",
   )
   args = ap.parse_args(argv)
   n = args.n
@@ -168,6 +174,7 @@ def main(argv=None):
     print(rows[-1], flush=True)
 
   large = _large_posets(key, args.large_n, args.only)
+  paired = _paired(key, n, args.large_n, nhis, rand20, args.only, args.rounds)
   lines = [
     "| sampler | case | n | seconds | samples/s | floor s | x floor | fast floor s | "
     "x fast | peak mem / output | numpy insertion s | speed-up vs numpy |",
@@ -197,12 +204,79 @@ def main(argv=None):
       f"| {r['case']} | {r['d']} | {r['method']} | {r['first_call_seconds']:.1f} | "
       f"{r['samples_per_s']:,.0f} | {r['x_floor']:.1f} | {r['x_fast_floor']:.1f} |"
     )
+  if paired:
+    lines += [
+      "",
+      f"Paired ratios (the two draws called in turn, best of {args.rounds} rounds each;"
+      " the fast floor is 2(d + 1) float32 uniforms per sample from the samplers' key):",
+      "",
+      "| draw | against | n | draw s | against s | ratio |",
+      "|---|---|---|---|---|---|",
+    ]
+    for r in paired:
+      lines.append(
+        f"| {r['draw']} | {r['against']} | {r['n']:,} | {r['seconds']:.4f} | "
+        f"{r['against_seconds']:.4f} | {r['ratio']:.2f} |"
+      )
   write_results(
     args.out,
     "samplers",
-    {"machine": machine(), "rows": rows, "large_posets": large},
+    {"machine": machine(), "rows": rows, "large_posets": large, "paired": paired},
     "\n".join(lines),
   )
+
+
+def _paired(key, n, large_n, nhis, rand20, only, rounds):
+  """Each draw against its reference, called in turn (``interleaved_best``): the
+  NHIS-3 poset ball and the general sampler at d = 20 against their fast floors,
+  K-norm noise against the poset ball it scales, and the series-parallel sampler at
+  d = 128 and 300 (batch ``large_n``) against its fast floor."""
+  from jaxdp.experiments.questionnaire import synthetic_questionnaire
+
+  fast = jaxdp.prng.threefry.fast_key(key)
+
+  def ball(p, m, size):
+    f = jax.jit(lambda k: jaxdp.random.poset_ball(k, p, (size,), method=m))
+    return lambda: f(key)
+
+  def fast_floor(p, size):
+    f = jax.jit(lambda k: jax.random.uniform(k, (size, 2 * (p.d + 1))))
+    return lambda: f(fast)
+
+  def knorm(p, size):
+    f = jax.jit(lambda k: jaxdp.random.knorm(k, PosetBall(p), 1.0, (size,)))
+    return lambda: f(key)
+
+  q128, q300 = synthetic_questionnaire(0, 128), synthetic_questionnaire(0, 300)
+  cases = [  # (draw, against, batch, draw thunk, reference thunk)
+    ("NHIS 3 sections poset ball (forest)", "fast floor", n)
+    + (ball(nhis, "auto", n), fast_floor(nhis, n)),
+    ("NHIS 3 sections K-norm noise (forest)", "poset ball", n)
+    + (knorm(nhis, n), ball(nhis, "auto", n)),
+    ("random d=20 poset ball (general)", "fast floor", n)
+    + (ball(rand20, "general", n), fast_floor(rand20, n)),
+    ("questionnaire128-0 poset ball (sp)", "fast floor", large_n)
+    + (ball(q128, "sp", large_n), fast_floor(q128, large_n)),
+    ("questionnaire300-0 poset ball (sp)", "fast floor", large_n)
+    + (ball(q300, "sp", large_n), fast_floor(q300, large_n)),
+  ]
+  rows = []
+  for draw, against, size, f, ref in cases:
+    if only is not None and only not in draw:
+      continue
+    t = interleaved_best({"draw": f, "ref": ref}, rounds)
+    rows.append(
+      {
+        "draw": draw,
+        "against": against,
+        "n": size,
+        "seconds": t["draw"],
+        "against_seconds": t["ref"],
+        "ratio": t["draw"] / t["ref"],
+      }
+    )
+    print(rows[-1], flush=True)
+  return rows
 
 
 def _large_posets(key, n, only=None):
