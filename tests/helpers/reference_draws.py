@@ -1,9 +1,10 @@
 """Draws that must not change when the code is refactored (same keys, same bits).
 
 ``python -m tests.helpers.reference_draws`` writes
-``tests/helpers/data/reference_draws.npz`` from the installed jaxdp;
-``tests/samplers/test_reference_draws.py`` recomputes every entry and compares it bit
-for bit, so a refactoring that changes a single draw fails that test. Regenerate the
+``tests/helpers/data/reference_draws.npz`` from the installed jaxdp (``--out`` another
+file), at XLA's optimisation level 0 with its default emitters;
+``tests/samplers/test_reference_draws.py`` recomputes every entry the same way and
+compares it bit for bit, so a refactoring that changes a single draw fails that test. Regenerate the
 file only for a deliberate change of the samplers' output (and say so in
 CHANGELOG.md). Only public names are used, so the script runs against any layout of
 the package. Each group of entries (``GROUPS``) is computed on its own, so that the
@@ -218,6 +219,11 @@ def draws() -> dict[str, np.ndarray]:
 
 
 if __name__ == "__main__":
-  PATH.parent.mkdir(exist_ok=True)
-  np.savez_compressed(PATH, **draws())
-  print(f"wrote {PATH}")
+  import argparse
+
+  ap = argparse.ArgumentParser(description="Writes the reference draws.")
+  ap.add_argument("--out", default=str(PATH), help="the .npz file to write")
+  out = pathlib.Path(ap.parse_args().out)
+  out.parent.mkdir(exist_ok=True)
+  np.savez_compressed(out, **draws())
+  print(f"wrote {out}")
