@@ -35,9 +35,12 @@ def _accepted(flag):
   """Whether XLA starts with ``flag`` in XLA_FLAGS (it aborts on an unknown flag)."""
   env = dict(os.environ, XLA_FLAGS=f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip())
   probe = "import jax; jax.jit(lambda x: x + 1)(1.0).block_until_ready()"
-  run = subprocess.run(
-    [sys.executable, "-c", probe], env=env, capture_output=True, timeout=120
-  )
+  try:
+    run = subprocess.run(
+      [sys.executable, "-c", probe], env=env, capture_output=True, timeout=300
+    )
+  except (OSError, subprocess.SubprocessError):
+    return False
   return run.returncode == 0
 
 
