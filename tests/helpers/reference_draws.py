@@ -1,14 +1,14 @@
 """Draws that must not change when the code is refactored (same keys, same bits).
 
 ``python -m tests.helpers.reference_draws`` writes
-``tests/helpers/data/reference_draws.npz`` from the installed jaxdp (``--out`` another
+``tests/helpers/data/reference_draws.npz`` from the installed jaxdp (``--out``: another
 file), at XLA's optimisation level 0 with its default emitters;
 ``tests/samplers/test_reference_draws.py`` recomputes every entry the same way and
-compares it bit for bit, so a refactoring that changes a single draw fails that test. Regenerate the
-file only for a deliberate change of the samplers' output (and say so in
-CHANGELOG.md). Only public names are used, so the script runs against any layout of
-the package. Each group of entries (``GROUPS``) is computed on its own, so that the
-test can spread the groups over several workers.
+compares it bit for bit, so a refactoring that changes a single draw fails that test.
+Regenerate the file only for a deliberate change of the samplers' output (and say so
+in CHANGELOG.md). Only public names are used, so the script runs against any layout
+of the package. The entries come in groups (``GROUPS``, each computed on its own;
+``ENTRIES`` names what each writes), and the test reports each group on its own.
 """
 
 import os

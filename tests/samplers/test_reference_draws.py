@@ -55,6 +55,7 @@ def test_the_groups_cover_every_stored_entry_once(stored):
 @pytest.mark.subprocess
 @pytest.mark.parametrize("group", list(reference_draws.GROUPS))
 def test_same_draws_bit_for_bit(group, stored, fresh):
+  assert sorted(fresh) == sorted(stored)
   for name in reference_draws.ENTRIES[group]:
     got, want = fresh[name], stored[name]
     assert got.dtype == want.dtype and got.shape == want.shape, name
