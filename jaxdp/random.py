@@ -105,8 +105,8 @@ def lp_ball(
   """Uniform points of the unit l_p ball in R^d.
 
   p = 1, 2 and inf use direct constructions (normalised exponentials, a normal
-  direction with a U^(1/d) radius, a uniform cube); other p defer to
-  ``jax.random.ball``.
+  direction with a U^(1/d) radius, a uniform cube); other p normalise generalized
+  normals (Barthe et al. 2005), drawn so that none underflows to 0 at large p.
 
   Returns:
     Array of shape ``(*shape, d)``.
@@ -348,7 +348,7 @@ def _lp_kernel(key, eps, *, d, p, n, uniform, dtype):
       extra = jax.random.exponential(k_rad, (m,), cdt)
       z = lap / (jnp.sum(jnp.abs(lap), axis=1) + extra)[:, None]
     else:
-      z = jax.random.ball(k_dir, d, p, (m,), cdt)
+      z = _lp_general(k_dir, d, p, m, cdt)
     if uniform:
       return z.astype(dtype)
     k_gam = jax.random.fold_in(k_rad, 1)
@@ -356,6 +356,25 @@ def _lp_kernel(key, eps, *, d, p, n, uniform, dtype):
     return _scale(z * radius[:, None], eps, dtype)
 
   return chunked(fn, key, n, (d,), dtype, chunk=device_chunk(64 * d))
+
+
+def _lp_general(key, d, p, m, dtype):
+  """(m, d) uniform points of the unit l_p ball, 1 <= p < inf: g / (sum |g_i|^p +
+  E)^(1/p), g_i i.i.d. with density proportional to exp(-|t|^p) and E ~ Exp(1)
+  (Barthe, Guedon, Mendelson & Naor 2005).
+
+  |g_i| = G^(1/p) with G ~ Gamma(1/p), drawn as X^(1/p) U with X ~ Gamma(1 + 1/p)
+  and U uniform (G = X U^p): raising a Gamma(1/p) variate to 1/p underflows at
+  large p (a Gamma(0.01) variate is below 10^-38 with probability 0.42), which
+  made ``jax.random.ball``'s points exactly 0 that often. U is kept above 0, so no
+  coordinate is exactly 0."""
+  k_x, k_u, k_s, k_e = jax.random.split(key, 4)
+  x = jax.random.gamma(k_x, 1.0 + 1.0 / p, (m, d), dtype)
+  u = jax.random.uniform(k_u, (m, d), dtype, minval=jnp.finfo(dtype).tiny)
+  sign = jax.random.rademacher(k_s, (m, d), dtype)
+  e = jax.random.exponential(k_e, (m,), dtype)
+  total = jnp.sum(x * u**p, axis=1) + e  # sum |g_i|^p + E
+  return sign * (x ** (1.0 / p) * u) / (total ** (1.0 / p))[:, None]
 
 
 def _scale(noise, eps, dtype):

@@ -117,7 +117,11 @@ def clipped_part_sums(rows, part, num_parts: int, p: float, bound: float):
   elif p == 1:
     norm = jnp.sum(magnitude, axis=1)
   else:
-    norm = jnp.sum(magnitude**p, axis=1) ** (1.0 / p)
+    # scaled by the largest entry, so that no row's norm underflows to 0 (|x|^p of a
+    # small entry is 0 in float32 at large p; a row of norm 0 would pass unclipped)
+    top = jnp.max(magnitude, axis=1)
+    unit = magnitude / jnp.where(top > 0, top, 1.0)[:, None]
+    norm = top * jnp.sum(unit**p, axis=1) ** (1.0 / p)
   factor = jnp.where(norm > bound, bound / jnp.where(norm > 0, norm, 1.0), 1.0)
   big = float(jnp.finfo(x.dtype).max)
   with jax.enable_x64(True):  # accumulated in float64, clipped to the float's range

@@ -267,6 +267,57 @@ def test_lp_ball_uniform(p):
     assert abs(sq.mean() - LpBall(d, p).expected_sq_norm()) < Z_MAX * se
 
 
+def _lp_norm(z, p):
+  """l_p norms of the rows of z in float64, scaled by each row's largest entry (no
+  underflow at large p)."""
+  z = np.abs(np.asarray(z, np.float64))
+  top = z.max(axis=1)
+  return top * np.sum((z / np.where(top > 0, top, 1.0)[:, None]) ** p, axis=1) ** (1 / p)
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("p", [10.0, 100.0, 1000.0])
+def test_lp_ball_at_large_p_is_uniform_with_no_exact_zeros(p):
+  """At large p a generalized normal built as Gamma(1/p)^(1/p) underflows to 0 (a
+  Gamma(0.01) variate is below 1e-38 with probability 0.42), and jax.random.ball
+  released exact zeros that often: K-norm noise of 0 publishes the statistic itself.
+  In d = 1 the ball is [-1, 1] for every p: the points are U(-1, 1) and the K-norm
+  noise Laplace(1 / eps) (KS, n = 50,000, p > 1e-4), none exactly 0; in d = 3,
+  ||Z||_p^3 ~ U(0, 1) (KS)."""
+  n = 50_000
+  z = np.asarray(jaxdp.random.lp_ball(jax.random.key(31), 1, p, (n,)))[:, 0]
+  assert not np.any(z == 0)
+  assert stats.kstest(z, stats.uniform(-1, 2).cdf).pvalue > P_MIN
+  y = np.asarray(jaxdp.random.knorm(jax.random.key(32), LpBall(1, p), 2.0, (n,)))[:, 0]
+  assert not np.any(y == 0)
+  assert stats.kstest(y, stats.laplace(scale=0.5).cdf).pvalue > P_MIN
+  z3 = jaxdp.random.lp_ball(jax.random.key(33), 3, p, (n,))
+  assert not np.any(np.asarray(z3) == 0)
+  norm = _lp_norm(z3, p)
+  assert norm.max() <= 1 + 1e-6
+  assert stats.kstest(norm**3, "uniform").pvalue > P_MIN
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("p", [3.0, 10.0])
+def test_lp_ball_in_the_plane_matches_rejection_sampling(p):
+  """d = 2 against an independent reference: numpy points uniform in the square,
+  kept when inside the l_p ball (rejection sampling). Two-sample chi-square on a
+  12 x 12 grid, n = 40,000 each, p > 1e-4."""
+  n, bins = 40_000, np.linspace(-1, 1, 13)
+  z = np.asarray(jaxdp.random.lp_ball(jax.random.key(34), 2, p, (n,)), np.float64)
+  rng = np.random.default_rng(34)
+  ref = np.zeros((0, 2))
+  while len(ref) < n:
+    c = rng.uniform(-1, 1, (2 * n, 2))
+    ref = np.concatenate([ref, c[np.sum(np.abs(c) ** p, axis=1) <= 1]])
+  ref = ref[:n]
+  h1 = np.histogram2d(z[:, 0], z[:, 1], [bins, bins])[0].ravel()
+  h2 = np.histogram2d(ref[:, 0], ref[:, 1], [bins, bins])[0].ravel()
+  keep = h1 + h2 > 0
+  assert stats.chi2_contingency(np.stack([h1[keep], h2[keep]])).pvalue > P_MIN
+
+
 @pytest.mark.statistical
 @pytest.mark.parametrize("p", [1.0, 2.0, math.inf])
 def test_knorm_lp_radius_law(p):
