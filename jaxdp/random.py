@@ -364,10 +364,10 @@ def _lp_general(key, d, p, m, dtype):
   (Barthe, Guedon, Mendelson & Naor 2005).
 
   |g_i| = G^(1/p) with G ~ Gamma(1/p), drawn as X^(1/p) U with X ~ Gamma(1 + 1/p)
-  and U uniform (G = X U^p): raising a Gamma(1/p) variate to 1/p underflows at
-  large p (a Gamma(0.01) variate is below 10^-38 with probability 0.42), which
-  made ``jax.random.ball``'s points exactly 0 that often. U is kept above 0, so no
-  coordinate is exactly 0."""
+  and U uniform (G = X U^p): a Gamma(1/p) variate drawn directly underflows at
+  large p (a Gamma(0.01) variate is below 10^-38 with probability 0.42), so the
+  point ``jax.random.ball`` builds from it is exactly 0 that often. U is kept
+  above 0, so no coordinate is exactly 0."""
   k_x, k_u, k_s, k_e = jax.random.split(key, 4)
   x = jax.random.gamma(k_x, 1.0 + 1.0 / p, (m, d), dtype)
   u = jax.random.uniform(k_u, (m, d), dtype, minval=jnp.finfo(dtype).tiny)

@@ -14,14 +14,7 @@ import pytest
 
 import jaxdp
 from jaxdp.mechanisms.statistics import clipped_part_sums
-
-
-def _lp_norm(z, p):
-  z = np.abs(np.asarray(z, np.float64))
-  top = z.max(axis=1)
-  if p == math.inf:
-    return top
-  return top * np.sum((z / np.where(top > 0, top, 1.0)[:, None]) ** p, axis=1) ** (1 / p)
+from tests.helpers.exactness import lp_norm
 
 
 @pytest.mark.parametrize("p", [2.0, 3.0, 10.0, 100.0, math.inf, 1.0])
@@ -38,8 +31,8 @@ def test_every_row_is_clipped_into_the_ball(p, bound, jit):
     return clipped_part_sums(r, np.arange(n), n, p, bound)
 
   out = np.asarray((jax.jit(fn) if jit else fn)(rows))
-  assert np.all(_lp_norm(out, p) <= bound * (1 + 1e-5))
-  small = _lp_norm(rows, p) <= bound * (1 - 1e-5)  # rows inside the ball pass as they are
+  assert np.all(lp_norm(out, p) <= bound * (1 + 1e-5))
+  small = lp_norm(rows, p) <= bound * (1 - 1e-5)  # rows inside the ball pass as they are
   np.testing.assert_allclose(out[small], rows[small], rtol=1e-6)
 
 

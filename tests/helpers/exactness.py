@@ -64,6 +64,16 @@ def optimized(fn, *args):
   return jax.jit(fn).lower(*args).compile(compiler_options=options)(*args)
 
 
+def lp_norm(z, p):
+  """l_p norms of the rows of z in float64, scaled by each row's largest entry (no
+  underflow at large p)."""
+  z = np.abs(np.asarray(z, np.float64))
+  top = z.max(axis=1)
+  if p == math.inf:
+    return top
+  return top * np.sum((z / np.where(top > 0, top, 1.0)[:, None]) ** p, axis=1) ** (1 / p)
+
+
 def chi_square_uniform_pvalue(idx, num):
   """Pearson chi-square p-value of category counts against the uniform law."""
   counts = np.bincount(idx, minlength=num)

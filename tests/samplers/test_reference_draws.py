@@ -22,10 +22,14 @@ from tests.helpers import reference_draws
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _load(path):
+  with np.load(path) as f:
+    return {name: f[name] for name in f.files}
+
+
 @pytest.fixture(scope="module")
 def stored():
-  with np.load(reference_draws.PATH) as f:
-    return {name: f[name] for name in f.files}
+  return _load(reference_draws.PATH)
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +45,7 @@ def fresh(tmp_path_factory):
     text=True,
   )
   assert run.returncode == 0, run.stderr[-4000:]
-  with np.load(out) as f:
-    return {name: f[name] for name in f.files}
+  return _load(out)
 
 
 def test_the_groups_cover_every_stored_entry_once(stored):

@@ -20,6 +20,7 @@ from jaxdp.experiments import baselines
 from jaxdp.samplers import chunks, dispatch, forest, general, subsets
 from tests.helpers.exactness import (
   chi_square_uniform_pvalue,
+  lp_norm,
   object_index,
   optimized,
   second_moment_zscores,
@@ -267,14 +268,6 @@ def test_lp_ball_uniform(p):
     assert abs(sq.mean() - LpBall(d, p).expected_sq_norm()) < Z_MAX * se
 
 
-def _lp_norm(z, p):
-  """l_p norms of the rows of z in float64, scaled by each row's largest entry (no
-  underflow at large p)."""
-  z = np.abs(np.asarray(z, np.float64))
-  top = z.max(axis=1)
-  return top * np.sum((z / np.where(top > 0, top, 1.0)[:, None]) ** p, axis=1) ** (1 / p)
-
-
 @pytest.mark.statistical
 @pytest.mark.parametrize("p", [10.0, 100.0, 1000.0])
 def test_lp_ball_at_large_p_is_uniform_with_no_exact_zeros(p):
@@ -293,7 +286,7 @@ def test_lp_ball_at_large_p_is_uniform_with_no_exact_zeros(p):
   assert stats.kstest(y, stats.laplace(scale=0.5).cdf).pvalue > P_MIN
   z3 = jaxdp.random.lp_ball(jax.random.key(33), 3, p, (n,))
   assert not np.any(np.asarray(z3) == 0)
-  norm = _lp_norm(z3, p)
+  norm = lp_norm(z3, p)
   assert norm.max() <= 1 + 1e-6
   assert stats.kstest(norm**3, "uniform").pvalue > P_MIN
 
