@@ -18,9 +18,9 @@ samplers of :mod:`jaxdp.exact` (``exact=True`` on the mechanisms).
 
 Generators for studies (:func:`study_key`): ``"threefry"`` (JAX's default, the
 project's default; on the CPU the samplers compute its stream with the rounds
-unrolled, :mod:`jaxdp.threefry`: the same draws as JAX's own code, and the fastest
+unrolled, :mod:`jaxdp.prng.threefry`: the same draws as JAX's own code, and the fastest
 of the three on a 2-core CPU in ``benchmarks/generators.py``), ``"rbg"`` (JAX's
-RngBitGenerator keys) and ``"chacha8"`` (:data:`jaxdp.chacha.CHACHA8`: ChaCha with 8
+RngBitGenerator keys) and ``"chacha8"`` (:data:`jaxdp.prng.chacha.CHACHA8`: ChaCha with 8
 rounds, the generator of Go's ``math/rand/v2``, a second cipher family for a study's
 cross-check; no attack on 8 rounds is known, the best reach 7, but it is not offered
 for releases). Every sampler accepts any of their keys.
@@ -213,11 +213,11 @@ def os_key(impl: str | None = None, *, entropy: bytes | None = None) -> jax.Arra
 
 
 def secure_key(seed: bytes | None = None) -> jax.Array:
-  """A ChaCha20 key (:data:`jaxdp.chacha.CHACHA20`) for releases meant to be published.
+  """A ChaCha20 key (:data:`jaxdp.prng.chacha.CHACHA20`) for releases meant to be published.
 
   ``jax.random.bits(secure_key(K), (n,), jnp.uint32)`` is the RFC 8439 keystream of
   key ``K`` (nonce 0, block counter 0, 1, ...) as little-endian words; every
-  ``jax.random`` function and jaxdp sampler accepts the key. See :mod:`jaxdp.chacha`
+  ``jax.random`` function and jaxdp sampler accepts the key. See :mod:`jaxdp.prng.chacha`
   for what the generator is and is not.
 
   Args:

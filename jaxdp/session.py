@@ -404,8 +404,7 @@ class Session:
       by: as for :meth:`release`.
       num_parts: as for :meth:`release`.
 
-    Raises:
-      As :meth:`release`.
+    Raises what :meth:`release` raises.
     """
     mech = PosetCountMechanism(
       poset, eps, noise=noise, on_invalid="clip", exact=self.secure

@@ -240,8 +240,7 @@ class Ledger:
     passes the rows as read, ``data`` being the clipped rows it counts): the data is
     the dataset if any form is known under its name, and every form is recorded.
 
-    Raises:
-      As :meth:`accountant`.
+    Raises what :meth:`accountant` raises.
     """
     check_name(dataset)
     protocol.check_call(acct, "")
@@ -337,8 +336,7 @@ class Ledger:
     Returns:
       The accountant to release from.
 
-    Raises:
-      As :meth:`charge`.
+    Raises what :meth:`charge` raises.
     """
     protocol.check_call(acct, label)
     rows = []
@@ -385,7 +383,8 @@ class Ledger:
 
     Raises:
       ReleaseRefusedError: a planned release would be refused (nothing written).
-      As :func:`jaxdp.plan` and :meth:`charge`.
+
+    Otherwise raises what :func:`jaxdp.plan` and :meth:`charge` raise.
     """
     protocol.check_call(acct, label)
 

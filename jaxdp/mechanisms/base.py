@@ -98,7 +98,7 @@ class RangeChecked:
     range (a normal float32 number; an exact sampler's scale, rounded up, at most
     :func:`jaxdp.exact.max_scale` of the noise's dimension), which a traced value is
     compared with. Where it
-    is False, :meth:`randomize` returns the invalid fill and :func:`jaxdp.release`
+    is False, :meth:`Mechanism.randomize` returns the invalid fill and :func:`jaxdp.release`
     refuses the release: nothing is spent. It reads the parameters only, never data.
 
     Args:
@@ -164,7 +164,7 @@ class EpsMechanism(RangeChecked):
     most randomized response's curve at k eps.
 
     References:
-      Bun & Steinke (2016), Proposition 3.3; :func:`jaxdp.renyi.pure_rdp`.
+      Bun & Steinke (2016), Proposition 3.3; :func:`jaxdp.composition.renyi.pure_rdp`.
     """
     k = _checks.check_int(group_size, "group_size", minimum=1)
     return renyi.pure_rdp(k * self.eps, orders)

@@ -106,7 +106,7 @@ class LaplaceMechanism(EpsMechanism):
     statistic by at most k sensitivity; exact releases round it: postprocessing).
 
     References:
-      Mironov (2017), Proposition 6; :func:`jaxdp.renyi.laplace_rdp`.
+      Mironov (2017), Proposition 6; :func:`jaxdp.composition.renyi.laplace_rdp`.
     """
     k = _checks.check_int(group_size, "group_size", minimum=1)
     return renyi.laplace_rdp(k * self.eps, orders)

@@ -1,6 +1,6 @@
 """Poset files: JSON (order, edges or prerequisites) and plain text, parsed to a spec.
 
-Parsing is separate from building: :func:`read` returns a :class:`PosetSpec` that
+Parsing is separate from building: :func:`parse` returns a :class:`PosetSpec` that
 names the constructor of :class:`~jaxdp.Poset` and its arguments, and
 :meth:`Poset.load <jaxdp.Poset.load>` builds it.
 """

@@ -343,7 +343,7 @@ class Poset:
 
   @property
   def is_series_parallel(self) -> bool:
-    """True iff the poset has no induced N (:mod:`jaxdp.decomposition`); such posets
+    """True iff the poset has no induced N (:mod:`jaxdp.posets.decomposition`); such posets
     take the exact series-parallel sampler up to d = 512."""
     return decomposition.is_series_parallel(self)
 

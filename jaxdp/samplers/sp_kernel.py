@@ -40,7 +40,7 @@ Tables and the size recursion are in :mod:`jaxdp.samplers.sp_tables`. Per sample
 
 Random numbers per sample: 2 Exp(1) per element, one uniform V per parallel node and
 part, 2 Exp(1) per block (and 2 at the root, used only for an empty part), each from
-52 random bits: one Threefry hash per variate (:func:`jaxdp.threefry.words64`), its
+52 random bits: one Threefry hash per variate (:func:`jaxdp.prng.threefry.words64`), its
 words stored once (:func:`jaxdp.samplers.words.word_pairs`). The size choices'
 float32 uniforms (23 bits; one at the root and one per internal node, at most d) are
 made from the other 12 bits of the elements' spacing words, two words each

@@ -10,7 +10,7 @@ extensions concatenate: T_S[a] = sum_{a1 + a2 = a} T_L[a1] T_R[a2]. For a parall
 composition S = L + R they interleave:
 T_S[a] = sum_{a1 + a2 = a} C(a, a1) C(n - a, n_L - a1) T_L[a1] T_R[a2]. A prime set of at
 most ``BLOCK_MAX_D`` elements (a *block*) gets its T from the subset recursion over its
-2^L subsets. The decomposition (:mod:`jaxdp.decomposition`) is made binary by
+2^L subsets. The decomposition (:mod:`jaxdp.posets.decomposition`) is made binary by
 splitting each series or parallel node's children in halves.
 
 Sampling (top down) draws |A| from T_P, then at every binary node the number of

@@ -144,7 +144,7 @@ def exponential(words):
 def stored(tree, word):
   """``tree`` (arrays), computed once and stored before its consumers run.
 
-  XLA:CPU fuses cheap elementwise producers (a Threefry hash, :func:`_log`) into
+  XLA:CPU fuses cheap elementwise producers (a Threefry hash, :func:`log_normal`) into
   every consumer, recomputing them per use: an (n,) variate broadcast over d
   coordinates is hashed d times. ``lax.optimization_barrier`` does not prevent that
   on the CPU (a (2, n) variate broadcast over 129 coordinates ran as slowly with one
