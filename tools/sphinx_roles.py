@@ -33,7 +33,6 @@ ROLE = re.compile(
   r"`(?P<body>[^`]+)`"
 )
 TITLED = re.compile(r"^(?P<title>.*?)\s*<(?P<target>[^<>]+)>$", re.S)
-ROOT = "jaxdp"
 
 
 def split_role(body: str) -> tuple[str, str]:
@@ -93,11 +92,11 @@ def resolve(scope: griffe.Object, target: str) -> tuple[str, griffe.Object | Non
   return path, found
 
 
-def is_outside(path: str) -> bool:
-  """Whether ``path`` names something outside jaxdp: a builtin or a name in another
-  installed package (``secrets.token_bytes``, ``jax.Array``)."""
+def is_outside(path: str, package: str) -> bool:
+  """Whether ``path`` names something outside ``package``: a builtin or a name in
+  another installed package (``secrets.token_bytes``, ``jax.Array``)."""
   first = path.split(".", 1)[0]
-  if first == ROOT:
+  if first == package:
     return False
   return hasattr(builtins, first) or importlib.util.find_spec(first) is not None
 
@@ -105,16 +104,16 @@ def is_outside(path: str) -> bool:
 def rewrite(scope: griffe.Object, text: str) -> str:
   """``text`` (the docstring of ``scope``) with each Sphinx role replaced by an
   optional autorefs cross-reference (a link where its target is documented, plain
-  code elsewhere), or by plain code for a name outside jaxdp."""
+  code elsewhere), or by plain code for a name outside the package."""
 
   def replace(match: re.Match) -> str:
     shown, target = split_role(match["body"])
     code = f"<code>{html.escape(shown)}</code>"
     path, found = resolve(scope, target)
     if found is None:
-      if not is_outside(path):
+      if not is_outside(path, scope.package.name):
         griffe.logger.warning(
-          "%s: %s does not name a jaxdp object", scope.path, match.group(0)
+          "%s: %s names no object of %s", scope.path, match.group(0), scope.package.name
         )
       return code
     identifier = html.escape(found.path, quote=True)

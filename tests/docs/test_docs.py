@@ -1,7 +1,10 @@
 """The documentation: README and guide snippets run, the site builds, links resolve,
 and the generated benchmarks page matches the committed results."""
 
+import html
+import importlib
 import importlib.util
+import inspect
 import re
 import shutil
 import subprocess
@@ -150,25 +153,32 @@ def test_a_benchmark_not_run_yet_is_listed_as_such(tmp_path):
   assert "# secure\n" not in readme and "# recompile\n" in readme
 
 
-@pytest.mark.slow
-@pytest.mark.subprocess
-def test_mkdocs_build_strict(tmp_path):
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+  """The site, built once for the tests below (``mkdocs build --strict``)."""
   if shutil.which("mkdocs") is None and importlib.util.find_spec("mkdocs") is None:
     pytest.skip("mkdocs is not installed (pip install -e '.[docs]')")
   if importlib.util.find_spec("mkdocstrings_handlers") is None:
     pytest.skip("mkdocstrings[python] is not installed (pip install -e '.[docs]')")
+  out = tmp_path_factory.mktemp("docs") / "site"
   proc = subprocess.run(
-    [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+    [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
     cwd=ROOT,
     capture_output=True,
     text=True,
     timeout=600,
   )
   assert proc.returncode == 0, proc.stdout + proc.stderr
+  return out
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_mkdocs_build_strict(site):
   # Every API page documents its module's main names (a module path that became a
   # shim or a package without them would render an empty page without a warning).
   for page, name in API_NAMES.items():
-    html = (tmp_path / "site" / "api" / page / "index.html").read_text()
+    html = (site / "api" / page / "index.html").read_text()
     assert f'id="{name}"' in html, f"api/{page}.md does not document {name}"
 
 
@@ -187,3 +197,98 @@ API_NAMES = {
   "prng": "jaxdp.prng.chacha.block",
   "typing": "jaxdp.typing.KeyArray",
 }
+
+# A Sphinx role left in a rendered page: ``:func:`x``` shows as ":func:x", and a role
+# opening a Returns or Raises line loses its first colon ("class:ErrorBars").
+ROLES = "class|func|meth|mod|attr|data|exc|obj|const|type"
+RAW_ROLE = re.compile(rf":(?:py:)?(?:{ROLES}):\S|(?<![\w.:/-])(?:{ROLES}):(?=[\w.~`])")
+TAG = re.compile(r"<script\b.*?</script>|<style\b.*?</style>|<[^>]+>", re.S | re.I)
+
+
+def raw_roles(page: str) -> list[str]:
+  """The raw Sphinx roles in an HTML page's text, each with some context."""
+  text = html.unescape(TAG.sub("", page))
+  return [text[max(m.start() - 30, 0) : m.end() + 30] for m in RAW_ROLE.finditer(text)]
+
+
+def test_raw_role_check_sees_roles():
+  page = (
+    "<p>(:func:<code>jaxdp.exact.laplace</code>)</p><li>class:<code>ErrorBars</code>"
+    "; x</li><p>see :py:meth:<code>create</code></p>"
+  )
+  assert len(raw_roles(page)) == 3
+  clean = (
+    '<p class="doc">The data: a <code>(n, d)</code> array; type: <code>int</code>'
+    ' (<a href="https://example.org/a:b">link</a>), <code>ErrorBars</code></p>'
+  )
+  assert raw_roles(clean) == []
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_site_shows_no_raw_sphinx_role(site):
+  found = {
+    str(path.relative_to(site)): roles
+    for path in sorted(site.rglob("*.html"))
+    if (roles := raw_roles(path.read_text()))
+  }
+  assert not found, f"raw Sphinx roles in the built site: {found}"
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_roles_render_as_links(site):
+  """A role naming a documented object is a link to it (here a Returns line's)."""
+  page = (site / "api" / "reporting" / "index.html").read_text()
+  assert re.search(
+    r'<a class="autorefs autorefs-internal"[^>]*href="#jaxdp\.reporting\.ErrorBars">'
+    r"<code>ErrorBars</code></a>; <code>bars\.interval",
+    page,
+  )
+
+
+# Pages whose classes and functions must show their constructor's (or their own)
+# signature: page -> the documented names.
+SIGNED = {
+  "mechanisms": [
+    "jaxdp.mechanisms.LaplaceMechanism",
+    "jaxdp.mechanisms.GaussianMechanism",
+    "jaxdp.mechanisms.PosetCountMechanism",
+    "jaxdp.mechanisms.KNormMechanism",
+    "jaxdp.mechanisms.DiscreteGaussianMechanism",
+    "jaxdp.mechanisms.ZCDPGaussianMechanism",
+  ],
+  "accounting": ["jaxdp.accounting.Accountant.create"],
+  "session": ["jaxdp.session.Session"],
+  "ledger": ["jaxdp.ledger.Ledger"],
+}
+
+
+def rendered_signature(page: str, name: str) -> str | None:
+  """The text of the signature shown right under ``name``'s heading, or None."""
+  heading = re.search(rf'<h\d id="{re.escape(name)}".*?</h\d>\s*', page, re.S)
+  if heading is None:
+    return None
+  block = re.match(
+    r'<div class="doc-signature highlight">(.*?)</div>', page[heading.end() :], re.S
+  )
+  return block and " ".join(html.unescape(TAG.sub("", block.group(1))).split())
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+@pytest.mark.parametrize(
+  "page,name", [(p, n) for p, names in SIGNED.items() for n in names], ids=str
+)
+def test_api_pages_show_constructor_signatures(site, page, name):
+  """The signature under the heading names every parameter the object takes
+  (``inspect.signature`` of the real class or function)."""
+  module, _, attr = name.partition(".")
+  obj = importlib.import_module(module)
+  for part in attr.split("."):
+    obj = getattr(obj, part)
+  shown = rendered_signature((site / "api" / page / "index.html").read_text(), name)
+  assert shown is not None, f"api/{page}: no signature under {name}"
+  assert shown.startswith(f"{name.rsplit('.', 1)[-1]}("), shown
+  for param in inspect.signature(obj).parameters:
+    assert re.search(rf"[(,*] ?{param}\b", shown), f"{name}: {param} not in {shown}"
