@@ -7,6 +7,7 @@ import logging
 import pytest
 
 from tests.docs.test_docs import ROOT
+from tests.test_layout import MOVED
 
 griffe = pytest.importorskip("griffe")
 
@@ -105,3 +106,15 @@ def test_a_role_naming_no_object_is_a_warning(caplog):
 )
 def test_split_role(body, expected):
   assert sphinx_roles.split_role(body) == expected
+
+
+def test_no_role_names_a_moved_module():
+  """A moved module's old path is a shim without members: a role naming it (or a
+  name under it) would render as plain code instead of a link."""
+  stale = []
+  for path in sorted((ROOT / "jaxdp").rglob("*.py")):
+    for match in sphinx_roles.ROLE.finditer(path.read_text()):
+      _, target = sphinx_roles.split_role(match["body"])
+      if any(target == old or target.startswith(f"{old}.") for old in MOVED):
+        stale.append(f"{path.relative_to(ROOT)}: {match.group(0)}")
+  assert not stale, "roles naming a moved module path:\n" + "\n".join(stale)
