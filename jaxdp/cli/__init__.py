@@ -17,7 +17,7 @@
                              which noise to use: each one's expected squared error
 
 A poset file is JSON ({"order": [[0/1, ...], ...]}, {"d": D, "edges": [[i, j], ...]}
-with (i, j) meaning p_i < p_j, i.e. "i requires j", or {"requires": {"q2": ["q1"]}}),
+with (i, j) meaning p_i < p_j, i.e. "i requires j", or {"requires": {"q1": [], "q2": ["q1"]}}, every question a key),
 or text: a square 0/1 order matrix, one row per line, or "d D" then "i j" edge lines.
 See jaxdp.Poset.load.
 

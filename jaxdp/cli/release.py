@@ -22,7 +22,7 @@ from jaxdp import Accountant, Poset, PosetCountMechanism, raise_if_refused, rele
 from jaxdp.cli import outputs, release_report
 from jaxdp.cli.inputs import load_poset
 from jaxdp.cli.ledger import open_release
-from jaxdp.cli.parser import UsageError
+from jaxdp.cli.parser import POSET_REQUIRED, UsageError
 from jaxdp.cli.release_out import open_out
 
 # words that spreadsheets and parsers read as values, not as question names
@@ -303,7 +303,14 @@ def check_out_target(args):
 
 
 def run_release(args) -> int:
-  """Prints and writes the integer release, never the key or the data."""
+  """Prints and writes the integer release, never the key or the data.
+
+  Raises:
+    UsageError: no ``--poset`` (a release of the wrong poset's counts would spend the
+      budget), or any check before the budget is spent.
+  """
+  if args.poset is None:
+    raise UsageError(POSET_REQUIRED)
   out = None
   if args.out:
     check_out_target(args)

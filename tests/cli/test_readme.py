@@ -195,7 +195,7 @@ def test_the_repositorys_results_are_not_rewritten_without_the_flag(monkeypatch,
 def test_sample_a_poset_file_streamed(tmp_path, monkeypatch, capsys):
   """python -m jaxdp sample --poset my_poset.json --samples 1e8 --out z.npy"""
   (tmp_path / "my_poset.json").write_text(
-    json.dumps({"requires": {"q2": ["q1"], "q3": ["q1"]}})
+    json.dumps({"requires": {"q1": [], "q2": ["q1"], "q3": ["q1"]}})
   )
   r = _jaxdp_here(
     monkeypatch,
