@@ -389,7 +389,9 @@ def build_parser(epilog: str = "") -> Parser:
     "--out",
     default=None,
     type=path_flag,
-    help="also write the release as JSON to this file (not the --data file). " + OUT_RULE,
+    help="also write the release as JSON to this file (not the --data file), and "
+    "beside it, for --out rel.json, the table rel.csv, the provenance "
+    "rel.provenance.json and rel.provenance.csv, and rel.footnote.txt. " + OUT_RULE,
   )
   p.add_argument(
     "--overwrite-results",
