@@ -113,9 +113,9 @@ class OutFile:
     if stat.S_ISREG(st.st_mode) and self._holds_release():
       return
     raise UsageError(
-      f"--out {self.out}: the file exists and is not one written by jaxdp release (a "
-      "link, the data, a poset file, a ledger or its key); name a new file, or remove "
-      "this one first"
+      f"--out {self.out}: the file exists and is not a release file written by jaxdp "
+      "release (a link, the data, a poset file, a ledger or its key); name a new file, "
+      "or remove this one first"
     )
 
   def _holds_release(self) -> bool:

@@ -181,5 +181,8 @@ def test_a_file_beside_out_is_replaced_only_if_release_wrote_it(
   assert main(_argv(tmp_path / "answers.csv", out, *ledger)) == 2
   err = capsys.readouterr().err
   assert err.count("\n") == 1 and "Traceback" not in err
-  assert "is a file of the ledger or the --data file" in err or "not one written" in err
+  assert (
+    "is a file of the ledger or the --data file" in err
+    or "not a release file written" in err
+  )
   assert {p: p.read_bytes() for p in tmp_path.iterdir()} == kept  # no ledger either
