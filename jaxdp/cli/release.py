@@ -2,11 +2,12 @@
 
 One release of (respondents, yes-count per question) by the exact mechanism (integer
 K-norm noise, :mod:`jaxdp.exact`) under a secure accountant (a ChaCha20 key from the
-OS). Everything that can be checked is checked before the budget is spent: ``--out``
-first, then the poset, then every row of the data. Messages about the data name a row
-(counting from 0, a header line not counted), its line in the file and the rule it
-breaks, never its values; a header, which names the questions and holds no answers,
-is quoted.
+OS). Everything that can be checked is checked before the budget is spent: that
+``--poset`` is given, ``--out`` and the files beside it
+(:mod:`jaxdp.cli.release_files`), then the poset, then every row of the data.
+Messages about the data name a row (counting from 0, a header line not counted), its
+line in the file and the rule it breaks, never its values; a header, which names the
+questions and holds no answers, is quoted.
 """
 
 from __future__ import annotations
