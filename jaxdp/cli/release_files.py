@@ -31,6 +31,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import textwrap
 from datetime import datetime, timezone
 
 from jaxdp.cli.release_out import OutFile
@@ -52,6 +53,7 @@ TABLE_COLUMNS = (
 )
 PROVENANCE = "jaxdp release provenance"  # the document's name, first in both forms
 FOOTNOTE_TITLE = "About these counts"
+WIDTH = 80  # the footnote's line length
 KEY_STATEMENT = (
   "the noise was drawn from a ChaCha20 stream whose 256-bit key was read from the "
   "operating system's random generator (Python's secrets module) for this release "
@@ -122,17 +124,16 @@ def _csv(rows) -> str:
 
 
 def _methods(payload: dict) -> tuple[str, str]:
+  """The ``method`` and ``consistent_method`` cells: how each interval was computed
+  and what its level means (the rule of the ends is in the footnote and provenance)."""
   bars = payload["error_bars"]
   how = "exact" if bars["num_samples"] == 0 else "up to its Monte Carlo error"
-  raw = (
-    f"raw count: covers the true count with probability at least the level ({how}; "
-    f"{bars['method']}); {payload['interval_rule']}"
-  )
+  raw = f"{bars['method']}; coverage at least the level ({how})"
   cons = payload.get("consistent")
   if cons is None:
     return raw, ""
-  cbars = cons["error_bars"]
-  return raw, f"{cbars['method']}; {cbars['note']}; {payload['interval_rule']}"
+  note = "coverage not known: it can fall below the level near the constraints"
+  return raw, f"{cons['error_bars']['method']}; {note}"
 
 
 def table(payload: dict) -> str:
@@ -177,6 +178,7 @@ def provenance(payload: dict, poset, record: dict, when: datetime) -> dict:
     "key": KEY_STATEMENT,
     "level": payload["level"],
     "interval_method": payload["error_bars"]["method"],
+    "interval_rule": payload["interval_rule"],
   }
 
 
@@ -218,7 +220,7 @@ def footnote(payload: dict) -> str:
       f"count is not known, and it can be below {level} for counts near 0 or near "
       "the count of the question they follow."
     )
-  return "\n\n".join(paragraphs) + "\n"
+  return "\n\n".join(textwrap.fill(text, WIDTH) for text in paragraphs) + "\n"
 
 
 def texts(payload: dict, poset, record: dict, when: datetime) -> dict[str, str]:
