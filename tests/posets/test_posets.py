@@ -238,11 +238,14 @@ def test_a_misspelt_prerequisite_names_the_file_line_value_and_the_closest_key(t
     ),
     ("d 3\n0 1 2\n", "line 2: an edge line is 'i j'"),
     ("1 0\n1 x\n", "line 2: 'x' is not an integer"),
+    ('{"d": 3,\n "edges": [[0, 1],\n  [1, 3]]}', "line 3: 3 is not a question of the file"),
+    ('{"d": 3, "edges": [[0, 1], [-1, 2]]}', "line 1: -1 is not a question of the file"),
   ],
 )
-def test_a_text_poset_names_the_line_of_a_bad_field(tmp_path, text, error):
+def test_an_edge_list_names_the_line_of_a_bad_field(tmp_path, text, error):
   """An index out of range was reported as edges[k] (k counting edges, not lines), and
   a field that is not an integer as int()'s message, without its line."""
-  (tmp_path / "p.txt").write_text(text)
-  with pytest.raises(ValueError, match=f"p.txt: {error}"):
-    Poset.load(tmp_path / "p.txt")
+  name = "p.json" if text.startswith("{") else "p.txt"
+  (tmp_path / name).write_text(text)
+  with pytest.raises(ValueError, match=f"{name}: {error}"):
+    Poset.load(tmp_path / name)
