@@ -17,7 +17,9 @@
 Every file is built from the release's JSON record (the counts and intervals are
 the ones it holds) and written through ``--out``'s folder, with its checks
 (:meth:`jaxdp.cli.release_out.OutFile.sibling`): an existing file is replaced only
-if its text shows that this command wrote it.
+if its text shows that this command wrote it. A CSV cell of text that a spreadsheet
+would run as a formula (starting with ``=``, ``+``, ``-``, ``@``) gets a leading
+``'``: a question label comes from the poset file, which anyone may have written.
 
 The plain fingerprint of the data is never published: a SHA-256 of a small dataset
 is found by hashing every candidate (a neighbour's row tested against it), which no
@@ -117,9 +119,18 @@ def open_beside(out: OutFile) -> dict[str, OutFile]:
   return files
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet reads a formula
+
+
+def _cell(v):
+  """A CSV cell: text that a spreadsheet would run as a formula (a question label or
+  dataset name such as ``=HYPERLINK(...)``) gets a leading ``'``; numbers as they are."""
+  return "'" + v if isinstance(v, str) and v.startswith(FORMULA_STARTS) else v
+
+
 def _csv(rows) -> str:
   buf = io.StringIO()
-  csv.writer(buf, lineterminator="\n").writerows(rows)
+  csv.writer(buf, lineterminator="\n").writerows([[_cell(v) for v in r] for r in rows])
   return buf.getvalue()
 
 

@@ -190,3 +190,18 @@ def test_a_file_beside_out_is_replaced_only_if_release_wrote_it(
     or "not a release file written" in err
   )
   assert {p: p.read_bytes() for p in tmp_path.iterdir()} == kept  # no ledger either
+
+
+def test_a_label_that_is_a_formula_is_not_one_in_the_csv(tmp_path, fixed_noise):
+  """A question label from a poset file (`=HYPERLINK(...)`) was written as is: a
+  spreadsheet opening the table runs it."""
+  evil = '=HYPERLINK("http://x","y")'
+  poset = {"requires": {evil: [], "q2": [evil], "q3": ["q2"], "+q4": [evil]}}
+  (tmp_path / "p.json").write_text(json.dumps(poset))
+  np.save(tmp_path / "a.npy", _rows())
+  argv = _argv(tmp_path / "a.npy", tmp_path / "rel.json")
+  argv[argv.index("nhis1")] = str(tmp_path / "p.json")
+  assert main(argv) == 0
+  labels = [r[0] for r in _csv(tmp_path / "rel.csv")[1:]]
+  assert labels == ["respondents", "'" + evil, "q2", "q3", "'+q4"]
+  assert int(_csv(tmp_path / "rel.csv")[4][1]) == -1  # a negative count stays a number
