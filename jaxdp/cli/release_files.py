@@ -55,6 +55,7 @@ TABLE_COLUMNS = (
 )
 PROVENANCE = "jaxdp release provenance"  # the document's name, first in both forms
 FOOTNOTE_TITLE = "About these counts"
+FOOTNOTE_OPENING = FOOTNOTE_TITLE + "\n\nThe counts were published with differential"
 WIDTH = 80  # the footnote's line length
 KEY_STATEMENT = (
   "the noise was drawn from a ChaCha20 stream whose 256-bit key was read from the "
@@ -89,7 +90,7 @@ KINDS = {
     ".provenance.csv",
     lambda text: text.startswith(f"field,value\ndocument,{PROVENANCE}\n"),
   ),
-  "footnote": (".footnote.txt", lambda text: text.startswith(FOOTNOTE_TITLE)),
+  "footnote": (".footnote.txt", lambda text: text.startswith(FOOTNOTE_OPENING)),
 }
 
 
