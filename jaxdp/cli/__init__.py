@@ -17,9 +17,12 @@
                              which noise to use: each one's expected squared error
 
 A poset file is JSON ({"order": [[0/1, ...], ...]}, {"d": D, "edges": [[i, j], ...]}
-with (i, j) meaning p_i < p_j, i.e. "i requires j", or {"requires": {"q2": ["q1"]}}),
-or text: a square 0/1 order matrix, one row per line, or "d D" then "i j" edge lines.
-See jaxdp.Poset.load.
+with (i, j) meaning p_i < p_j, i.e. "i requires j", or {"requires": {"q1": [],
+"q2": ["q1"]}}, every question a key), or text: a square 0/1 order matrix, one row
+per line, or "d D" then "i j" edge lines. See jaxdp.Poset.load.
+
+release --out rel.json also writes rel.csv (the table), rel.provenance.json and
+rel.provenance.csv, and rel.footnote.txt beside it.
 
 Outputs go to out/<command>/ by default (an ignored folder), named after the command or
 the poset. An --out inside the repository's results/ folder (the published figures) is

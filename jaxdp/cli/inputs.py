@@ -7,7 +7,7 @@ from pathlib import Path
 import jax
 
 from jaxdp import Poset
-from jaxdp.cli.parser import UsageError
+from jaxdp.cli.parser import BUILT_IN_POSETS, UsageError
 from jaxdp.experiments.questionnaire import synthetic_questionnaire
 from jaxdp.samplers.general import GENERAL_MAX_D
 
@@ -45,7 +45,7 @@ def load_poset(src: str) -> Poset:
   Raises:
     UsageError: a malformed name, a missing or unreadable file, or an invalid poset.
   """
-  if src in ("nhis1", "nhis2", "nhis3"):
+  if src in BUILT_IN_POSETS:
     return Poset.nhis(int(src[-1]))
   if src.startswith("random:"):
     d, seed = _sized_spec(src, "random", GENERAL_MAX_D)

@@ -37,6 +37,16 @@ class NoBook:
   def summary(self) -> str | None:
     return None
 
+  def provenance(self) -> dict:
+    """The ledger's part of a release's provenance: none."""
+    return {
+      "dataset": None,
+      "data_tag": None,
+      "dataset_eps_spent": None,
+      "dataset_eps_budget": None,
+      "ledger_head": "no ledger",
+    }
+
   def close(self) -> None:
     pass
 
@@ -68,15 +78,36 @@ class Book:
     Raises:
       UsageError: the ledger cannot be read or does not verify.
     """
-    try:
-      (s,) = [d for d in self.ledger.datasets() if d.name == self.dataset]
-    except LedgerError as e:
-      raise UsageError(f"--ledger {self.ledger.path}: {e}") from None
+    s = self._dataset()
     return (
       f"ledger {self.ledger.path}: dataset {s.name!r}: spent {s.spent_eps:g} of eps "
       f"{s.budget['eps']:g}, {s.remaining_eps:g} left; head "
       f"{format_head(self.ledger.head)} (record it; pass it as --expect-head next time)"
     )
+
+  def _dataset(self):
+    try:
+      (s,) = [d for d in self.ledger.datasets() if d.name == self.dataset]
+    except LedgerError as e:
+      raise UsageError(f"--ledger {self.ledger.path}: {e}") from None
+    return s
+
+  def provenance(self) -> dict:
+    """The ledger's part of a release's provenance, read from the ledger: the
+    dataset, its data tag (keyed: :func:`jaxdp.ledger.summary.data_tag`), its spend
+    and budget, and the head (``SEQ:HASH``, as ``ledger show`` prints it).
+
+    Raises:
+      UsageError: the ledger cannot be read or does not verify.
+    """
+    s = self._dataset()
+    return {
+      "dataset": s.name,
+      "data_tag": s.tag,
+      "dataset_eps_spent": float(f"{s.spent_eps:g}"),  # as `ledger show` prints it
+      "dataset_eps_budget": s.budget["eps"],
+      "ledger_head": format_head(self.ledger.head),
+    }
 
 
 def open_release(args, rows, poset, acct, read=None):

@@ -30,9 +30,15 @@ MAX_DEVICES = 1 << 16
 MIN_EPS, MAX_EPS = 1e-6, 1e3
 SEED_RANGE = (-(2**31), 2**31 - 1)  # jaxdp.random.study_key's range
 
+BUILT_IN_POSETS = ("nhis1", "nhis2", "nhis3")  # the NHIS sections, Poset.nhis(k)
 POSET_HELP = (
-  f"nhis1|nhis2|nhis3, random:D[:SEED] (D <= {GENERAL_MAX_D}), questionnaire:D[:SEED] "
-  "(D <= 512), or a JSON/text file"
+  f"{'|'.join(BUILT_IN_POSETS)}, random:D[:SEED] (D <= {GENERAL_MAX_D}), "
+  "questionnaire:D[:SEED] (D <= 512), or a JSON/text file"
+)
+POSET_REQUIRED = (
+  "release needs --poset: the poset of the questionnaire the data answers, one of "
+  f"the built-in NHIS sections {', '.join(BUILT_IN_POSETS)}, random:D[:SEED], "
+  "questionnaire:D[:SEED], or a JSON/text poset file (there is no default)"
 )
 OUT_RULE = (
   "An --out inside the repository's results/ folder (the published figures) "
@@ -352,7 +358,9 @@ def build_parser(epilog: str = "") -> Parser:
     "noise) from a ChaCha20 key drawn from the OS. Costs --eps. --out is "
     "checked before the data is read. " + OUT_RULE,
   )
-  p.add_argument("--poset", default="nhis3", help=POSET_HELP)
+  p.add_argument(
+    "--poset", default=None, help="required (no default): the data's poset: " + POSET_HELP
+  )
   p.add_argument(
     "--data",
     required=True,
@@ -381,7 +389,9 @@ def build_parser(epilog: str = "") -> Parser:
     "--out",
     default=None,
     type=path_flag,
-    help="also write the release as JSON to this file (not the --data file). " + OUT_RULE,
+    help="also write the release as JSON to this file (not the --data file), and "
+    "beside it, for --out rel.json, the table rel.csv, the provenance "
+    "rel.provenance.json and rel.provenance.csv, and rel.footnote.txt. " + OUT_RULE,
   )
   p.add_argument(
     "--overwrite-results",

@@ -2,11 +2,12 @@
 
 One release of (respondents, yes-count per question) by the exact mechanism (integer
 K-norm noise, :mod:`jaxdp.exact`) under a secure accountant (a ChaCha20 key from the
-OS). Everything that can be checked is checked before the budget is spent: ``--out``
-first, then the poset, then every row of the data. Messages about the data name a row
-(counting from 0, a header line not counted), its line in the file and the rule it
-breaks, never its values; a header, which names the questions and holds no answers,
-is quoted.
+OS). Everything that can be checked is checked before the budget is spent: that
+``--poset`` is given, ``--out`` and the files beside it
+(:mod:`jaxdp.cli.release_files`), then the poset, then every row of the data.
+Messages about the data name a row (counting from 0, a header line not counted), its
+line in the file and the rule it breaks, never its values; a header, which names the
+questions and holds no answers, is quoted.
 """
 
 from __future__ import annotations
@@ -14,16 +15,17 @@ from __future__ import annotations
 import csv
 import json
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
 from jaxdp import Accountant, Poset, PosetCountMechanism, raise_if_refused, release
-from jaxdp.cli import outputs, release_report
+from jaxdp.cli import outputs, release_files, release_report
 from jaxdp.cli.inputs import load_poset
 from jaxdp.cli.ledger import open_release
-from jaxdp.cli.parser import UsageError
-from jaxdp.cli.release_out import open_out
+from jaxdp.cli.parser import POSET_REQUIRED, UsageError
+from jaxdp.cli.release_out import MECHANISM, check_out_target, open_out
 
 # words that spreadsheets and parsers read as values, not as question names
 VALUE_WORDS = frozenset(
@@ -37,7 +39,6 @@ HEADER_RULE = (
 )
 
 ANSWERS = ("0", "1")
-MECHANISM = "exact integer K-norm noise (jaxdp.exact)"  # opens every release file
 SHOWN_NAMES = 8  # names listed in an error before "and N more"
 
 
@@ -240,93 +241,30 @@ def largest_filters(poset: Poset, rows: np.ndarray) -> np.ndarray:
   return (x & ~_unmet(poset, x)).astype(rows.dtype)
 
 
-LEDGER_FILES = ("", ".key", "-wal", "-shm", "-journal")  # a ledger and its companions
-
-
-def ledger_files(ledger) -> list[Path]:
-  """The files of the ledger at ``ledger``, existing or not: the database, its key
-  (beside the path as given) and sqlite's journals (beside the resolved file, which
-  sqlite opens), under both the given and the resolved name."""
-  given = str(ledger)
-  real = str(_resolved(Path(ledger)))
-  return [Path(base + end) for base in dict.fromkeys((given, real)) for end in LEDGER_FILES]
-
-
-def _resolved(p: Path) -> Path:
-  try:
-    return p.resolve()
-  except (OSError, RuntimeError):  # a loop of links: its own absolute path
-    return p.absolute()
-
-
-def _same_file(a: Path, b: Path) -> bool:
-  if _resolved(a) == _resolved(b):
-    return True
-  try:
-    return a.exists() and b.exists() and a.samefile(b)
-  except OSError:
-    return False
-
-
-def check_out_target(args):
-  """Refuses an ``--out`` that names a file of ``--ledger`` (the database, its key,
-  its journals; existing or not, by resolved path and by inode: sqlite makes a
-  ``-wal`` and a first use makes the ledger and its key during the release), or an
-  existing file other than a release this command wrote (an allowlist: the data,
-  the poset file, found by path, symbolic or hard link, would otherwise be
-  overwritten). Called before anything is read or charged.
+def run_release(args) -> int:
+  """Prints and writes the integer release, never the key or the data.
 
   Raises:
-    UsageError: naming ``--out`` and what to do.
+    UsageError: no ``--poset`` (a release of the wrong poset's counts would spend the
+      budget), or any check before the budget is spent.
   """
-  path = Path(args.out)
-  ledger = getattr(args, "ledger", None)
-  if ledger is not None and any(_same_file(path, f) for f in ledger_files(ledger)):
-    raise UsageError(
-      f"--out {args.out} is a file of the ledger --ledger {ledger} (the database, its "
-      ".key, -wal, -shm or -journal file); write the release elsewhere"
-    )
-  if not path.exists() or path.is_dir():
-    return
-  if Path(args.data).exists() and path.samefile(args.data):
-    raise UsageError(f"--out {args.out} is the --data file; write the release elsewhere")
-  try:
-    ours = is_release(json.loads(path.read_text(encoding="utf-8")))
-  except (OSError, UnicodeDecodeError, ValueError):
-    ours = False
-  if not ours:
-    raise UsageError(
-      f"--out {args.out}: the file exists and is not a release written by jaxdp release "
-      "(it could be the data, a poset file, a ledger or its key); name a new file, or "
-      "remove this one first"
-    )
-
-
-def run_release(args) -> int:
-  """Prints and writes the integer release, never the key or the data."""
-  out = None
+  if args.poset is None:
+    raise UsageError(POSET_REQUIRED)
+  out, beside = None, {}
   if args.out:
     check_out_target(args)
     outputs.check_out_file(args.out, args.overwrite_results)
-    out = open_out(args.out, _guarded(args), is_release)  # its folder, held open
+    out = open_out(args)  # its folder, held open
   try:
-    return _run(args, out)
+    beside = {} if out is None else release_files.open_beside(out)
+    return _run(args, out, beside)
   finally:
-    if out is not None:
-      out.close()
+    for f in [out, *beside.values()]:
+      if f is not None:
+        f.close()
 
 
-def is_release(old) -> bool:
-  """Whether a file's JSON is a release this command wrote."""
-  return isinstance(old, dict) and str(old.get("mechanism", "")).startswith(MECHANISM)
-
-
-def _guarded(args) -> list:
-  ledger = getattr(args, "ledger", None)
-  return ([] if ledger is None else ledger_files(ledger)) + [Path(args.data)]
-
-
-def _run(args, target) -> int:
+def _run(args, target, beside) -> int:
   poset = load_poset(args.poset)
   read = load_rows(args.data, poset.d, poset.element_names)
   if args.on_invalid == "raise":
@@ -343,7 +281,8 @@ def _run(args, target) -> int:
   acct = book.charge(acct, mech, rows.shape)  # committed before the noise is drawn
   acct, noisy = release(acct, mech, rows)
   counts = np.asarray(raise_if_refused(acct, noisy)).astype(int).tolist()
-  note = book.summary()  # the ledger read back before anything is printed
+  when = datetime.now(timezone.utc)
+  note, record = book.summary(), book.provenance()  # read back before any output
   book.close()  # its files settled (a WAL checkpointed) before --out is written
   names = ["respondents"] + list(poset.element_names)
   payload = {
@@ -356,6 +295,8 @@ def _run(args, target) -> int:
   fields, lines = release_report.report(args, mech, counts, bars)
   payload.update(fields)
   if target is not None:  # through the folder opened at the start, never the path
+    for kind, text in release_files.texts(payload, poset, record, when).items():
+      beside[kind].write(text)
     target.write(json.dumps(payload, indent=2))
   print(
     f"eps = {args.eps:g} release of {poset!r} counts ({args.noise} noise, exact "
@@ -363,7 +304,8 @@ def _run(args, target) -> int:
   )
   print("\n".join(lines))
   if args.out:
-    print(f"wrote {args.out}", file=sys.stderr)
+    written = ", ".join([args.out, *(f.out for f in beside.values())])
+    print(f"wrote {written}", file=sys.stderr)
   if note:
     print(note, file=sys.stderr)
   return 0

@@ -7,6 +7,8 @@ written to a new temporary file in that folder (``O_CREAT | O_EXCL | O_NOFOLLOW`
 and renamed onto the name (``os.replace`` with both descriptors), so a symbolic link
 put at the ``--out`` path, or a folder swapped for another one, while the release
 runs is never followed: the name is replaced, never the file a link points to.
+The files written beside it (:mod:`jaxdp.cli.release_files`) go through the same
+folder descriptor (:meth:`OutFile.sibling`), with the same checks.
 """
 
 from __future__ import annotations
@@ -19,7 +21,17 @@ from pathlib import Path
 
 from jaxdp.cli.parser import UsageError
 
-__all__ = ["OutFile", "open_out"]
+__all__ = [
+  "MECHANISM",
+  "OutFile",
+  "check_out_target",
+  "guarded",
+  "is_release",
+  "ledger_files",
+  "open_out",
+]
+
+MECHANISM = "exact integer K-norm noise (jaxdp.exact)"  # opens every release file
 
 
 def _entry(path: Path) -> tuple[int, int, str] | None:
@@ -39,20 +51,24 @@ class OutFile:
     out: the ``--out`` value (its folder exists).
     guarded: files ``--out`` must never name (the ledger's files, the data), by
       their directory entry.
-    is_release: whether a file's text is a release this command wrote.
+    recognise: whether a file's text is one this command wrote (an existing file is
+      replaced only then).
+    folder: an open descriptor of the folder to use (duplicated), instead of opening
+      ``out``'s folder.
 
   Raises:
     UsageError: the folder cannot be opened, or the name is a guarded file.
   """
 
-  def __init__(self, out: str, guarded, is_release) -> None:
+  def __init__(self, out: str, guarded, recognise, folder: int | None = None) -> None:
     self.out, self.name = str(out), Path(out).name
-    self.guarded, self.is_release = [Path(p) for p in guarded], is_release
+    self.guarded, self.recognise = [Path(p) for p in guarded], recognise
+    self.fd = -1
     if self.name in ("", ".", ".."):
       raise UsageError(f"--out {out}: name a file")
     flags = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
     try:
-      self.fd = os.open(Path(out).parent, flags)
+      self.fd = os.open(Path(out).parent, flags) if folder is None else os.dup(folder)
     except OSError as e:
       raise UsageError(f"--out {out}: cannot open its folder ({e.strerror})") from None
     try:
@@ -60,6 +76,15 @@ class OutFile:
     except BaseException:
       self.close()
       raise
+
+  def sibling(self, name: str, recognise) -> OutFile:
+    """The file ``name`` in the same folder (this one's descriptor, duplicated),
+    checked as this one is.
+
+    Raises:
+      UsageError: as :class:`OutFile`.
+    """
+    return OutFile(Path(self.out).with_name(name), self.guarded, recognise, self.fd)
 
   def _where(self) -> tuple[int, int, str]:
     st = os.fstat(self.fd)
@@ -88,9 +113,9 @@ class OutFile:
     if stat.S_ISREG(st.st_mode) and self._holds_release():
       return
     raise UsageError(
-      f"--out {self.out}: the file exists and is not a release written by jaxdp "
-      "release (a link, the data, a poset file, a ledger or its key); name a new "
-      "file, or remove this one first"
+      f"--out {self.out}: the file exists and is not a release file written by jaxdp "
+      "release (a link, the data, a poset file, a ledger or its key); name a new file, "
+      "or remove this one first"
     )
 
   def _holds_release(self) -> bool:
@@ -98,7 +123,7 @@ class OutFile:
     try:
       fd = os.open(self.name, flags, dir_fd=self.fd)
       with os.fdopen(fd, encoding="utf-8") as f:
-        return self.is_release(json.loads(f.read()))
+        return self.recognise(f.read())
     except (OSError, UnicodeDecodeError, ValueError):
       return False
 
@@ -136,10 +161,93 @@ class OutFile:
       self.fd = -1
 
 
-def open_out(out: str, guarded, is_release) -> OutFile:
-  """The ``--out`` file, its folder opened and checked (see :class:`OutFile`).
+def open_out(args) -> OutFile:
+  """The ``--out`` file of ``args`` (after :func:`check_out_target`), its folder
+  opened and the name checked through it (see :class:`OutFile`).
 
   Raises:
     UsageError: as :class:`OutFile`.
   """
-  return OutFile(out, guarded, is_release)
+  return OutFile(args.out, guarded(args), release_text)
+
+
+LEDGER_FILES = ("", ".key", "-wal", "-shm", "-journal")  # a ledger and its companions
+
+
+def ledger_files(ledger) -> list[Path]:
+  """The files of the ledger at ``ledger``, existing or not: the database, its key
+  (beside the path as given) and sqlite's journals (beside the resolved file, which
+  sqlite opens), under both the given and the resolved name."""
+  given = str(ledger)
+  real = str(_resolved(Path(ledger)))
+  return [Path(base + end) for base in dict.fromkeys((given, real)) for end in LEDGER_FILES]
+
+
+def _resolved(p: Path) -> Path:
+  try:
+    return p.resolve()
+  except (OSError, RuntimeError):  # a loop of links: its own absolute path
+    return p.absolute()
+
+
+def _same_file(a: Path, b: Path) -> bool:
+  if _resolved(a) == _resolved(b):
+    return True
+  try:
+    return a.exists() and b.exists() and a.samefile(b)
+  except OSError:
+    return False
+
+
+def check_out_target(args):
+  """Refuses an ``--out`` that names a file of ``--ledger`` (the database, its key,
+  its journals; existing or not, by resolved path and by inode: sqlite makes a
+  ``-wal`` and a first use makes the ledger and its key during the release), or an
+  existing file other than a release this command wrote (an allowlist: the data,
+  the poset file, found by path, symbolic or hard link, would otherwise be
+  overwritten). Called before anything is read or charged.
+
+  Raises:
+    UsageError: naming ``--out`` and what to do.
+  """
+  path = Path(args.out)
+  ledger = getattr(args, "ledger", None)
+  if ledger is not None and any(_same_file(path, f) for f in ledger_files(ledger)):
+    raise UsageError(
+      f"--out {args.out} is a file of the ledger --ledger {ledger} (the database, its "
+      ".key, -wal, -shm or -journal file); write the release elsewhere"
+    )
+  if not path.exists() or path.is_dir():
+    return
+  if Path(args.data).exists() and path.samefile(args.data):
+    raise UsageError(f"--out {args.out} is the --data file; write the release elsewhere")
+  try:
+    ours = is_release(json.loads(path.read_text(encoding="utf-8")))
+  except (OSError, UnicodeDecodeError, ValueError):
+    ours = False
+  if not ours:
+    raise UsageError(
+      f"--out {args.out}: the file exists and is not a release written by jaxdp release "
+      "(it could be the data, a poset file, a ledger or its key); name a new file, or "
+      "remove this one first"
+    )
+
+
+def is_release(old) -> bool:
+  """Whether a file's JSON is a release this command wrote."""
+  return isinstance(old, dict) and str(old.get("mechanism", "")).startswith(MECHANISM)
+
+
+def release_text(text: str) -> bool:
+  """Whether a file's text is a release this command wrote.
+
+  Raises:
+    ValueError: it is not JSON.
+  """
+  return is_release(json.loads(text))
+
+
+def guarded(args) -> list:
+  """The files no output of ``args`` may replace: the ledger's and the data."""
+  ledger = getattr(args, "ledger", None)
+  return ([] if ledger is None else ledger_files(ledger)) + [Path(args.data)]

@@ -1,13 +1,16 @@
 """What ``jaxdp release`` publishes beside the counts: each count's interval, the
 order-consistent counts with theirs (``--consistent``), the poset and the version.
 
-The raw intervals come from the mechanism's noise law (:func:`jaxdp.error_bars`, no
+Every interval is stated on the count scale (:func:`count_interval`). The raw
+intervals come from the mechanism's noise law (:func:`jaxdp.error_bars`, no
 data, computed before the release); the consistent counts and their approximate
 intervals are postprocessing of the released vector (:func:`jaxdp.consistent`,
 :func:`jaxdp.consistent_error_bars`).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -44,13 +47,24 @@ def poset_record(poset: Poset) -> dict:
   }
 
 
+INTERVAL_RULE = (
+  "on the count scale: the lower end raised to 0 (a count is never negative) and "
+  "both ends rounded outward to whole numbers; an interval that covers the true "
+  "count still does, so the coverage is kept"
+)
+
+
+def count_interval(low: float, high: float) -> list[int]:
+  """``[max(floor(low), 0), max(ceil(high), 0)]``: an interval of a count on the
+  count scale. A true count ``x`` is a nonnegative integer, so ``low <= x <= high``
+  implies ``max(floor(low), 0) <= x <= max(ceil(high), 0)``: the interval covers
+  ``x`` whenever the one given does, and its coverage is at least theirs."""
+  return [max(math.floor(low), 0), max(math.ceil(high), 0)]
+
+
 def _intervals(names, counts, bars: ErrorBars) -> dict:
   low, high = bars.interval(np.asarray(counts, dtype=np.float64))
-  return {n: [_num(lo), _num(hi)] for n, lo, hi in zip(names, low, high)}
-
-
-def _num(v: float):
-  return int(v) if float(v).is_integer() else float(v)
+  return {n: count_interval(lo, hi) for n, lo, hi in zip(names, low, high)}
 
 
 def report(args, mech, counts, bars: ErrorBars) -> tuple[dict, list[str]]:
@@ -61,6 +75,7 @@ def report(args, mech, counts, bars: ErrorBars) -> tuple[dict, list[str]]:
     "poset_requires": poset_record(mech.poset),
     "level": args.level,
     "intervals": _intervals(names, counts, bars),
+    "interval_rule": INTERVAL_RULE,
     "error_bars": bars.to_dict(),
   }
   width = max(len(n) for n in names)

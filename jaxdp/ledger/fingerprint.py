@@ -46,6 +46,7 @@ __all__ = [
   "data_forms",
   "dataset_fingerprint",
   "legacy_rows_fingerprint",
+  "poset_fingerprint",
   "rows_fingerprint",
 ]
 
@@ -212,6 +213,12 @@ def data_forms(data: Any) -> list[str]:
   return list(dict.fromkeys(forms))
 
 
+def poset_fingerprint(poset: Any) -> str:
+  """The SHA-256 (hex) of a poset's order matrix (:func:`array_fingerprint` of its
+  booleans): a function of the questionnaire alone, safe to publish."""
+  return array_fingerprint(np.asarray(poset.order, bool))
+
+
 def form_record(data_fp: str, poset_fp: str | None) -> dict:
   """The fingerprint record of a data fingerprint and a poset's (or None)."""
   both = hashlib.sha256(f"jaxdp-dataset\x00{data_fp}\x00{poset_fp}".encode()).hexdigest()
@@ -224,5 +231,5 @@ def dataset_fingerprint(data: Any, poset: Any = None) -> dict:
   order's (for poset counts) and both together (hex SHA-256 each), and the rows
   fingerprint's scheme."""
   d = rows_fingerprint(as_held(data))
-  p = None if poset is None else array_fingerprint(np.asarray(poset.order, bool))
+  p = None if poset is None else poset_fingerprint(poset)
   return form_record(d, p)

@@ -3,11 +3,19 @@
 Parsing is separate from building: :func:`parse` returns a :class:`PosetSpec` that
 names the constructor of :class:`~jaxdp.Poset` and its arguments, and
 :meth:`Poset.load <jaxdp.Poset.load>` builds it.
+
+A file declares every question it names, so that a misspelt name is an error, never
+a new question: in a ``requires`` file each question is a key (one without
+prerequisites as ``"q1": []``), and a prerequisite that is not a key is refused,
+naming its line, the name and the closest key; in an edge list (JSON or text) each
+index lies in ``[0, D)``, and a bad one is refused naming its line.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -104,17 +112,107 @@ def _parse(path: Path, text: str) -> PosetSpec:
         raise ValueError(
           f"'d' is {obj['d']!r} but 'requires' names {question_count(spec)} questions"
         )
+      _check_declared(text, obj["requires"])
       return spec
     if "order" in obj:
       return PosetSpec("order", (obj["order"],), labels)
     d = obj["d"]  # the one form left: 'd' and 'edges'
     if isinstance(d, bool) or not isinstance(d, int):
       raise ValueError(f"'d' must be an integer; got {d!r}")
+    _check_json_edges(text, d, obj["edges"])
     return PosetSpec("edges", (d, obj["edges"]), labels)
-  lines = [ln.split("#")[0].split() for ln in text.splitlines()]
-  lines = [ln for ln in lines if ln]
+  lines = [(n, ln.split("#")[0].split()) for n, ln in enumerate(text.splitlines(), 1)]
+  lines = [(n, ln) for n, ln in lines if ln]
   if not lines:
     raise ValueError("the file holds no poset")
-  if lines[0][0] == "d":
-    return PosetSpec("edges", (int(lines[0][1]), [tuple(map(int, ln)) for ln in lines[1:]]))
-  return PosetSpec("order", ([[int(v) for v in ln] for ln in lines],))
+  (num, first), rest = lines[0], lines[1:]
+  if first[0] != "d":
+    return PosetSpec("order", ([[_integer(v, n) for v in ln] for n, ln in lines],))
+  if len(first) != 2:
+    raise ValueError(f"line {num}: expected 'd D' (the number of questions)")
+  d = _integer(first[1], num)
+  edges = []
+  for n, ln in rest:
+    if len(ln) != 2:
+      raise ValueError(
+        f"line {n}: an edge line is 'i j' (question i requires question j); got "
+        f"{len(ln)} fields"
+      )
+    edge = tuple(_integer(v, n) for v in ln)
+    for v in edge:
+      if not 0 <= v < d:
+        raise _index_error(n, v, d)
+    edges.append(edge)
+  return PosetSpec("edges", (d, edges))
+
+
+def _integer(text: str, line: int) -> int:
+  """An integer field of a text poset file (ASCII digits, an optional sign)."""
+  if not re.fullmatch(r"[+-]?[0-9]+", text):
+    raise ValueError(f"line {line}: {text[:40]!r} is not an integer")
+  return int(text)
+
+
+def _index_error(line: int, v: int, d: int) -> ValueError:
+  return ValueError(
+    f"line {line}: {v} is not a question of the file: indices run from 0 to {d - 1} "
+    f"(d = {d})"
+  )
+
+
+_PAIR = re.compile(r"\[\s*(-?[0-9]+)\s*,\s*(-?[0-9]+)\s*\]")  # a JSON edge [i, j]
+
+
+def _check_json_edges(text: str, d: int, edges) -> None:
+  """Refuses an index out of ``[0, d)`` in a JSON edge list, naming its line, when
+  the file's ``[i, j]`` pairs are exactly the edges (else the constructor names the
+  edge by its position)."""
+  pairs = list(_PAIR.finditer(text))
+  if not isinstance(edges, list) or [[int(v) for v in m.groups()] for m in pairs] != [
+    e for e in edges if isinstance(e, list)
+  ]:
+    return
+  for m in pairs:
+    for v in map(int, m.groups()):
+      if not 0 <= v < d:
+        raise _index_error(text.count("\n", 0, m.start()) + 1, v, d)
+
+
+# a JSON string token: outside strings, JSON holds no quote character
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _check_declared(text: str, requires) -> None:
+  """Refuses a prerequisite that is not a key of ``requires`` (a misspelt name would
+  otherwise be a new question), naming the line of its first use, the name and the
+  closest key.
+
+  Raises:
+    ValueError: ``line N: 'name', a prerequisite of 'q', is not a question ...``.
+  """
+  if not isinstance(requires, dict):
+    return  # the constructor says what is wrong
+  undeclared = {}  # each undeclared name: the first question that requires it
+  for q, reqs in requires.items():
+    for r in reqs if isinstance(reqs, list) else ():
+      if isinstance(r, str) and r not in requires:
+        undeclared.setdefault(r, q)
+  if not undeclared:
+    return
+  # its line: the first string token of the file that is an undeclared name (never a
+  # key, so every such token is a prerequisite)
+  found = (
+    (text.count("\n", 0, m.start()) + 1, json.loads(m.group()))
+    for m in _STRING.finditer(text)
+  )
+  line, name = next(
+    ((ln, v) for ln, v in found if v in undeclared), (0, next(iter(undeclared)))
+  )
+  close = difflib.get_close_matches(name, [str(k) for k in requires], n=1)
+  hint = f"; did you mean {close[0]!r}?" if close else "."
+  where = f"line {line}: " if line else ""
+  raise ValueError(
+    f"{where}{name!r}, a prerequisite of {undeclared[name]!r}, is not a question "
+    f"of the file{hint} Every question is a key of 'requires' (one without "
+    f"prerequisites as {json.dumps(name)}: []), so that a misspelt name is not a new question"
+  )

@@ -223,13 +223,14 @@ class Poset:
 
     Formats: JSON ``{"order": [[...]]}``, ``{"d": 5, "edges": [[i, j], ...]}`` or
     ``{"requires": {"q2": ["q1"], ...}}``, each with optional ``"labels"`` (not with
-    requires, which names the elements itself); or text: a 0/1 order matrix, one row
-    per line, or ``d D`` followed by ``i j`` edge lines (``#`` starts a comment).
-    The poset is named after the file.
+    requires, where every question is a key, ``"q1": []`` if it has no
+    prerequisite); or text: a 0/1 order matrix, one row per line, or ``d D``
+    followed by ``i j`` edge lines (``#`` starts a comment). Named after the file.
 
     Raises:
       ValueError: naming the file and what is wrong (also for ``"d": 2.5``, a
-        duplicate JSON key, or more questions than the samplers serve: 512).
+        duplicate JSON key, more questions than the samplers serve: 512, or a
+        prerequisite that is not a key: see :mod:`jaxdp.posets.formats`).
     """
     path = Path(path)
     name = path.stem

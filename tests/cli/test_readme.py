@@ -195,7 +195,7 @@ def test_the_repositorys_results_are_not_rewritten_without_the_flag(monkeypatch,
 def test_sample_a_poset_file_streamed(tmp_path, monkeypatch, capsys):
   """python -m jaxdp sample --poset my_poset.json --samples 1e8 --out z.npy"""
   (tmp_path / "my_poset.json").write_text(
-    json.dumps({"requires": {"q2": ["q1"], "q3": ["q1"]}})
+    json.dumps({"requires": {"q1": [], "q2": ["q1"], "q3": ["q1"]}})
   )
   r = _jaxdp_here(
     monkeypatch,
@@ -269,6 +269,12 @@ def test_release_from_a_csv(tmp_path, monkeypatch, capsys):
     isinstance(v, int) and abs(v - t) < 500 for v, t in zip(got["counts"].values(), truth)
   )
   assert "safe to publish" in r.out and "wrote rel.json" in r.err
+  beside = ["rel.csv", "rel.provenance.json", "rel.provenance.csv", "rel.footnote.txt"]
+  assert all((tmp_path / name).is_file() for name in beside)
+  table = (tmp_path / "rel.csv").read_text().splitlines()[1:]
+  assert [line.split(",")[:2] for line in table] == [
+    [k, str(v)] for k, v in got["counts"].items()
+  ]
 
 
 @pytest.mark.slow

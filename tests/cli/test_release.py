@@ -26,6 +26,10 @@ def _err(capsys, *hide):
   return err
 
 
+def _refuse_release(*args, **kwargs):
+  raise AssertionError("the release ran")
+
+
 @pytest.fixture
 def no_release(monkeypatch):
   """Fails the test if the budget is touched (an accountant is created)."""
@@ -294,3 +298,39 @@ def test_a_wrong_npy_shape_does_not_show_the_row_count(tmp_path, capsys, no_rele
     assert main(argv) == 2
     err = _err(capsys, tmp_path / "a.npy")
     assert "137" not in err and "expected a 2-D array of 4 columns" in err
+
+
+def test_a_misspelt_prerequisite_is_one_line_error_and_charges_nothing(
+  tmp_path, capsys, monkeypatch
+):
+  """The misspelt name was a new question: the release spent the budget on the wrong
+  poset (and the data had one column too few). The ledger's dataset keeps its head."""
+  monkeypatch.setattr(cli_release, "release", _refuse_release)
+  (tmp_path / "p.json").write_text(
+    '{"requires": {\n "q1": [],\n "q2": ["q1"],\n "q3": ["q2"],\n "q4": ["q11"]\n}}'
+  )
+  np.save(tmp_path / "a.npy", _answers(20))
+  book = tmp_path / "l.db"
+  with jaxdp.Ledger(book) as ledger:
+    ledger.accountant("survey", _answers(20), 1.0, poset=jaxdp.Poset.nhis(1))
+    head = ledger.head
+  argv = ["release", "--poset", str(tmp_path / "p.json"), "--data", str(tmp_path / "a.npy")]
+  flags = ["--eps", "1", "--ledger", str(book), "--dataset", "survey"]
+  assert main([*argv, *flags]) == 2
+  err = _err(capsys, tmp_path / "p.json")
+  assert err.startswith("jaxdp: error: --poset: PATH: line 5: 'q11', a prerequisite of")
+  assert "did you mean 'q1'?" in err and "Traceback" not in err
+  with jaxdp.Ledger(book) as ledger:
+    assert ledger.head == head and ledger.datasets()[0].charges == 0
+
+
+def test_release_without_poset_is_an_error_listing_the_built_in_posets(
+  tmp_path, capsys, no_release
+):
+  """--poset defaulted to nhis3: data of another questionnaire with 15 columns was
+  released as NHIS-3's counts."""
+  np.save(tmp_path / "a.npy", np.zeros((20, 15), np.int8))
+  assert main(["release", "--data", str(tmp_path / "a.npy"), "--eps", "1"]) == 2
+  err = _err(capsys)
+  assert "release needs --poset" in err and "nhis1, nhis2, nhis3" in err
+  assert "no default" in err

@@ -88,9 +88,12 @@ def test_release_publishes_intervals_consistent_counts_poset_and_version(
   poset_file.write_text(json.dumps(got["poset_requires"]))
   assert jaxdp.Poset.load(poset_file) == jaxdp.Poset.nhis(1)
   names = list(got["counts"])
-  for name in names:
-    lo, hi = got["intervals"][name]
-    assert lo <= got["counts"][name] <= hi and float(lo).is_integer()
+  offsets = zip(got["error_bars"]["lower"], got["error_bars"]["upper"])
+  for name, (below, above) in zip(names, offsets):
+    # on the count scale: the lower end raised to 0 (q3's count is -1), whole numbers
+    c = got["counts"][name]
+    assert got["intervals"][name] == [max(c + below, 0), max(c + above, 0)]
+    assert all(type(v) is int for v in got["intervals"][name])
   assert "exact quantiles" in got["error_bars"]["method"]  # NHIS-1 is enumerated
   assert got["error_bars"]["num_samples"] == 0
   truth = np.asarray(

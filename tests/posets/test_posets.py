@@ -204,3 +204,48 @@ def test_labels_a_header_could_not_name_are_refused(labels):
   """'a' and ' a' were both accepted, though a CSV header strips its fields."""
   with pytest.raises(ValueError, match="labels must be distinct and non-empty"):
     Poset.from_edges(2, [], labels=labels)
+
+
+def test_a_misspelt_prerequisite_names_the_file_line_value_and_the_closest_key(tmp_path):
+  """A prerequisite that no key declares was silently a new question (one that every
+  respondent answers 0), so a typo changed the poset."""
+  (tmp_path / "p.json").write_text(
+    '{"requires": {\n  "smoked": [],\n  "daily": ["smoked"],\n  "quit": ["daliy"],\n'
+    '  "ecig": ["smoked", "vape"]\n}}\n'
+  )
+  with pytest.raises(ValueError) as e:
+    Poset.load(tmp_path / "p.json")
+  msg = str(e.value)
+  assert msg.startswith(f"{tmp_path / 'p.json'}: line 4: 'daliy', a prerequisite of 'quit'")
+  assert "did you mean 'daily'?" in msg and '"daliy": []' in msg
+  (tmp_path / "q.json").write_text(
+    json.dumps({"requires": {"smoked": [], "ecig": ["smoked", "vape"]}}, indent=1)
+  )
+  with pytest.raises(ValueError, match=r"q.json: line 6: 'vape', a prereq.*of the file\. "):
+    Poset.load(tmp_path / "q.json")  # nothing close: no suggestion
+  # every question declared: the file loads as before
+  (tmp_path / "ok.json").write_text(json.dumps({"requires": {"q1": [], "q2": ["q1"]}}))
+  assert Poset.load(tmp_path / "ok.json") == Poset.from_edges(2, [(1, 0)])
+
+
+@pytest.mark.parametrize(
+  "text, error",
+  [
+    ("d 3\n0 1\n\n# x\n1 O\n", "line 5: 'O' is not an integer"),
+    (
+      "d 3\n0 1\n1 3\n",
+      r"line 3: 3 is not a question of the file: indices run from 0 to 2",
+    ),
+    ("d 3\n0 1 2\n", "line 2: an edge line is 'i j'"),
+    ("1 0\n1 x\n", "line 2: 'x' is not an integer"),
+    ('{"d": 3,\n "edges": [[0, 1],\n  [1, 3]]}', "line 3: 3 is not a question of the file"),
+    ('{"d": 3, "edges": [[0, 1], [-1, 2]]}', "line 1: -1 is not a question of the file"),
+  ],
+)
+def test_an_edge_list_names_the_line_of_a_bad_field(tmp_path, text, error):
+  """An index out of range was reported as edges[k] (k counting edges, not lines), and
+  a field that is not an integer as int()'s message, without its line."""
+  name = "p.json" if text.startswith("{") else "p.txt"
+  (tmp_path / name).write_text(text)
+  with pytest.raises(ValueError, match=f"{name}: {error}"):
+    Poset.load(tmp_path / name)
