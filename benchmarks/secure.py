@@ -34,13 +34,14 @@ The host share of every exact row is measured on the fast pass from ChaCha20 bit
 10^6 of NHIS-3 (counted at the kernel's host refinement), of the 22-element
 fence and of each l_2 case, ``--n-host`` (10^6) of each tree-path poset,
 where also the samples whose discrete choices the first pass left undecided are
-counted; the discrete Gaussian has no host step (integer arithmetic only). Writes
+counted, and 10^7 discrete Gaussian draws at sigma 1 and 2047. Writes
 results/secure.json and .md. ``--only nhis3`` writes the NHIS-3 K-norm rows alone
 (results/secure_nhis3.*), ``--only tree`` the two tree-path posets' rows and host
 shares with the load average around them (results/secure_tree.*), ``--only l2``
 the l_2 K-norm rows and their host shares with the load average around them
 (results/secure_l2.*), ``--only fence`` the 22-element fence's rows, their peak
-memory and host share with the load average around them (results/secure_fence.*).
+memory and host share with the load average around them (results/secure_fence.*),
+``--only dg`` the discrete Gaussian beside its floor (results/secure_dg.*).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from common import best_time, compiled_peak_ratio, machine, write_results
 import jaxdp
 from jaxdp import exact
 from jaxdp import random as dprandom
+from jaxdp.exact import gaussian as exact_gaussian
 from jaxdp.exact import refine as exact_refine
 from jaxdp.exact import tree as exact_tree
 from jaxdp.exact.intervals import tree_round
@@ -89,6 +91,17 @@ def _unsettled_laplace(key, n, scale):
   with jax.enable_x64(True):
     words = jax.random.bits(key, (n, 1, 2), jnp.uint32)
     _, settled, _ = jax.jit(exact.laplace_round)(words, scale)
+    return int(jnp.sum(~settled))
+
+
+def _unsettled_discrete_gaussian(key, n, sigma):
+  """Samples of ``exact.discrete_gaussian`` that the 64-bit table leaves for the host
+  (the device pass, ``exact.gaussian.lookup``, on ChaCha20 words)."""
+  table = exact_gaussian.law(exact.sigma_quarters(sigma))
+  with jax.enable_x64(True):
+    words = jax.random.bits(key, (n, 2), jnp.uint32)
+    u = (words[:, 0].astype(jnp.uint64) << 32) | words[:, 1].astype(jnp.uint64)
+    _, settled = jax.jit(lambda u: exact_gaussian.lookup(u, table))(u)
     return int(jnp.sum(~settled))
 
 
@@ -371,6 +384,48 @@ def _l2_only(args, n, cc, payload):
   write_results(args.out, "secure_l2", payload, "\n".join(lines))
 
 
+def _dg_only(args, n, cc, payload):
+  """``--only dg``: the exact discrete Gaussian beside its floor, the ChaCha20 words
+  it reads (two per sample), and OpenDP's, at four sigmas (results/secure_dg.*)."""
+  rows = []
+  payload["loadavg_before"] = list(os.getloadavg())
+  floor, _ = _measure(lambda k: jax.random.bits(k, (n, 2), jnp.uint32), cc, n, 8 * n)
+  rows.append(("discrete Gaussian", "floor: ChaCha20, 2 words a sample", floor, None))
+  out = {"floor_chacha20_2words": floor}
+  for label, sigma in (("1", 1.0), ("sqrt(16.5)", math.sqrt(16.5)), ("100", 100.0)):
+    fn = lambda k, s=sigma: exact.discrete_gaussian(k, (n,), sigma=s)
+    mine, _ = _measure(fn, cc, n, 4 * n)
+    peer = _opendp_gaussian(args.opendp_n, sigma)
+    left = _unsettled_discrete_gaussian(jax.random.fold_in(cc, 7), n, sigma)
+    out[label] = {"exact_chacha20": mine, "opendp_make_gaussian_int": peer, "left": left}
+    rows.append(
+      ("discrete Gaussian", f"exact, ChaCha20, sigma {label}", mine, floor / mine)
+    )
+    if peer:
+      name = f"OpenDP make_gaussian, int vector, sigma {label}"
+      rows.append(("discrete Gaussian", name, peer, floor / peer))
+  payload["loadavg_after"] = list(os.getloadavg())
+  payload["discrete_gaussian"] = out
+  lines = [
+    "| what | sampler | per second | time / floor |",
+    "|---|---|---:|---:|",
+    *(
+      f"| {w} | {name} | {rate:,.0f} | {'' if r is None else f'{r:.2f}'} |"
+      for w, name, rate, r in rows
+    ),
+  ]
+  before, after = payload["loadavg_before"][0], payload["loadavg_after"][0]
+  left = ", ".join(
+    f"sigma {k}: {v['left']}" for k, v in out.items() if k != "floor_chacha20_2words"
+  )
+  lines += [
+    "",
+    f"Batch {n:,} (OpenDP {args.opendp_n:,}), best of 3, one run; samples of {n:,} left "
+    f"for the host refinement: {left}; load average {before:.1f} -> {after:.1f}.",
+  ]
+  write_results(args.out, "secure_dg", payload, "\n".join(lines))
+
+
 def _tree_only(args, cc, payload):
   """``--only tree``: the tree-path rows and host shares alone
   (results/secure_tree.*), with the load average before and after."""
@@ -438,11 +493,11 @@ def main(argv=None):
   ap.add_argument("--out", default="results")
   ap.add_argument(
     "--only",
-    choices=["nhis3", "tree", "l2", "fence"],
+    choices=["nhis3", "tree", "l2", "fence", "dg"],
     help="only the NHIS-3 K-norm rows (results/secure_nhis3.*), only the "
     "tree-path rows (results/secure_tree.*), only the l_2 K-norm rows "
-    "(results/secure_l2.*) or only the 22-element fence's rows "
-    "(results/secure_fence.*)",
+    "(results/secure_l2.*), only the 22-element fence's rows "
+    "(results/secure_fence.*) or only the discrete Gaussian's (results/secure_dg.*)",
   )
   args = ap.parse_args(argv)
   n, n_tree = args.n, args.n_tree
@@ -456,6 +511,8 @@ def main(argv=None):
     return _tree_only(args, cc, payload)
   if args.only == "l2":
     return _l2_only(args, n, cc, payload)
+  if args.only == "dg":
+    return _dg_only(args, n, cc, payload)
   if args.only == "fence":
     return _fence_only(args, cc, payload)
 
@@ -551,7 +608,14 @@ def main(argv=None):
         payload["l2_knorm"][f"unsettled_of_1e6_d{dim}"],
       )
     )
-  host.append(("discrete Gaussian", None, 0))
+  for i, sigma in enumerate((1.0, 2047.0)):
+    host.append(
+      (
+        f"discrete Gaussian, sigma {sigma:g}",
+        m_refine,
+        _unsettled_discrete_gaussian(jax.random.fold_in(cc, 10 + i), m_refine, sigma),
+      )
+    )
   payload["unsettled"] = [{"what": w, "samples": m, "left_for_host": c} for w, m, c in host]
 
   lines = [

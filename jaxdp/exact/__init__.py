@@ -55,7 +55,9 @@ What is proved and what is assumed:
   (never on the data); the rare host round trip is observable.
 
 The discrete Gaussian (:func:`discrete_gaussian`, Canonne, Kamath & Steinke 2020) needs
-no rounding: it is sampled with integer arithmetic and exact Bernoulli trials only.
+no rounding: it is drawn by inversion of its exact distribution function, from a
+64-bit table on the device and, in the rare case the table does not settle a
+sample, in ``decimal`` on the host (:mod:`~jaxdp.exact.gaussian`).
 
 Modules: :mod:`~jaxdp.exact.samplers` (Laplace, poset-ball and l_inf K-norm noise),
 :mod:`~jaxdp.exact.limits` (the scale limits per dimension),

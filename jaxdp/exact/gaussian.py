@@ -1,46 +1,69 @@
-"""The exact discrete Gaussian sampler: integer arithmetic and exact Bernoulli trials.
+"""The exact discrete Gaussian sampler: inversion of its exact distribution function.
+
+A sample is the smallest integer y with ``V < F(y)``, where F is the discrete
+Gaussian's distribution function and V a uniform in [0, 1) whose binary digits are
+random bits (inversion). The device reads V's first 64 digits, so V lies in a dyadic
+interval ``[u, u + 1) 2^-64``, and compares u with a table of 64-bit integers
+bracketing every ``F(y)`` for ``|y| <= T``: where the interval lies strictly between
+two neighbouring values of F, y is settled. Otherwise (V within 2^-63 of some F(y),
+or |y| > T: probability below 2^-45 per sample) the sample is *refined*: 192 more
+digits of V are drawn and a host callback compares the 256-digit interval with F
+computed in ``decimal`` at 100 significant digits plus an absolute margin of 1e-80.
+A sample still unsettled then (probability below 2^-190) raises an error; nothing
+is guessed.
+
+F is computed on the host once per sigma, in ``decimal`` at 100 digits: the weights
+``w(z) = exp(-2 z^2 / a)`` (s^2 = a / 4) by the exact recurrence ``w(z + 1) = w(z)
+r(z)``, ``r(z + 1) = r(z) q`` with ``q = exp(-4 / a)``, their tail sums and the
+normaliser. Each product and sum has relative error at most 10^-99, so over at most
+2^16 terms every value of F is within 10^-93 of the truth; terms where ``2 z^2 / a
+> 253`` (below 10^-110 each, and falling geometrically) are left out. Both errors are
+far inside the 1e-80 margin, which the 64-bit table's floor and ceiling then widen
+further. Every comparison is of integers or of decimals with that margin, so the law
+of the output is exactly the discrete Gaussian's.
 
 References:
   C. Canonne, G. Kamath, T. Steinke, "The discrete Gaussian for differential
-  privacy", NeurIPS 2020, Algorithms 1-3.
+  privacy", NeurIPS 2020 (the law and its privacy). L. Devroye, "Non-uniform random
+  variate generation", 1986, Chapter III.2 (inversion with a guide table).
 """
 
 from __future__ import annotations
 
+import bisect
+import decimal
 import functools
 import math
 from fractions import Fraction
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from jaxdp import _checks
-from jaxdp.exact.choices import int62
-from jaxdp.exact.refine import raise_if
+from jaxdp.exact.refine import HOST_DIGITS, settle
 from jaxdp.prng.threefry import fast_key
 from jaxdp.samplers.chunks import chunked
 from jaxdp.typing import KeyArray, Shape
 
-MAX_SIGMA = 2047.0  # sigma <= 2^11 - 1 keeps every integer below 2^63
-Y_MAX = 1 << 18  # |Y| above this: C is decided by a lower bound on gamma
-LANES = 2048  # samples computed side by side; each takes the next free output slot
-K_MAX = 64  # von Neumann counters beyond this: an error (probability below 1/63!)
-STEPS = 16  # lane steps per draw of random words
+MAX_SIGMA = 2047.0  # sigma <= 2^11 - 1: |y| stays far below int32's range
+TABLE_TAIL = decimal.Decimal(2) ** -62  # T: the largest t with P(Y > t) above this
+CUT = 253  # weights exp(-2 z^2 / a) with 2 z^2 / a > CUT (below 1e-110) are left out
+SLACK = decimal.Decimal("1e-80")  # the host's margin on every value of F
+COMPARE_ALL = 32  # tables up to this size are searched by comparing with every entry
 DG_CHUNK = 1 << 20  # the most samples per sequential step (the chunks are balanced)
-SHORT_DEN = 1 << 18  # den up to this: one 31-bit uniform per step, else 62 bits
+_CTX = decimal.Context(prec=HOST_DIGITS, rounding=decimal.ROUND_HALF_EVEN)
 
 
 def discrete_gaussian(key: KeyArray, shape: Shape = (), *, sigma: float) -> jax.Array:
   """Discrete Gaussian noise N_Z(0, s^2), int32, exactly (Canonne, Kamath & Steinke).
 
   ``P(y) = exp(-y^2 / (2 s^2)) / sum_z exp(-z^2 / (2 s^2))`` over the integers, with
-  s^2 = ``sigma**2`` rounded *up* to a multiple of 1/4 (so every quantity is an exact
-  integer ratio; more noise, never less). Only integer arithmetic and exact Bernoulli
-  trials: Bernoulli(exp(-gamma)) by von Neumann's series (Algorithm 1), discrete
-  Laplace candidates (Algorithm 2) and rejection (Algorithm 3), all batched: each loop
-  runs until every sample of the batch is done.
+  s^2 = ``sigma**2`` rounded *up* to a multiple of 1/4 (so every quantity is a
+  function of an integer; more noise, never less). Drawn by inversion of the exact
+  distribution function (64 random digits on the device, 192 more on the host in
+  the rare case they do not settle the sample; see the module's docs).
 
   Args:
     key: one PRNG key.
@@ -51,13 +74,8 @@ def discrete_gaussian(key: KeyArray, shape: Shape = (), *, sigma: float) -> jax.
     int32 array of ``shape``.
 
   Raises:
-    ValueError: a bad sigma. At run time, an error (never a guess) if a candidate
-      beyond 2^18 survives 2^13 consecutive Bernoulli(1/e) trials (probability below
-      e^-8192).
-
-  References:
-    C. Canonne, G. Kamath, T. Steinke, "The discrete Gaussian for differential
-    privacy", NeurIPS 2020, Algorithms 1-3.
+    ValueError: a bad sigma. At run time, an error (never a guess) if a sample is
+      still unsettled after 256 random digits (probability below 2^-190).
   """
   _checks.check_key(key)
   key = fast_key(key)  # the same draws, faster (jaxdp.threefry)
@@ -73,215 +91,134 @@ def sigma_quarters(sigma: float) -> int:
   if not _checks.is_concrete(sigma):
     raise ValueError(
       "sigma must be a static Python number for the discrete Gaussian "
-      "(its integer tables are built on the host)."
+      "(its tables are built on the host)."
     )
   sigma = _checks.check_positive(sigma, "sigma")
   if sigma > MAX_SIGMA:
     raise ValueError(
       f"sigma must be at most {MAX_SIGMA:g} for the exact discrete "
-      f"Gaussian (64-bit integer arithmetic); got {sigma:g}."
+      f"Gaussian (its tables grow with sigma); got {sigma:g}."
     )
   return max(1, math.ceil(4 * Fraction(sigma) ** 2))
 
 
+class Law(NamedTuple):
+  """The discrete Gaussian's distribution function for s^2 = a / 4, on the host.
+
+  Attributes:
+    a: 4 s^2.
+    t: the table's reach T, the largest t with P(Y > t) > :data:`TABLE_TAIL`
+      (so P(|Y| > T) is below 2^-61 and every ``F(y) 2^64`` in the table is more
+      than 3 away from 0 and 2^64).
+    lo: uint64 (2 T + 2,): ``lo[j] <= F(j - T - 1) 2^64``.
+    hi: uint64 (2 T + 2,): ``hi[j] >= F(j - T - 1) 2^64``.
+    tail: decimal tail sums ``tail[m] = sum_{z >= m} w(z)`` for m = 0, 1, ...
+      (0 past the cut).
+    total: the normaliser ``sum_z w(z) = 2 tail[1] + 1``.
+  """
+
+  a: int
+  t: int
+  lo: np.ndarray
+  hi: np.ndarray
+  tail: tuple
+  total: decimal.Decimal
+
+  def cdf(self, y: int) -> decimal.Decimal:
+    """F(y) = P(Y <= y), at 100 digits (within 10^-93)."""
+    m = len(self.tail) - 1
+    if y < 0:
+      return _CTX.divide(self.tail[min(-y, m)], self.total)
+    return _CTX.subtract(1, _CTX.divide(self.tail[min(y + 1, m)], self.total))
+
+
+@functools.lru_cache(maxsize=16)
+def law(a: int) -> Law:
+  """The :class:`Law` for s^2 = a / 4 (kept for the 16 most recent a)."""
+  with decimal.localcontext(_CTX):
+    q = _CTX.exp(_CTX.divide(-4, a))
+    w, r = decimal.Decimal(1), _CTX.exp(_CTX.divide(-2, a))  # w(0), r(0) = w(1) / w(0)
+    weights = [w]
+    z = 0
+    while 2 * z * z <= CUT * a:
+      w, r, z = _CTX.multiply(w, r), _CTX.multiply(r, q), z + 1
+      weights.append(w)
+    tail = [decimal.Decimal(0)] * (len(weights) + 1)
+    for m in range(len(weights) - 1, -1, -1):
+      tail[m] = _CTX.add(tail[m + 1], weights[m])
+    total = _CTX.add(_CTX.multiply(2, tail[1]), 1)
+    t = 0  # P(Y > t) > 2^-62 keeps F(T) 2^64 below 2^64 - 3 (and F(-T-1) above 3)
+    while _CTX.divide(tail[t + 2], total) > TABLE_TAIL:
+      t += 1
+    part = Law(a, t, np.zeros(0, np.uint64), np.zeros(0, np.uint64), tuple(tail), total)
+    scale = decimal.Decimal(2) ** 64
+    values = [_CTX.multiply(part.cdf(y), scale) for y in range(-t - 1, t + 1)]
+    lo = [int((v - SLACK).to_integral_value(decimal.ROUND_FLOOR)) for v in values]
+    hi = [int((v + SLACK).to_integral_value(decimal.ROUND_CEILING)) for v in values]
+  if not (0 <= lo[0] and hi[-1] < 1 << 64):
+    raise AssertionError("the discrete Gaussian's table leaves [0, 2^64)")
+  as_u64 = lambda v: np.fromiter(v, np.uint64, len(v))  # beyond int64's range too
+  return part._replace(lo=as_u64(lo), hi=as_u64(hi))
+
+
 @functools.partial(jax.jit, static_argnames=("quarters", "n"))
 def _dg_kernel(key, *, quarters, n):
+  table = law(quarters)
   with jax.enable_x64(True):
 
     def chunk(k, m):
-      return _discrete_gaussian(k, quarters, m)
+      return _inversion(k, table, m)
 
     # balanced chunks: the last one overlaps the one before by fewer than `pieces` rows
     pieces = -(-n // DG_CHUNK) if n else 1
     return chunked(chunk, key, n, (), jnp.int32, -(-n // pieces))
 
 
-def step_tables(a: int, bits: int) -> tuple[int, int, np.ndarray, np.ndarray]:
-  """The integers of one lane step of :func:`discrete_gaussian`.
+def _inversion(key, table: Law, m: int):
+  """``m`` samples: each from two words (V's first 64 digits), settled against the
+  table, else refined on the host from 192 more digits drawn with its own key."""
+  k_words, k_refine = jax.random.split(key)
+  words = jax.random.bits(k_words, (m, 2), jnp.uint32)
+  u = (words[:, 0].astype(jnp.uint64) << 32) | words[:, 1].astype(jnp.uint64)
+  y, settled = lookup(u, table)
+  refine = functools.partial(refine_sample, table.a)
+  return settle(y, settled, words, jnp.float32(1.0), k_refine, refine)
 
-  ``b[p, k] = floor(2^bits / (q_p k))`` and ``lim[p, k] = q_p k b[p, k]`` for the
-  denominator ``q_p`` of phase ``p``'s trial (t for P_U = 0 and P_D = 1, 1 for P_V =
-  2 and P_W = 4, den for P_F = 5; rows 3 and 6 are zero) and the von Neumann counter
-  1 <= k <= ``K_MAX``: a uniform X below ``lim[p, k]`` decides Bernoulli(num /
-  (q_p k)) as ``X < num b[p, k]``, exactly (P_U reads U = X // b[0, 1] instead).
 
-  Args:
-    a: 4 s^2 (:func:`sigma_quarters`).
-    bits: the uniform's bits, 31 or 62.
+def lookup(u: jax.Array, table: Law) -> tuple[jax.Array, jax.Array]:
+  """``(y, settled)`` for V in ``[u, u + 1) 2^-64`` (u uint64): where ``settled``,
+  every such V has the same y (the smallest with V < F(y)); elsewhere y is 0."""
+  lo, hi = jnp.asarray(table.lo), jnp.asarray(table.hi)
+  # c = #{j : hi[j] <= u}: V >= F(j - T - 1) for those j, so y >= c - T - 1
+  small = lo.shape[0] <= COMPARE_ALL  # one pass of comparisons beats a binary search
+  c = jnp.searchsorted(hi, u, side="right", method="compare_all" if small else "scan")
+  inside = (c >= 1) & (c < lo.shape[0])
+  # and V < F(c - T - 1) when u + 1 <= lo[c]: then y = c - T - 1
+  settled = inside & (u < lo[jnp.minimum(c, lo.shape[0] - 1)])
+  return jnp.where(settled, c - table.t - 1, 0).astype(jnp.int32), settled
 
-  Returns:
-    ``(t, den, b, lim)``: t = floor(s) + 1, den = 8 a t^2 and the two int64 tables
-    of shape (7, ``K_MAX`` + 1).
+
+def refine_sample(a: int, words: np.ndarray, extra: np.ndarray, scale: float) -> int:
+  """The sample whose V has the digits of ``words`` (2,) then ``extra`` (uint32),
+  from :func:`law` ``(a)`` at 100 digits; ``scale`` (the refinement's) is unused.
+
+  Raises:
+    RuntimeError: V's interval still meets some F(y) widened by 1e-80, or lies
+      beyond the weights kept (probability below 2^-190).
   """
-  t = math.isqrt(a) // 2 + 1  # floor(sqrt(a / 4)) + 1
-  den = 8 * a * t * t  # < 2^49 for s < 2^11
-  b = np.zeros((7, K_MAX + 1), np.int64)
-  lim = np.zeros((7, K_MAX + 1), np.int64)
-  for p, q in enumerate((t, t, 1, None, 1, den, None)):
-    if q is None:
-      continue
-    for k in range(1, K_MAX + 1):
-      qk = q if p == 0 else q * k
-      b[p, k] = (1 << bits) // qk
-      lim[p, k] = qk * b[p, k]
-  return t, den, b, lim
-
-
-def _discrete_gaussian(key, a: int, m: int):
-  """CKS Algorithms 1-3 with s^2 = a / 4 and t = floor(s) + 1, on ``LANES`` lanes.
-
-  Each lane runs the sampler as a state machine, one trial per step, and owns one
-  output slot at a time: when its candidate is accepted it writes the slot and takes
-  the next unassigned one (slots ``0..m-1`` in order), so the loop's length is the
-  batch's total work over the lanes plus one sample's, not the slowest of ``m``
-  samples. A slot's value is the first accepted candidate of the attempts made for
-  it from fresh bits, whichever lane makes them and whenever, so the slots are
-  independent draws of the exact law.
-
-  * P_U: U uniform in [0, t); U = 0 skips P_D (exp(-0) = 1).
-  * P_D: D ~ Bernoulli(exp(-U/t)) by K-loop: while Bernoulli(U / (t K)): K += 1;
-    D = K odd. D = 0: back to P_U.
-  * P_V: V = number of Bernoulli(1/e) successes before a failure (each a K-loop with
-    gamma = 1, started at K = 2: Bernoulli(1/1) always succeeds). At the failure,
-    with a sign bit B of the same word: X = U + t V; X = 0 and B = 1 restarts; else
-    Y = +-X and gamma = (4t|Y| - a)^2 / (8 a t^2) = whole + frac / den.
-  * P_W: ``whole`` Bernoulli(1/e) trials; a failure rejects Y (back to P_U).
-  * P_F: Bernoulli(exp(-frac/den)) by K-loop: while Bernoulli(frac / (den K)); K
-    odd accepts Y, even rejects.
-
-  Every step takes one fresh uniform X per lane: 31 bits of one word when den <=
-  ``SHORT_DEN`` (the word's top bit is B), else 62 bits of two words (B is the first
-  word's top bit); words are drawn ``STEPS`` steps at a time. Each trial is
-  Bernoulli(num / (q K)) decided as ``X < num b`` given ``X < lim``
-  (:func:`step_tables`); draws outside the accepted range repeat the step (exact).
-  Beyond |Y| = 2^18 gamma is only bounded below (by ``lower`` >= 2^13); a sample
-  surviving that many trials, or a counter passing ``K_MAX``, sets the error flag
-  (probability below e^-8192 and 1/63!).
-  """
-  short = 8 * a * (math.isqrt(a) // 2 + 1) ** 2 <= SHORT_DEN
-  t, den, b_np, lim_np = step_tables(a, 31 if short else 62)
-  y_max = Y_MAX
-  lower = (4 * t * (y_max + 1) - a) ** 2 // den  # gamma >= this for |Y| > y_max
-  P_U, P_D, P_V, P_W, P_F, IDLE = 0, 1, 2, 4, 5, 6
-  i64 = jnp.int64
-  lanes = min(LANES, m)
-  row = K_MAX + 1
-  b_tab, lim_tab = jnp.asarray(b_np.ravel()), jnp.asarray(lim_np.ravel())
-  b_u = int(b_np[P_U, 1])
-
-  def gamma(x, sign):
-    """Y = +-X and its gamma (whole, frac, beyond the exact range)."""
-    cand = jnp.where(sign, -x, x)
-    is_big = x > y_max
-    z = 4 * t * jnp.minimum(x, y_max) - a
-    num = z * z  # exact: |z| < 2^31
-    return (
-      cand,
-      jnp.where(is_big, lower, num // den),
-      jnp.where(is_big, 0, num % den),
-      is_big,
-    )
-
-  def step(state, w):
-    phase, u, k, v, y, left, frac, big, slot, nxt, out, bad = state
-    if short:
-      w = w.astype(i64)
-      x, sign = w & 0x7FFFFFFF, (w >> 31) == 1
-    else:
-      x, sign = int62(w), (w[:, 0] >> 31) == 1
-    over = k > K_MAX
-    at_k = phase * row + jnp.minimum(k, K_MAX)
-    ok = x < lim_tab[at_k]
-    num = jnp.where(phase == P_F, frac, jnp.where(phase == P_D, u, 1))
-    cont = ok & (x < num * b_tab[at_k])  # Bernoulli(num / (q K)): the loop goes on
-    stop = ok & ~cont
-    odd = (k % 2) == 1
-    k_new = jnp.where(cont, k + 1, k)
-    phase_new = phase
-    # P_U
-    at = (phase == P_U) & ok
-    u = jnp.where(at, x // b_u, u)
-    zero = at & (u == 0)
-    phase_new = jnp.where(at, jnp.where(zero, P_V, P_D), phase_new)
-    k_new = jnp.where(at, jnp.where(zero, 2, 1), k_new)
-    v = jnp.where(zero, 0, v)
-    # P_D
-    at = (phase == P_D) & stop
-    phase_new = jnp.where(at, jnp.where(odd, P_V, P_U), phase_new)
-    v = jnp.where(at, 0, v)
-    k_new = jnp.where(at, 2, k_new)
-    # P_V: a success counts one more; a failure forms the candidate
-    at = (phase == P_V) & stop
-    v = jnp.where(at & odd, v + 1, v)
-    k_new = jnp.where(at, 2, k_new)
-    form = at & ~odd
-    xx = u + t * v
-    restart = form & sign & (xx == 0)
-    take = form & ~restart
-    cand, whole, fr, is_big = gamma(xx, sign)
-    y = jnp.where(take, cand, y)
-    left = jnp.where(take, whole, left)
-    frac = jnp.where(take, fr, frac)
-    big = jnp.where(take, is_big, big)
-    phase_new = jnp.where(restart, P_U, jnp.where(take, P_W, phase_new))
-    # P_W: `left` Bernoulli(1/e) trials, all must succeed (`left` = 0: none)
-    at = (phase == P_W) & stop
-    left = jnp.where(at & odd, left - 1, left)
-    k_new = jnp.where(at, 2, k_new)
-    phase_new = jnp.where(at & ~odd, P_U, phase_new)  # rejected
-    ready = (phase_new == P_W) & (left == 0)
-    survived = ready & big  # gamma unknown beyond the bound
-    phase_new = jnp.where(ready & ~big, P_F, phase_new)
-    k_new = jnp.where(ready, 1, k_new)
-    # P_F: odd K accepts Y, even rejects
-    at = (phase == P_F) & stop
-    done = at & odd
-    phase_new = jnp.where(at & ~odd, P_U, phase_new)
-    k_new = jnp.where(at, 1, k_new)
-    # an accepted lane writes its slot and takes the next free one
-    out = out.at[jnp.where(done, slot, m)].set(y.astype(jnp.int32), mode="drop")
-    rank = jnp.cumsum(done, dtype=jnp.int32) - 1
-    slot = jnp.where(done, nxt + rank, slot)
-    nxt = nxt + jnp.sum(done, dtype=jnp.int32)
-    phase_new = jnp.where(done, jnp.where(slot < m, P_U, IDLE), phase_new)
-    live = phase != IDLE
-    fail = live & (survived | over)
-    bad = bad | jnp.any(fail)
-    phase_new = jnp.where(fail, IDLE, phase_new)
-    return (phase_new, u, k_new, v, y, left, frac, big, slot, nxt, out, bad), None
-
-  def block(carry):
-    state, i = carry
-    shape = (STEPS, lanes) if short else (STEPS, lanes, 2)
-    words = jax.random.bits(jax.random.fold_in(key, i), shape, jnp.uint32)
-    return lax.scan(step, state, words)[0], i + 1
-
-  zeros = jnp.zeros((lanes,), i64)
-  init = (
-    jnp.full((lanes,), P_U, i64),
-    zeros,
-    jnp.ones((lanes,), i64),
-    zeros,
-    zeros,
-    zeros,
-    zeros,
-    jnp.zeros((lanes,), bool),
-    jnp.arange(lanes, dtype=jnp.int32),
-    jnp.int32(lanes),
-    jnp.zeros((m,), jnp.int32),
-    jnp.asarray(False),
+  del scale
+  digits = [int(v) for v in (*words, *extra)]
+  big = functools.reduce(lambda acc, v: (acc << 32) | v, digits, 0)
+  top = decimal.Decimal(2) ** (32 * len(digits))
+  table = law(a)
+  reach = len(table.tail) - 1
+  with decimal.localcontext(_CTX):
+    v_lo, v_hi = _CTX.divide(big, top), _CTX.divide(big + 1, top)
+    ys = range(-reach, reach)
+    y = ys[bisect.bisect_right(ys, v_lo, key=table.cdf)]  # first y with F(y) > v_lo
+    if table.cdf(y - 1) + SLACK <= v_lo and v_hi <= table.cdf(y) - SLACK:
+      return y
+  raise RuntimeError(
+    "exact discrete Gaussian: a sample could not be settled with 256 random digits "
+    "(probability below 2^-190); nothing released."
   )
-  final = lax.while_loop(lambda c: jnp.any(c[0][0] != IDLE), block, (init, jnp.int32(0)))[0]
-  out, bad = final[10], final[11]
-  passed = _raise_if(
-    bad,
-    "exact discrete Gaussian: a candidate beyond 2^18 survived "
-    "2^13 Bernoulli(1/e) trials, or a von Neumann counter passed 64 "
-    "(probability below 1/63!); nothing released.",
-  )
-  return _checks.mark_invalid(passed, out)
-
-
-def _raise_if(flag, message: str):
-  """True normally; a run-time error (also under jit) when ``flag`` is True."""
-  return raise_if(flag, lambda _: RuntimeError(message))

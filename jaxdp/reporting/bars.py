@@ -9,9 +9,12 @@ spends no budget. Applied to a release ``y = x + noise`` the interval
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import threading
 from typing import Any
 
+import jax
 import numpy as np
 
 from jaxdp import _checks
@@ -20,6 +23,7 @@ from jaxdp.reporting.laws import NoiseLaw, noise_law
 from jaxdp.typing import ArrayLike, KeyArray
 
 __all__ = [
+  "CACHE_SIZE",
   "MAX_ENTRIES",
   "ErrorBars",
   "check_level",
@@ -29,6 +33,9 @@ __all__ = [
 ]
 
 MAX_ENTRIES = 1 << 26  # simulated noise entries held at once (512 MiB in float64)
+CACHE_SIZE = 64  # error bars kept, least recently used dropped first
+_CACHE: collections.OrderedDict = collections.OrderedDict()
+_CACHE_LOCK = threading.Lock()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,7 +189,11 @@ def error_bars(
       vectors; 27,869 for 300 questions).
 
   Returns:
-    :class:`ErrorBars`; ``bars.interval(released)`` gives the intervals.
+    :class:`ErrorBars`; ``bars.interval(released)`` gives the intervals. The bars
+    are kept (the :data:`CACHE_SIZE` most recently used, keyed by the noise law,
+    level, sample count and the key's bits), so asking again for the same
+    mechanism's bars, once per release say, costs no simulation; their arrays are
+    read-only.
 
   Raises:
     TypeError: an unsupported mechanism.
@@ -194,8 +205,48 @@ def error_bars(
   if num_samples is None:
     num_samples = min(200_000, max(20_000, (1 << 23) // dim))
   n = check_samples(num_samples, dim)
-  key = simulate.simulation_key(key)
-  if quantiles.has_closed_form(law):
+  if key is not None:
+    key = simulate.simulation_key(key)
+  closed = quantiles.has_closed_form(law)
+  cache_key = (law, closed, level, n, _key_identity(key))
+  with _CACHE_LOCK:
+    bars = _CACHE.get(cache_key)
+    if bars is not None:
+      _CACHE.move_to_end(cache_key)
+      return bars
+  bars = _read_only(_compute(law, closed, level, n, simulate.simulation_key(key)))
+  with _CACHE_LOCK:
+    _CACHE[cache_key] = bars
+    while len(_CACHE) > CACHE_SIZE:
+      _CACHE.popitem(last=False)
+  return bars
+
+
+def _key_identity(key) -> tuple | None:
+  """What fixes a key's draws: its generator and its bits (None: the default key)."""
+  if key is None:
+    return None
+  if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+    impl, bits = str(jax.random.key_impl(key)), jax.random.key_data(key)
+  else:
+    impl, bits = "raw", key
+  bits = np.asarray(bits)
+  return impl, bits.dtype.str, bits.shape, bits.tobytes()
+
+
+def _read_only(bars: ErrorBars) -> ErrorBars:
+  """``bars`` with read-only copies of its arrays: a cached object is shared."""
+  arrays = {}
+  for field in ("lower", "upper", "coverage", "mc_error"):
+    arrays[field] = np.array(getattr(bars, field), dtype=np.float64)
+    arrays[field].flags.writeable = False
+  return dataclasses.replace(bars, **arrays)
+
+
+def _compute(law: NoiseLaw, closed: bool, level: float, n: int, key) -> ErrorBars:
+  """The error bars of ``law`` at ``level``: exact where ``closed``, else from ``n``
+  simulated draws."""
+  if closed:
     t, coverage = quantiles.exact_half_width(law, level)
     dims = () if law.dim is None else (law.dim,)
     t, coverage = np.full(dims, t * law.unit), np.full(dims, coverage)

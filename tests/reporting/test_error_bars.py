@@ -11,7 +11,7 @@ import pytest
 from scipy import integrate, special, stats
 
 import jaxdp
-from jaxdp.reporting import moments, noise_law, poset_law, quantiles
+from jaxdp.reporting import moments, noise_law, poset_law, quantiles, simulate
 
 LEVELS = (0.5, 0.9, 0.95, 0.99)
 
@@ -243,3 +243,32 @@ def test_simulations_that_would_not_fit_in_memory_are_refused_before_drawing():
   mech = jaxdp.PosetCountMechanism(jaxdp.Poset.nhis(1), 1.0)
   with pytest.raises(ValueError, match="num_samples must be at most 13,421,772 for 5"):
     jaxdp.error_bars(mech, num_samples=10**8)
+
+
+def test_bars_are_kept_per_law_level_samples_and_key(monkeypatch):
+  """Asking again for a mechanism's Monte Carlo bars (once per release, say) reuses
+  them; a different key, level, sample count or eps simulates afresh; the shared
+  arrays cannot be changed in place."""
+  monkeypatch.setattr(poset_law, "ENUMERATE_MAX_OBJECTS", 10)  # NHIS-1 as if large
+  calls = []
+  draws = simulate.noise_draws
+  monkeypatch.setattr(simulate, "noise_draws", lambda *a: calls.append(a) or draws(*a))
+  mech = jaxdp.PosetCountMechanism(jaxdp.Poset.nhis(1), 0.7)
+  first = jaxdp.error_bars(mech, 0.9, num_samples=1_000, key=jax.random.key(5))
+  assert len(calls) == 1 and not first.exact
+  same = jaxdp.PosetCountMechanism(jaxdp.Poset.nhis(1), 0.7)  # an equal mechanism
+  assert jaxdp.error_bars(same, 0.9, num_samples=1_000, key=jax.random.key(5)) is first
+  assert len(calls) == 1
+  other_key = jaxdp.error_bars(mech, 0.9, num_samples=1_000, key=jax.random.key(6))
+  assert len(calls) == 2 and np.any(other_key.upper != first.upper)
+  jaxdp.error_bars(mech, 0.8, num_samples=1_000, key=jax.random.key(5))
+  jaxdp.error_bars(mech, 0.9, num_samples=1_001, key=jax.random.key(5))
+  bigger = jaxdp.PosetCountMechanism(jaxdp.Poset.nhis(1), 1.4)
+  half = jaxdp.error_bars(bigger, 0.9, num_samples=1_000, key=jax.random.key(5))
+  assert len(calls) == 5
+  np.testing.assert_allclose(half.upper, first.upper / 2, rtol=1e-6)  # same draws
+  for name in ("lower", "upper", "coverage", "mc_error"):
+    with pytest.raises(ValueError, match="read-only"):
+      getattr(first, name)[0] = 0.0
+  monkeypatch.undo()  # NHIS-1 enumerable again: exact bars, not the cached ones
+  assert jaxdp.error_bars(mech, 0.9, num_samples=1_000, key=jax.random.key(5)).exact

@@ -36,7 +36,7 @@ SITES = {
   ("scan", "tree.tree_objects"): "static: the decomposition tree's height",
   ("scan", "tree._size_pass"): "static: the tree's waves of choices",
   ("scan", "tree._down_set_first"): "static: the tree's height",
-  ("scan", "gaussian._discrete_gaussian.block"): "static: 16 steps per block",
+  ("scan", "gaussian.lookup"): "static: the binary search's log2(table) steps",
   ("cond", "gamma.gamma_shapes"): "once per chunk: more rejections than the buffer",
   ("cond", "gamma.gamma_radius"): "once per chunk: more rejections than the buffer",
   ("cond", "refine.settle"): "exact mode: the rare host refinement, once per chunk",
@@ -46,7 +46,6 @@ SITES = {
   ("while", "choices.uniform_below_each"): "exact rejection: a 2nd round is rare",
   ("while", "wide.uniform_below_wide"): "exact rejection: a 2nd round is rare",
   ("while", "interleave.interleave"): "exact: redraws tied sort keys (rare)",
-  ("while", "gaussian._discrete_gaussian"): "exact rejection: rounds of 16 steps",
   ("cond", "refine.raise_if"): "exact mode: the failure check (p < 1/63!)",
   ("pure_callback", "refine.raise_if.<lambda>"): "exact mode: the failure check",
 }
@@ -60,7 +59,7 @@ PRIMITIVES = (
     "erf_inv exp floor gather ge gt iota is_finite jit le log log1p lt max min mul ne "
     "neg not optimization_barrier or pad platform_index population_count random_bits "
     "random_fold_in random_split random_unwrap random_wrap reduce_and reduce_max "
-    "reduce_min reduce_or reduce_prod reduce_sum rem reshape rev rsqrt scatter scatter-add "
+    "lt_to reduce_min reduce_or reduce_prod reduce_sum rem reshape rev rsqrt scatter scatter-add "
     "scatter-min select_n shift_left shift_right_arithmetic shift_right_logical sign "
     "slice sort sqrt squeeze stack sub transpose xor".split()
   )
