@@ -48,12 +48,14 @@ class Index:
     by_data: data fingerprint -> the name it is registered under (for a dataset
       registered by jaxdp 0.1, also its fingerprint of the current scheme, from a
       ``fingerprint`` entry).
+    positions: name -> the numbers of its charge and refusal entries, in order
+      (entry ``positions[name][k - 1]`` holds the state after its ``k``-th).
   """
 
   def __init__(self, ledger_id: str, key: bytes):
     self.chain = Chain(ledger_id, key)
     self._written: list = []
-    self.datasets, self.states, self.by_data, self.counts = {}, {}, {}, {}
+    self.datasets, self.states, self.by_data, self.positions = {}, {}, {}, {}
 
   # ------------------------------------------------------------------ reading
   def sync(self, tx: Transaction) -> None:
@@ -108,7 +110,7 @@ class Index:
       self.datasets[name] = dict(entry, seq=seq, time=time)
       self.states[name] = initial_state(entry["budget"])
       self.by_data.setdefault(entry["fingerprint"]["data"], name)
-      self.counts[name] = 0
+      self.positions[name] = []
       return
     if kind not in KINDS or name not in self.datasets:
       raise LedgerTamperedError(
@@ -139,7 +141,7 @@ class Index:
         "state: an entry before it was removed or edited."
       )
     self.states[name] = after
-    self.counts[name] += 1
+    self.positions[name].append(seq)
 
   # ------------------------------------------------------------------ writing
   def append(self, tx: Transaction, dataset: str, kind: str, body: dict) -> None:
@@ -180,12 +182,13 @@ class Index:
       dict(self.datasets),
       dict(self.states),
       dict(self.by_data),
-      dict(self.counts),
+      {name: len(seqs) for name, seqs in self.positions.items()},
     )
 
   def _restore(self, saved) -> None:
     self.chain.seq, self.chain.hash = saved[0], saved[1]
-    self.datasets, self.states, self.by_data, self.counts = (dict(d) for d in saved[2:])
+    self.datasets, self.states, self.by_data = (dict(d) for d in saved[2:5])
+    self.positions = {n: self.positions[n][:k] for n, k in saved[5].items()}
 
 
 def verify_row(row, key: bytes) -> None:
