@@ -59,21 +59,32 @@ class Index:
 
   # ------------------------------------------------------------------ reading
   def sync(self, tx: Transaction) -> None:
-    """Reads and verifies the entries appended since the last sync.
+    """Reads and verifies the entries appended since the last sync, after checking
+    that the last entry read is still there, unchanged (its stored hash the one
+    read, its content matching it), and before checking the head's seal.
+
+    Entries before the last one read are verified when a ledger is opened, not at
+    every sync: an edit of one of them in between is found by the next open (and by
+    :func:`~jaxdp.ledger.protocol.check_lineage`, in the one entry it reads), while
+    this index's states, replayed from the entries as verified, decide the charges.
 
     Raises:
       LedgerRollbackError: the file holds fewer entries than were read before, or
         the last entry read was replaced (an older copy put back).
-      LedgerTamperedError: an entry or the head does not verify.
+      LedgerTamperedError: an entry, the last entry read or the head does not
+        verify.
     """
     head = tx.head()
     seq = self.chain.seq
-    if head[0] < seq or (seq and tx.hash_at(seq) != self.chain.hash):
+    last = tx.row_at(seq) if seq else None
+    if head[0] < seq or (seq and (last is None or last[6] != self.chain.hash)):
       raise LedgerRollbackError(
         f"the ledger now ends before entry {seq}, which this process read earlier "
         f"(its head is entry {head[0]}), or entry {seq} was replaced: an older copy "
         "of the file was put back. Nothing is answered; restore the newest copy."
       )
+    if last is not None:  # the last entry read, edited in place since (hash kept)
+      verify_row(last, self.chain.key)
     for row in tx.entries_after(seq):
       self.apply(row)
     if head != (self.chain.seq, self.chain.hash):

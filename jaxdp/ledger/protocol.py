@@ -235,8 +235,7 @@ def _at(acct: Accountant, state: dict, committed: dict) -> Accountant:
   (its counters int32 arrays, as :func:`records.resume` makes them)."""
   counters = (acct.spent_units, acct.spent_delta_units, acct.answered, acct.refusals)
   if state == committed and all(
-    isinstance(c, jax.Array) and c.dtype == np.int32 and not c.weak_type
-    for c in counters
+    isinstance(c, jax.Array) and c.dtype == np.int32 and not c.weak_type for c in counters
   ):
     return acct
   return records.resume(acct, committed)
