@@ -199,7 +199,9 @@ class Index:
   def _restore(self, saved) -> None:
     self.chain.seq, self.chain.hash = saved[0], saved[1]
     self.datasets, self.states, self.by_data = (dict(d) for d in saved[2:5])
-    self.positions = {n: self.positions[n][:k] for n, k in saved[5].items()}
+    self.positions = {n: self.positions[n] for n in saved[5]}
+    for name, k in saved[5].items():  # append-only: cut back to the saved length
+      del self.positions[name][k:]
 
 
 def verify_row(row, key: bytes) -> None:
