@@ -36,7 +36,7 @@ from jaxdp import _checks
 from jaxdp.accounting import Accountant, budget, guard
 from jaxdp.accounting.rules import bound_rule
 from jaxdp.ledger import records
-from jaxdp.ledger.errors import LedgerError
+from jaxdp.ledger.errors import LedgerError, LedgerTamperedError
 from jaxdp.ledger.index import Index, initial_state, verify_row
 from jaxdp.ledger.store import Store
 
@@ -159,32 +159,30 @@ def check_lineage(index: Index, tx: Any, path: str, dataset: str, state: dict) -
 
   Every charge or refusal entry counts one answer or one refusal, so an earlier
   state after ``k = answered + refusals`` of the dataset's entries can only be the
-  state after its ``k``-th; that one entry is read, and its own keyed hash verified
-  (:func:`~jaxdp.ledger.index.verify_row`) before its state is believed. Any other
-  state is looked for in every entry of the dataset before it is refused.
+  state after its ``k``-th: that one entry is read. Any other state is looked for
+  in every entry of the dataset before it is refused. An entry's state is believed
+  only once its keyed hash is verified (:func:`~jaxdp.ledger.index.verify_row`).
 
   Raises:
     LedgerError: naming the dataset and the contract.
-    LedgerTamperedError: the entry read does not match its hash.
+    LedgerTamperedError: an entry read is missing or does not match its hash.
   """
   if state == index.states[dataset]:
     return
   entry, seqs = index.datasets[dataset], index.positions[dataset]
   k = state["answered"] + state["refusals"]
-  if k == 0:
-    held = [initial_state(entry["budget"])]
-  elif 0 < k <= len(seqs):
-    row = tx.row_at(seqs[k - 1])
-    verify_row(row, index.chain.key)
-    held = [json.loads(row[4])["after"]]
+  if 0 < k <= len(seqs):
+    rows = [tx.row_at(seqs[k - 1])]
   else:
-    held = []
+    rows = []
+  held = [initial_state(entry["budget"])] + _afters(rows, index.chain.key)
   if state not in held:  # any other held state, however unlikely
-    held = [initial_state(entry["budget"])] + [
-      json.loads(r[4])["after"]
+    rows = [
+      r
       for r in tx.entries_after(entry["seq"])
       if r[1] == dataset and r[2] in ("charge", "refusal")
     ]
+    held += _afters(rows, index.chain.key)
   if state not in held:
     raise LedgerError(
       f"ledger {path}: the accountant for dataset {dataset!r} holds a spend the "
@@ -228,6 +226,21 @@ def _commit(index, store, dataset, acct, rows, label, all_or_nothing, rule, reco
         break
   key = release_key(acct.key, store.ledger_id, fp, first, nonces[0] if nonces else "")
   return dataclasses.replace(pre, key=key), ok
+
+
+def _afters(rows: list, key: bytes) -> list:
+  """The ``after`` states of stored entries, each entry's keyed hash verified first.
+
+  Raises:
+    LedgerTamperedError: an entry is missing or does not match its hash.
+  """
+  out = []
+  for row in rows:
+    if row is None:
+      raise LedgerTamperedError("an entry this process read is missing: it was deleted.")
+    verify_row(row, key)
+    out.append(json.loads(row[4])["after"])
+  return out
 
 
 def _at(acct: Accountant, state: dict, committed: dict) -> Accountant:

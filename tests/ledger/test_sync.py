@@ -75,22 +75,27 @@ def test_the_last_entry_read_replaced_with_its_hash_is_caught_by_the_next_charge
     ledger.charge("d", acct, LAP)
 
 
-def test_an_earlier_entry_edited_to_vouch_for_an_uncommitted_spend_is_caught(tmp_path):
+@pytest.mark.parametrize("position", [0, 1], ids=["its position", "another entry"])
+def test_an_earlier_entry_edited_to_vouch_for_an_uncommitted_spend_is_caught(
+  tmp_path, position
+):
   """A dearer release than its charge leaves an accountant holding a state the
-  ledger never committed. Someone edits the entry at that state's position so that
-  its ``after`` is that state, hoping the next charge from that accountant takes it
-  for an earlier state of the dataset: the entry read no longer matches its hash."""
+  ledger never committed. Someone edits an entry (the one at that state's position,
+  or another) so that its ``after`` is that state, hoping the next charge from that
+  accountant takes it for an earlier state of the dataset: the entry read no longer
+  matches its hash."""
   path = tmp_path / "l.db"
   ledger = jaxdp.Ledger(path)
   x = np.arange(10.0)
   acct = ledger.accountant("d", x, 1.0)
   a = ledger.charge("d", acct, LAP)
   a, _ = jaxdp.release(a, jaxdp.LaplaceMechanism(0.5, 1.0), x.sum())  # charged 0.1
-  ledger.charge("d", acct, LAP)  # the edited entry is not the last one read
+  for _ in range(2):  # the edited entry is not the last one read
+    ledger.charge("d", acct, LAP)
   forged = jaxdp.ledger.records.state_of(a)
-  first = next(seq for seq, body, _ in _rows(path) if '"before"' in body)
-  _edit_body(path, first, lambda body: dict(body, after=forged))
-  with pytest.raises(LedgerTamperedError, match=f"entry {first} was edited"):
+  charges = [seq for seq, body, _ in _rows(path) if '"before"' in body]
+  _edit_body(path, charges[position], lambda body: dict(body, after=forged))
+  with pytest.raises(LedgerTamperedError, match=f"entry {charges[position]} was edited"):
     ledger.charge("d", a, LAP)
   with pytest.raises(LedgerTamperedError):
     jaxdp.Ledger(path)
