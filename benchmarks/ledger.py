@@ -1,13 +1,14 @@
 """Cost of a durable budget: releases through a Session with and without a ledger.
 
-  python benchmarks/ledger.py [--releases 50] [--rounds 7] [--batch 100]
+  python benchmarks/ledger.py [--releases 20] [--rounds 15] [--batch 100]
                               [--charges 100000] [--rows 1000000] [--dir DIR]
                               [--out results]
 
 In one run, side by side (per release, best of ``--rounds`` rounds of
-``--releases`` releases, every setting called in turn in each round, so that the
-ratios compare releases made under the same load; wall time, and the process's CPU
-time, which leaves out the waits for the disk), for the rollback journal (the
+``--releases`` releases, every setting called in turn in each round; its ratio to
+its floor is the median over the rounds of the ratio within a round, releases made
+under the same load; wall time, and the process's CPU time, which leaves out the
+waits for the disk), for the rollback journal (the
 default: fsyncs of the journal and of the file) and the write-ahead log (one fsync):
 
 * the floor: one durable sqlite transaction per release (``synchronous=FULL``,
@@ -122,17 +123,35 @@ def _per_release(folder: Path, n: int, rounds: int) -> dict:
     blocks[f"{journal}: Session.count, ledger"] = block(
       functools.partial(s.count, _below, eps=0.01)
     )
-  wall = dict.fromkeys(blocks, float("inf"))
-  cpu = dict.fromkeys(blocks, float("inf"))
+  times = {name: [] for name in blocks}
   for fn in blocks.values():
     fn()  # compiles
   for _ in range(rounds):
     for name, fn in blocks.items():
       t0, c0 = time.perf_counter(), time.process_time()
       fn()
-      wall[name] = min(wall[name], time.perf_counter() - t0)
-      cpu[name] = min(cpu[name], time.process_time() - c0)
-  return {name: {"wall": wall[name] / n, "cpu": cpu[name] / n} for name in blocks}
+      times[name].append(((time.perf_counter() - t0) / n, (time.process_time() - c0) / n))
+  return {
+    name: {
+      "wall": min(w for w, _ in t),
+      "cpu": min(c for _, c in t),
+      "rounds": [{"wall": w, "cpu": c} for w, c in t],
+    }
+    for name, t in times.items()
+  }
+
+
+def _ratio(t: dict, bases: list, clock: str) -> float:
+  """The median over rounds of ``t``'s time over the sum of ``bases``' times in the
+  same round (releases made under the same load)."""
+  return float(
+    np.median(
+      [
+        r[clock] / sum(b["rounds"][i][clock] for b in bases)
+        for i, r in enumerate(t["rounds"])
+      ]
+    )
+  )
 
 
 def _many(folder: Path, k: int, repeats: int = 3) -> dict:
@@ -264,8 +283,8 @@ def _file_system(folder: Path) -> str:
 
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--releases", type=int, default=50, help="releases per round")
-  ap.add_argument("--rounds", type=int, default=7)
+  ap.add_argument("--releases", type=int, default=20, help="releases per round")
+  ap.add_argument("--rounds", type=int, default=15)
   ap.add_argument("--batch", type=int, default=100)
   ap.add_argument("--charges", type=int, default=100_000)
   ap.add_argument("--rows", type=int, default=1_000_000)
@@ -301,19 +320,19 @@ def main(argv=None):
   ]
   for journal in JOURNALS:
     floor = per_release[f"{journal}: floor, one transaction"]
-    for what, t, base in (
-      ("floor: one durable sqlite transaction", floor, floor),
-      ("Ledger.charge alone", per_release[f"{journal}: Ledger.charge"], floor),
+    for what, t, bases in (
+      ("floor: one durable sqlite transaction", floor, [floor]),
+      ("Ledger.charge alone", per_release[f"{journal}: Ledger.charge"], [floor]),
       (
         "Session.count with the ledger",
         per_release[f"{journal}: Session.count, ledger"],
-        {k: floor[k] + alone[k] for k in floor},
+        [floor, alone],
       ),
     ):
       rows.append(
         f"| {journal}: {what} | {1 / t['wall']:,.0f} | {1e3 * t['wall']:.3f} ms | "
-        f"{t['wall'] / base['wall']:.2f} | {1e3 * t['cpu']:.3f} ms | "
-        f"{t['cpu'] / base['cpu']:.1f} |"
+        f"{_ratio(t, bases, 'wall'):.2f} | {1e3 * t['cpu']:.3f} ms | "
+        f"{_ratio(t, bases, 'cpu'):.1f} |"
       )
   for what, r in (
     ("charge_many, one transaction, then the eager releases", many),
@@ -327,9 +346,10 @@ def main(argv=None):
     f"Ledger on {fs}; load average {os.getloadavg()[0]:.1f} at the end. Each setting: "
     f"best of {args.rounds} rounds of {args.releases} releases, the settings called "
     "in turn in each round (wall time, and this process's CPU time, which leaves out "
-    "the waits for the disk). A journal's floor is one transaction with the ledger's "
-    "settings writing what a charge writes; Session.count's floor is that plus "
-    "Session.count with no ledger.\n\n"
+    "the waits for the disk); x its floor: the median over the rounds of its time "
+    "over its floor's in the same round. A journal's floor is one transaction with "
+    "the ledger's settings writing what a charge writes; Session.count's floor is "
+    "that plus Session.count with no ledger.\n\n"
     + "\n".join(rows)
     + f"\n\nOpening a ledger of {opened['charges']:,} charges "
     f"({opened['file_mb']:.1f} MB; the whole hash chain verified): "
