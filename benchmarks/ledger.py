@@ -4,12 +4,12 @@
                               [--charges 100000] [--rows 1000000] [--dir DIR]
                               [--out results]
 
-In one run, side by side (per release, best of ``--rounds`` rounds of
-``--releases`` releases, every setting called in turn in each round; its ratio to
-its floor is the median over the rounds of the ratio within a round, releases made
-under the same load; wall time, and the process's CPU time, which leaves out the
-waits for the disk), for the rollback journal (the
-default: fsyncs of the journal and of the file) and the write-ahead log (one fsync):
+In one run, side by side, for the rollback journal (the default: fsyncs of the
+journal and of the file) and the write-ahead log (one fsync), per release (wall
+time, and the process's CPU time, which leaves out the waits for the disk; best of
+``--rounds`` rounds of ``--releases`` releases, every setting called in turn in each
+round; a setting's ratio to its floor is the median over the rounds of the ratio
+within a round, releases made under the same load):
 
 * the floor: one durable sqlite transaction per release (``synchronous=FULL``,
   ``BEGIN IMMEDIATE``, the journal), writing what a charge writes and nothing else;
