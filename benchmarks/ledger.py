@@ -1,15 +1,26 @@
 """Cost of a durable budget: releases through a Session with and without a ledger.
 
-  python benchmarks/ledger.py [--releases 200] [--batch 100] [--charges 100000]
-                              [--rows 1000000] [--dir DIR] [--out results]
+  python benchmarks/ledger.py [--releases 20] [--rounds 15] [--batch 100]
+                              [--charges 100000] [--rows 1000000] [--dir DIR]
+                              [--out results]
 
-In one run, side by side:
+In one run, side by side, for the rollback journal (the default: fsyncs of the
+journal and of the file) and the write-ahead log (one fsync), per release (wall
+time, and the process's CPU time, which leaves out the waits for the disk; best of
+``--rounds`` rounds of ``--releases`` releases, every setting called in turn in each
+round; a setting's ratio to its floor is the median over the rounds of the ratio
+within a round, releases made under the same load):
 
-* ``Session.count`` with no ledger (the budget in the process only);
-* ``Session.count`` with a :class:`jaxdp.Ledger`: one exclusive transaction, committed
-  with ``synchronous=FULL``, per release, with the rollback journal (the default:
-  fsyncs of the journal and of the file) and with a write-ahead log (one fsync);
-* the bare charge (``Ledger.charge``, no release), to separate the file's cost;
+* the floor: one durable sqlite transaction per release (``synchronous=FULL``,
+  ``BEGIN IMMEDIATE``, the journal), writing what a charge writes and nothing else;
+* ``Ledger.charge`` alone (no release), from the accountant made first (each charge
+  also checks that this earlier state was held);
+* ``Session.count`` with a :class:`jaxdp.Ledger` (one charge committed before each
+  release), against its floor: the transaction's plus ``Session.count`` with no
+  ledger (also measured);
+
+and, once:
+
 * a batch: ``Ledger.charge_many`` commits ``--batch`` charges in one transaction,
   then the releases run (eagerly); and ``Ledger.charge_plan`` plans a jitted query
   function of ``--batch`` releases (:func:`jaxdp.plan`, which traces it), commits
@@ -28,7 +39,10 @@ results/ledger.{json,md}.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -43,9 +57,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, write_results
 
 import jaxdp
+from jaxdp.ledger.creation import SCHEMA_SQL
 from jaxdp.ledger.fingerprint import legacy_rows_fingerprint, rows_fingerprint
 from jaxdp.ledger.index import Index
-from jaxdp.ledger.store import Store
+from jaxdp.ledger.store import JOURNALS, Store
 
 DATA = np.arange(10_000)
 
@@ -54,35 +69,89 @@ def _below(v):
   return v < 5_000
 
 
-def _rate(n, seconds):
-  return {"releases": n, "seconds": seconds, "releases_per_s": n / seconds}
+def _floor(path: Path, journal: str, body: str):
+  """The floor: one durable sqlite transaction per release and nothing else (the
+  ledger's settings: ``synchronous=FULL``, ``BEGIN IMMEDIATE``, the journal), writing
+  what a charge writes (one entry row of a charge's size, the head row)."""
+  conn = sqlite3.connect(path, isolation_level=None)
+  conn.execute(f"PRAGMA journal_mode={journal}")
+  conn.execute("PRAGMA synchronous=FULL")
+  for statement in SCHEMA_SQL:
+    conn.execute(statement)
+  conn.execute("INSERT INTO head VALUES (1, 0, ?)", ("0" * 64,))
+  seq = [0]
+
+  def commit():
+    seq[0] += 1
+    conn.execute("BEGIN IMMEDIATE")
+    row = (seq[0], "floor", "charge", "t" * 32, body, "0" * 64, "1" * 64)
+    conn.execute("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+    conn.execute("UPDATE head SET seq = ?, hash = ? WHERE id = 1", (seq[0], "2" * 64))
+    conn.execute("COMMIT")
+
+  return commit
 
 
-def _sessions(folder: Path, n: int) -> dict:
-  """n counts per setting, after a warm-up count (compilation)."""
-  out = {}
-  for name, journal in (
-    ("no ledger", None),
-    ("ledger, one transaction per release", "delete"),
-    ("ledger (WAL), one transaction per release", "wal"),
-  ):
-    ledger = jaxdp.Ledger(folder / f"{journal}.db", journal=journal) if journal else None
-    dataset = "sessions" if ledger is not None else None
-    s = jaxdp.Session(DATA, 1e6, ledger=ledger, dataset=dataset)
-    s.count(_below, eps=0.01)
-    t0 = time.perf_counter()
-    for _ in range(n):
-      s.count(_below, eps=0.01)
-    out[name] = _rate(n, time.perf_counter() - t0)
-  ledger = jaxdp.Ledger(folder / "charges.db")
-  acct = ledger.accountant("charges", DATA, 1e6)
+def _per_release(folder: Path, n: int, rounds: int) -> dict:
+  """Seconds per release, wall and this process's CPU time (each the best of
+  ``rounds`` rounds of ``n`` releases per setting, the settings called in turn in
+  each round: their ratios compare releases made under the same load): per journal,
+  the floor (:func:`_floor`), ``Ledger.charge`` alone (from the accountant made
+  first, so each charge also checks that its earlier state was held) and
+  ``Session.count`` with the ledger; and ``Session.count`` with no ledger."""
   mech = jaxdp.LaplaceMechanism(0.01)
-  ledger.charge("charges", acct, mech)
-  t0 = time.perf_counter()
-  for _ in range(n):
-    ledger.charge("charges", acct, mech)
-  out["bare charge (no release)"] = _rate(n, time.perf_counter() - t0)
-  return out
+  blocks = {}
+
+  def block(fn):
+    return lambda: [fn() for _ in range(n)]
+
+  session = jaxdp.Session(DATA, 1e6)
+  blocks["Session.count, no ledger"] = block(lambda: session.count(_below, eps=0.01))
+  for journal in JOURNALS:
+    charges = jaxdp.Ledger(folder / f"charges-{journal}.db", journal=journal)
+    acct = charges.accountant("charges", DATA, 1e6)
+    charges.charge("charges", acct, mech)
+    with contextlib.closing(sqlite3.connect(folder / f"charges-{journal}.db")) as c:
+      (body,) = c.execute("SELECT body FROM entries ORDER BY seq DESC").fetchone()
+    floor = _floor(folder / f"floor-{journal}.db", journal, body)
+    ledger = jaxdp.Ledger(folder / f"sessions-{journal}.db", journal=journal)
+    s = jaxdp.Session(DATA, 1e6, ledger=ledger, dataset="sessions")
+    blocks[f"{journal}: floor, one transaction"] = block(floor)
+    blocks[f"{journal}: Ledger.charge"] = block(
+      functools.partial(charges.charge, "charges", acct, mech)
+    )
+    blocks[f"{journal}: Session.count, ledger"] = block(
+      functools.partial(s.count, _below, eps=0.01)
+    )
+  times = {name: [] for name in blocks}
+  for fn in blocks.values():
+    fn()  # compiles
+  for _ in range(rounds):
+    for name, fn in blocks.items():
+      t0, c0 = time.perf_counter(), time.process_time()
+      fn()
+      times[name].append(((time.perf_counter() - t0) / n, (time.process_time() - c0) / n))
+  return {
+    name: {
+      "wall": min(w for w, _ in t),
+      "cpu": min(c for _, c in t),
+      "rounds": [{"wall": w, "cpu": c} for w, c in t],
+    }
+    for name, t in times.items()
+  }
+
+
+def _ratio(t: dict, bases: list, clock: str) -> float:
+  """The median over rounds of ``t``'s time over the sum of ``bases``' times in the
+  same round (releases made under the same load)."""
+  return float(
+    np.median(
+      [
+        r[clock] / sum(b["rounds"][i][clock] for b in bases)
+        for i, r in enumerate(t["rounds"])
+      ]
+    )
+  )
 
 
 def _many(folder: Path, k: int, repeats: int = 3) -> dict:
@@ -214,7 +283,8 @@ def _file_system(folder: Path) -> str:
 
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--releases", type=int, default=200)
+  ap.add_argument("--releases", type=int, default=20, help="releases per round")
+  ap.add_argument("--rounds", type=int, default=15)
   ap.add_argument("--batch", type=int, default=100)
   ap.add_argument("--charges", type=int, default=100_000)
   ap.add_argument("--rows", type=int, default=1_000_000)
@@ -224,7 +294,7 @@ def main(argv=None):
   root = Path(__file__).resolve().parent.parent
   with tempfile.TemporaryDirectory(dir=args.dir or root, prefix=".ledger-bench-") as d:
     folder = Path(d)
-    sessions = _sessions(folder, args.releases)
+    per_release = _per_release(folder, args.releases, args.rounds)
     many = _many(folder, args.batch)
     batch = _batch(folder, args.batch)
     opened = _open(folder, args.charges)
@@ -232,35 +302,54 @@ def main(argv=None):
   fingerprints = _fingerprints(args.rows)
   payload = {
     "machine": machine() | {"file_system": fs, "load_average": os.getloadavg()},
-    "sessions": sessions,
+    "seconds_per_release": per_release,
+    "rounds": args.rounds,
+    "releases_per_round": args.releases,
     "charge_many": many,
     "charge_plan": batch,
     "open": opened,
     "fingerprint_cpu_seconds": fingerprints,
   }
-  base = sessions["no ledger"]["releases_per_s"]
+  alone = per_release["Session.count, no ledger"]
   rows = [
-    "| setting | releases/s | time per release | vs no ledger |",
-    "|---|---:|---:|---:|",
+    "| setting | releases/s | time per release | x its floor | CPU per release "
+    "| CPU x its floor |",
+    "|---|---:|---:|---:|---:|---:|",
+    f"| Session.count, no ledger | {1 / alone['wall']:,.0f} | "
+    f"{1e3 * alone['wall']:.3f} ms | | {1e3 * alone['cpu']:.3f} ms | |",
   ]
-  for name, r in sessions.items():
-    rows.append(
-      f"| Session.count, {name} | {r['releases_per_s']:,.0f} | "
-      f"{1e3 / r['releases_per_s']:.2f} ms | {r['releases_per_s'] / base:.3f} |"
-      if name != "bare charge (no release)"
-      else f"| Ledger.charge alone | {r['releases_per_s']:,.0f} | "
-      f"{1e3 / r['releases_per_s']:.2f} ms | |"
-    )
+  for journal in JOURNALS:
+    floor = per_release[f"{journal}: floor, one transaction"]
+    for what, t, bases in (
+      ("floor: one durable sqlite transaction", floor, [floor]),
+      ("Ledger.charge alone", per_release[f"{journal}: Ledger.charge"], [floor]),
+      (
+        "Session.count with the ledger",
+        per_release[f"{journal}: Session.count, ledger"],
+        [floor, alone],
+      ),
+    ):
+      rows.append(
+        f"| {journal}: {what} | {1 / t['wall']:,.0f} | {1e3 * t['wall']:.3f} ms | "
+        f"{_ratio(t, bases, 'wall'):.2f} | {1e3 * t['cpu']:.3f} ms | "
+        f"{_ratio(t, bases, 'cpu'):.1f} |"
+      )
   for what, r in (
     ("charge_many, one transaction, then the eager releases", many),
     ("charge_plan (jaxdp.plan, one transaction), then one jitted run", batch),
   ):
     rows.append(
       f"| batch of {r['releases']}: {what} | {r['releases_per_s']:,.0f} | "
-      f"{1e3 / r['releases_per_s']:.3f} ms | {r['releases_per_s'] / base:.3f} |"
+      f"{1e3 / r['releases_per_s']:.3f} ms | | | |"
     )
   table = (
-    f"Ledger on {fs}; load average {os.getloadavg()[0]:.1f} at the end.\n\n"
+    f"Ledger on {fs}; load average {os.getloadavg()[0]:.1f} at the end. Each setting: "
+    f"best of {args.rounds} rounds of {args.releases} releases, the settings called "
+    "in turn in each round (wall time, and this process's CPU time, which leaves out "
+    "the waits for the disk); x its floor: the median over the rounds of its time "
+    "over its floor's in the same round. A journal's floor is one transaction with "
+    "the ledger's settings writing what a charge writes; Session.count's floor is "
+    "that plus Session.count with no ledger.\n\n"
     + "\n".join(rows)
     + f"\n\nOpening a ledger of {opened['charges']:,} charges "
     f"({opened['file_mb']:.1f} MB; the whole hash chain verified): "
@@ -273,7 +362,6 @@ def main(argv=None):
     )
   )
   write_results(args.out, "ledger", payload, table)
-  print(table)
 
 
 if __name__ == "__main__":

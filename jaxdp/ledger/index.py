@@ -48,30 +48,43 @@ class Index:
     by_data: data fingerprint -> the name it is registered under (for a dataset
       registered by jaxdp 0.1, also its fingerprint of the current scheme, from a
       ``fingerprint`` entry).
+    positions: name -> the numbers of its charge and refusal entries, in order
+      (entry ``positions[name][k - 1]`` holds the state after its ``k``-th).
   """
 
   def __init__(self, ledger_id: str, key: bytes):
     self.chain = Chain(ledger_id, key)
     self._written: list = []
-    self.datasets, self.states, self.by_data, self.counts = {}, {}, {}, {}
+    self.datasets, self.states, self.by_data, self.positions = {}, {}, {}, {}
 
   # ------------------------------------------------------------------ reading
   def sync(self, tx: Transaction) -> None:
-    """Reads and verifies the entries appended since the last sync.
+    """Reads and verifies the entries appended since the last sync, after checking
+    that the last entry read is still there, unchanged (its stored hash the one
+    read, its content matching it), and before checking the head's seal.
+
+    Entries before the last one read are verified when a ledger is opened, not at
+    every sync: an edit of one of them in between is found by the next open (and by
+    :func:`~jaxdp.ledger.protocol.check_lineage`, in the one entry it reads), while
+    this index's states, replayed from the entries as verified, decide the charges.
 
     Raises:
       LedgerRollbackError: the file holds fewer entries than were read before, or
         the last entry read was replaced (an older copy put back).
-      LedgerTamperedError: an entry or the head does not verify.
+      LedgerTamperedError: an entry, the last entry read or the head does not
+        verify.
     """
     head = tx.head()
     seq = self.chain.seq
-    if head[0] < seq or (seq and tx.hash_at(seq) != self.chain.hash):
+    last = tx.row_at(seq) if seq else None
+    if head[0] < seq or (seq and (last is None or last[6] != self.chain.hash)):
       raise LedgerRollbackError(
         f"the ledger now ends before entry {seq}, which this process read earlier "
         f"(its head is entry {head[0]}), or entry {seq} was replaced: an older copy "
         "of the file was put back. Nothing is answered; restore the newest copy."
       )
+    if last is not None:  # the last entry read, edited in place since (hash kept)
+      verify_row(last, self.chain.key)
     for row in tx.entries_after(seq):
       self.apply(row)
     if head != (self.chain.seq, self.chain.hash):
@@ -108,7 +121,7 @@ class Index:
       self.datasets[name] = dict(entry, seq=seq, time=time)
       self.states[name] = initial_state(entry["budget"])
       self.by_data.setdefault(entry["fingerprint"]["data"], name)
-      self.counts[name] = 0
+      self.positions[name] = []
       return
     if kind not in KINDS or name not in self.datasets:
       raise LedgerTamperedError(
@@ -139,7 +152,7 @@ class Index:
         "state: an entry before it was removed or edited."
       )
     self.states[name] = after
-    self.counts[name] += 1
+    self.positions[name].append(seq)
 
   # ------------------------------------------------------------------ writing
   def append(self, tx: Transaction, dataset: str, kind: str, body: dict) -> None:
@@ -180,12 +193,15 @@ class Index:
       dict(self.datasets),
       dict(self.states),
       dict(self.by_data),
-      dict(self.counts),
+      {name: len(seqs) for name, seqs in self.positions.items()},
     )
 
   def _restore(self, saved) -> None:
     self.chain.seq, self.chain.hash = saved[0], saved[1]
-    self.datasets, self.states, self.by_data, self.counts = (dict(d) for d in saved[2:])
+    self.datasets, self.states, self.by_data = (dict(d) for d in saved[2:5])
+    self.positions = {n: self.positions[n] for n in saved[5]}
+    for name, k in saved[5].items():  # append-only: cut back to the saved length
+      del self.positions[name][k:]
 
 
 def verify_row(row, key: bytes) -> None:

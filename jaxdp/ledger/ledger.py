@@ -125,7 +125,7 @@ class Ledger:
     self._sync()
     index, key = self._index, self._store.key
     return [
-      summarize(n, e, index.states[n], index.counts[n], key)
+      summarize(n, e, index.states[n], len(index.positions[n]), key)
       for n, e in index.datasets.items()
     ]
 

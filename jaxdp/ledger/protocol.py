@@ -36,8 +36,8 @@ from jaxdp import _checks
 from jaxdp.accounting import Accountant, budget, guard
 from jaxdp.accounting.rules import bound_rule
 from jaxdp.ledger import records
-from jaxdp.ledger.errors import LedgerError
-from jaxdp.ledger.index import Index, initial_state
+from jaxdp.ledger.errors import LedgerError, LedgerTamperedError
+from jaxdp.ledger.index import Index, initial_state, verify_row
 from jaxdp.ledger.store import Store
 
 __all__ = ["check_call", "check_lineage", "commit", "new_nonce", "plan_rows", "release_key"]
@@ -125,42 +125,64 @@ def new_nonce() -> str:
   return os.urandom(16).hex()
 
 
+@jax.jit
+def _fold_words(key: jax.Array, words: jax.Array) -> jax.Array:
+  """``key`` with each of ``words`` (uint32) folded in, in order, in one call (the
+  same bits as one ``jax.random.fold_in`` per word)."""
+  for i in range(words.shape[0]):
+    key = jax.random.fold_in(key, words[i])
+  return key
+
+
 def release_key(
   key: jax.Array, ledger_id: str, fingerprint: str, seq: int, nonce: str = ""
 ) -> jax.Array:
   """``key`` with a ledger entry's identity folded in (128 bits of a SHA-256 of the
   ledger's id, the dataset's fingerprint, the entry's number and its nonce; an
-  empty nonce for an entry written before nonces were stored)."""
+  empty nonce for an entry written before nonces were stored), as four 32-bit
+  big-endian words, one ``jax.random.fold_in`` each."""
   text = f"jaxdp-release-key\x00{ledger_id}\x00{fingerprint}\x00{int(seq)}".encode()
   if nonce:
     text += f"\x00{nonce}".encode()
   digest = hashlib.sha256(text).digest()
-  for i in range(0, 16, 4):
-    key = jax.random.fold_in(key, np.uint32(int.from_bytes(digest[i : i + 4], "big")))
-  return key
+  return _fold_words(key, np.frombuffer(digest[:16], ">u4").astype(np.uint32))
 
 
-def check_lineage(index: Index, tx: Any, path: str, dataset: str, acct: Accountant):
-  """Raises unless ``acct``'s counters are a state the dataset has held (the
-  committed one, or an earlier one: an accountant made before other charges). An
-  accountant that released something other than what was charged (a dearer
-  mechanism from the accountant a charge returned, or a release never charged)
-  holds a state the ledger never committed. Only a charge made from that same
-  accountant (or one derived from it) can see this: an accountant resumed from the
-  ledger afterwards holds the committed state.
+def check_lineage(index: Index, tx: Any, path: str, dataset: str, state: dict) -> None:
+  """Raises unless ``state`` (an accountant's counters, :func:`records.state_of`) is
+  a state the dataset has held (the committed one, or an earlier one: an accountant
+  made before other charges). An accountant that released something other than
+  what was charged (a dearer mechanism from the accountant a charge returned, or a
+  release never charged) holds a state the ledger never committed. Only a charge
+  made from that same accountant (or one derived from it) can see this: an
+  accountant resumed from the ledger afterwards holds the committed state.
+
+  Every charge or refusal entry counts one answer or one refusal, so an earlier
+  state after ``k = answered + refusals`` of the dataset's entries can only be the
+  state after its ``k``-th: that one entry is read. Any other state is looked for
+  in every entry of the dataset before it is refused. An entry's state is believed
+  only once its keyed hash is verified (:func:`~jaxdp.ledger.index.verify_row`).
 
   Raises:
     LedgerError: naming the dataset and the contract.
+    LedgerTamperedError: an entry read is missing or does not match its hash.
   """
-  state = records.state_of(acct)
   if state == index.states[dataset]:
     return
-  entry = index.datasets[dataset]
-  held = [initial_state(entry["budget"])] + [
-    json.loads(r[4])["after"]
-    for r in tx.entries_after(entry["seq"])
-    if r[1] == dataset and r[2] in ("charge", "refusal")
-  ]
+  entry, seqs = index.datasets[dataset], index.positions[dataset]
+  k = state["answered"] + state["refusals"]
+  if 0 < k <= len(seqs):
+    rows = [tx.row_at(seqs[k - 1])]
+  else:
+    rows = []
+  held = [initial_state(entry["budget"])] + _afters(rows, index.chain.key)
+  if state not in held:  # any other held state, however unlikely
+    rows = [
+      r
+      for r in tx.entries_after(entry["seq"])
+      if r[1] == dataset and r[2] in ("charge", "refusal")
+    ]
+    held += _afters(rows, index.chain.key)
   if state not in held:
     raise LedgerError(
       f"ledger {path}: the accountant for dataset {dataset!r} holds a spend the "
@@ -177,9 +199,11 @@ def _commit(index, store, dataset, acct, rows, label, all_or_nothing, rule, reco
     if dataset not in index.datasets:
       raise KeyError(f"ledger {store.path} has no dataset {dataset!r}.")
     records.check_budget(index.datasets[dataset]["budget"], record, dataset)
-    check_lineage(index, tx, store.path, dataset, acct)
+    state = records.state_of(acct)
+    check_lineage(index, tx, store.path, dataset, state)
     fp, first = index.datasets[dataset]["fingerprint"]["dataset"], index.chain.seq + 1
-    pre = cur = records.resume(acct, index.states[dataset])
+    pre = cur = _at(acct, state, index.states[dataset])
+    before = index.states[dataset]  # the state of cur
     for cost, delta, valid, event, body in rows(pre) if callable(rows) else rows:
       answered, _, after = rule.spend(cur, cost, delta, valid, event)
       ok = bool(answered)
@@ -188,7 +212,7 @@ def _commit(index, store, dataset, acct, rows, label, all_or_nothing, rule, reco
       _, delta_units = budget.charge_host(delta, acct.delta_unit_exponent, positive=False)
       body = dict(
         body,
-        before=records.state_of(cur),
+        before=before,
         after=records.state_of(after),
         units=_units(cost, acct.unit_exponent, rule.name),
         delta_units=int(delta_units),
@@ -197,11 +221,37 @@ def _commit(index, store, dataset, acct, rows, label, all_or_nothing, rule, reco
       )
       nonces.append(body["nonce"])
       index.append(tx, dataset, "charge" if ok else "refusal", body)
-      cur = after
+      cur, before = after, body["after"]
       if not ok:
         break
   key = release_key(acct.key, store.ledger_id, fp, first, nonces[0] if nonces else "")
   return dataclasses.replace(pre, key=key), ok
+
+
+def _afters(rows: list, key: bytes) -> list:
+  """The ``after`` states of stored entries, each entry's keyed hash verified first.
+
+  Raises:
+    LedgerTamperedError: an entry is missing or does not match its hash.
+  """
+  out = []
+  for row in rows:
+    if row is None:
+      raise LedgerTamperedError("an entry this process read is missing: it was deleted.")
+    verify_row(row, key)
+    out.append(json.loads(row[4])["after"])
+  return out
+
+
+def _at(acct: Accountant, state: dict, committed: dict) -> Accountant:
+  """``acct`` at the committed state: ``acct`` itself where it already holds it
+  (its counters int32 arrays, as :func:`records.resume` makes them)."""
+  counters = (acct.spent_units, acct.spent_delta_units, acct.answered, acct.refusals)
+  if state == committed and all(
+    isinstance(c, jax.Array) and c.dtype == np.int32 and not c.weak_type for c in counters
+  ):
+    return acct
+  return records.resume(acct, committed)
 
 
 def plan_rows(p: Any, rule_name: str) -> list:

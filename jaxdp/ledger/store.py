@@ -185,6 +185,13 @@ class Transaction:
     row = self._conn.execute("SELECT hash FROM entries WHERE seq = ?", (seq,)).fetchone()
     return None if row is None else str(row[0])
 
+  def row_at(self, seq: int) -> tuple | None:
+    """Entry ``seq`` as :meth:`entries_after` returns it (None if there is none)."""
+    return self._conn.execute(
+      "SELECT seq, dataset, kind, time, body, prev, hash FROM entries WHERE seq = ?",
+      (seq,),
+    ).fetchone()
+
   def entries_after(self, seq: int) -> list:
     """The entries after ``seq``, in order: ``(seq, dataset, kind, time, body, prev,
     hash)``."""
