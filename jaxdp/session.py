@@ -69,7 +69,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks, _data_checks, accounting, session_rows
-from jaxdp.accounting import Accountant, BudgetExceededError, ReleaseRefusedError, guard
+from jaxdp.accounting import (
+  Accountant,
+  BudgetExceededError,
+  FillOnRefusal,
+  ReleaseRefusedError,
+  guard,
+)
 from jaxdp.accounting.rules import CompositionRule, check_own_rule
 from jaxdp.ledger import Ledger, link
 from jaxdp.mechanisms import (
@@ -188,6 +194,7 @@ class Session:
       delta_prime=delta_prime,
       secure=secure,
       orders=orders,
+      on_refusal=FillOnRefusal(),  # the session raises its own error
     )
     self._acct, self._link = link.attach(ledger, dataset, data, self._acct)
     self._held = session_rows.hold(data)  # in blocks of rows (jaxdp.session_rows)

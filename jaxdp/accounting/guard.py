@@ -2,8 +2,13 @@
 
 The accountant owns its key and splits it on every release, so releases threaded
 correctly never share noise. Releasing twice from the *same* accountant value would
-reuse its key (same noise, spend counted once). Eagerly, :func:`check_unused` follows
-the key object (like JAX's own key-reuse checker); under ``jax.vmap`` and
+reuse its key (same noise, spend counted once). :func:`check_unused` follows the key
+object, like JAX's own key-reuse checker: a concrete key eagerly, and a key tracer
+within the trace that made it (inside ``jit``, ``scan`` or ``vmap``, two releases
+from one accountant value hold the same tracer, so the second is refused at trace
+time, before any noise). :func:`mark_used` marks the key once its release has
+produced output (and :meth:`~jaxdp.Accountant.create` marks the key it is given:
+an accountant consumes its key); under ``jax.vmap`` and
 ``jax.shard_map``, :func:`one_key_per_lane` refuses a release mapped over its data,
 mechanism or counters but not over its key, and a release whose accountant is a
 constant of the traced program; under ``jax.pmap`` or ``shard_map(check_vma=False)``
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import weakref
 
 import jax
 import jax.numpy as jnp
@@ -22,7 +28,14 @@ from jaxdp import _checks
 from jaxdp.accounting import planning
 from jaxdp.accounting.errors import StaleAccountantError
 
-__all__ = ["check_unused", "drawing", "mark_used", "one_key_per_lane"]
+__all__ = [
+  "check_unused",
+  "drawing",
+  "is_used",
+  "mark_used",
+  "one_key_per_lane",
+  "own_key",
+]
 
 
 def _host_ledger(key) -> bool:
@@ -30,13 +43,39 @@ def _host_ledger(key) -> bool:
   return _checks.is_concrete(key) and planning.current() is None
 
 
+# The key tracers already used, by id, each with a weak reference that tells the
+# tracer from a later object given the same id (an entry leaves with its tracer).
+_TRACED_USED: dict[int, weakref.ref] = {}
+
+
+def _forget(ident, ref):
+  if _TRACED_USED.get(ident) is ref:
+    _TRACED_USED.pop(ident, None)
+
+
+def is_used(key) -> bool:
+  """Whether a release (or :meth:`~jaxdp.Accountant.create`) already used this key
+  object: a concrete key (not while planning) or a key tracer."""
+  if _checks.is_concrete(key):
+    return _host_ledger(key) and getattr(key, "_jaxdp_used", False)
+  ref = _TRACED_USED.get(id(key))
+  return ref is not None and ref() is key
+
+
 def check_unused(key):
-  """Eager host ledger: raises if an earlier release already used this key object."""
-  if _host_ledger(key) and getattr(key, "_jaxdp_used", False):
+  """Raises :class:`StaleAccountantError` if an earlier release already used this key
+  object: eagerly, or at trace time for a key tracer (one accountant value released
+  from twice in one ``jit``, ``scan`` body or ``vmap``), before any noise."""
+  if is_used(key):
     raise StaleAccountantError(
-      "this accountant's key was already used by an earlier release: releasing "
-      "from a stale accountant value would reuse its noise and undercount the "
-      "spend. Always continue from the accountant that the last release returned."
+      "this accountant's key was already used by an earlier release or given to "
+      "another accountant"
+      + ("" if _checks.is_concrete(key) else " in this traced program")
+      + ": releasing from a stale accountant value would reuse its noise and "
+      "undercount the spend. Always continue from the accountant that the last "
+      "release returned (in a lax.cond, pass the accountant as an operand of the "
+      "branches, not as a closure), and make each accountant from a key of its own "
+      "(jax.random.split)."
     )
 
 
@@ -137,13 +176,35 @@ def _lanes_vmap(axis_size, in_batched, token, key, others):
 
 
 def mark_used(key):
-  """Eager host ledger: marks the key object used, once its release has produced
-  output (a release that raised on bad input leaves the accountant usable)."""
-  if _host_ledger(key):
+  """Marks the key object used, once its release has produced output (a release that
+  raised on bad input leaves the accountant usable): a concrete key eagerly (not
+  while planning), a key tracer for the rest of its trace."""
+  if not _checks.is_concrete(key):
+    ident = id(key)
+    _TRACED_USED[ident] = weakref.ref(key, lambda ref: _forget(ident, ref))
+  elif _host_ledger(key):
     try:
       object.__setattr__(key, "_jaxdp_used", True)
     except (AttributeError, TypeError):  # pragma: no cover - key type without a dict
       pass
+
+
+def own_key(key):
+  """A typed key object of the accountant's own with ``key``'s bits (``key`` typed or
+  raw key data), after consuming ``key``: an accountant consumes the key it is made
+  from, so two accountants made from one key object (eagerly, or in one traced
+  program) are refused like two releases from one accountant.
+
+  Raises:
+    StaleAccountantError: ``key`` was already used by a release or an accountant.
+  """
+  check_unused(key)
+  if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+    own = jax.random.wrap_key_data(jax.random.key_data(key), impl=jax.random.key_impl(key))
+  else:
+    own = jax.random.wrap_key_data(key)
+  mark_used(key)
+  return own
 
 
 @contextlib.contextmanager
