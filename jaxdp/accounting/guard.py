@@ -23,6 +23,7 @@ import weakref
 
 import jax
 import jax.numpy as jnp
+from jax.extend import core as jax_core
 
 from jaxdp import _checks
 from jaxdp.accounting import planning
@@ -96,7 +97,10 @@ def one_key_per_lane(acct, inputs):
   Lemma 2.6's count is broken). Raises :class:`StaleAccountantError` at trace time,
   before any noise is drawn. ``pmap`` and ``shard_map`` with ``check_vma=False`` do
   not say which values differ across devices, so a release under them is refused
-  too (an allowlist: only mesh axes whose variation JAX tracks are accepted)."""
+  too (an allowlist: only mesh axes whose variation JAX tracks are accepted). So is
+  an accountant that is a constant of the traced program, or a tracer of an
+  enclosing trace (closed over by a ``lax.scan`` or other loop body: every step
+  would reuse its key)."""
   key = acct.key
   others = [
     x
@@ -111,6 +115,14 @@ def one_key_per_lane(acct, inputs):
       "or created inside it) while its data or mechanism are traced: every run of "
       "the program, and every step of a lax.map, fori_loop or while_loop body, would "
       "add the same noise. Pass the accountant as an argument (or a loop carry) and "
+      "continue from the one each release returns."
+    )
+  if not _checks.is_concrete(key) and _of_enclosing_trace(key):
+    raise StaleAccountantError(
+      "this release's accountant is closed over from an enclosing traced program (by "
+      "a lax.scan, fori_loop, while_loop or lax.map body, a lax.cond branch or an "
+      "inner transformation): every step of a loop would add the same noise. Pass "
+      "the accountant in as a loop carry, a branch operand or an argument, and "
       "continue from the one each release returns."
     )
   untracked = _untracked_axes()
@@ -139,6 +151,14 @@ def one_key_per_lane(acct, inputs):
   return dataclasses.replace(
     acct, answered=_lanes(acct.answered, key, jax.lax.stop_gradient(others))
   )
+
+
+def _of_enclosing_trace(tracer) -> bool:
+  """Whether ``tracer`` belongs to a trace that encloses the one now running (a value
+  closed over by a loop, map or branch body, or by an inner transformation). Reads
+  ``Tracer._trace`` directly, so a JAX that renamed it fails loudly instead of
+  skipping the check."""
+  return tracer._trace is not jax_core.find_top_trace(())
 
 
 def _untracked_axes() -> frozenset:
