@@ -32,7 +32,6 @@ from jaxdp.accounting.errors import StaleAccountantError
 __all__ = [
   "check_unused",
   "drawing",
-  "is_used",
   "mark_used",
   "one_key_per_lane",
   "own_key",
@@ -54,7 +53,7 @@ def _forget(ident, ref):
     _TRACED_USED.pop(ident, None)
 
 
-def is_used(key) -> bool:
+def _is_used(key) -> bool:
   """Whether a release (or :meth:`~jaxdp.Accountant.create`) already used this key
   object: a concrete key (not while planning) or a key tracer."""
   if _checks.is_concrete(key):
@@ -67,7 +66,7 @@ def check_unused(key):
   """Raises :class:`StaleAccountantError` if an earlier release already used this key
   object: eagerly, or at trace time for a key tracer (one accountant value released
   from twice in one ``jit``, ``scan`` body or ``vmap``), before any noise."""
-  if is_used(key):
+  if _is_used(key):
     raise StaleAccountantError(
       "this accountant's key was already used by an earlier release or given to "
       "another accountant"

@@ -27,6 +27,7 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxdp import _checks
 from jaxdp.accounting.errors import ReleaseRefusedError
@@ -42,12 +43,14 @@ _REFUSED = (
 )
 
 
-def _raise_if_refused(ok) -> None:
-  """Host callback: raises when any lane of ``ok`` is False."""
-  if not bool(jnp.all(ok)):
+def _raise_if_refused(ok) -> np.ndarray:
+  """Host callback: ``ok``, after raising when any lane of it is False."""
+  ok = np.asarray(ok)
+  if not ok.all():
     raise ReleaseRefusedError(
       _REFUSED.format(what="The run is abandoned: none of its outputs are returned.")
     )
+  return ok
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +59,11 @@ class RaiseOnRefusal:
   noise is drawn (the accountant unchanged), inside a traced program when it runs
   (a host callback; JAX raises ``JaxRuntimeError``)."""
 
-  def settle(self, ok) -> None:
-    """Raises now for a known refusal; stages the run-time check for a traced one."""
+  def settle(self, ok):
+    """``ok``, after raising for a refusal known now; for a traced one, ``ok`` passed
+    through a host callback that raises when the program runs (the release's output
+    and accountant are computed from its result, so it cannot be dropped; under
+    ``vmap`` it is called once for the whole batch)."""
     if _checks.is_concrete(ok):
       if not bool(jnp.all(ok)):
         raise ReleaseRefusedError(
@@ -66,8 +72,11 @@ class RaiseOnRefusal:
             "unchanged (it may still answer a cheaper release)."
           )
         )
-    else:
-      jax.debug.callback(_raise_if_refused, ok)
+      return ok
+    shape = jax.ShapeDtypeStruct(jnp.shape(ok), jnp.bool_)
+    return jax.pure_callback(
+      _raise_if_refused, shape, ok.astype(bool), vmap_method="broadcast_all"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,9 +84,9 @@ class FillOnRefusal:
   """A refused release returns NaN (integer outputs: the dtype's minimum); test
   ``last_answered``."""
 
-  def settle(self, ok) -> None:
-    """Nothing: the release fills its output."""
-    del ok
+  def settle(self, ok):
+    """``ok``: the release fills its output."""
+    return ok
 
 
 REFUSAL_POLICIES = (RaiseOnRefusal, FillOnRefusal)

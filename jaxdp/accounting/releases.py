@@ -16,6 +16,7 @@ References:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -401,5 +402,6 @@ def spend(acct, eps, delta, valid, event, inputs):
   acct = one_key_per_lane(acct, inputs)
   ok, sub, new = rule.spend(acct, eps, delta, valid, event)
   if planning.current() is None:
-    policy.settle(ok)
+    ok = policy.settle(ok)
+    new = dataclasses.replace(new, last_answered=new.last_answered & ok)
   return ok, sub, new

@@ -179,6 +179,19 @@ def test_a_refused_release_inside_jit_fails_the_run_instead_of_returning_nan():
     jax.block_until_ready(jax.jit(_over)(_acct(12, 0.15), X))
 
 
+def test_a_refused_lane_of_a_batch_in_a_scan_fails_the_run():
+  """One callback for the whole batch, at the step where a lane is refused."""
+  accts = jax.vmap(lambda k: Accountant.create(1.0, key=k))(
+    jax.random.split(jax.random.key(16), 2)
+  )
+
+  def steps(acct):
+    return lax.scan(lambda a, _: release(a, MECH, X), acct, None, length=11)
+
+  with pytest.raises(RuntimeError, match="ReleaseRefusedError"):
+    jax.block_until_ready(jax.jit(jax.vmap(steps))(accts))
+
+
 def test_fill_on_refusal_returns_the_flagged_fill():
   acct, y = jax.jit(_over)(_acct(13, 0.15, on_refusal=FillOnRefusal()), X)
   assert not bool(acct.last_answered) and int(acct.refusals) == 1
