@@ -116,7 +116,9 @@ def one_key_per_lane(acct, inputs):
       "add the same noise. Pass the accountant as an argument (or a loop carry) and "
       "continue from the one each release returns."
     )
-  if not _checks.is_concrete(key) and _of_enclosing_trace(key):
+  if (
+    not _checks.is_concrete(key) and planning.current() is None and _of_enclosing_trace(key)
+  ):
     raise StaleAccountantError(
       "this release's accountant is closed over from an enclosing traced program (by "
       "a lax.scan, fori_loop, while_loop or lax.map body, a lax.cond branch or an "

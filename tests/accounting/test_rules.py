@@ -19,7 +19,10 @@ from jaxdp.accounting.rules import (
   ZCDPFilter,
 )
 
-KEY_ARGS = {"key": jnp.zeros(2, jnp.uint32)}
+
+def _key() -> dict:
+  """A fixed key, a new object each time (an accountant consumes its key)."""
+  return {"key": jnp.zeros(2, jnp.uint32)}
 
 
 def _query(acct, x):
@@ -35,7 +38,7 @@ OPTIONS = {
   "rdp": {"orders": (8.0, 16.0)},
   "planned": {
     "plan": plan(
-      _query, Accountant.create(1.0, **KEY_ARGS, on_refusal=FillOnRefusal()), jnp.zeros(())
+      _query, Accountant.create(1.0, **_key(), on_refusal=FillOnRefusal()), jnp.zeros(())
     )
   },
 }
@@ -55,7 +58,7 @@ def test_each_shorthand_maps_to_its_class_which_satisfies_the_protocol(name):
     delta_budget=1e-5,
     composition=name,
     **OPTIONS[name],
-    **KEY_ARGS,
+    **_key(),
     on_refusal=FillOnRefusal(),
   )
   assert type(acct.rule) is CLASSES[name] and RULES[name] is CLASSES[name]
@@ -82,11 +85,11 @@ def test_a_rule_instance_is_the_same_accountant_as_its_shorthand(name, rule):
     delta_budget=1e-5,
     composition=name,
     **OPTIONS.get(name, {}),
-    **KEY_ARGS,
+    **_key(),
     on_refusal=FillOnRefusal(),
   )
   by_rule = Accountant.create(
-    3.0, delta_budget=1e-5, composition=rule, **KEY_ARGS, on_refusal=FillOnRefusal()
+    3.0, delta_budget=1e-5, composition=rule, **_key(), on_refusal=FillOnRefusal()
   )
   assert by_name.rule == by_rule.rule
   assert by_name.unit_exponent == by_rule.unit_exponent
@@ -136,7 +139,7 @@ class AtMostKReleases(UnitRule):
 
 def test_a_sixth_rule_runs_without_editing_the_accountant():
   acct = Accountant.create(
-    1.0, composition=AtMostKReleases(k=2), **KEY_ARGS, on_refusal=FillOnRefusal()
+    1.0, composition=AtMostKReleases(k=2), **_key(), on_refusal=FillOnRefusal()
   )
   assert acct.composition == "at-most-k" and isinstance(acct.rule, CompositionRule)
   x = jnp.zeros(())
@@ -153,7 +156,7 @@ def test_a_sixth_rule_runs_without_editing_the_accountant():
   p = plan(
     _query,
     Accountant.create(
-      1.0, composition=AtMostKReleases(k=2), **KEY_ARGS, on_refusal=FillOnRefusal()
+      1.0, composition=AtMostKReleases(k=2), **_key(), on_refusal=FillOnRefusal()
     ),
     x,
   )

@@ -23,7 +23,12 @@ from jaxdp.accounting.rules import (
   UnitRule,
 )
 
-KEY = {"key": jnp.zeros(2, jnp.uint32)}
+
+def _key() -> dict:
+  """A fixed key, a new object each time (an accountant consumes its key)."""
+  return {"key": jnp.zeros(2, jnp.uint32)}
+
+
 REBUILD = r"Accountant\.create\(\.\.\., composition=Rule\(\.\.\.\)\)"
 
 
@@ -47,23 +52,23 @@ def test_a_swapped_plan_is_refused_at_the_first_release():
   for a 111-release plan's answered 111 releases at eps = 1."""
   x = jnp.zeros(())
   small = plan(
-    _laplace_scan(5), Accountant.create(200.0, **KEY, on_refusal=FillOnRefusal()), x
+    _laplace_scan(5), Accountant.create(200.0, **_key(), on_refusal=FillOnRefusal()), x
   )
   large = plan(
-    _laplace_scan(111), Accountant.create(200.0, **KEY, on_refusal=FillOnRefusal()), x
+    _laplace_scan(111), Accountant.create(200.0, **_key(), on_refusal=FillOnRefusal()), x
   )
   acct = Accountant.create(
     5.0,
     delta_budget=1e-6,
     composition=PlannedComposition(small),
-    **KEY,
+    **_key(),
     on_refusal=FillOnRefusal(),
   )
   other = Accountant.create(
     200.0,
     delta_budget=1e-6,
     composition=PlannedComposition(large),
-    **KEY,
+    **_key(),
     on_refusal=FillOnRefusal(),
   )
   assert len(acct.planned) == 5 and len(other.planned) == 111
@@ -87,7 +92,7 @@ def test_changed_renyi_orders_are_refused():
     1.0,
     delta_budget=1e-5,
     composition=RenyiFilter(orders=(64.0,)),
-    **KEY,
+    **_key(),
     on_refusal=FillOnRefusal(),
   )
   assert acct.orders == (64.0,)
@@ -100,7 +105,7 @@ def test_changed_renyi_orders_are_refused():
 
 
 def test_changed_budgets_units_and_state_shape_are_refused():
-  acct = Accountant.create(1.0, **KEY, on_refusal=FillOnRefusal())
+  acct = Accountant.create(1.0, **_key(), on_refusal=FillOnRefusal())
   for changed, what in [
     (dataclasses.replace(acct, eps_budget=100.0), "bound to"),
     (dataclasses.replace(acct, rule=BasicComposition()), "never bound"),
@@ -114,14 +119,14 @@ def test_changed_budgets_units_and_state_shape_are_refused():
 def test_bound_accountants_still_flatten_map_jit_and_plan():
   x = jnp.zeros(())
   small = plan(
-    _laplace_scan(3), Accountant.create(10.0, **KEY, on_refusal=FillOnRefusal()), x
+    _laplace_scan(3), Accountant.create(10.0, **_key(), on_refusal=FillOnRefusal()), x
   )
   for composition in ("basic", RenyiFilter(orders=(8.0, 16.0)), PlannedComposition(small)):
     acct = Accountant.create(
-      3.0, delta_budget=1e-5, composition=composition, **KEY, on_refusal=FillOnRefusal()
+      3.0, delta_budget=1e-5, composition=composition, **_key(), on_refusal=FillOnRefusal()
     )
     again = Accountant.create(
-      3.0, delta_budget=1e-5, composition=composition, **KEY, on_refusal=FillOnRefusal()
+      3.0, delta_budget=1e-5, composition=composition, **_key(), on_refusal=FillOnRefusal()
     )
     assert acct.rule == again.rule and hash(acct.rule) == hash(again.rule)
     leaves, treedef = jax.tree_util.tree_flatten(acct)
@@ -139,7 +144,7 @@ def test_bound_accountants_still_flatten_map_jit_and_plan():
     assert np.all(np.asarray(batch.answered) == 2)
   assert (
     plan(
-      _laplace_scan(2), Accountant.create(3.0, **KEY, on_refusal=FillOnRefusal()), x
+      _laplace_scan(2), Accountant.create(3.0, **_key(), on_refusal=FillOnRefusal()), x
     ).refused
     == ()
   )
@@ -185,7 +190,7 @@ def test_a_secure_accountant_refuses_a_custom_rule():
   ).secure
   # a non-secure accountant keeps custom rules; a secure one cannot be given one later
   plain = Accountant.create(
-    1.0, composition=AnswersEverything(), **KEY, on_refusal=FillOnRefusal()
+    1.0, composition=AnswersEverything(), **_key(), on_refusal=FillOnRefusal()
   )
   secure = Accountant.create(1.0, secure=True, on_refusal=FillOnRefusal())
   forged = dataclasses.replace(secure, rule=plain.rule)
@@ -210,7 +215,11 @@ def test_spent_units_saturate_and_read_as_over_budget(jit):
   ``spent_eps`` went negative."""
   budget = 1e-3
   acct = Accountant.create(
-    budget, delta_budget=1e-6, composition=NoRefusals(), **KEY, on_refusal=FillOnRefusal()
+    budget,
+    delta_budget=1e-6,
+    composition=NoRefusals(),
+    **_key(),
+    on_refusal=FillOnRefusal(),
   )
   step = jax.jit(release) if jit else release
   for _ in range(8):
