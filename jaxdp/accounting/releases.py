@@ -401,7 +401,7 @@ def spend(acct, eps, delta, valid, event, inputs):
   check_unused(acct.key)
   acct = one_key_per_lane(acct, inputs)
   ok, sub, new = rule.spend(acct, eps, delta, valid, event)
-  if planning.current() is None:
-    ok = policy.settle(ok)
-    new = dataclasses.replace(new, last_answered=new.last_answered & ok)
+  settled = ok if planning.current() is not None else policy.settle(ok)
+  if settled is not ok:  # a run-time check: the counters depend on it too
+    ok, new = settled, dataclasses.replace(new, last_answered=new.last_answered & settled)
   return ok, sub, new
