@@ -13,7 +13,9 @@ discloses nothing that the accountant's ``refusals`` counter does not.
   program (``jit``, ``lax.scan``, ``vmap``) the decision is known only when the
   program runs: a host callback then raises it, and JAX reports the run as failed
   (``jax.errors.JaxRuntimeError``, a ``RuntimeError`` whose message holds
-  :class:`ReleaseRefusedError`'s), so no output of the run is returned.
+  :class:`ReleaseRefusedError`'s), so no output of the run is returned. That check
+  is one host callback per release (one per release for a whole ``vmap`` batch), a
+  host round trip that a loop of many small releases feels.
 * :class:`FillOnRefusal`: a refused release returns a data-independent fill (NaN in
   float outputs, the dtype's minimum in integer outputs), spends nothing, sets
   ``last_answered`` to False and adds one to ``refusals``. For programs that run until
