@@ -61,7 +61,7 @@ class RaiseOnRefusal:
   noise is drawn (the accountant unchanged), inside a traced program when it runs
   (a host callback; JAX raises ``JaxRuntimeError``)."""
 
-  def settle(self, ok):
+  def settle(self, ok: jax.Array) -> jax.Array:
     """``ok``, after raising for a refusal known now; for a traced one, ``ok`` passed
     through a host callback that raises when the program runs (the release's output
     and accountant are computed from its result, so it cannot be dropped; under
@@ -86,7 +86,7 @@ class FillOnRefusal:
   """A refused release returns NaN (integer outputs: the dtype's minimum); test
   ``last_answered``."""
 
-  def settle(self, ok):
+  def settle(self, ok: jax.Array) -> jax.Array:
     """``ok``: the release fills its output."""
     return ok
 
@@ -94,7 +94,7 @@ class FillOnRefusal:
 REFUSAL_POLICIES = (RaiseOnRefusal, FillOnRefusal)
 
 
-def check_policy(policy) -> object:
+def check_policy(policy: object) -> object:
   """``policy`` if it is an instance of exactly one of :data:`REFUSAL_POLICIES`.
 
   Raises:
