@@ -133,9 +133,9 @@ def main(argv=None):
       lambda s, e: jaxdp.release(s, jaxdp.LaplaceMechanism(e), data), acct, eps_row
     )
 
-  accts = jax.vmap(lambda k: jaxdp.Accountant.create(1.0, key=k))(
-    jax.random.split(jax.random.key(1), a)
-  )
+  accts = jax.vmap(
+    lambda k: jaxdp.Accountant.create(1.0, key=k, on_refusal=jaxdp.FillOnRefusal())
+  )(jax.random.split(jax.random.key(1), a))
   with_acct = jax.jit(jax.vmap(run))
   rows.append(
     {
@@ -162,7 +162,9 @@ def main(argv=None):
   )
 
   n_eager = 300
-  acct = jaxdp.Accountant.create(1e6, key=jax.random.key(3))
+  acct = jaxdp.Accountant.create(
+    1e6, key=jax.random.key(3), on_refusal=jaxdp.FillOnRefusal()
+  )
   acct, _ = jaxdp.release(acct, jaxdp.LaplaceMechanism(0.5), data)  # warm-up
   t0 = time.perf_counter()
   for _ in range(n_eager):
@@ -236,9 +238,11 @@ def main(argv=None):
   )
 
   def batch(**kw):
-    return jax.vmap(lambda k: jaxdp.Accountant.create(5.0, delta_budget=1e-6, key=k, **kw))(
-      jax.random.split(jax.random.key(1), a)
-    )
+    return jax.vmap(
+      lambda k: jaxdp.Accountant.create(
+        5.0, delta_budget=1e-6, key=k, **kw, on_refusal=jaxdp.FillOnRefusal()
+      )
+    )(jax.random.split(jax.random.key(1), a))
 
   rows.insert(
     1,
@@ -261,7 +265,7 @@ def main(argv=None):
       None,
       length=n,
     )[0],
-    jaxdp.Accountant.create(1e3, key=jax.random.key(0)),
+    jaxdp.Accountant.create(1e3, key=jax.random.key(0), on_refusal=jaxdp.FillOnRefusal()),
   )
   plan_r = lap(0.02, r)  # every traced eps of the run is at most 0.02
   rows.insert(
@@ -294,6 +298,7 @@ def main(argv=None):
       max_releases=k,
       delta_prime=1e-6,
       key=jax.random.key(0),
+      on_refusal=jaxdp.FillOnRefusal(),
     ).eps_cap
     >= 0.1
   )
@@ -320,7 +325,13 @@ def main(argv=None):
   fits = []
   for name, kw, kw100 in budgets:
     n, g = answered(
-      jaxdp.Accountant.create(5.0, delta_budget=1e-6, key=jax.random.key(5), **kw)
+      jaxdp.Accountant.create(
+        5.0,
+        delta_budget=1e-6,
+        key=jax.random.key(5),
+        **kw,
+        on_refusal=jaxdp.FillOnRefusal(),
+      )
     )
     # the eps reported for exactly 100 releases (a budget large enough for them;
     # advanced composition reports its bound for the declared k at the caps, so its
@@ -331,7 +342,11 @@ def main(argv=None):
       big = dict(kw if kw100 is None else kw100)
       eps100 = answered(
         jaxdp.Accountant.create(
-          5.0 if "plan" in big else 12.0, delta_budget=1e-6, key=jax.random.key(6), **big
+          5.0 if "plan" in big else 12.0,
+          delta_budget=1e-6,
+          key=jax.random.key(6),
+          **big,
+          on_refusal=jaxdp.FillOnRefusal(),
         ),
         n=100,
       )[1]

@@ -44,10 +44,9 @@ What a session guarantees, whatever functions the analyst sends:
   index, so the parts are disjoint by construction.
 * **Only jaxdp's mechanisms**, validated again (a subclass could override the noise).
 
-What it does not protect against: side channels of the host process (timing, memory
-use), an analyst with access to the Python process itself (who can read any attribute),
-and the floating-point leak of the float mechanisms (use ``secure=True`` for releases
-to publish).
+What it does not protect against: side channels of the host process (timing, memory use),
+an analyst with access to the Python process itself (who can read any attribute), and the
+floating-point leak of the float mechanisms (use ``secure=True`` for releases to publish).
 
 Checked, compiled queries are cached (keyed by the checked program and the
 mechanism): a repeated query compiles nothing (one call per block of rows).
@@ -188,6 +187,7 @@ class Session:
       delta_prime=delta_prime,
       secure=secure,
       orders=orders,
+      on_refusal=accounting.FillOnRefusal(),  # the session raises its own error
     )
     self._acct, self._link = link.attach(ledger, dataset, data, self._acct)
     self._held = session_rows.hold(data)  # in blocks of rows (jaxdp.session_rows)

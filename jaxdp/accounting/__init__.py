@@ -4,8 +4,8 @@
 composition rule (:mod:`.rules`); :func:`release` and its variants (:mod:`.releases`)
 charge it; :func:`plan` (:mod:`.planning`) computes what a query function would
 spend without reading data. :mod:`.budget` is the integer-unit arithmetic,
-:mod:`.guard` the stale-key guard and :mod:`.dependence` the data-dependence
-analysis that planning runs.
+:mod:`.guard` the stale-key guard, :mod:`.refusal` what a refused release does and
+:mod:`.dependence` the data-dependence analysis that planning runs.
 """
 
 from jaxdp.accounting.accountant import Accountant
@@ -16,6 +16,7 @@ from jaxdp.accounting.errors import (
   StaleAccountantError,
 )
 from jaxdp.accounting.planning import Plan, PlannedRelease, events_epsilon, plan
+from jaxdp.accounting.refusal import FillOnRefusal, RaiseOnRefusal
 from jaxdp.accounting.releases import (
   MAX_PARTS,
   postprocess,
@@ -43,9 +44,11 @@ __all__ = [
   "BudgetExceededError",
   "CompositionRule",
   "DataDependentCostError",
+  "FillOnRefusal",
   "Plan",
   "PlannedComposition",
   "PlannedRelease",
+  "RaiseOnRefusal",
   "ReleaseRefusedError",
   "RenyiFilter",
   "StaleAccountantError",

@@ -15,11 +15,12 @@ from Dwork's chapter "Postprocessing, Composition and Group Privacy":
   chosen from earlier answers and across datasets for people present in several.
 * Budget (Lemma 2.6): the curator answers until the first round whose cost would take
   the total past the budget, and refuses that round. The decision depends only on
-  the privacy parameters, never on the data, so refusing discloses nothing. A refused
-  release returns a data-independent fill (NaN; an integer release: its dtype's
-  minimum), spends nothing, sets
-  ``last_answered`` to False and adds one to ``refusals``. Later, cheaper rounds may
-  still be answered. (:func:`plan` rejects a cost computed from the data.)
+  the privacy parameters, never on the data, so refusing discloses nothing. By
+  default a refusal raises :class:`ReleaseRefusedError` (``on_refusal``,
+  :mod:`jaxdp.accounting.refusal`); with :class:`FillOnRefusal` the output is a
+  data-independent fill (NaN; integers: the dtype's minimum), nothing is spent,
+  ``last_answered`` is False and ``refusals`` grows by one. Later, cheaper rounds
+  may still be answered. (:func:`plan` rejects a cost computed from the data.)
 * Group privacy (Lemma 2.8): with ``group_size = k`` every release is charged its
   cost for groups of k (k eps for pure DP), resolved at trace time.
 * Postprocessing (Proposition 2.4): anything computed from released outputs without
@@ -36,13 +37,18 @@ decimals such as 0.1, so 10 x 0.1 fits 1.0; a release of exactly the budget is c
 
 **Keys and stale state.** The accountant owns its key and splits it on every
 release, so releases threaded correctly never share noise. Releasing twice from the
-*same* accountant value would reuse its key (same noise, spend counted once). This is
-detected where JAX allows: eagerly, a second release from an accountant whose key
-was already used raises :class:`StaleAccountantError` (the check follows the key
-object, like JAX's own key-reuse checker: an accountant rebuilt from the key's raw
-bits is not recognised). Inside ``jit`` nothing is visible to Python; run trusted
-code once with ``jax.config.update("jax_debug_key_reuse", True)`` and JAX's checker
-raises ``KeyReuseError`` on a replay. A release mapped by ``jax.vmap`` over its data,
+*same* accountant value would reuse its key (same noise, spend counted once). The
+check follows the key object, like JAX's key-reuse checker
+(:mod:`jaxdp.accounting.guard`): a second release from an accountant whose key was
+used raises :class:`StaleAccountantError` before any noise, eagerly and at trace
+time within one traced program (``jit``, a ``lax.scan`` or ``fori_loop`` body,
+``vmap``: the releases hold one key tracer). :meth:`Accountant.create` consumes the
+key object it is given, so two accountants from one key are refused alike. Not
+detected: an accountant rebuilt from the key's raw bits, or passed to two calls of a
+jitted function (each call traces with fresh tracers): continue from the accountant
+each call returns, and run trusted code once with
+``jax.config.update("jax_debug_key_reuse", True)`` (JAX's checker raises
+``KeyReuseError`` on such a replay). A release mapped by ``jax.vmap`` over its data,
 mechanism or counters with one accountant (its key unbatched) would be one release
 per lane with the same noise, which JAX's checker does not see: it raises
 :class:`StaleAccountantError` at trace time, jitted or not, and so does a release in
@@ -52,10 +58,8 @@ differ across devices, every release is refused, and so is a release whose
 accountant is a constant of the traced program (closed over by a ``jit``,
 ``lax.map`` or loop body, which would reuse its key on every run or step). A batch
 of accountants made by copying one (``jnp.broadcast_to``) is a replay the
-accountant cannot see: make batches from split keys.
-For an untrusted analyst use
-:class:`jaxdp.Session`, which holds the data and the accountant and cannot be
-rewound.
+accountant cannot see: make batches from split keys. For an untrusted analyst use
+:class:`jaxdp.Session`, which holds the data and the accountant and cannot be rewound.
 
 **Control flow.** Whether a release inside a ``lax.cond`` branch or a
 ``lax.while_loop`` body runs decides what is spent, refused and split afterwards, so
@@ -88,8 +92,10 @@ import numpy as np
 from jaxdp import _checks
 from jaxdp import random as dprandom
 from jaxdp.accounting import budget
+from jaxdp.accounting.guard import own_key
 from jaxdp.accounting.history import KINDS
 from jaxdp.accounting.planning import Plan
+from jaxdp.accounting.refusal import RaiseOnRefusal, check_policy
 from jaxdp.accounting.rules import (
   BasicComposition,
   CompositionRule,
@@ -122,7 +128,7 @@ class Accountant:
   ``last_answered`` (whether the most recent release was answered) and ``log``.
   Static fields (configuration): ``eps_budget``, ``delta_budget``, ``group_size``,
   ``rule`` (the composition rule, :mod:`jaxdp.accounting.rules`), the unit exponents
-  fixed at creation, ``secure`` and ``history``. Everything else (capacities, the
+  fixed at creation, ``secure``, ``history`` and ``on_refusal``. Everything else (capacities, the
   advanced-composition caps, the spent eps as a float) is derived from these on
   demand, so nothing can go stale.
   """
@@ -142,6 +148,7 @@ class Accountant:
   delta_unit_exponent: int = _static(default=0)
   secure: bool = _static(default=False)
   history: int = _static(default=0)
+  on_refusal: object = _static(default=RaiseOnRefusal())
 
   @classmethod
   def create(
@@ -158,6 +165,7 @@ class Accountant:
     orders: Sequence[float] | None = None,
     plan: Plan | None = None,
     history: int = 0,
+    on_refusal: object = RaiseOnRefusal(),
   ) -> Accountant:
     """A fresh accountant.
 
@@ -167,7 +175,9 @@ class Accountant:
       group_size: size k of the groups to protect; every release is charged its
         group cost (k eps for pure DP; Dwork, Lemma 2.8).
       key: PRNG key the accountant owns and splits; ``None``: a fresh key from the
-        OS (:func:`jaxdp.random.os_key`, or :func:`~jaxdp.random.secure_key`).
+        OS (:func:`jaxdp.random.os_key`, or :func:`~jaxdp.random.secure_key`). The
+        key object is consumed: another accountant made from it, eagerly or in
+        the same traced program, raises :class:`StaleAccountantError`.
       composition: a rule of :mod:`jaxdp.accounting.rules`, or its name:
         ``"basic"``, ``"advanced"``, ``"zcdp"``, ``"rdp"`` or ``"planned"``. The
         accountant holds the rule bound to its budgets (:meth:`UnitRule.bind
@@ -188,6 +198,9 @@ class Accountant:
         which a custom rule's ``allows`` or ``spend`` need not respect.
       history: keep the first ``history`` answered releases' events (for
         :meth:`events` and :meth:`to_dp_event`); 0: none.
+      on_refusal: :class:`~jaxdp.RaiseOnRefusal` (refusals raise
+        :class:`ReleaseRefusedError`) or :class:`~jaxdp.FillOnRefusal` (refused
+        outputs hold NaN; test ``last_answered``).
 
     Returns:
       The :class:`Accountant`.
@@ -196,6 +209,8 @@ class Accountant:
       ValueError: for a budget, group size or option out of range, or a custom
         composition rule with ``secure=True`` (an ``ArgTypeError``, which is also a
         ValueError).
+      StaleAccountantError: ``key`` was already given to an accountant or used by
+        a release.
     """
     eps_budget = budget.check_budget(eps_budget, "eps_budget")
     delta_budget = _checks.check_delta(delta_budget, "delta_budget")
@@ -216,6 +231,7 @@ class Accountant:
       plan=plan,
     )
     history = _checks.check_int(history, "history", minimum=0)
+    on_refusal = check_policy(on_refusal)
     with jax.ensure_compile_time_eval():  # concrete even when created inside a trace
       if key is None:
         key = dprandom.secure_key() if secure else dprandom.os_key()
@@ -226,8 +242,7 @@ class Accountant:
         )
       else:
         _checks.check_key(key)
-        if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-          key = jax.random.wrap_key_data(key)
+        key = own_key(key)
       zero = jnp.zeros((), jnp.int32)
       last = jnp.ones((), bool)
       spent = jnp.zeros(rule.state_shape(), jnp.int32)
@@ -249,6 +264,7 @@ class Accountant:
       unit_exponent=exponent,
       delta_unit_exponent=delta_exponent,
       secure=secure,
+      on_refusal=on_refusal,
     )
 
   # -------------------------------------------------------------- derived config

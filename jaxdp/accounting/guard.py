@@ -2,8 +2,13 @@
 
 The accountant owns its key and splits it on every release, so releases threaded
 correctly never share noise. Releasing twice from the *same* accountant value would
-reuse its key (same noise, spend counted once). Eagerly, :func:`check_unused` follows
-the key object (like JAX's own key-reuse checker); under ``jax.vmap`` and
+reuse its key (same noise, spend counted once). :func:`check_unused` follows the key
+object, like JAX's own key-reuse checker: a concrete key eagerly, and a key tracer
+within the trace that made it (inside ``jit``, ``scan`` or ``vmap``, two releases
+from one accountant value hold the same tracer, so the second is refused at trace
+time, before any noise). :func:`mark_used` marks the key once its release has
+produced output (and :meth:`~jaxdp.Accountant.create` marks the key it is given:
+an accountant consumes its key); under ``jax.vmap`` and
 ``jax.shard_map``, :func:`one_key_per_lane` refuses a release mapped over its data,
 mechanism or counters but not over its key, and a release whose accountant is a
 constant of the traced program; under ``jax.pmap`` or ``shard_map(check_vma=False)``
@@ -14,15 +19,23 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import weakref
 
 import jax
 import jax.numpy as jnp
+from jax.extend import core as jax_core
 
 from jaxdp import _checks
 from jaxdp.accounting import planning
 from jaxdp.accounting.errors import StaleAccountantError
 
-__all__ = ["check_unused", "drawing", "mark_used", "one_key_per_lane"]
+__all__ = [
+  "check_unused",
+  "drawing",
+  "mark_used",
+  "one_key_per_lane",
+  "own_key",
+]
 
 
 def _host_ledger(key) -> bool:
@@ -30,13 +43,39 @@ def _host_ledger(key) -> bool:
   return _checks.is_concrete(key) and planning.current() is None
 
 
+# The key tracers already used, by id, each with a weak reference that tells the
+# tracer from a later object given the same id (an entry leaves with its tracer).
+_TRACED_USED: dict[int, weakref.ref] = {}
+
+
+def _forget(ident, ref):
+  if _TRACED_USED.get(ident) is ref:
+    _TRACED_USED.pop(ident, None)
+
+
+def _is_used(key) -> bool:
+  """Whether a release (or :meth:`~jaxdp.Accountant.create`) already used this key
+  object: a concrete key (not while planning) or a key tracer."""
+  if _checks.is_concrete(key):
+    return _host_ledger(key) and getattr(key, "_jaxdp_used", False)
+  ref = _TRACED_USED.get(id(key))
+  return ref is not None and ref() is key
+
+
 def check_unused(key):
-  """Eager host ledger: raises if an earlier release already used this key object."""
-  if _host_ledger(key) and getattr(key, "_jaxdp_used", False):
+  """Raises :class:`StaleAccountantError` if an earlier release already used this key
+  object: eagerly, or at trace time for a key tracer (one accountant value released
+  from twice in one ``jit``, ``scan`` body or ``vmap``), before any noise."""
+  if _is_used(key):
     raise StaleAccountantError(
-      "this accountant's key was already used by an earlier release: releasing "
-      "from a stale accountant value would reuse its noise and undercount the "
-      "spend. Always continue from the accountant that the last release returned."
+      "this accountant's key was already used by an earlier release or given to "
+      "another accountant"
+      + ("" if _checks.is_concrete(key) else " in this traced program")
+      + ": releasing from a stale accountant value would reuse its noise and "
+      "undercount the spend. Always continue from the accountant that the last "
+      "release returned (in a lax.cond, pass the accountant as an operand of the "
+      "branches, not as a closure), and make each accountant from a key of its own "
+      "(jax.random.split)."
     )
 
 
@@ -57,7 +96,10 @@ def one_key_per_lane(acct, inputs):
   Lemma 2.6's count is broken). Raises :class:`StaleAccountantError` at trace time,
   before any noise is drawn. ``pmap`` and ``shard_map`` with ``check_vma=False`` do
   not say which values differ across devices, so a release under them is refused
-  too (an allowlist: only mesh axes whose variation JAX tracks are accepted)."""
+  too (an allowlist: only mesh axes whose variation JAX tracks are accepted). So is
+  an accountant that is a constant of the traced program, or a tracer of an
+  enclosing trace (closed over by a ``lax.scan`` or other loop body: every step
+  would reuse its key)."""
   key = acct.key
   others = [
     x
@@ -72,6 +114,16 @@ def one_key_per_lane(acct, inputs):
       "or created inside it) while its data or mechanism are traced: every run of "
       "the program, and every step of a lax.map, fori_loop or while_loop body, would "
       "add the same noise. Pass the accountant as an argument (or a loop carry) and "
+      "continue from the one each release returns."
+    )
+  if (
+    not _checks.is_concrete(key) and planning.current() is None and _of_enclosing_trace(key)
+  ):
+    raise StaleAccountantError(
+      "this release's accountant is closed over from an enclosing traced program (by "
+      "a lax.scan, fori_loop, while_loop or lax.map body, a lax.cond branch or an "
+      "inner transformation): every step of a loop would add the same noise. Pass "
+      "the accountant in as a loop carry, a branch operand or an argument, and "
       "continue from the one each release returns."
     )
   untracked = _untracked_axes()
@@ -100,6 +152,14 @@ def one_key_per_lane(acct, inputs):
   return dataclasses.replace(
     acct, answered=_lanes(acct.answered, key, jax.lax.stop_gradient(others))
   )
+
+
+def _of_enclosing_trace(tracer) -> bool:
+  """Whether ``tracer`` belongs to a trace that encloses the one now running (a value
+  closed over by a loop, map or branch body, or by an inner transformation). Reads
+  ``Tracer._trace`` directly, so a JAX that renamed it fails loudly instead of
+  skipping the check."""
+  return tracer._trace is not jax_core.find_top_trace(())
 
 
 def _untracked_axes() -> frozenset:
@@ -137,13 +197,35 @@ def _lanes_vmap(axis_size, in_batched, token, key, others):
 
 
 def mark_used(key):
-  """Eager host ledger: marks the key object used, once its release has produced
-  output (a release that raised on bad input leaves the accountant usable)."""
-  if _host_ledger(key):
+  """Marks the key object used, once its release has produced output (a release that
+  raised on bad input leaves the accountant usable): a concrete key eagerly (not
+  while planning), a key tracer for the rest of its trace."""
+  if not _checks.is_concrete(key):
+    ident = id(key)
+    _TRACED_USED[ident] = weakref.ref(key, lambda ref: _forget(ident, ref))
+  elif _host_ledger(key):
     try:
       object.__setattr__(key, "_jaxdp_used", True)
     except (AttributeError, TypeError):  # pragma: no cover - key type without a dict
       pass
+
+
+def own_key(key):
+  """A typed key object of the accountant's own with ``key``'s bits (``key`` typed or
+  raw key data), after consuming ``key``: an accountant consumes the key it is made
+  from, so two accountants made from one key object (eagerly, or in one traced
+  program) are refused like two releases from one accountant.
+
+  Raises:
+    StaleAccountantError: ``key`` was already used by a release or an accountant.
+  """
+  check_unused(key)
+  if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+    own = jax.random.wrap_key_data(jax.random.key_data(key), impl=jax.random.key_impl(key))
+  else:
+    own = jax.random.wrap_key_data(key)
+  mark_used(key)
+  return own
 
 
 @contextlib.contextmanager

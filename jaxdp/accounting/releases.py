@@ -2,9 +2,11 @@
 
 :func:`release` takes an accountant, a mechanism and data and returns a new
 accountant and the output; nothing mutates, so it works under ``jit``, ``vmap``,
-``lax.scan`` and across repeated jitted calls. A refused release returns a
-data-independent fill (NaN; an integer release: its dtype's minimum), spends nothing,
-sets ``last_answered`` to False and adds one to ``refusals`` (Dwork, Lemma 2.6).
+``lax.scan`` and across repeated jitted calls. A refused release (Dwork, Lemma 2.6)
+does what the accountant's ``on_refusal`` says (:mod:`jaxdp.accounting.refusal`):
+raise :class:`ReleaseRefusedError` (the default), or return a data-independent fill
+(NaN; an integer release: its dtype's minimum), spending nothing, with
+``last_answered`` False and ``refusals`` one higher.
 
 References:
   C. Dwork, the chapter on postprocessing, composition and group privacy
@@ -14,6 +16,7 @@ References:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,6 +31,7 @@ from jaxdp.accounting import planning
 from jaxdp.accounting.accountant import Accountant
 from jaxdp.accounting.errors import ReleaseRefusedError
 from jaxdp.accounting.guard import check_unused, drawing, mark_used, one_key_per_lane
+from jaxdp.accounting.refusal import check_policy
 from jaxdp.accounting.rules import RULES, bound_rule
 from jaxdp.mechanisms import Mechanism, PosetCountMechanism
 from jaxdp.mechanisms.publishable import PUBLISHABLE_TEXT, publishable_problem
@@ -57,10 +61,12 @@ def release(acct: Accountant, mech: Mechanism, data: Any) -> tuple[Accountant, A
   zCDP, ``mech.rdp_cost`` at the accountant's orders under the Rényi filter). If it
   would take the total past the budget, or a traced parameter is outside the range
   the mechanism's sampler supports (``mech.valid``: a scale the exact sampler cannot
-  take, NaN, a subnormal eps, ...), the release is refused (Lemma 2.6): the output is
-  NaN (an exact integer release: its dtype's minimum) with the mechanism's output
-  shape, nothing is spent, ``last_answered`` is False and ``refusals`` grows
-  by one. The decision uses only the parameters, never the data.
+  take, NaN, a subnormal eps, ...), the release is refused (Lemma 2.6). The decision
+  uses only the parameters, never the data. By default (``on_refusal``
+  :class:`~jaxdp.RaiseOnRefusal`) a refusal raises; with
+  :class:`~jaxdp.FillOnRefusal` the output is NaN (an exact integer release: its
+  dtype's minimum) with the mechanism's output shape, nothing is spent,
+  ``last_answered`` is False and ``refusals`` grows by one.
 
   Args:
     acct: the :class:`Accountant` returned by the previous release (never an older
@@ -83,7 +89,13 @@ def release(acct: Accountant, mech: Mechanism, data: Any) -> tuple[Accountant, A
       publishable (not exactly one of jaxdp's exact classes, a subclass whatever its
       ``exact`` says, :func:`jaxdp.mechanisms.publishable_problem`); before anything
       is spent or drawn.
-    StaleAccountantError: eagerly, when ``acct``'s key was already used; at trace
+    ReleaseRefusedError: under :class:`~jaxdp.RaiseOnRefusal`, a refused release:
+      on the host before any noise is drawn (``acct`` is unchanged and still
+      usable); inside a traced program when it runs (JAX raises it as
+      ``JaxRuntimeError``).
+    StaleAccountantError: before any noise, when ``acct``'s key was already used
+      (eagerly, or at trace time by another release in the same traced program, or
+      given to another accountant); at trace
       time, when ``jax.vmap`` or ``jax.shard_map`` maps the release over ``mech``,
       ``data`` or ``acct``'s counters but not over its key (every lane would get the
       same noise), under ``jax.pmap`` or ``shard_map(check_vma=False)``, and when
@@ -129,10 +141,11 @@ def release_partitioned(
 
   Returns:
     ``(acct, outputs)`` with outputs of shape ``(num_parts, dim)``, all invalid (NaN,
-    or an integer dtype's minimum) if refused.
+    or an integer dtype's minimum) if refused under :class:`~jaxdp.FillOnRefusal`.
 
   Raises:
-    BudgetExceededError, StaleAccountantError: as :func:`release`.
+    BudgetExceededError, ReleaseRefusedError, StaleAccountantError: as
+      :func:`release`.
     ValueError: ``num_parts`` above :data:`MAX_PARTS` (2**24), or as :func:`release`.
 
   References:
@@ -207,10 +220,11 @@ def release_parallel_unchecked(
 
   Returns:
     ``(acct, outputs)`` with outputs a tuple, all invalid (NaN, or an integer dtype's
-    minimum) if refused.
+    minimum) if refused under :class:`~jaxdp.FillOnRefusal`.
 
   Raises:
-    BudgetExceededError, StaleAccountantError: as :func:`release`.
+    BudgetExceededError, ReleaseRefusedError, StaleAccountantError: as
+      :func:`release`.
   """
   if not pairs:
     raise ValueError("pairs must hold at least one (mechanism, data) pair.")
@@ -238,7 +252,9 @@ def release_parallel_unchecked(
 
 
 def raise_if_refused(acct: Accountant, output: Any = None) -> Any:
-  """Outside jit: raises :class:`ReleaseRefusedError` if the last release was refused.
+  """Outside jit: raises :class:`ReleaseRefusedError` if the last release was refused
+  (for an accountant with :class:`~jaxdp.FillOnRefusal`; with the default
+  :class:`~jaxdp.RaiseOnRefusal` the release itself raised).
 
   Args:
     acct: the accountant returned together with ``output``.
@@ -370,16 +386,22 @@ def parallel_event(events):
 
 
 def spend(acct, eps, delta, valid, event, inputs):
-  """What every release does before randomizing: refuse a release mapped over
-  ``inputs`` (the mechanisms and data) but not over the accountant, then let the
-  accountant's rule refuse a static over-budget cost, record the release for
+  """What every release does before randomizing: refuse a stale key and a release
+  mapped over ``inputs`` (the mechanisms and data) but not over the accountant, then
+  let the accountant's rule refuse a static over-budget cost, record the release for
   :func:`plan`, split the key and charge (nothing where ``valid``, the mechanisms'
-  parameter check, is False).
+  parameter check, is False), and apply the accountant's refusal policy (not while
+  planning: a plan reports refusals).
 
   Returns:
     ``(ok, key for the mechanism, the accountant after the charge)``.
   """
   rule = bound_rule(acct)
+  policy = check_policy(acct.on_refusal)
   check_unused(acct.key)
   acct = one_key_per_lane(acct, inputs)
-  return rule.spend(acct, eps, delta, valid, event)
+  ok, sub, new = rule.spend(acct, eps, delta, valid, event)
+  settled = ok if planning.current() is not None else policy.settle(ok)
+  if settled is not ok:  # a run-time check: the counters depend on it too
+    ok, new = settled, dataclasses.replace(new, last_answered=new.last_answered & settled)
+  return ok, sub, new

@@ -25,12 +25,13 @@ from jaxdp import (
   PosetCountMechanism,
   release,
 )
+from jaxdp.accounting.refusal import FillOnRefusal
 
 Z_MAX = 5.0
 
 
 def _acct(budget=1.0, **kw):
-  return Accountant.create(budget, key=jax.random.key(0), **kw)
+  return Accountant.create(budget, key=jax.random.key(0), **kw, on_refusal=FillOnRefusal())
 
 
 def _zscore(sample_mean, target, sample_sd, n):
@@ -77,7 +78,9 @@ def test_vmap_over_1000_accountants_matches_exact_lemma_2_6():
     return jax.lax.scan(step, acct, eps_row)
 
   keys = jax.random.split(jax.random.key(1), 1000)
-  accts = jax.vmap(lambda k: Accountant.create(1.0, key=k))(keys)
+  accts = jax.vmap(lambda k: Accountant.create(1.0, key=k, on_refusal=FillOnRefusal()))(
+    keys
+  )
   accts, answered = jax.jit(jax.vmap(run))(accts, jnp.asarray(eps))
   answered = np.asarray(answered)
   lo, hi = Fraction(1) * (1 - Fraction(SLACK)), Fraction(1) * (1 + Fraction(SLACK))
@@ -148,7 +151,7 @@ def test_mechanisms_are_pytrees():
   assert jax.tree_util.tree_unflatten(treedef, [object()]).noise == "l2"  # no checks
   mechs = jax.vmap(LaplaceMechanism)(jnp.array([0.1, 0.2, 0.3]))
   assert mechs.eps.shape == (3,) and isinstance(mechs, LaplaceMechanism)
-  accts = jax.vmap(lambda k: Accountant.create(0.25, key=k))(
+  accts = jax.vmap(lambda k: Accountant.create(0.25, key=k, on_refusal=FillOnRefusal()))(
     jax.random.split(jax.random.key(0), 3)
   )
   accts, outs = jax.jit(jax.vmap(lambda a, mm: release(a, mm, jnp.zeros(2))))(accts, mechs)
@@ -187,8 +190,8 @@ def test_keys_are_split_never_reused():
   a2, o2 = release(a1, LaplaceMechanism(1.0), jnp.zeros(5))
   assert not np.allclose(o1, o2)
   assert not np.array_equal(jax.random.key_data(acct.key), jax.random.key_data(a1.key))
-  k1 = Accountant.create(1.0).key
-  k2 = Accountant.create(1.0).key
+  k1 = Accountant.create(1.0, on_refusal=FillOnRefusal()).key
+  k2 = Accountant.create(1.0, on_refusal=FillOnRefusal()).key
   assert not np.array_equal(jax.random.key_data(k1), jax.random.key_data(k2))
 
 
@@ -417,7 +420,7 @@ def test_bad_sensitivity(sens):
 @pytest.mark.parametrize("k", [0, -1, 1.5, True, "2"])
 def test_bad_group_size(k):
   with pytest.raises(ValueError, match="group_size"):
-    Accountant.create(1.0, group_size=k)
+    Accountant.create(1.0, group_size=k, on_refusal=FillOnRefusal())
   with pytest.raises(ValueError, match="group_size"):
     LaplaceMechanism(1.0).cost(k)
 
@@ -425,19 +428,27 @@ def test_bad_group_size(k):
 def test_bad_budgets_and_options():
   for bad in (0.0, -1.0, float("nan"), float("inf")):
     with pytest.raises(ValueError, match="eps_budget"):
-      Accountant.create(bad)
+      Accountant.create(bad, on_refusal=FillOnRefusal())
   with pytest.raises(ValueError, match="delta_budget"):
-    Accountant.create(1.0, delta_budget=1.5)
+    Accountant.create(1.0, delta_budget=1.5, on_refusal=FillOnRefusal())
   with pytest.raises(ValueError, match="max_releases"):
-    Accountant.create(1.0, composition="advanced", delta_prime=1e-6, delta_budget=1e-5)
+    Accountant.create(
+      1.0,
+      composition="advanced",
+      delta_prime=1e-6,
+      delta_budget=1e-5,
+      on_refusal=FillOnRefusal(),
+    )
   with pytest.raises(ValueError, match="composition"):
-    Accountant.create(1.0, composition="rdp")
+    Accountant.create(1.0, composition="rdp", on_refusal=FillOnRefusal())
   with pytest.raises(ValueError, match="eps must be < 1"):
     GaussianMechanism(1.5, 1e-5)
   with pytest.raises(ValueError, match="single PRNG key"):
-    Accountant.create(1.0, key=jax.random.split(jax.random.key(0), 2))
+    Accountant.create(
+      1.0, key=jax.random.split(jax.random.key(0), 2), on_refusal=FillOnRefusal()
+    )
   with pytest.raises(ValueError, match="eps_budget must be between"):
-    Accountant.create(1e-30)
+    Accountant.create(1e-30, on_refusal=FillOnRefusal())
 
 
 # ------------------------------------------------------------------ interpretations
@@ -487,7 +498,9 @@ def test_nested_plan():
     return release(a, m, x)
 
   def outer(a, x):
-    p = jaxdp.plan(inner, Accountant.create(1.0, key=jax.random.key(1)), x)
+    p = jaxdp.plan(
+      inner, Accountant.create(1.0, key=jax.random.key(1), on_refusal=FillOnRefusal()), x
+    )
     assert len(p.releases) == 1
     return release(a, m, x)[0]
 

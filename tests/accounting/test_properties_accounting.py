@@ -37,6 +37,7 @@ import jaxdp
 from jaxdp import (
   Accountant,
   BudgetExceededError,
+  FillOnRefusal,
   GaussianMechanism,
   LaplaceMechanism,
   ZCDPGaussianMechanism,
@@ -206,7 +207,11 @@ DELTAS = st.sampled_from([2.55e-6, 6.35e-6, 1.215e-5])
 )
 def test_basic_reports_cover_what_was_answered(specs, eps_budget, delta_budget, k):
   acct = Accountant.create(
-    eps_budget, delta_budget=delta_budget, group_size=k, key=jax.random.key(0)
+    eps_budget,
+    delta_budget=delta_budget,
+    group_size=k,
+    key=jax.random.key(0),
+    on_refusal=FillOnRefusal(),
   )
   acct, answered = _run(acct, specs)
   spent_e = spent_d = 0.0
@@ -250,6 +255,7 @@ def test_advanced_reports_cover_what_was_answered(
     max_releases=max_releases,
     delta_prime=1e-6,
     key=jax.random.key(1),
+    on_refusal=FillOnRefusal(),
   )
   acct, answered = _run(acct, specs)
   count = 0
@@ -308,6 +314,7 @@ def test_zcdp_reports_cover_what_was_answered(specs, eps_budget, delta_budget, k
     group_size=k,
     composition="zcdp",
     key=jax.random.key(2),
+    on_refusal=FillOnRefusal(),
   )
   rho_budget = acct.rho_budget
   assert _cks_epsilon(rho_budget, delta_budget) <= eps_budget * (1 + 1e-6)
@@ -398,7 +405,13 @@ def test_renyi_filter_reports_cover_what_was_answered(
   requested = jaxdp.renyi.DEFAULT_ORDERS if orders is None else orders
   kept, budgets = _filter_budgets(eps_budget, delta_budget, tuple(requested))
   make = lambda key: Accountant.create(
-    eps_budget, delta_budget=delta_budget, group_size=k, composition="rdp", key=key, **kw
+    eps_budget,
+    delta_budget=delta_budget,
+    group_size=k,
+    composition="rdp",
+    key=key,
+    **kw,
+    on_refusal=FillOnRefusal(),
   )
   if not kept:
     with pytest.raises(ValueError, match="no Rényi order"):
@@ -479,12 +492,23 @@ def _dominated(run, planned, k):
 )
 def test_planned_reports_cover_what_was_answered(specs, variants, extra, delta_budget, k):
   planner = Accountant.create(
-    1e3, delta_budget=0.5, composition="zcdp", group_size=k, key=jax.random.key(5)
+    1e3,
+    delta_budget=0.5,
+    composition="zcdp",
+    group_size=k,
+    key=jax.random.key(5),
+    on_refusal=FillOnRefusal(),
   )
   p = jaxdp.plan(_query(specs), planner)
   assert not p.refused
   make = lambda key: Accountant.create(
-    100.0, delta_budget=delta_budget, composition="planned", plan=p, group_size=k, key=key
+    100.0,
+    delta_budget=delta_budget,
+    composition="planned",
+    plan=p,
+    group_size=k,
+    key=key,
+    on_refusal=FillOnRefusal(),
   )
   acct = make(jax.random.key(6))
   # remaining(): the first row's eps for a Laplace row (a Laplace release within it
@@ -517,7 +541,13 @@ def test_renyi_filter_reports_at_least_the_true_eps_of_what_it_answered(
   puts the true eps of what was answered at about 1.7994 (1.7506); a figure that
   converted the past-budget orders' capped totals said 1.7440 for both. Each past
   order shows inf, and the figure is the best conversion over the others."""
-  acct = Accountant.create(2.0, delta_budget=1e-5, composition="rdp", key=jax.random.key(9))
+  acct = Accountant.create(
+    2.0,
+    delta_budget=1e-5,
+    composition="rdp",
+    key=jax.random.key(9),
+    on_refusal=FillOnRefusal(),
+  )
   specs = [("laplace", eps)] * n
   kept, budgets = _filter_budgets(2.0, 1e-5, jaxdp.renyi.DEFAULT_ORDERS)
   decisions, total, close = _rdp_reference(specs, 1, kept, budgets)

@@ -7,6 +7,7 @@ import pytest
 
 from jaxdp import Accountant, LaplaceMechanism, plan, raise_if_refused, release
 from jaxdp.accounting import ReleaseRefusedError
+from jaxdp.accounting.refusal import FillOnRefusal
 from jaxdp.accounting.rules import (
   RULES,
   AdvancedComposition,
@@ -18,7 +19,10 @@ from jaxdp.accounting.rules import (
   ZCDPFilter,
 )
 
-KEY_ARGS = {"key": jnp.zeros(2, jnp.uint32)}
+
+def _key() -> dict:
+  """A fixed key, a new object each time (an accountant consumes its key)."""
+  return {"key": jnp.zeros(2, jnp.uint32)}
 
 
 def _query(acct, x):
@@ -32,7 +36,11 @@ OPTIONS = {
   "advanced": {"max_releases": 3, "delta_prime": 1e-7},
   "zcdp": {},
   "rdp": {"orders": (8.0, 16.0)},
-  "planned": {"plan": plan(_query, Accountant.create(1.0, **KEY_ARGS), jnp.zeros(()))},
+  "planned": {
+    "plan": plan(
+      _query, Accountant.create(1.0, **_key(), on_refusal=FillOnRefusal()), jnp.zeros(())
+    )
+  },
 }
 CLASSES = {
   "basic": BasicComposition,
@@ -46,7 +54,12 @@ CLASSES = {
 @pytest.mark.parametrize("name", list(CLASSES))
 def test_each_shorthand_maps_to_its_class_which_satisfies_the_protocol(name):
   acct = Accountant.create(
-    3.0, delta_budget=1e-5, composition=name, **OPTIONS[name], **KEY_ARGS
+    3.0,
+    delta_budget=1e-5,
+    composition=name,
+    **OPTIONS[name],
+    **_key(),
+    on_refusal=FillOnRefusal(),
   )
   assert type(acct.rule) is CLASSES[name] and RULES[name] is CLASSES[name]
   assert isinstance(acct.rule, CompositionRule)
@@ -68,9 +81,16 @@ def test_each_shorthand_maps_to_its_class_which_satisfies_the_protocol(name):
 )
 def test_a_rule_instance_is_the_same_accountant_as_its_shorthand(name, rule):
   by_name = Accountant.create(
-    3.0, delta_budget=1e-5, composition=name, **OPTIONS.get(name, {}), **KEY_ARGS
+    3.0,
+    delta_budget=1e-5,
+    composition=name,
+    **OPTIONS.get(name, {}),
+    **_key(),
+    on_refusal=FillOnRefusal(),
   )
-  by_rule = Accountant.create(3.0, delta_budget=1e-5, composition=rule, **KEY_ARGS)
+  by_rule = Accountant.create(
+    3.0, delta_budget=1e-5, composition=rule, **_key(), on_refusal=FillOnRefusal()
+  )
   assert by_name.rule == by_rule.rule
   assert by_name.unit_exponent == by_rule.unit_exponent
   a, _ = release(by_name, LaplaceMechanism(0.2), jnp.zeros(()))
@@ -84,14 +104,20 @@ def test_unknown_shorthand_names_the_argument_the_value_and_the_choices():
     match=r"composition must be one of \('basic', "
     r"'advanced', 'zcdp', 'rdp', 'planned'\); got 'renyi'",
   ):
-    Accountant.create(1.0, composition="renyi")
+    Accountant.create(1.0, composition="renyi", on_refusal=FillOnRefusal())
   with pytest.raises(TypeError, match="composition must be one of"):
-    Accountant.create(1.0, composition=3)
+    Accountant.create(1.0, composition=3, on_refusal=FillOnRefusal())
 
 
 def test_options_belong_to_the_rule_instance():
   with pytest.raises(ValueError, match="orders must be given to the rule RenyiFilter"):
-    Accountant.create(1.0, delta_budget=1e-5, composition=RenyiFilter(), orders=(2.0,))
+    Accountant.create(
+      1.0,
+      delta_budget=1e-5,
+      composition=RenyiFilter(),
+      orders=(2.0,),
+      on_refusal=FillOnRefusal(),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,7 +138,9 @@ class AtMostKReleases(UnitRule):
 
 
 def test_a_sixth_rule_runs_without_editing_the_accountant():
-  acct = Accountant.create(1.0, composition=AtMostKReleases(k=2), **KEY_ARGS)
+  acct = Accountant.create(
+    1.0, composition=AtMostKReleases(k=2), **_key(), on_refusal=FillOnRefusal()
+  )
   assert acct.composition == "at-most-k" and isinstance(acct.rule, CompositionRule)
   x = jnp.zeros(())
   acct, out = release(acct, LaplaceMechanism(0.1), x)
@@ -125,5 +153,11 @@ def test_a_sixth_rule_runs_without_editing_the_accountant():
     raise_if_refused(acct, out)
   assert float(acct.guarantee()[0]) == pytest.approx(0.2, rel=1e-5)
   # planning uses the same rule: the third release is planned refused
-  p = plan(_query, Accountant.create(1.0, composition=AtMostKReleases(k=2), **KEY_ARGS), x)
+  p = plan(
+    _query,
+    Accountant.create(
+      1.0, composition=AtMostKReleases(k=2), **_key(), on_refusal=FillOnRefusal()
+    ),
+    x,
+  )
   assert p.refused == (2,)

@@ -26,6 +26,7 @@ from jaxdp import (
   LpBall,
   release,
 )
+from jaxdp.accounting.refusal import FillOnRefusal
 from jaxdp.composition import optimal_composition_delta, pld, renyi
 from tests.helpers.oracles import renyi_filter_budgets
 
@@ -81,7 +82,12 @@ def test_renyi_filter_counts_laplace_releases(orders):
   eagerly, under jit and with traced eps. One order (a = 6): 100; default: 89."""
   kw = {} if orders is None else dict(orders=orders)
   acct = Accountant.create(
-    5.0, delta_budget=1e-6, composition="rdp", key=jax.random.key(0), **kw
+    5.0,
+    delta_budget=1e-6,
+    composition="rdp",
+    key=jax.random.key(0),
+    **kw,
+    on_refusal=FillOnRefusal(),
   )
   expected = _rdp_expected(
     5.0, 1e-6, orders or renyi.DEFAULT_ORDERS, lambda a: _mp_laplace(0.1, a)
@@ -111,7 +117,13 @@ def test_renyi_filter_attack_mixed_adaptive_sequence():
   charge, or the smallest total, fails this."""
   rng = np.random.default_rng(7)
   orders = renyi.DEFAULT_ORDERS
-  acct = Accountant.create(3.0, delta_budget=1e-6, composition="rdp", key=jax.random.key(1))
+  acct = Accountant.create(
+    3.0,
+    delta_budget=1e-6,
+    composition="rdp",
+    key=jax.random.key(1),
+    on_refusal=FillOnRefusal(),
+  )
   kept, budgets = acct.orders, acct.rdp_budgets
   total = np.zeros(len(kept))
   while int(acct.refusals) < 30:
@@ -133,20 +145,36 @@ def test_renyi_filter_attack_mixed_adaptive_sequence():
 
 def test_renyi_filter_errors_and_plan():
   with pytest.raises(ValueError, match="delta_budget > 0"):
-    Accountant.create(1.0, composition="rdp")
+    Accountant.create(1.0, composition="rdp", on_refusal=FillOnRefusal())
   with pytest.raises(ValueError, match="orders"):
-    Accountant.create(1.0, delta_budget=1e-6, composition="rdp", orders=(0.5,))
+    Accountant.create(
+      1.0, delta_budget=1e-6, composition="rdp", orders=(0.5,), on_refusal=FillOnRefusal()
+    )
   with pytest.raises(ValueError, match="orders is for"):
-    Accountant.create(1.0, delta_budget=1e-6, orders=(2,))
+    Accountant.create(1.0, delta_budget=1e-6, orders=(2,), on_refusal=FillOnRefusal())
   with pytest.raises(ValueError, match="no Rényi order"):
-    Accountant.create(1e-3, delta_budget=1e-9, composition="rdp", orders=(2,))
-  acct = Accountant.create(1.0, delta_budget=1e-6, composition="rdp", key=jax.random.key(2))
+    Accountant.create(
+      1e-3, delta_budget=1e-9, composition="rdp", orders=(2,), on_refusal=FillOnRefusal()
+    )
+  acct = Accountant.create(
+    1.0,
+    delta_budget=1e-6,
+    composition="rdp",
+    key=jax.random.key(2),
+    on_refusal=FillOnRefusal(),
+  )
   with pytest.raises(jaxdp.BudgetExceededError, match="every order"):
     release(acct, LaplaceMechanism(50.0), jnp.zeros(()))
   # a cost that underflows float32 cannot be charged: refused, and the error says why
   for a in (
     acct,
-    Accountant.create(1.0, delta_budget=1e-6, composition="zcdp", key=jax.random.key(3)),
+    Accountant.create(
+      1.0,
+      delta_budget=1e-6,
+      composition="zcdp",
+      key=jax.random.key(3),
+      on_refusal=FillOnRefusal(),
+    ),
   ):
     with pytest.raises(jaxdp.BudgetExceededError, match="underflows float32"):
       release(a, LaplaceMechanism(1e-30), jnp.zeros(()))
@@ -194,7 +222,11 @@ def _random_plan(rng):
     return acct
 
   return jaxdp.plan(
-    query, Accountant.create(1e3, delta_budget=0.5, key=jax.random.key(0)), jnp.zeros(2)
+    query,
+    Accountant.create(
+      1e3, delta_budget=0.5, key=jax.random.key(0), on_refusal=FillOnRefusal()
+    ),
+    jnp.zeros(2),
   )
 
 
@@ -221,7 +253,7 @@ def test_plan_epsilon_within_one_percent_of_dp_accounting_pld_on_20_random_plans
       lambda a: jax.lax.scan(
         lambda s, _: release(s, mech, jnp.zeros(2)), a, None, length=k
       )[0],
-      Accountant.create(1e3, key=jax.random.key(0)),
+      Accountant.create(1e3, key=jax.random.key(0), on_refusal=FillOnRefusal()),
     )
     acc = dp_accounting.pld.PLDAccountant(
       dp_accounting.NeighboringRelation.REPLACE_ONE, value_discretization_interval=1e-4
@@ -237,7 +269,7 @@ def test_export_events_and_the_design_note_figure():
     lambda a: jax.lax.scan(lambda s, _: release(s, m, jnp.zeros(())), a, None, length=100)[
       0
     ],
-    Accountant.create(20.0, key=jax.random.key(3)),
+    Accountant.create(20.0, key=jax.random.key(3), on_refusal=FillOnRefusal()),
   )
   event = p.to_dp_event()
   assert len(event.events) == 100 and event.events[0] == dp_accounting.LaplaceDpEvent(10.0)
@@ -247,7 +279,7 @@ def test_export_events_and_the_design_note_figure():
   assert 4.6927 <= p.epsilon(1e-6) <= 4.6927 * 1.001
   zevent = jaxdp.plan(
     lambda a: release(a, KNormMechanism(LpBall(2, 1.0), 0.4), jnp.zeros(2))[0],
-    Accountant.create(1.0, key=jax.random.key(3)),
+    Accountant.create(1.0, key=jax.random.key(3), on_refusal=FillOnRefusal()),
   ).to_dp_event(pure_as="zcdp")
   assert zevent.events[0].rho == pytest.approx(0.08)
 
@@ -269,15 +301,21 @@ def test_planned_accountant_enforces_the_plan():
   m = LaplaceMechanism(0.1)
   plan_of = lambda n: jaxdp.plan(
     lambda a: jax.lax.scan(lambda s, _: release(s, m, jnp.zeros(())), a, None, length=n)[0],
-    Accountant.create(100.0, key=jax.random.key(0)),
+    Accountant.create(100.0, key=jax.random.key(0), on_refusal=FillOnRefusal()),
   )
   p = plan_of(111)
   assert p.epsilon(1e-6) <= 5.0 < jaxdp.events_epsilon([("laplace", 0.1)] * 112, 1e-6)
   too_long = p._replace(releases=p.releases + p.releases[:1])
   with pytest.raises(ValueError, match="more than eps_budget"):
-    Accountant.create(5.0, delta_budget=1e-6, composition="planned", plan=too_long)
+    Accountant.create(
+      5.0,
+      delta_budget=1e-6,
+      composition="planned",
+      plan=too_long,
+      on_refusal=FillOnRefusal(),
+    )
   make = lambda k: Accountant.create(
-    5.0, delta_budget=1e-6, composition="planned", plan=p, key=k
+    5.0, delta_budget=1e-6, composition="planned", plan=p, key=k, on_refusal=FillOnRefusal()
   )
   eps = jnp.full(112, 0.1).at[7].set(0.2)  # row 7 asks for more than planned
   run = jax.jit(
@@ -304,46 +342,79 @@ def test_planned_accountant_attack_swapping_the_mechanism():
   is eps-DP), never the other way round."""
   lap = jaxdp.plan(
     lambda a: release(a, LaplaceMechanism(0.5), jnp.zeros(2))[0],
-    Accountant.create(1.0, key=jax.random.key(0)),
+    Accountant.create(1.0, key=jax.random.key(0), on_refusal=FillOnRefusal()),
   )
   acct = Accountant.create(
-    1.0, delta_budget=1e-6, composition="planned", plan=lap, key=jax.random.key(4)
+    1.0,
+    delta_budget=1e-6,
+    composition="planned",
+    plan=lap,
+    key=jax.random.key(4),
+    on_refusal=FillOnRefusal(),
   )
   for mech in (KNormMechanism(LpBall(2, 1.0), 0.5), GaussianMechanism(0.5, 1e-6)):
     new, out = release(acct, mech, jnp.zeros(2))
     assert int(new.answered) == 0 and np.isnan(np.asarray(out)).all()
     acct = Accountant.create(
-      1.0, delta_budget=1e-6, composition="planned", plan=lap, key=jax.random.key(5)
+      1.0,
+      delta_budget=1e-6,
+      composition="planned",
+      plan=lap,
+      key=jax.random.key(5),
+      on_refusal=FillOnRefusal(),
     )
   pure = jaxdp.plan(
     lambda a: release(a, KNormMechanism(LpBall(2, 1.0), 0.5), jnp.zeros(2))[0],
-    Accountant.create(1.0, key=jax.random.key(0)),
+    Accountant.create(1.0, key=jax.random.key(0), on_refusal=FillOnRefusal()),
   )
   acct = Accountant.create(
-    1.0, delta_budget=1e-6, composition="planned", plan=pure, key=jax.random.key(6)
+    1.0,
+    delta_budget=1e-6,
+    composition="planned",
+    plan=pure,
+    key=jax.random.key(6),
+    on_refusal=FillOnRefusal(),
   )
   new, _ = release(acct, LaplaceMechanism(0.5), jnp.zeros(2))
   assert int(new.answered) == 1
   # a sigma-given Gaussian against a Gaussian plan: at least the planned noise
   gp = jaxdp.plan(
     lambda a: release(a, jaxdp.ZCDPGaussianMechanism(4.0), jnp.zeros(2))[0],
-    Accountant.create(10.0, delta_budget=1e-6, composition="zcdp", key=jax.random.key(0)),
+    Accountant.create(
+      10.0,
+      delta_budget=1e-6,
+      composition="zcdp",
+      key=jax.random.key(0),
+      on_refusal=FillOnRefusal(),
+    ),
   )
   for sigma, answered in ((3.9, 0), (4.0, 1)):
     acct = Accountant.create(
-      2.0, delta_budget=1e-6, composition="planned", plan=gp, key=jax.random.key(8)
+      2.0,
+      delta_budget=1e-6,
+      composition="planned",
+      plan=gp,
+      key=jax.random.key(8),
+      on_refusal=FillOnRefusal(),
     )
     new, _ = release(acct, jaxdp.ZCDPGaussianMechanism(sigma), jnp.zeros(2))
     assert int(new.answered) == answered
   with pytest.raises(ValueError, match="needs plan"):
-    Accountant.create(1.0, delta_budget=1e-6, composition="planned")
+    Accountant.create(
+      1.0, delta_budget=1e-6, composition="planned", on_refusal=FillOnRefusal()
+    )
 
 
 def test_history_exports_a_jitted_run():
   """history=K logs each answered release's event inside jit; the export composed by
   dp_accounting's PLD gives the figure of the same plan."""
   acct = Accountant.create(
-    5.0, delta_budget=1e-6, composition="rdp", key=jax.random.key(7), history=100
+    5.0,
+    delta_budget=1e-6,
+    composition="rdp",
+    key=jax.random.key(7),
+    history=100,
+    on_refusal=FillOnRefusal(),
   )
   run = jax.jit(
     lambda a, e: jax.lax.scan(
@@ -363,7 +434,7 @@ def test_history_exports_a_jitted_run():
   with pytest.raises(ValueError, match="history >= 81"):
     dataclasses.replace(acct, history=10, log=acct.log[:10]).events()
   with pytest.raises(ValueError, match="keeps no history"):
-    Accountant.create(1.0).events()
+    Accountant.create(1.0, on_refusal=FillOnRefusal()).events()
 
 
 def test_zcdp_gaussian_mechanism_costs_and_refusal_under_basic():
@@ -371,9 +442,17 @@ def test_zcdp_gaussian_mechanism_costs_and_refusal_under_basic():
   assert m.zcdp_cost(2) == pytest.approx(36 / 8)
   np.testing.assert_allclose(m.rdp_cost((2.0, 10.0)), [2 * 9 / 8, 10 * 9 / 8])
   with pytest.raises(ValueError, match="composition='zcdp'"):
-    release(Accountant.create(1.0, key=jax.random.key(0)), m, jnp.zeros(2))
+    release(
+      Accountant.create(1.0, key=jax.random.key(0), on_refusal=FillOnRefusal()),
+      m,
+      jnp.zeros(2),
+    )
   acct = Accountant.create(
-    1.0, delta_budget=1e-6, composition="zcdp", key=jax.random.key(0)
+    1.0,
+    delta_budget=1e-6,
+    composition="zcdp",
+    key=jax.random.key(0),
+    on_refusal=FillOnRefusal(),
   )
   acct, _ = jax.jit(lambda a, s: release(a, jaxdp.ZCDPGaussianMechanism(s), jnp.zeros(2)))(
     acct, 10.0

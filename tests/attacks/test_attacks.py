@@ -24,6 +24,7 @@ from jaxdp import (
   release,
 )
 from jaxdp.accounting import budget as _budget
+from jaxdp.accounting.refusal import FillOnRefusal
 
 
 # ------------------------------------------------------------------ 1. key entropy
@@ -45,7 +46,12 @@ def test_keys_differing_only_in_high_seed_bits_differ():
 def test_fresh_accountants_and_sessions_carry_64_bit_keys():
   """0.1 had the high key word 0 in 20 of 20 accountants. Now both words are random:
   the chance that one of 20 high words is 0 is 20 * 2^-32."""
-  words = np.array([jax.random.key_data(Accountant.create(1.0).key) for _ in range(20)])
+  words = np.array(
+    [
+      jax.random.key_data(Accountant.create(1.0, on_refusal=FillOnRefusal()).key)
+      for _ in range(20)
+    ]
+  )
   assert np.all(words[:, 0] != 0) and np.all(words[:, 1] != 0)
   assert len({tuple(w) for w in words.tolist()}) == 20
   session_key = jaxdp.Session(np.zeros(3), 1.0)._acct.key
@@ -59,7 +65,7 @@ def test_tiny_eps_after_the_budget_is_spent_is_refused():
   lax.scan after a release of the whole budget: each answered one is charged, at
   most the documented slack (2^-22 of the budget: 4 of them) is answered, and once
   the capacity is reached everything is refused. Then 2^20 more: all refused."""
-  acct = Accountant.create(1.0, key=jax.random.key(0))
+  acct = Accountant.create(1.0, key=jax.random.key(0), on_refusal=FillOnRefusal())
   acct, _ = release(acct, LaplaceMechanism(1.0), jnp.zeros(()))
   tiny = LaplaceMechanism(5.9e-8)
 
@@ -80,7 +86,7 @@ def test_tiny_eps_after_the_budget_is_spent_is_refused():
 
 
 def test_every_positive_eps_spends_at_least_one_unit():
-  acct = Accountant.create(1.0, key=jax.random.key(0))
+  acct = Accountant.create(1.0, key=jax.random.key(0), on_refusal=FillOnRefusal())
   step = jax.jit(lambda a: release(a, LaplaceMechanism(1e-30), jnp.zeros(()))[0])
   for _ in range(5):
     acct = step(acct)
@@ -103,7 +109,7 @@ def test_decimal_patterns_fit_exactly(count, eps, budget, how):
       flags.append(acct.last_answered)
     return acct, jnp.stack(flags)
 
-  acct = Accountant.create(budget, key=jax.random.key(0))
+  acct = Accountant.create(budget, key=jax.random.key(0), on_refusal=FillOnRefusal())
   if how == "eager":
     acct, flags = run(acct, eps)
   elif how == "jit-static":
@@ -118,9 +124,9 @@ def test_decimal_patterns_fit_exactly(count, eps, budget, how):
       acct, jnp.full(count + 1, eps, jnp.float32)
     )
   else:
-    accts = jax.vmap(lambda k: Accountant.create(budget, key=k))(
-      jax.random.split(jax.random.key(0), 3)
-    )
+    accts = jax.vmap(
+      lambda k: Accountant.create(budget, key=k, on_refusal=FillOnRefusal())
+    )(jax.random.split(jax.random.key(0), 3))
     accts, flags = jax.jit(jax.vmap(run))(accts, jnp.full(3, eps, jnp.float32))
     assert np.asarray(flags).tolist() == [[True] * count + [False]] * 3
     return
@@ -208,7 +214,7 @@ def test_low_precision_data_is_rejected(dtype):
 # ------------------------------------------------------------------ 4. stale state
 def test_replaying_a_stale_accountant_raises_eagerly():
   """0.1: ten secrets released from one accountant value shared one noise draw."""
-  acct = Accountant.create(10.0, key=jax.random.key(0))
+  acct = Accountant.create(10.0, key=jax.random.key(0), on_refusal=FillOnRefusal())
   mech = LaplaceMechanism(0.2)
   release(acct, mech, jnp.asarray(3.0))
   with pytest.raises(jaxdp.StaleAccountantError, match="already used"):
@@ -222,7 +228,7 @@ def test_replaying_a_stale_accountant_raises_eagerly():
 
 
 def test_a_release_that_fails_on_bad_input_leaves_the_accountant_usable():
-  acct = Accountant.create(10.0, key=jax.random.key(0))
+  acct = Accountant.create(10.0, key=jax.random.key(0), on_refusal=FillOnRefusal())
   mech = PosetCountMechanism(Poset.nhis(1), 1.0)
   with pytest.raises(ValueError, match="not a filter"):
     release(acct, mech, np.array([[0, 1, 0, 0]]))
@@ -233,7 +239,7 @@ def test_a_release_that_fails_on_bad_input_leaves_the_accountant_usable():
 def test_replaying_a_stale_accountant_under_jit_is_caught_by_jax_key_reuse():
   f = jax.jit(lambda a, x: release(a, LaplaceMechanism(0.2), x))
   with jax.debug_key_reuse(True):
-    acct = Accountant.create(10.0, key=jax.random.key(0))
+    acct = Accountant.create(10.0, key=jax.random.key(0), on_refusal=FillOnRefusal())
     f(acct, 3.0)
     with pytest.raises(jax.errors.KeyReuseError):
       f(acct, 4.0)
@@ -288,15 +294,17 @@ def test_a_release_mapped_over_data_but_not_the_accountant_is_refused(how):
   releases, and one accountant per lane gets independent noise."""
   mech = LaplaceMechanism(0.5)
   data = jnp.array([10.0, 11.0])
-  acct = Accountant.create(10.0, key=jax.random.key(0))
+  acct = Accountant.create(10.0, key=jax.random.key(0), on_refusal=FillOnRefusal())
   with pytest.raises(jaxdp.StaleAccountantError, match="the same noise"):
     _mapped_release(how, acct, mech, data)()
   acct, out = release(acct, mech, data)  # the stacked statistic in one call
   assert np.isfinite(np.asarray(out)).all()
   keys = jax.random.split(jax.random.key(1), 2)
-  _, out = jax.vmap(lambda k, x: release(Accountant.create(10.0, key=k), mech, x))(
-    keys, data
-  )
+  _, out = jax.vmap(
+    lambda k, x: release(
+      Accountant.create(10.0, key=k, on_refusal=FillOnRefusal()), mech, x
+    )
+  )(keys, data)
   assert abs(float(out[1] - out[0]) - 1.0) > 1e-3
 
 
@@ -310,7 +318,7 @@ def test_a_release_sharded_over_data_but_not_the_accountant_is_refused():
   mesh = jax.make_mesh((1,), ("i",))
   mech = LaplaceMechanism(0.5)
   data = jnp.array([10.0, 11.0])
-  acct = Accountant.create(10.0, key=jax.random.key(0))
+  acct = Accountant.create(10.0, key=jax.random.key(0), on_refusal=FillOnRefusal())
   sharded = jax.shard_map(
     lambda a, x: release(a, mech, x)[1], mesh=mesh, in_specs=(P(), P("i")), out_specs=P("i")
   )
@@ -387,7 +395,7 @@ def test_plan_rejects_an_eps_computed_from_the_data():
   def query(acct, secret):
     return release(acct, LaplaceMechanism(jnp.where(secret > 50, 0.5, 2.0)), secret)
 
-  acct = Accountant.create(1.0, key=jax.random.key(0))
+  acct = Accountant.create(1.0, key=jax.random.key(0), on_refusal=FillOnRefusal())
   with pytest.raises(jaxdp.DataDependentCostError, match=r"release #0.*argument 0"):
     jaxdp.plan(query, acct, jnp.asarray(10.0))
 
@@ -410,7 +418,7 @@ def test_plan_allows_eps_chosen_from_released_outputs():
     acct, y = release(acct, LaplaceMechanism(0.1), x)
     return release(acct, LaplaceMechanism(jnp.clip(y, 0.1, 0.5)), x)
 
-  acct = Accountant.create(1.0, key=jax.random.key(0))
+  acct = Accountant.create(1.0, key=jax.random.key(0), on_refusal=FillOnRefusal())
   with pytest.raises(ValueError, match="needs static") as info:
     jaxdp.plan(query, acct, jnp.asarray(3.0))
   assert not isinstance(info.value, jaxdp.DataDependentCostError)
@@ -419,7 +427,7 @@ def test_plan_allows_eps_chosen_from_released_outputs():
 # ------------------------------------------------------------------ 6. parallel composition
 def test_the_same_data_cannot_be_passed_as_disjoint_parts():
   """0.1 charged 0.5 for four releases of the same data (true cost 2.0)."""
-  acct = Accountant.create(5.0, key=jax.random.key(0))
+  acct = Accountant.create(5.0, key=jax.random.key(0), on_refusal=FillOnRefusal())
   x = jnp.ones(3)
   with pytest.raises(ValueError, match="not disjoint"):
     jaxdp.release_parallel_unchecked(acct, [(LaplaceMechanism(0.5), x)] * 4)
@@ -442,7 +450,13 @@ def test_partitioned_release_counts_each_part_exactly_and_charges_once(jit):
     if jit
     else jaxdp.release_partitioned
   )
-  acct, out = rel(Accountant.create(1.0, key=jax.random.key(0)), mech, rows, part, 4)
+  acct, out = rel(
+    Accountant.create(1.0, key=jax.random.key(0), on_refusal=FillOnRefusal()),
+    mech,
+    rows,
+    part,
+    4,
+  )
   assert out.shape == (4, 5) and np.isfinite(np.asarray(out)).all()
   assert float(acct.spent_eps) == pytest.approx(0.5, rel=1e-5)
 
@@ -462,7 +476,7 @@ def test_partitioned_contributions_are_clipped_to_the_sensitivity():
 def test_nan_data_is_rejected():
   with pytest.raises(ValueError, match="non-finite value at index"):
     release(
-      Accountant.create(1.0, key=jax.random.key(0)),
+      Accountant.create(1.0, key=jax.random.key(0), on_refusal=FillOnRefusal()),
       LaplaceMechanism(1.0),
       jnp.array([1.0, jnp.nan]),
     )
@@ -471,7 +485,7 @@ def test_nan_data_is_rejected():
 @pytest.mark.parametrize("jit", [False, True])
 def test_refusal_is_an_explicit_flag(jit):
   rel = jax.jit(release, static_argnums=1) if jit else release
-  acct = Accountant.create(1.0, key=jax.random.key(0))
+  acct = Accountant.create(1.0, key=jax.random.key(0), on_refusal=FillOnRefusal())
   acct, out = rel(acct, LaplaceMechanism(0.9), jnp.ones(2))
   assert bool(acct.last_answered)
   jaxdp.raise_if_refused(acct, out)
@@ -490,7 +504,13 @@ def test_eps_outside_float32_normal_range_is_rejected(eps):
 
 def test_overflowing_costs_give_inf_or_a_clear_error():
   assert GaussianMechanism(0.5, 1e-5).cost(2000) == (1000.0, math.inf)
-  acct = Accountant.create(5000.0, delta_budget=0.5, group_size=2000, key=jax.random.key(0))
+  acct = Accountant.create(
+    5000.0,
+    delta_budget=0.5,
+    group_size=2000,
+    key=jax.random.key(0),
+    on_refusal=FillOnRefusal(),
+  )
   with pytest.raises(BudgetExceededError, match="more than the whole budget"):
     release(acct, GaussianMechanism(0.5, 1e-5), jnp.zeros(()))
   assert jaxdp.hypothesis_test_bound(1000, 0.05) == 1.0
@@ -533,7 +553,11 @@ def test_plan_counts_every_release_of_a_scan():
       lambda a, _: release(a, LaplaceMechanism(0.3), x), acct, None, length=4
     )
 
-  p = jaxdp.plan(query, Accountant.create(1.0, key=jax.random.key(0)), jnp.zeros(2))
+  p = jaxdp.plan(
+    query,
+    Accountant.create(1.0, key=jax.random.key(0), on_refusal=FillOnRefusal()),
+    jnp.zeros(2),
+  )
   assert [r.refused for r in p.releases] == [False, False, False, True]
   assert p.eps == pytest.approx(0.9, rel=1e-5)
 

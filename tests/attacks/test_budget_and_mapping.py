@@ -21,6 +21,7 @@ from jaxdp import (
   release,
 )
 from jaxdp.accounting import budget as _budget
+from jaxdp.accounting.refusal import FillOnRefusal
 
 
 @pytest.mark.parametrize("eps", [1e30, 1.8e36, 1e37, 3e37])
@@ -29,13 +30,18 @@ def test_a_huge_static_eps_costs_more_than_the_budget(eps):
   answered for 9.3e-10 of a budget of 1 and returned the statistic with no noise
   (about 10^9 such releases fit)."""
   for exact, secure in ((True, True), (False, False)):
-    acct = Accountant.create(1.0, secure=secure, key=None if secure else jax.random.key(0))
+    acct = Accountant.create(
+      1.0,
+      secure=secure,
+      key=None if secure else jax.random.key(0),
+      on_refusal=FillOnRefusal(),
+    )
     stat = np.array([42, 7], np.int32) if exact else np.array([42.0, 7.0], np.float32)
     with pytest.raises(BudgetExceededError):
       release(acct, LaplaceMechanism(eps, exact=exact), stat)
   with pytest.raises(BudgetExceededError):
     release(
-      Accountant.create(1.0, secure=True),
+      Accountant.create(1.0, secure=True, on_refusal=FillOnRefusal()),
       PosetCountMechanism(jaxdp.Poset.nhis(1), 3e37, exact=True),
       np.array([[1, 1, 0, 0]] * 5, np.int32),
     )
@@ -46,7 +52,9 @@ def test_a_huge_traced_eps_is_refused_and_spends_nothing(composition):
   kw = dict(delta_budget=1e-6)
   if composition == "advanced":
     kw.update(max_releases=10, delta_prime=1e-7)
-  acct = Accountant.create(1.0, composition=composition, key=jax.random.key(0), **kw)
+  acct = Accountant.create(
+    1.0, composition=composition, key=jax.random.key(0), **kw, on_refusal=FillOnRefusal()
+  )
 
   @jax.jit
   def many(a, e, x):
@@ -75,7 +83,7 @@ def test_a_release_under_shard_map_without_vma_checks_is_refused():
   replicated accountant, every shard drew the same noise (the shards' outputs came
   out exactly the data's difference apart), JAX's key-reuse checker on or not."""
   mesh = jax.make_mesh((1,), ("i",))
-  acct = Accountant.create(1.0, key=jax.random.key(0))
+  acct = Accountant.create(1.0, key=jax.random.key(0), on_refusal=FillOnRefusal())
   body = lambda a, d: release(a, LaplaceMechanism(1.0), d)[1]
   f = jax.shard_map(
     body, mesh=mesh, in_specs=(P(), P("i")), out_specs=P("i"), check_vma=False
@@ -100,7 +108,7 @@ def test_a_batch_of_distinct_accountants_is_answered_with_distinct_noise():
   run = jax.jit(jax.vmap(lambda a, d: release(a, mech, d)))
   same = 0
   for seed in range(20):
-    batch = jax.vmap(lambda k: Accountant.create(1.0, key=k))(
+    batch = jax.vmap(lambda k: Accountant.create(1.0, key=k, on_refusal=FillOnRefusal()))(
       jax.random.split(jax.random.key(seed), 4)
     )
     new, out = run(batch, data)
@@ -116,7 +124,7 @@ def test_an_accountant_closed_over_by_a_traced_program_is_refused(loop):
   from outside ran the release once per row with the same key (neighbours came out
   exactly 1 apart), eagerly, with no error; so did a jitted function closing over
   the accountant, on every call."""
-  acct = Accountant.create(1.0, key=jax.random.key(0))
+  acct = Accountant.create(1.0, key=jax.random.key(0), on_refusal=FillOnRefusal())
   mech = LaplaceMechanism(0.5, exact=True)
   data = jnp.array([[10], [11]], jnp.int32)
   with pytest.raises(StaleAccountantError, match="constant of the traced program"):
@@ -139,7 +147,9 @@ def test_a_rebuilt_mechanism_with_an_array_parameter_is_refused():
   bad = jax.tree_util.tree_unflatten(treedef, [leaves[0], jnp.array([[1.0], [1e-6]])])
   with pytest.raises(ValueError, match="must be a scalar"):
     jax.jit(release)(
-      Accountant.create(1.0, key=jax.random.key(0)), bad, jnp.array([10.0, 20.0, 30.0])
+      Accountant.create(1.0, key=jax.random.key(0), on_refusal=FillOnRefusal()),
+      bad,
+      jnp.array([10.0, 20.0, 30.0]),
     )
 
 
@@ -148,7 +158,12 @@ def test_a_positive_cost_below_float32s_normal_range_spends_a_unit():
   near 1e-44 that XLA flushed to zero in one comparison and not in another: 1000
   releases answered, 0 units spent."""
   acct = Accountant.create(
-    1.0, delta_budget=1e-6, composition="rdp", group_size=2**25, key=jax.random.key(0)
+    1.0,
+    delta_budget=1e-6,
+    composition="rdp",
+    group_size=2**25,
+    key=jax.random.key(0),
+    on_refusal=FillOnRefusal(),
   )
   for _ in range(3):
     acct, _ = release(acct, LaplaceMechanism(1e-30), jnp.zeros(1))

@@ -31,6 +31,7 @@ from jaxdp import (
   ZCDPGaussianMechanism,
   release,
 )
+from jaxdp.accounting.refusal import FillOnRefusal
 
 INT_MIN = int(np.iinfo(np.int32).min)
 # float32 values (what a traced parameter is): zero, subnormals, negative, infinite, NaN
@@ -49,11 +50,11 @@ ROWS = jnp.array([[0, 0, 0], [1, 1, 1], [1, 1, 1]], jnp.int32)  # filters of POS
 
 
 def _secure(budget=10.0, **kw):
-  return Accountant.create(budget, secure=True, **kw)
+  return Accountant.create(budget, secure=True, **kw, on_refusal=FillOnRefusal())
 
 
 def _plain(budget=10.0, **kw):
-  return Accountant.create(budget, key=jax.random.key(0), **kw)
+  return Accountant.create(budget, key=jax.random.key(0), **kw, on_refusal=FillOnRefusal())
 
 
 def _batch(acct, n):

@@ -17,13 +17,16 @@ import pytest
 
 import jaxdp
 from jaxdp import Accountant, GaussianMechanism, LaplaceMechanism, release
+from jaxdp.accounting.refusal import FillOnRefusal
 
 lax = jax.lax
 L, G = LaplaceMechanism, GaussianMechanism
 
 
 def _acct(eps=1.0, delta=0.0):
-  return Accountant.create(eps, delta_budget=delta, key=jax.random.key(0))
+  return Accountant.create(
+    eps, delta_budget=delta, key=jax.random.key(0), on_refusal=FillOnRefusal()
+  )
 
 
 def _nothing(a):
@@ -215,7 +218,7 @@ def _branch_advances_the_key(a, x):
 
 def _vmapped_cond(a, x):
   """Under vmap a cond on a batched predicate becomes a select of both branches."""
-  accts = jax.vmap(lambda k: Accountant.create(1.0, key=k))(
+  accts = jax.vmap(lambda k: Accountant.create(1.0, key=k, on_refusal=FillOnRefusal()))(
     jax.random.split(jax.random.key(1), 3)
   )
   return jax.vmap(

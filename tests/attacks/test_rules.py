@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from jaxdp import Accountant, LaplaceMechanism, Session, plan, release
+from jaxdp.accounting.refusal import FillOnRefusal
 from jaxdp.accounting.rules import (
   BasicComposition,
   PlannedComposition,
@@ -22,7 +23,12 @@ from jaxdp.accounting.rules import (
   UnitRule,
 )
 
-KEY = {"key": jnp.zeros(2, jnp.uint32)}
+
+def _key() -> dict:
+  """A fixed key, a new object each time (an accountant consumes its key)."""
+  return {"key": jnp.zeros(2, jnp.uint32)}
+
+
 REBUILD = r"Accountant\.create\(\.\.\., composition=Rule\(\.\.\.\)\)"
 
 
@@ -45,13 +51,25 @@ def test_a_swapped_plan_is_refused_at_the_first_release():
   """Before: a planned accountant on (5, 1e-6) whose ``planned`` rows were swapped
   for a 111-release plan's answered 111 releases at eps = 1."""
   x = jnp.zeros(())
-  small = plan(_laplace_scan(5), Accountant.create(200.0, **KEY), x)
-  large = plan(_laplace_scan(111), Accountant.create(200.0, **KEY), x)
+  small = plan(
+    _laplace_scan(5), Accountant.create(200.0, **_key(), on_refusal=FillOnRefusal()), x
+  )
+  large = plan(
+    _laplace_scan(111), Accountant.create(200.0, **_key(), on_refusal=FillOnRefusal()), x
+  )
   acct = Accountant.create(
-    5.0, delta_budget=1e-6, composition=PlannedComposition(small), **KEY
+    5.0,
+    delta_budget=1e-6,
+    composition=PlannedComposition(small),
+    **_key(),
+    on_refusal=FillOnRefusal(),
   )
   other = Accountant.create(
-    200.0, delta_budget=1e-6, composition=PlannedComposition(large), **KEY
+    200.0,
+    delta_budget=1e-6,
+    composition=PlannedComposition(large),
+    **_key(),
+    on_refusal=FillOnRefusal(),
   )
   assert len(acct.planned) == 5 and len(other.planned) == 111
   swapped = dataclasses.replace(
@@ -71,7 +89,11 @@ def test_changed_renyi_orders_are_refused():
   """Before: orders changed from (64,) to (64, 2) after create broadcast the spent
   state of one order over two."""
   acct = Accountant.create(
-    1.0, delta_budget=1e-5, composition=RenyiFilter(orders=(64.0,)), **KEY
+    1.0,
+    delta_budget=1e-5,
+    composition=RenyiFilter(orders=(64.0,)),
+    **_key(),
+    on_refusal=FillOnRefusal(),
   )
   assert acct.orders == (64.0,)
   changed = dataclasses.replace(
@@ -83,7 +105,7 @@ def test_changed_renyi_orders_are_refused():
 
 
 def test_changed_budgets_units_and_state_shape_are_refused():
-  acct = Accountant.create(1.0, **KEY)
+  acct = Accountant.create(1.0, **_key(), on_refusal=FillOnRefusal())
   for changed, what in [
     (dataclasses.replace(acct, eps_budget=100.0), "bound to"),
     (dataclasses.replace(acct, rule=BasicComposition()), "never bound"),
@@ -96,10 +118,16 @@ def test_changed_budgets_units_and_state_shape_are_refused():
 
 def test_bound_accountants_still_flatten_map_jit_and_plan():
   x = jnp.zeros(())
-  small = plan(_laplace_scan(3), Accountant.create(10.0, **KEY), x)
+  small = plan(
+    _laplace_scan(3), Accountant.create(10.0, **_key(), on_refusal=FillOnRefusal()), x
+  )
   for composition in ("basic", RenyiFilter(orders=(8.0, 16.0)), PlannedComposition(small)):
-    acct = Accountant.create(3.0, delta_budget=1e-5, composition=composition, **KEY)
-    again = Accountant.create(3.0, delta_budget=1e-5, composition=composition, **KEY)
+    acct = Accountant.create(
+      3.0, delta_budget=1e-5, composition=composition, **_key(), on_refusal=FillOnRefusal()
+    )
+    again = Accountant.create(
+      3.0, delta_budget=1e-5, composition=composition, **_key(), on_refusal=FillOnRefusal()
+    )
     assert acct.rule == again.rule and hash(acct.rule) == hash(again.rule)
     leaves, treedef = jax.tree_util.tree_flatten(acct)
     assert hash(treedef)
@@ -108,11 +136,18 @@ def test_bound_accountants_still_flatten_map_jit_and_plan():
     assert int(acct.answered) == 2
     keys = jax.random.split(jax.random.key(1), 3)
     batch = jax.vmap(
-      lambda k: Accountant.create(3.0, delta_budget=1e-5, composition=composition, key=k)
+      lambda k: Accountant.create(
+        3.0, delta_budget=1e-5, composition=composition, key=k, on_refusal=FillOnRefusal()
+      )
     )(keys)
     batch = jax.vmap(_laplace_scan(2), in_axes=(0, None))(batch, x)
     assert np.all(np.asarray(batch.answered) == 2)
-  assert plan(_laplace_scan(2), Accountant.create(3.0, **KEY), x).refused == ()
+  assert (
+    plan(
+      _laplace_scan(2), Accountant.create(3.0, **_key(), on_refusal=FillOnRefusal()), x
+    ).refused
+    == ()
+  )
 
 
 # ------------------------------------------------------------------ custom rules
@@ -143,13 +178,21 @@ def test_a_session_refuses_a_rule_that_is_not_jaxdps_own():
 
 def test_a_secure_accountant_refuses_a_custom_rule():
   with pytest.raises(TypeError, match="for a secure accountant.*AnswersEverything"):
-    Accountant.create(1.0, composition=AnswersEverything(), secure=True)
+    Accountant.create(
+      1.0, composition=AnswersEverything(), secure=True, on_refusal=FillOnRefusal()
+    )
   with pytest.raises(ValueError, match="for a secure accountant"):
-    Accountant.create(1.0, composition=AnswersEverything(), secure=True)
-  assert Accountant.create(1.0, composition=BasicComposition(), secure=True).secure
+    Accountant.create(
+      1.0, composition=AnswersEverything(), secure=True, on_refusal=FillOnRefusal()
+    )
+  assert Accountant.create(
+    1.0, composition=BasicComposition(), secure=True, on_refusal=FillOnRefusal()
+  ).secure
   # a non-secure accountant keeps custom rules; a secure one cannot be given one later
-  plain = Accountant.create(1.0, composition=AnswersEverything(), **KEY)
-  secure = Accountant.create(1.0, secure=True)
+  plain = Accountant.create(
+    1.0, composition=AnswersEverything(), **_key(), on_refusal=FillOnRefusal()
+  )
+  secure = Accountant.create(1.0, secure=True, on_refusal=FillOnRefusal())
   forged = dataclasses.replace(secure, rule=plain.rule)
   with pytest.raises(ValueError, match="not one of jaxdp's rule classes"):
     release(forged, LaplaceMechanism(0.1, exact=True), jnp.zeros(()))
@@ -171,7 +214,13 @@ def test_spent_units_saturate_and_read_as_over_budget(jit):
   """Before: each release charged about 2**30 units, the third wrapped int32 and
   ``spent_eps`` went negative."""
   budget = 1e-3
-  acct = Accountant.create(budget, delta_budget=1e-6, composition=NoRefusals(), **KEY)
+  acct = Accountant.create(
+    budget,
+    delta_budget=1e-6,
+    composition=NoRefusals(),
+    **_key(),
+    on_refusal=FillOnRefusal(),
+  )
   step = jax.jit(release) if jit else release
   for _ in range(8):
     acct, _ = step(acct, LaplaceMechanism(budget), jnp.zeros(()))

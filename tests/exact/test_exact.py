@@ -372,7 +372,7 @@ def test_bad_exact_options_are_clear_errors():
 
 
 def test_secure_accountant_refuses_float_mechanisms_and_other_keys():
-  acct = jaxdp.Accountant.create(1.0, secure=True)
+  acct = jaxdp.Accountant.create(1.0, secure=True, on_refusal=jaxdp.FillOnRefusal())
   assert dprandom.is_secure_key(acct.key)
   with pytest.raises(ValueError, match="exact=True"):
     jaxdp.release(acct, jaxdp.LaplaceMechanism(0.1), jnp.array([1.0]))

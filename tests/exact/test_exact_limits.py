@@ -69,7 +69,9 @@ def test_traced_eps_beyond_the_limit_is_refused_and_spends_nothing():
   """jaxdp.release under jit: the old edge is refused (the sentinel, nothing spent,
   the key not advanced); an eps whose scale is just under the limit is answered."""
   d = 1000
-  acct = jaxdp.Accountant.create(1.0, key=jax.random.key(2))
+  acct = jaxdp.Accountant.create(
+    1.0, key=jax.random.key(2), on_refusal=jaxdp.FillOnRefusal()
+  )
   mech = lambda e: jaxdp.KNormMechanism(jaxdp.LpBall(d, np.inf), e, exact=True)
   run = jax.jit(lambda a, e, x: jaxdp.release(a, mech(e), x))
   x = jnp.zeros(d, jnp.int32)

@@ -69,7 +69,9 @@ def test_a_resumed_accountant_is_bit_identical_under_every_rule(tmp_path, name):
   options, mechs = RULES[name]
   options = _planned_rule() if options is None else options
   ledger = jaxdp.Ledger(tmp_path / "l.db")
-  plain = jaxdp.Accountant.create(1.0, key=jax.random.key(0), **options)
+  plain = jaxdp.Accountant.create(
+    1.0, key=jax.random.key(0), on_refusal=jaxdp.FillOnRefusal(), **options
+  )
   acct = ledger.accountant("d", DATA, 1.0, key=jax.random.key(1), **options)
   refused = 0
   for mech in mechs:

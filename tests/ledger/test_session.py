@@ -122,11 +122,10 @@ def test_a_fixed_key_never_draws_the_same_noise_for_two_ledger_entries(tmp_path)
 
 
 def test_a_fixed_key_charged_twice_gets_two_release_keys(tmp_path):
-  k = jax.random.key(3)
   keys = []
-  for _ in range(2):
+  for _ in range(2):  # as after a restart: a new key object with the same bits
     ledger = jaxdp.Ledger(tmp_path / "l.db")
-    acct = ledger.accountant("d", DATA, 1.0, key=k)
+    acct = ledger.accountant("d", DATA, 1.0, key=jax.random.key(3))
     keys.append(ledger.charge("d", acct, jaxdp.LaplaceMechanism(0.1)).key)
-  data = [np.asarray(jax.random.key_data(x)) for x in (k, *keys)]
+  data = [np.asarray(jax.random.key_data(x)) for x in (jax.random.key(3), *keys)]
   assert not (data[0] == data[1]).all() and not (data[1] == data[2]).all()
