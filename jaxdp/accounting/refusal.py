@@ -14,8 +14,8 @@ discloses nothing that the accountant's ``refusals`` counter does not.
   program runs: a host callback then raises it, and JAX reports the run as failed
   (``jax.errors.JaxRuntimeError``, a ``RuntimeError`` whose message holds
   :class:`ReleaseRefusedError`'s), so no output of the run is returned. That check
-  is one host callback per release (one per release for a whole ``vmap`` batch), a
-  host round trip that a loop of many small releases feels.
+  is a conditional per release whose host callback runs only for a refusal (on an
+  accelerator the conditional's predicate is still read on the host).
 * :class:`FillOnRefusal`: a refused release returns a data-independent fill (NaN in
   float outputs, the dtype's minimum in integer outputs), spends nothing, sets
   ``last_answered`` to False and adds one to ``refusals``. For programs that run until
@@ -29,10 +29,10 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from jaxdp import _checks
 from jaxdp.accounting.errors import ReleaseRefusedError
+from jaxdp.exact.refine import raise_if
 
 __all__ = ["RaiseOnRefusal", "FillOnRefusal", "REFUSAL_POLICIES", "check_policy"]
 
@@ -45,14 +45,12 @@ _REFUSED = (
 )
 
 
-def _raise_if_refused(ok) -> np.ndarray:
-  """Host callback: ``ok``, after raising when any lane of it is False."""
-  ok = np.asarray(ok)
-  if not ok.all():
-    raise ReleaseRefusedError(
-      _REFUSED.format(what="The run is abandoned: none of its outputs are returned.")
-    )
-  return ok
+def _refused_error(flag) -> ReleaseRefusedError:
+  """The run-time error of a traced refusal (``flag``: the host copy of ``~ok``)."""
+  del flag
+  return ReleaseRefusedError(
+    _REFUSED.format(what="The run is abandoned: none of its outputs are returned.")
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,10 +60,11 @@ class RaiseOnRefusal:
   (a host callback; JAX raises ``JaxRuntimeError``)."""
 
   def settle(self, ok: jax.Array) -> jax.Array:
-    """``ok``, after raising for a refusal known now; for a traced one, ``ok`` passed
-    through a host callback that raises when the program runs (the release's output
-    and accountant are computed from its result, so it cannot be dropped; under
-    ``vmap`` it is called once for the whole batch)."""
+    """``ok``, after raising for a refusal known now; for a traced one, ``ok`` and'd
+    with a check that calls the host only when the release is refused, and raises
+    there (:func:`jaxdp.exact.refine.raise_if`: the release's output and accountant
+    are computed from its result, so it cannot be dropped; under ``vmap`` the host is
+    called once for the whole batch, only when some lane is refused)."""
     if _checks.is_concrete(ok):
       if not bool(jnp.all(ok)):
         raise ReleaseRefusedError(
@@ -75,10 +74,8 @@ class RaiseOnRefusal:
           )
         )
       return ok
-    shape = jax.ShapeDtypeStruct(jnp.shape(ok), jnp.bool_)
-    return jax.pure_callback(
-      _raise_if_refused, shape, ok.astype(bool), vmap_method="broadcast_all"
-    )
+    ok = ok.astype(bool)
+    return ok & raise_if(~ok, _refused_error)
 
 
 @dataclasses.dataclass(frozen=True)
