@@ -163,8 +163,12 @@ def _log_am1(tables, lq, l1q, u, s, xp, log_ndtr_fn, rel, ulp):
   if a.size:
     z0 = s * s * (l1q - lq) + 0.5
     j = a - i
-    nd0 = log_ndtr_fn((z0 - i) / s)
-    nd1 = log_ndtr_fn((j - z0) / s)
+    # One call of log Phi for every argument (each call is a large graph in jit).
+    width = i.shape[-1]
+    args = [(z0 - i) / s, (j - z0) / s] + [v / s for v in (z0, z0 - 1, -z0, 1 - z0)]
+    nd = log_ndtr_fn(xp.concatenate([v + 0 * a for v in args], axis=-1))
+    nd0, nd1 = nd[:, :width], nd[:, width : 2 * width]
+    nd_z, nd_z1, nd_m, nd_m1 = (nd[:, 2 * width + c : 2 * width + c + 1] for c in range(4))
     # Series 0 starts at i = 2 (its i = 0, 1 terms are in the closed forms below).
     mask0 = imask & (i >= 2)
     log0 = xp.where(mask0, ic + i * lq + j * l1q + (i * i - i) / 2.0 * u + nd0, -xp.inf)
@@ -176,12 +180,11 @@ def _log_am1(tables, lq, l1q, u, s, xp, log_ndtr_fn, rel, ulp):
     series = xp.sum(psign * xp.exp(pc + kk * lq), axis=-1, keepdims=True)
     phi = xp.where(a * q <= 0.5, series, xp.expm1(a * l1q) + a * q)
     laq = xp.log(a) + lq
-    nd_m = log_ndtr_fn(-z0 / s)
     extra = [
-      xp.log(phi) + log_ndtr_fn(z0 / s),
-      laq + xp.log(-xp.expm1((a - 1) * l1q)) + log_ndtr_fn((z0 - 1) / s),
-      nd_m + 0 * a,
-      laq + log_ndtr_fn((1 - z0) / s),
+      xp.log(phi) + nd_z,
+      laq + xp.log(-xp.expm1((a - 1) * l1q)) + nd_z1,
+      nd_m,
+      laq + nd_m1,
       laq + nd_m,
     ]
     extra = xp.concatenate(extra, axis=-1)
