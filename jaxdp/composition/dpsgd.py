@@ -28,7 +28,6 @@ from jaxdp.composition.subsampled import subsampled_gaussian_rdp
 from jaxdp.composition.subsampled_pld import (
   DEFAULT_TAIL,
   PLDPair,
-  power_table,
   product,
   subsampled_gaussian_pld,
 )
@@ -146,7 +145,7 @@ class PldAccounting:
       return 0
     top = 0
     while top < MAX_STEPS.bit_length() - 1:
-      nxt = [power_table(t[-1], 1, self.tail)[-1] for t in tables]
+      nxt = [product(t[-1], t[-1], self.tail) for t in tables]
       if not fits(nxt):
         break
       for t, n in zip(tables, nxt):

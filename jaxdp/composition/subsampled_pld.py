@@ -39,6 +39,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from jaxdp import _checks
 from jaxdp.composition.pld import PLD, TAIL_SIGMAS
 from jaxdp.composition.subsampled import check_sampling
 
@@ -131,6 +132,7 @@ class PLDPair(NamedTuple):
 
   def self_compose(self, count: int, tail: float = DEFAULT_TAIL) -> PLDPair:
     """The pair of ``count`` compositions (count >= 1), each direction on its own."""
+    count = _checks.check_int(count, "count", minimum=1)
     top = count.bit_length() - 1
     return PLDPair(*(compose_bits(power_table(p, top, tail), count, tail) for p in self))
 
