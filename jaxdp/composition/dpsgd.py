@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
 import numpy as np
 
 from jaxdp import _checks
@@ -67,7 +68,7 @@ class RdpAccounting:
   def __post_init__(self):
     object.__setattr__(self, "orders", check_orders(self.orders))
 
-  def step_rdp(self, q: Scalar, noise_multiplier: Scalar):
+  def step_rdp(self, q: Scalar, noise_multiplier: Scalar) -> np.ndarray | jax.Array:
     """RDP of one step at each of :attr:`orders` (traced values allowed; see
     :func:`~jaxdp.composition.subsampled.subsampled_gaussian_rdp`)."""
     return subsampled_gaussian_rdp(q, noise_multiplier, self.orders)

@@ -72,7 +72,7 @@ _ERFC = np.vectorize(math.erfc, otypes=[np.float64])
 _LGAMMA = np.vectorize(math.lgamma, otypes=[np.float64])
 
 
-def check_sampling(q, noise_multiplier) -> tuple[float, float]:
+def check_sampling(q: Scalar, noise_multiplier: Scalar) -> tuple[float, float]:
   """(q, sigma) as Python floats, or ValueError naming the bad one.
 
   q must be in [0, 1]; sigma a number >= :data:`MIN_NOISE_MULTIPLIER` (``inf`` is
@@ -264,7 +264,9 @@ def _rdp_traced(q, s, orders: tuple) -> jax.Array:
   return jnp.where(ok, value, jnp.inf)
 
 
-def subsampled_gaussian_rdp(q: Scalar, noise_multiplier: Scalar, orders: ArrayLike):
+def subsampled_gaussian_rdp(
+  q: Scalar, noise_multiplier: Scalar, orders: ArrayLike
+) -> np.ndarray | jax.Array:
   """RDP of one step of the Poisson-subsampled Gaussian mechanism at each order.
 
   Args:
