@@ -78,6 +78,12 @@ def check_sampling(q: Scalar, noise_multiplier: Scalar) -> tuple[float, float]:
   q must be in [0, 1]; sigma a number >= :data:`MIN_NOISE_MULTIPLIER` (``inf`` is
   allowed: no privacy loss)."""
   for name, v in (("q", q), ("noise_multiplier", noise_multiplier)):
+    if not _checks.is_concrete(v):
+      raise ValueError(
+        f"{name} must be a concrete number for host-side accounting; got a traced "
+        "value. Inside jit, add subsampled_gaussian_rdp(...) (or RdpAccounting."
+        "step_rdp) per step and convert with jaxdp.composition.renyi.rdp_epsilon."
+      )
     scalar = isinstance(v, (np.ndarray, jax.Array)) and np.ndim(v) == 0
     if not (_checks.is_real(v) or scalar and np.issubdtype(v.dtype, np.number)):
       raise _checks.ArgTypeError(f"{name} must be a real number; got {v!r}.")

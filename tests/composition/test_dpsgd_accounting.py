@@ -340,3 +340,14 @@ def test_concrete_jax_scalars_take_the_host_path():
   got = subsampled_gaussian_rdp(jnp.float32(0.25), jnp.asarray(2.0), ORDERS)
   assert isinstance(got, np.ndarray) and got.dtype == np.float64
   np.testing.assert_allclose(got, subsampled_gaussian_rdp(0.25, 2.0, ORDERS), rtol=1e-15)
+
+
+def test_host_side_accounting_refuses_traced_values():
+  @jax.jit
+  def traced(q):
+    return RdpAccounting(ORDERS).epsilon(q, 1.0, 10, DELTA)
+
+  with pytest.raises(ValueError, match="q must be a concrete number"):
+    traced(0.01)
+  with pytest.raises(ValueError, match="noise_multiplier must be a concrete"):
+    jax.jit(lambda s: subsampled_gaussian_pld(0.01, s, 1e-3))(1.0)
