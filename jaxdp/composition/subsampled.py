@@ -65,7 +65,7 @@ from jaxdp.typing import ArrayLike, Scalar
 
 __all__ = ["subsampled_gaussian_rdp", "MIN_NOISE_MULTIPLIER", "check_sampling"]
 
-MIN_NOISE_MULTIPLIER = 0.01  # below it every order's RDP exceeds e^5000 q^2
+MIN_NOISE_MULTIPLIER = 0.01  # there the order-2 RDP is already about 1e4 + 2 log q
 HOST_TERMS, TRACED_TERMS = 1000, 32  # pairs of series terms past ceil(a)
 HOST_SLACK, TRACED_SLACK, TRACED_ULP = 2.0**-46, 2.0**-20, 2.0**-24
 _ERFC = np.vectorize(math.erfc, otypes=[np.float64])

@@ -108,7 +108,7 @@ def power_table(pld: PLD, top: int, tail: float) -> list:
 
 def compose_bits(table: list, count: int, tail: float) -> PLD:
   """pld^count from a :func:`power_table`: the highest power times the lower set bits,
-  from the highest down (the order :meth:`PLDPair.max_steps` also uses)."""
+  from the highest down (the order :meth:`.dpsgd.PldAccounting.max_steps` also uses)."""
   bits = [b for b in range(count.bit_length()) if count >> b & 1][::-1]
   out = table[bits[0]]
   for b in bits[1:]:
