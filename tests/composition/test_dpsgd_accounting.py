@@ -25,6 +25,7 @@ from jaxdp import PldAccounting, RdpAccounting, dpsgd_epsilon, subsampled_gaussi
 from jaxdp.composition import renyi
 from jaxdp.composition.dpsgd import MAX_STEPS
 from jaxdp.composition.gaussian import analytic_gaussian_delta
+from jaxdp.composition.pld import PLD
 from jaxdp.composition.subsampled_pld import subsampled_gaussian_pld
 
 dp_accounting = pytest.importorskip("dp_accounting")
@@ -351,3 +352,10 @@ def test_host_side_accounting_refuses_traced_values():
     traced(0.01)
   with pytest.raises(ValueError, match="noise_multiplier must be a concrete"):
     jax.jit(lambda s: subsampled_gaussian_pld(0.01, s, 1e-3))(1.0)
+
+
+def test_pld_epsilon_past_exp_overflow():
+  """Losses above log(float max) ~ 709 once made PLD.epsilon raise OverflowError."""
+  far = PLD(np.array([1 - 1e-3, 1e-3]), 0, 800.0)
+  # Exact: 800 + log(0.99); e^-800 underflows, so the loss counts in full: 800.
+  assert 800 + math.log1p(-1e-2) <= far.epsilon(1e-5) <= 800
