@@ -50,12 +50,26 @@ FFT_ETA = 2.0**-49  # FFT rounding constant (see product)
 _ERFC = np.vectorize(math.erfc, otypes=[np.float64])
 
 
-def _normal_mass(a, b):
-  """P(a < Z <= b) for a standard normal Z, accurate in both tails (a <= b)."""
-  r = 1 / math.sqrt(2)
-  upper = 0.5 * (_ERFC(a * r) - _ERFC(b * r))  # accurate when a >= 0
-  lower = 0.5 * (_ERFC(-b * r) - _ERFC(-a * r))  # accurate when b <= 0
-  return np.maximum(np.where(a >= 0, upper, lower), 0.0)
+def _tail(z):
+  """P(Z > |z|) for a standard normal Z."""
+  return 0.5 * _ERFC(np.abs(z) / math.sqrt(2))
+
+
+def _normal_mass(a, b, ta, tb):
+  """P(a < Z <= b) for a <= b, from ta = :func:`_tail` (a) and tb = :func:`_tail` (b),
+  accurate in both tails: ta - tb when a >= 0, tb - ta when b <= 0, else 1 - ta - tb."""
+  return np.maximum(np.where(a >= 0, ta - tb, np.where(b <= 0, tb - ta, 1 - ta - tb)), 0.0)
+
+
+def _masses(ends, shift: float, s: float, remove: bool):
+  """Masses of N(shift, s^2) on consecutive intervals: (-inf, ends[0]], (ends[0],
+  ends[1]], ... when ``remove`` (ends increasing), else [ends[0], inf), [ends[1],
+  ends[0]), ... (ends decreasing). One erfc per end."""
+  z = (ends - shift) / s
+  tz = _tail(z)
+  far = -np.inf if remove else np.inf
+  zo, to = np.concatenate([[far], z[:-1]]), np.concatenate([[0.0], tz[:-1]])
+  return _normal_mass(zo, z, to, tz) if remove else _normal_mass(z, zo, tz, to)
 
 
 def _truncate(pmf: np.ndarray, offset: int, inf: float, tail: float):
@@ -156,18 +170,16 @@ def _direction(q: float, s: float, h: float, remove: bool) -> PLD:
     l_lo, l_hi = -l_hi, -l_lo
   first, last = math.floor(l_lo / h), math.ceil(l_hi / h)
   grid = np.arange(first, last + 1) * h
-  # Point j collects loss in (grid[j-1], grid[j]] (point 0: all loss <= grid[0]);
-  # [xa, xb] are those losses' x, ``beyond`` the x of loss above the grid.
+  # Point j collects loss in (grid[j-1], grid[j]] (point 0: all loss <= grid[0]),
+  # whose x lie below ends[j] (remove) or at or above it (add); ``beyond`` (an interval
+  # in x) is the loss above the grid.
   if remove:
-    xb = inverse(grid)
-    xa = np.concatenate([[-np.inf], xb[:-1]])
-    beyond = (xb[-1], np.inf)
+    ends = inverse(grid)
+    beyond = np.asarray([ends[-1]]), np.asarray([np.inf])
   else:  # -loss(x) <= l  <=>  x >= inverse(-l)
-    xa = inverse(-grid)
-    xb = np.concatenate([[np.inf], xa[:-1]])
-    beyond = (-np.inf, xa[-1])
-  m0 = _normal_mass(xa / s, xb / s)
-  m1 = _normal_mass((xa - 1) / s, (xb - 1) / s)
+    ends = inverse(-grid)
+    beyond = np.asarray([-np.inf]), np.asarray([ends[-1]])
+  m0, m1 = (_masses(ends, shift, s, remove) for shift in (0.0, 1.0))
   mix = (1 - q) * m0 + q * m1
   p, qm = (mix, m0) if remove else (m0, mix)
   # Split p (point j's interval) between grid[j-1] and grid[j], keeping the P-mass
@@ -176,9 +188,10 @@ def _direction(q: float, s: float, h: float, remove: bool) -> PLD:
   lower[0] = 0.0
   pmf = p - lower
   pmf[:-1] += lower[1:]
-  b0, b1 = np.asarray([beyond[0]]), np.asarray([beyond[1]])
-  tail0 = _normal_mass(b0 / s, b1 / s)[0]
-  tail1 = _normal_mass((b0 - 1) / s, (b1 - 1) / s)[0]
+  za, zb = beyond[0] / s, beyond[1] / s
+  tail0 = _normal_mass(za, zb, _tail(za), _tail(zb))[0]
+  za, zb = (beyond[0] - 1) / s, (beyond[1] - 1) / s
+  tail1 = _normal_mass(za, zb, _tail(za), _tail(zb))[0]
   inf = (1 - q) * tail0 + q * tail1 if remove else tail0
   return PLD(pmf, first, h, float(inf))
 
