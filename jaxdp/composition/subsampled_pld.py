@@ -101,7 +101,7 @@ def product(a: PLD, b: PLD, tail: float) -> PLD:
   n = 1 << max(1, (size - 1).bit_length())
   spec = np.fft.rfft(a.pmf, n) * np.fft.rfft(b.pmf, n)
   pmf = np.maximum(np.fft.irfft(spec, n)[:size], 0.0)
-  norms = np.linalg.norm(a.pmf) + np.linalg.norm(b.pmf) + np.linalg.norm(pmf)
+  norms = sum(math.sqrt(np.sum(np.square(x))) for x in (a.pmf, b.pmf, pmf))  # no BLAS
   e2 = FFT_ETA * math.log2(n) * norms
   above = np.nonzero(pmf > e2)[0]
   first, last = (above[0], above[-1]) if len(above) else (0, size - 1)
