@@ -231,6 +231,8 @@ def test_bad_orders_raise(orders):
 def test_bad_policy_arguments_raise():
   with pytest.raises(ValueError, match="h"):
     PldAccounting(h=0.0)
+  with pytest.raises(ValueError, match="h = 1e-09 needs"):
+    PldAccounting(h=1e-9).epsilon(0.01, 1.0, 10, DELTA)
   with pytest.raises(ValueError, match="accountant"):
     dpsgd_epsilon(0.01, 1.0, 10, DELTA, accountant="pld")
   with pytest.raises(ValueError, match="steps"):
