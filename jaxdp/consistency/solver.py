@@ -28,8 +28,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp.consistency.certificate import Certificate, certify, operators
+from jaxdp.consistency.chain import chain_isotonic, chain_order
 from jaxdp.consistency.graph import ConstraintGraph
-from jaxdp.consistency.tree import TREE_MAX_STEPS, tree_isotonic, tree_schedule
+from jaxdp.consistency.tree import tree_isotonic, tree_multipliers
 
 __all__ = ["block_means", "isotonic_batched", "tree_block_means"]
 
@@ -102,19 +103,21 @@ def isotonic_batched(
     tol: the certificate's relative tolerance.
     iters: projected-gradient iterations per round.
     max_rounds: rounds at most (each ends with a polish and a certificate).
-    tree_path: for a tree whose schedule has at most ``TREE_MAX_STEPS`` steps, the
-      exact pool-adjacent-violators of :mod:`jaxdp.consistency.tree` instead.
+    tree_path: for a tree, the exact pool-adjacent-violators instead: that of
+      :mod:`jaxdp.consistency.chain` on a path, of :mod:`jaxdp.consistency.tree`
+      on any other tree; its multipliers are :func:`~jaxdp.consistency.tree.tree_multipliers`.
 
   Returns:
     ``(w, lam, certificate)`` with ``w`` block means (not clipped at 0).
   """
   apply_a, apply_at = operators(graph, y.dtype)
   tree = graph.is_tree
-  s_mat = jnp.asarray(graph.subtree, y.dtype) if tree else None
-  if tree_path and tree and len(tree_schedule(graph)[1]) <= TREE_MAX_STEPS:
-    w = tree_isotonic(y, graph)
-    lam = jnp.where(apply_a(w) == 0, jnp.maximum((y - w) @ s_mat.T, 0.0), 0.0)
+  if tree_path and tree:
+    pava = chain_isotonic if chain_order(graph) is not None else tree_isotonic
+    w, label = pava(y, graph)
+    lam = tree_multipliers(y, w, label, graph)
     return w, lam, certify(y, w, lam, graph, tol)
+  s_mat = jnp.asarray(graph.subtree, y.dtype) if tree else None
   step = jnp.asarray(graph.edge_steps, y.dtype)
   merge = tol * jnp.maximum(1.0, jnp.max(jnp.abs(y), axis=1, keepdims=True))
 
