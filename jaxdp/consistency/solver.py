@@ -112,9 +112,10 @@ def isotonic_batched(
   """
   apply_a, apply_at = operators(graph, y.dtype)
   tree = graph.is_tree
+  if tree_path and chain_order(graph) is not None:
+    return chain_isotonic(y, graph, tol)
   if tree_path and tree:
-    pava = chain_isotonic if chain_order(graph) is not None else tree_isotonic
-    w, label = pava(y, graph)
+    w, label = tree_isotonic(y, graph)
     lam = tree_multipliers(y, w, label, graph)
     return w, lam, certify(y, w, lam, graph, tol)
   s_mat = jnp.asarray(graph.subtree, y.dtype) if tree else None
