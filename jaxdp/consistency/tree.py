@@ -6,13 +6,17 @@ while one exceeds it, the adjacent block below of largest mean: the block whose 
 node hangs from it. The solution on a subtree is then exact, so the root's is the
 isotonic regression.
 
-Batched, with the nodes numbered in preorder so that every subtree is a range of
-columns: node ``v``'s merges only read and write the ``W`` columns from ``v`` on
-(``W`` the power of two at least ``|subtree(v)|``), one merge per step, and a
-``lax.while_loop`` per node stops when no vector of the batch has a merge left. The
-nodes of one width form one ``lax.scan``. A vector costs ``O(sum_v W_v (1 +
-merges_v))``: ``O(d log d)`` on shallow forests, ``O(d^2)`` on deep ones (a chain
-goes to :mod:`jaxdp.consistency.chain`). No tolerance and no iteration count.
+Two batched forms, both fixed-shape array code (``jit``, ``vmap``), with no
+tolerance and no iteration count. Small trees (``steps * dim <= SCHEDULE_MAX``)
+take a static schedule of ``steps = sum_v (|subtree(v)| - 1)`` merge attempts, each
+over all the nodes, as one ``lax.scan`` (:func:`scheduled_isotonic`). Larger ones
+(:func:`windowed_isotonic`) number the nodes in preorder, so that every subtree is
+a range of columns: node ``v``'s merges read and write only the ``W_v`` columns
+from ``v`` on (``W_v`` the power of two at least ``|subtree(v)|``), one merge per
+step of a ``lax.while_loop`` that stops when no vector of the batch has a merge
+left; the nodes of one width form one ``lax.scan``. A vector costs ``O(sum_v W_v
+(1 + merges_v))``: ``O(d log d)`` on shallow forests, ``O(d^2)`` on deep ones (a
+chain goes to :mod:`jaxdp.consistency.chain`).
 
 References:
   W. A. Thompson, "The problem of negative estimates of variance components", Ann.
@@ -31,7 +35,18 @@ import numpy as np
 
 from jaxdp.consistency.graph import ConstraintGraph
 
-__all__ = ["TreePlan", "tree_isotonic", "tree_multipliers", "tree_plan"]
+__all__ = [
+  "SCHEDULE_MAX",
+  "TreePlan",
+  "scheduled_isotonic",
+  "tree_isotonic",
+  "tree_multipliers",
+  "tree_plan",
+  "tree_schedule",
+  "windowed_isotonic",
+]
+
+SCHEDULE_MAX = 1024  # steps * dim up to which the static schedule is used
 
 
 class TreePlan(NamedTuple):
@@ -100,12 +115,69 @@ def tree_plan(graph: ConstraintGraph) -> TreePlan:
 
 
 def tree_isotonic(y: jax.Array, graph: ConstraintGraph) -> tuple[jax.Array, jax.Array]:
-  """The isotonic regression of each row of ``y`` (``(B, dim)`` float) on a tree.
+  """The isotonic regression of each row of ``y`` (``(B, dim)`` float) on a tree:
+  :func:`scheduled_isotonic` when its schedule is short, else
+  :func:`windowed_isotonic`.
 
   Returns:
     ``(w, label)``: the regression, and per node the index of its block (equal
     labels, one block).
+
+  Raises:
+    ValueError: the graph is not a tree.
   """
+  if len(tree_schedule(graph)[1]) * graph.dim <= SCHEDULE_MAX:
+    return scheduled_isotonic(y, graph)
+  return windowed_isotonic(y, graph)
+
+
+@functools.lru_cache(maxsize=64)
+def tree_schedule(graph: ConstraintGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """``(parent, node, below)``: the parent of each node (the root its own), and per
+  step the node whose block grows and the mask of the nodes strictly below it."""
+  plan = tree_plan(graph)
+  parent = np.arange(graph.dim, dtype=np.int32)
+  parent[list(graph.lo)] = list(graph.hi)
+  below = np.zeros((graph.dim, graph.dim), bool)
+  for p in range(graph.dim - 1, 0, -1):  # every child before its parent
+    v, c = parent[plan.order[p]], plan.order[p]
+    below[v] |= below[c]
+    below[v, c] = True
+  nodes = [v for v in plan.order[::-1] for _ in range(int(below[v].sum()))]
+  return parent, np.asarray(nodes, np.int32), below[nodes]
+
+
+def scheduled_isotonic(y: jax.Array, graph: ConstraintGraph) -> tuple[jax.Array, jax.Array]:
+  """:func:`tree_isotonic` by the static schedule of :func:`tree_schedule`: each
+  step lets one node's block absorb the largest adjacent block below, if larger."""
+  parent, nodes, below = tree_schedule(graph)
+  b, dim = y.shape
+  rows = jnp.arange(b)
+  ids = jnp.arange(dim, dtype=jnp.int32)
+
+  def step(state, xs):
+    label, sums, sizes = state
+    v, mask = xs
+    means = sums / sizes
+    cand = mask & (label == ids) & (label[:, parent] == v)
+    cm = jnp.where(cand, means, -jnp.inf)
+    u = jnp.argmax(cm, axis=1)
+    merge = cm[rows, u] > means[:, v]
+    label = jnp.where(merge[:, None] & (label == u[:, None]), v, label)
+    sums = sums.at[:, v].add(jnp.where(merge, sums[rows, u], 0.0))
+    sizes = sizes.at[:, v].add(jnp.where(merge, sizes[rows, u], 0.0))
+    return (label, sums, sizes), None
+
+  label0 = jnp.zeros_like(y, jnp.int32) + ids  # derived from y: varies as y does
+  state = (label0, y, jnp.ones_like(y))
+  (label, sums, sizes), _ = jax.lax.scan(
+    step, state, (jnp.asarray(nodes), jnp.asarray(below))
+  )
+  return jnp.take_along_axis(sums / sizes, label, axis=1), label
+
+
+def windowed_isotonic(y: jax.Array, graph: ConstraintGraph) -> tuple[jax.Array, jax.Array]:
+  """:func:`tree_isotonic` in preorder windows, one merge per ``while_loop`` step."""
   plan = tree_plan(graph)
   b, dim = y.shape
   pad = max(plan.widths, default=1)

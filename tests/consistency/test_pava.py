@@ -15,7 +15,11 @@ import jaxdp
 from jaxdp import Poset
 from jaxdp.consistency import constraint_graph, solver
 from jaxdp.consistency.chain import chain_isotonic, chain_order
-from jaxdp.consistency.tree import tree_isotonic, tree_multipliers
+from jaxdp.consistency.tree import (
+  scheduled_isotonic,
+  tree_multipliers,
+  windowed_isotonic,
+)
 from tests.consistency.test_consistent import (
   assert_consistent,
   bvls_projection,
@@ -94,14 +98,18 @@ def test_chain_of_512_and_huge_values():
 
 @pytest.mark.parametrize("d", [2, 5, 8])
 def test_small_trees_match_the_minmax_formula(d):
+  """Both tree forms (the static schedule and the preorder windows), exhaustively
+  checked against the min-max formula."""
   rng = np.random.default_rng(d)
   with jax.enable_x64(True):
     for seed in range(2):
       poset = random_forest(d, 10 * d + seed)
+      graph = constraint_graph(poset)
       y = hard_vectors(rng, 8, d + 1)
-      z = np.asarray(jaxdp.consistent(y, poset, method="batched"))
-      for k in range(len(y)):
-        np.testing.assert_allclose(z[k], minmax_projection(y[k], poset), atol=1e-9)
+      want = np.array([minmax_projection(v, poset) for v in y])
+      for form in (scheduled_isotonic, windowed_isotonic):
+        w, _ = jax.jit(form, static_argnums=1)(jnp.asarray(y), graph)
+        np.testing.assert_allclose(np.maximum(np.asarray(w), 0), want, atol=1e-9)
 
 
 def test_forests_match_nnls_and_bvls():
@@ -138,11 +146,19 @@ def test_structure_picks_the_solver():
   w, lam, _ = solver.isotonic_batched(y, graph, 1e-4)
   w_chain, lam_chain, _ = chain_isotonic(y, graph, 1e-4)
   np.testing.assert_array_equal(np.asarray(w), np.asarray(w_chain))
-  w_tree, label = tree_isotonic(y, graph)  # a chain is a tree too
+  w_tree, label = windowed_isotonic(y, graph)  # a chain is a tree too
   np.testing.assert_allclose(np.asarray(w_tree), np.asarray(w), atol=1e-5)
   lam_tree = tree_multipliers(y, w_tree, label, graph)
   np.testing.assert_allclose(np.asarray(lam_tree), np.asarray(lam_chain), atol=1e-4)
-  assert chain_order(constraint_graph(Poset.nhis(3))) is None
+  forest = constraint_graph(random_forest(40, 8))  # past SCHEDULE_MAX: the windows
+  yf = jnp.asarray(hard_vectors(rng, 16, 41), jnp.float32)
+  w, _, _ = solver.isotonic_batched(yf, forest, 1e-4)
+  np.testing.assert_array_equal(np.asarray(w), np.asarray(windowed_isotonic(yf, forest)[0]))
+  small = constraint_graph(Poset.nhis(3))
+  ys = jnp.asarray(hard_vectors(rng, 16, 16), jnp.float32)
+  w, _, _ = solver.isotonic_batched(ys, small, 1e-4)
+  np.testing.assert_array_equal(np.asarray(w), np.asarray(scheduled_isotonic(ys, small)[0]))
+  assert chain_order(small) is None
   with pytest.raises(ValueError, match="chain poset"):
     chain_isotonic(y, constraint_graph(Poset.from_edges(9, [])), 1e-4)
 
