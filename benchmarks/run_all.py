@@ -131,7 +131,8 @@ def run_benchmarks(out: str, quick: bool, only=None) -> None:
     ledger.main(["--out", out] + (quick if q else []))
   if _wanted("consistency", only):
     consistency.main(
-      ["--out", out] + (["--nhis-batch", "10000", "--q-batch", "200"] if q else [])
+      ["--out", out]
+      + (["--nhis-batch", "10000", "--q-batch", "200", "--dims", "10,100"] if q else [])
     )
   if _wanted("sampler_profile", only):
     sampler_profile.main(["--out", out] + (["--quick"] if q else []))

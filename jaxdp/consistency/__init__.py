@@ -4,13 +4,15 @@ certificate of its accuracy.
 
 Modules: :mod:`~jaxdp.consistency.graph` (the constraint graph of a poset),
 :mod:`~jaxdp.consistency.exact` (the exact host algorithm),
-:mod:`~jaxdp.consistency.solver` (the batched jitted solver),
+:mod:`~jaxdp.consistency.chain` and :mod:`~jaxdp.consistency.tree` (exact batched
+pool-adjacent-violators on chains and forests),
+:mod:`~jaxdp.consistency.solver` (the batched jitted solver, any poset),
 :mod:`~jaxdp.consistency.certificate` (feasibility and duality gap) and
 :mod:`~jaxdp.consistency.project` (:func:`consistent`). The design note is
 ``docs/design/consistency.md``.
 """
 
-from jaxdp.consistency import certificate, exact, graph, project, solver
+from jaxdp.consistency import certificate, chain, exact, graph, project, solver, tree
 from jaxdp.consistency.certificate import Certificate
 from jaxdp.consistency.graph import ConstraintGraph, constraint_graph
 from jaxdp.consistency.project import (
@@ -26,6 +28,7 @@ __all__ = [
   "Certificate",
   "ConstraintGraph",
   "certificate",
+  "chain",
   "check_integer_range",
   "consistent",
   "constraint_graph",
@@ -35,4 +38,5 @@ __all__ = [
   "integer_limit",
   "project",
   "solver",
+  "tree",
 ]

@@ -61,8 +61,16 @@ def transpose_apply(lam: jax.Array, graph: ConstraintGraph) -> jax.Array:
 
 
 def operators(graph: ConstraintGraph, dtype: jnp.dtype) -> tuple:
-  """``(z -> A z, lam -> A^T lam)`` on the last axis: dense products for small
-  graphs, gathers and scatters otherwise."""
+  """``(z -> A z, lam -> A^T lam)`` on the last axis: slices for a path numbered
+  from the bottom up (edges ``i -> i + 1``), dense products for small graphs,
+  gathers and scatters otherwise."""
+  if graph.lo == tuple(range(graph.dim - 1)) and graph.hi == tuple(range(1, graph.dim)):
+
+    def apply_at(lam):
+      widths = [(0, 0)] * (lam.ndim - 1)
+      return jnp.pad(lam, widths + [(0, 1)]) - jnp.pad(lam, widths + [(1, 0)])
+
+    return (lambda z: z[..., :-1] - z[..., 1:]), apply_at
   if graph.dim * graph.num_edges <= DENSE_MAX:
     a = jnp.asarray(graph.incidence, dtype)
     return (lambda z: z @ a.T), (lambda lam: lam @ a)

@@ -51,9 +51,12 @@ def consistent(
   Paths (``method``):
     * ``"exact"``: the minimum-cut partitioning algorithm on the host in float64,
       one vector at a time (:mod:`jaxdp.consistency.exact`); concrete input only.
-    * ``"batched"``: the jitted solver (:mod:`jaxdp.consistency.solver`): dual
-      accelerated projected gradient, then block means; fixed-shape, runs under
-      ``jit`` and ``vmap``.
+    * ``"batched"``: the jitted solver (:mod:`jaxdp.consistency.solver`),
+      chosen by the poset's structure: exact pool-adjacent-violators on a chain
+      (:mod:`jaxdp.consistency.chain`, ``O(d)`` per vector) or a forest
+      (:mod:`jaxdp.consistency.tree`); on any other poset (series-parallel ones
+      included) dual accelerated projected gradient, then block means;
+      fixed-shape, runs under ``jit`` and ``vmap``.
     * ``"auto"`` (default): ``"exact"`` for one concrete vector, ``"batched"``
       otherwise; concrete batched vectors the solver does not certify within
       ``tol`` are solved again with ``"exact"``. Under ``jit`` only the batched

@@ -28,10 +28,36 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp.consistency.certificate import Certificate, certify, operators
+from jaxdp.consistency.chain import chain_isotonic, chain_order
 from jaxdp.consistency.graph import ConstraintGraph
-from jaxdp.consistency.tree import TREE_MAX_STEPS, tree_isotonic, tree_schedule
+from jaxdp.consistency.tree import tree_isotonic, tree_multipliers
 
-__all__ = ["block_means", "isotonic_batched", "tree_block_means"]
+__all__ = ["CHUNK", "block_means", "in_chunks", "isotonic_batched", "tree_block_means"]
+
+CHUNK = 512  # vectors per step of the pool-adjacent-violators paths
+
+
+def in_chunks(fn, y: jax.Array):
+  """``fn(y)`` computed ``CHUNK`` rows at a time (``lax.map``; the last chunk padded
+  with zeros, its extra rows dropped). The pool-adjacent-violators loops run until
+  the slowest vector of their batch is done, and their arrays stay in cache: several
+  times faster per vector than on a batch of thousands."""
+  b = y.shape[0]
+  if b <= CHUNK:
+    return fn(y)
+  k = -(-b // CHUNK)
+  padded = jnp.concatenate([y, jnp.zeros((k * CHUNK - b, y.shape[1]), y.dtype)])
+  out = jax.lax.map(fn, padded.reshape(k, CHUNK, y.shape[1]))
+  return jax.tree.map(lambda a: a.reshape((k * CHUNK,) + a.shape[2:])[:b], out)
+
+
+def _pool_adjacent(y, graph, tol):
+  """The exact pool-adjacent-violators of a chain or a tree, with its certificate."""
+  if chain_order(graph) is not None:
+    return chain_isotonic(y, graph, tol)
+  w, label = tree_isotonic(y, graph)
+  lam = tree_multipliers(y, w, label, graph)
+  return w, lam, certify(y, w, lam, graph, tol)
 
 
 def tree_block_means(y: jax.Array, tight: jax.Array, graph: ConstraintGraph) -> jax.Array:
@@ -102,19 +128,18 @@ def isotonic_batched(
     tol: the certificate's relative tolerance.
     iters: projected-gradient iterations per round.
     max_rounds: rounds at most (each ends with a polish and a certificate).
-    tree_path: for a tree whose schedule has at most ``TREE_MAX_STEPS`` steps, the
-      exact pool-adjacent-violators of :mod:`jaxdp.consistency.tree` instead.
+    tree_path: for a tree, the exact pool-adjacent-violators instead: that of
+      :mod:`jaxdp.consistency.chain` on a path, of :mod:`jaxdp.consistency.tree`
+      on any other tree; its multipliers are :func:`~jaxdp.consistency.tree.tree_multipliers`.
 
   Returns:
     ``(w, lam, certificate)`` with ``w`` block means (not clipped at 0).
   """
   apply_a, apply_at = operators(graph, y.dtype)
   tree = graph.is_tree
+  if tree_path and tree:
+    return in_chunks(functools.partial(_pool_adjacent, graph=graph, tol=tol), y)
   s_mat = jnp.asarray(graph.subtree, y.dtype) if tree else None
-  if tree_path and tree and len(tree_schedule(graph)[1]) <= TREE_MAX_STEPS:
-    w = tree_isotonic(y, graph)
-    lam = jnp.where(apply_a(w) == 0, jnp.maximum((y - w) @ s_mat.T, 0.0), 0.0)
-    return w, lam, certify(y, w, lam, graph, tol)
   step = jnp.asarray(graph.edge_steps, y.dtype)
   merge = tol * jnp.maximum(1.0, jnp.max(jnp.abs(y), axis=1, keepdims=True))
 

@@ -1,0 +1,190 @@
+"""The batched pool-adjacent-violators paths (chains, trees) against independent
+references: scikit-learn's isotonic_regression on chains, the min-max formula
+(exhaustive over up-sets) on small trees, scipy's nnls and BVLS on larger ones; all
+in float64, to 1e-6 relative. Also ties, constant and huge vectors, batch shapes,
+jit, NaN, and which solver each poset structure gets."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.optimize import nnls
+from sklearn.isotonic import isotonic_regression
+
+import jaxdp
+from jaxdp import Poset
+from jaxdp.consistency import constraint_graph, solver
+from jaxdp.consistency.chain import chain_isotonic, chain_order
+from jaxdp.consistency.tree import (
+  scheduled_isotonic,
+  tree_multipliers,
+  windowed_isotonic,
+)
+from tests.consistency.test_consistent import (
+  assert_consistent,
+  bvls_projection,
+  minmax_projection,
+)
+
+
+def chain(d, seed=None):
+  """A chain of d questions, labelled in a random order when ``seed`` is given;
+  returns the poset and the vector positions from the top (n) down."""
+  top_down = np.arange(d) if seed is None else np.random.default_rng(seed).permutation(d)
+  edges = [(int(top_down[k + 1]), int(top_down[k])) for k in range(d - 1)]
+  return Poset.from_edges(d, edges), np.r_[0, 1 + top_down]
+
+
+def random_forest(d, seed):
+  """A random recursive forest: each element below a uniform earlier one, or maximal."""
+  rng = np.random.default_rng(seed)
+  return Poset.from_parents([int(rng.integers(-1, i)) for i in range(d)])
+
+
+def sklearn_projection(y, positions):
+  """Projection onto a chain's counts: scikit-learn's non-increasing isotonic
+  regression along the chain (n first), clipped at 0."""
+  out = np.empty_like(y)
+  for k, v in enumerate(y):
+    out[k, positions] = isotonic_regression(v[positions], increasing=False)
+  return np.maximum(out, 0.0)
+
+
+def nnls_projection(y, poset):
+  """Projection by scipy's nnls on the dual ``min_{lam >= 0} ||y - A^T lam||``
+  (one row of ``A`` per cover pair and per maximal element), clipped at 0."""
+  a = constraint_graph(poset).incidence
+  return np.array(
+    [np.maximum(v - a.T @ nnls(a.T, v, maxiter=50 * a.shape[0])[0], 0) for v in y]
+  )
+
+
+def hard_vectors(rng, batch, dim):
+  """Noise around a decreasing profile, with ties (small integers), a constant
+  vector, an increasing one (one block) and negative counts."""
+  y = np.linspace(8, 0, dim) + 3 * rng.normal(size=(batch, dim))
+  y[0] = rng.integers(0, 3, size=dim)  # many ties
+  y[1] = 2.5  # constant: already consistent
+  y[2] = np.arange(dim)  # increasing: one block
+  y[3] = -np.abs(y[3])  # all clipped to 0
+  return y
+
+
+def test_chains_match_scikit_learn():
+  rng = np.random.default_rng(0)
+  with jax.enable_x64(True):
+    for d, seed in ((1, None), (2, None), (3, 1), (7, 2), (40, 3)):
+      poset, positions = chain(d, seed)
+      y = hard_vectors(rng, 24, d + 1)
+      z, cert = jaxdp.consistent(y, poset, method="batched", certificate=True)
+      np.testing.assert_allclose(np.asarray(z), sklearn_projection(y, positions), atol=1e-9)
+      assert bool(jnp.all(cert.ok)) and float(jnp.max(cert.violation)) == 0.0
+      assert_consistent(z, poset)
+
+
+def test_chain_of_512_and_huge_values():
+  poset, positions = chain(512, 4)
+  rng = np.random.default_rng(1)
+  with jax.enable_x64(True):
+    y = hard_vectors(rng, 6, 513)
+    y[4] *= 1e12  # huge counts: agreement relative to the scale
+    y[5] = 1e15 + rng.integers(0, 1000, size=513)
+    z, cert = jaxdp.consistent(y, poset, method="batched", certificate=True)
+    ref = sklearn_projection(y, positions)
+    scale = np.maximum(1.0, np.abs(y).max(axis=1, keepdims=True))
+    assert np.all(np.abs(np.asarray(z) - ref) <= 1e-6 * scale)
+    assert bool(jnp.all(cert.ok))
+
+
+@pytest.mark.parametrize("d", [2, 5, 8])
+def test_small_trees_match_the_minmax_formula(d):
+  """Both tree forms (the static schedule and the preorder windows), exhaustively
+  checked against the min-max formula."""
+  rng = np.random.default_rng(d)
+  with jax.enable_x64(True):
+    for seed in range(2):
+      poset = random_forest(d, 10 * d + seed)
+      graph = constraint_graph(poset)
+      y = hard_vectors(rng, 8, d + 1)
+      want = np.array([minmax_projection(v, poset) for v in y])
+      for form in (scheduled_isotonic, windowed_isotonic):
+        w, _ = jax.jit(form, static_argnums=1)(jnp.asarray(y), graph)
+        np.testing.assert_allclose(np.maximum(np.asarray(w), 0), want, atol=1e-9)
+
+
+def test_forests_match_nnls_and_bvls():
+  rng = np.random.default_rng(7)
+  with jax.enable_x64(True):
+    for poset in (random_forest(60, 1), Poset.nhis(3), Poset.from_edges(30, [])):
+      y = hard_vectors(rng, 6, poset.d + 1)
+      z, cert = jaxdp.consistent(y, poset, method="batched", certificate=True)
+      np.testing.assert_allclose(np.asarray(z), nnls_projection(y, poset), atol=1e-6)
+      np.testing.assert_allclose(
+        np.asarray(z[4:]), [bvls_projection(v, poset) for v in y[4:]], atol=1e-6
+      )
+      assert bool(jnp.all(cert.ok))
+
+
+@pytest.mark.slow
+def test_forest_of_512_matches_nnls():
+  poset = random_forest(512, 2)
+  rng = np.random.default_rng(3)
+  with jax.enable_x64(True):
+    y = np.linspace(40, 0, 513) + 5 * rng.normal(size=(2, 513))
+    z, cert = jaxdp.consistent(y, poset, method="batched", certificate=True)
+    np.testing.assert_allclose(np.asarray(z), nnls_projection(y, poset), atol=1e-6)
+    assert bool(jnp.all(cert.ok))
+
+
+def test_structure_picks_the_solver():
+  """Chains take the chain path, other forests the tree path (bit for bit), other
+  posets the dual solver; the tree path agrees with the chain path on a chain."""
+  rng = np.random.default_rng(5)
+  poset, _ = chain(9, 6)
+  graph = constraint_graph(poset)
+  y = jnp.asarray(hard_vectors(rng, 16, 10), jnp.float32)
+  w, lam, _ = solver.isotonic_batched(y, graph, 1e-4)
+  w_chain, lam_chain, _ = chain_isotonic(y, graph, 1e-4)
+  np.testing.assert_array_equal(np.asarray(w), np.asarray(w_chain))
+  w_tree, label = windowed_isotonic(y, graph)  # a chain is a tree too
+  np.testing.assert_allclose(np.asarray(w_tree), np.asarray(w), atol=1e-5)
+  lam_tree = tree_multipliers(y, w_tree, label, graph)
+  np.testing.assert_allclose(np.asarray(lam_tree), np.asarray(lam_chain), atol=1e-4)
+  forest = constraint_graph(random_forest(40, 8))  # past SCHEDULE_MAX: the windows
+  yf = jnp.asarray(hard_vectors(rng, 16, 41), jnp.float32)
+  w, _, _ = solver.isotonic_batched(yf, forest, 1e-4)
+  np.testing.assert_array_equal(np.asarray(w), np.asarray(windowed_isotonic(yf, forest)[0]))
+  small = constraint_graph(Poset.nhis(3))
+  ys = jnp.asarray(hard_vectors(rng, 16, 16), jnp.float32)
+  w, _, _ = solver.isotonic_batched(ys, small, 1e-4)
+  np.testing.assert_array_equal(np.asarray(w), np.asarray(scheduled_isotonic(ys, small)[0]))
+  assert chain_order(small) is None
+  with pytest.raises(ValueError, match="chain poset"):
+    chain_isotonic(y, constraint_graph(Poset.from_edges(9, [])), 1e-4)
+
+
+def test_batch_shapes_jit_and_nan():
+  poset = random_forest(12, 3)
+  rng = np.random.default_rng(6)
+  y = hard_vectors(rng, 24, 13).astype(np.float32)
+  z = np.asarray(jaxdp.consistent(y, poset))
+  z3 = jaxdp.consistent(y.reshape(2, 12, 13), poset)
+  np.testing.assert_array_equal(np.asarray(z3).reshape(24, 13), z)
+  jitted = jax.jit(lambda v: jaxdp.consistent(v, poset, certificate=True))
+  zj, cert = jitted(y)
+  np.testing.assert_array_equal(np.asarray(zj), z)
+  assert bool(jnp.all(cert.ok))
+  with jax.enable_x64(True):
+    np.testing.assert_allclose(
+      z, nnls_projection(y.astype(np.float64), poset), atol=2e-5 * 12
+    )
+  # NaN: a clear error on concrete input; under jit, flagged (the loops still end)
+  bad = y.copy()
+  bad[5, 4] = np.nan
+  with pytest.raises(ValueError, match=r"y must be finite; y\[5, 4\]"):
+    jaxdp.consistent(bad, poset)
+  zb, cert = jitted(bad)
+  assert not bool(cert.ok[5]) and bool(jnp.all(np.delete(np.asarray(cert.ok), 5)))
+  chain_poset, _ = chain(12, 7)
+  zc, cert = jax.jit(lambda v: jaxdp.consistent(v, chain_poset, certificate=True))(bad)
+  assert not bool(cert.ok[5]) and bool(jnp.all(np.delete(np.asarray(cert.ok), 5)))
