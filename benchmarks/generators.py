@@ -1,6 +1,6 @@
 """Samples per second of each JAX PRNG implementation against numpy's Generator.
 
-  python benchmarks/generators.py [--n 1000000] [--out results]
+  python benchmarks/generators.py [--n 1000000] [--out results] [--only words]
 
 For every generator (Threefry, jaxdp's unrolled Threefry, JAX's rbg, ChaCha20,
 jaxdp's ChaCha8) and for numpy's default Generator (PCG64), in one run, at a batch
@@ -18,6 +18,13 @@ The two Threefry columns draw the same numbers: "threefry2x32" is a plain
 own code and jaxdp's samplers (the other rows) swap for the unrolled implementation
 on the CPU (``jaxdp.prng.threefry.fast_key``); "threefry2x32_unrolled" uses that
 implementation's key throughout. Writes results/generators.{json,md}.
+
+``--only words`` times raw 32-bit words alone (n x 16 per call) for the unrolled
+Threefry (what ``fast_key`` gives jaxdp's samplers on the CPU), ChaCha20 and ChaCha8,
+interleaved (every generator called once per round, best of the rounds), by wall
+time and by process CPU time (all threads), with each kernel's compile time: the
+ratios to Threefry compare calls made under the same load
+(results/generators_words.{json,md}).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import time
 from pathlib import Path
 
 import jax
@@ -32,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import best_time, machine, write_results
+from common import best_time, interleaved_best, machine, write_results
 
 import jaxdp
 from jaxdp import LpBall, Poset
@@ -128,11 +136,67 @@ def _jax_cases(n, nhis):
   }
 
 
+def _words_only(args):
+  """``--only words``: raw 32-bit words per second, interleaved, wall and CPU time."""
+  count = args.n * D
+  keys = {
+    "threefry2x32_unrolled": jax.random.key(0, impl=jaxdp.prng.threefry.THREEFRY_UNROLLED),
+    "chacha20": jaxdp.random.secure_key(bytes(32)),
+    "chacha8": jax.random.key(0, impl=jaxdp.prng.chacha.CHACHA8),
+  }
+  fns, compile_s = {}, {}
+  for name, key in keys.items():
+    t0 = time.perf_counter()
+    f = jax.jit(lambda k: jax.random.bits(k, (count,), jnp.uint32)).lower(key).compile()
+    compile_s[name] = time.perf_counter() - t0
+    fns[name] = lambda f=f, key=key: f(key)
+  wall = interleaved_best(fns, rounds=args.rounds)
+  cpu = interleaved_best(fns, rounds=args.rounds, clock=time.process_time)
+  base = "threefry2x32_unrolled"
+  rows = {
+    name: {
+      "words_per_s_wall": count / wall[name],
+      "words_per_s_cpu": count / cpu[name],
+      "time_over_threefry_wall": wall[name] / wall[base],
+      "time_over_threefry_cpu": cpu[name] / cpu[base],
+      "compile_s": compile_s[name],
+    }
+    for name in keys
+  }
+  lines = [
+    f"Raw 32-bit words, {count:,} per call, best of {args.rounds} interleaved rounds "
+    "(wall time, then process CPU time over all threads), and the compile time of "
+    "each kernel:",
+    "",
+    "| generator | words/s (wall) | time / Threefry (wall) | words/s (CPU) "
+    "| time / Threefry (CPU) | compile s |",
+    "|---|---|---|---|---|---|",
+  ]
+  for name, r in rows.items():
+    lines.append(
+      f"| {name} | {r['words_per_s_wall']:,.0f} | {r['time_over_threefry_wall']:.2f} "
+      f"| {r['words_per_s_cpu']:,.0f} | {r['time_over_threefry_cpu']:.2f} "
+      f"| {r['compile_s']:.2f} |"
+    )
+  write_results(
+    args.out,
+    "generators_words",
+    {"machine": machine(), "n_words": count, "rounds": args.rounds, "rows": rows},
+    "\n".join(lines),
+  )
+
+
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--n", type=int, default=1_000_000)
   ap.add_argument("--out", default="results")
+  ap.add_argument("--only", choices=["words"], help="only raw words, interleaved")
+  ap.add_argument(
+    "--rounds", type=int, default=10, help="interleaved rounds (--only words)"
+  )
   args = ap.parse_args(argv)
+  if args.only == "words":
+    return _words_only(args)
   n = args.n
   nhis = Poset.nhis(3)
   impls = ["threefry2x32", "threefry2x32_unrolled", "rbg", "chacha20", "chacha8"]
