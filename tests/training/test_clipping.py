@@ -33,7 +33,9 @@ def test_matches_float64_reference_and_leaves_small_examples_untouched():
   # the documented margin: a clipped example is scaled to C (1 - 2**-16)
   factor = np.where(norms > C, C * (1 - 2.0**-16) / norms, 1.0)
   for name in g:
-    want = np.asarray(g[name], np.float64) * factor.reshape((-1,) + (1,) * (g[name].ndim - 1))
+    want = np.asarray(g[name], np.float64) * factor.reshape(
+      (-1,) + (1,) * (g[name].ndim - 1)
+    )
     np.testing.assert_allclose(np.asarray(out[name]), want, rtol=1e-5, atol=0)
   below = norms <= C
   assert below.any() and (~below).any()
