@@ -31,7 +31,7 @@ from __future__ import annotations
 from jaxdp.training.aggregate import GradientTransformation, dp_aggregate
 from jaxdp.training.clipping import clip_per_example, per_example_norms
 from jaxdp.training.grads import per_example_grads
-from jaxdp.training.plan import TrainingPlan
+from jaxdp.training.plan import TrainingPlan, noise_multiplier_for
 from jaxdp.training.sampling import max_batch_size, poisson_batch
 from jaxdp.training.state import DPAggregateState, find_state
 
@@ -43,6 +43,7 @@ __all__ = [
   "dp_aggregate",
   "find_state",
   "max_batch_size",
+  "noise_multiplier_for",
   "per_example_grads",
   "per_example_norms",
   "poisson_batch",

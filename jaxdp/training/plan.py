@@ -23,9 +23,10 @@ import dataclasses
 import math
 
 from jaxdp import _checks
+from jaxdp.composition import search
 from jaxdp.training.sampling import max_batch_size
 
-__all__ = ["TrainingPlan"]
+__all__ = ["TrainingPlan", "noise_multiplier_for"]
 
 _INT32_MAX = 2**31 - 1
 
@@ -122,3 +123,34 @@ class TrainingPlan:
       self.accounting.epsilon(self.sampling_rate, self.noise_multiplier, steps, self.delta)
     )
     return eps if math.isfinite(eps) else math.inf
+
+
+def noise_multiplier_for(
+  sampling_rate: float, steps: int, eps_budget: float, delta: float, accounting
+) -> float:
+  """The smallest noise multiplier (to a relative 1e-4, from above) for which
+  ``steps`` Poisson-subsampled Gaussian steps at rate q fit ``(eps_budget, delta)``
+  under ``accounting``: a plan built with it has ``max_steps >= steps``.
+
+  Raises:
+    ValueError: an argument is out of range.
+  """
+  q = _checks.check_positive(sampling_rate, "sampling_rate")
+  if q > 1:
+    raise ValueError(f"sampling_rate must be in (0, 1]; got {q!r}.")
+  steps = _checks.check_int(steps, "steps", minimum=1)
+  eps = _checks.check_eps(eps_budget, "eps_budget")
+  delta = _checks.check_delta(delta, "delta")
+  fits = lambda log_s: accounting.epsilon(q, math.exp(log_s), steps, delta) <= eps
+  hi = 0.0
+  while not fits(hi):
+    hi += math.log(2)
+    if hi > math.log(2.0**40):
+      raise ValueError(
+        f"no noise multiplier up to 2**40 fits {steps} steps at sampling_rate={q} in "
+        f"eps_budget={eps}, delta={delta}."
+      )
+  lo = hi - math.log(2)
+  while fits(lo) and lo > math.log(2.0**-20):
+    hi, lo = lo, lo - math.log(2)
+  return math.exp(search.bisect(fits, hi, lo, steps=14))  # the side that fits
