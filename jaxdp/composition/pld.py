@@ -83,7 +83,9 @@ class PLD(NamedTuple):
       i = int(np.searchsorted(loss, eps, side="right"))  # first loss > eps
       if i >= len(loss):
         return self.inf
-      return tail_p[i] - math.exp(eps) * tail_pe[i] + self.inf
+      if tail_pe[i] <= 0:  # e^-l underflowed: every such loss counts in full
+        return tail_p[i] + self.inf
+      return tail_p[i] - math.exp(eps + math.log(tail_pe[i])) + self.inf  # no overflow
 
     if delta_at(0.0) <= delta:
       return 0.0

@@ -201,7 +201,7 @@ def gaussian_rdp(rho: Scalar, orders: ArrayLike) -> jax.Array:
 
 
 # ------------------------------------------------------------------ conversion
-def _tail(orders, delta):
+def conversion_tail(orders, delta):
   """The CKS term (log(1/delta) + (a-1) log(1-1/a) - log a) / (a-1) per order."""
   a = np.asarray(orders, np.float64)
   return (math.log(1 / delta) + (a - 1) * np.log1p(-1 / a) - np.log(a)) / (a - 1)
@@ -221,7 +221,7 @@ def rdp_epsilon(rdp: ArrayLike, orders: ArrayLike, delta: float) -> jax.Array:
   delta = _checks.check_delta(delta, "delta")
   if not delta > 0:
     raise ValueError("delta must be > 0 to convert RDP to (eps, delta)-DP.")
-  tail = _tail(orders, delta)
+  tail = conversion_tail(orders, delta)
   if _checks.is_concrete(rdp):
     rdp = np.asarray(rdp, np.float64)
     return (
@@ -245,7 +245,7 @@ def filter_budgets(eps: float, delta: float, orders: tuple) -> tuple:
   """
   kept = tuple(orders)
   while kept:
-    budgets = eps - _tail(kept, delta / len(kept))
+    budgets = eps - conversion_tail(kept, delta / len(kept))
     if (budgets > 0).all():
       return kept, tuple(float(b) for b in budgets)
     kept = tuple(a for a, b in zip(kept, budgets) if b > 0)
