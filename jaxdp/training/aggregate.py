@@ -131,6 +131,7 @@ def _check_batch(updates, plan: TrainingPlan) -> None:
     )
 
 
+@jax.jit  # one compiled program for eager updates; inlined in a caller's jit
 def _step(updates, state: DPAggregateState):
   plan = state.plan
   answer = state.steps < plan.max_steps  # integer rule, decided before any noise

@@ -1,40 +1,17 @@
-"""Fixtures shared by the training tests."""
-
-import dataclasses
+"""Fixtures shared by the training tests: the two accounting policies."""
 
 import pytest
 
-from tests.training import reference
-
-
-@dataclasses.dataclass(frozen=True)
-class StandInRdp:
-  """Stand-in policy (dp_accounting) until jaxdp.composition's policies land."""
-
-  orders: tuple = (
-    1.5,
-    2.0,
-    2.5,
-    3.0,
-    4.0,
-    5.0,
-    6.0,
-    8.0,
-    10.0,
-    12.0,
-    16.0,
-    20.0,
-    32.0,
-    64.0,
-  )
-
-  def epsilon(self, q, sigma, steps, delta):
-    return reference.rdp_epsilon(q, sigma, steps, delta, self.orders)
-
-  def max_steps(self, q, sigma, eps, delta):
-    return reference.largest_steps(lambda t: self.epsilon(q, sigma, t, delta), eps)
+import jaxdp
 
 
 @pytest.fixture(scope="session")
 def rdp_policy():
-  return StandInRdp()
+  return jaxdp.composition.RdpAccounting()
+
+
+@pytest.fixture(scope="session")
+def pld_policy():
+  """A 1e-3 loss grid: ten times faster than the default 1e-4, and on these plans
+  within 0.01% of dp_accounting's figure at 1e-4."""
+  return jaxdp.composition.PldAccounting(h=1e-3)

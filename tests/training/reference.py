@@ -27,19 +27,3 @@ def pld_epsilon(q, sigma, steps, delta, h=1e-4):
   acct = pld.PLDAccountant(value_discretization_interval=h)
   acct.compose(_event(q, sigma, steps))
   return acct.get_epsilon(delta)
-
-
-def largest_steps(eps_of_steps, budget, hi=1 << 20):
-  """The largest T >= 0 with eps_of_steps(T) <= budget (binary search)."""
-  if eps_of_steps(1) > budget:
-    return 0
-  lo, top = 1, 2
-  while top < hi and eps_of_steps(top) <= budget:
-    lo, top = top, top * 2
-  while top - lo > 1:
-    mid = (lo + top) // 2
-    if eps_of_steps(mid) <= budget:
-      lo = mid
-    else:
-      top = mid
-  return lo
