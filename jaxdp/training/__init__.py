@@ -29,7 +29,7 @@ References:
 from __future__ import annotations
 
 from jaxdp.training.aggregate import GradientTransformation, dp_aggregate
-from jaxdp.training.clipping import clip_per_example, per_example_norms
+from jaxdp.training.clipping import clip_per_example, clipped_sum, per_example_norms
 from jaxdp.training.grads import per_example_grads
 from jaxdp.training.plan import TrainingPlan, noise_multiplier_for
 from jaxdp.training.sampling import max_batch_size, poisson_batch
@@ -40,6 +40,7 @@ __all__ = [
   "GradientTransformation",
   "TrainingPlan",
   "clip_per_example",
+  "clipped_sum",
   "dp_aggregate",
   "find_state",
   "max_batch_size",

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 from jaxdp import _checks
 from jaxdp.accounting import guard
 from jaxdp.accounting.errors import StaleAccountantError
-from jaxdp.training.clipping import clip_per_example
+from jaxdp.training.clipping import clipped_sum
 from jaxdp.training.plan import TrainingPlan
 from jaxdp.training.state import DPAggregateState
 
@@ -136,9 +136,7 @@ def _step(updates, state: DPAggregateState):
   plan = state.plan
   answer = state.steps < plan.max_steps  # integer rule, decided before any noise
   key, noise_key = jax.random.split(state.key)
-  clipped = clip_per_example(updates, plan.l2_norm_clip)
-  summed = jax.tree_util.tree_map(lambda g: jnp.sum(g, axis=0), clipped)
-  leaves, treedef = jax.tree_util.tree_flatten(summed)
+  leaves, treedef = jax.tree_util.tree_flatten(clipped_sum(updates, plan.l2_norm_clip))
   keys = jax.random.split(noise_key, len(leaves))
   std = plan.noise_multiplier * plan.l2_norm_clip
   scale = 1.0 / plan.expected_batch_size

@@ -24,6 +24,7 @@ import math
 
 from jaxdp import _checks
 from jaxdp.composition import search
+from jaxdp.training.clipping import check_clip
 from jaxdp.training.sampling import max_batch_size
 
 __all__ = ["TrainingPlan", "noise_multiplier_for"]
@@ -74,7 +75,7 @@ class TrainingPlan:
       ValueError: an argument is out of range (the message names it), or not even
         one step fits the budget.
     """
-    clip = _checks.check_positive(l2_norm_clip, "l2_norm_clip")
+    clip = check_clip(l2_norm_clip)
     sigma = _checks.check_positive(noise_multiplier, "noise_multiplier")
     q = _checks.check_positive(sampling_rate, "sampling_rate")
     if q > 1:
