@@ -36,11 +36,10 @@ from jaxdp.composition.group import group_cost
 from jaxdp.composition.hypothesis import hypothesis_test_bound
 from jaxdp.composition.optimal import optimal_composition_delta, optimal_composition_epsilon
 from jaxdp.composition.subsampled import subsampled_gaussian_rdp
-from jaxdp.composition.subsampled_pld import PLDPair, subsampled_gaussian_pld
+from jaxdp.composition.subsampled_pld import subsampled_gaussian_pld
 from jaxdp.composition.zcdp import zcdp_budget, zcdp_epsilon
 
 __all__ = [
-  "PLDPair",
   "PldAccounting",
   "RdpAccounting",
   "advanced_composition",

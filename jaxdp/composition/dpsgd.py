@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
 import numpy as np
 
 from jaxdp import _checks
 from jaxdp.composition.renyi import check_orders, conversion_tail, rdp_epsilon
-from jaxdp.composition.subsampled import subsampled_gaussian_rdp
+from jaxdp.composition.subsampled import check_sampling, subsampled_gaussian_rdp
 from jaxdp.composition.subsampled_pld import (
   DEFAULT_TAIL,
   PLDPair,
-  power_table,
   product,
   subsampled_gaussian_pld,
 )
@@ -68,7 +68,7 @@ class RdpAccounting:
   def __post_init__(self):
     object.__setattr__(self, "orders", check_orders(self.orders))
 
-  def step_rdp(self, q: Scalar, noise_multiplier: Scalar):
+  def step_rdp(self, q: Scalar, noise_multiplier: Scalar) -> np.ndarray | jax.Array:
     """RDP of one step at each of :attr:`orders` (traced values allowed; see
     :func:`~jaxdp.composition.subsampled.subsampled_gaussian_rdp`)."""
     return subsampled_gaussian_rdp(q, noise_multiplier, self.orders)
@@ -77,14 +77,14 @@ class RdpAccounting:
     """eps after ``steps`` steps at ``delta`` (CKS conversion at the best order)."""
     steps = _check_steps(steps)
     delta = _check_budget(1.0, delta)[1]
-    rdp = steps * self.step_rdp(q, noise_multiplier)
+    rdp = steps * self.step_rdp(*check_sampling(q, noise_multiplier))
     return 0.0 if not np.any(rdp > 0) else rdp_epsilon(rdp, self.orders, delta)
 
   def max_steps(self, q: float, noise_multiplier: float, eps: float, delta: float) -> int:
     """The most steps whose :meth:`epsilon` is at most ``eps`` (0 if none;
     :data:`MAX_STEPS` if a step costs nothing)."""
     eps, delta = _check_budget(eps, delta)
-    rdp = self.step_rdp(q, noise_multiplier)
+    rdp = self.step_rdp(*check_sampling(q, noise_multiplier))
     if not np.any(rdp > 0):
       return MAX_STEPS
     # At each order, T rdp_a + tail_a <= eps; the best order allows the most steps.
@@ -92,7 +92,9 @@ class RdpAccounting:
       bound = np.floor((eps - conversion_tail(self.orders, delta)) / rdp)
     steps = int(min(max(np.max(np.where(rdp > 0, bound, -1.0)), 0.0), MAX_STEPS))
     while steps > 0 and self.epsilon(q, noise_multiplier, steps, delta) > eps:
-      steps -= 1  # float rounding of the closed form
+      steps -= 1  # float rounding of the closed form, either way
+    while steps < MAX_STEPS and self.epsilon(q, noise_multiplier, steps + 1, delta) <= eps:
+      steps += 1
     return steps
 
 
@@ -146,7 +148,7 @@ class PldAccounting:
       return 0
     top = 0
     while top < MAX_STEPS.bit_length() - 1:
-      nxt = [power_table(t[-1], 1, self.tail)[-1] for t in tables]
+      nxt = [product(t[-1], t[-1], self.tail) for t in tables]
       if not fits(nxt):
         break
       for t, n in zip(tables, nxt):

@@ -29,6 +29,7 @@ References:
   R. Kumar, P. Manurangsi, "Connect the dots: tighter discrete approximations of
   privacy loss distributions", PETS 2022. A. Koskela, J. Jälkö, A. Honkela,
   "Computing tight differential privacy guarantees using FFT", AISTATS 2020.
+  N. Higham, "Accuracy and stability of numerical algorithms", 2nd ed., SIAM 2002.
 """
 
 from __future__ import annotations
@@ -38,21 +39,37 @@ from typing import NamedTuple
 
 import numpy as np
 
+from jaxdp import _checks
 from jaxdp.composition.pld import PLD, TAIL_SIGMAS
 from jaxdp.composition.subsampled import check_sampling
 
 __all__ = ["PLDPair", "subsampled_gaussian_pld", "DEFAULT_TAIL"]
 
 DEFAULT_TAIL = 1e-15  # mass moved per tail and product during self-composition
+FFT_ETA = 2.0**-49  # FFT rounding constant (see product)
 _ERFC = np.vectorize(math.erfc, otypes=[np.float64])
 
 
-def _normal_mass(a, b):
-  """P(a < Z <= b) for a standard normal Z, accurate in both tails (a <= b)."""
-  r = 1 / math.sqrt(2)
-  upper = 0.5 * (_ERFC(a * r) - _ERFC(b * r))  # accurate when a >= 0
-  lower = 0.5 * (_ERFC(-b * r) - _ERFC(-a * r))  # accurate when b <= 0
-  return np.maximum(np.where(a >= 0, upper, lower), 0.0)
+def _tail(z):
+  """P(Z > |z|) for a standard normal Z."""
+  return 0.5 * _ERFC(np.abs(z) / math.sqrt(2))
+
+
+def _normal_mass(a, b, ta, tb):
+  """P(a < Z <= b) for a <= b, from ta = :func:`_tail` (a) and tb = :func:`_tail` (b),
+  accurate in both tails: ta - tb when a >= 0, tb - ta when b <= 0, else 1 - ta - tb."""
+  return np.maximum(np.where(a >= 0, ta - tb, np.where(b <= 0, tb - ta, 1 - ta - tb)), 0.0)
+
+
+def _masses(ends, shift: float, s: float, remove: bool):
+  """Masses of N(shift, s^2) on consecutive intervals: (-inf, ends[0]], (ends[0],
+  ends[1]], ... when ``remove`` (ends increasing), else [ends[0], inf), [ends[1],
+  ends[0]), ... (ends decreasing). One erfc per end."""
+  z = (ends - shift) / s
+  tz = _tail(z)
+  far = -np.inf if remove else np.inf
+  zo, to = np.concatenate([[far], z[:-1]]), np.concatenate([[0.0], tz[:-1]])
+  return _normal_mass(zo, z, to, tz) if remove else _normal_mass(z, zo, tz, to)
 
 
 def _truncate(pmf: np.ndarray, offset: int, inf: float, tail: float):
@@ -73,21 +90,26 @@ def _truncate(pmf: np.ndarray, offset: int, inf: float, tail: float):
 def product(a: PLD, b: PLD, tail: float) -> PLD:
   """The PLD of the composition of two PLDs on the same grid, tails truncated.
 
-  FFT rounding: the product's l2 error is below e2 = 2**-46 log2(n) (|a|_2 + |b|_2)
-  (Higham's FFT bound with a 10x margin), so every entry's error is below e2 and their
-  sum below sqrt(n) e2, which is added to the infinite mass. Entries at most e2 (FFT
-  noise far out in the tails) are moved to infinite loss (which dominates)."""
+  FFT rounding: each transform of x is off by at most log2(n) eta |Fx|_2 in l2, with
+  eta = mu + gamma_4 (sqrt 2 + mu) ~ 6.7 u (Higham 2002, Theorem 24.2; u = 2**-53,
+  mu the twiddle factors' error ~ u), and |Fb|_inf <= |b|_1 = 1, so the product c is
+  off by at most e2 = log2(n) eta' (|a|_2 + |b|_2 + |c|_2) in l2, taking eta' =
+  2**-49 (2.4x eta). Every entry's error is then below e2 and their sum below
+  sqrt(n) e2, which is added to the infinite mass. The runs of entries at most e2 at
+  either end (FFT noise beyond the tails) are moved as tails are."""
   size = len(a.pmf) + len(b.pmf) - 1
   n = 1 << max(1, (size - 1).bit_length())
   spec = np.fft.rfft(a.pmf, n) * np.fft.rfft(b.pmf, n)
-  pmf = np.fft.irfft(spec, n)[:size]
-  e2 = 2.0**-46 * math.log2(n) * (np.linalg.norm(a.pmf) + np.linalg.norm(b.pmf))
-  noise = pmf <= e2
-  moved = float(np.sum(np.maximum(pmf[noise], 0.0)))
-  pmf[noise] = 0.0
-  inf = 1 - (1 - a.inf) * (1 - b.inf) + moved + math.sqrt(size) * e2
-  pmf, offset, inf = _truncate(pmf, a.offset + b.offset, inf, tail)
-  return PLD(pmf, offset, a.h, min(1.0, inf))
+  pmf = np.maximum(np.fft.irfft(spec, n)[:size], 0.0)
+  norms = sum(math.sqrt(np.sum(np.square(x))) for x in (a.pmf, b.pmf, pmf))  # no BLAS
+  e2 = FFT_ETA * math.log2(n) * norms
+  above = np.nonzero(pmf > e2)[0]
+  first, last = (above[0], above[-1]) if len(above) else (0, size - 1)
+  body = pmf[first : last + 1].copy()
+  body[0] += np.sum(pmf[:first])  # lower run: loss rounded up to the first kept point
+  inf = 1 - (1 - a.inf) * (1 - b.inf) + np.sum(pmf[last + 1 :]) + math.sqrt(size) * e2
+  body, offset, inf = _truncate(body, a.offset + b.offset + int(first), inf, tail)
+  return PLD(body, offset, a.h, min(1.0, inf))
 
 
 def power_table(pld: PLD, top: int, tail: float) -> list:
@@ -100,7 +122,7 @@ def power_table(pld: PLD, top: int, tail: float) -> list:
 
 def compose_bits(table: list, count: int, tail: float) -> PLD:
   """pld^count from a :func:`power_table`: the highest power times the lower set bits,
-  from the highest down (the order :meth:`PLDPair.max_steps` also uses)."""
+  from the highest down (the order :meth:`.dpsgd.PldAccounting.max_steps` also uses)."""
   bits = [b for b in range(count.bit_length()) if count >> b & 1][::-1]
   out = table[bits[0]]
   for b in bits[1:]:
@@ -124,6 +146,7 @@ class PLDPair(NamedTuple):
 
   def self_compose(self, count: int, tail: float = DEFAULT_TAIL) -> PLDPair:
     """The pair of ``count`` compositions (count >= 1), each direction on its own."""
+    count = _checks.check_int(count, "count", minimum=1)
     top = count.bit_length() - 1
     return PLDPair(*(compose_bits(power_table(p, top, tail), count, tail) for p in self))
 
@@ -147,18 +170,16 @@ def _direction(q: float, s: float, h: float, remove: bool) -> PLD:
     l_lo, l_hi = -l_hi, -l_lo
   first, last = math.floor(l_lo / h), math.ceil(l_hi / h)
   grid = np.arange(first, last + 1) * h
-  # Point j collects loss in (grid[j-1], grid[j]] (point 0: all loss <= grid[0]);
-  # [xa, xb] are those losses' x, ``beyond`` the x of loss above the grid.
+  # Point j collects loss in (grid[j-1], grid[j]] (point 0: all loss <= grid[0]),
+  # whose x lie below ends[j] (remove) or at or above it (add); ``beyond`` (an interval
+  # in x) is the loss above the grid.
   if remove:
-    xb = inverse(grid)
-    xa = np.concatenate([[-np.inf], xb[:-1]])
-    beyond = (xb[-1], np.inf)
+    ends = inverse(grid)
+    beyond = np.asarray([ends[-1]]), np.asarray([np.inf])
   else:  # -loss(x) <= l  <=>  x >= inverse(-l)
-    xa = inverse(-grid)
-    xb = np.concatenate([[np.inf], xa[:-1]])
-    beyond = (-np.inf, xa[-1])
-  m0 = _normal_mass(xa / s, xb / s)
-  m1 = _normal_mass((xa - 1) / s, (xb - 1) / s)
+    ends = inverse(-grid)
+    beyond = np.asarray([-np.inf]), np.asarray([ends[-1]])
+  m0, m1 = (_masses(ends, shift, s, remove) for shift in (0.0, 1.0))
   mix = (1 - q) * m0 + q * m1
   p, qm = (mix, m0) if remove else (m0, mix)
   # Split p (point j's interval) between grid[j-1] and grid[j], keeping the P-mass
@@ -167,9 +188,10 @@ def _direction(q: float, s: float, h: float, remove: bool) -> PLD:
   lower[0] = 0.0
   pmf = p - lower
   pmf[:-1] += lower[1:]
-  b0, b1 = np.asarray([beyond[0]]), np.asarray([beyond[1]])
-  tail0 = _normal_mass(b0 / s, b1 / s)[0]
-  tail1 = _normal_mass((b0 - 1) / s, (b1 - 1) / s)[0]
+  za, zb = beyond[0] / s, beyond[1] / s
+  tail0 = _normal_mass(za, zb, _tail(za), _tail(zb))[0]
+  za, zb = (beyond[0] - 1) / s, (beyond[1] - 1) / s
+  tail1 = _normal_mass(za, zb, _tail(za), _tail(zb))[0]
   inf = (1 - q) * tail0 + q * tail1 if remove else tail0
   return PLD(pmf, first, h, float(inf))
 

@@ -24,6 +24,8 @@ import pytest
 from jaxdp import PldAccounting, RdpAccounting, dpsgd_epsilon, subsampled_gaussian_rdp
 from jaxdp.composition import renyi
 from jaxdp.composition.dpsgd import MAX_STEPS
+from jaxdp.composition.gaussian import analytic_gaussian_delta
+from jaxdp.composition.pld import PLD
 from jaxdp.composition.subsampled_pld import subsampled_gaussian_pld
 
 dp_accounting = pytest.importorskip("dp_accounting")
@@ -69,7 +71,8 @@ def test_integer_orders_match_dp_accounting(q, sigma):
 @pytest.mark.parametrize(
   "q, sigma, alpha",
   [(0.001, 0.6, 1.25), (0.001, 5.0, 1.5), (0.01, 1.0, 2.5), (0.1, 1.0, 1.25),
-   (0.1, 5.0, 10.5), (0.5, 5.0, 1.5), (0.1, 0.6, 3.0), (0.001, 2.0, 10.0)],
+   (0.1, 5.0, 10.5), (0.5, 5.0, 1.5), (0.1, 0.6, 3.0), (0.001, 2.0, 10.0),
+   (0.01, 50.0, 1.5), (0.1, 100.0, 2.5)],
 )  # fmt: skip
 def test_orders_match_mpmath_quadrature(q, sigma, alpha):
   (ours,) = subsampled_gaussian_rdp(q, sigma, [alpha])
@@ -171,6 +174,23 @@ def test_traced_bad_inputs_cost_infinity(traced_rdp):
   assert np.all(got[: len(bad)] == np.inf)
   assert np.all(got[len(bad)] == 0) and np.all(got[len(bad) + 1] == 0)
   assert np.all(got[-1] >= a / 8) and np.all(got[-1] <= a / 8 * (1 + 2**-11))
+
+
+def test_tiny_costs_round_up_not_to_zero(traced_rdp):
+  q, s = np.float32(1e-30), np.float32(50.0)
+  got = np.asarray(traced_rdp(jnp.asarray([q]), jnp.asarray([s])))[0]
+  want = subsampled_gaussian_rdp(float(q), float(s), ORDERS)
+  assert np.all(want > 0) and np.all(got >= want)
+
+
+def test_fractional_orders_capped_by_the_integer_chord():
+  """At huge sigma the series cancels; the convexity chord keeps the figure sound
+  and within 2x of a q^2 (e^(1/s^2) - 1) / 2, its small-q limit."""
+  q, s = 1e-6, 1e6
+  rdp = dict(zip(ORDERS, subsampled_gaussian_rdp(q, s, ORDERS)))
+  assert 0.5 * rdp[1.5] <= 0.5 * rdp[2.0] * 1  # (a - 1) RDP_a <= chord of log A
+  limit = 1.5 * q * q * math.expm1(1 / s**2) / 2
+  assert limit * (1 - 1e-6) <= rdp[1.5] <= 2 * limit
 
 
 def test_traced_sum_converts_inside_jit():
@@ -304,3 +324,38 @@ def test_max_steps_edges(policy):
   assert policy.max_steps(0.0, 1.0, 1.0, DELTA) == MAX_STEPS
   assert policy.max_steps(0.5, 0.6, 0.01, DELTA) == 0
   assert policy.epsilon(0.01, 1.0, 0, DELTA) == 0.0
+
+
+def test_unsampled_step_is_the_gaussian_mechanism():
+  """q = 1: the PLD's delta(eps) is at least the analytic Gaussian's (Balle & Wang
+  2018, Theorem 8) and within the grid's rounding of it; the RDP is alpha / (2 s^2)."""
+  sigma, h = 1.3, 1e-3
+  pair = subsampled_gaussian_pld(1.0, sigma, h)
+  for eps in (0.0, 0.2, 1.0, 2.5):
+    want = analytic_gaussian_delta(eps, sigma)
+    for pld in pair:
+      assert want - 1e-15 <= pld.delta(eps) <= want * (1 + 2 * h) + 1e-12
+
+
+def test_concrete_jax_scalars_take_the_host_path():
+  got = subsampled_gaussian_rdp(jnp.float32(0.25), jnp.asarray(2.0), ORDERS)
+  assert isinstance(got, np.ndarray) and got.dtype == np.float64
+  np.testing.assert_allclose(got, subsampled_gaussian_rdp(0.25, 2.0, ORDERS), rtol=1e-15)
+
+
+def test_host_side_accounting_refuses_traced_values():
+  @jax.jit
+  def traced(q):
+    return RdpAccounting(ORDERS).epsilon(q, 1.0, 10, DELTA)
+
+  with pytest.raises(ValueError, match="q must be a concrete number"):
+    traced(0.01)
+  with pytest.raises(ValueError, match="noise_multiplier must be a concrete"):
+    jax.jit(lambda s: subsampled_gaussian_pld(0.01, s, 1e-3))(1.0)
+
+
+def test_pld_epsilon_past_exp_overflow():
+  """Losses above log(float max) ~ 709 once made PLD.epsilon raise OverflowError."""
+  far = PLD(np.array([1 - 1e-3, 1e-3]), 0, 800.0)
+  # Exact: 800 + log(0.99); e^-800 underflows, so the loss counts in full: 800.
+  assert 800 + math.log1p(-1e-2) <= far.epsilon(1e-5) <= 800
