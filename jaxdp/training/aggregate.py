@@ -44,6 +44,8 @@ except ImportError:  # pragma: no cover - optax is installed by the test extra
 
 __all__ = ["GradientTransformation", "dp_aggregate"]
 
+_INT32_MAX = 2**31 - 1
+
 
 def dp_aggregate(
   l2_norm_clip: float,
@@ -59,8 +61,8 @@ def dp_aggregate(
   """DP-SGD's clipped, noised mean of per-example gradients, within a budget.
 
   Args:
-    l2_norm_clip: C > 0, each example's gradient is scaled into the l2 ball of radius C
-      (norm over the whole gradient pytree).
+    l2_norm_clip: C in [2**-60, 2**60]; each example's gradient is scaled into the l2
+      ball of radius C (norm over the whole gradient pytree).
     noise_multiplier: sigma > 0; the noise on the sum has standard deviation sigma C.
     sampling_rate: q in (0, 1], each example's probability of joining a step's
       Poisson-sampled batch.
@@ -68,9 +70,9 @@ def dp_aggregate(
     eps_budget, delta: the total (eps, delta)-DP budget of the whole run.
     key: a PRNG key for the noise, owned by the state (split every step); not the
       key that samples the batches.
-    accounting: ``jaxdp.composition.RdpAccounting(...)`` (Rényi DP, a valid upper
-      bound) or ``jaxdp.composition.PldAccounting(...)`` (privacy-loss
-      distributions: tighter, more steps for the same budget).
+    accounting: ``jaxdp.RdpAccounting(...)`` (Rényi DP, a valid upper bound) or
+      ``jaxdp.PldAccounting(...)`` (privacy-loss distributions of the fixed plan:
+      tighter, more steps for the same budget).
 
   Returns:
     An optax ``GradientTransformation``. ``update(per_example_grads, state,
@@ -148,7 +150,8 @@ def _step(updates, state: DPAggregateState):
     state,
     key=key,
     steps=state.steps + answer.astype(jnp.int32),
-    refusals=state.refusals + (~answer).astype(jnp.int32),
+    # saturating: 2**31 refused steps must not wrap the count to negative
+    refusals=state.refusals + (~answer & (state.refusals < _INT32_MAX)).astype(jnp.int32),
     refused=~answer,
   )
   return jax.tree_util.tree_unflatten(treedef, noisy), new_state

@@ -216,3 +216,16 @@ def test_more_examples_than_the_dataset_or_a_foreign_state_is_refused(tx):
     tx.update(_zeros(), other)
   with pytest.raises(ValueError, match="exactly one"):
     find_state((optax.EmptyState(),))
+
+
+def test_the_refusal_count_saturates_instead_of_wrapping(tx, update):
+  state = tx.init(None)
+  full = dataclasses.replace(
+    state,
+    steps=jnp.int32(state.plan.max_steps),
+    refusals=jnp.int32(2**31 - 1),
+  )
+  out, after = update(_grads(), full)
+  assert bool(after.refused) and int(after.refusals) == 2**31 - 1
+  assert int(after.steps) == state.plan.max_steps
+  assert all((np.asarray(x) == 0).all() for x in out.values())
