@@ -67,7 +67,8 @@ def dp_aggregate(
     sampling_rate: q in (0, 1], each example's probability of joining a step's
       Poisson-sampled batch.
     dataset_size: n, the number of examples; the noisy sum is divided by q n.
-    eps_budget, delta: the total (eps, delta)-DP budget of the whole run.
+    eps_budget: the total eps of the whole run's (eps, delta)-DP budget.
+    delta: its delta, in (0, 1); typically below 1 / dataset_size.
     key: a PRNG key for the noise, owned by the state (split every step); not the
       key that samples the batches.
     accounting: ``jaxdp.RdpAccounting(...)`` (Rényi DP, a valid upper bound) or

@@ -44,7 +44,8 @@ class TrainingPlan:
     noise_multiplier: sigma; the noise on the sum has standard deviation sigma C.
     sampling_rate: q, each example's probability of joining a step's batch.
     dataset_size: n; the noisy sum is divided by the expected batch size q n.
-    eps_budget, delta: the total (eps, delta)-DP budget of the run.
+    eps_budget: the total eps of the run's (eps, delta)-DP budget.
+    delta: its delta.
     accounting: the accounting policy (``RdpAccounting`` or ``PldAccounting``).
     max_steps: how many steps fit the budget under that policy.
   """
