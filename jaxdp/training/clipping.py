@@ -77,9 +77,12 @@ def check_clip(l2_norm_clip) -> float:
 
 
 def _threshold(c: float, k: int) -> float:
-  """T = C sqrt(1 - gamma_k) (1 - 2**-20), gamma_k for the sum's precision."""
+  """T = C sqrt(1 - gamma) (1 - 2**-20): gamma bounds the relative error of the sum of
+  k scaled squares (gamma_k for the accumulation's precision, plus 2**-23 for the
+  products if they are rounded to float32 before a float64 sum, plus k 2**-120 for
+  products flushed to 0 below float32's normal range)."""
   u = _U if k <= _F32_TERMS else 2.0**-53
-  gamma = (k + 4) * u / (1 - (k + 4) * u)
+  gamma = (k + 4) * u / (1 - (k + 4) * u) + 2.0**-23 + k * 2.0**-120
   return c * math.sqrt(1 - gamma) * (1 - 2.0**-20)
 
 

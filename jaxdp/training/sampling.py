@@ -50,8 +50,9 @@ def _log_tail(n: int, q: float, k: int) -> float:
 
 
 def max_batch_size(n: int, sampling_rate: float) -> int:
-  """The smallest padded batch size B for which a Poisson sample of ``n`` examples at
-  rate q overflows it (more than B drawn) with probability at most 2**-64.
+  """The smallest padded batch size B for which the Chernoff bound on the chance that a
+  Poisson sample of ``n`` examples at rate q overflows it (more than B drawn) is at
+  most 2**-64.
 
   Args:
     n: the number of examples in the dataset (>= 1).
