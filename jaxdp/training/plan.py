@@ -25,7 +25,7 @@ import math
 from jaxdp import _checks
 from jaxdp.composition import search
 from jaxdp.training.clipping import check_clip
-from jaxdp.training.sampling import max_batch_size
+from jaxdp.training.sampling import check_rate
 
 __all__ = ["TrainingPlan", "noise_multiplier_for"]
 
@@ -78,9 +78,7 @@ class TrainingPlan:
     """
     clip = check_clip(l2_norm_clip)
     sigma = _checks.check_positive(noise_multiplier, "noise_multiplier")
-    q = _checks.check_positive(sampling_rate, "sampling_rate")
-    if q > 1:
-      raise ValueError(f"sampling_rate must be in (0, 1]; got {q!r}.")
+    q = check_rate(sampling_rate)
     n = _checks.check_int(dataset_size, "dataset_size", minimum=1)
     eps = _checks.check_eps(eps_budget, "eps_budget")
     delta = _checks.check_delta(delta, "delta")
@@ -109,12 +107,6 @@ class TrainingPlan:
     """q n, what the noisy sum of clipped gradients is divided by."""
     return self.sampling_rate * self.dataset_size
 
-  @property
-  def max_batch(self) -> int:
-    """A padded batch size that a Poisson sample overflows with probability at most
-    2**-64 (:func:`jaxdp.training.max_batch_size`)."""
-    return max_batch_size(self.dataset_size, self.sampling_rate)
-
   def epsilon(self, steps: int) -> float:
     """The eps of (eps, delta)-DP after ``steps`` answered steps (host, float64);
     0 before the first step."""
@@ -137,9 +129,7 @@ def noise_multiplier_for(
   Raises:
     ValueError: an argument is out of range.
   """
-  q = _checks.check_positive(sampling_rate, "sampling_rate")
-  if q > 1:
-    raise ValueError(f"sampling_rate must be in (0, 1]; got {q!r}.")
+  q = check_rate(sampling_rate)
   steps = _checks.check_int(steps, "steps", minimum=1)
   eps = _checks.check_eps(eps_budget, "eps_budget")
   delta = _checks.check_delta(delta, "delta")

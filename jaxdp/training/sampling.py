@@ -28,12 +28,13 @@ import jax.numpy as jnp
 
 from jaxdp import _checks
 
-__all__ = ["max_batch_size", "poisson_batch"]
+__all__ = ["check_rate", "max_batch_size", "poisson_batch"]
 
 _OVERFLOW_LOG = -64 * math.log(2)
 
 
-def _check_rate(q) -> float:
+def check_rate(q) -> float:
+  """``sampling_rate`` as a Python float in (0, 1], or ValueError naming it."""
   q = _checks.check_positive(q, "sampling_rate")
   if q > 1:
     raise ValueError(f"sampling_rate must be in (0, 1]; got {q!r}.")
@@ -62,7 +63,7 @@ def max_batch_size(n: int, sampling_rate: float) -> int:
     An int in ``[1, n]`` (``n`` itself when q is 1).
   """
   n = _checks.check_int(n, "n", minimum=1)
-  q = _check_rate(sampling_rate)
+  q = check_rate(sampling_rate)
   if q == 1:
     return n
   lo, hi = max(1, math.ceil(n * q)), n  # hi always fits: no sample exceeds n
@@ -97,7 +98,7 @@ def poisson_batch(key, n: int, sampling_rate: float, max_batch: int | None = Non
   """
   _checks.check_key(key)
   n = _checks.check_int(n, "n", minimum=1)
-  q = _check_rate(sampling_rate)
+  q = check_rate(sampling_rate)
   need = max_batch_size(n, q)
   if max_batch is None:
     max_batch = need
