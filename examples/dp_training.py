@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import time
 from pathlib import Path
 
@@ -164,7 +166,9 @@ def main(argv=None):
       f"[{row['accuracy_min']:.3f}, {row['accuracy_max']:.3f}]{extra}"
     )
   if args.out:
-    _write(Path(args.out), args, dict(q=q, lr=lr, steps=steps, epochs=epochs), rows)
+    _write(
+      Path(args.out), args, dict(q=q, lr=lr, steps=steps, epochs=epochs, seeds=seeds), rows
+    )
   return rows
 
 
@@ -173,8 +177,13 @@ def _write(out: Path, args, setup, rows):
   payload = {
     "command": "python examples/dp_training.py"
     + (" --quick" if args.quick else "")
-    + f" --accounting {args.accounting} --seeds {args.seeds}",
-    "machine": {"jax": jax.__version__, "backend": jax.default_backend()},
+    + f" --accounting {args.accounting} --seeds {setup['seeds']}",
+    "machine": {
+      "cpu_count": os.cpu_count(),
+      "platform": platform.platform(),
+      "jax": jax.__version__,
+      "backend": jax.default_backend(),
+    },
     "setup": {**setup, "clip": CLIP, "delta": DELTA, "hidden": HIDDEN},
     "rows": rows,
   }
@@ -183,7 +192,9 @@ def _write(out: Path, args, setup, rows):
     "# dp_training (examples/dp_training.py)",
     "",
     f"`{payload['command']}`; {setup['steps']} steps at q = {setup['q']}, clip {CLIP}, "
-    f"delta {DELTA}; test accuracy over {args.seeds} seeds (mean [min, max]).",
+    f"delta {DELTA}; test accuracy over {setup['seeds']} seeds (mean [min, max]). "
+    f"{os.cpu_count()} CPUs, backend {jax.default_backend()}, jax {jax.__version__}; "
+    "seconds include calibrating sigma and compiling.",
     "",
     "| eps budget | noise multiplier | eps spent | accuracy | seconds |",
     "|---|---|---|---|---|",
