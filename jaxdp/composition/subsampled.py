@@ -63,9 +63,10 @@ from jaxdp import _checks
 from jaxdp.composition.renyi import TRACED_MARGIN, check_orders
 from jaxdp.typing import ArrayLike, Scalar
 
-__all__ = ["subsampled_gaussian_rdp", "MIN_NOISE_MULTIPLIER", "check_sampling"]
+__all__ = ["subsampled_gaussian_rdp", "MIN_NOISE_MULTIPLIER", "MAX_ORDER", "check_sampling"]
 
 MIN_NOISE_MULTIPLIER = 0.01  # there the order-2 RDP is already about 1e4 + 2 log q
+MAX_ORDER = 4096.0  # higher orders only help where eps < 2 log(1/delta) / 4095
 HOST_TERMS, TRACED_TERMS = 1000, 32  # pairs of series terms past ceil(a)
 HOST_SLACK, TRACED_SLACK, TRACED_ULP = 2.0**-46, 2.0**-20, 2.0**-24
 _ERFC = np.vectorize(math.erfc, otypes=[np.float64])
@@ -288,12 +289,17 @@ def subsampled_gaussian_rdp(
 
   Raises:
     ValueError: on a concrete q outside [0, 1], a sigma below
-      :data:`MIN_NOISE_MULTIPLIER` (or NaN), or orders that are not all > 1.
+      :data:`MIN_NOISE_MULTIPLIER` (or NaN), or orders not all in (1, 4096].
 
   References:
     Mironov, Talwar & Zhang (2019), Theorem 4 and Section 3.3.
   """
   orders = check_orders(orders)
+  if orders[-1] > MAX_ORDER:
+    raise ValueError(
+      f"orders must be at most {MAX_ORDER} here (the integer-order sum has a term per "
+      f"integer up to the order); got {orders[-1]!r}."
+    )
   if _checks.is_concrete(q) and _checks.is_concrete(noise_multiplier):
     q, s = check_sampling(q, noise_multiplier)
     return _rdp_host(q, s, orders)

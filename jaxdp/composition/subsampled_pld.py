@@ -47,7 +47,16 @@ __all__ = ["PLDPair", "subsampled_gaussian_pld", "DEFAULT_TAIL"]
 
 DEFAULT_TAIL = 1e-15  # mass moved per tail and product during self-composition
 FFT_ETA = 2.0**-49  # FFT rounding constant (see product)
+MAX_POINTS = 2**25  # grid points of one PLD (float64: 256 MiB, and its FFT)
 _ERFC = np.vectorize(math.erfc, otypes=[np.float64])
+
+
+def _check_size(points: int, h: float) -> None:
+  if points > MAX_POINTS:
+    raise ValueError(
+      f"h = {h!r} needs {points} loss grid points here (at most {MAX_POINTS}); use a "
+      "coarser h, or fewer steps."
+    )
 
 
 def _tail(z):
@@ -98,6 +107,7 @@ def product(a: PLD, b: PLD, tail: float) -> PLD:
   sqrt(n) e2, which is added to the infinite mass. The runs of entries at most e2 at
   either end (FFT noise beyond the tails) are moved as tails are."""
   size = len(a.pmf) + len(b.pmf) - 1
+  _check_size(size, a.h)
   n = 1 << max(1, (size - 1).bit_length())
   spec = np.fft.rfft(a.pmf, n) * np.fft.rfft(b.pmf, n)
   pmf = np.maximum(np.fft.irfft(spec, n)[:size], 0.0)
@@ -169,6 +179,7 @@ def _direction(q: float, s: float, h: float, remove: bool) -> PLD:
   if not remove:
     l_lo, l_hi = -l_hi, -l_lo
   first, last = math.floor(l_lo / h), math.ceil(l_hi / h)
+  _check_size(last - first + 1, h)
   grid = np.arange(first, last + 1) * h
   # Point j collects loss in (grid[j-1], grid[j]] (point 0: all loss <= grid[0]),
   # whose x lie below ends[j] (remove) or at or above it (add); ``beyond`` (an interval
