@@ -117,11 +117,38 @@ def dp_aggregate(
         "stale state adds the same noise again while counting the step once more. "
         "Always continue from the state the last update returned."
       ) from None
+    state = _one_key_per_lane(state, updates)
     out, new_state = _step(updates, state)
     guard.mark_used(state.key)
     return out, new_state
 
   return GradientTransformation(init, update)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class _Keyed:
+  """The key and a counter, in the shape :func:`guard.one_key_per_lane` reads."""
+
+  key: jax.Array
+  answered: jax.Array
+
+
+def _one_key_per_lane(state: DPAggregateState, updates) -> DPAggregateState:
+  """``state``, after the accountant's trace-time check that the noise key varies
+  wherever the data does: ``jax.vmap`` of an update over batches with one shared state
+  (every lane would add the same noise), a state closed over by a jitted function or
+  loop body (every run the same noise), or ``pmap`` / ``shard_map(check_vma=False)``
+  raise :class:`jaxdp.StaleAccountantError` before any noise is drawn."""
+  try:
+    probe = guard.one_key_per_lane(_Keyed(state.key, state.steps), updates)
+  except StaleAccountantError as e:
+    raise StaleAccountantError(
+      f"dp_aggregate's update: {e} (Here the accountant is the DPAggregateState: give "
+      "every lane a state of its own, made from its own key, and pass the state as an "
+      "argument or loop carry.)"
+    ) from None
+  return dataclasses.replace(state, steps=probe.answered)
 
 
 def _check_batch(updates, plan: TrainingPlan) -> None:

@@ -229,3 +229,19 @@ def test_the_refusal_count_saturates_instead_of_wrapping(tx, update):
   assert bool(after.refused) and int(after.refusals) == 2**31 - 1
   assert int(after.steps) == state.plan.max_steps
   assert all((np.asarray(x) == 0).all() for x in out.values())
+
+
+def test_one_state_shared_by_vmapped_batches_or_closed_over_is_refused(tx):
+  """Every lane (or every run) would add the same noise: refused at trace time."""
+  state = tx.init(None)
+  lanes = jax.tree_util.tree_map(lambda x: jnp.stack([x, 2 * x]), _grads())
+  with pytest.raises(jaxdp.StaleAccountantError, match="same noise"):
+    jax.vmap(tx.update, in_axes=(0, None))(lanes, state)
+  with pytest.raises(jaxdp.StaleAccountantError, match="constant"):
+    jax.jit(lambda g: tx.update(g, state))(_grads())
+  # one state per lane, each from its own key, is fine
+  keys = jax.random.split(jax.random.key(8), 2)
+  states = jax.vmap(lambda k: dataclasses.replace(state, key=k))(keys)
+  out, after = jax.vmap(tx.update)(lanes, states)
+  assert not np.allclose(out["b"][0] * 2, out["b"][1])
+  assert (np.asarray(after.steps) == 1).all()
