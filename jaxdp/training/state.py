@@ -22,8 +22,10 @@ class DPAggregateState:
 
   Threading the state from step to step never reuses noise. A stale state given to
   ``update`` again would add the same noise as before: eagerly this raises
-  :class:`jaxdp.StaleAccountantError`; inside ``jit`` Python sees nothing, so always
-  continue from the state the last update returned.
+  :class:`jaxdp.StaleAccountantError`, and so do, at trace time, one state shared by
+  ``jax.vmap`` lanes and a state closed over by a jitted function; a replay of a
+  state passed into ``jit`` is not visible to Python, so always continue from the
+  state the last update returned.
   """
 
   key: jax.Array
