@@ -21,6 +21,7 @@ from jaxdp import (
   reporting,
   samplers,
   session,
+  training,
 )
 from jaxdp._version import __version__  # noqa: F401 (the package version)
 from jaxdp.accounting import (
@@ -160,6 +161,7 @@ __all__ = [
   "subsampled_gaussian_pld",
   "subsampled_gaussian_rdp",
   "threefry",
+  "training",
   "zcdp_budget",
   "zcdp_epsilon",
 ]

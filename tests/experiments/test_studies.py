@@ -224,6 +224,7 @@ SUBPROCESS_EXAMPLES = ("nhis_counts", "montecarlo_sharded --n 300000")
       "household",
       "mmm_postprocessing",
       "montecarlo_sharded --n 300000",
+      "dp_training --quick",
     )
   ],
 )
