@@ -24,6 +24,7 @@ import math
 
 from jaxdp import _checks
 from jaxdp.composition import search
+from jaxdp.composition.dpsgd import PldAccounting, RdpAccounting
 from jaxdp.training.clipping import check_clip
 from jaxdp.training.sampling import check_rate
 
@@ -87,12 +88,11 @@ class TrainingPlan:
         "delta must be > 0: the Gaussian mechanism gives (eps, delta)-DP with "
         "delta > 0 only; a typical choice is below 1 / dataset_size."
       )
-    for name in ("epsilon", "max_steps"):
-      if not callable(getattr(accounting, name, None)):
-        raise _checks.ArgTypeError(
-          "accounting must be an accounting policy of jaxdp.composition "
-          f"(RdpAccounting(...) or PldAccounting(...)); got {accounting!r}."
-        )
+    if type(accounting) not in (RdpAccounting, PldAccounting):  # an allowlist
+      raise _checks.ArgTypeError(
+        "accounting must be jaxdp.RdpAccounting(...) or jaxdp.PldAccounting(...) "
+        f"(exactly, not a subclass: it decides how many steps run); got {accounting!r}."
+      )
     steps = min(int(accounting.max_steps(q, sigma, eps, delta)), _INT32_MAX)
     if steps < 1:
       raise ValueError(

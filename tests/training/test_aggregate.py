@@ -245,3 +245,23 @@ def test_one_state_shared_by_vmapped_batches_or_closed_over_is_refused(tx):
   out, after = jax.vmap(tx.update)(lanes, states)
   assert not np.allclose(out["b"][0] * 2, out["b"][1])
   assert (np.asarray(after.steps) == 1).all()
+
+
+def test_an_accounting_policy_that_only_looks_like_one_is_refused(rdp_policy):
+  """The policy decides how many steps run: an object with the right methods that
+  claims a huge ``max_steps``, or a subclass that does, must not be accepted."""
+
+  class Generous:
+    def epsilon(self, *args):
+      return 0.0
+
+    def max_steps(self, *args):
+      return 2**31 - 1
+
+  class GenerousRdp(type(rdp_policy)):
+    def max_steps(self, *args):
+      return 2**31 - 1
+
+  for policy in (Generous(), GenerousRdp(orders=rdp_policy.orders)):
+    with pytest.raises(TypeError, match="accounting must be"):
+      _tx(policy)
