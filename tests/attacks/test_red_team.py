@@ -1,0 +1,107 @@
+"""Red-team findings (h-red1): each test asserts a property the docs promise and
+fails on the code it was written against."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import jaxdp
+
+_MECH = jaxdp.LaplaceMechanism(eps=0.1)
+_DATA = jnp.zeros((4,))
+
+
+def _rel(a):
+  return jaxdp.release(a, _MECH, _DATA)
+
+
+def _acct(seed=0):
+  return jaxdp.Accountant.create(10.0, key=jax.random.key(seed))
+
+
+def _twice_same_noise(first):
+  """Releases once through ``first`` and once directly, from ONE accountant value,
+  inside one jitted program. The docs: within one traced program, two releases from
+  one accountant value raise StaleAccountantError at trace time."""
+
+  @jax.jit
+  def f(a):
+    _, o1 = first(a)
+    _, o2 = _rel(a)
+    return o1, o2
+
+  with pytest.raises(jaxdp.StaleAccountantError):
+    o1, o2 = f(_acct())
+    # if it did not raise: the two releases carry the very same noise
+    assert not bool((o1 == o2).all()), "two releases drew identical noise"
+
+
+_BRANCH_FALSE = lambda a: (a, jnp.zeros(4))  # noqa: E731
+
+
+def _scan_once(a):
+  a, os = lax.scan(lambda c, _: _rel(c), a, None, length=1)
+  return a, os[0]
+
+
+def _while_once(a):
+  def body(c):
+    i, a, _ = c
+    a, o = _rel(a)
+    return i + 1, a, o
+
+  _, a, o = lax.while_loop(lambda c: c[0] < 1, body, (0, a, jnp.zeros(4)))
+  return a, o
+
+
+@pytest.mark.parametrize(
+  "first",
+  [
+    lambda a: lax.cond(True, _rel, _BRANCH_FALSE, a),
+    lambda a: lax.switch(0, [_rel, _BRANCH_FALSE], a),
+    _scan_once,
+    _while_once,
+    lambda a: lax.fori_loop(0, 1, lambda i, c: (_rel(c[0])), (a, jnp.zeros(4))),
+    jax.checkpoint(_rel),
+    jax.jit(_rel),
+  ],
+  ids=["cond", "switch", "scan", "while_loop", "fori_loop", "checkpoint", "inner_jit"],
+)
+def test_stale_key_reused_through_control_flow_operand_in_one_jit(first):
+  _twice_same_noise(first)
+
+
+def test_stale_key_reused_after_eager_cond():
+  # eagerly: a release inside lax.cond does not mark the accountant's key as used
+  a = _acct()
+  _, o1 = lax.cond(True, _rel, _BRANCH_FALSE, a)
+  with pytest.raises(jaxdp.StaleAccountantError):
+    _, o2 = _rel(a)
+    assert not bool((o1 == o2).all())
+
+
+def test_stale_key_reused_after_eager_checkpoint():
+  a = _acct()
+  _, o1 = jax.checkpoint(_rel)(a)
+  with pytest.raises(jaxdp.StaleAccountantError):
+    _, o2 = _rel(a)
+    assert not bool((o1 == o2).all())
+
+
+def test_nan_data_under_jit_is_refused_not_answered():
+  # trust model: "NaN data is refused; a refusal raises by default, and under
+  # FillOnRefusal it is the flag last_answered, not the output's value".
+  # Eagerly it is a ValueError; under jit the NaN is released, budget spent,
+  # last_answered True: a NaN output indistinguishable from a fill, counted as an answer.
+  fill = jaxdp.Accountant.create(
+    1.0, key=jax.random.key(0), on_refusal=jaxdp.FillOnRefusal()
+  )
+  mech = jaxdp.LaplaceMechanism(eps=0.4)
+  a2, out = jax.jit(lambda a, d: jaxdp.release(a, mech, d))(
+    fill, jnp.array([0.0, 1.0, jnp.nan, 0.0])
+  )
+  assert not (bool(a2.last_answered) and bool(jnp.isnan(out).any())), (
+    "NaN data answered (last_answered True, budget spent) with a NaN output"
+  )
