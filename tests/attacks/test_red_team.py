@@ -105,3 +105,65 @@ def test_nan_data_under_jit_is_refused_not_answered():
   assert not (bool(a2.last_answered) and bool(jnp.isnan(out).any())), (
     "NaN data answered (last_answered True, budget spent) with a NaN output"
   )
+
+
+def test_cli_table_label_with_carriage_return_injects_a_formula_row(tmp_path):
+  # cli.md: "A text cell of the CSV files that a spreadsheet would run as a formula
+  # (a question label starting with =, +, -, @) is written with a leading '".
+  # A label 'a\r=1+1' is accepted by Poset.load and written unquoted, so a CSV reader
+  # (Python's csv, spreadsheets) splits the row at the bare CR: a new row whose first
+  # cell is the formula '=1+1'.
+  import csv
+  import json
+  import os
+  import subprocess
+  import sys
+
+  poset = tmp_path / "p.json"
+  poset.write_text(json.dumps({"requires": {"a\r=1+1": [], "b": []}}))
+  data = tmp_path / "d.csv"
+  data.write_text("1,0\n0,1\n1,1\n")
+  out = tmp_path / "rel.json"
+  env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(jaxdp.__file__)))
+  r = subprocess.run(
+    [sys.executable, "-m", "jaxdp", "release", "--poset", str(poset), "--data",
+     str(data), "--eps", "1", "--out", str(out)],
+    capture_output=True, text=True, env=env, timeout=600,
+  )
+  if r.returncode != 0:
+    return  # refusing the label is a fix too
+  with open(tmp_path / "rel.csv", newline="") as f:
+    rows = list(csv.reader(f))
+  for row in rows:
+    assert len(row) == len(rows[0]), f"row split by the label: {row!r}"
+    assert not row[0].startswith(("=", "+", "-", "@")), f"formula cell: {row[0]!r}"
+
+
+def test_cli_out_overwrites_a_foreign_csv_that_starts_with_the_table_header(tmp_path):
+  # cli.md: each output file "is checked like --out before anything is read or
+  # charged: an existing file there is replaced only if release wrote it"; "any other
+  # existing file (the data, ...) is refused". A CSV that merely begins with the
+  # table's header line (e.g. a data file whose questions are named like the table's
+  # columns, or any file someone made) is taken for a release table and replaced.
+  import json
+  import os
+  import subprocess
+  import sys
+
+  poset = tmp_path / "p.json"
+  poset.write_text(json.dumps({"requires": {"a": [], "b": ["a"]}}))
+  data = tmp_path / "d.csv"
+  data.write_text("a,b\n1,0\n1,1\n0,0\n")
+  foreign = tmp_path / "imp.csv"
+  content = (
+    "label,released,lower,upper,consistent,consistent_lower,consistent_upper,level,"
+    "method,consistent_method\nPRECIOUS,not written by jaxdp\n"
+  )
+  foreign.write_text(content)
+  env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(jaxdp.__file__)))
+  subprocess.run(
+    [sys.executable, "-m", "jaxdp", "release", "--poset", str(poset), "--data",
+     str(data), "--eps", "0.5", "--out", str(tmp_path / "imp")],
+    capture_output=True, text=True, env=env, timeout=600,
+  )
+  assert foreign.read_text() == content, "a file release did not write was replaced"
