@@ -167,3 +167,32 @@ def test_cli_out_overwrites_a_foreign_csv_that_starts_with_the_table_header(tmp_
     capture_output=True, text=True, env=env, timeout=600,
   )
   assert foreign.read_text() == content, "a file release did not write was replaced"
+
+
+def test_error_bars_cache_poisoned_by_reenabling_writes():
+  # error_bars docstring: the bars are cached "and their arrays are read-only".
+  # The arrays own their memory, so any caller can setflags(write=True) and rewrite
+  # them: every later caller asking for the same mechanism's bars gets the forged
+  # interval (here an upper end of 0: no coverage at all).
+  mech = jaxdp.LaplaceMechanism(eps=0.731)
+  honest = np.array(jaxdp.error_bars(mech).upper, copy=True)
+  mine = jaxdp.error_bars(mech)
+  try:
+    mine.upper.setflags(write=True)
+    mine.upper[...] = 0.0
+  except ValueError:
+    pass  # cannot make it writable: the promise holds
+  again = jaxdp.error_bars(jaxdp.LaplaceMechanism(eps=0.731))
+  np.testing.assert_array_equal(np.asarray(again.upper), honest)
+
+
+def test_error_bars_cache_poisoned_through_object_setattr():
+  mech = jaxdp.LaplaceMechanism(eps=0.733)
+  honest = np.array(jaxdp.error_bars(mech).lower, copy=True)
+  mine = jaxdp.error_bars(mech)
+  try:
+    object.__setattr__(mine, "lower", np.array([-1e9]))
+  except (AttributeError, TypeError):
+    pass
+  again = jaxdp.error_bars(jaxdp.LaplaceMechanism(eps=0.733))
+  np.testing.assert_array_equal(np.asarray(again.lower), honest)
