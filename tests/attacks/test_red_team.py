@@ -196,3 +196,31 @@ def test_error_bars_cache_poisoned_through_object_setattr():
     pass
   again = jaxdp.error_bars(jaxdp.LaplaceMechanism(eps=0.733))
   np.testing.assert_array_equal(np.asarray(again.lower), honest)
+
+
+def test_two_accountants_from_one_split_key_indexed_twice():
+  # trust model: "two accountants made from one key (Accountant.create(..., key=k)
+  # twice), sharing their noise" is refused; the accounting guide advises splitting a
+  # key for several accountants. The everyday slip `keys[0]` twice makes two key
+  # objects with one key's bits: both accountants release the same noise, no error.
+  keys = jax.random.split(jax.random.key(0), 2)
+  a1 = jaxdp.Accountant.create(10.0, key=keys[0])
+  with pytest.raises(jaxdp.StaleAccountantError):
+    a2 = jaxdp.Accountant.create(10.0, key=keys[0])
+    _, o1 = _rel(a1)
+    _, o2 = _rel(a2)
+    assert not bool((o1 == o2).all()), "two accountants drew identical noise"
+
+
+def test_two_accountants_from_one_split_key_indexed_twice_in_jit():
+  keys = jax.random.split(jax.random.key(0), 2)
+
+  @jax.jit
+  def f(keys):
+    a1 = jaxdp.Accountant.create(10.0, key=keys[0])
+    a2 = jaxdp.Accountant.create(10.0, key=keys[0])
+    return _rel(a1)[1], _rel(a2)[1]
+
+  with pytest.raises(jaxdp.StaleAccountantError):
+    o1, o2 = f(keys)
+    assert not bool((o1 == o2).all()), "two accountants drew identical noise"
