@@ -224,3 +224,36 @@ def test_two_accountants_from_one_split_key_indexed_twice_in_jit():
   with pytest.raises(jaxdp.StaleAccountantError):
     o1, o2 = f(keys)
     assert not bool((o1 == o2).all()), "two accountants drew identical noise"
+
+
+def test_cli_deeply_nested_poset_json_is_a_one_line_error(tmp_path):
+  # cli.md: "Bad options and files ... give a one-line error and exit status 2; only
+  # an internal error prints a traceback." A poset file of nested brackets crashes the
+  # JSON decoder: a RecursionError traceback, exit status 1.
+  import os
+  import subprocess
+  import sys
+
+  poset = tmp_path / "deep.json"
+  poset.write_text('{"requires": ' + "[" * 100000 + "]" * 100000 + "}")
+  data = tmp_path / "d.csv"
+  data.write_text("1,0\n")
+  env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(jaxdp.__file__)))
+  r = subprocess.run(
+    [sys.executable, "-m", "jaxdp", "release", "--poset", str(poset), "--data",
+     str(data), "--eps", "1", "--out", str(tmp_path / "r.json")],
+    capture_output=True, text=True, env=env, timeout=600,
+  )
+  assert r.returncode == 2, r.stderr[-300:]
+  assert "Traceback" not in r.stderr
+
+
+def test_stale_key_eager_release_then_same_accountant_into_jit():
+  # Eagerly the key object is marked used; handing that same stale accountant to a
+  # jitted release draws the same noise again without an error. (The docs list the
+  # reverse order, jit first then eager, as undetected; this order is not listed.)
+  a = _acct()
+  _, o1 = _rel(a)
+  with pytest.raises(jaxdp.StaleAccountantError):
+    _, o2 = jax.jit(_rel)(a)
+    assert not bool((o1 == o2).all()), "stale accountant replayed its noise under jit"
