@@ -257,3 +257,17 @@ def test_stale_key_eager_release_then_same_accountant_into_jit():
   with pytest.raises(jaxdp.StaleAccountantError):
     _, o2 = jax.jit(_rel)(a)
     assert not bool((o1 == o2).all()), "stale accountant replayed its noise under jit"
+
+
+@pytest.mark.parametrize("mapper", [jax.vmap, lambda f: (lambda xs: lax.map(f, xs))],
+                         ids=["vmap", "lax_map"])
+def test_stale_batch_of_accountants_released_twice_eagerly(mapper):
+  # The accounting guide recommends a batch of accountants under vmap. Mapping a
+  # release over one batch twice (eagerly, no jit) replays every lane's noise: the
+  # batch's key object is never marked used by the mapped release.
+  keys = jax.random.split(jax.random.key(0), 3)
+  accts = jax.vmap(lambda k: jaxdp.Accountant.create(10.0, key=k))(keys)
+  _, o1 = mapper(_rel)(accts)
+  with pytest.raises(jaxdp.StaleAccountantError):
+    _, o2 = mapper(_rel)(accts)
+    assert not bool((o1 == o2).all()), "the batch replayed its noise"
