@@ -271,3 +271,22 @@ def test_stale_batch_of_accountants_released_twice_eagerly(mapper):
   with pytest.raises(jaxdp.StaleAccountantError):
     _, o2 = mapper(_rel)(accts)
     assert not bool((o1 == o2).all()), "the batch replayed its noise"
+
+
+def test_secure_accountant_replays_exact_noise_through_cond_in_jit():
+  # The publishable path (secure=True, exact discrete Gaussian) has the same hole:
+  # one accountant value released inside a cond branch and again directly.
+  m = jaxdp.DiscreteGaussianMechanism(eps=0.5, delta=1e-6)
+  d = jnp.zeros(3, jnp.int32)
+  rel = lambda a: jaxdp.release(a, m, d)  # noqa: E731
+  a = jaxdp.Accountant.create(5.0, delta_budget=1e-4, secure=True)
+
+  @jax.jit
+  def f(a):
+    _, o1 = lax.cond(True, rel, lambda a: (a, jnp.zeros(3, jnp.int32)), a)
+    _, o2 = rel(a)
+    return o1, o2
+
+  with pytest.raises(jaxdp.StaleAccountantError):
+    o1, o2 = f(a)
+    assert not bool((o1 == o2).all()), "secure accountant replayed its exact noise"
