@@ -290,3 +290,27 @@ def test_secure_accountant_replays_exact_noise_through_cond_in_jit():
   with pytest.raises(jaxdp.StaleAccountantError):
     o1, o2 = f(a)
     assert not bool((o1 == o2).all()), "secure accountant replayed its exact noise"
+
+
+def test_cond_replay_recovers_one_row_exactly_for_one_eps():
+  # The consequence of the cond replay: two different queries get the same Laplace
+  # draw, so their difference is exact. Total minus total-without-row-0 gives row 0's
+  # value with no noise, and the accountant returned has been charged one release.
+  mech = jaxdp.LaplaceMechanism(eps=0.1)
+  rows = jnp.array([1.0, 0, 1, 1, 0, 1, 0, 0, 1, 1])
+
+  @jax.jit
+  def attack(a, rows):
+    total = rows.sum(keepdims=True)
+    without = rows[1:].sum(keepdims=True)
+    _, o1 = lax.cond(
+      True, lambda a: jaxdp.release(a, mech, total), lambda a: (a, jnp.zeros(1)), a
+    )
+    a, o2 = jaxdp.release(a, mech, without)
+    return a, o1 - o2
+
+  try:
+    _, diff = attack(jaxdp.Accountant.create(1.0, key=jax.random.key(123)), rows)
+  except jaxdp.StaleAccountantError:
+    return
+  assert float(diff[0]) != float(rows[0]), "row 0 recovered exactly through a replay"
