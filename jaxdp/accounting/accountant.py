@@ -92,7 +92,7 @@ import numpy as np
 from jaxdp import _checks
 from jaxdp import random as dprandom
 from jaxdp.accounting import budget
-from jaxdp.accounting.guard import own_key
+from jaxdp.accounting.guard import Lineage, own_key, register_tracked
 from jaxdp.accounting.history import KINDS
 from jaxdp.accounting.planning import Plan
 from jaxdp.accounting.refusal import RaiseOnRefusal, check_policy
@@ -118,7 +118,7 @@ def _static(**kw):
   return dataclasses.field(metadata=dict(static=True), **kw)
 
 
-@jax.tree_util.register_dataclass
+@register_tracked
 @dataclasses.dataclass(frozen=True)
 class Accountant:
   """Privacy budget state. Build with :meth:`create`.
@@ -128,7 +128,9 @@ class Accountant:
   ``last_answered`` (whether the most recent release was answered) and ``log``.
   Static fields (configuration): ``eps_budget``, ``delta_budget``, ``group_size``,
   ``rule`` (the composition rule, :mod:`jaxdp.accounting.rules`), the unit exponents
-  fixed at creation, ``secure``, ``history`` and ``on_refusal``. Everything else (capacities, the
+  fixed at creation, ``secure``, ``history``, ``on_refusal`` and ``lineage`` (which
+  value this is, through transformations: :class:`jaxdp.accounting.guard.Lineage`;
+  every lineage compares equal). Everything else (capacities, the
   advanced-composition caps, the spent eps as a float) is derived from these on
   demand, so nothing can go stale.
   """
@@ -149,6 +151,7 @@ class Accountant:
   secure: bool = _static(default=False)
   history: int = _static(default=0)
   on_refusal: object = _static(default=RaiseOnRefusal())
+  lineage: object = _static(default=None)
 
   @classmethod
   def create(
@@ -252,6 +255,7 @@ class Accountant:
       spent_units=spent,
       spent_delta_units=zero,
       key=key,
+      lineage=Lineage(key),
       refusals=zero,
       answered=zero,
       last_answered=last,

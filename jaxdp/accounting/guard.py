@@ -30,11 +30,15 @@ from jaxdp.accounting import planning
 from jaxdp.accounting.errors import StaleAccountantError
 
 __all__ = [
+  "Lineage",
+  "check_lineage",
   "check_unused",
+  "consume",
   "drawing",
   "mark_used",
   "one_key_per_lane",
   "own_key",
+  "register_tracked",
 ]
 
 
@@ -46,6 +50,133 @@ def _host_ledger(key) -> bool:
 # The key tracers already used, by id, each with a weak reference that tells the
 # tracer from a later object given the same id (an entry leaves with its tracer).
 _TRACED_USED: dict[int, weakref.ref] = {}
+
+
+_MAX_REFS = 32  # key objects a lineage remembers (the most recent, live ones)
+
+
+def register_tracked(cls):
+  """Registers the frozen dataclass ``cls`` (an accountant) as a pytree, as
+  ``jax.tree_util.register_dataclass`` does (fields with ``metadata["static"]`` are
+  static), except that flattening it records its key in its :class:`Lineage`: a
+  value handed to a transformation (a ``lax.cond`` operand, a ``scan`` carry, a
+  ``jit`` argument) is flattened there, so its outer key is known to the lineage
+  that a release inside marks used."""
+  fields = dataclasses.fields(cls)
+  data = [f.name for f in fields if not f.metadata.get("static")]
+  meta = [f.name for f in fields if f.metadata.get("static")]
+  paths = [jax.tree_util.GetAttrKey(name) for name in data]
+
+  def flatten(x):
+    if x.lineage is not None:
+      x.lineage.handed(x.key)
+    return [getattr(x, n) for n in data], tuple(getattr(x, n) for n in meta)
+
+  def flatten_with_keys(x):
+    leaves, aux = flatten(x)
+    return list(zip(paths, leaves)), aux
+
+  def unflatten(aux, leaves):
+    return cls(**dict(zip(data, leaves)), **dict(zip(meta, aux)))
+
+  jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten, flatten)
+  return cls
+
+
+class Lineage:
+  """Which accountant value a copy inside a transformation came from.
+
+  A key tracer is the key's object only within its own trace: an accountant given
+  to a ``lax.cond`` branch, a ``scan`` or ``while`` body, ``jax.checkpoint``, an inner
+  ``jit`` or an eager ``vmap`` holds a new tracer there, so releasing from it marks
+  that tracer, not the outer key, and the outer value could be released from again
+  with the same noise. The accountant's static field ``lineage`` keeps one
+  ``Lineage`` per accountant value; transformations carry static fields through by
+  identity, so the copy inside marks the same object (:func:`consume`), and
+  :func:`check_lineage` refuses a later release whose key is the key this lineage was
+  made with (or, under ``vmap``, the batch it was used on), and every release of the
+  lineage once a value already released from was handed to a transformation again
+  (an eager release, then the same accountant given to ``jit`` or ``lax.map``).
+  Detection runs in Python while JAX traces: where JAX reuses a cached trace (a
+  ``jit`` called again with the same shapes, a ``lax.cond`` branch function traced
+  before with the same shapes), nothing runs and nothing is detected. All lineages compare equal
+  and hash alike, so they never change a ``jit`` cache key or a tree's structure.
+  """
+
+  __slots__ = ("refs", "used", "stale")
+
+  def __init__(self, key):
+    self.used = False
+    self.stale = False  # a used value was handed to a transformation
+    self.refs: list = []
+    self.add(key)
+
+  def handed(self, key):
+    """The value holding ``key`` is being flattened (handed to a transformation, or
+    read): remember its key; if that value was already released from, every release
+    from this lineage is refused from now on (inside the transformation, the copy's
+    key is a new tracer, which only this flag connects to the stale value)."""
+    if self.used and self.holds(key) and planning.current() is None:
+      self.stale = True
+    self.add(key)
+
+  def add(self, key):
+    """Remembers ``key``'s base object (under ``vmap``, the batched value)."""
+    if self.holds(key):
+      return
+    try:
+      self.refs.append(weakref.ref(_base(key)))
+    except TypeError:  # pragma: no cover - a key type without weak references
+      return
+    if len(self.refs) > _MAX_REFS:
+      self.refs = [ref for ref in self.refs if ref() is not None][-_MAX_REFS:]
+
+  def holds(self, key) -> bool:
+    """Whether ``key``'s base object is one this lineage remembers."""
+    base = _base(key)
+    return any(ref() is base for ref in self.refs)
+
+  def __eq__(self, other):
+    return isinstance(other, Lineage)
+
+  def __hash__(self):
+    return hash(Lineage)
+
+  def __repr__(self):
+    return "Lineage()"
+
+
+def _base(x):
+  """``x`` under the ``vmap`` tracers wrapping it (an eager ``vmap`` traces a batch
+  whose value is the caller's array)."""
+  while type(x).__name__ == "BatchTracer" and hasattr(x, "val"):
+    x = x.val
+  return x
+
+
+def check_lineage(acct):
+  """Raises :class:`StaleAccountantError` when ``acct``'s value was already released
+  from, also when that release ran inside a transformation that gave it a tracer of
+  its own (see :class:`Lineage`); nothing while planning."""
+  lineage = getattr(acct, "lineage", None)
+  if lineage is None or planning.current() is not None:
+    return
+  if lineage.stale or lineage.used and lineage.holds(acct.key):
+    raise StaleAccountantError(
+      "this accountant value was already released from (inside a lax.cond, scan, "
+      "while or fori loop, jax.checkpoint, an inner jit or a vmap): releasing from it "
+      "again would reuse its noise and undercount the spend. Continue from the "
+      "accountant that the earlier release (or the transformation around it) returned."
+    )
+
+
+def consume(acct):
+  """Marks ``acct``'s key (:func:`mark_used`) and its lineage used."""
+  mark_used(acct.key)
+  lineage = getattr(acct, "lineage", None)
+  if lineage is not None and planning.current() is None:
+    lineage.used = True
+    lineage.add(acct.key)
 
 
 def _forget(ident, ref):

@@ -30,7 +30,14 @@ from jaxdp import random as dprandom
 from jaxdp.accounting import planning
 from jaxdp.accounting.accountant import Accountant
 from jaxdp.accounting.errors import ReleaseRefusedError
-from jaxdp.accounting.guard import check_unused, drawing, mark_used, one_key_per_lane
+from jaxdp.accounting.guard import (
+  Lineage,
+  check_lineage,
+  check_unused,
+  consume,
+  drawing,
+  one_key_per_lane,
+)
 from jaxdp.accounting.refusal import check_policy
 from jaxdp.accounting.rules import RULES, bound_rule
 from jaxdp.mechanisms import Mechanism, PosetCountMechanism
@@ -110,7 +117,7 @@ def release(acct: Accountant, mech: Mechanism, data: Any) -> tuple[Accountant, A
   )
   with drawing(acct.key):
     out = _fill_refused(ok, mech.randomize(sub, data))
-  mark_used(acct.key)
+  consume(acct)
   return new, planning.mark_if_planning(out)
 
 
@@ -200,7 +207,7 @@ def _release_summed(acct, mech, row_shape, inputs, statistic, num_parts):
       out = noise_mech.randomize(sub, stat)
     else:  # snapping slack is counted per part's statistic
       out = jax.vmap(noise_mech.randomize)(jax.random.split(sub, num_parts), stat)
-  mark_used(acct.key)
+  consume(acct)
   return new, planning.mark_if_planning(_fill_refused(ok, out))
 
 
@@ -247,7 +254,7 @@ def release_parallel_unchecked(
   keys = jax.random.split(sub, len(pairs))
   with drawing(acct.key):
     outs = tuple(m.randomize(k, x) for k, (m, x) in zip(keys, pairs))
-  mark_used(acct.key)
+  consume(acct)
   return new, planning.mark_if_planning(_fill_refused(ok, outs))
 
 
@@ -399,9 +406,10 @@ def spend(acct, eps, delta, valid, event, inputs):
   rule = bound_rule(acct)
   policy = check_policy(acct.on_refusal)
   check_unused(acct.key)
+  check_lineage(acct)
   acct = one_key_per_lane(acct, inputs)
   ok, sub, new = rule.spend(acct, eps, delta, valid, event)
   settled = ok if planning.current() is not None else policy.settle(ok)
   if settled is not ok:  # a run-time check: the counters depend on it too
     ok, new = settled, dataclasses.replace(new, last_answered=new.last_answered & settled)
-  return ok, sub, new
+  return ok, sub, dataclasses.replace(new, lineage=Lineage(new.key))
