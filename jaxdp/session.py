@@ -189,6 +189,7 @@ class Session:
       orders=orders,
       on_refusal=accounting.FillOnRefusal(),  # the session raises its own error
     )
+    self._acct = dataclasses.replace(self._acct, lineage=None)  # held, never handed out
     self._acct, self._link = link.attach(ledger, dataset, data, self._acct)
     self._held = session_rows.hold(data)  # in blocks of rows (jaxdp.session_rows)
     self._row = jax.ShapeDtypeStruct(data.shape[1:], data.dtype)

@@ -412,4 +412,5 @@ def spend(acct, eps, delta, valid, event, inputs):
   settled = ok if planning.current() is not None else policy.settle(ok)
   if settled is not ok:  # a run-time check: the counters depend on it too
     ok, new = settled, dataclasses.replace(new, last_answered=new.last_answered & settled)
-  return ok, sub, dataclasses.replace(new, lineage=Lineage(new.key))
+  lineage = None if acct.lineage is None else Lineage(new.key)  # a Session's: none
+  return ok, sub, dataclasses.replace(new, lineage=lineage)

@@ -344,9 +344,8 @@ def test_a_bad_traced_parameter_is_refused_in_a_scan(name):
   def run(a, ps, data):
     return jax.lax.scan(lambda a, p: release(a, make(p), data), a, ps)
 
-  acct = new_acct()
-  after, outs = run(acct, values, data)
-  control, _ = run(acct, jnp.asarray([good, good], jnp.float32), data)
+  after, outs = run(new_acct(), values, data)
+  control, _ = run(new_acct(), jnp.asarray([good, good], jnp.float32), data)
   assert int(after.answered) == 2 and int(after.refusals) == len(bad)
   assert np.array_equal(np.asarray(after.spent_units), np.asarray(control.spent_units))
   assert int(after.spent_delta_units) == int(control.spent_delta_units)
