@@ -106,6 +106,7 @@ def _parse(path: Path, text: str) -> PosetSpec:
         f"'labels'), or 'requires' (with optional 'd'); got the keys {sorted(obj)}"
       )
     labels = tuple(obj.get("labels", ()))
+    _check_printable(text, obj)
     if "requires" in obj:
       spec = PosetSpec("requires", (obj["requires"],))
       if "d" in obj and obj["d"] != question_count(spec):
@@ -180,6 +181,39 @@ def _check_json_edges(text: str, d: int, edges) -> None:
 
 # a JSON string token: outside strings, JSON holds no quote character
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _check_printable(text: str, obj: dict) -> None:
+  """Refuses a question name that is not printable (an allowlist: a control
+  character such as CR, LF or TAB would split or shift a row of a CSV table that
+  names the question), naming its line and the name.
+
+  Raises:
+    ValueError: ``line N: the question name '...' holds a character that is not
+      printable ...``.
+  """
+  requires = obj.get("requires")
+  names = list(obj.get("labels", ())) if isinstance(obj.get("labels"), list) else []
+  if isinstance(requires, dict):
+    names += list(requires)
+    names += [r for v in requires.values() if isinstance(v, list) for r in v]
+  bad = [v for v in names if isinstance(v, str) and not v.isprintable()]
+  if not bad:
+    return
+  line = next(
+    (
+      text.count("\n", 0, m.start()) + 1
+      for m in _STRING.finditer(text)
+      if json.loads(m.group()) == bad[0]
+    ),
+    0,
+  )
+  where = f"line {line}: " if line else ""
+  raise ValueError(
+    f"{where}the question name {bad[0]!r} holds a character that is not printable "
+    "(a control character such as a line break, carriage return or tab). Use "
+    "printable characters only."
+  )
 
 
 def _check_declared(text: str, requires) -> None:

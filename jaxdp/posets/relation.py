@@ -74,10 +74,13 @@ class Poset:
         raise ValueError(
           f"labels must be {len(self.relation)} strings, one per element; got {labels!r}."
         )
-      if len(set(labels)) != len(labels) or any(v != v.strip() or not v for v in labels):
+      if len(set(labels)) != len(labels) or any(
+        v != v.strip() or not v.isprintable() or not v for v in labels
+      ):
         raise ValueError(
-          f"labels must be distinct and non-empty, with no spaces at either end (a CSV "
-          f"header could not name them); got {labels!r}."
+          f"labels must be distinct, non-empty and printable (no control characters), "
+          f"with no spaces at either end (a CSV header could not name them); got "
+          f"{labels!r}."
         )
     object.__setattr__(self, "labels", labels)
 
@@ -247,6 +250,8 @@ class Poset:
       return cls.from_edges(*spec.args, name=name, labels=spec.labels)
     except json.JSONDecodeError as e:
       raise ValueError(f"{path}: invalid JSON ({e.msg} at line {e.lineno}).") from None
+    except RecursionError:
+      raise ValueError(f"{path}: invalid JSON (nested too deeply).") from None
     except (ValueError, TypeError, KeyError, IndexError) as e:
       raise ValueError(f"{path}: {e}") from None
 

@@ -38,7 +38,7 @@ def _twice_same_noise(first):
     assert not bool((o1 == o2).all()), "two releases drew identical noise"
 
 
-_BRANCH_FALSE = lambda a: (a, jnp.zeros(4))  # noqa: E731
+_BRANCH_FALSE = lambda a: (a, jnp.zeros(4))
 
 
 def _scan_once(a):
@@ -63,7 +63,7 @@ def _while_once(a):
     lambda a: lax.switch(0, [_rel, _BRANCH_FALSE], a),
     _scan_once,
     _while_once,
-    lambda a: lax.fori_loop(0, 1, lambda i, c: (_rel(c[0])), (a, jnp.zeros(4))),
+    lambda a: lax.fori_loop(0, 1, lambda i, c: _rel(c[0]), (a, jnp.zeros(4))),
     jax.checkpoint(_rel),
     jax.jit(_rel),
   ],
@@ -97,7 +97,10 @@ def test_nan_data_under_jit_is_refused_not_answered():
   # filters and NaN on a grid (exactness.md), a traced non-finite statistic makes
   # the run fail with an error naming the entry, also under FillOnRefusal.
   fill = jaxdp.Accountant.create(
-    10.0, delta_budget=1e-3, key=jax.random.key(0), composition="rdp",
+    10.0,
+    delta_budget=1e-3,
+    key=jax.random.key(0),
+    composition="rdp",
     on_refusal=jaxdp.FillOnRefusal(),
   )
   mechs = [
@@ -136,9 +139,24 @@ def test_cli_table_label_with_carriage_return_injects_a_formula_row(tmp_path):
   out = tmp_path / "rel.json"
   env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(jaxdp.__file__)))
   r = subprocess.run(
-    [sys.executable, "-m", "jaxdp", "release", "--poset", str(poset), "--data",
-     str(data), "--eps", "1", "--out", str(out)],
-    capture_output=True, text=True, env=env, timeout=600,
+    [
+      sys.executable,
+      "-m",
+      "jaxdp",
+      "release",
+      "--poset",
+      str(poset),
+      "--data",
+      str(data),
+      "--eps",
+      "1",
+      "--out",
+      str(out),
+    ],
+    capture_output=True,
+    text=True,
+    env=env,
+    timeout=600,
   )
   if r.returncode != 0:
     return  # refusing the label is a fix too
@@ -172,9 +190,24 @@ def test_cli_out_overwrites_a_foreign_csv_that_starts_with_the_table_header(tmp_
   foreign.write_text(content)
   env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(jaxdp.__file__)))
   subprocess.run(
-    [sys.executable, "-m", "jaxdp", "release", "--poset", str(poset), "--data",
-     str(data), "--eps", "0.5", "--out", str(tmp_path / "imp")],
-    capture_output=True, text=True, env=env, timeout=600,
+    [
+      sys.executable,
+      "-m",
+      "jaxdp",
+      "release",
+      "--poset",
+      str(poset),
+      "--data",
+      str(data),
+      "--eps",
+      "0.5",
+      "--out",
+      str(tmp_path / "imp"),
+    ],
+    capture_output=True,
+    text=True,
+    env=env,
+    timeout=600,
   )
   assert foreign.read_text() == content, "a file release did not write was replaced"
 
@@ -250,9 +283,24 @@ def test_cli_deeply_nested_poset_json_is_a_one_line_error(tmp_path):
   data.write_text("1,0\n")
   env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(jaxdp.__file__)))
   r = subprocess.run(
-    [sys.executable, "-m", "jaxdp", "release", "--poset", str(poset), "--data",
-     str(data), "--eps", "1", "--out", str(tmp_path / "r.json")],
-    capture_output=True, text=True, env=env, timeout=600,
+    [
+      sys.executable,
+      "-m",
+      "jaxdp",
+      "release",
+      "--poset",
+      str(poset),
+      "--data",
+      str(data),
+      "--eps",
+      "1",
+      "--out",
+      str(tmp_path / "r.json"),
+    ],
+    capture_output=True,
+    text=True,
+    env=env,
+    timeout=600,
   )
   assert r.returncode == 2, r.stderr[-300:]
   assert "Traceback" not in r.stderr
@@ -269,8 +317,9 @@ def test_stale_key_eager_release_then_same_accountant_into_jit():
     assert not bool((o1 == o2).all()), "stale accountant replayed its noise under jit"
 
 
-@pytest.mark.parametrize("mapper", [jax.vmap, lambda f: (lambda xs: lax.map(f, xs))],
-                         ids=["vmap", "lax_map"])
+@pytest.mark.parametrize(
+  "mapper", [jax.vmap, lambda f: lambda xs: lax.map(f, xs)], ids=["vmap", "lax_map"]
+)
 def test_stale_batch_of_accountants_released_twice_eagerly(mapper):
   # The accounting guide recommends a batch of accountants under vmap. Mapping a
   # release over one batch twice (eagerly, no jit) replays every lane's noise: the
@@ -288,7 +337,7 @@ def test_secure_accountant_replays_exact_noise_through_cond_in_jit():
   # one accountant value released inside a cond branch and again directly.
   m = jaxdp.DiscreteGaussianMechanism(eps=0.5, delta=1e-6)
   d = jnp.zeros(3, jnp.int32)
-  rel = lambda a: jaxdp.release(a, m, d)  # noqa: E731
+  rel = lambda a: jaxdp.release(a, m, d)
   a = jaxdp.Accountant.create(5.0, delta_budget=1e-4, secure=True)
 
   @jax.jit
