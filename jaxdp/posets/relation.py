@@ -78,9 +78,9 @@ class Poset:
         v != v.strip() or not v.isprintable() or not v for v in labels
       ):
         raise ValueError(
-          f"labels must be distinct, non-empty and printable (no control characters), "
-          f"with no spaces at either end (a CSV header could not name them); got "
-          f"{labels!r}."
+          f"labels must be distinct and non-empty printable text (no control "
+          f"characters), with no spaces at either end (a CSV header could not name "
+          f"them); got {labels!r}."
         )
     object.__setattr__(self, "labels", labels)
 
