@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
-__all__ = ["MAX_FILE_D", "PosetSpec", "parse", "question_count"]
+__all__ = ["MAX_FILE_D", "PosetSpec", "check_labels", "parse", "question_count"]
 
 # The largest d any sampler serves (jaxdp.samplers.SP_MAX_D; the package cannot import
 # the samplers, which import it): a file with more questions is refused before the
@@ -57,6 +57,29 @@ def parse(path: Path, text: str) -> PosetSpec:
       "questionnaire into independent parts."
     )
   return spec
+
+
+def check_labels(labels, d: int) -> tuple:
+  """``labels`` as a tuple: none, or ``d`` distinct, non-empty, printable strings
+  with no spaces at either end (a CSV header could name each, and no control
+  character, such as a carriage return, could split a row of a table naming them).
+
+  Raises:
+    ValueError: naming what is wrong and the labels.
+  """
+  labels = tuple(labels)
+  if not labels:
+    return labels
+  if len(labels) != d or not all(isinstance(v, str) for v in labels):
+    raise ValueError(f"labels must be {d} strings, one per element; got {labels!r}.")
+  if len(set(labels)) != len(labels) or any(
+    v != v.strip() or not v.isprintable() or not v for v in labels
+  ):
+    raise ValueError(
+      "labels must be distinct and non-empty printable text (no control characters), "
+      f"with no spaces at either end (a CSV header could not name them); got {labels!r}."
+    )
+  return labels
 
 
 def question_count(spec: PosetSpec) -> int:

@@ -68,20 +68,7 @@ class Poset:
     relation = canonical.canonical_relation(self.relation)
     graphs.validate_order(np.array(relation, dtype=bool), "order")
     object.__setattr__(self, "relation", relation)
-    labels = tuple(self.labels)
-    if labels:
-      if len(labels) != len(self.relation) or not all(isinstance(v, str) for v in labels):
-        raise ValueError(
-          f"labels must be {len(self.relation)} strings, one per element; got {labels!r}."
-        )
-      if len(set(labels)) != len(labels) or any(
-        v != v.strip() or not v.isprintable() or not v for v in labels
-      ):
-        raise ValueError(
-          f"labels must be distinct and non-empty printable text (no control "
-          f"characters), with no spaces at either end (a CSV header could not name "
-          f"them); got {labels!r}."
-        )
+    labels = formats.check_labels(self.labels, len(self.relation))
     object.__setattr__(self, "labels", labels)
 
   def __eq__(self, other):
