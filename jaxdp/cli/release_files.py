@@ -73,18 +73,49 @@ TAG_NOTE = (
 )
 
 
-def _first_line(text: str) -> str:
-  return text.split("\n", 1)[0].rstrip("\r")
-
-
 def _is_provenance_json(text: str) -> bool:
   obj = json.loads(text)
   return isinstance(obj, dict) and obj.get("document") == PROVENANCE
 
 
+def _write(rows) -> str:
+  """CSV text, a row holding a line break or carriage return in a cell quoted whole
+  (the csv module quotes only the line terminator's characters, here \\n)."""
+  buf = io.StringIO(newline="")
+  plain = csv.writer(buf, lineterminator="\n")
+  quoted = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_ALL)
+  for r in rows:
+    breaks = any(isinstance(v, str) and ("\r" in v or "\n" in v) for v in r)
+    (quoted if breaks else plain).writerow(r)
+  return buf.getvalue()
+
+
+NUMBER_COLUMNS = (1, 2, 3, 7)  # released, lower, upper, level: always numbers
+
+
+def _is_table(text: str) -> bool:
+  """Whether ``text`` is a table this command wrote: the header, then at least one
+  row, every row of exactly the table's columns, numbers where the table has
+  numbers, and written exactly as this module writes CSV (not merely a file that
+  begins with the header)."""
+  try:
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    for r in rows[1:]:
+      for i in NUMBER_COLUMNS:
+        float(r[i])
+  except (csv.Error, ValueError, IndexError):
+    return False
+  return (
+    len(rows) > 1
+    and tuple(rows[0]) == TABLE_COLUMNS
+    and all(len(r) == len(TABLE_COLUMNS) for r in rows)
+    and _write(rows) == text
+  )
+
+
 # each file: (its name after --out's stem, whether a file's text is one of them)
 KINDS = {
-  "table": (".csv", lambda text: _first_line(text) == ",".join(TABLE_COLUMNS)),
+  "table": (".csv", _is_table),
   "provenance_json": (".provenance.json", _is_provenance_json),
   "provenance_csv": (
     ".provenance.csv",
@@ -130,9 +161,7 @@ def _cell(v):
 
 
 def _csv(rows) -> str:
-  buf = io.StringIO()
-  csv.writer(buf, lineterminator="\n").writerows([[_cell(v) for v in r] for r in rows])
-  return buf.getvalue()
+  return _write([[_cell(v) for v in r] for r in rows])
 
 
 def _methods(payload: dict) -> tuple[str, str]:

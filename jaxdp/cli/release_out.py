@@ -124,7 +124,7 @@ class OutFile:
       fd = os.open(self.name, flags, dir_fd=self.fd)
       with os.fdopen(fd, encoding="utf-8") as f:
         return self.recognise(f.read())
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
       return False
 
   def write(self, text: str) -> None:
@@ -223,7 +223,7 @@ def check_out_target(args):
     raise UsageError(f"--out {args.out} is the --data file; write the release elsewhere")
   try:
     ours = is_release(json.loads(path.read_text(encoding="utf-8")))
-  except (OSError, UnicodeDecodeError, ValueError):
+  except (OSError, UnicodeDecodeError, ValueError, RecursionError):
     ours = False
   if not ours:
     raise UsageError(

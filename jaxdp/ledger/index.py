@@ -113,7 +113,7 @@ class Index:
     seq, name, kind, time, body = row[:5]
     try:
       entry = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
       raise LedgerTamperedError(f"entry {seq} is not valid JSON.") from None
     if kind == "dataset":
       if name in self.datasets:

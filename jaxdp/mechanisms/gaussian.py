@@ -22,7 +22,7 @@ from jaxdp import random as dprandom
 from jaxdp.composition import renyi
 from jaxdp.composition.gaussian import analytic_gaussian_sigma
 from jaxdp.mechanisms.base import HUGE, TINY, EpsMechanism, RangeChecked, noisy, pytree
-from jaxdp.mechanisms.statistics import clipped_part_sums, float_statistic
+from jaxdp.mechanisms.statistics import clipped_part_sums, finite_entries, float_statistic
 from jaxdp.typing import ArrayLike, KeyArray, Scalar
 
 
@@ -139,7 +139,7 @@ class GaussianMechanism(GaussianNoise, EpsMechanism):
 
   def randomize(self, key: KeyArray, data: ArrayLike) -> jax.Array:
     data = float_statistic(data)
-    ok = self.valid(data.shape)
+    ok = self.valid(data.shape) & finite_entries(data)
     noise = dprandom.gaussian(key, data.shape, data.dtype)
     return _checks.mark_invalid(*noisy(ok, data, noise * self.sigma))
 
@@ -190,6 +190,6 @@ class ZCDPGaussianMechanism(GaussianNoise):
 
   def randomize(self, key: KeyArray, data: ArrayLike) -> jax.Array:
     data = float_statistic(data)
-    ok = self.valid(data.shape)
+    ok = self.valid(data.shape) & finite_entries(data)
     noise = dprandom.gaussian(key, data.shape, data.dtype)
     return _checks.mark_invalid(*noisy(ok, data, noise * self.sigma))

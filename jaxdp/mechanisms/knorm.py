@@ -26,6 +26,7 @@ from jaxdp.mechanisms.base import (
 )
 from jaxdp.mechanisms.statistics import (
   clipped_part_sums,
+  finite_entries,
   float_statistic,
   grid_units,
   integer_part_sums,
@@ -139,7 +140,7 @@ class KNormMechanism(EpsMechanism):
       return _checks.mark_invalid(*noisy(ok, units, noise))
     data = float_statistic(data)
     self._check_dim(data)
-    ok = self.valid(data.shape)
+    ok = self.valid(data.shape) & finite_entries(data)
     noise = dprandom.knorm(key, self.ball, self.eps, data.shape[:-1], data.dtype)
     return _checks.mark_invalid(*noisy(ok, data, self.sensitivity * noise))
 

@@ -29,6 +29,7 @@ from jaxdp.mechanisms.base import (
 from jaxdp.mechanisms.statistics import (
   clipped_part_sums,
   defined_entries,
+  finite_entries,
   float_statistic,
   grid_units,
   integer_part_sums,
@@ -120,7 +121,7 @@ class LaplaceMechanism(EpsMechanism):
     if self.exact:
       return self._randomize_exact(key, data)
     data = float_statistic(data)
-    ok = self.valid(data.shape)
+    ok = self.valid(data.shape) & finite_entries(data)
     noise = dprandom.laplace(key, data.shape, data.dtype)
     ok, out = noisy(ok, data, noise * self._noise_scale(data.shape))
     return _checks.mark_invalid(ok, out)

@@ -209,22 +209,52 @@ def defined_entries(data):
   Returns:
     True for concrete or non-float data; else a traced bool array of its shape.
   """
+  return checked_entries(
+    data,
+    jnp.isnan,
+    "is NaN: an exact release on a grid has no grid point for NaN (+-inf clip to "
+    "+-2**30 units like the largest finite values)",
+  )
+
+
+def finite_entries(data):
+  """Where a traced statistic of a float (not exact) release is finite.
+
+  As for every other bad value of the data, a concrete NaN or infinity is refused
+  before anything is drawn (:func:`jaxdp._data_checks.check_data`); a traced one makes
+  the computation fail at run time (a host check, run only when some entry is not
+  finite), and those entries are the invalid fill (NaN) should the error be
+  swallowed: never an answer. The budget, decided from the parameters only, is
+  charged by a run that completes.
+
+  Returns:
+    True for concrete data; else a traced bool array of its shape.
+  """
+  return checked_entries(
+    data,
+    lambda x: ~jnp.isfinite(x),
+    "is not finite: NaN or infinite data would flow into the output and look like "
+    "a refusal",
+  )
+
+
+def checked_entries(data, is_bad, reason):
+  """``~is_bad(data)`` for traced float data, failing at run time (naming the first
+  bad entry and ``reason``) when any entry is bad; True for concrete or non-float
+  data, which :func:`jaxdp._data_checks.check_data` checks eagerly."""
   if _checks.is_concrete(data) or not jnp.issubdtype(jnp.result_type(data), jnp.floating):
     return True
-  nan = jnp.isnan(data)
+  bad = is_bad(data)
 
-  def error(nan_):
-    i = np.unravel_index(int(np.argmax(nan_.ravel())), nan_.shape)
-    where = "" if nan_.ndim == 0 else f" at index {tuple(int(j) for j in i)}"
+  def error(bad_):
+    i = np.unravel_index(int(np.argmax(bad_.ravel())), bad_.shape)
+    where = "" if bad_.ndim == 0 else f" at index {tuple(int(j) for j in i)}"
     return ValueError(
-      f"data{where} is NaN: an exact release on a grid has no grid point for NaN "
-      "(+-inf clip to +-2**30 units like the largest finite values). Compute the "
-      "statistic so that it is never NaN (e.g. jnp.nan_to_num with a value the "
-      "sensitivity allows)."
+      f"data{where} {reason}. Compute the statistic so that it is always finite "
+      "(e.g. jnp.nan_to_num with a value the sensitivity allows)."
     )
 
-  passed = raise_if(nan, error)
-  return passed & ~nan
+  return raise_if(bad, error) & ~bad
 
 
 def saturating_add(stat, noise):

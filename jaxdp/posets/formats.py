@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
-__all__ = ["MAX_FILE_D", "PosetSpec", "parse", "question_count"]
+__all__ = ["MAX_FILE_D", "PosetSpec", "check_labels", "parse", "question_count"]
 
 # The largest d any sampler serves (jaxdp.samplers.SP_MAX_D; the package cannot import
 # the samplers, which import it): a file with more questions is refused before the
@@ -57,6 +57,29 @@ def parse(path: Path, text: str) -> PosetSpec:
       "questionnaire into independent parts."
     )
   return spec
+
+
+def check_labels(labels, d: int) -> tuple:
+  """``labels`` as a tuple: none, or ``d`` distinct, non-empty, printable strings
+  with no spaces at either end (a CSV header could name each, and no control
+  character, such as a carriage return, could split a row of a table naming them).
+
+  Raises:
+    ValueError: naming what is wrong and the labels.
+  """
+  labels = tuple(labels)
+  if not labels:
+    return labels
+  if len(labels) != d or not all(isinstance(v, str) for v in labels):
+    raise ValueError(f"labels must be {d} strings, one per element; got {labels!r}.")
+  if len(set(labels)) != len(labels) or any(
+    v != v.strip() or not v.isprintable() or not v for v in labels
+  ):
+    raise ValueError(
+      "labels must be distinct and non-empty printable text (no control characters), "
+      f"with no spaces at either end (a CSV header could not name them); got {labels!r}."
+    )
+  return labels
 
 
 def question_count(spec: PosetSpec) -> int:
@@ -106,6 +129,7 @@ def _parse(path: Path, text: str) -> PosetSpec:
         f"'labels'), or 'requires' (with optional 'd'); got the keys {sorted(obj)}"
       )
     labels = tuple(obj.get("labels", ()))
+    _check_printable(text, obj)
     if "requires" in obj:
       spec = PosetSpec("requires", (obj["requires"],))
       if "d" in obj and obj["d"] != question_count(spec):
@@ -180,6 +204,39 @@ def _check_json_edges(text: str, d: int, edges) -> None:
 
 # a JSON string token: outside strings, JSON holds no quote character
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _check_printable(text: str, obj: dict) -> None:
+  """Refuses a question name that is not printable (an allowlist: a control
+  character such as CR, LF or TAB would split or shift a row of a CSV table that
+  names the question), naming its line and the name.
+
+  Raises:
+    ValueError: ``line N: the question name '...' holds a character that is not
+      printable ...``.
+  """
+  requires = obj.get("requires")
+  names = list(obj.get("labels", ())) if isinstance(obj.get("labels"), list) else []
+  if isinstance(requires, dict):
+    names += list(requires)
+    names += [r for v in requires.values() if isinstance(v, list) for r in v]
+  bad = [v for v in names if isinstance(v, str) and not v.isprintable()]
+  if not bad:
+    return
+  line = next(
+    (
+      text.count("\n", 0, m.start()) + 1
+      for m in _STRING.finditer(text)
+      if json.loads(m.group()) == bad[0]
+    ),
+    0,
+  )
+  where = f"line {line}: " if line else ""
+  raise ValueError(
+    f"{where}the question name {bad[0]!r} holds a character that is not printable "
+    "(a control character such as a line break, carriage return or tab). Use "
+    "printable characters only."
+  )
 
 
 def _check_declared(text: str, requires) -> None:

@@ -68,17 +68,7 @@ class Poset:
     relation = canonical.canonical_relation(self.relation)
     graphs.validate_order(np.array(relation, dtype=bool), "order")
     object.__setattr__(self, "relation", relation)
-    labels = tuple(self.labels)
-    if labels:
-      if len(labels) != len(self.relation) or not all(isinstance(v, str) for v in labels):
-        raise ValueError(
-          f"labels must be {len(self.relation)} strings, one per element; got {labels!r}."
-        )
-      if len(set(labels)) != len(labels) or any(v != v.strip() or not v for v in labels):
-        raise ValueError(
-          f"labels must be distinct and non-empty, with no spaces at either end (a CSV "
-          f"header could not name them); got {labels!r}."
-        )
+    labels = formats.check_labels(self.labels, len(self.relation))
     object.__setattr__(self, "labels", labels)
 
   def __eq__(self, other):
@@ -247,6 +237,8 @@ class Poset:
       return cls.from_edges(*spec.args, name=name, labels=spec.labels)
     except json.JSONDecodeError as e:
       raise ValueError(f"{path}: invalid JSON ({e.msg} at line {e.lineno}).") from None
+    except RecursionError:
+      raise ValueError(f"{path}: invalid JSON (nested too deeply).") from None
     except (ValueError, TypeError, KeyError, IndexError) as e:
       raise ValueError(f"{path}: {e}") from None
 

@@ -192,8 +192,9 @@ def error_bars(
     :class:`ErrorBars`; ``bars.interval(released)`` gives the intervals. The bars
     are kept (the :data:`CACHE_SIZE` most recently used, keyed by the noise law,
     level, sample count and the key's bits), so asking again for the same
-    mechanism's bars, once per release say, costs no simulation; their arrays are
-    read-only.
+    mechanism's bars, once per release say, costs no simulation. Each call returns
+    its own object with its own read-only copies of the arrays: the kept bars never
+    leave this module, so no caller can change another's.
 
   Raises:
     TypeError: an unsupported mechanism.
@@ -213,13 +214,13 @@ def error_bars(
     bars = _CACHE.get(cache_key)
     if bars is not None:
       _CACHE.move_to_end(cache_key)
-      return bars
+      return _read_only(bars)
   bars = _read_only(_compute(law, closed, level, n, simulate.simulation_key(key)))
   with _CACHE_LOCK:
     _CACHE[cache_key] = bars
     while len(_CACHE) > CACHE_SIZE:
       _CACHE.popitem(last=False)
-  return bars
+  return _read_only(bars)
 
 
 def _key_identity(key) -> tuple | None:
@@ -235,7 +236,7 @@ def _key_identity(key) -> tuple | None:
 
 
 def _read_only(bars: ErrorBars) -> ErrorBars:
-  """``bars`` with read-only copies of its arrays: a cached object is shared."""
+  """``bars`` with read-only copies of its arrays (a new object each time)."""
   arrays = {}
   for field in ("lower", "upper", "coverage", "mc_error"):
     arrays[field] = np.array(getattr(bars, field), dtype=np.float64)

@@ -92,20 +92,33 @@ def test_stale_key_reused_after_eager_checkpoint():
 
 
 def test_nan_data_under_jit_is_refused_not_answered():
-  # trust model: "NaN data is refused; a refusal raises by default, and under
-  # FillOnRefusal it is the flag last_answered, not the output's value".
-  # Eagerly it is a ValueError; under jit the NaN is released, budget spent,
-  # last_answered True: a NaN output indistinguishable from a fill, counted as an answer.
+  # trust model: "NaN data is refused". Eagerly it is a ValueError; under jit the
+  # NaN was released, budget spent, last_answered True: a NaN output
+  # indistinguishable from a fill, counted as an answer. As for rows that are not
+  # filters and NaN on a grid (exactness.md), a traced non-finite statistic makes
+  # the run fail with an error naming the entry, also under FillOnRefusal.
   fill = jaxdp.Accountant.create(
-    1.0, key=jax.random.key(0), on_refusal=jaxdp.FillOnRefusal()
+    10.0,
+    delta_budget=1e-3,
+    key=jax.random.key(0),
+    composition="rdp",
+    on_refusal=jaxdp.FillOnRefusal(),
   )
-  mech = jaxdp.LaplaceMechanism(eps=0.4)
-  a2, out = jax.jit(lambda a, d: jaxdp.release(a, mech, d))(
-    fill, jnp.array([0.0, 1.0, jnp.nan, 0.0])
-  )
-  assert not (bool(a2.last_answered) and bool(jnp.isnan(out).any())), (
-    "NaN data answered (last_answered True, budget spent) with a NaN output"
-  )
+  mechs = [
+    jaxdp.LaplaceMechanism(eps=0.4),
+    jaxdp.GaussianMechanism(eps=0.4, delta=1e-6),
+    jaxdp.ZCDPGaussianMechanism(sigma=2.0),
+    jaxdp.KNormMechanism(jaxdp.LpBall(4, 2), 0.4),
+  ]
+  for mech, bad in zip(mechs, [jnp.nan, jnp.inf, -jnp.inf, jnp.nan]):
+    with pytest.raises(Exception, match=r"data at index \(2,\) is not finite"):
+      a2, out = jax.jit(lambda a, d, m=mech: jaxdp.release(a, m, d))(
+        fill, jnp.array([0.0, 1.0, bad, 0.0])
+      )
+      jax.block_until_ready(out)
+      assert not (bool(a2.last_answered) and bool(jnp.isnan(out).any())), (
+        "NaN data answered (last_answered True, budget spent) with a NaN output"
+      )
 
 
 def test_cli_table_label_with_carriage_return_injects_a_formula_row(tmp_path):

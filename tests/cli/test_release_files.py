@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import jaxdp
-from jaxdp.cli import main
+from jaxdp.cli import main, release_files
 from jaxdp.cli import release as cli_release
 from jaxdp.cli.ledger_flags import format_head
 from jaxdp.ledger import keyfile
@@ -205,3 +205,32 @@ def test_a_label_that_is_a_formula_is_not_one_in_the_csv(tmp_path, fixed_noise):
   labels = [r[0] for r in _csv(tmp_path / "rel.csv")[1:]]
   assert labels == ["respondents", "'" + evil, "q2", "q3", "'+q4"]
   assert int(_csv(tmp_path / "rel.csv")[4][1]) == -1  # a negative count stays a number
+
+
+def test_a_line_break_in_a_cell_is_quoted_and_the_table_still_recognised():
+  """A bare CR in a cell (csv quotes only the line terminator, LF) split the row in
+  any CSV reader; a row with a CR or LF in a cell is quoted whole."""
+  name = "a\r=1+1"
+  payload = {
+    "counts": {"respondents": 3, name: 1},
+    "intervals": {"respondents": [1, 5], name: [0, 2]},
+    "level": 0.9,
+    "error_bars": {"method": "exact", "num_samples": 0},
+  }
+  text = release_files.table(payload)
+  rows = list(csv.reader(io.StringIO(text, newline="")))
+  assert [r[0] for r in rows] == ["label", "respondents", name]
+  assert all(len(r) == len(release_files.TABLE_COLUMNS) for r in rows)
+  assert release_files.KINDS["table"][1](text)
+
+
+@pytest.mark.parametrize(
+  "text",
+  [
+    ",".join(release_files.TABLE_COLUMNS) + "\n",  # the header alone
+    ",".join(release_files.TABLE_COLUMNS) + "\nPRECIOUS,not written by jaxdp\n",
+    ",".join(release_files.TABLE_COLUMNS) + "\n" + "x," * 9 + "x\n",  # no numbers
+  ],
+)
+def test_a_csv_that_only_begins_with_the_header_is_not_a_table(text):
+  assert not release_files.KINDS["table"][1](text)

@@ -249,3 +249,22 @@ def test_an_edge_list_names_the_line_of_a_bad_field(tmp_path, text, error):
   (tmp_path / name).write_text(text)
   with pytest.raises(ValueError, match=f"{name}: {error}"):
     Poset.load(tmp_path / name)
+
+
+@pytest.mark.parametrize("bad", ["a\tb", "a\nb", "a\x00", "a\u2028b"])
+def test_a_question_name_that_is_not_printable_is_refused_naming_file_and_line(
+  tmp_path, bad
+):
+  path = tmp_path / "p.json"
+  path.write_text('{"requires": {\n  "q1": [],\n  ' + json.dumps(bad) + ': ["q1"]\n}}')
+  with pytest.raises(ValueError, match=r"p\.json: line 3: the question name .* printable"):
+    jaxdp.Poset.load(path)
+  with pytest.raises(ValueError, match="printable"):
+    jaxdp.Poset.from_edges(2, [], labels=("q1", bad))
+
+
+def test_a_deeply_nested_poset_file_is_a_value_error(tmp_path):
+  path = tmp_path / "deep.json"
+  path.write_text('{"requires": ' + "[" * 100000 + "]" * 100000 + "}")
+  with pytest.raises(ValueError, match="nested too deeply"):
+    jaxdp.Poset.load(path)

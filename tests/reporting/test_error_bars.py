@@ -247,8 +247,8 @@ def test_simulations_that_would_not_fit_in_memory_are_refused_before_drawing():
 
 def test_bars_are_kept_per_law_level_samples_and_key(monkeypatch):
   """Asking again for a mechanism's Monte Carlo bars (once per release, say) reuses
-  them; a different key, level, sample count or eps simulates afresh; the shared
-  arrays cannot be changed in place."""
+  them (each caller gets its own copy); a different key, level, sample count or eps
+  simulates afresh; the arrays cannot be changed in place."""
   monkeypatch.setattr(poset_law, "ENUMERATE_MAX_OBJECTS", 10)  # NHIS-1 as if large
   calls = []
   draws = simulate.noise_draws
@@ -257,8 +257,11 @@ def test_bars_are_kept_per_law_level_samples_and_key(monkeypatch):
   first = jaxdp.error_bars(mech, 0.9, num_samples=1_000, key=jax.random.key(5))
   assert len(calls) == 1 and not first.exact
   same = jaxdp.PosetCountMechanism(jaxdp.Poset.nhis(1), 0.7)  # an equal mechanism
-  assert jaxdp.error_bars(same, 0.9, num_samples=1_000, key=jax.random.key(5)) is first
-  assert len(calls) == 1
+  again = jaxdp.error_bars(same, 0.9, num_samples=1_000, key=jax.random.key(5))
+  assert len(calls) == 1 and again is not first  # kept, handed out as a new copy
+  for name in ("lower", "upper", "coverage", "mc_error"):
+    np.testing.assert_array_equal(getattr(again, name), getattr(first, name))
+    assert not np.shares_memory(getattr(again, name), getattr(first, name))
   other_key = jaxdp.error_bars(mech, 0.9, num_samples=1_000, key=jax.random.key(6))
   assert len(calls) == 2 and np.any(other_key.upper != first.upper)
   jaxdp.error_bars(mech, 0.8, num_samples=1_000, key=jax.random.key(5))
