@@ -21,7 +21,7 @@ counted as infinite (both dominate too); the grid ends where each Gaussian has
 12 standard deviations (mass beyond < 2e-33). Self-composition squares by FFT; after
 each product the two tails holding at most ``tail`` of the mass each are moved the
 same way (lower tail up to the lowest kept point, upper tail to infinite loss), and
-a bound on the FFT's rounding is added to the infinite mass (see :func:`_product`).
+a bound on the FFT's rounding (Higham 2002, Theorem 24.2) is added to the infinite mass.
 
 References:
   Y. Zhu, J. Dong, Y.-X. Wang, "Optimal accounting of differential privacy via
