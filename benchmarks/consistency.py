@@ -1,6 +1,6 @@
 """Throughput of ``jaxdp.consistent``: the batched solvers and the exact host path.
 
-  python benchmarks/consistency.py [--nhis-batch 100000] [--q-batch 2000] [--out results]
+  python benchmarks/consistency.py [--nhis-batch 100000] [--q-batch 2000] [--out DIR]
 
 Vectors per second of order-consistent projection on noisy count vectors (true
 counts of a data shape of :mod:`jaxdp.experiments.consistency` plus poset-ball
@@ -10,7 +10,7 @@ pool-adjacent-violators, beside the dual solver on the same tree) and on a
 300-question synthetic questionnaire (not a forest: the dual solver), each jitted
 on one batch, then through ``jaxdp.consistent`` (validation, and the exact host
 path for any vector the batched solver does not certify), and the exact host
-algorithm on single vectors. Writes results/consistency.{json,md}.
+algorithm on single vectors. Writes <out>/consistency.{json,md}.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import best_time, machine, write_results
+from folders import add_out
 
 import jaxdp
 from jaxdp.consistency import constraint_graph, default_tol, solver
@@ -74,7 +75,7 @@ def main(argv=None):
   ap.add_argument("--nhis-batch", type=int, default=100_000)
   ap.add_argument("--q-batch", type=int, default=2000)
   ap.add_argument("--host-vectors", type=int, default=5)
-  ap.add_argument("--out", default="results")
+  add_out(ap)
   args = ap.parse_args(argv)
   nhis = jaxdp.Poset.nhis(3)
   quest = synthetic_questionnaire(0, 300)

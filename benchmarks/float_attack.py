@@ -11,7 +11,7 @@ allows (Mironov, CCS 2012). No sampling: the figures are exact for this generato
 The enumeration reproduces ``jax.random.laplace``'s arithmetic; the script checks it
 against ``jax.random.laplace`` itself on 100,000 draws before using it.
 
-Run: python benchmarks/float_attack.py [--out results]
+Run: python benchmarks/float_attack.py [--out DIR]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, write_results
+from folders import add_out
 
 import jaxdp
 
@@ -62,7 +63,7 @@ def impossible_share(eps: float, x0: float, x1: float) -> tuple[float, float]:
 
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  ap.add_argument("--out", default="results", help="output folder (default: results)")
+  add_out(ap)
   args = ap.parse_args(argv)
   _check_replica()
   rows = []

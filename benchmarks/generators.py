@@ -1,6 +1,6 @@
 """Samples per second of each JAX PRNG implementation against numpy's Generator.
 
-  python benchmarks/generators.py [--n 1000000] [--out results]
+  python benchmarks/generators.py [--n 1000000] [--out DIR]
 
 For every generator (Threefry, jaxdp's unrolled Threefry, JAX's rbg, ChaCha20,
 jaxdp's ChaCha8) and for numpy's default Generator (PCG64), in one run, at a batch
@@ -17,7 +17,7 @@ The two Threefry columns draw the same numbers: "threefry2x32" is a plain
 ``jax.random.key``, which ``jax.random`` (raw and uniform rows) computes with JAX's
 own code and jaxdp's samplers (the other rows) swap for the unrolled implementation
 on the CPU (``jaxdp.prng.threefry.fast_key``); "threefry2x32_unrolled" uses that
-implementation's key throughout. Writes results/generators.{json,md}.
+implementation's key throughout. Writes <out>/generators.{json,md}.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import best_time, machine, write_results
+from folders import add_out
 
 import jaxdp
 from jaxdp import LpBall, Poset
@@ -131,7 +132,7 @@ def _jax_cases(n, nhis):
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--n", type=int, default=1_000_000)
-  ap.add_argument("--out", default="results")
+  add_out(ap)
   args = ap.parse_args(argv)
   n = args.n
   nhis = Poset.nhis(3)

@@ -1,7 +1,7 @@
 """Cost of a durable budget: releases through a Session with and without a ledger.
 
   python benchmarks/ledger.py [--releases 200] [--batch 100] [--charges 100000]
-                              [--rows 1000000] [--dir DIR] [--out results]
+                              [--rows 1000000] [--dir DIR] [--out DIR]
 
 In one run, side by side:
 
@@ -22,7 +22,7 @@ In one run, side by side:
 
 The ledger lives in ``--dir`` (default: a temporary folder on the disk holding this
 checkout, since the fsyncs are the cost; its file system is recorded). Writes
-results/ledger.{json,md}.
+<out>/ledger.{json,md}.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, write_results
+from folders import add_out
 
 import jaxdp
 from jaxdp.ledger.fingerprint import legacy_rows_fingerprint, rows_fingerprint
@@ -219,7 +220,7 @@ def main(argv=None):
   ap.add_argument("--charges", type=int, default=100_000)
   ap.add_argument("--rows", type=int, default=1_000_000)
   ap.add_argument("--dir", default=None)
-  ap.add_argument("--out", default="results")
+  add_out(ap)
   args = ap.parse_args(argv)
   root = Path(__file__).resolve().parent.parent
   with tempfile.TemporaryDirectory(dir=args.dir or root, prefix=".ledger-bench-") as d:

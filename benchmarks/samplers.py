@@ -1,7 +1,7 @@
 """Samples per second of jaxdp's samplers, side by side with the RNG floor and the
 published sequential insertion sampler, at a batch of 10^6.
 
-  python benchmarks/samplers.py [--n 1000000] [--out results] [--only TEXT]
+  python benchmarks/samplers.py [--n 1000000] [--out DIR] [--only TEXT]
 
 Rows: poset ball and K-norm noise for NHIS three sections (d = 15, forest sampler), a
 random series-parallel poset with d = 20 (sp and general samplers), a random poset with
@@ -16,7 +16,7 @@ time / floor. "fast floor" is the same draw with the key jaxdp's samplers use
 (``jaxdp.prng.threefry.fast_key``: the same Threefry stream, unrolled on the CPU; on other
 backends the same key), "x fast" is time / fast floor. The numpy insertion
 sampler runs one object at a time, so it is timed on fewer samples and scaled.
-Writes results/samplers.json and results/samplers.md.
+Writes <out>/samplers.json and <out>/samplers.md.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import best_time, interleaved_best, machine, peak_ratio, write_results
+from folders import add_out
 
 import jaxdp
 from jaxdp import LpBall, Poset, PosetBall
@@ -71,7 +72,7 @@ def main(argv=None):
     default=100_000,
     help="batch for the large posets (d = 32 .. 512)",
   )
-  ap.add_argument("--out", default="results")
+  add_out(ap)
   ap.add_argument(
     "--only",
     default=None,

@@ -1,6 +1,6 @@
 """Compile time and chunk size of the series-parallel poset-ball sampler.
 
-  python benchmarks/sp_costs.py [--out results]
+  python benchmarks/sp_costs.py [--out DIR]
 
 1. First-call (compile + run, 20,000 draws) time of method="sp" against the depth of
    the balanced binary decomposition, and samples per second after it: a 200-chain
@@ -12,7 +12,7 @@
    random forest with d = 128 and the 300-question questionnaire, against the RNG
    floor (2(d+1) float32 uniforms per sample).
 
-Writes results/sp_costs.json and results/sp_costs.md.
+Writes <out>/sp_costs.json and <out>/sp_costs.md.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import best_time, machine, write_results
+from folders import add_out
 
 import jaxdp
 from jaxdp import Poset
@@ -37,7 +38,7 @@ from jaxdp.samplers import sp_kernel, sp_plan, sp_tables
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--n", type=int, default=100_000)
-  ap.add_argument("--out", default="results")
+  add_out(ap)
   args = ap.parse_args(argv)
   key = jax.random.key(0)
 
