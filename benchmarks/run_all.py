@@ -89,7 +89,7 @@ STUDIES = (
 # few repeats, a smoke run (not for reporting) of the whole set in under 3 minutes on
 # 2 cores.
 QUICK = {
-  "samplers": ["--n", "20000", "--numpy-n", "200"],
+  "samplers": ["--quick", "--n", "20000", "--numpy-n", "200", "--large-n", "2000"],
   "montecarlo": ["--n", "100000"],
   "accounting": ["--accountants", "100", "--releases", "10"],
   "float_attack": [],
@@ -126,7 +126,7 @@ def run_benchmarks(out: str, quick: bool, only=None) -> list[str]:
       continue
     script, *args = command.split()[1:]
     args = ["--out", out, *args, *(QUICK[name] if quick else [])]
-    t0, path = time.perf_counter(), Path(out, f"{name}.json")
+    t0, cpu0, path = time.perf_counter(), time.process_time(), Path(out, f"{name}.json")
     try:
       importlib.import_module(Path(script).stem).main(args)
     except Exception:  # one benchmark's failure leaves the others' results
@@ -140,7 +140,8 @@ def run_benchmarks(out: str, quick: bool, only=None) -> list[str]:
       else:
         print(f"{name}: wrote no {path}", flush=True)
         failed.append(name)
-    print(f"{name}: {time.perf_counter() - t0:.0f} s", flush=True)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    print(f"{name}: {wall:.0f} s, {cpu:.0f} s CPU", flush=True)
   return failed
 
 

@@ -85,6 +85,11 @@ def main(argv=None):
     default=15,
     help="rounds of the K-norm / poset ball comparison (the two called in turn)",
   )
+  ap.add_argument(
+    "--quick",
+    action="store_true",
+    help="a smoke run: the large posets' smallest forest and questionnaire only",
+  )
   args = ap.parse_args(argv)
   n = args.n
   key = jax.random.key(0)
@@ -183,7 +188,7 @@ def main(argv=None):
     )
     print(rows[-1], flush=True)
 
-  large = _large_posets(key, args.large_n, args.only)
+  large = _large_posets(key, args.large_n, args.only, args.quick)
   paired = _paired(key, n, nhis, args.only, args.rounds)
   lines = [
     "| sampler | case | n | seconds | samples/s | floor s | x floor | fast floor s | "
@@ -257,20 +262,21 @@ def _paired(key, n, nhis, only, rounds):
   return [row]
 
 
-def _large_posets(key, n, only=None):
+def _large_posets(key, n, only=None, quick=False):
   """Random forests (d = 32, 64, 128: forest vs series-parallel sampler; then 16 and
   24, where ``auto`` switches from one to the other) and synthetic questionnaires
-  with joint follow-ups (not forests; d = 128, 300, 512)."""
+  with joint follow-ups (not forests; d = 128, 300, 512); with ``quick``, d = 32 and
+  d = 128 only."""
   from jaxdp.experiments.questionnaire import synthetic_questionnaire
 
   rng = np.random.default_rng(0)
   cases = []
-  for d in (32, 64, 128, 16, 24):
+  for d in (32,) if quick else (32, 64, 128, 16, 24):
     forest = Poset.from_parents(
       [-1] + [int(rng.integers(0, i)) for i in range(1, d)], name=f"random forest d={d}"
     )
     cases += [(forest, "forest"), (forest, "sp")]
-  for d in (128, 300, 512):
+  for d in (128,) if quick else (128, 300, 512):
     cases.append((synthetic_questionnaire(0, d), "sp"))
   if only is not None:
     cases = [(p, m) for p, m in cases if only in f"{p.name} ({m})"]
