@@ -92,7 +92,7 @@ QUICK = {
   "samplers": ["--quick", "--n", "20000", "--numpy-n", "200", "--large-n", "2000"],
   "montecarlo": ["--n", "100000"],
   "accounting": ["--accountants", "100", "--releases", "10"],
-  "float_attack": [],
+  "float_attack": ["--eps", "1"],
   "recompile": ["--posets", "5"],
   "session": ["--n", "10000,100000", "--repeats", "3"],
   "secure": ["--n", "20000", "--opendp-n", "1000", "--n-tree", "2000", "--n-host", "8192"],

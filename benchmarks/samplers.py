@@ -88,7 +88,8 @@ def main(argv=None):
   ap.add_argument(
     "--quick",
     action="store_true",
-    help="a smoke run: the large posets' smallest forest and questionnaire only",
+    help="a smoke run: NHIS-3's poset ball and K-norm rows, and the large posets' "
+    "smallest forest and questionnaire only",
   )
   args = ap.parse_args(argv)
   n = args.n
@@ -128,6 +129,8 @@ def main(argv=None):
       None,
     ),
   ]
+  if args.quick:  # one poset ball and one K-norm row
+    cases = cases[:2]
   if args.only is not None:
     cases = [c for c in cases if args.only in c[1]]
   for fn_name, label, poset, extra in cases:
