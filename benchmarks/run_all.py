@@ -94,7 +94,7 @@ QUICK = {
   "accounting": ["--accountants", "100", "--releases", "10"],
   "float_attack": ["--eps", "1"],
   "recompile": ["--posets", "5"],
-  "session": ["--n", "10000,100000", "--repeats", "3"],
+  "session": ["--n", "10000", "--repeats", "2", "--queries", "count"],
   "secure": ["--n", "20000", "--opendp-n", "1000", "--n-tree", "2000", "--n-host", "8192"],
   "generators": ["--n", "20000"],
   "sp_costs": ["--n", "20000"],
