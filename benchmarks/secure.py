@@ -436,6 +436,11 @@ def main(argv=None):
   ap.add_argument("--n-tree", type=int, default=50_000)
   ap.add_argument("--n-host", type=int, default=1_000_000)
   ap.add_argument("--n-wide", type=int, default=100_000)
+  ap.add_argument(
+    "--quick",
+    action="store_true",
+    help="a smoke run: 2^20 random words, 20,000 samples per host-refinement count",
+  )
   add_out(ap)
   ap.add_argument(
     "--only",
@@ -460,7 +465,7 @@ def main(argv=None):
   if args.only == "fence":
     return _fence_only(args, cc, payload)
 
-  words = 1 << 24
+  words = 1 << 20 if args.quick else 1 << 24
   draw_bits = lambda kk: jax.random.bits(kk, (words,), jnp.uint32)
   bits = {
     name: _measure(draw_bits, k, words, 4 * words)[0]
@@ -520,7 +525,7 @@ def main(argv=None):
   )
   payload["memory_ratio"] = mem
 
-  m_refine = 10_000_000
+  m_refine, m_poset = (20_000, 20_000) if args.quick else (10_000_000, 1_000_000)
   host = [
     (
       "Laplace, scale 1",
@@ -534,13 +539,13 @@ def main(argv=None):
     ),
     (
       "NHIS-3 K-norm, eps = 1",
-      1_000_000,
-      _unsettled_poset(jax.random.fold_in(cc, 3), nhis, 1_000_000, 1.0),
+      m_poset,
+      _unsettled_poset(jax.random.fold_in(cc, 3), nhis, m_poset, 1.0),
     ),
     (
       "22-element fence K-norm, eps = 1",
-      1_000_000,
-      _unsettled_poset(jax.random.fold_in(cc, 4), _fence(22), 1_000_000, 1.0),
+      m_poset,
+      _unsettled_poset(jax.random.fold_in(cc, 4), _fence(22), m_poset, 1.0),
     ),
   ]
   host += _tree_host_rows(cc, tree_posets, args.n_host)
