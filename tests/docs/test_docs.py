@@ -3,10 +3,12 @@ and the generated benchmarks page matches the committed results."""
 
 import ast
 import importlib.util
+import json
 import re
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -180,6 +182,45 @@ def test_the_page_and_readme_come_from_a_folder_missing_result_files(tmp_path, c
   assert "# samplers\n" in (results / "README.md").read_text()
   assert (DOCS / "benchmarks.md").stat().st_mtime_ns == before
   assert "left alone" in capsys.readouterr().out
+
+
+def test_run_all_runs_every_listed_benchmark_and_reports_a_failure(
+  tmp_path, monkeypatch, capsys
+):
+  """run_all calls each benchmark's ``main`` with its command's arguments (the tree
+  profile too: its JSON was once read but never written) and ``--quick``'s; one that
+  raises or writes no JSON is reported, the others still run and are dated."""
+  run_all = load_run_all()
+  calls = []
+
+  def writes(name):
+    def main(argv):
+      calls.append((name, argv))
+      Path(argv[1]).mkdir(parents=True, exist_ok=True)
+      stem = "exact_profile_tree" if "--tree" in argv else name
+      Path(argv[1], f"{stem}.json").write_text("{}")
+
+    return types.SimpleNamespace(main=main)
+
+  def boom(argv):
+    raise RuntimeError("boom")
+
+  for name in ("montecarlo", "exact_profile"):
+    monkeypatch.setitem(sys.modules, name, writes(name))
+  monkeypatch.setitem(sys.modules, "samplers", types.SimpleNamespace(main=boom))
+  monkeypatch.setitem(sys.modules, "recompile", types.SimpleNamespace(main=len))
+  only = "samplers,montecarlo,recompile,exact_profile_tree"
+  assert run_all.main(["--quick", "--only", only, "--out", str(tmp_path)]) == 1
+  out = str(tmp_path)
+  assert calls == [
+    ("montecarlo", ["--out", out, *run_all.QUICK["montecarlo"]]),
+    ("exact_profile", ["--out", out, "--tree", *run_all.QUICK["exact_profile_tree"]]),
+  ]
+  for name in ("montecarlo", "exact_profile_tree"):
+    assert "date" in json.loads((tmp_path / f"{name}.json").read_text())
+  captured = capsys.readouterr()
+  assert "RuntimeError: boom" in captured.err
+  assert "failed: samplers, recompile" in captured.err
 
 
 def test_benchmarks_write_a_fresh_folder_unless_out_names_one(tmp_path):
