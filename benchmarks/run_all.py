@@ -9,8 +9,8 @@ as every benchmark's does: only ``--out results`` rewrites the committed results
 Each benchmark records the machine (CPU, core count, backend, devices, jax version);
 this script adds the date of the run to every JSON it wrote. On an accelerator the
 same command runs unchanged; JAX picks the device. ``--quick`` uses small sizes and
-few repeats (a smoke run of every benchmark in under 3 minutes on 2 cores, not for
-reporting); ``--only`` runs the named benchmarks alone (a dry run of
+few repeats (a smoke run of every benchmark, not for reporting: compilation dominates
+it); ``--only`` runs the named benchmarks alone (a dry run of
 ``benchmarks/device_run.sh``; no README then). A benchmark that fails is reported and
 the others still run; the exit status is 1 then. Besides ``<out>/README.md`` (the
 benchmarks' tables joined), a full run into ``results`` writes the documentation's
@@ -86,8 +86,7 @@ STUDIES = (
 
 
 # The arguments a ``--quick`` run adds to each benchmark's command: small sizes and
-# few repeats, a smoke run (not for reporting) of the whole set in under 3 minutes on
-# 2 cores.
+# few repeats, a smoke run of the whole set (not for reporting).
 QUICK = {
   "samplers": ["--quick", "--n", "20000", "--numpy-n", "200", "--large-n", "2000"],
   "montecarlo": ["--n", "100000"],
