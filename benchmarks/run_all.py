@@ -108,7 +108,7 @@ QUICK = {
     "2000",
   ],
   "generators": ["--n", "20000"],
-  "sp_costs": ["--n", "20000"],
+  "sp_costs": ["--quick", "--n", "20000"],
   "reporting": ["--quick"],
   "ledger": ["--releases", "20", "--charges", "2000", "--rows", "20000"],
   "consistency": ["--nhis-batch", "10000", "--q-batch", "200"],
