@@ -1,6 +1,6 @@
 """Cost of budget-enforced releases, and of the fixes of the adversarial review.
 
-  python benchmarks/accounting.py [--accountants 10000] [--releases 100] [--out results]
+  python benchmarks/accounting.py [--accountants 10000] [--releases 100] [--out DIR]
 
 In one run, side by side:
 
@@ -17,7 +17,7 @@ In one run, side by side:
 * exact statistics: the poset counts of 10^6 NHIS-3 rows (now: the row count is
   checked against float32's exact range) against 0.1's float32 sum (same row checks).
 
-Writes results/accounting.{json,md}.
+Writes <out>/accounting.{json,md}.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import best_time, machine, write_results
+from folders import add_out
 
 import jaxdp
 
@@ -121,7 +122,7 @@ def main(argv=None):
     default=100,
     help="releases per accountant in the scan (default: 100)",
   )
-  ap.add_argument("--out", default="results", help="output folder (default: results)")
+  add_out(ap)
   args = ap.parse_args(argv)
   a, r = args.accountants, args.releases
   eps = jax.random.uniform(jax.random.key(0), (a, r), minval=0.005, maxval=0.02)

@@ -90,3 +90,4 @@ def write_results(out_dir: str | Path, name: str, payload: dict, table: str) -> 
   )
   (out / f"{name}.md").write_text(header + table + "\n")
   print(header + table)
+  print(f"wrote {out / name}.json and .md", flush=True)

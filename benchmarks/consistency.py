@@ -2,7 +2,7 @@
 per vector against scikit-learn and scipy.
 
   python benchmarks/consistency.py [--nhis-batch 100000] [--q-batch 2000]
-      [--ref-batch 4000] [--dims 10,30,100,300,512] [--out results]
+      [--ref-batch 4000] [--dims 10,30,100,300,512] [--out DIR]
 
 Against references: for each ``d`` in ``--dims``, a chain, a random recursive forest
 (each element below a uniformly chosen earlier one, or maximal) and a
@@ -40,6 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import best_time, interleaved_best, machine, write_results
+from folders import add_out
 from scipy.optimize import nnls
 from sklearn.isotonic import isotonic_regression
 
@@ -188,7 +189,7 @@ def main(argv=None):
   ap.add_argument("--host-vectors", type=int, default=5)
   ap.add_argument("--ref-batch", type=int, default=4000)
   ap.add_argument("--dims", default="10,30,100,300,512")
-  ap.add_argument("--out", default="results")
+  add_out(ap)
   args = ap.parse_args(argv)
   load = [os.getloadavg()]
   ref_rows = reference_rows([int(d) for d in args.dims.split(",")], args.ref_batch)

@@ -1,6 +1,6 @@
 """DP-SGD accounting (Poisson-subsampled Gaussian) beside dp_accounting's.
 
-  python benchmarks/dpsgd_accounting.py [--h 1e-3] [--out results]
+  python benchmarks/dpsgd_accounting.py [--h 1e-3] [--out DIR]
 
 In one run, for each (q, sigma, T) of a grid at delta = 1e-5, side by side: eps and
 time of ``jaxdp.RdpAccounting`` and dp_accounting's ``RdpAccountant`` at the same
@@ -22,6 +22,7 @@ import jax
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import interleaved_best, machine, write_results
+from folders import add_out
 
 import jaxdp
 from jaxdp.composition import renyi
@@ -54,7 +55,7 @@ def _peer(q, s, steps, h):
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--h", type=float, default=1e-3, help="PLD loss grid (default: 1e-3)")
-  ap.add_argument("--out", default="results", help="output folder (default: results)")
+  add_out(ap)
   args = ap.parse_args(argv)
   rdp_acc, pld_acc = jaxdp.RdpAccounting(), jaxdp.PldAccounting(h=args.h)
   rows = []

@@ -1,7 +1,7 @@
 """The exact NHIS-3 K-norm kernel: stage costs, and the forest kernel beside the
 generic ranks kernel and the float sampler, in one process.
 
-  python benchmarks/exact_profile.py [--n 300000] [--repeats 3] [--out results] [--tree]
+  python benchmarks/exact_profile.py [--n 300000] [--repeats 3] [--out DIR] [--tree]
 
 Rows (process CPU microseconds per sample, best of ``--repeats`` after a warm-up;
 the machine's other load inflates them, the ratios within one run are what count):
@@ -18,7 +18,7 @@ the machine's other load inflates them, the ratios within one run are what count
   uniform, beside two of XLA's float64 ``log``), the roundings, and the two
   host-step checks; "outside the stages" is the forest kernel's time less its
   stages'.
-Writes results/exact_profile.json and .md.
+Writes <out>/exact_profile.json and .md.
 
 ``--tree``: the decomposition-tree kernel instead (the 300-question questionnaire
 and the d = 128 random forest of ``benchmarks/secure.py``): the float K-norm and the
@@ -26,7 +26,7 @@ exact kernel (``--n`` samples), the stages of one chunk of the exact kernel (the
 size choices, the interleavings, the rest of the objects, the exponentials' words,
 the rounding), ChaCha20 words per sample by use, and the compiled chunk's fusions,
 loops and operations per sample (``sampler_profile.hlo_profile``). Writes
-results/exact_profile_tree.json and .md.
+<out>/exact_profile_tree.json and .md.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ import jax.numpy as jnp
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import best_time, machine, write_results
 from exact_profile_tree import tree_profile
+from folders import add_out
 
 import jaxdp
 from jaxdp import exact
@@ -92,7 +93,7 @@ def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--n", type=int, default=300_000)
   ap.add_argument("--repeats", type=int, default=3)
-  ap.add_argument("--out", default="results")
+  add_out(ap)
   ap.add_argument("--tree", action="store_true", help="profile the tree path instead")
   args = ap.parse_args(argv)
   if args.tree:

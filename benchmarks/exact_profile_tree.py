@@ -97,7 +97,7 @@ def _one(poset, n, rep, key):
 
 
 def tree_profile(n: int, repeats: int, out: str) -> None:
-  """Profiles both tree-path posets; writes results/exact_profile_tree.*."""
+  """Profiles both tree-path posets; writes <out>/exact_profile_tree.*."""
   key = dprandom.secure_key(bytes(range(32)))
   rows = {name: _one(p, n, repeats, key) for name, p in _posets().items()}
   lines = []

@@ -11,7 +11,7 @@ allows (Mironov, CCS 2012). No sampling: the figures are exact for this generato
 The enumeration reproduces ``jax.random.laplace``'s arithmetic; the script checks it
 against ``jax.random.laplace`` itself on 100,000 draws before using it.
 
-Run: python benchmarks/float_attack.py [--out results]
+Run: python benchmarks/float_attack.py [--eps 0.1,1,10] [--out DIR]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, write_results
+from folders import add_out
 
 import jaxdp
 
@@ -62,11 +63,14 @@ def impossible_share(eps: float, x0: float, x1: float) -> tuple[float, float]:
 
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  ap.add_argument("--out", default="results", help="output folder (default: results)")
+  ap.add_argument(
+    "--eps", default="0.1,1,10", help="comma-separated eps values (default: 0.1,1,10)"
+  )
+  add_out(ap)
   args = ap.parse_args(argv)
   _check_replica()
   rows = []
-  for eps in (0.1, 1.0, 10.0):
+  for eps in (float(e) for e in args.eps.split(",")):
     p01, p10 = impossible_share(eps, 0.0, 1.0)
     rows.append(
       {

@@ -1,6 +1,6 @@
 """Samples per second of each JAX PRNG implementation against numpy's Generator.
 
-  python benchmarks/generators.py [--n 1000000] [--out results] [--only words]
+  python benchmarks/generators.py [--n 1000000] [--out DIR] [--only words]
 
 For every generator (Threefry, jaxdp's unrolled Threefry, JAX's rbg, ChaCha20,
 jaxdp's ChaCha8) and for numpy's default Generator (PCG64), in one run, at a batch
@@ -17,14 +17,14 @@ The two Threefry columns draw the same numbers: "threefry2x32" is a plain
 ``jax.random.key``, which ``jax.random`` (raw and uniform rows) computes with JAX's
 own code and jaxdp's samplers (the other rows) swap for the unrolled implementation
 on the CPU (``jaxdp.prng.threefry.fast_key``); "threefry2x32_unrolled" uses that
-implementation's key throughout. Writes results/generators.{json,md}.
+implementation's key throughout. Writes <out>/generators.{json,md}.
 
 ``--only words`` times raw 32-bit words alone (n x 16 per call) for the unrolled
 Threefry (what ``fast_key`` gives jaxdp's samplers on the CPU), ChaCha20 and ChaCha8,
 interleaved (every generator called once per round, best of the rounds), by wall
 time and by process CPU time (all threads), with each kernel's compile time: the
 ratios to Threefry compare calls made under the same load
-(results/generators_words.{json,md}).
+(<out>/generators_words.{json,md}).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import best_time, interleaved_best, machine, write_results
+from folders import add_out
 
 import jaxdp
 from jaxdp import LpBall, Poset
@@ -189,7 +190,7 @@ def _words_only(args):
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--n", type=int, default=1_000_000)
-  ap.add_argument("--out", default="results")
+  add_out(ap)
   ap.add_argument("--only", choices=["words"], help="only raw words, interleaved")
   ap.add_argument(
     "--rounds", type=int, default=10, help="interleaved rounds (--only words)"

@@ -2,7 +2,7 @@
 
   python benchmarks/ledger.py [--releases 20] [--rounds 15] [--batch 100]
                               [--charges 100000] [--rows 1000000] [--dir DIR]
-                              [--out results]
+                              [--out DIR]
 
 In one run, side by side, for the rollback journal (the default: fsyncs of the
 journal and of the file) and the write-ahead log (one fsync), per release (wall
@@ -33,7 +33,7 @@ and, once:
 
 The ledger lives in ``--dir`` (default: a temporary folder on the disk holding this
 checkout, since the fsyncs are the cost; its file system is recorded). Writes
-results/ledger.{json,md}.
+<out>/ledger.{json,md}.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, write_results
+from folders import add_out
 
 import jaxdp
 from jaxdp.ledger.creation import SCHEMA_SQL
@@ -289,7 +290,7 @@ def main(argv=None):
   ap.add_argument("--charges", type=int, default=100_000)
   ap.add_argument("--rows", type=int, default=1_000_000)
   ap.add_argument("--dir", default=None)
-  ap.add_argument("--out", default="results")
+  add_out(ap)
   args = ap.parse_args(argv)
   root = Path(__file__).resolve().parent.parent
   with tempfile.TemporaryDirectory(dir=args.dir or root, prefix=".ledger-bench-") as d:

@@ -1,11 +1,11 @@
 """Throughput of the Monte Carlo engine on the NHIS study statistic.
 
-  python benchmarks/montecarlo.py [--n 4000000] [--out results]
+  python benchmarks/montecarlo.py [--n 4000000] [--out DIR]
 
 Draws per second of ``jaxdp.montecarlo.estimate`` for the NHIS (3 sections) ratio
 E||Z||^2/(d/3) with exactly uniform poset-ball draws, on 1 device and on all local
 devices, beside calling ``jaxdp.random.poset_ball`` directly on the same number of
-draws in one batch (no streaming). Writes results/montecarlo.{json,md}.
+draws in one batch (no streaming). Writes <out>/montecarlo.{json,md}.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import jax.numpy as jnp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, write_results
+from folders import add_out
 
 import jaxdp
 from jaxdp import montecarlo
@@ -28,7 +29,7 @@ from jaxdp import montecarlo
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--n", type=int, default=4_000_000)
-  ap.add_argument("--out", default="results")
+  add_out(ap)
   args = ap.parse_args(argv)
   p = jaxdp.Poset.nhis(3)
   draw = lambda k, m: jaxdp.random.poset_ball(k, p, (m,))

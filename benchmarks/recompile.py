@@ -1,11 +1,11 @@
 """Does sampling a new poset recompile? The public sampler on fresh random posets.
 
-  python benchmarks/recompile.py [--posets 50] [--d 10] [--n 2000] [--out results]
+  python benchmarks/recompile.py [--posets 50] [--d 10] [--n 2000] [--out DIR]
 
 Draws n points from each of ``--posets`` new random posets of ``--d`` elements with
 ``jaxdp.random.poset_ball(method="general")`` and reports the time and how many new
 compilations of the sampling kernel that took (its tables are data: posets of one
-size share one compilation). Writes results/recompile.{json,md}.
+size share one compilation). Writes <out>/recompile.{json,md}.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import jax
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, write_results
+from folders import add_out
 
 import jaxdp
 from jaxdp import random as dprandom
@@ -29,7 +30,7 @@ def main(argv=None):
   ap.add_argument("--posets", type=int, default=50, help="new posets (default: 50)")
   ap.add_argument("--d", type=int, default=10, help="elements per poset (default: 10)")
   ap.add_argument("--n", type=int, default=2000, help="draws per poset (default: 2000)")
-  ap.add_argument("--out", default="results", help="output folder (default: results)")
+  add_out(ap)
   args = ap.parse_args(argv)
   warm = jaxdp.Poset.random(jax.random.key(10_000), args.d)
   jax.block_until_ready(

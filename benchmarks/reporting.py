@@ -7,7 +7,7 @@ default sizes on NHIS-3 (d = 15) and a synthetic 300-question questionnaire, sid
 side in one run. ``first`` includes compiling the poset-ball sampler for that poset (once per
 process); ``again`` is the best of three later calls.
 
-Run: python benchmarks/reporting.py [--out results] [--quick]
+Run: python benchmarks/reporting.py [--out DIR] [--quick]
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, write_results
+from folders import add_out
 
 import jaxdp
 from jaxdp.experiments.questionnaire import synthetic_questionnaire
@@ -53,7 +54,7 @@ def _per_release(mech, released, calls: int = 20_000) -> float:
 
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  ap.add_argument("--out", default="results", help="output folder (default: results)")
+  add_out(ap)
   ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
   args = ap.parse_args(argv)
   n_bars, n_sim = (20_000, 500) if args.quick else (None, None)  # None: the defaults

@@ -1,26 +1,39 @@
 """Runs every benchmark and writes JSON and Markdown into one folder.
 
-  python benchmarks/run_all.py [--out results] [--quick] [--only samplers,secure]
+  python benchmarks/run_all.py [--out DIR] [--quick] [--only samplers,secure]
+  python benchmarks/run_all.py --out results          # rewrite the committed results
   python benchmarks/run_all.py --docs-only [--out results]
 
+``--out`` defaults to a fresh ``out/benchmarks/<UTC date and time>/`` (git-ignored),
+as every benchmark's does: only ``--out results`` rewrites the committed results.
 Each benchmark records the machine (CPU, core count, backend, devices, jax version);
 this script adds the date of the run to every JSON it wrote. On an accelerator the
-same command runs unchanged; JAX picks the device. ``--quick`` uses small sizes (a
-smoke run, not for reporting); ``--only`` runs the named benchmarks alone (a dry run
-of ``benchmarks/device_run.sh``; no README then). Besides ``<out>/README.md`` (the
+same command runs unchanged; JAX picks the device. ``--quick`` runs the quick tier
+(:data:`QUICK_TIER`: the benchmarks that compile few kernels) at small sizes and few
+repeats, a check that the benchmarks run, not for reporting; with ``--only`` it runs
+the named benchmarks at those sizes (every one: ``--only`` naming them all). ``--only``
+runs the named benchmarks alone (a dry run of
+``benchmarks/device_run.sh``; no README then). A benchmark that fails is reported and
+the others still run; the exit status is 1 then. Besides ``<out>/README.md`` (the
 benchmarks' tables joined), a full run into ``results`` writes the documentation's
 benchmarks page, ``docs/benchmarks.md``, from the files there; ``--docs-only``
-regenerates both from existing results without running anything (it needs neither
-JAX nor jaxdp).
+regenerates both from existing results (``--out``'s default then: ``results``)
+without running anything (it needs neither JAX nor jaxdp).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib
 import json
 import sys
+import time
+import traceback
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from folders import fresh_folder
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS_PAGE = ROOT / "docs" / "benchmarks.md"
@@ -42,73 +55,62 @@ BENCHMARKS = (
   ("sampler_profile", "python benchmarks/sampler_profile.py"),
   ("exact_profile", "python benchmarks/exact_profile.py"),
   ("exact_profile_tree", "python benchmarks/exact_profile.py --tree"),
+  ("training", "python benchmarks/training.py"),
+  ("dpsgd_accounting", "python benchmarks/dpsgd_accounting.py"),
 )
 # The paper's studies: (results name, title, command that writes it).
 STUDIES = (
-  ("nhis/nhis", "The NHIS study", "python -m jaxdp nhis --out results/nhis"),
+  (
+    "nhis/nhis",
+    "The NHIS study",
+    "python -m jaxdp nhis --out results/nhis --overwrite-results",
+  ),
   (
     "dims/dims",
     "Random posets by dimension (paper, Figure 2)",
-    "python -m jaxdp dims --out results/dims",
+    "python -m jaxdp dims --out results/dims --overwrite-results",
   ),
   (
     "structure/structure",
     "Random posets with d = 10 by depth and by DAG edges (paper, Figure 3)",
-    "python -m jaxdp structure --out results/structure",
+    "python -m jaxdp structure --out results/structure --overwrite-results",
   ),
   (
     "consistency/consistency",
     "Raw versus order-consistent releases on NHIS (jaxdp.consistent)",
-    "python -m jaxdp nhis --consistency --out results/consistency",
+    "python -m jaxdp nhis --consistency --out results/consistency --overwrite-results",
   ),
   (
     "consistency/consistency_questionnaire300-0",
     "Raw versus order-consistent releases on a 300-question questionnaire",
     "python -m jaxdp poset --poset questionnaire:300 --consistency --releases 4096 "
-    "--out results/consistency",
+    "--out results/consistency --overwrite-results",
   ),
 )
 
 
-def run_benchmarks(out: str, quick: bool, only=None) -> None:
-  """Runs every benchmark (or those named in ``only``), writing ``<out>/<name>.json``
-  and ``.md``; dates the JSON."""
-  # Imported here so that --docs-only needs neither JAX nor the benchmarks' peers.
-  sys.path.insert(0, str(Path(__file__).resolve().parent))
-  import accounting
-  import consistency
-  import exact_profile
-  import float_attack
-  import generators
-  import ledger
-  import montecarlo
-  import recompile
-  import reporting
-  import sampler_profile
-  import samplers
-  import secure
-  import session
-  import sp_costs
-  from common import machine
-
-  print(f"machine: {machine()}", flush=True)
-  q = quick
-  date = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
-  if _wanted("samplers", only):
-    samplers.main(["--out", out] + (["--n", "20000", "--numpy-n", "200"] if q else []))
-  if _wanted("montecarlo", only):
-    montecarlo.main(["--out", out] + (["--n", "100000"] if q else []))
-  if _wanted("accounting", only):
-    accounting.main(
-      ["--out", out] + (["--accountants", "100", "--releases", "10"] if q else [])
-    )
-  if _wanted("float_attack", only):
-    float_attack.main(["--out", out])
-  if _wanted("recompile", only):
-    recompile.main(["--out", out] + (["--posets", "5"] if q else []))
-  if _wanted("session", only):
-    session.main(["--out", out] + (["--n", "10000,100000", "--repeats", "3"] if q else []))
-  secure_quick = [
+# What ``--quick`` runs without ``--only``: the benchmarks that compile few kernels
+# (a new user's check that the benchmarks run, in about two minutes on 2 cores).
+QUICK_TIER = (
+  "montecarlo",
+  "accounting",
+  "recompile",
+  "session",
+  "reporting",
+  "ledger",
+  "consistency",
+)
+# The arguments a ``--quick`` run adds to each benchmark's command: small sizes and
+# few repeats, a smoke run of the whole set (not for reporting).
+QUICK = {
+  "samplers": ["--quick", "--n", "20000", "--numpy-n", "200", "--large-n", "2000"],
+  "montecarlo": ["--n", "100000"],
+  "accounting": ["--accountants", "100", "--releases", "10"],
+  "float_attack": ["--eps", "1"],
+  "recompile": ["--posets", "5"],
+  "session": ["--n", "10000", "--repeats", "2", "--queries", "count"],
+  "secure": [
+    "--quick",
     "--n",
     "20000",
     "--opendp-n",
@@ -117,34 +119,58 @@ def run_benchmarks(out: str, quick: bool, only=None) -> None:
     "2000",
     "--n-host",
     "8192",
-  ]
-  if _wanted("secure", only):
-    secure.main(["--out", out] + (secure_quick if q else []))
-  if _wanted("generators", only):
-    generators.main(["--out", out] + (["--n", "20000"] if q else []))
-  if _wanted("sp_costs", only):
-    sp_costs.main(["--out", out] + (["--n", "20000"] if q else []))
-  if _wanted("reporting", only):
-    reporting.main(["--out", out] + (["--quick"] if q else []))
-  if _wanted("ledger", only):
-    quick = ["--releases", "20", "--charges", "2000", "--rows", "20000"]
-    ledger.main(["--out", out] + (quick if q else []))
-  if _wanted("consistency", only):
-    consistency.main(
-      ["--out", out]
-      + (["--nhis-batch", "10000", "--q-batch", "200", "--dims", "10,100"] if q else [])
-    )
-  if _wanted("sampler_profile", only):
-    sampler_profile.main(["--out", out] + (["--quick"] if q else []))
-  if _wanted("exact_profile", only):
-    exact_profile.main(["--out", out] + (["--n", "20000", "--repeats", "1"] if q else []))
-  for name, _ in BENCHMARKS:
+    "--n-wide",
+    "2000",
+  ],
+  "generators": ["--n", "20000"],
+  "sp_costs": ["--quick", "--n", "20000"],
+  "reporting": ["--quick"],
+  "ledger": ["--releases", "20", "--charges", "2000", "--rows", "20000"],
+  "consistency": ["--nhis-batch", "10000", "--q-batch", "200", "--dims", "10,100"],
+  "sampler_profile": ["--quick"],
+  "exact_profile": ["--n", "20000", "--repeats", "1"],
+  "exact_profile_tree": ["--n", "20000", "--repeats", "1"],
+  "training": ["--steps", "5", "--large-steps", "1", "--rounds", "2"],
+  "dpsgd_accounting": [],
+}
+
+
+def run_benchmarks(out: str, quick: bool, only=None) -> list[str]:
+  """Runs every benchmark (or those named in ``only``), each its command's ``main``
+  with ``--out out`` (and :data:`QUICK`'s arguments with ``quick``), writing
+  ``<out>/<name>.json`` and ``.md``; dates the JSON. A benchmark that raises or writes
+  no JSON is reported and the others still run.
+
+  Returns:
+    The names of the benchmarks that failed.
+  """
+  from common import machine  # imported here: --docs-only needs no JAX
+
+  print(f"machine: {machine()}", flush=True)
+  date = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+  failed = []
+  for name, command in BENCHMARKS:
     if not _wanted(name, only):
       continue
-    path = Path(out, f"{name}.json")
-    payload = json.loads(path.read_text())
-    payload["date"] = date
-    path.write_text(json.dumps(payload, indent=2))
+    script, *args = command.split()[1:]
+    args = ["--out", out, *args, *(QUICK[name] if quick else [])]
+    t0, cpu0, path = time.perf_counter(), time.process_time(), Path(out, f"{name}.json")
+    try:
+      importlib.import_module(Path(script).stem).main(args)
+    except Exception:  # one benchmark's failure leaves the others' results
+      traceback.print_exc()
+      failed.append(name)
+    else:
+      if path.exists():
+        payload = json.loads(path.read_text())
+        payload["date"] = date
+        path.write_text(json.dumps(payload, indent=2))
+      else:
+        print(f"{name}: wrote no {path}", flush=True)
+        failed.append(name)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    print(f"{name}: {wall:.0f} s, {cpu:.0f} s CPU", flush=True)
+  return failed
 
 
 def _wanted(name: str, only) -> bool:
@@ -219,7 +245,9 @@ def benchmarks_page(results: str | Path = ROOT / "results") -> str:
     "Regenerate with: python benchmarks/run_all.py --docs-only -->",
     "",
     "Every table below is read from `results/`, written by the command named "
-    "in its section (`python benchmarks/run_all.py` runs all the benchmarks). "
+    "in its section (`python benchmarks/run_all.py --out results` runs all the "
+    "benchmarks; without `--out results`, each writes a fresh folder under "
+    "`out/benchmarks/` instead). "
     "Timings depend on the machine and vary from run to run; the header says "
     "where each table was measured.",
     "",
@@ -234,18 +262,19 @@ def benchmarks_page(results: str | Path = ROOT / "results") -> str:
       "",
       _demoted(table.read_text()) if table.exists() else f"## {name}\n\nNot run yet.",
       "",
-      f"Written by `{command}`.",
+      f"Written by `{command} --out results`.",
     ]
   body += ["", "# The paper's studies"]
   for name, title, command in STUDIES:
     head.append(_header_row(results, name))
+    table = results / f"{name}.md"
     body += [
       "",
       f"## {title}",
       "",
       f"Written by `{command}`.",
       "",
-      _demoted((results / f"{name}.md").read_text()),
+      _demoted(table.read_text()) if table.exists() else "Not run yet.",
     ]
   return "\n".join(head + body) + "\n"
 
@@ -258,8 +287,16 @@ def write_docs_page(results: str | Path = ROOT / "results", page: Path = DOCS_PA
 
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--out", default="results")
-  ap.add_argument("--quick", action="store_true")
+  ap.add_argument(
+    "--out",
+    help="output folder (default: a fresh out/benchmarks/<UTC date and time>/; with "
+    "--docs-only, results); --out results rewrites the committed results",
+  )
+  ap.add_argument(
+    "--quick",
+    action="store_true",
+    help="the quick tier: a few benchmarks at small sizes (with --only: those, small)",
+  )
   ap.add_argument("--only", help="comma-separated benchmark names (default: all)")
   ap.add_argument(
     "--docs-only",
@@ -267,28 +304,34 @@ def main(argv=None):
     help="only regenerate <out>/README.md and docs/benchmarks.md from the results in --out",
   )
   args = ap.parse_args(argv)
-  only = None
+  only = set(QUICK_TIER) if args.quick and not args.only else None
   if args.only:
     only = set(args.only.split(","))
     unknown = only - {name for name, _ in BENCHMARKS}
     if unknown:
       ap.error(f"--only: unknown benchmarks {sorted(unknown)}")
-  if not args.docs_only:
-    run_benchmarks(args.out, args.quick, only)
-  if only is not None:
-    print("--only: README.md and the docs page left alone", flush=True)
-    return
-  Path(args.out, "README.md").write_text(combined_readme(args.out))
-  print(f"wrote {args.out}/README.md", flush=True)
-  if Path(args.out).resolve() == ROOT / "results" and not args.quick:
-    write_docs_page(args.out)
+  out = args.out or (str(ROOT / "results") if args.docs_only else fresh_folder())
+  failed = [] if args.docs_only else run_benchmarks(out, args.quick, only)
+  if only is None:
+    Path(out).mkdir(parents=True, exist_ok=True)
+    Path(out, "README.md").write_text(combined_readme(out))
+    print(f"wrote {out}/README.md", flush=True)
+    if Path(out).resolve() == ROOT / "results" and not args.quick:
+      write_docs_page(out)
+    else:
+      print(
+        f"{DOCS_PAGE} left alone: it shows results/ only (--out {out}"
+        f"{', --quick' if args.quick else ''})",
+        flush=True,
+      )
   else:
-    print(
-      f"{DOCS_PAGE} left alone: it shows results/ only (--out {args.out}"
-      f"{', --quick' if args.quick else ''})",
-      flush=True,
-    )
+    print("--only: README.md and the docs page left alone", flush=True)
+  print(f"results in {out}", flush=True)
+  if failed:
+    print(f"failed: {', '.join(failed)}", file=sys.stderr, flush=True)
+    return 1
+  return 0
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main())

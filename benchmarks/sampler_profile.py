@@ -2,7 +2,7 @@
 (XLA's cost analysis, fusions, loops, the largest fusions by operations per sample)
 and the stages timed separately.
 
-  python benchmarks/sampler_profile.py [--out results] [--quick]
+  python benchmarks/sampler_profile.py [--out DIR] [--quick]
 
 Kernels: NHIS three sections (forest sampler), a random forest with d = 128 (forest
 sampler), the synthetic questionnaire with d = 300 (series-parallel sampler) and a
@@ -12,7 +12,7 @@ sample (all threads; steadier than wall time on a shared machine), "wall ns" the
 wall time; both for one chunk, the floor being ``jax.random.uniform`` of 2(d+1)
 floats per sample with the fast key at the same size. Operations per sample count
 the HLO instructions of each fusion times its elements (a dot counts once per output
-element). Writes results/sampler_profile.json and .md.
+element). Writes <out>/sampler_profile.json and .md.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, write_results
+from folders import add_out
 
 from jaxdp import Poset
 from jaxdp.experiments.questionnaire import synthetic_questionnaire
@@ -161,7 +162,7 @@ def _sp_stages(tables, layout, n):
 
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--out", default="results")
+  add_out(ap)
   ap.add_argument("--quick", action="store_true", help="small posets only (a smoke run)")
   ap.add_argument("--repeats", type=int, default=5)
   args = ap.parse_args(argv)

@@ -1,7 +1,7 @@
 """Samples per second of jaxdp's samplers, side by side with the RNG floor and the
 published sequential insertion sampler, at a batch of 10^6.
 
-  python benchmarks/samplers.py [--n 1000000] [--out results] [--only TEXT]
+  python benchmarks/samplers.py [--n 1000000] [--out DIR] [--only TEXT]
 
 Rows: poset ball and K-norm noise for NHIS three sections (d = 15, forest sampler), a
 random series-parallel poset with d = 20 (sp and general samplers), a random poset with
@@ -16,7 +16,7 @@ time / floor. "fast floor" is the same draw with the key jaxdp's samplers use
 (``jaxdp.prng.threefry.fast_key``: the same Threefry stream, unrolled on the CPU; on other
 backends the same key), "x fast" is time / fast floor. The numpy insertion
 sampler runs one object at a time, so it is timed on fewer samples and scaled.
-Writes results/samplers.json and results/samplers.md.
+Writes <out>/samplers.json and <out>/samplers.md.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import best_time, interleaved_best, machine, peak_ratio, write_results
+from folders import add_out
 
 import jaxdp
 from jaxdp import LpBall, Poset, PosetBall
@@ -71,7 +72,7 @@ def main(argv=None):
     default=100_000,
     help="batch for the large posets (d = 32 .. 512)",
   )
-  ap.add_argument("--out", default="results")
+  add_out(ap)
   ap.add_argument(
     "--only",
     default=None,
@@ -83,6 +84,12 @@ def main(argv=None):
     type=int,
     default=15,
     help="rounds of the K-norm / poset ball comparison (the two called in turn)",
+  )
+  ap.add_argument(
+    "--quick",
+    action="store_true",
+    help="a smoke run: NHIS-3's poset ball and K-norm rows, and the large posets' "
+    "smallest forest and questionnaire only",
   )
   args = ap.parse_args(argv)
   n = args.n
@@ -122,6 +129,8 @@ def main(argv=None):
       None,
     ),
   ]
+  if args.quick:  # one poset ball and one K-norm row
+    cases = cases[:2]
   if args.only is not None:
     cases = [c for c in cases if args.only in c[1]]
   for fn_name, label, poset, extra in cases:
@@ -182,7 +191,7 @@ def main(argv=None):
     )
     print(rows[-1], flush=True)
 
-  large = _large_posets(key, args.large_n, args.only)
+  large = _large_posets(key, args.large_n, args.only, args.quick)
   paired = _paired(key, n, nhis, args.only, args.rounds)
   lines = [
     "| sampler | case | n | seconds | samples/s | floor s | x floor | fast floor s | "
@@ -256,20 +265,21 @@ def _paired(key, n, nhis, only, rounds):
   return [row]
 
 
-def _large_posets(key, n, only=None):
+def _large_posets(key, n, only=None, quick=False):
   """Random forests (d = 32, 64, 128: forest vs series-parallel sampler; then 16 and
   24, where ``auto`` switches from one to the other) and synthetic questionnaires
-  with joint follow-ups (not forests; d = 128, 300, 512)."""
+  with joint follow-ups (not forests; d = 128, 300, 512); with ``quick``, d = 32 and
+  d = 128 only."""
   from jaxdp.experiments.questionnaire import synthetic_questionnaire
 
   rng = np.random.default_rng(0)
   cases = []
-  for d in (32, 64, 128, 16, 24):
+  for d in (32,) if quick else (32, 64, 128, 16, 24):
     forest = Poset.from_parents(
       [-1] + [int(rng.integers(0, i)) for i in range(1, d)], name=f"random forest d={d}"
     )
     cases += [(forest, "forest"), (forest, "sp")]
-  for d in (128, 300, 512):
+  for d in (128,) if quick else (128, 300, 512):
     cases.append((synthetic_questionnaire(0, d), "sp"))
   if only is not None:
     cases = [(p, m) for p, m in cases if only in f"{p.name} ({m})"]

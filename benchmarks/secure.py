@@ -1,7 +1,7 @@
 """Publishable releases: ChaCha20 against Threefry, exact (float-safe) noise against
 float noise, and OpenDP's float-safe Laplace when it is installed, in one run.
 
-  python benchmarks/secure.py [--n 1000000] [--out results] [--only nhis3|tree|l2|fence]
+  python benchmarks/secure.py [--n 1000000] [--out DIR] [--only nhis3|tree|l2|fence]
 
 Rows (samples/s, best of 3 after a warm-up, one process):
 * random bits: ``jax.random.bits`` of 2^24 uint32 words per key type;
@@ -35,13 +35,13 @@ The host share of every exact row is measured on the fast pass from ChaCha20 bit
 fence and of each l_2 case, ``--n-host`` (10^6) of each tree-path poset,
 where also the samples whose discrete choices the first pass left undecided are
 counted, and 10^7 discrete Gaussian draws at sigma 1 and 2047. Writes
-results/secure.json and .md. ``--only nhis3`` writes the NHIS-3 K-norm rows alone
-(results/secure_nhis3.*), ``--only tree`` the two tree-path posets' rows and host
-shares with the load average around them (results/secure_tree.*), ``--only l2``
+<out>/secure.json and .md. ``--only nhis3`` writes the NHIS-3 K-norm rows alone
+(<out>/secure_nhis3.*), ``--only tree`` the two tree-path posets' rows and host
+shares with the load average around them (<out>/secure_tree.*), ``--only l2``
 the l_2 K-norm rows and their host shares with the load average around them
-(results/secure_l2.*), ``--only fence`` the 22-element fence's rows, their peak
-memory and host share with the load average around them (results/secure_fence.*),
-``--only dg`` the discrete Gaussian beside its floor (results/secure_dg.*).
+(<out>/secure_l2.*), ``--only fence`` the 22-element fence's rows, their peak
+memory and host share with the load average around them (<out>/secure_fence.*),
+``--only dg`` the discrete Gaussian beside its floor (<out>/secure_dg.*).
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import best_time, compiled_peak_ratio, machine, write_results
+from folders import add_out
 
 import jaxdp
 from jaxdp import exact
@@ -290,7 +291,7 @@ def _nhis3_rows(rows, mem, cc, fry, n):
 
 
 def _nhis3_only(args, n, cc, fry, payload):
-  """``--only nhis3``: the NHIS-3 K-norm rows alone (results/secure_nhis3.*)."""
+  """``--only nhis3``: the NHIS-3 K-norm rows alone (<out>/secure_nhis3.*)."""
   rows = []
   p = payload["nhis3_knorm_per_s"] = _nhis3_rows(rows, {}, cc, fry, n)
   lines = _rows_table(rows)
@@ -360,7 +361,7 @@ def _rows_table(rows):
 
 
 def _l2_only(args, n, cc, payload):
-  """``--only l2``: the l_2 K-norm rows and host shares alone (results/secure_l2.*),
+  """``--only l2``: the l_2 K-norm rows and host shares alone (<out>/secure_l2.*),
   with the load average before and after."""
   rows = []
   payload["loadavg_before"] = list(os.getloadavg())
@@ -428,7 +429,7 @@ def _dg_only(args, n, cc, payload):
 
 def _tree_only(args, cc, payload):
   """``--only tree``: the tree-path rows and host shares alone
-  (results/secure_tree.*), with the load average before and after."""
+  (<out>/secure_tree.*), with the load average before and after."""
   rows, mem = [], {}
   payload["loadavg_before"] = list(os.getloadavg())
   tree_posets = _tree_rows(rows, mem, cc, args.n_tree, payload)
@@ -448,7 +449,7 @@ def _tree_only(args, cc, payload):
 
 def _fence_only(args, cc, payload):
   """``--only fence``: the 22-element fence's rows (rate and peak memory per output)
-  and host share alone (results/secure_fence.*), with the load average before and
+  and host share alone (<out>/secure_fence.*), with the load average before and
   after."""
   rows, mem = [], {}
   payload["loadavg_before"] = list(os.getloadavg())
@@ -490,14 +491,19 @@ def main(argv=None):
   ap.add_argument("--n-tree", type=int, default=50_000)
   ap.add_argument("--n-host", type=int, default=1_000_000)
   ap.add_argument("--n-wide", type=int, default=100_000)
-  ap.add_argument("--out", default="results")
+  ap.add_argument(
+    "--quick",
+    action="store_true",
+    help="a smoke run: 2^20 random words, 20,000 samples per host-refinement count",
+  )
+  add_out(ap)
   ap.add_argument(
     "--only",
     choices=["nhis3", "tree", "l2", "fence", "dg"],
-    help="only the NHIS-3 K-norm rows (results/secure_nhis3.*), only the "
-    "tree-path rows (results/secure_tree.*), only the l_2 K-norm rows "
-    "(results/secure_l2.*), only the 22-element fence's rows "
-    "(results/secure_fence.*) or only the discrete Gaussian's (results/secure_dg.*)",
+    help="only the NHIS-3 K-norm rows (<out>/secure_nhis3.*), only the "
+    "tree-path rows (<out>/secure_tree.*), only the l_2 K-norm rows "
+    "(<out>/secure_l2.*), only the 22-element fence's rows "
+    "(<out>/secure_fence.*) or only the discrete Gaussian's (<out>/secure_dg.*)",
   )
   args = ap.parse_args(argv)
   n, n_tree = args.n, args.n_tree
@@ -516,7 +522,7 @@ def main(argv=None):
   if args.only == "fence":
     return _fence_only(args, cc, payload)
 
-  words = 1 << 24
+  words = 1 << 20 if args.quick else 1 << 24
   draw_bits = lambda kk: jax.random.bits(kk, (words,), jnp.uint32)
   bits = {
     name: _measure(draw_bits, k, words, 4 * words)[0]
@@ -576,7 +582,7 @@ def main(argv=None):
   )
   payload["memory_ratio"] = mem
 
-  m_refine = 10_000_000
+  m_refine, m_poset = (20_000, 20_000) if args.quick else (10_000_000, 1_000_000)
   host = [
     (
       "Laplace, scale 1",
@@ -590,13 +596,13 @@ def main(argv=None):
     ),
     (
       "NHIS-3 K-norm, eps = 1",
-      1_000_000,
-      _unsettled_poset(jax.random.fold_in(cc, 3), nhis, 1_000_000, 1.0),
+      m_poset,
+      _unsettled_poset(jax.random.fold_in(cc, 3), nhis, m_poset, 1.0),
     ),
     (
       "22-element fence K-norm, eps = 1",
-      1_000_000,
-      _unsettled_poset(jax.random.fold_in(cc, 4), _fence(22), 1_000_000, 1.0),
+      m_poset,
+      _unsettled_poset(jax.random.fold_in(cc, 4), _fence(22), m_poset, 1.0),
     ),
   ]
   host += _tree_host_rows(cc, tree_posets, args.n_host)

@@ -1,6 +1,6 @@
 """Session queries against the same release done directly, side by side in one run.
 
-  python benchmarks/session.py [--n 10000,100000,1000000] [--repeats 7] [--out results]
+  python benchmarks/session.py [--n 10000,100000,1000000] [--repeats 7] [--out DIR]
 
 Three queries, each secure and not, at each row count ``n``:
 
@@ -23,7 +23,7 @@ jax's caches and the session's are emptied before it, the host tables of the pos
 built beforehand) and the median of
 ``--repeats`` repeated calls, the two paths interleaved; and how many programs the
 repeated session calls compiled (jax's lowering events, one per jit cache miss;
-0 when the compiled query is reused). Writes results/session.{json,md}.
+0 when the compiled query is reused). Writes <out>/session.{json,md}.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, write_results
+from folders import add_out
 
 import jaxdp
 from jaxdp import queries, rowwise, session_rows
@@ -185,7 +186,7 @@ def main(argv=None):
   ap.add_argument(
     "--queries", default="poset_counts,count,sum", help="which queries (default: all)"
   )
-  ap.add_argument("--out", default="results", help="output folder (default: results)")
+  add_out(ap)
   args = ap.parse_args(argv)
   sizes = [int(v) for v in args.n.split(",")]
   jax.monitoring.register_event_duration_secs_listener(_count_compile)

@@ -1,6 +1,6 @@
 """Compile time and chunk size of the series-parallel poset-ball sampler.
 
-  python benchmarks/sp_costs.py [--out results]
+  python benchmarks/sp_costs.py [--n 100000] [--quick] [--out DIR]
 
 1. First-call (compile + run, 20,000 draws) time of method="sp" against the depth of
    the balanced binary decomposition, and samples per second after it: a 200-chain
@@ -12,7 +12,8 @@
    random forest with d = 128 and the 300-question questionnaire, against the RNG
    floor (2(d+1) float32 uniforms per sample).
 
-Writes results/sp_costs.json and results/sp_costs.md.
+``--quick`` (a smoke run): the chain and the antichain in 1., the forest at one chunk
+size in 2. Writes <out>/sp_costs.json and <out>/sp_costs.md.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import best_time, machine, write_results
+from folders import add_out
 
 import jaxdp
 from jaxdp import Poset
@@ -37,7 +39,8 @@ from jaxdp.samplers import sp_kernel, sp_plan, sp_tables
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--n", type=int, default=100_000)
-  ap.add_argument("--out", default="results")
+  ap.add_argument("--quick", action="store_true", help="a smoke run (fewer posets)")
+  add_out(ap)
   args = ap.parse_args(argv)
   key = jax.random.key(0)
 
@@ -51,6 +54,8 @@ def main(argv=None):
     (gate_chain(300), True),
     (gate_chain(512, follow_ups=1), True),
   ]
+  if args.quick:
+    cases = cases[:2]
   default_band = sp_plan.BAND_MIN_STEPS
   try:
     for p, banded in cases:
@@ -87,12 +92,12 @@ def main(argv=None):
   chunk_rows = []
   default = sp_kernel.chunk_size
   try:
-    for rows in (1 << 16, 1 << 18, 1 << 20):
+    for rows in (1 << 18,) if args.quick else (1 << 16, 1 << 18, 1 << 20):
       jaxdp.random._poset_kernel.clear_cache()  # the chunk is fixed at trace time
       sp_kernel.chunk_size = lambda lay, chunk, r=rows: int(
         max(64, min(chunk, r // len(lay.kind)))
       )
-      for p in (forest, synthetic_questionnaire(0, 300)):
+      for p in (forest,) if args.quick else (forest, synthetic_questionnaire(0, 300)):
         f = jax.jit(lambda k, p=p: jaxdp.random.poset_ball(k, p, (args.n,), method="sp"))
         jax.block_until_ready(f(key))
         t = best_time(lambda: f(key))

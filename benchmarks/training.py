@@ -19,7 +19,7 @@ timed in interleaved rounds (:func:`common.interleaved_best`):
 
 Two models: an MLP 64-32-10 (digits-sized) and 784-256-10 (MNIST-sized), on random
 data of those shapes. Writes ``training.{json,md}`` into ``--out`` (default
-``out/benchmarks``; pass ``--out results`` to update the committed results).
+a fresh folder; pass ``--out results`` to update the committed results).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import optax
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import interleaved_best, machine, write_results
+from folders import add_out
 
 import jaxdp
 from jaxdp import training
@@ -141,7 +142,7 @@ def main(argv=None):
   ap.add_argument("--steps", type=int, default=50, help="steps per call, small MLP")
   ap.add_argument("--large-steps", type=int, default=4, help="steps per call, large MLP")
   ap.add_argument("--rounds", type=int, default=5)
-  ap.add_argument("--out", default="out/benchmarks", help="output folder")
+  add_out(ap)
   args = ap.parse_args(argv)
   rows = []
   models = [

@@ -33,6 +33,26 @@ MOVED = {
 # Modules allowed past ~400 lines, with the reason.
 LONG = {}
 
+# Every entry the repository tracks at its root. Anything else there (a command's
+# redirected output, a scratch script) is a stray: add an entry here on purpose only.
+ROOT_ENTRIES = {
+  ".ci",
+  ".gitignore",
+  "CHANGELOG.md",
+  "CONTRIBUTING.md",
+  "LICENSE",
+  "README.md",
+  "benchmarks",
+  "docs",
+  "examples",
+  "jaxdp",
+  "mkdocs.yml",
+  "pyproject.toml",
+  "results",
+  "tests",
+  "tools",
+}
+
 
 @functools.cache
 def _report() -> dict:
@@ -157,3 +177,28 @@ def test_one_version_source():
   text = (ROOT / "pyproject.toml").read_text()
   assert 'dynamic = ["version"]' in text and '\nversion = "' not in text
   assert 'version = {attr = "jaxdp._version.__version__"}' in text
+
+
+def _tracked_root_entries():
+  """The first path component of every file git tracks in this checkout (None where
+  this is not the root of a git checkout)."""
+  try:
+    top = subprocess.run(
+      ["git", "rev-parse", "--show-toplevel"], cwd=ROOT, capture_output=True, text=True
+    )
+    if top.returncode or pathlib.Path(top.stdout.strip()).resolve() != ROOT:
+      return None
+    files = subprocess.run(
+      ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+  except OSError:  # no git
+    return None
+  return {path.split("/", 1)[0] for path in files.split("\0") if path}
+
+
+def test_the_repository_root_holds_only_the_allowlisted_entries():
+  tracked = _tracked_root_entries()
+  if tracked is None:
+    pytest.skip("not a git checkout")
+  assert "jaxdp" in tracked
+  assert tracked - ROOT_ENTRIES == set(), "stray files at the root: remove them"

@@ -2,14 +2,17 @@
 the generated benchmarks page matches the committed results, and the API reference
 shows no raw Sphinx role and the constructors' signatures."""
 
+import ast
 import html
 import importlib
 import importlib.util
 import inspect
+import json
 import re
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -148,10 +151,111 @@ def test_a_benchmark_not_run_yet_is_listed_as_such(tmp_path):
     (results / f"secure{suffix}").unlink(missing_ok=True)
   page = run_all.benchmarks_page(results)
   assert "| `secure` | not run | not run | not run |" in page
-  assert "## secure\n\nNot run yet.\n\nWritten by `python benchmarks/secure.py`." in page
+  assert (
+    "## secure\n\nNot run yet.\n\nWritten by `python benchmarks/secure.py --out results`."
+    in page
+  )
   assert "## recompile" in page
   readme = run_all.combined_readme(results)
   assert "# secure\n" not in readme and "# recompile\n" in readme
+
+
+def test_the_page_and_readme_come_from_a_folder_missing_result_files(tmp_path, capsys):
+  """A run into a fresh folder that some benchmark or study did not write (e.g. the
+  tree profile, the NHIS study): their rows and sections say "not run"; ``--docs-only``
+  on that folder writes its README and leaves the documentation's page alone."""
+  run_all = load_run_all()
+  results = tmp_path / "results"
+  shutil.copytree(ROOT / "results", results)
+  for path in ("exact_profile_tree.json", "exact_profile_tree.md", "nhis/nhis.md"):
+    (results / path).unlink()
+  (results / "nhis" / "nhis.json").unlink(missing_ok=True)
+  page = run_all.benchmarks_page(results)
+  assert "| `exact_profile_tree` | not run | not run | not run |" in page
+  assert "| `nhis/nhis` | not run | not run | not run |" in page
+  assert "## The NHIS study\n\nWritten by" in page
+  nhis = page.split("## The NHIS study", 1)[1].split("\n## ", 1)[0]
+  assert nhis.rstrip().endswith("Not run yet."), nhis
+  assert "## Random posets by dimension" in page
+  empty = tmp_path / "empty"
+  empty.mkdir()
+  assert page.count("not run |") < run_all.benchmarks_page(empty).count("not run |")
+  before = (DOCS / "benchmarks.md").stat().st_mtime_ns
+  assert run_all.main(["--docs-only", "--out", str(results)]) == 0
+  assert "# exact_profile_tree\n" not in (results / "README.md").read_text()
+  assert "# samplers\n" in (results / "README.md").read_text()
+  assert (DOCS / "benchmarks.md").stat().st_mtime_ns == before
+  assert "left alone" in capsys.readouterr().out
+
+
+def test_run_all_runs_every_listed_benchmark_and_reports_a_failure(
+  tmp_path, monkeypatch, capsys
+):
+  """run_all calls each benchmark's ``main`` with its command's arguments (the tree
+  profile too: its JSON was once read but never written) and ``--quick``'s; one that
+  raises or writes no JSON is reported, the others still run and are dated."""
+  run_all = load_run_all()
+  calls = []
+
+  def writes(name):
+    def main(argv):
+      calls.append((name, argv))
+      Path(argv[1]).mkdir(parents=True, exist_ok=True)
+      stem = "exact_profile_tree" if "--tree" in argv else name
+      Path(argv[1], f"{stem}.json").write_text("{}")
+
+    return types.SimpleNamespace(main=main)
+
+  def boom(argv):
+    raise RuntimeError("boom")
+
+  for name in ("montecarlo", "exact_profile"):
+    monkeypatch.setitem(sys.modules, name, writes(name))
+  monkeypatch.setitem(sys.modules, "samplers", types.SimpleNamespace(main=boom))
+  monkeypatch.setitem(sys.modules, "recompile", types.SimpleNamespace(main=len))
+  only = "samplers,montecarlo,recompile,exact_profile_tree"
+  assert run_all.main(["--quick", "--only", only, "--out", str(tmp_path)]) == 1
+  out = str(tmp_path)
+  assert calls == [
+    ("montecarlo", ["--out", out, *run_all.QUICK["montecarlo"]]),
+    ("exact_profile", ["--out", out, "--tree", *run_all.QUICK["exact_profile_tree"]]),
+  ]
+  for name in ("montecarlo", "exact_profile_tree"):
+    assert "date" in json.loads((tmp_path / f"{name}.json").read_text())
+  captured = capsys.readouterr()
+  assert "RuntimeError: boom" in captured.err
+  assert "failed: samplers, recompile" in captured.err
+
+
+def test_benchmarks_write_a_fresh_folder_unless_out_names_one(tmp_path):
+  """No benchmark's default ``--out`` is the committed ``results/``: each adds
+  ``--out`` with ``folders.add_out`` (a new folder under ``out/benchmarks/``)."""
+  run_all = load_run_all()
+  folders = sys.modules["folders"]
+  assert folders.BASE == Path("out", "benchmarks")
+  first = Path(folders.fresh_folder(tmp_path))
+  assert first.parent == tmp_path and not first.exists()
+  first.mkdir()
+  second = Path(folders.fresh_folder(tmp_path))
+  assert second.parent == tmp_path and second != first and not second.exists()
+  scripts = {command.split()[1] for _, command in run_all.BENCHMARKS}
+  assert len(scripts) == len(run_all.BENCHMARKS) - 1  # exact_profile.py twice
+  for script in sorted(scripts):
+    calls = [
+      node
+      for node in ast.walk(ast.parse((ROOT / script).read_text()))
+      if isinstance(node, ast.Call)
+    ]
+    names = [getattr(c.func, "id", getattr(c.func, "attr", None)) for c in calls]
+    own_out = [
+      c
+      for c in calls
+      if getattr(c.func, "attr", None) == "add_argument"
+      and any(isinstance(a, ast.Constant) and a.value == "--out" for a in c.args)
+    ]
+    assert "add_out" in names and not own_out, script
+  assert set(run_all.QUICK) == {name for name, _ in run_all.BENCHMARKS}
+  assert set(run_all.QUICK_TIER) < set(run_all.QUICK)
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,8 @@ the batch, ChaCha's blocks in one vectorised pass, and chunks sized from the dev
 memory."""
 
 import collections
+import functools
+import os
 
 import jax
 import jax.numpy as jnp
@@ -73,12 +75,24 @@ F64_MODULES = {
 }
 
 
+# The jaxdp package's folder, resolved: a frame is jaxdp's when its file lies in it,
+# wherever the checkout or the virtual environment lives.
+PACKAGE_DIR = os.path.dirname(os.path.realpath(jaxdp.__file__))
+
+
+@functools.cache
+def _in_package(file_name: str) -> bool:
+  """Whether ``file_name`` is a module of the jaxdp package."""
+  path = os.path.realpath(file_name)
+  return os.path.commonpath([path, PACKAGE_DIR]) == PACKAGE_DIR
+
+
 def _site(eqn, parent="?"):
   """``module.function`` of the innermost jaxdp frame that made ``eqn``."""
   tb = eqn.source_info.traceback
   for f in tb.frames if tb else ():
-    if "/jaxdp/" in f.file_name:
-      mod = f.file_name.rsplit("/", 1)[1].removesuffix(".py")
+    if _in_package(f.file_name):
+      mod = os.path.splitext(os.path.basename(f.file_name))[0]
       return f"{mod}.{f.function_name.replace('.<locals>', '')}"
   return parent
 
@@ -151,6 +165,19 @@ def _key(name):
   if name.startswith("chacha"):
     return jnp.arange(8, dtype=jnp.uint32)  # the impl's key data
   return jax.random.key(0)
+
+
+def test_a_frame_is_jaxdps_by_the_package_folder_not_by_a_name_in_its_path():
+  """A checkout in a folder named ``jaxdp`` (``git clone``'s default) holds its virtual
+  environment: JAX's own files lie under ``.../jaxdp/.venv/...`` and are not jaxdp's."""
+  root = os.path.dirname(PACKAGE_DIR)
+  assert _in_package(chunks.__file__) and _in_package(jaxdp.__file__)
+  assert not _in_package(jax.__file__)
+  clone = os.path.join(os.path.dirname(root), "jaxdp")  # this one, or one beside it
+  venv_jax = os.path.join(clone, ".venv", "lib", "jax", "_src", "source_info_util.py")
+  assert "/jaxdp/" in venv_jax and not _in_package(venv_jax)
+  assert not _in_package(os.path.join(root, "jaxdp_extra", "mod.py"))
+  assert not _in_package(os.path.join(root, "tests", "samplers", "jaxdp", "x.py"))
 
 
 @pytest.mark.parametrize("name", sorted(_hot_paths()))
