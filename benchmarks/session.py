@@ -124,12 +124,12 @@ def _timed(fn) -> float:
 def _case(query: str, secure: bool, n: int, repeats: int) -> dict:
   data = _data(query, n)
   ask = _session_query(query, secure)
-  key = None if secure else jax.random.key(n)
+  keys = (None, None) if secure else jax.random.split(jax.random.key(n))  # one each
   budget = 1e9
 
   _cold()
   direct = _direct_release(query, secure)
-  state = {"acct": jaxdp.Accountant.create(budget, key=key, secure=secure)}
+  state = {"acct": jaxdp.Accountant.create(budget, key=keys[0], secure=secure)}
   x = jax.block_until_ready(jnp.asarray(data))
 
   def direct_call():
@@ -138,7 +138,7 @@ def _case(query: str, secure: bool, n: int, repeats: int) -> dict:
 
   direct_first = _timed(direct_call)
   _cold()
-  s = jaxdp.Session(data, budget, key=key, secure=secure)
+  s = jaxdp.Session(data, budget, key=keys[1], secure=secure)
   jax.block_until_ready(s._held.blocks)  # the padded copy, made before any query
   session_first = _timed(lambda: ask(s))
   sess, dirs, compiles = [], [], 0
