@@ -151,3 +151,21 @@ def test_accepted_parameters_give_finite_update(clip, sigma, q, n):
     return
   out, _ = tx.update({"w": jnp.ones((2, 2), jnp.float32)}, tx.init(None))
   assert np.all(np.isfinite(np.asarray(out["w"])))
+
+
+def test_vmap_over_stacked_copies_of_one_state_shares_noise():
+  # The vmap check only asks whether the key is batched, not whether the lanes'
+  # keys differ: jnp.stack of one state twice passes, every lane adds the same
+  # noise, and the difference of two lanes' outputs is their data's difference.
+  tx = _tx(jax.random.key(19))
+  state = tx.init(None)
+  lanes = jax.tree_util.tree_map(lambda x: jnp.stack([x, x]), state)
+  batch = {"w": jnp.stack([jnp.zeros((3, 2)), jnp.full((3, 2), 0.1)])}
+  try:
+    out, _ = jax.vmap(tx.update)(batch, lanes)
+  except jaxdp.StaleAccountantError:
+    return
+  diff = np.asarray(out["w"][1] - out["w"][0])
+  assert not np.allclose(diff, 0.03, atol=1e-6), (
+    "two lanes drew identical noise: their difference is the exact data difference"
+  )
