@@ -169,3 +169,26 @@ def test_vmap_over_stacked_copies_of_one_state_shares_noise():
   assert not np.allclose(diff, 0.03, atol=1e-6), (
     "two lanes drew identical noise: their difference is the exact data difference"
   )
+
+
+def test_scan_body_returning_its_input_state_replays_noise_forever():
+  # A scan body that updates from its carry but returns the carry it was given
+  # (`_, _ = ...`, a common optax slip) answers every step with the same noise and
+  # never advances `steps`: unlimited steps, one noise draw. All of it happens in
+  # one trace (the carry's key tracer is used, then returned as the next carry).
+  tx = _tx(jax.random.key(20))
+  xs = jnp.zeros((8, 3, 2), jnp.float32)
+
+  def body(state, x):
+    out, _ = tx.update({"w": x}, state)
+    return state, out["w"]
+
+  try:
+    final, outs = jax.lax.scan(body, tx.init(None), xs)
+  except jaxdp.StaleAccountantError:
+    return
+  outs = np.asarray(outs)
+  answered = int(np.sum(np.any(outs != 0, axis=1)))
+  assert answered <= final.plan.max_steps and not np.all(outs == outs[0]), (
+    f"{answered} steps answered with identical noise; steps={int(final.steps)}"
+  )
