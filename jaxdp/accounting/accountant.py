@@ -37,28 +37,18 @@ decimals such as 0.1, so 10 x 0.1 fits 1.0; a release of exactly the budget is c
 
 **Keys and stale state.** The accountant owns its key and splits it on every
 release, so releases threaded correctly never share noise. Releasing twice from the
-*same* accountant value would reuse its key (same noise, spend counted once). The
-check follows the key object, like JAX's key-reuse checker
-(:mod:`jaxdp.accounting.guard`): a second release from an accountant whose key was
-used raises :class:`StaleAccountantError` before any noise, eagerly and at trace
-time within one traced program (``jit``, a ``lax.scan`` or ``fori_loop`` body,
-``vmap``: the releases hold one key tracer). :meth:`Accountant.create` consumes the
-key object it is given, so two accountants from one key are refused alike. Not
-detected: an accountant rebuilt from the key's raw bits, or passed to two calls of a
-jitted function (each call traces with fresh tracers): continue from the accountant
-each call returns, and run trusted code once with
-``jax.config.update("jax_debug_key_reuse", True)`` (JAX's checker raises
-``KeyReuseError`` on such a replay). A release mapped by ``jax.vmap`` over its data,
-mechanism or counters with one accountant (its key unbatched) would be one release
-per lane with the same noise, which JAX's checker does not see: it raises
-:class:`StaleAccountantError` at trace time, jitted or not, and so does a release in
-``jax.shard_map`` whose inputs vary over a mesh axis its key does not; under
-``jax.pmap`` or ``shard_map(check_vma=False)``, where JAX does not say which inputs
-differ across devices, every release is refused, and so is a release whose
-accountant is a constant of the traced program (closed over by a ``jit``,
-``lax.map`` or loop body, which would reuse its key on every run or step). A batch
-of accountants made by copying one (``jnp.broadcast_to``) is a replay the
-accountant cannot see: make batches from split keys. For an untrusted analyst use
+*same* accountant value would reuse its key (same noise, spend counted once):
+:mod:`jaxdp.accounting.guard` raises :class:`StaleAccountantError` before any noise,
+eagerly and at trace time (two releases holding one key tracer; a value released
+from inside a ``lax.cond``, loop body, ``jax.checkpoint``, inner ``jit`` or ``vmap``
+and then again outside, through its static ``lineage``; a release mapped by
+``jax.vmap`` or ``jax.shard_map`` over its data but not its key; a release whose
+accountant is a constant of the traced program; any release under ``jax.pmap``).
+:meth:`Accountant.create` consumes the key object it is given. Not detected (see the
+trust model): an accountant rebuilt from raw key bits or copied, one passed to two
+calls of a jitted function, a replay through a trace JAX takes from its cache: run
+trusted code once with ``jax.config.update("jax_debug_key_reuse", True)``.
+For an untrusted analyst use
 :class:`jaxdp.Session`, which holds the data and the accountant and cannot be rewound.
 
 **Control flow.** Whether a release inside a ``lax.cond`` branch or a

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -37,7 +38,7 @@ __all__ = ["CHUNK", "block_means", "in_chunks", "isotonic_batched", "tree_block_
 CHUNK = 512  # vectors per step of the pool-adjacent-violators paths
 
 
-def in_chunks(fn, y: jax.Array):
+def in_chunks(fn: Callable[[jax.Array], jax.Array], y: jax.Array) -> jax.Array:
   """``fn(y)`` computed ``CHUNK`` rows at a time (``lax.map``; the last chunk padded
   with zeros, its extra rows dropped). The pool-adjacent-violators loops run until
   the slowest vector of their batch is done, and their arrays stay in cache: several

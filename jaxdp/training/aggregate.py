@@ -96,8 +96,26 @@ def dp_aggregate(
     accounting,
   )
 
+  try:
+    key = guard.own_key(key)  # consumed: a second transformation from it is refused
+  except StaleAccountantError:
+    raise StaleAccountantError(
+      "dp_aggregate's key was already used (by a release, an accountant or another "
+      "dp_aggregate): two transformations from one key add the same noise. Give "
+      "each its own key (jax.random.split)."
+    ) from None
+  inits = []
+
   def init(params):
     del params
+    if inits:  # the key is the state's: a second init would replay the first's noise
+      raise StaleAccountantError(
+        "this dp_aggregate transformation was already initialised: a second state "
+        "from it starts from the same key (the same noise) and a fresh budget. "
+        "Continue from the state its updates returned, or build a new dp_aggregate "
+        "with a new key."
+      )
+    inits.append(True)
     zero = jnp.zeros((), jnp.int32)
     return DPAggregateState(key, zero, zero, jnp.zeros((), jnp.bool_), plan)
 

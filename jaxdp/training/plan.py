@@ -28,7 +28,7 @@ from jaxdp.composition.dpsgd import PldAccounting, RdpAccounting
 from jaxdp.training.clipping import check_clip
 from jaxdp.training.sampling import check_rate
 
-__all__ = ["TrainingPlan", "noise_multiplier_for"]
+__all__ = ["TrainingPlan", "check_policy", "noise_multiplier_for"]
 
 _INT32_MAX = 2**31 - 1
 
@@ -88,11 +88,15 @@ class TrainingPlan:
         "delta must be > 0: the Gaussian mechanism gives (eps, delta)-DP with "
         "delta > 0 only; a typical choice is below 1 / dataset_size."
       )
-    if type(accounting) not in (RdpAccounting, PldAccounting):  # an allowlist
-      raise _checks.ArgTypeError(
-        "accounting must be jaxdp.RdpAccounting(...) or jaxdp.PldAccounting(...) "
-        f"(exactly, not a subclass: it decides how many steps run); got {accounting!r}."
+    if not clip * sigma < 2.0**64:  # the noise's standard deviation, in float32
+      raise ValueError(
+        f"noise_multiplier * l2_norm_clip must be below 2**64; got {sigma} * {clip}."
       )
+    if not q * n >= 2.0**-64:  # the update is divided by q n, in float32
+      raise ValueError(
+        f"sampling_rate * dataset_size must be at least 2**-64; got {q} * {n}."
+      )
+    check_policy(accounting)
     steps = min(int(accounting.max_steps(q, sigma, eps, delta)), _INT32_MAX)
     if steps < 1:
       raise ValueError(
@@ -119,6 +123,17 @@ class TrainingPlan:
     return eps if math.isfinite(eps) else math.inf
 
 
+def check_policy(accounting):
+  """``accounting`` if it is exactly ``RdpAccounting`` or ``PldAccounting`` (it decides
+  how many steps run: a look-alike or a subclass could claim any number)."""
+  if type(accounting) not in (RdpAccounting, PldAccounting):  # an allowlist
+    raise _checks.ArgTypeError(
+      "accounting must be jaxdp.RdpAccounting(...) or jaxdp.PldAccounting(...) "
+      f"(exactly, not a subclass: it decides how many steps run); got {accounting!r}."
+    )
+  return accounting
+
+
 def noise_multiplier_for(
   sampling_rate: float, steps: int, eps_budget: float, delta: float, accounting
 ) -> float:
@@ -130,6 +145,7 @@ def noise_multiplier_for(
     ValueError: an argument is out of range.
   """
   q = check_rate(sampling_rate)
+  check_policy(accounting)
   steps = _checks.check_int(steps, "steps", minimum=1)
   eps = _checks.check_eps(eps_budget, "eps_budget")
   delta = _checks.check_delta(delta, "delta")

@@ -97,7 +97,7 @@ def test_nan_data_under_jit_is_refused_not_answered():
   # indistinguishable from a fill, counted as an answer. As for rows that are not
   # filters and NaN on a grid (exactness.md), a traced non-finite statistic makes
   # the run fail with an error naming the entry, also under FillOnRefusal.
-  fill = jaxdp.Accountant.create(
+  fill = lambda: jaxdp.Accountant.create(  # one per release (the traced one spends it)
     10.0,
     delta_budget=1e-3,
     key=jax.random.key(0),
@@ -113,7 +113,7 @@ def test_nan_data_under_jit_is_refused_not_answered():
   for mech, bad in zip(mechs, [jnp.nan, jnp.inf, -jnp.inf, jnp.nan]):
     with pytest.raises(Exception, match=r"data at index \(2,\) is not finite"):
       a2, out = jax.jit(lambda a, d, m=mech: jaxdp.release(a, m, d))(
-        fill, jnp.array([0.0, 1.0, bad, 0.0])
+        fill(), jnp.array([0.0, 1.0, bad, 0.0])
       )
       jax.block_until_ready(out)
       assert not (bool(a2.last_answered) and bool(jnp.isnan(out).any())), (

@@ -49,7 +49,11 @@ def test_filter_answers_92_laplace_releases_under_5_and_1e_6(jit):
   rho_max = optimize.brentq(lambda r: _cks_reference(r, 1e-6) - 5.0, 1e-6, 5.0)
   expected = math.floor(rho_max / 0.005)
   acct = Accountant.create(
-    5.0, delta_budget=1e-6, composition="zcdp", key=jax.random.key(0)
+    5.0,
+    delta_budget=1e-6,
+    composition="zcdp",
+    key=jax.random.key(0),
+    on_refusal=jaxdp.FillOnRefusal(),
   )
   mech = LaplaceMechanism(0.1)
 

@@ -463,7 +463,13 @@ def test_discrete_gaussian_mechanism_costs_and_secure_release():
   rho = jaxdp.zcdp_budget(0.5, 1e-6)
   assert 0 < mech.zcdp_cost() <= rho and mech.cost() == (0.5, 1e-6)
   assert mech.zcdp_cost(3) == pytest.approx(9 * mech.zcdp_cost())
-  acct = jaxdp.Accountant.create(2.0, delta_budget=1e-5, secure=True, composition="zcdp")
+  acct = jaxdp.Accountant.create(
+    2.0,
+    delta_budget=1e-5,
+    secure=True,
+    composition="zcdp",
+    on_refusal=jaxdp.FillOnRefusal(),
+  )
   answered = 0
   for _ in range(40):
     acct, out = jaxdp.release(acct, mech, jnp.array([100, 200]))

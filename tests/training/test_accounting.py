@@ -25,12 +25,12 @@ def _plan(policy, q, sigma, eps):
     key=jax.random.key(0),
     accounting=policy,
   )
-  return tx, tx.init(None).plan
+  return tx, tx.init(None)  # the transformation and its one state
 
 
 @pytest.mark.parametrize("q,sigma,eps", PLANS)
 def test_rdp_refuses_at_the_step_dp_accounting_predicts(rdp_policy, q, sigma, eps):
-  _, plan = _plan(rdp_policy, q, sigma, eps)
+  plan = _plan(rdp_policy, q, sigma, eps)[1].plan
   t, orders = plan.max_steps, rdp_policy.orders
   assert reference.rdp_epsilon(q, sigma, t, DELTA, orders) <= eps
   assert reference.rdp_epsilon(q, sigma, t + 1, DELTA, orders) > eps
@@ -41,7 +41,7 @@ def test_rdp_refuses_at_the_step_dp_accounting_predicts(rdp_policy, q, sigma, ep
 
 @pytest.mark.parametrize("q,sigma,eps", PLANS[:1])
 def test_pld_refuses_at_the_step_dp_accounting_predicts(pld_policy, q, sigma, eps):
-  _, plan = _plan(pld_policy, q, sigma, eps)
+  plan = _plan(pld_policy, q, sigma, eps)[1].plan
   t = plan.max_steps
   assert reference.pld_epsilon(q, sigma, t, DELTA, 1e-3) <= eps
   assert reference.pld_epsilon(q, sigma, t + 1, DELTA, 1e-3) > eps
@@ -52,12 +52,12 @@ def test_pld_refuses_at_the_step_dp_accounting_predicts(pld_policy, q, sigma, ep
 def test_the_state_reports_what_it_spent(rdp_policy):
   """After a jitted run of 10 steps the state's figure is dp_accounting's at 10."""
   q, sigma, eps = PLANS[0]
-  tx, _ = _plan(rdp_policy, q, sigma, eps)
+  tx, state = _plan(rdp_policy, q, sigma, eps)
   g = {"w": jnp.ones((4, 3))}
   run = jax.jit(
     lambda s: jax.lax.scan(lambda s, _: (tx.update(g, s)[1], None), s, None, 10)
   )
-  state = run(tx.init(None))[0]
+  state = run(state)[0]
   want = reference.rdp_epsilon(q, sigma, 10, DELTA, rdp_policy.orders)
   assert abs(state.epsilon() / want - 1) < 0.01
 
@@ -67,4 +67,4 @@ def test_noise_multiplier_for_is_the_smallest_that_fits(rdp_policy):
   sigma = training.noise_multiplier_for(q, steps, eps, DELTA, rdp_policy)
   assert reference.rdp_epsilon(q, sigma, steps, DELTA, rdp_policy.orders) <= eps
   assert reference.rdp_epsilon(q, sigma * (1 - 1e-3), steps, DELTA, rdp_policy.orders) > eps
-  assert _plan(rdp_policy, q, sigma, eps)[1].max_steps >= steps
+  assert _plan(rdp_policy, q, sigma, eps)[1].plan.max_steps >= steps
