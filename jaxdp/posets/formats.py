@@ -59,7 +59,7 @@ def parse(path: Path, text: str) -> PosetSpec:
   return spec
 
 
-def check_labels(labels, d: int) -> tuple:
+def check_labels(labels: Any, d: int) -> tuple:
   """``labels`` as a tuple: none, or ``d`` distinct, non-empty, printable strings
   with no spaces at either end (a CSV header could name each, and no control
   character, such as a carriage return, could split a row of a table naming them).

@@ -27,9 +27,11 @@ import jax.numpy as jnp
 from jaxdp import _checks
 from jaxdp.accounting import guard
 from jaxdp.accounting.errors import StaleAccountantError
+from jaxdp.composition.dpsgd import PldAccounting, RdpAccounting
 from jaxdp.training.clipping import clipped_sum
 from jaxdp.training.plan import TrainingPlan
 from jaxdp.training.state import DPAggregateState
+from jaxdp.typing import KeyArray
 
 try:  # optax is optional: without it, a NamedTuple of the same shape
   from optax import GradientTransformation
@@ -55,8 +57,8 @@ def dp_aggregate(
   dataset_size: int,
   eps_budget: float,
   delta: float,
-  key,
-  accounting,
+  key: KeyArray,
+  accounting: RdpAccounting | PldAccounting,
 ) -> GradientTransformation:
   """DP-SGD's clipped, noised mean of per-example gradients, within a budget.
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -127,7 +128,7 @@ def _weights(grads, l2_norm_clip):
   return leaves, jnp.where(finite, w, 0.0)
 
 
-def per_example_norms(grads) -> tuple[jax.Array, jax.Array]:
+def per_example_norms(grads: Any) -> tuple[jax.Array, jax.Array]:
   """The l2 norm of each example's gradient over the whole pytree, and whether it is
   finite everywhere.
 
@@ -143,7 +144,7 @@ def per_example_norms(grads) -> tuple[jax.Array, jax.Array]:
   return jnp.where(finite, scaled_norm / r, 0.0), finite
 
 
-def clip_per_example(grads, l2_norm_clip: float):
+def clip_per_example(grads: Any, l2_norm_clip: float) -> Any:
   """Each example's gradient scaled into the l2 ball of radius ``l2_norm_clip``.
 
   Args:
@@ -164,7 +165,7 @@ def clip_per_example(grads, l2_norm_clip: float):
   )
 
 
-def clipped_sum(grads, l2_norm_clip: float):
+def clipped_sum(grads: Any, l2_norm_clip: float) -> Any:
   """The sum over examples of :func:`clip_per_example`'s output, without holding the
   clipped examples (one weighted contraction per leaf).
 

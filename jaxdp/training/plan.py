@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 from jaxdp import _checks
 from jaxdp.composition import search
@@ -63,13 +64,13 @@ class TrainingPlan:
   @classmethod
   def create(
     cls,
-    l2_norm_clip,
-    noise_multiplier,
-    sampling_rate,
-    dataset_size,
-    eps_budget,
-    delta,
-    accounting,
+    l2_norm_clip: float,
+    noise_multiplier: float,
+    sampling_rate: float,
+    dataset_size: int,
+    eps_budget: float,
+    delta: float,
+    accounting: RdpAccounting | PldAccounting,
   ) -> TrainingPlan:
     """A checked plan with its ``max_steps``.
 
@@ -123,7 +124,7 @@ class TrainingPlan:
     return eps if math.isfinite(eps) else math.inf
 
 
-def check_policy(accounting):
+def check_policy(accounting: Any) -> RdpAccounting | PldAccounting:
   """``accounting`` if it is exactly ``RdpAccounting`` or ``PldAccounting`` (it decides
   how many steps run: a look-alike or a subclass could claim any number)."""
   if type(accounting) not in (RdpAccounting, PldAccounting):  # an allowlist
@@ -135,7 +136,11 @@ def check_policy(accounting):
 
 
 def noise_multiplier_for(
-  sampling_rate: float, steps: int, eps_budget: float, delta: float, accounting
+  sampling_rate: float,
+  steps: int,
+  eps_budget: float,
+  delta: float,
+  accounting: RdpAccounting | PldAccounting,
 ) -> float:
   """The smallest noise multiplier (to a relative 1e-4, from above) for which
   ``steps`` Poisson-subsampled Gaussian steps at rate q fit ``(eps_budget, delta)``

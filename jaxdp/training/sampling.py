@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxdp import _checks
+from jaxdp.typing import KeyArray
 
 __all__ = ["check_rate", "max_batch_size", "poisson_batch"]
 
@@ -76,7 +77,9 @@ def max_batch_size(n: int, sampling_rate: float) -> int:
   return lo
 
 
-def poisson_batch(key, n: int, sampling_rate: float, max_batch: int | None = None):
+def poisson_batch(
+  key: KeyArray, n: int, sampling_rate: float, max_batch: int | None = None
+) -> tuple[jax.Array, jax.Array]:
   """A Poisson sample of ``range(n)``, padded to ``max_batch`` indices and a mask.
 
   Use a key of its own (split from the training key, never the one given to

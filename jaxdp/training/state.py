@@ -4,6 +4,7 @@ are the key and the counters and whose static field is the :class:`TrainingPlan`
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import jax
 
@@ -50,7 +51,7 @@ class DPAggregateState:
     return self.plan.max_steps - self.steps
 
 
-def find_state(opt_state) -> DPAggregateState:
+def find_state(opt_state: Any) -> DPAggregateState:
   """The :class:`DPAggregateState` inside an optax state (``optax.chain`` nests the
   states of its transformations in tuples).
 
