@@ -215,7 +215,7 @@ def error_bars(
     if bars is not None:
       _CACHE.move_to_end(cache_key)
       return _read_only(bars)
-  bars = _read_only(_compute(law, closed, level, n, simulate.simulation_key(key)))
+  bars = _compute(law, closed, level, n, simulate.simulation_key(key))  # stays here
   with _CACHE_LOCK:
     _CACHE[cache_key] = bars
     while len(_CACHE) > CACHE_SIZE:
