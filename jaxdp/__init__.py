@@ -82,6 +82,10 @@ from jaxdp.posets import Poset, decomposition, random_dag, random_dags
 from jaxdp.prng import chacha, threefry
 from jaxdp.reporting import Advice, ErrorBars, advise, consistent_error_bars, error_bars
 from jaxdp.samplers.balls import LpBall, PosetBall, enumerate_objects, exact_second_moment
+from jaxdp.samplers.count_ball import CountBall
+from jaxdp.samplers.norm_ball import NormBall
+from jaxdp.samplers.sum_ball import SumBall
+from jaxdp.samplers.vote_ball import VoteBall
 from jaxdp.session import Session, UnsafeQueryError
 
 __all__ = [
@@ -90,6 +94,7 @@ __all__ = [
   "Advice",
   "BasicComposition",
   "BudgetExceededError",
+  "CountBall",
   "CompositionRule",
   "DataDependentCostError",
   "DiscreteGaussianMechanism",
@@ -101,6 +106,7 @@ __all__ = [
   "Ledger",
   "LpBall",
   "Mechanism",
+  "NormBall",
   "Plan",
   "PlannedComposition",
   "PlannedRelease",
@@ -114,7 +120,9 @@ __all__ = [
   "RenyiFilter",
   "Session",
   "StaleAccountantError",
+  "SumBall",
   "UnsafeQueryError",
+  "VoteBall",
   "ZCDPFilter",
   "ZCDPGaussianMechanism",
   "accounting",

@@ -50,11 +50,16 @@ from jaxdp.samplers import dispatch
 from jaxdp.samplers.balls import LpBall, PosetBall
 from jaxdp.samplers.chunks import CHUNK, chunked, device_chunk
 from jaxdp.samplers.gamma import gamma_radius
+from jaxdp.samplers.norm_ball import NormBall
+from jaxdp.samplers.query_draws import count_ball, query_draws, sum_ball, vote_ball
 from jaxdp.typing import DTypeLike, KeyArray, Scalar, Shape
 
 __all__ = [
   "poset_ball",
   "lp_ball",
+  "sum_ball",
+  "count_ball",
+  "vote_ball",
   "knorm",
   "laplace",
   "gaussian",
@@ -69,7 +74,7 @@ __all__ = [
 GENERATORS = ("threefry", "rbg", "chacha8")
 
 
-Ball = PosetBall | LpBall
+Ball = PosetBall | LpBall | NormBall
 
 
 def poset_ball(
@@ -120,14 +125,13 @@ def knorm(
   """K-norm mechanism noise ``R Z``: ``R ~ Gamma(dim + 1, scale=1/eps)``, Z uniform in K.
 
   Its density is proportional to ``exp(-eps ||y||_K)``, so adding it to a statistic
-  of K-norm sensitivity 1 is eps-DP. For the poset ball, Z is built from ``dim + 1``
-  exponentials on the vertices of a uniformly chosen simplex and R is a sum of
-  ``dim + 1`` exponentials (no Gamma sampler); for l_1 the noise is i.i.d.
-  Laplace(1/eps), for l_2 a normal direction times a Gamma(dim) radius.
+  of K-norm sensitivity 1 is eps-DP. For the poset ball, Z R comes from ``dim + 1``
+  exponentials on the vertices of a uniform simplex; for l_1 the noise is i.i.d.
+  Laplace(1/eps).
 
   Args:
     key: one PRNG key.
-    ball: a :class:`~jaxdp.PosetBall` or :class:`~jaxdp.LpBall`.
+    ball: a :class:`~jaxdp.PosetBall`, :class:`~jaxdp.LpBall` or a query ball.
     eps: privacy parameter; a positive number in float32's normal range (noise is
       scaled in float32), or a traced scalar (then a non-positive or non-finite
       value yields NaN noise, never weaker noise).
@@ -140,10 +144,8 @@ def knorm(
   References:
     Hardt & Talwar (2010), Section 4; Joseph, Ribero & Yu (2025), Section 3.
   """
-  if not isinstance(ball, (PosetBall, LpBall)):
-    raise _checks.ArgTypeError(
-      f"ball must be a jaxdp.PosetBall or jaxdp.LpBall; got {type(ball).__name__}."
-    )
+  if not isinstance(ball, (PosetBall, LpBall, NormBall)):
+    raise _checks.ArgTypeError(f"ball must be a jaxdp ball; got {type(ball).__name__}.")
   eps = _checks.check_eps(eps, "eps")
   return _draw(key, ball, eps, shape, dtype, uniform=False)
 
@@ -296,6 +298,8 @@ def _draw(key, ball, eps, shape, dtype, *, uniform: bool):
     flat = _poset_kernel(
       key, tables, eps, d=ball.poset.d, layout=layout, n=n, uniform=uniform, dtype=dtype
     )
+  elif isinstance(ball, NormBall):
+    flat = query_draws(key, eps, ball=ball, n=n, uniform=uniform, dtype=dtype)
   else:
     flat = _lp_kernel(key, eps, d=ball.d, p=ball.p, n=n, uniform=uniform, dtype=dtype)
   return flat.reshape(*shape, ball.dim)
@@ -377,8 +381,7 @@ def _lp_general(key, d, p, m, dtype):
   return sign * (x ** (1.0 / p) * u) / (total ** (1.0 / p))[:, None]
 
 
-def _scale(noise, eps, dtype):
-  """noise / eps, NaN where a traced eps is not finite and positive."""
+def _scale(noise, eps, dtype):  # noise / eps, NaN for a traced eps <= 0 or not finite
   return _checks.guard_positive(eps, noise / eps).astype(dtype)
 
 

@@ -69,20 +69,29 @@ from jaxdp.samplers.balls import (
   exact_second_moment,
   simplex_vertices,
 )
+from jaxdp.samplers.count_ball import CountBall
 from jaxdp.samplers.dispatch import METHODS, num_objects, resolve_method
 from jaxdp.samplers.forest import FOREST_MAX_D
 from jaxdp.samplers.general import GENERAL_MAX_D
+from jaxdp.samplers.norm_ball import MAX_QUERY_D, NormBall
 from jaxdp.samplers.sp_tables import BLOCK_MAX_D, SP_MAX_D
+from jaxdp.samplers.sum_ball import SumBall
+from jaxdp.samplers.vote_ball import VoteBall
 
 __all__ = [
   "BLOCK_MAX_D",
+  "CountBall",
   "FOREST_MAX_D",
   "GENERAL_MAX_D",
   "LpBall",
   "MAX_OBJECTS",
+  "MAX_QUERY_D",
   "METHODS",
+  "NormBall",
   "PosetBall",
   "SP_MAX_D",
+  "SumBall",
+  "VoteBall",
   "dispatch",
   "enumerate_objects",
   "exact_second_moment",

@@ -1,0 +1,83 @@
+"""Draws of the query balls (:class:`~jaxdp.SumBall`, :class:`~jaxdp.CountBall`,
+:class:`~jaxdp.VoteBall`) in ``jax.random``'s conventions; :mod:`jaxdp.random`
+re-exports the public functions."""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+
+from jaxdp import _checks
+from jaxdp.prng.threefry import fast_key
+from jaxdp.samplers.chunks import chunked, device_chunk
+from jaxdp.samplers.count_ball import CountBall
+from jaxdp.samplers.gamma import gamma_radius
+from jaxdp.samplers.sum_ball import SumBall
+from jaxdp.samplers.vote_ball import VoteBall
+from jaxdp.typing import DTypeLike, KeyArray, Shape
+
+__all__ = ["count_ball", "query_draws", "sum_ball", "vote_ball"]
+
+
+def sum_ball(
+  key: KeyArray, d: int, k: int, shape: Shape = (), dtype: DTypeLike | None = None
+) -> jax.Array:
+  """Exactly uniform points of the sum ball {v : ||v||_inf <= 1, ||v||_1 <= k} in R^d
+  (:class:`~jaxdp.SumBall`).
+
+  Returns:
+    Array of shape ``(*shape, d)``.
+  """
+  return _uniform(key, SumBall(d, k), shape, dtype)
+
+
+def count_ball(
+  key: KeyArray, d: int, k: int, shape: Shape = (), dtype: DTypeLike | None = None
+) -> jax.Array:
+  """Exactly uniform points of the count ball in R^d (:class:`~jaxdp.CountBall`).
+
+  Returns:
+    Array of shape ``(*shape, d)``.
+  """
+  return _uniform(key, CountBall(d, k), shape, dtype)
+
+
+def vote_ball(
+  key: KeyArray, d: int, shape: Shape = (), dtype: DTypeLike | None = None
+) -> jax.Array:
+  """Exactly uniform points of the vote ball in R^d (:class:`~jaxdp.VoteBall`).
+
+  Returns:
+    Array of shape ``(*shape, d)``.
+  """
+  return _uniform(key, VoteBall(d), shape, dtype)
+
+
+def _uniform(key, ball, shape, dtype):
+  _checks.check_key(key)
+  key = fast_key(key)  # the same draws, faster (jaxdp.threefry)
+  shape = _checks.check_shape(shape)
+  dtype = _checks.check_float_dtype(dtype)
+  flat = query_draws(key, None, ball=ball, n=math.prod(shape), uniform=True, dtype=dtype)
+  return flat.reshape(*shape, ball.dim)
+
+
+@functools.partial(jax.jit, static_argnames=("ball", "n", "uniform", "dtype"))
+def query_draws(key, eps, *, ball, n, uniform, dtype):
+  """``(n, ball.dim)`` uniform points of ``ball`` or K-norm noise ``R Z / eps`` (R ~
+  Gamma(dim + 1)), from a checked key, in chunks."""
+  cdt = jnp.float64 if dtype == jnp.float64 else jnp.float32
+  dim = ball.dim
+
+  def fn(k, m):
+    k_pts, k_rad = jax.random.split(k)
+    z = ball.points(k_pts, m, cdt)
+    if uniform:
+      return z.astype(dtype)
+    radius = gamma_radius(k_rad, dim + 1, m, cdt)
+    return _checks.guard_positive(eps, z * radius[:, None] / eps).astype(dtype)
+
+  return chunked(fn, key, n, (dim,), dtype, chunk=device_chunk(64 * dim))
