@@ -86,6 +86,15 @@ class NormBall:
     """The smallest r with K inside [-r, r]^dim."""
     raise NotImplementedError
 
+  def second_moment(self) -> np.ndarray:
+    """Exact E[Z Z^T] for Z uniform in the ball, ``(dim, dim)`` float64."""
+    raise NotImplementedError
+
+  def expected_sq_norm(self) -> float:
+    """Exact E||Z||_2^2 for Z uniform in the ball (the trace of
+    :meth:`second_moment`)."""
+    return float(np.trace(self.second_moment()))
+
 
 def rejection_points(ball: NormBall, key: KeyArray, m: int, dtype) -> jax.Array:
   """Uniform points of ``ball`` by rejection from its bounding box: exact, and slow
