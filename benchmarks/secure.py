@@ -224,8 +224,13 @@ def _opendp_gaussian(n, sigma):
 
 def _discrete_gaussian_rows(rows, mem, cc, n, opendp_n):
   """jaxdp's exact discrete Gaussian (ChaCha20) beside OpenDP's make_gaussian on
-  integers, in the same run, at sigma 1 and sqrt(16.5) (both exact quarters)."""
-  out = {}
+  integers, in the same run, at sigma 1 and sqrt(16.5) (both exact quarters), and
+  its floor: the ChaCha20 words it reads (two a sample)."""
+  floor, _ = _measure(lambda k: jax.random.bits(k, (n, 2), jnp.uint32), cc, n, 8 * n)
+  rows.append(
+    ("discrete Gaussian", "ChaCha20 bits it uses (floor)", floor, None, None, None)
+  )
+  out = {"floor_chacha20_2words": floor}
   for label, sigma in (("1", 1.0), ("sqrt(16.5)", math.sqrt(16.5))):
     fn = lambda k, s=sigma: exact.discrete_gaussian(k, (n,), sigma=s)
     mine, peak = _measure(fn, cc, n, 4 * n)
