@@ -49,7 +49,7 @@ def summary(results: str | Path) -> dict:
   """The floors summary of the benchmarks' JSON files in ``results``.
 
   Returns:
-    ``{"results", "device", "rows", "without_figures"}``: ``rows`` one per figure
+    ``{"device", "rows", "without_figures"}``: ``rows`` one per figure
     (benchmark, path, size, rate, floor, floor_rate, ratio, target, met, machine,
     device, date); ``device`` the device the benchmarks ran on (``device.json``'s,
     written by ``device_run.sh``, else the first benchmark's); ``without_figures``
