@@ -58,16 +58,16 @@ def summary(results: str | Path) -> dict:
   results = Path(results)
   rows, without, devices = [], [], []
   for path in sorted(results.glob("*.json")):
-    extract = EXTRACTORS.get(path.stem)
-    if extract is None:
-      if path.stem not in ("floors", "device"):
-        without.append(path.stem)
+    if path.stem in ("floors", "device"):
       continue
     payload = json.loads(path.read_text())
     m = payload.get("machine", {})
     backend = m.get("backend", "?") if isinstance(m, dict) else "?"
     devices.append(_device(m))
-    for row in extract(payload):
+    found = EXTRACTORS[path.stem](payload) if path.stem in EXTRACTORS else []
+    if not found:
+      without.append(path.stem)
+    for row in found:
       target = row["target"]
       row.update(
         benchmark=path.stem,
@@ -82,21 +82,21 @@ def summary(results: str | Path) -> dict:
   rows.sort(key=lambda r: order[r["benchmark"]])
   device = devices[0] if devices else "not recorded"
   if (results / "device.json").exists():
-    found = json.loads((results / "device.json").read_text()).get("devices") or []
-    device = found[0].get("kind") or found[0].get("platform") if found else device
-  return {
-    "results": str(results),
-    "device": device,
-    "rows": rows,
-    "without_figures": without,
-  }
+    listed = json.loads((results / "device.json").read_text()).get("devices") or []
+    if listed:
+      device = listed[0].get("kind") or listed[0].get("platform") or device
+  return {"device": device, "rows": rows, "without_figures": without}
 
 
-def _number(x, unit="") -> str:
+def _rate(x) -> str:
   if x is None:
     return "-"
-  if unit:
-    return f"{x:,.0f}" if x >= 100 else f"{x:,.3g}"
+  return f"{x:,.0f}" if x >= 100 else f"{x:,.3g}"
+
+
+def _ratio(x) -> str:
+  if x is None:
+    return "-"
   return f"{x:,.2f}" if x < 10 else f"{x:,.1f}"
 
 
@@ -129,12 +129,14 @@ def markdown(s: dict) -> str:
     head,
     "|" + "---|" * head.count(" | ") + "---|",
   ]
+  if not s["rows"]:
+    lines[-2:] = ["No figure in these results."]
   for r in s["rows"]:
     size = "" if r["size"] is None else f"{r['size']:,}"
-    figure_ = _number(r["rate"], "/s") if r["rate"] is not None else "not in these results"
+    figure_ = "not in these results" if r["rate"] is None else _rate(r["rate"])
     lines.append(
       f"| {r['benchmark']} | {r['path']} | {size} | {figure_} | {r['floor']} | "
-      f"{_number(r['floor_rate'], '/s')} | {_number(r['ratio'])} | "
+      f"{_rate(r['floor_rate'])} | {_ratio(r['ratio'])} | "
       f"{r['target'] or ''} | {_met(r)} |" + ("" if one else f" {r['machine']} |")
     )
   if s["without_figures"]:

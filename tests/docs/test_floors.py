@@ -155,16 +155,19 @@ def test_a_missing_floor_or_figure_is_listed_not_judged(tmp_path, floors):
 
 def test_write_names_the_device_and_each_rows_machine(tmp_path, floors):
   write(tmp_path, "montecarlo", {"rows": [{"how": "streamed", "n": 1, "draws_per_s": 1.0}]})
-  write(tmp_path, "session", {"rows": []}, GPU)
+  write(tmp_path, "float_attack", {"rows": []}, GPU)  # no rate figure, but a device
+  write(tmp_path, "session", {"rows": []})
   s = floors.write(tmp_path)
-  assert s["device"] == "cpu"  # the first benchmark's, without device.json
+  assert s["device"] == "NVIDIA H100"  # the first file's, without device.json
+  assert s["without_figures"] == ["float_attack", "session"]
   (tmp_path / "device.json").write_text(
     json.dumps({"devices": [{"platform": "gpu", "kind": "NVIDIA H200"}]})
   )
   floors.write(tmp_path)
   saved = json.loads((tmp_path / "floors.json").read_text())
-  assert saved["device"] == "NVIDIA H200" and saved["without_figures"] == []
+  assert saved["device"] == "NVIDIA H200" and len(saved["rows"]) == 1
   assert saved["rows"][0]["machine"] == "AMD EPYC, 2 CPUs, cpu (cpu:cpu)"
+  assert saved["rows"][0]["device"] == "cpu"
   assert "Device: NVIDIA H200." in (tmp_path / "floors.md").read_text()
 
 
