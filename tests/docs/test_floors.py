@@ -188,3 +188,15 @@ def test_the_benchmarks_page_shows_the_floors(tmp_path):
   page = run_all.benchmarks_page(tmp_path)
   section = page.split("## Distance to the floor\n", 1)[1].split("\n## ", 1)[0]
   assert "| montecarlo | odd path |" in section
+
+
+def test_sp_costs_are_judged_against_the_fast_floor_only(tmp_path, floors):
+  old = {"poset": "chain", "scanned_depths": 0, "samples_per_s": 10.0, "x_floor": 2.0}
+  new = {**old, "poset": "antichain", "x_fast_floor": 4.0}
+  write(tmp_path, "sp_costs", {"compile": [old, new], "chunks": []})
+  rows = by_path(floors.summary(tmp_path))
+  slow = rows["poset_ball method sp, chain, 0 depths in scans"]
+  assert slow["ratio"] == 0.5 and slow["floor_rate"] == 20.0 and slow["met"] is None
+  assert "not the fast floor" in slow["floor"]
+  fast = rows["poset_ball method sp, antichain, 0 depths in scans"]
+  assert fast["ratio"] == 0.25 and fast["floor_rate"] == 40.0 and fast["met"] is False
