@@ -14,8 +14,9 @@ Rows (samples/s, best of 3 after a warm-up, one process):
   eps = 1: float ``jaxdp.random.knorm`` and exact ``jaxdp.exact.l2_knorm``, both with
   ChaCha20 keys;
 * discrete Gaussian: ``jaxdp.exact.discrete_gaussian`` (ChaCha20, batch n/4) beside
-  OpenDP's ``make_gaussian`` on an int vector (its discrete Gaussian) at the same
-  sigma, 1 and sqrt(16.5);
+  its floor (the ChaCha20 bits it reads, two words per sample) and OpenDP's
+  ``make_gaussian`` on an int vector (its discrete Gaussian) at the same sigma, 1 and
+  sqrt(16.5);
 * a 300-question synthetic questionnaire's and a random forest's (d = 128) K-norm
   noise at eps = 1 (``--n-tree`` samples): float ``jaxdp.random.knorm`` (the ``sp``
   and the forest sampler) and exact ``jaxdp.exact.poset_knorm`` (the
