@@ -17,8 +17,11 @@
 # Writes device.json (jax.devices(), memory statistics), nvidia-smi.txt where
 # available, tests.txt (pytest's output and exit status), the benchmarks' JSON and
 # Markdown files (python benchmarks/run_all.py --out <that folder>; the machine and
-# device name are in each file) and status.txt (each phase's exit status and
-# seconds). Tests that compare draws bit for bit with the CPU reference
+# device name are in each file), floors.json and floors.md (every figure as a ratio
+# to its floor, measured in the same run, with the device name:
+# python benchmarks/floors.py --results <that folder>, also after a benchmark phase
+# stopped on time) and status.txt (each phase's exit status and seconds). Tests
+# that compare draws bit for bit with the CPU reference
 # (tests/samplers/test_reference_draws.py) are expected to fail on another backend:
 # float arithmetic differs between backends. The results folder is not
 # docs/benchmarks.md's source (that page is built from results/ on the CPU).
@@ -84,5 +87,7 @@ timeout -k 10 "$left" python benchmarks/run_all.py --out "$out" $quick $only 2>&
   | tee "$out/run_all.log"
 rc=${PIPESTATUS[0]}
 echo "benchmarks $rc $((SECONDS - t0))s (limit ${left}s; 124: stopped there)" >> "$out/status.txt"
+python benchmarks/floors.py --results "$out"
+echo "floors $?" >> "$out/status.txt"
 cat "$out/status.txt"
 echo "wrote $out"

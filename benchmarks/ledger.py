@@ -55,6 +55,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, write_results
+from floor_rows import median_ratio
 from folders import add_out
 
 import jaxdp
@@ -140,19 +141,6 @@ def _per_release(folder: Path, n: int, rounds: int) -> dict:
     }
     for name, t in times.items()
   }
-
-
-def _ratio(t: dict, bases: list, clock: str) -> float:
-  """The median over rounds of ``t``'s time over the sum of ``bases``' times in the
-  same round (releases made under the same load)."""
-  return float(
-    np.median(
-      [
-        r[clock] / sum(b["rounds"][i][clock] for b in bases)
-        for i, r in enumerate(t["rounds"])
-      ]
-    )
-  )
 
 
 def _many(folder: Path, k: int, repeats: int = 3) -> dict:
@@ -332,8 +320,8 @@ def main(argv=None):
     ):
       rows.append(
         f"| {journal}: {what} | {1 / t['wall']:,.0f} | {1e3 * t['wall']:.3f} ms | "
-        f"{_ratio(t, bases, 'wall'):.2f} | {1e3 * t['cpu']:.3f} ms | "
-        f"{_ratio(t, bases, 'cpu'):.1f} |"
+        f"{median_ratio(t, bases, 'wall'):.2f} | {1e3 * t['cpu']:.3f} ms | "
+        f"{median_ratio(t, bases, 'cpu'):.1f} |"
       )
   for what, r in (
     ("charge_many, one transaction, then the eager releases", many),

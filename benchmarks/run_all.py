@@ -14,11 +14,13 @@ repeats, a check that the benchmarks run, not for reporting; with ``--only`` it 
 the named benchmarks at those sizes (every one: ``--only`` naming them all). ``--only``
 runs the named benchmarks alone (a dry run of
 ``benchmarks/device_run.sh``; no README then). A benchmark that fails is reported and
-the others still run; the exit status is 1 then. Besides ``<out>/README.md`` (the
-benchmarks' tables joined), a full run into ``results`` writes the documentation's
-benchmarks page, ``docs/benchmarks.md``, from the files there; ``--docs-only``
-regenerates both from existing results (``--out``'s default then: ``results``)
-without running anything (it needs neither JAX nor jaxdp).
+the others still run; the exit status is 1 then. Every run (``--quick`` and
+``--only`` too) ends with ``<out>/floors.json`` and ``floors.md``: every figure in
+``<out>`` as a ratio to its floor (``benchmarks/floors.py``). Besides
+``<out>/README.md`` (the benchmarks' tables joined), a full run into ``results``
+writes the documentation's benchmarks page, ``docs/benchmarks.md``, from the files
+there; ``--docs-only`` regenerates the three from existing results (``--out``'s
+default then: ``results``) without running anything (it needs neither JAX nor jaxdp).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from floors import machine_words, markdown, summary
+from floors import write as write_floors
 from folders import fresh_folder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -186,17 +190,6 @@ def combined_readme(out: str | Path) -> str:
   )
 
 
-def _machine_words(m) -> str:
-  """A benchmark JSON's ``machine`` record in words."""
-  if isinstance(m, str):
-    return m
-  devices = ", ".join(m.get("devices", ()))
-  return (
-    f"{m.get('cpu', '?')}, {m.get('cpu_count', '?')} CPUs, "
-    f"{m.get('backend', '?')} ({devices})"
-  )
-
-
 def _demoted(markdown: str) -> str:
   """A results table file as a page section: headings one level down, and the
   ``Machine:`` line left out (the page's header table states it)."""
@@ -220,7 +213,7 @@ def _header_row(results: Path, name: str) -> str:
   m = payload.get("machine", {})
   jax_version = m.get("jax", "not recorded") if isinstance(m, dict) else "not recorded"
   return (
-    f"| `{name}` | {_machine_words(m)} | {jax_version} | "
+    f"| `{name}` | {machine_words(m)} | {jax_version} | "
     f"{payload.get('date', 'not recorded')} |"
   )
 
@@ -235,7 +228,8 @@ def benchmarks_page(results: str | Path = ROOT / "results") -> str:
     The page's Markdown: a header table of where and when each table was measured
     (machine, JAX version and date as each JSON records them), then every table
     (a benchmark listed here whose results are not in ``results`` yet: "Not run
-    yet").
+    yet"), after the distance of every figure to its floor (``floors.md``'s table,
+    from the same JSON).
   """
   results = Path(results)
   head = [
@@ -254,7 +248,7 @@ def benchmarks_page(results: str | Path = ROOT / "results") -> str:
     "| results | machine | jax | date |",
     "|---|---|---|---|",
   ]
-  body = []
+  body = ["", "## Distance to the floor", "", markdown(summary(results))]
   for name, command in BENCHMARKS:
     head.append(_header_row(results, name))
     table = results / f"{name}.md"
@@ -312,6 +306,8 @@ def main(argv=None):
       ap.error(f"--only: unknown benchmarks {sorted(unknown)}")
   out = args.out or (str(ROOT / "results") if args.docs_only else fresh_folder())
   failed = [] if args.docs_only else run_benchmarks(out, args.quick, only)
+  if Path(out).is_dir():
+    write_floors(out)
   if only is None:
     Path(out).mkdir(parents=True, exist_ok=True)
     Path(out, "README.md").write_text(combined_readme(out))

@@ -14,8 +14,9 @@ Rows (samples/s, best of 3 after a warm-up, one process):
   eps = 1: float ``jaxdp.random.knorm`` and exact ``jaxdp.exact.l2_knorm``, both with
   ChaCha20 keys;
 * discrete Gaussian: ``jaxdp.exact.discrete_gaussian`` (ChaCha20, batch n/4) beside
-  OpenDP's ``make_gaussian`` on an int vector (its discrete Gaussian) at the same
-  sigma, 1 and sqrt(16.5);
+  its floor (the ChaCha20 bits it reads, two words per sample) and OpenDP's
+  ``make_gaussian`` on an int vector (its discrete Gaussian) at the same sigma, 1 and
+  sqrt(16.5);
 * a 300-question synthetic questionnaire's and a random forest's (d = 128) K-norm
   noise at eps = 1 (``--n-tree`` samples): float ``jaxdp.random.knorm`` (the ``sp``
   and the forest sampler) and exact ``jaxdp.exact.poset_knorm`` (the
@@ -224,8 +225,13 @@ def _opendp_gaussian(n, sigma):
 
 def _discrete_gaussian_rows(rows, mem, cc, n, opendp_n):
   """jaxdp's exact discrete Gaussian (ChaCha20) beside OpenDP's make_gaussian on
-  integers, in the same run, at sigma 1 and sqrt(16.5) (both exact quarters)."""
-  out = {}
+  integers, in the same run, at sigma 1 and sqrt(16.5) (both exact quarters), and
+  its floor: the ChaCha20 words it reads (two a sample)."""
+  floor, _ = _measure(lambda k: jax.random.bits(k, (n, 2), jnp.uint32), cc, n, 8 * n)
+  rows.append(
+    ("discrete Gaussian", "ChaCha20 bits it uses (floor)", floor, None, None, None)
+  )
+  out = {"floor_chacha20_2words": floor}
   for label, sigma in (("1", 1.0), ("sqrt(16.5)", math.sqrt(16.5))):
     fn = lambda k, s=sigma: exact.discrete_gaussian(k, (n,), sigma=s)
     mine, peak = _measure(fn, cc, n, 4 * n)
