@@ -377,9 +377,9 @@ def build_parser(epilog: str = "") -> Parser:
     "--noise",
     choices=RELEASE_NOISES,
     default=None,
-    help="K-norm noise with the poset ball (most accurate, the default with --poset), "
-    "the l_inf or l_2 ball, or Laplace (with --query: default the one of these three "
-    "with the smallest expected squared error)",
+    help="K-norm noise with the poset ball (most accurate; the default with --poset), "
+    "the l_inf or l_2 ball, or Laplace (with --query, unless given: the one of these "
+    "three with the smallest expected squared error)",
   )
   add_query_flags(p, integer_flag)
   p.add_argument(

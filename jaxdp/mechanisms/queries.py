@@ -89,6 +89,15 @@ class QueryMechanism(EpsMechanism):
     """``{"linf": s, "l2sq": s^2, "l1": s}``: the largest norm of a row, exact."""
     raise NotImplementedError
 
+  def row_ok(self, xp: Any, x: Any) -> Any:
+    """Whether each row of ``x`` follows the rule, computed with ``xp`` (numpy on the
+    host, jax.numpy under jit); NaN breaks every rule."""
+    raise NotImplementedError
+
+  def explain(self, row: np.ndarray) -> str:
+    """What is wrong with a bad ``row``, naming a column, never a value."""
+    raise NotImplementedError
+
   @property
   def inner(self) -> LaplaceMechanism | KNormMechanism:
     """The mechanism that noises the ``(d,)`` column sums."""
@@ -254,13 +263,13 @@ class SumQueryMechanism(QueryMechanism):
   def sensitivities(self) -> dict[str, int]:
     return {"linf": 1, "l2sq": self.k, "l1": self.k}
 
-  def row_ok(self, xp, x):
+  def row_ok(self, xp: Any, x: Any) -> Any:
     ok = xp.all(xp.abs(x) <= 1, axis=-1) & (xp.sum(x != 0, axis=-1) <= self.k)
     if self.exact:
       ok = ok & xp.all(x == xp.round(x), axis=-1)
     return ok
 
-  def explain(self, row) -> str:
+  def explain(self, row: np.ndarray) -> str:
     off = np.nonzero(~(np.abs(row) <= 1))[0]
     if off.size:
       return f"column {int(off[0])} is not a number in [-1, 1]"
@@ -311,11 +320,11 @@ class CountQueryMechanism(QueryMechanism):
   def sensitivities(self) -> dict[str, int]:
     return {"linf": 1, "l2sq": self.k, "l1": self.k}
 
-  def row_ok(self, xp, x):
+  def row_ok(self, xp: Any, x: Any) -> Any:
     binary = xp.all((x == 0) | (x == 1), axis=-1)
     return binary & (xp.sum(x == 1, axis=-1) <= self.k)
 
-  def explain(self, row) -> str:
+  def explain(self, row: np.ndarray) -> str:
     off = np.nonzero(~((row == 0) | (row == 1)))[0]
     if off.size:
       return f"column {int(off[0])} is not 0 or 1"
@@ -366,10 +375,10 @@ class VoteQueryMechanism(QueryMechanism):
     d = self.d
     return {"linf": d - 1, "l2sq": (d - 1) * d * (2 * d - 1) // 6, "l1": d * (d - 1) // 2}
 
-  def row_ok(self, xp, x):
+  def row_ok(self, xp: Any, x: Any) -> Any:
     return xp.all(xp.sort(x, axis=-1) == xp.arange(self.d), axis=-1)
 
-  def explain(self, row) -> str:
+  def explain(self, row: np.ndarray) -> str:
     values = np.sort(row)
     c = int(np.argmax(values != np.arange(self.d)))
     return (
