@@ -58,8 +58,8 @@ class QueryMechanism(EpsMechanism):
   """What the sum, count and vote mechanisms share: the noise options, the row
   checks (on the host, or at run time under jit) and the statistic.
 
-  Subclasses define :attr:`ball`, :meth:`sensitivities`, :meth:`row_ok` (a row
-  rule in numpy or jax.numpy), :meth:`explain` and :attr:`row_rule`.
+  Subclasses define ``ball``, :meth:`sensitivities`, :meth:`row_ok` (a row rule in
+  numpy or jax.numpy), :meth:`explain` and ``row_rule``.
   """
 
   row_rule = ""
