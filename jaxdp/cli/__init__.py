@@ -16,6 +16,7 @@
                              a query's column totals (exact baseline noise)
   jaxdp ledger show FILE     each dataset's budget, spent, remaining and charges
   jaxdp advise --poset SRC --eps E [--delta D]
+  jaxdp advise --query sum|count|vote --d D [--k K] --eps E [--delta D]
                              which noise to use: each one's expected squared error
 
 A poset file is JSON ({"order": [[0/1, ...], ...]}, {"d": D, "edges": [[i, j], ...]}

@@ -23,3 +23,26 @@ def add_query_flags(p, integer_flag) -> None:
     default=None,
     help="with --query sum or count: the most non-zero entries of one row",
   )
+
+
+def add_advise_query_flags(p, integer_flag) -> None:
+  """Adds ``--query``, ``--d`` and ``--k`` to the advise parser."""
+  p.add_argument(
+    "--query",
+    choices=QUERIES,
+    default=None,
+    help="compare the noises of a sum, count or vote query (needs --d; --k for sum "
+    "and count) instead of a poset's",
+  )
+  p.add_argument(
+    "--d",
+    type=integer_flag(1, MAX_K),
+    default=None,
+    help="with --query: the number of columns (boxes, candidates)",
+  )
+  p.add_argument(
+    "--k",
+    type=integer_flag(1, MAX_K),
+    default=None,
+    help="with --query sum or count: the most non-zero entries of one row",
+  )

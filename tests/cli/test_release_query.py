@@ -103,3 +103,30 @@ def test_bad_rows_exit_2_before_the_charge(
   assert main(argv) == 2
   err = capsys.readouterr().err
   assert re.search(match, err), err
+
+
+def test_advise_query_prints_the_comparison(capsys):
+  argv = ["advise", "--query", "count", "--d", "4", "--k", "2", "--eps", "1"]
+  assert main(argv + ["--samples", "1000"]) == 0
+  out = capsys.readouterr().out
+  assert "K-norm, count ball *" in out
+  assert re.search(r"Laplace \(l_1\)\s+32\s", out)  # 2 d k^2 / eps^2, exact
+
+
+@pytest.mark.parametrize(
+  "flags, match",
+  [
+    (["--query", "vote"], r"--query vote needs --d"),
+    (["--query", "sum", "--d", "3"], r"--query sum needs --k"),
+    (["--query", "vote", "--d", "3", "--k", "1"], r"--query vote does not take --k"),
+    (
+      ["--query", "count", "--d", "3", "--k", "1", "--poset", "nhis1"],
+      r"does not take --poset",
+    ),
+    ([], r"advise needs --poset .* or --query"),
+    (["--poset", "nhis1", "--d", "3"], r"--d and --k are options of --query"),
+  ],
+)
+def test_advise_bad_combinations_exit_2(capsys, flags, match):
+  assert main(["advise", *flags, "--eps", "1"]) == 2
+  assert re.search(match, capsys.readouterr().err)
