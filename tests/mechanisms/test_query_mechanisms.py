@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import scipy.optimize
 
 import jaxdp
 from jaxdp import (
@@ -99,18 +100,29 @@ def test_every_neighbour_moves_the_statistic_within_the_sensitivity_and_one_atta
   assert np.max(norms) == pytest.approx(sens, rel=1e-6)
 
 
-def test_ball_norms_match_their_definitions_on_the_domain():
-  """The rows attain norm 1 in their own ball and the hull points are the rows'
-  extremes (an independent check of the norms used as sensitivities)."""
-  for ball, rows in [
-    (SumBall(4, 2), _domain("sum", 4, 2)),
-    (CountBall(4, 2), _domain("count", 4, 2)),
-    (VoteBall(4), _domain("vote", 4, None)),
-  ]:
-    norms = np.asarray(ball.norm(rows))
-    assert np.all(norms <= 1 + 1e-6)
-    assert np.asarray(ball.norm(ball.hull_points())).max() == pytest.approx(1.0)
-    assert np.asarray(ball.norm(2.0 * ball.hull_points())).min() > 1.0
+def _gauge(points, v):
+  """min t with v = sum_i w_i p_i, w >= 0, sum w = t: the gauge of conv(points),
+  by linear programming (independent of the library's closed-form norms)."""
+  res = scipy.optimize.linprog(
+    np.ones(len(points)), A_eq=points.T, b_eq=v, bounds=(0, None), method="highs"
+  )
+  assert res.status == 0
+  return res.fun
+
+
+@pytest.mark.parametrize(
+  "ball, query, k",
+  [(SumBall(4, 2), "sum", 2), (CountBall(4, 2), "count", 2), (VoteBall(4), "vote", None)],
+)
+def test_ball_norm_is_the_gauge_of_the_rows_hull(ball, query, k):
+  """The query ball is conv(+-rows): its norm equals that hull's gauge (an LP over
+  the rows enumerated here) at random points, so sensitivity 1 in it is exact."""
+  rows = _domain(query, 4, k)
+  points = np.concatenate([rows, -rows])
+  v = np.random.default_rng(0).normal(size=(20, 4)) * 2
+  got = np.asarray(ball.norm(jnp.asarray(v, jnp.float32)), np.float64)
+  want = np.array([_gauge(points, x) for x in v])
+  np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -285,3 +297,39 @@ def test_part_statistics_are_the_column_sums_by_part():
   rows = np.array([[1, 1, 0], [0, 1, 0], [0, 0, 1], [1, 0, 1]])
   out = np.asarray(mech.part_statistics(rows, np.array([0, 1, 0, 5]), 2))
   np.testing.assert_array_equal(out, [[1, 1, 1], [0, 1, 0]])  # part 5: dropped
+
+
+def test_release_partitioned_takes_query_mechanisms_and_query_balls():
+  acct = jaxdp.Accountant.create(2.0)
+  rows = np.array([[0, 1, 2], [2, 1, 0], [1, 0, 2]])
+  part = np.array([0, 1, 1])
+  acct, out = jaxdp.release_partitioned(acct, VoteQueryMechanism(3, 1.0), rows, part, 2)
+  assert out.shape == (2, 3) and np.all(np.isfinite(np.asarray(out)))
+  mech = KNormMechanism(VoteBall(3), 1.0)
+  acct, out = jaxdp.release_partitioned(acct, mech, rows * 5.0, part, 2)
+  assert out.shape == (2, 3)
+  assert float(acct.spent_eps) == pytest.approx(2.0)
+
+
+def test_bad_traced_rows_under_vmap_name_the_batch_element():
+  mech = CountQueryMechanism(3, 1, 1.0)
+  good = np.array([[1, 0, 0], [0, 1, 0]])
+  bad = np.array([[1, 0, 0], [1, 1, 0]])
+  batch = jnp.asarray(np.stack([good, bad]))
+  keys = jax.random.split(jax.random.key(0), 2)
+  with pytest.raises(
+    Exception,
+    match=r"data row 1 is not a count row \(1 such rows\) \(batch element \(1,\)\)",
+  ):
+    jax.jit(jax.vmap(mech.randomize))(keys, batch).block_until_ready()
+
+
+def test_a_session_clips_with_the_ball_and_refuses_the_row_checking_mechanisms():
+  rows = np.array([[1.0, 1.0, 1.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+  session = jaxdp.Session(rows, eps_budget=2.0)
+  out = session.release(KNormMechanism(CountBall(3, 2), 1.0))
+  assert np.shape(out) == (3,)
+  # its rows are refused by name, which a Session never does: not on its allowlist
+  with pytest.raises(TypeError, match="mech must be one of jaxdp's mechanisms"):
+    session.release(CountQueryMechanism(3, 2, 1.0))
+  assert session.spent == pytest.approx(1.0)  # the refusal spent nothing
