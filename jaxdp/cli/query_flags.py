@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from jaxdp.samplers.norm_ball import MAX_QUERY_D as MAX_K
+
 QUERIES = ("sum", "count", "vote")
-MAX_K = 4096  # the query balls' largest dimension (jaxdp.samplers.MAX_QUERY_D)
 
 
 def add_query_flags(p, integer_flag) -> None:

@@ -4,14 +4,16 @@ One release of the column totals by an exact baseline (integer K-norm noise with
 l_inf or l_2 ball, or Laplace noise, each with the query's sensitivity) under a
 secure accountant (a ChaCha20 key from the OS). The query balls have no exact
 sampler, so their (more accurate) float noise is for the Python API
-(:class:`~jaxdp.CountQueryMechanism` and its siblings). Flags are checked before the
-data is read, and every row before anything is charged. Messages about the data
+(:class:`~jaxdp.CountQueryMechanism` and its siblings). Flags and ``--out``
+(:mod:`jaxdp.cli.release_out`: the release as JSON) are checked before the data is
+read, and every row before anything is charged. Messages about the data
 name a row (from 0, a header line not counted) and its line, never its values.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import math
 import re
 from pathlib import Path
@@ -23,11 +25,14 @@ from jaxdp import (
   CountQueryMechanism,
   SumQueryMechanism,
   VoteQueryMechanism,
+  _version,
   raise_if_refused,
   release,
 )
+from jaxdp.cli import outputs
 from jaxdp.cli.parser import UsageError
 from jaxdp.cli.release import is_header, run_release
+from jaxdp.cli.release_out import MECHANISM, check_out_target, open_out
 from jaxdp.reporting import error_bars, moments, noise_law
 from jaxdp.reporting.bars import MAX_ENTRIES
 
@@ -35,7 +40,6 @@ EXACT_NOISES = ("linf", "l2", "laplace")
 UNSUPPORTED = (  # flags of poset releases that a query release does not take
   ("poset", "--poset"),
   ("ledger", "--ledger"),
-  ("out", "--out"),
 )
 
 
@@ -49,8 +53,8 @@ def check_query_flags(args):
   for attr, flag in UNSUPPORTED:
     if getattr(args, attr, None):
       raise UsageError(
-        f"--query {q} does not take {flag} (a query release reads rows of the query, "
-        "prints its totals and keeps no ledger); drop one of the two"
+        f"--query {q} does not take {flag} (a query release reads rows of the query "
+        "and keeps no ledger); drop one of the two"
       )
   if args.consistent:
     raise UsageError(
@@ -133,13 +137,27 @@ def run_release_command(args) -> int:
 
 
 def run_query_release(args) -> int:
-  """Prints the integer release of the query's column totals, never the key or data.
+  """Prints (and with ``--out`` writes as JSON) the integer release of the query's
+  column totals, never the key or the data.
 
   Raises:
-    UsageError: a bad flag combination or file; ValueError: a bad row or size (both
-      before anything is charged).
+    UsageError: a bad flag combination, ``--out`` or file; ValueError: a bad row or
+      size (all before anything is charged).
   """
   check_query_flags(args)
+  out = None
+  if args.out:
+    check_out_target(args)
+    outputs.check_out_file(args.out, args.overwrite_results)
+    out = open_out(args)  # its folder, held open
+  try:
+    return _run_query(args, out)
+  finally:
+    if out is not None:
+      out.close()
+
+
+def _run_query(args, target) -> int:
   rows = read_rows(args.data)
   d = rows.shape[1]
   noise = args.noise or best_noise(args, d)
@@ -152,12 +170,29 @@ def run_query_release(args) -> int:
   acct, noisy = release(acct, mech, rows)
   totals = np.asarray(raise_if_refused(acct, noisy)).astype(int).tolist()
   low, high = bars.interval(np.asarray(totals, np.float64))
+  intervals = [[math.floor(lo), math.ceil(hi)] for lo, hi in zip(low, high)]
   size = f"d = {d}" + ("" if args.query == "vote" else f", k = {args.k}")
+  if target is not None:
+    payload = {
+      "query": args.query,
+      "d": d,
+      "k": args.k,
+      "eps": args.eps,
+      "noise": noise,
+      "mechanism": MECHANISM + ", ChaCha20 key from the OS",
+      "totals": dict(zip(bars.names, totals)),
+      "version": _version.__version__,
+      "level": args.level,
+      "intervals": dict(zip(bars.names, intervals)),
+      "interval_rule": "the noise's interval around each total, rounded outward",
+      "error_bars": bars.to_dict(),
+    }
+    target.write(json.dumps(payload, indent=2))
   print(
     f"eps = {args.eps:g} release of {args.query} query totals ({size}; {noise} noise, "
     "exact integers, safe to publish):"
   )
   print(f"{args.level:g} intervals (rounded outward): {bars.method}")
-  for name, t, lo, hi in zip(bars.names, totals, low, high):
-    print(f"  {name}: {t:>8}   [{math.floor(lo)}, {math.ceil(hi)}]")
+  for name, t, (lo, hi) in zip(bars.names, totals, intervals):
+    print(f"  {name}: {t:>8}   [{lo}, {hi}]")
   return 0

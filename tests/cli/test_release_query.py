@@ -1,6 +1,7 @@
 """``jaxdp release --query``: end to end on tiny CSV files, and every bad combination
 refused (exit 2) before the data is read or anything is charged."""
 
+import json
 import re
 
 import numpy as np
@@ -64,12 +65,29 @@ def test_release_prints_integer_totals_near_the_truth(tmp_path, capsys, query, t
     (["--query", "count", "--k", "1", "--consistent"], r"does not take --consistent"),
     (["--query", "count", "--k", "1", "--on-invalid", "clip"], r"--on-invalid clip"),
     (["--query", "count", "--k", "1", "--ledger", "x.db"], r"does not take --ledger"),
+    (["--query", "count", "--k", "1", "--out", "DATA"], r"is the --data file"),
   ],
 )
 def test_bad_combinations_exit_2_before_reading(tmp_path, capsys, untouched, flags, match):
-  argv = ["release", *flags, "--data", _csv(tmp_path, "1,0\n"), "--eps", "1"]
+  data = _csv(tmp_path, "1,0\n")
+  flags = [data if f == "DATA" else f for f in flags]
+  argv = ["release", *flags, "--data", data, "--eps", "1"]
   assert main(argv) == 2
   assert re.search(match, capsys.readouterr().err)
+
+
+def test_out_writes_the_release_as_json(tmp_path, capsys):
+  out = tmp_path / "rel.json"
+  data = _csv(tmp_path, "0,1,2\n2,1,0\n")
+  argv = ["release", "--query", "vote", "--data", data, "--eps", "50", "--out", str(out)]
+  assert main(argv + ["--error-samples", "1000", "--noise", "linf"]) == 0
+  payload = json.loads(out.read_text())
+  assert payload["query"] == "vote" and payload["noise"] == "linf"
+  totals = list(payload["totals"].values())
+  assert np.max(np.abs(np.subtract(totals, [2, 2, 2]))) <= 2
+  for (lo, hi), t in zip(payload["intervals"].values(), totals):
+    assert lo <= t <= hi
+  assert main(argv + ["--error-samples", "1000"]) == 0  # its own release: replaced
 
 
 def test_k_without_query_is_refused(tmp_path, capsys):
