@@ -88,10 +88,7 @@ from jaxdp.rowwise import (  # noqa: F401 (public here)
   checked_query,
   not_traced,
 )
-from jaxdp.samplers.balls import LpBall, PosetBall
-from jaxdp.samplers.count_ball import CountBall
-from jaxdp.samplers.sum_ball import SumBall
-from jaxdp.samplers.vote_ball import VoteBall
+from jaxdp.samplers import CountBall, LpBall, PosetBall, SumBall, VoteBall
 from jaxdp.typing import ArrayLike, KeyArray
 
 __all__ = ["Session", "UnsafeQueryError"]

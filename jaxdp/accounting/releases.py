@@ -133,9 +133,8 @@ def release_partitioned(
 
   * :class:`~jaxdp.PosetCountMechanism`: ``rows`` are 0/1 respondent rows; each part
     gets its exact integer counts (n_j, c_1, ..., c_d).
-  * :class:`~jaxdp.SumQueryMechanism`, :class:`~jaxdp.CountQueryMechanism`,
-    :class:`~jaxdp.VoteQueryMechanism`: ``rows`` are the query's rows (checked, never
-    clipped); each part gets its column totals.
+  * A query mechanism (:class:`~jaxdp.CountQueryMechanism`, ...): ``rows`` are the
+    query's rows (checked, never clipped); each part gets its column totals.
   * :class:`~jaxdp.LaplaceMechanism`, :class:`~jaxdp.GaussianMechanism`,
     :class:`~jaxdp.KNormMechanism` with an :class:`~jaxdp.LpBall` or a query ball:
     ``rows`` are per-person contribution vectors ``(n, k)`` (or ``(n,)``), each
@@ -203,8 +202,8 @@ def _release_summed(acct, mech, row_shape, inputs, statistic, num_parts):
     inputs,
   )
   stat = statistic()
-  counted = isinstance(mech, (PosetCountMechanism, QueryMechanism))
-  noise_mech = mech.inner if counted else mech  # the statistic is summed already
+  summed = isinstance(mech, (PosetCountMechanism, QueryMechanism))  # stat: summed rows
+  noise_mech = mech.inner if summed else mech
   with drawing(acct.key):
     if getattr(noise_mech, "grid", None) is None:
       # every mechanism draws independent noise for each leading index: one call
