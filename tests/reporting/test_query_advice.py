@@ -32,12 +32,13 @@ def test_baselines_match_their_closed_forms():
 )
 def test_query_ball_error_matches_the_ball_it_equals(ball, same):
   """SumBall(d, 1) is the l_1 ball (K-norm noise: i.i.d. Laplace) and SumBall(d, d)
-  the cube: their Monte Carlo errors must agree with the exact ones within 4
-  standard errors (20,000 points, fixed key)."""
+  the cube: their errors must agree with the closed forms, within 4 standard errors
+  where the ball's is Monte Carlo (20,000 points, fixed key), to rounding where the
+  ball has an exact second moment."""
   advice = jaxdp.advise(ball, 1.0, key=jax.random.key(5), num_samples=20_000)
-  mc, exact = advice.option("ball"), advice.option(same)
-  assert mc.total_stderr > 0
-  assert abs(mc.total - exact.total) < 4 * mc.total_stderr
+  got, exact = advice.option("ball"), advice.option(same)
+  tol = 4 * got.total_stderr if got.total_stderr else 1e-9 * exact.total
+  assert abs(got.total - exact.total) <= tol
 
 
 def test_the_count_ball_is_recommended_and_gaussian_needs_delta():
