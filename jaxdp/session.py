@@ -88,7 +88,7 @@ from jaxdp.rowwise import (  # noqa: F401 (public here)
   checked_query,
   not_traced,
 )
-from jaxdp.samplers.balls import LpBall, PosetBall
+from jaxdp.samplers import CountBall, LpBall, PosetBall, SumBall, VoteBall
 from jaxdp.typing import ArrayLike, KeyArray
 
 __all__ = ["Session", "UnsafeQueryError"]
@@ -242,8 +242,8 @@ class Session:
 
     Args:
       mech: a mechanism: :class:`~jaxdp.LaplaceMechanism`,
-        :class:`~jaxdp.GaussianMechanism`, :class:`~jaxdp.KNormMechanism` (l_p ball)
-        on clipped contribution sums, :class:`~jaxdp.DiscreteGaussianMechanism` on
+        :class:`~jaxdp.GaussianMechanism`, :class:`~jaxdp.KNormMechanism` (l_p or query
+        ball) on clipped contribution sums, :class:`~jaxdp.DiscreteGaussianMechanism` on
         integer contributions, or :class:`~jaxdp.PosetCountMechanism` on 0/1 rows.
         An exact :class:`~jaxdp.LaplaceMechanism` with a ``grid`` snaps each row's
         clipped contribution to the grid and sums the grid units exactly (the noise
@@ -282,7 +282,7 @@ class Session:
       ball = getattr(mech, "ball", None)
       for name, part, kinds in (
         ("poset", getattr(mech, "poset", None), (Poset,)),
-        ("ball", ball, (PosetBall, LpBall)),
+        ("ball", ball, (PosetBall, LpBall, SumBall, CountBall, VoteBall)),
         ("ball.poset", getattr(ball, "poset", None), (Poset,)),
       ):
         if part is not None and type(part) not in kinds:  # a subclass could lie

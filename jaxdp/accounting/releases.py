@@ -40,7 +40,7 @@ from jaxdp.accounting.guard import (
 )
 from jaxdp.accounting.refusal import check_policy
 from jaxdp.accounting.rules import RULES, bound_rule
-from jaxdp.mechanisms import Mechanism, PosetCountMechanism
+from jaxdp.mechanisms import Mechanism, PosetCountMechanism, QueryMechanism
 from jaxdp.mechanisms.publishable import PUBLISHABLE_TEXT, publishable_problem
 from jaxdp.typing import ArrayLike
 
@@ -133,11 +133,14 @@ def release_partitioned(
 
   * :class:`~jaxdp.PosetCountMechanism`: ``rows`` are 0/1 respondent rows; each part
     gets its exact integer counts (n_j, c_1, ..., c_d).
+  * A query mechanism (:class:`~jaxdp.CountQueryMechanism`, ...): ``rows`` are the
+    query's rows (checked, never clipped); each part gets its column totals.
   * :class:`~jaxdp.LaplaceMechanism`, :class:`~jaxdp.GaussianMechanism`,
-    :class:`~jaxdp.KNormMechanism` with an :class:`~jaxdp.LpBall`: ``rows`` are
-    per-person contribution vectors ``(n, k)`` (or ``(n,)``), each clipped into the
-    mechanism's sensitivity ball (l_1, l_2, l_p norm at most ``sensitivity``) before
-    summing, so the sensitivity holds whatever the rows hold.
+    :class:`~jaxdp.KNormMechanism` with an :class:`~jaxdp.LpBall` or a query ball:
+    ``rows`` are per-person contribution vectors ``(n, k)`` (or ``(n,)``), each
+    clipped into the mechanism's sensitivity ball (l_1, l_2, l_p or the query ball's
+    norm at most ``sensitivity``) before summing, so the sensitivity holds whatever
+    the rows hold.
 
   Args:
     acct: the accountant.
@@ -199,7 +202,8 @@ def _release_summed(acct, mech, row_shape, inputs, statistic, num_parts):
     inputs,
   )
   stat = statistic()
-  noise_mech = mech.inner if isinstance(mech, PosetCountMechanism) else mech
+  summed = isinstance(mech, (PosetCountMechanism, QueryMechanism))  # stat: summed rows
+  noise_mech = mech.inner if summed else mech
   with drawing(acct.key):
     if getattr(noise_mech, "grid", None) is None:
       # every mechanism draws independent noise for each leading index: one call

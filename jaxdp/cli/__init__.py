@@ -12,8 +12,11 @@
                              ChaCha20 key (add --ledger FILE --dataset NAME --budget B
                              for a budget that persists; default: none, nothing
                              remembered)
+  jaxdp release --query sum|count|vote [--k K] --data FILE --eps E [--noise N]
+                             a query's column totals (exact baseline noise)
   jaxdp ledger show FILE     each dataset's budget, spent, remaining and charges
   jaxdp advise --poset SRC --eps E [--delta D]
+  jaxdp advise --query sum|count|vote --d D [--k K] --eps E [--delta D]
                              which noise to use: each one's expected squared error
 
 A poset file is JSON ({"order": [[0/1, ...], ...]}, {"d": D, "edges": [[i, j], ...]}
@@ -38,7 +41,7 @@ from jaxdp.cli.advise import run_advise
 from jaxdp.cli.devices import join_processes, request_host_devices
 from jaxdp.cli.ledger import run_ledger
 from jaxdp.cli.parser import UsageError, build_parser
-from jaxdp.cli.release import run_release
+from jaxdp.cli.release_query import run_release_command
 from jaxdp.cli.studies import run_dims, run_poset_study, run_sample, run_structure
 
 __all__ = ["main", "UsageError", "build_parser"]
@@ -49,7 +52,7 @@ COMMANDS = {
   "dims": run_dims,
   "structure": run_structure,
   "sample": run_sample,
-  "release": run_release,
+  "release": run_release_command,
   "ledger": run_ledger,
   "advise": run_advise,
 }

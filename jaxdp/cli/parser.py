@@ -15,6 +15,7 @@ import re
 from jaxdp.cli import report_flags
 from jaxdp.cli.argparser import Parser
 from jaxdp.cli.ledger_flags import add_ledger_command, add_release_flags
+from jaxdp.cli.query_flags import add_query_flags
 from jaxdp.samplers.general import GENERAL_MAX_D
 
 NOISES = ("poset", "linf", "l2", "laplace")
@@ -375,10 +376,12 @@ def build_parser(epilog: str = "") -> Parser:
   p.add_argument(
     "--noise",
     choices=RELEASE_NOISES,
-    default="poset",
-    help="K-norm noise with the poset ball (most accurate), the l_inf or l_2 ball, or "
-    "Laplace",
+    default=None,
+    help="K-norm noise with the poset ball (most accurate; the default with --poset), "
+    "the l_inf or l_2 ball, or Laplace (with --query, unless given: the one of these "
+    "three with the smallest expected squared error)",
   )
+  add_query_flags(p, integer_flag)
   p.add_argument(
     "--on-invalid",
     choices=("raise", "clip"),

@@ -250,6 +250,10 @@ def run_release(args) -> int:
   """
   if args.poset is None:
     raise UsageError(POSET_REQUIRED)
+  if getattr(args, "k", None) is not None:
+    raise UsageError("--k is an option of --query sum and --query count")
+  if args.noise is None:
+    args.noise = "poset"
   out, beside = None, {}
   if args.out:
     check_out_target(args)

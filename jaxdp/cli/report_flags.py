@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from jaxdp.cli.query_flags import add_advise_query_flags
+
 MIN_LEVEL, MAX_LEVEL = 0.5, 0.9999
 MAX_ERROR_SAMPLES = 10**7
 
@@ -61,7 +63,8 @@ def add_advise_parser(sub, *, eps, seed, poset_help, number_flag, integer_flag):
     "and the error after the order-consistent projection (Monte Carlo at assumed true "
     "counts). Reads no data; costs nothing.",
   )
-  p.add_argument("--poset", required=True, help=poset_help)
+  p.add_argument("--poset", default=None, help="required unless --query: " + poset_help)
+  add_advise_query_flags(p, integer_flag)
   p.add_argument("--eps", type=eps, required=True, help="privacy parameter, 1e-06 to 1000")
   p.add_argument(
     "--delta",

@@ -27,9 +27,10 @@ fill) and :func:`jaxdp.release` refuse the release, spending nothing. Never weak
 Modules: :mod:`~jaxdp.mechanisms.base` (the protocol, pytree registration, the
 allowlist, exact-option checks), :mod:`~jaxdp.mechanisms.statistics` (statistics and
 per-part sums), one module per family (``laplace``, ``knorm``, ``gaussian``,
-``discrete_gaussian``, ``poset_count``) and :mod:`~jaxdp.mechanisms.publishable` (the
-allowlist of exact mechanisms a secure accountant accepts: by exact class and
-validated fields, never by a caller-settable ``exact`` flag alone).
+``discrete_gaussian``, ``poset_count``, ``queries``: sum, count and vote) and
+:mod:`~jaxdp.mechanisms.publishable` (the allowlist of exact mechanisms a secure
+accountant accepts: by exact class and validated fields, never by a caller-settable
+``exact`` flag alone).
 
 References:
   C. Dwork, "Differential privacy", ICALP 2006; C. Dwork, A. Roth, "The Algorithmic
@@ -48,6 +49,14 @@ from jaxdp.mechanisms.poset_count import (
   PosetCountMechanism,
 )
 from jaxdp.mechanisms.publishable import is_publishable, publishable_problem
+from jaxdp.mechanisms.queries import (
+  EXACT_QUERY_NOISES,
+  QUERY_NOISES,
+  CountQueryMechanism,
+  QueryMechanism,
+  SumQueryMechanism,
+  VoteQueryMechanism,
+)
 
 __all__ = [
   "Mechanism",
@@ -59,6 +68,12 @@ __all__ = [
   "DiscreteGaussianMechanism",
   "PosetCountMechanism",
   "COUNT_NOISES",
+  "QueryMechanism",
+  "SumQueryMechanism",
+  "CountQueryMechanism",
+  "VoteQueryMechanism",
+  "QUERY_NOISES",
+  "EXACT_QUERY_NOISES",
   "is_publishable",
   "publishable_problem",
 ]

@@ -1,8 +1,11 @@
-"""The K-norm mechanism for the poset ball and the l_p balls, float or exact.
+"""The K-norm mechanism for the poset ball, the l_p balls and the query balls (sum,
+count, vote), float or (poset and l_1, l_2, l_inf balls) exact.
 
 References:
   M. Hardt, K. Talwar, "On the geometry of differential privacy", STOC 2010.
   M. Joseph, M. Ribero, A. Yu, "Privately Counting Partially Ordered Data", ICLR 2025.
+  M. Joseph, A. Yu, "Some constructions of private, efficient, and optimal K-norm
+  and elliptic Gaussian noise", COLT 2024.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from jaxdp.mechanisms.statistics import (
   saturating_add,
 )
 from jaxdp.samplers.balls import LpBall, PosetBall
+from jaxdp.samplers.norm_ball import NormBall
 from jaxdp.typing import ArrayLike, KeyArray
 
 
@@ -42,7 +46,9 @@ class KNormMechanism(EpsMechanism):
   """K-norm mechanism: adds noise of density proportional to exp(-eps ||y||_K / s).
 
   Attributes:
-    ball: a :class:`~jaxdp.PosetBall` or :class:`~jaxdp.LpBall` (the unit ball K).
+    ball: a :class:`~jaxdp.PosetBall`, :class:`~jaxdp.LpBall` or query ball
+      (:class:`~jaxdp.SumBall`, :class:`~jaxdp.CountBall`, :class:`~jaxdp.VoteBall`):
+      the unit ball K.
     eps: privacy parameter.
     sensitivity: sensitivity s of the statistic in the K-norm.
     exact: integer statistic plus exactly rounded noise (int32). For the poset
@@ -65,11 +71,18 @@ class KNormMechanism(EpsMechanism):
     self._check_sensitivity()
 
   def _check_options(self):
-    if not isinstance(self.ball, (PosetBall, LpBall)):
+    if not isinstance(self.ball, (PosetBall, LpBall, NormBall)):
       raise _checks.ArgTypeError(
-        f"ball must be a jaxdp.PosetBall or jaxdp.LpBall; got {self.ball!r}."
+        "ball must be a jaxdp.PosetBall, jaxdp.LpBall or query ball (SumBall, "
+        f"CountBall, VoteBall); got {self.ball!r}."
       )
     check_exact_options(self.exact, None)
+    if self.exact and isinstance(self.ball, NormBall):
+      raise ValueError(
+        f"exact=True is available for the poset ball and the l_1 (i.i.d. Laplace), "
+        f"l_2 and l_inf balls; the {self.ball.name} ({self.ball!r}) has no exact "
+        "sampler. Use exact=False, or one of those balls with its own sensitivity."
+      )
     if self.exact and not (
       isinstance(self.ball, PosetBall) or self.ball.p in (1, 2, math.inf)
     ):
@@ -103,19 +116,23 @@ class KNormMechanism(EpsMechanism):
     return self.ball.dim
 
   @property
-  def norm(self) -> LpBall | PosetBall:
+  def norm(self) -> float | NormBall:
+    """What rows are clipped by: the l_p ball's p, or the query ball itself."""
     if isinstance(self.ball, PosetBall):
       raise ValueError(
         "per-row contributions cannot be clipped into a poset ball here; release "
         "poset counts by part with PosetCountMechanism."
       )
-    return self.ball.p
+    return self.ball if isinstance(self.ball, NormBall) else self.ball.p
 
   def part_statistics(self, rows: ArrayLike, part: ArrayLike, num_parts: int) -> jax.Array:
-    """Per-part sums of rows clipped to K-norm ``sensitivity`` (l_p balls only).
+    """Per-part sums of rows clipped to K-norm ``sensitivity`` (l_p and query balls).
 
-    Exact releases need integer (or bool) rows and keep int32 sums: a row whose
-    K-norm exceeds ``sensitivity`` counts as 0 (scaling it would leave the integers).
+    Each row is scaled by ``min(1, sensitivity / ||row||_K)`` (a query ball's own
+    norm), so one person moves one part's sum by at most ``sensitivity`` in the
+    K-norm whatever the rows hold. Exact releases (l_p balls) need integer (or bool)
+    rows and keep int32 sums: a row whose K-norm exceeds ``sensitivity`` counts as 0
+    (scaling it would leave the integers).
     """
     if self.exact:
       return integer_part_sums(rows, part, num_parts, self.sensitivity, p=self.norm)

@@ -17,6 +17,9 @@ Publishable:
   or an :class:`~jaxdp.LpBall` with p = 1, 2 or inf;
 * :class:`~jaxdp.PosetCountMechanism` with ``exact=True`` (every noise in
   :data:`~jaxdp.mechanisms.EXACT_COUNT_NOISES`);
+* :class:`~jaxdp.SumQueryMechanism`, :class:`~jaxdp.CountQueryMechanism` and
+  :class:`~jaxdp.VoteQueryMechanism` with ``exact=True`` (every noise in
+  :data:`~jaxdp.mechanisms.EXACT_QUERY_NOISES`, sizes as their constructors check);
 * :class:`~jaxdp.DiscreteGaussianMechanism` (always exact).
 """
 
@@ -34,6 +37,12 @@ from jaxdp.mechanisms.discrete_gaussian import DiscreteGaussianMechanism
 from jaxdp.mechanisms.knorm import KNormMechanism
 from jaxdp.mechanisms.laplace import LaplaceMechanism
 from jaxdp.mechanisms.poset_count import EXACT_COUNT_NOISES, PosetCountMechanism
+from jaxdp.mechanisms.queries import (
+  EXACT_QUERY_NOISES,
+  CountQueryMechanism,
+  SumQueryMechanism,
+  VoteQueryMechanism,
+)
 from jaxdp.posets import Poset, canonical
 from jaxdp.samplers.balls import LpBall, PosetBall
 
@@ -44,13 +53,18 @@ PUBLISHABLE = (
   KNormMechanism,
   PosetCountMechanism,
   DiscreteGaussianMechanism,
+  SumQueryMechanism,
+  CountQueryMechanism,
+  VoteQueryMechanism,
 )
+QUERIES = (SumQueryMechanism, CountQueryMechanism, VoteQueryMechanism)
 
 PUBLISHABLE_TEXT = (
   "publishable are instances of exactly (not a subclass of) LaplaceMechanism(..., "
   "exact=True) (optionally with grid=2.0**-k), KNormMechanism(..., exact=True) with "
-  "a PosetBall or an LpBall of p = 1, 2 or inf, PosetCountMechanism(..., exact=True) "
-  "and DiscreteGaussianMechanism"
+  "a PosetBall or an LpBall of p = 1, 2 or inf, PosetCountMechanism(..., exact=True), "
+  "DiscreteGaussianMechanism, and SumQueryMechanism, CountQueryMechanism and "
+  "VoteQueryMechanism with exact=True"
 )
 
 
@@ -92,6 +106,14 @@ def publishable_problem(mech: Any) -> str | None:
     return _poset_problem(mech.poset, f"{name}.poset")
   if type(mech) is KNormMechanism:
     return _ball_problem(mech.ball, name)
+  if type(mech) in QUERIES:
+    if mech.noise not in EXACT_QUERY_NOISES:
+      return f"{name} has noise={mech.noise!r}, which has no exact sampler"
+    try:  # the sizes as the constructor checks them (fields may be set after it)
+      mech.valid()
+    except (TypeError, ValueError) as e:
+      return f"{name} has bad fields: {e}"
+    return None
   grid = mech.grid
   if grid is not None and not (
     type(grid) is float and math.frexp(grid)[0] == 0.5 and 2.0**-60 <= grid <= 2.0**20

@@ -11,6 +11,7 @@ import numpy as np
 
 from jaxdp import _checks, _data_checks, exact
 from jaxdp.exact.refine import raise_if
+from jaxdp.samplers.norm_ball import NormBall
 
 SATURATION = 2**31 - 1  # B: the largest |output| of a saturating exact release
 WIDE_CLIP = SATURATION + exact.LIMIT  # C: beyond it, stat + noise saturates either way
@@ -85,12 +86,13 @@ def part_sums(x, part, num_parts: int):
   return jax.ops.segment_sum(x, part, num_parts)
 
 
-def clipped_part_sums(rows, part, num_parts: int, p: float, bound: float):
-  """Per-part sums of rows, each row first scaled into the l_p ball of radius bound.
+def clipped_part_sums(rows, part, num_parts: int, p, bound: float):
+  """Per-part sums of rows, each row first scaled into the ball of radius bound.
 
-  Scaling a row into the ball bounds what one person adds to one part's sum, so the
-  sum's l_p sensitivity is ``bound`` whatever the rows hold (sums in the default
-  float dtype).
+  ``p`` is an l_p ball's p or a query ball (:class:`~jaxdp.NormBall`, whose own
+  norm is used). Scaling a row into the ball bounds what one person adds to one
+  part's sum, so the sum's sensitivity in that norm is ``bound`` whatever the rows
+  hold (sums in the default float dtype).
   """
   x = _data_checks.check_data(rows, "rows")
   if (
@@ -111,25 +113,42 @@ def clipped_part_sums(rows, part, num_parts: int, p: float, bound: float):
   if x.ndim != 2:
     raise ValueError(f"rows must have shape (n,) or (n, k); got {tuple(x.shape)}.")
   part = part_index(part, x.shape[0], num_parts)
-  magnitude = jnp.abs(x)
-  if p == math.inf:
-    norm = jnp.max(magnitude, axis=1)
-  elif p == 1:
-    norm = jnp.sum(magnitude, axis=1)
-  else:
-    # scaled by the largest entry, so that no row's norm underflows to 0 (|x|^p of a
-    # small entry is 0 in float32 at large p; a row of norm 0 would pass unclipped)
-    top = jnp.max(magnitude, axis=1)
-    unit = magnitude / jnp.where(top > 0, top, 1.0)[:, None]
-    norm = top * jnp.sum(unit**p, axis=1) ** (1.0 / p)
-  factor = jnp.where(norm > bound, bound / jnp.where(norm > 0, norm, 1.0), 1.0)
+  if isinstance(p, NormBall) and x.shape[1] != p.dim:
+    raise ValueError(
+      f"rows must have {p.dim} columns (the {p.name}'s dimension); got shape "
+      f"{tuple(x.shape)}."
+    )
   big = float(jnp.finfo(x.dtype).max)
-  with jax.enable_x64(True):  # accumulated in float64, clipped to the float's range
-    sums = part_sums(
-      (x * factor[:, None]).astype(jnp.float64), part, num_parts
-    )  # (1-Lipschitz: the sensitivity holds)
-    sums = jnp.clip(sums, -big, big).astype(x.dtype)
+  with jax.enable_x64(True):  # norms, scaling and sums in float64 (see row_norms)
+    x64 = x.astype(jnp.float64)
+    norm = row_norms(x64, p)
+    # a NaN norm (an overflow inside it) scales the row to 0, never leaves it whole
+    factor = jnp.where(norm <= bound, 1.0, bound / jnp.where(norm > bound, norm, jnp.inf))
+    sums = part_sums(x64 * factor[:, None], part, num_parts)  # (1-Lipschitz: the
+    sums = jnp.clip(sums, -big, big).astype(x.dtype)  # sensitivity holds)
   return sums[:, 0] if scalar else sums
+
+
+def row_norms(x, p):
+  """Each row's norm (an l_p ball's p, or a query ball's own norm), at least its
+  l_inf norm over the ball's bounding box (every norm here is), so no rounding,
+  underflow or flush to zero lets a large row pass as small.
+
+  Taken in float64 (x64 on) for float32 rows: ``1 / 3e38`` is subnormal in float32,
+  which XLA flushes to 0, so scaling by it would zero the row's norm.
+  """
+  magnitude = jnp.abs(x)
+  top = jnp.max(magnitude, axis=1)
+  if isinstance(p, NormBall):
+    return jnp.maximum(p.norm(x), top / p.bounding_box())
+  if p == math.inf:
+    return top
+  if p == 1:
+    return jnp.maximum(jnp.sum(magnitude, axis=1), top)
+  # scaled by the largest entry, so that no row's norm underflows to 0 (|x|^p of a
+  # small entry is 0 at large p; a row of norm 0 would pass unclipped)
+  unit = magnitude / jnp.where(top > 0, top, 1.0)[:, None]
+  return jnp.maximum(top * jnp.sum(unit**p, axis=1) ** (1.0 / p), top)
 
 
 def grid_units(data, grid, *, wide: bool = False):

@@ -10,7 +10,8 @@ Modules: :mod:`~jaxdp.reporting.laws` (a mechanism's noise law),
 :mod:`~jaxdp.reporting.simulate` (simulated noise), :mod:`~jaxdp.reporting.bars`
 (:func:`error_bars`), :mod:`~jaxdp.reporting.bootstrap`
 (:func:`consistent_error_bars`), :mod:`~jaxdp.reporting.moments` (expected squared
-errors) and :mod:`~jaxdp.reporting.advice` (:func:`advise`).
+errors), :mod:`~jaxdp.reporting.advice` (:func:`advise`) and
+:mod:`~jaxdp.reporting.query_advice` (its comparison for sum, count and vote queries).
 """
 
 from jaxdp.reporting.advice import Advice, MechanismError, advise, default_counts
@@ -18,14 +19,18 @@ from jaxdp.reporting.bars import ErrorBars, error_bars
 from jaxdp.reporting.bootstrap import consistent_error_bars
 from jaxdp.reporting.laws import NoiseLaw, noise_law
 from jaxdp.reporting.moments import SquaredError, squared_error
+from jaxdp.reporting.query_advice import QueryAdvice, QueryOption, advise_query
 
 __all__ = [
   "Advice",
   "ErrorBars",
   "MechanismError",
   "NoiseLaw",
+  "QueryAdvice",
+  "QueryOption",
   "SquaredError",
   "advise",
+  "advise_query",
   "consistent_error_bars",
   "default_counts",
   "error_bars",

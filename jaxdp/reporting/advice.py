@@ -28,6 +28,7 @@ from jaxdp.posets import Poset
 from jaxdp.reporting import moments, simulate
 from jaxdp.reporting.bars import check_samples, format_table
 from jaxdp.reporting.laws import noise_law
+from jaxdp.reporting.query_advice import QUERY_BALLS, QueryAdvice, advise_query
 from jaxdp.typing import ArrayLike, KeyArray
 
 __all__ = [
@@ -260,7 +261,7 @@ def _mechanisms(poset, eps, delta):
 
 
 def advise(
-  poset: Poset,
+  poset: Poset | Any,
   eps: float,
   delta: float = 0.0,
   *,
@@ -268,11 +269,16 @@ def advise(
   key: KeyArray | None = None,
   num_samples: int | None = None,
   consistency: bool = True,
-) -> Advice:
+) -> Advice | QueryAdvice:
   """The expected error of each count mechanism on ``poset``, and a recommendation.
 
+  Given a query ball (:class:`~jaxdp.SumBall`, :class:`~jaxdp.CountBall`,
+  :class:`~jaxdp.VoteBall`) instead of a poset, it compares the query's mechanisms
+  (:func:`~jaxdp.reporting.query_advice.advise_query`): there is no consistency
+  simulation, so ``assumed_counts`` must be None and ``consistency`` is not used.
+
   Args:
-    poset: the questionnaire's :class:`~jaxdp.Poset`.
+    poset: the questionnaire's :class:`~jaxdp.Poset`, or a query ball.
     eps: the privacy parameter of the release.
     delta: 0 for pure DP; > 0 adds Gaussian noise (analytic calibration, l_2
       sensitivity sqrt(d + 1)) to the comparison.
@@ -289,14 +295,25 @@ def advise(
       to enumerate, every error is then exact and nothing is compiled.
 
   Returns:
-    :class:`Advice` (print it for a table).
+    :class:`Advice` (print it for a table); for a query ball a
+    :class:`~jaxdp.reporting.query_advice.QueryAdvice`.
 
   Raises:
-    TypeError: ``poset`` is not a :class:`~jaxdp.Poset`.
+    TypeError: ``poset`` is not a :class:`~jaxdp.Poset` or a query ball.
     ValueError: a bad eps, delta, count vector or sample count.
   """
+  if type(poset) in QUERY_BALLS:
+    if assumed_counts is not None:
+      raise ValueError(
+        f"assumed_counts is for poset counts (the consistency simulation); a query "
+        f"({poset!r}) has none. Drop assumed_counts."
+      )
+    return advise_query(poset, eps, delta, key=key, num_samples=num_samples)
   if not isinstance(poset, Poset):
-    raise _checks.ArgTypeError(f"poset must be a jaxdp.Poset; got {type(poset).__name__}.")
+    raise _checks.ArgTypeError(
+      "poset must be a jaxdp.Poset or a query ball (SumBall, CountBall, VoteBall); got "
+      f"{type(poset).__name__}."
+    )
   eps = float(_checks.check_positive(eps, "eps"))
   if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 <= delta < 1:
     raise ValueError(f"delta must be a number in [0, 1) (0: pure DP); got {delta!r}.")

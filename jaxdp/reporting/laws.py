@@ -19,16 +19,19 @@ from jaxdp.mechanisms import (
   KNormMechanism,
   LaplaceMechanism,
   PosetCountMechanism,
+  QueryMechanism,
   ZCDPGaussianMechanism,
 )
 from jaxdp.mechanisms.base import exact_scale
 from jaxdp.samplers.balls import LpBall, PosetBall
+from jaxdp.samplers.norm_ball import NormBall
 
 __all__ = ["FAMILIES", "NoiseLaw", "noise_law"]
 
 FAMILIES = ("laplace", "gaussian", "discrete_gaussian", "knorm")
 SUPPORTED = (
-  "PosetCountMechanism, LaplaceMechanism, KNormMechanism, GaussianMechanism, "
+  "PosetCountMechanism, SumQueryMechanism, CountQueryMechanism, VoteQueryMechanism, "
+  "LaplaceMechanism, KNormMechanism, GaussianMechanism, "
   "ZCDPGaussianMechanism or DiscreteGaussianMechanism"
 )
 
@@ -88,9 +91,12 @@ class NoiseLaw:
 
 
 def ball_name(ball) -> str:
-  """``"poset ball"``, ``"l_inf ball"``, ``"l_2 ball"`` or ``"l_p ball"``."""
+  """``"poset ball"``, a query ball's :attr:`~jaxdp.NormBall.name` (``"sum ball"``,
+  ...), ``"l_inf ball"``, ``"l_2 ball"`` or ``"l_p ball"``."""
   if isinstance(ball, PosetBall):
     return "poset ball"
+  if isinstance(ball, NormBall):
+    return ball.name
   if ball is None:
     return "no ball"
   return "l_inf ball" if ball.p == math.inf else f"l_{ball.p:g} ball"
@@ -110,7 +116,8 @@ def noise_law(mechanism: Any, shape: tuple[int, ...] | None = None) -> NoiseLaw:
   """The noise law of ``mechanism``: a function of its parameters, never of data.
 
   Args:
-    mechanism: a :class:`~jaxdp.PosetCountMechanism`, :class:`~jaxdp.LaplaceMechanism`,
+    mechanism: a :class:`~jaxdp.PosetCountMechanism`, a query mechanism
+      (:class:`~jaxdp.SumQueryMechanism`, ...), :class:`~jaxdp.LaplaceMechanism`,
       :class:`~jaxdp.KNormMechanism`, :class:`~jaxdp.GaussianMechanism`,
       :class:`~jaxdp.ZCDPGaussianMechanism` or :class:`~jaxdp.DiscreteGaussianMechanism`
       with static (not traced) parameters.
@@ -126,6 +133,11 @@ def noise_law(mechanism: Any, shape: tuple[int, ...] | None = None) -> NoiseLaw:
   """
   if isinstance(mechanism, PosetCountMechanism):
     names = ("respondents",) + tuple(mechanism.poset.element_names)
+    inner = noise_law(mechanism.inner, (mechanism.dim,))
+    return dataclasses.replace(inner, dim=mechanism.dim, names=names)
+  if isinstance(mechanism, QueryMechanism):
+    label = {"sum": "column", "count": "box", "vote": "candidate"}[mechanism.kind]
+    names = tuple(f"{label} {i}" for i in range(mechanism.dim))
     inner = noise_law(mechanism.inner, (mechanism.dim,))
     return dataclasses.replace(inner, dim=mechanism.dim, names=names)
   if isinstance(mechanism, LaplaceMechanism):

@@ -2,7 +2,8 @@
 
 For K-norm noise ``Y = b R Z`` (R ~ Gamma(D + 1), Z uniform in the ball K, independent)
 ``E[Y_i^2] = (D + 1)(D + 2) b^2 E[Z_i^2]``. ``E[Z_i^2]`` is exact for the l_p balls
-(:meth:`jaxdp.LpBall.expected_sq_norm` over D, by symmetry) and for a poset ball
+(:meth:`jaxdp.LpBall.expected_sq_norm` over D, by symmetry), for a query ball with
+an exact :meth:`~jaxdp.NormBall.second_moment`, and for a poset ball
 small enough to enumerate (:func:`jaxdp.exact_second_moment`,
 :func:`jaxdp.reporting.poset_law.enumerable`); otherwise it is the mean
 of ``Z_i^2`` over exactly uniform points of the ball, with its standard error.
@@ -22,8 +23,9 @@ import math
 import numpy as np
 
 from jaxdp.reporting import poset_law, simulate
-from jaxdp.reporting.laws import NoiseLaw
+from jaxdp.reporting.laws import NoiseLaw, ball_name
 from jaxdp.samplers.balls import PosetBall, exact_second_moment
+from jaxdp.samplers.norm_ball import NormBall
 from jaxdp.typing import KeyArray
 
 __all__ = ["SquaredError", "squared_error"]
@@ -81,11 +83,16 @@ def squared_error(
     return SquaredError(np.full(dim, float(np.sum(k * k * w) / np.sum(w))), zeros, "exact")
   ball = law.ball
   radius = (ball.dim + 1) * (ball.dim + 2) * b * b  # E[R^2] b^2
-  if not isinstance(ball, PosetBall):
+  if isinstance(ball, NormBall):
+    try:
+      return SquaredError(radius * np.diag(ball.second_moment()), zeros, "exact")
+    except NotImplementedError:  # a query ball without an exact second moment
+      pass
+  elif not isinstance(ball, PosetBall):
     return SquaredError(
       np.full(dim, radius * ball.expected_sq_norm() / ball.dim), zeros, "exact"
     )
-  if poset_law.enumerable(ball):
+  elif poset_law.enumerable(ball):
     moment = np.diag(exact_second_moment(ball.poset))
     return SquaredError(radius * moment, zeros, "exact (enumerated simplices)")
   z2 = simulate.ball_draws(simulate.simulation_key(key), ball, num_samples) ** 2
@@ -93,5 +100,5 @@ def squared_error(
   return SquaredError(
     radius * z2.mean(axis=0),
     radius * se,
-    f"Monte Carlo ({num_samples:,} exactly uniform points of the poset ball)",
+    f"Monte Carlo ({num_samples:,} exactly uniform points of the {ball_name(ball)})",
   )

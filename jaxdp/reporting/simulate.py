@@ -19,9 +19,9 @@ import numpy as np
 
 from jaxdp import _checks
 from jaxdp import random as dprandom
-from jaxdp.posets import Poset
 from jaxdp.reporting.laws import NoiseLaw
 from jaxdp.samplers.balls import PosetBall
+from jaxdp.samplers.norm_ball import NormBall
 
 __all__ = [
   "CHUNK",
@@ -51,6 +51,11 @@ def _ball_chunk(key, poset):
   return dprandom.poset_ball(key, poset, (CHUNK,))
 
 
+@functools.partial(jax.jit, static_argnames=("ball",))
+def _query_chunk(key, ball):
+  return ball.points(key, CHUNK, jax.numpy.float32)
+
+
 def host_rng(key) -> np.random.Generator:
   """A numpy generator seeded from a JAX key's bits."""
   seed = np.asarray(jax.random.bits(key, (4,), np.uint32)).astype(np.uint64)
@@ -60,14 +65,18 @@ def host_rng(key) -> np.random.Generator:
 def ball_draws(key, ball, n: int) -> np.ndarray:
   """``(n, dim)`` points uniform in ``ball`` (float64).
 
-  The poset ball's come from :func:`jaxdp.random.poset_ball` (float32) in chunks of
+  The poset ball's come from :func:`jaxdp.random.poset_ball` and a query ball's
+  (:class:`~jaxdp.NormBall`) from its exact sampler (float32), in chunks of
   :data:`CHUNK`, chunk ``i`` drawn from ``fold_in(key, i)``; the l_p balls' (p in
   1, 2, inf) from a numpy generator seeded by ``key``.
   """
-  if isinstance(ball, PosetBall):
-    poset: Poset = ball.poset
+  if isinstance(ball, (PosetBall, NormBall)):
     chunks = [
-      np.asarray(_ball_chunk(jax.random.fold_in(key, i), poset))
+      np.asarray(
+        _ball_chunk(jax.random.fold_in(key, i), ball.poset)
+        if isinstance(ball, PosetBall)
+        else _query_chunk(jax.random.fold_in(key, i), ball)
+      )
       for i in range(-(-n // CHUNK))
     ]
     return np.concatenate(chunks)[:n].astype(np.float64)

@@ -1,0 +1,198 @@
+"""``jaxdp release --query sum|count|vote``: publishable column totals of a query.
+
+One release of the column totals by an exact baseline (integer K-norm noise with the
+l_inf or l_2 ball, or Laplace noise, each with the query's sensitivity) under a
+secure accountant (a ChaCha20 key from the OS). The query balls have no exact
+sampler, so their (more accurate) float noise is for the Python API
+(:class:`~jaxdp.CountQueryMechanism` and its siblings). Flags and ``--out``
+(:mod:`jaxdp.cli.release_out`: the release as JSON) are checked before the data is
+read, and every row before anything is charged. Messages about the data
+name a row (from 0, a header line not counted) and its line, never its values.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+
+from jaxdp import (
+  Accountant,
+  CountQueryMechanism,
+  SumQueryMechanism,
+  VoteQueryMechanism,
+  _version,
+  raise_if_refused,
+  release,
+)
+from jaxdp.cli import outputs
+from jaxdp.cli.parser import UsageError
+from jaxdp.cli.release import is_header, run_release
+from jaxdp.cli.release_out import MECHANISM, check_out_target, open_out
+from jaxdp.reporting import error_bars, moments, noise_law
+from jaxdp.reporting.bars import MAX_ENTRIES
+
+EXACT_NOISES = ("linf", "l2", "laplace")
+UNSUPPORTED = (  # flags of poset releases that a query release does not take
+  ("poset", "--poset"),
+  ("ledger", "--ledger"),
+)
+
+
+def check_query_flags(args):
+  """Refuses a bad combination of flags, naming them, before anything is read.
+
+  Raises:
+    UsageError: as above.
+  """
+  q = args.query
+  for attr, flag in UNSUPPORTED:
+    if getattr(args, attr, None):
+      raise UsageError(
+        f"--query {q} does not take {flag} (a query release reads rows of the query "
+        "and keeps no ledger); drop one of the two"
+      )
+  if args.consistent:
+    raise UsageError(
+      f"--query {q} does not take --consistent (order-consistency is for poset counts)"
+    )
+  if args.on_invalid != "raise":
+    raise UsageError(f"--query {q} does not take --on-invalid clip (bad rows are refused)")
+  if args.noise is not None and args.noise not in EXACT_NOISES:
+    raise UsageError(
+      f"--query {q} takes --noise linf, l2 or laplace (exact integer noise); the "
+      f"{q} ball has no exact sampler and --noise {args.noise} is the poset ball's"
+    )
+  if q == "vote" and args.k is not None:
+    raise UsageError("--query vote does not take --k (a vote ranks every candidate)")
+  if q != "vote" and args.k is None:
+    raise UsageError(f"--query {q} needs --k: the most non-zero entries of one row")
+
+
+def read_rows(src: str) -> np.ndarray:
+  """The rows of a CSV file (UTF-8; a first line of names only is a header).
+
+  Raises:
+    UsageError: a missing or unreadable file, no rows, rows of different lengths or
+      an entry that is not an integer (naming its row, column and line).
+  """
+  path = Path(src)
+  if not path.is_file():
+    raise UsageError(f"--data: no such file: {src}")
+  try:
+    with open(path, newline="", encoding="utf-8-sig") as f:
+      reader = csv.reader(f)
+      lines = [(reader.line_num, r) for r in reader]
+  except (OSError, UnicodeDecodeError, csv.Error) as e:
+    raise UsageError(f"--data {src}: cannot read rows ({type(e).__name__})") from None
+  while lines and not lines[-1][1]:
+    lines.pop()
+  if lines and is_header(lines[0][1]):
+    lines = lines[1:]
+  if not lines:
+    raise UsageError(f"--data {src}: holds no rows")
+  width = len(lines[0][1])
+  out = np.zeros((len(lines), width), np.int64)
+  for r, (num, line) in enumerate(lines):
+    if len(line) != width:
+      raise UsageError(
+        f"--data {src}: row {r} has {len(line)} columns, row 0 has {width} (line {num})"
+      )
+    for c, v in enumerate(line):
+      v = v.strip()
+      if not re.fullmatch(r"-?[0-9]{1,6}", v):
+        raise UsageError(
+          f"--data {src}: row {r}, column {c}: an entry must be a whole number written "
+          f"in digits, e.g. -1, 0 or 2 (line {num})"
+        )
+      out[r, c] = int(v)
+  return out
+
+
+def _mechanism(args, d: int, noise: str):
+  if args.query == "vote":
+    return VoteQueryMechanism(d, args.eps, noise=noise, exact=True)
+  cls = SumQueryMechanism if args.query == "sum" else CountQueryMechanism
+  return cls(d, args.k, args.eps, noise=noise, exact=True)
+
+
+def best_noise(args, d: int) -> str:
+  """The exact baseline with the smallest expected squared error (data-free)."""
+  errors = {
+    n: moments.squared_error(noise_law(_mechanism(args, d, n)), d).total
+    for n in EXACT_NOISES
+  }
+  return min(errors, key=errors.get)
+
+
+def run_release_command(args) -> int:
+  """``jaxdp release``: a query's totals with ``--query``, else poset counts."""
+  if args.query is not None:
+    return run_query_release(args)
+  return run_release(args)
+
+
+def run_query_release(args) -> int:
+  """Prints (and with ``--out`` writes as JSON) the integer release of the query's
+  column totals, never the key or the data.
+
+  Raises:
+    UsageError: a bad flag combination, ``--out`` or file; ValueError: a bad row or
+      size (all before anything is charged).
+  """
+  check_query_flags(args)
+  out = None
+  if args.out:
+    check_out_target(args)
+    outputs.check_out_file(args.out, args.overwrite_results)
+    out = open_out(args)  # its folder, held open
+  try:
+    return _run_query(args, out)
+  finally:
+    if out is not None:
+      out.close()
+
+
+def _run_query(args, target) -> int:
+  rows = read_rows(args.data)
+  d = rows.shape[1]
+  noise = args.noise or best_noise(args, d)
+  mech = _mechanism(args, d, noise)  # sizes checked (k <= d, d >= 2 for a vote)
+  mech.statistic(rows)  # every row checked before the charge
+  if args.error_samples * d > MAX_ENTRIES:
+    raise UsageError(f"--error-samples {args.error_samples:,} is too many for {d} totals")
+  bars = error_bars(mech, args.level, num_samples=args.error_samples)
+  acct = Accountant.create(args.eps, secure=True)
+  acct, noisy = release(acct, mech, rows)
+  totals = np.asarray(raise_if_refused(acct, noisy)).astype(int).tolist()
+  low, high = bars.interval(np.asarray(totals, np.float64))
+  intervals = [[math.floor(lo), math.ceil(hi)] for lo, hi in zip(low, high)]
+  size = f"d = {d}" + ("" if args.query == "vote" else f", k = {args.k}")
+  if target is not None:
+    payload = {
+      "query": args.query,
+      "d": d,
+      "k": args.k,
+      "eps": args.eps,
+      "noise": noise,
+      "mechanism": MECHANISM + ", ChaCha20 key from the OS",
+      "totals": dict(zip(bars.names, totals)),
+      "version": _version.__version__,
+      "level": args.level,
+      "intervals": dict(zip(bars.names, intervals)),
+      "interval_rule": "the noise's interval around each total, rounded outward",
+      "error_bars": bars.to_dict(),
+    }
+    target.write(json.dumps(payload, indent=2))
+  print(
+    f"eps = {args.eps:g} release of {args.query} query totals ({size}; {noise} noise, "
+    "exact integers, safe to publish):"
+  )
+  print(f"{args.level:g} intervals (rounded outward): {bars.method}")
+  for name, t, (lo, hi) in zip(bars.names, totals, intervals):
+    print(f"  {name}: {t:>8}   [{lo}, {hi}]")
+  return 0
