@@ -69,10 +69,12 @@ from jaxdp.consistency import consistent
 from jaxdp.ledger import Ledger
 from jaxdp.mechanisms import (
   DiscreteGaussianMechanism,
+  EllipticGaussianMechanism,
   GaussianMechanism,
   KNormMechanism,
   LaplaceMechanism,
   Mechanism,
+  PosetCountGaussianMechanism,
   PosetCountMechanism,
   ZCDPGaussianMechanism,
   is_publishable,
@@ -83,6 +85,7 @@ from jaxdp.prng import chacha, threefry
 from jaxdp.reporting import Advice, ErrorBars, advise, consistent_error_bars, error_bars
 from jaxdp.samplers.balls import LpBall, PosetBall, enumerate_objects, exact_second_moment
 from jaxdp.samplers.count_ball import CountBall
+from jaxdp.samplers.ellipse import Ellipse, ellipse
 from jaxdp.samplers.norm_ball import NormBall
 from jaxdp.samplers.sum_ball import SumBall
 from jaxdp.samplers.vote_ball import VoteBall
@@ -98,6 +101,8 @@ __all__ = [
   "CompositionRule",
   "DataDependentCostError",
   "DiscreteGaussianMechanism",
+  "Ellipse",
+  "EllipticGaussianMechanism",
   "ErrorBars",
   "FillOnRefusal",
   "GaussianMechanism",
@@ -113,6 +118,7 @@ __all__ = [
   "PldAccounting",
   "Poset",
   "PosetBall",
+  "PosetCountGaussianMechanism",
   "PosetCountMechanism",
   "RaiseOnRefusal",
   "RdpAccounting",
@@ -136,6 +142,7 @@ __all__ = [
   "consistent_error_bars",
   "decomposition",
   "dpsgd_epsilon",
+  "ellipse",
   "enumerate_objects",
   "error_bars",
   "events_epsilon",

@@ -27,8 +27,8 @@ fill) and :func:`jaxdp.release` refuse the release, spending nothing. Never weak
 Modules: :mod:`~jaxdp.mechanisms.base` (the protocol, pytree registration, the
 allowlist, exact-option checks), :mod:`~jaxdp.mechanisms.statistics` (statistics and
 per-part sums), one module per family (``laplace``, ``knorm``, ``gaussian``,
-``discrete_gaussian``, ``poset_count``) and :mod:`~jaxdp.mechanisms.publishable` (the
-allowlist of exact mechanisms a secure accountant accepts: by exact class and
+``elliptic``, ``discrete_gaussian``, ``poset_count``, ``poset_gaussian``) and
+:mod:`~jaxdp.mechanisms.publishable` (the allowlist of exact mechanisms a secure accountant accepts: by exact class and
 validated fields, never by a caller-settable ``exact`` flag alone).
 
 References:
@@ -39,6 +39,7 @@ References:
 
 from jaxdp.mechanisms.base import Mechanism
 from jaxdp.mechanisms.discrete_gaussian import DiscreteGaussianMechanism
+from jaxdp.mechanisms.elliptic import EllipticGaussianMechanism
 from jaxdp.mechanisms.gaussian import GaussianMechanism, ZCDPGaussianMechanism
 from jaxdp.mechanisms.knorm import KNormMechanism
 from jaxdp.mechanisms.laplace import LaplaceMechanism
@@ -46,6 +47,10 @@ from jaxdp.mechanisms.poset_count import (
   COUNT_NOISES,
   EXACT_COUNT_NOISES,
   PosetCountMechanism,
+)
+from jaxdp.mechanisms.poset_gaussian import (
+  GAUSSIAN_COUNT_NOISES,
+  PosetCountGaussianMechanism,
 )
 from jaxdp.mechanisms.publishable import is_publishable, publishable_problem
 
@@ -57,7 +62,10 @@ __all__ = [
   "EXACT_COUNT_NOISES",
   "ZCDPGaussianMechanism",
   "DiscreteGaussianMechanism",
+  "EllipticGaussianMechanism",
+  "GAUSSIAN_COUNT_NOISES",
   "PosetCountMechanism",
+  "PosetCountGaussianMechanism",
   "COUNT_NOISES",
   "is_publishable",
   "publishable_problem",

@@ -12,9 +12,12 @@ import dataclasses
 import math
 from typing import Any
 
+import numpy as np
+
 from jaxdp import _checks, exact
 from jaxdp.mechanisms import (
   DiscreteGaussianMechanism,
+  EllipticGaussianMechanism,
   GaussianMechanism,
   KNormMechanism,
   LaplaceMechanism,
@@ -23,13 +26,15 @@ from jaxdp.mechanisms import (
 )
 from jaxdp.mechanisms.base import exact_scale
 from jaxdp.samplers.balls import LpBall, PosetBall
+from jaxdp.samplers.ellipse import ellipse
+from jaxdp.samplers.norm_ball import NormBall
 
 __all__ = ["FAMILIES", "NoiseLaw", "noise_law"]
 
-FAMILIES = ("laplace", "gaussian", "discrete_gaussian", "knorm")
+FAMILIES = ("laplace", "gaussian", "discrete_gaussian", "knorm", "elliptic")
 SUPPORTED = (
   "PosetCountMechanism, LaplaceMechanism, KNormMechanism, GaussianMechanism, "
-  "ZCDPGaussianMechanism or DiscreteGaussianMechanism"
+  "ZCDPGaussianMechanism, EllipticGaussianMechanism or DiscreteGaussianMechanism"
 )
 
 
@@ -41,9 +46,11 @@ class NoiseLaw:
     family: ``"laplace"`` (i.i.d. Laplace(scale) coordinates), ``"gaussian"``
       (i.i.d. N(0, scale^2)), ``"discrete_gaussian"`` (i.i.d. N_Z(0, scale^2) on the
       integers) or ``"knorm"`` (``scale * R Z`` with R ~ Gamma(dim + 1) and Z
-      uniform in ``ball``: density proportional to exp(-||y||_K / scale)).
+      uniform in ``ball``: density proportional to exp(-||y||_K / scale)) or
+      ``"elliptic"`` (N(0, scale^2 A), A the ellipse of ``ball``,
+      :func:`jaxdp.ellipse`: coordinate i is N(0, scale^2 A_ii)).
     scale: the scale above, in units of the statistic's grid.
-    ball: the K-norm ball (``"knorm"`` only).
+    ball: the K-norm ball, or the ball whose ellipse shapes the noise.
     dim: the number of coordinates (None: i.i.d. noise on a statistic of any shape).
     rounded: the noise is the exact rounding of the ideal real noise to the integers
       (an ``exact=True`` mechanism); the discrete Gaussian is integer by nature.
@@ -82,15 +89,25 @@ class NoiseLaw:
       "gaussian": "i.i.d. Gaussian noise",
       "discrete_gaussian": "i.i.d. discrete Gaussian noise",
       "knorm": f"K-norm noise with the {ball_name(self.ball)}",
+      "elliptic": f"elliptic Gaussian noise for the {ball_name(self.ball)}",
     }[self.family]
     rounded = ", rounded exactly to integers" if self.rounded else ""
     return f"{what} (scale {self.scale:.6g}{rounded})"
+
+  def coordinate_sd(self) -> np.ndarray:
+    """The standard deviation of each coordinate of elliptic Gaussian noise:
+    ``scale sqrt(A_ii)``."""
+    if self.family != "elliptic":
+      raise ValueError(f"coordinate_sd is for elliptic Gaussian noise; got {self.family!r}.")
+    return self.scale * np.sqrt(ellipse(self.ball).diagonal())
 
 
 def ball_name(ball) -> str:
   """``"poset ball"``, ``"l_inf ball"``, ``"l_2 ball"`` or ``"l_p ball"``."""
   if isinstance(ball, PosetBall):
     return "poset ball"
+  if isinstance(ball, NormBall):
+    return ball.name
   if ball is None:
     return "no ball"
   return "l_inf ball" if ball.p == math.inf else f"l_{ball.p:g} ball"
@@ -110,10 +127,12 @@ def noise_law(mechanism: Any, shape: tuple[int, ...] | None = None) -> NoiseLaw:
   """The noise law of ``mechanism``: a function of its parameters, never of data.
 
   Args:
-    mechanism: a :class:`~jaxdp.PosetCountMechanism`, :class:`~jaxdp.LaplaceMechanism`,
+    mechanism: a :class:`~jaxdp.PosetCountMechanism` (or
+      :class:`~jaxdp.PosetCountGaussianMechanism`), :class:`~jaxdp.LaplaceMechanism`,
       :class:`~jaxdp.KNormMechanism`, :class:`~jaxdp.GaussianMechanism`,
-      :class:`~jaxdp.ZCDPGaussianMechanism` or :class:`~jaxdp.DiscreteGaussianMechanism`
-      with static (not traced) parameters.
+      :class:`~jaxdp.ZCDPGaussianMechanism`, :class:`~jaxdp.EllipticGaussianMechanism`
+      or :class:`~jaxdp.DiscreteGaussianMechanism` with static (not traced)
+      parameters.
     shape: the statistic's shape; needed only by an exact Laplace mechanism on a grid
       (whose noise is widened by one grid step per entry).
 
@@ -154,6 +173,9 @@ def noise_law(mechanism: Any, shape: tuple[int, ...] | None = None) -> NoiseLaw:
     return NoiseLaw(
       "discrete_gaussian", math.sqrt(exact.sigma_quarters(mechanism.sigma) / 4)
     )
+  if isinstance(mechanism, EllipticGaussianMechanism):
+    _static(mechanism, "eps", "delta")
+    return NoiseLaw("elliptic", float(mechanism.sigma), mechanism.ball, mechanism.dim)
   if isinstance(mechanism, (GaussianMechanism, ZCDPGaussianMechanism)):
     (sigma,) = _static(mechanism, "sigma")
     return NoiseLaw("gaussian", sigma)

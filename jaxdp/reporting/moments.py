@@ -6,7 +6,8 @@ For K-norm noise ``Y = b R Z`` (R ~ Gamma(D + 1), Z uniform in the ball K, indep
 small enough to enumerate (:func:`jaxdp.exact_second_moment`,
 :func:`jaxdp.reporting.poset_law.enumerable`); otherwise it is the mean
 of ``Z_i^2`` over exactly uniform points of the ball, with its standard error.
-Laplace noise of scale b has ``2 b^2``, Gaussian noise ``b^2``, the discrete Gaussian
+Laplace noise of scale b has ``2 b^2``, Gaussian noise ``b^2``, elliptic Gaussian
+noise ``b^2 A_ii``, the discrete Gaussian
 the sum of ``k^2`` times its pmf.
 
 References:
@@ -75,6 +76,8 @@ def squared_error(
     return SquaredError(np.full(dim, 2 * b * b), zeros, "exact")
   if law.family == "gaussian":
     return SquaredError(np.full(dim, b * b), zeros, "exact")
+  if law.family == "elliptic":
+    return SquaredError(law.coordinate_sd() ** 2, zeros, "exact")
   if law.family == "discrete_gaussian":
     k = np.arange(-int(math.ceil(40 * b)) - 1, int(math.ceil(40 * b)) + 2, dtype=np.float64)
     w = np.exp(-(k**2) / (2 * b * b))
