@@ -114,8 +114,7 @@ class EllipticGaussianMechanism(GaussianNoise, EpsMechanism):
     data = float_statistic(data)
     if data.shape[-1:] != (self.dim,):
       raise ValueError(
-        f"data must have last dimension {self.dim} (the ball's); got shape "
-        f"{data.shape}."
+        f"data must have last dimension {self.dim} (the ball's); got shape {data.shape}."
       )
     ok = self.valid(data.shape) & finite_entries(data)
     z = dprandom.gaussian(key, data.shape, data.dtype)

@@ -108,4 +108,3 @@ class PosetCountGaussianMechanism(PosetCountMechanism):
   def zcdp_cost(self, group_size: int = 1) -> Scalar:
     """The noise mechanism's rho (the Gaussian's, not a pure-DP bound)."""
     return self.inner.zcdp_cost(group_size)
-

@@ -98,7 +98,9 @@ class NoiseLaw:
     """The standard deviation of each coordinate of elliptic Gaussian noise:
     ``scale sqrt(A_ii)``."""
     if self.family != "elliptic":
-      raise ValueError(f"coordinate_sd is for elliptic Gaussian noise; got {self.family!r}.")
+      raise ValueError(
+        f"coordinate_sd is for elliptic Gaussian noise; got {self.family!r}."
+      )
     return self.scale * np.sqrt(ellipse(self.ball).diagonal())
 
 

@@ -49,6 +49,7 @@ __all__ = [
   "MAX_ELLIPSE_FILTERS",
   "Ellipse",
   "ellipse",
+  "has_ellipse",
   "optimal_design",
   "poset_filters",
   "trace_lower_bound",
@@ -163,13 +164,35 @@ def optimal_design(points: ArrayLike) -> tuple[np.ndarray, float]:
 
 def poset_filters(poset) -> np.ndarray:
   """Every filter of ``poset`` as a 0/1 ``(m, d)`` float64 array, enumerated up to
-  :data:`MAX_ELLIPSE_FILTERS` (elements top down: a partial filter grows by an element
-  once everything above it is in).
+  :data:`MAX_ELLIPSE_FILTERS`.
 
   Raises:
     ValueError: more than :data:`MAX_ELLIPSE_FILTERS` filters (checked as they are
       enumerated, before any large allocation).
   """
+  masks = _filters_upto(poset)
+  if masks is None:
+    raise ValueError(
+      f"the elliptic Gaussian needs every filter of the poset, and {poset!r} has more "
+      f"than MAX_ELLIPSE_FILTERS = {MAX_ELLIPSE_FILTERS} of them; use the spherical "
+      "Gaussian (noise='spherical') or K-norm noise for this poset."
+    )
+  return masks.astype(np.float64)
+
+
+def has_ellipse(ball) -> bool:
+  """Whether :func:`ellipse` computes ``ball``'s ellipse: one of
+  :data:`ELLIPSE_BALLS`, and for a poset ball at most :data:`MAX_ELLIPSE_FILTERS`
+  filters."""
+  if not isinstance(ball, ELLIPSE_BALLS):
+    return False
+  return not isinstance(ball, PosetBall) or _filters_upto(ball.poset) is not None
+
+
+def _filters_upto(poset) -> np.ndarray | None:
+  """The filters as bools (elements top down: a partial filter grows by an element
+  once everything above it is in, so the count never shrinks), or None past
+  :data:`MAX_ELLIPSE_FILTERS`."""
   d = poset.d
   order = np.asarray(poset.order, bool)  # order[i, j]: p_i <= p_j
   masks = np.zeros((1, d), bool)
@@ -177,15 +200,10 @@ def poset_filters(poset) -> np.ndarray:
     above = order[i] & (np.arange(d) != i)
     grow = masks[np.all(masks[:, above], axis=1)]
     if masks.shape[0] + grow.shape[0] > MAX_ELLIPSE_FILTERS:
-      raise ValueError(
-        f"the elliptic Gaussian needs every filter of the poset, and {poset!r} has more "
-        f"than MAX_ELLIPSE_FILTERS = {MAX_ELLIPSE_FILTERS} of them; use the spherical "
-        "Gaussian or K-norm noise for this poset."
-      )
-    grow = grow.copy()
-    grow[:, i] = True
+      return None
+    grow[:, i] = True  # boolean indexing made a copy
     masks = np.concatenate([masks, grow])
-  return masks.astype(np.float64)
+  return masks
 
 
 def _check_ball(ball):
