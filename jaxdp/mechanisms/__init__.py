@@ -28,8 +28,9 @@ Modules: :mod:`~jaxdp.mechanisms.base` (the protocol, pytree registration, the
 allowlist, exact-option checks), :mod:`~jaxdp.mechanisms.statistics` (statistics and
 per-part sums), one module per family (``laplace``, ``knorm``, ``gaussian``,
 ``elliptic``, ``discrete_gaussian``, ``poset_count``, ``poset_gaussian``) and
-:mod:`~jaxdp.mechanisms.publishable` (the allowlist of exact mechanisms a secure accountant accepts: by exact class and
-validated fields, never by a caller-settable ``exact`` flag alone).
+:mod:`~jaxdp.mechanisms.publishable` (the allowlist of exact mechanisms a secure
+accountant accepts: by exact class and validated fields, never by a caller-settable
+``exact`` flag alone).
 
 References:
   C. Dwork, "Differential privacy", ICALP 2006; C. Dwork, A. Roth, "The Algorithmic
