@@ -70,6 +70,7 @@ from jaxdp.ledger import Ledger
 from jaxdp.mechanisms import (
   DiscreteGaussianMechanism,
   EllipticGaussianMechanism,
+  EllipticZCDPGaussianMechanism,
   GaussianMechanism,
   KNormMechanism,
   LaplaceMechanism,
@@ -103,6 +104,7 @@ __all__ = [
   "DiscreteGaussianMechanism",
   "Ellipse",
   "EllipticGaussianMechanism",
+  "EllipticZCDPGaussianMechanism",
   "ErrorBars",
   "FillOnRefusal",
   "GaussianMechanism",

@@ -40,7 +40,10 @@ References:
 
 from jaxdp.mechanisms.base import Mechanism
 from jaxdp.mechanisms.discrete_gaussian import DiscreteGaussianMechanism
-from jaxdp.mechanisms.elliptic import EllipticGaussianMechanism
+from jaxdp.mechanisms.elliptic import (
+  EllipticGaussianMechanism,
+  EllipticZCDPGaussianMechanism,
+)
 from jaxdp.mechanisms.gaussian import GaussianMechanism, ZCDPGaussianMechanism
 from jaxdp.mechanisms.knorm import KNormMechanism
 from jaxdp.mechanisms.laplace import LaplaceMechanism
@@ -64,6 +67,7 @@ __all__ = [
   "ZCDPGaussianMechanism",
   "DiscreteGaussianMechanism",
   "EllipticGaussianMechanism",
+  "EllipticZCDPGaussianMechanism",
   "GAUSSIAN_COUNT_NOISES",
   "PosetCountMechanism",
   "PosetCountGaussianMechanism",

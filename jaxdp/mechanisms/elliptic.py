@@ -29,17 +29,62 @@ import jax
 from jaxdp import _checks
 from jaxdp import random as dprandom
 from jaxdp.mechanisms.base import EpsMechanism, noisy, pytree
-from jaxdp.mechanisms.gaussian import GaussianMechanism, GaussianNoise
+from jaxdp.mechanisms.gaussian import (
+  GaussianMechanism,
+  GaussianNoise,
+  ZCDPGaussianMechanism,
+)
 from jaxdp.mechanisms.statistics import finite_entries, float_statistic
 from jaxdp.samplers.ellipse import Ellipse, ellipse
 from jaxdp.typing import ArrayLike, KeyArray, Scalar, Shape
 
-__all__ = ["EllipticGaussianMechanism"]
+__all__ = ["EllipticGaussianMechanism", "EllipticNoise", "EllipticZCDPGaussianMechanism"]
+
+
+class EllipticNoise:
+  """What elliptic Gaussian noise of noise multiplier ``self.sigma`` shares: the
+  ellipse, the sampler, and no per-row clipping."""
+
+  sensitivity = 1.0  # the whitened statistic's l_2 sensitivity (not a field)
+  exact = False  # float noise
+
+  @property
+  def ellipse(self) -> Ellipse:
+    """The noise's ellipse A (its covariance is sigma^2 A)."""
+    return ellipse(self.ball)
+
+  @property
+  def dim(self) -> int:
+    return self.ball.dim
+
+  @property
+  def norm(self):
+    """Raises: per-row contributions are not clipped into an ellipse's ball."""
+    raise ValueError(
+      f"{type(self).__name__} does not clip rows into its ball; compute the "
+      "statistic (whose changes lie in the ball) and release it, or release poset "
+      "counts by part with PosetCountGaussianMechanism."
+    )
+
+  def part_statistics(self, rows: ArrayLike, part: ArrayLike, num_parts: int):
+    """Raises ValueError (see :attr:`norm`)."""
+    return self.norm
+
+  def randomize(self, key: KeyArray, data: ArrayLike) -> jax.Array:
+    data = float_statistic(data)
+    if data.shape[-1:] != (self.dim,):
+      raise ValueError(
+        f"data must have last dimension {self.dim} (the ball's); got shape {data.shape}."
+      )
+    ok = self.valid(data.shape) & finite_entries(data)
+    z = dprandom.gaussian(key, data.shape, data.dtype)
+    noise = self.ellipse.apply_root(z) * self.sigma
+    return _checks.mark_invalid(*noisy(ok, data, noise))
 
 
 @pytree("eps", "delta")
 @dataclasses.dataclass(frozen=True)
-class EllipticGaussianMechanism(GaussianNoise, EpsMechanism):
+class EllipticGaussianMechanism(EllipticNoise, GaussianNoise, EpsMechanism):
   """(eps, delta)-DP elliptic Gaussian noise for a statistic with sensitivity ball
   ``ball``: ``statistic + sigma A^(1/2) z``.
 
@@ -62,8 +107,6 @@ class EllipticGaussianMechanism(GaussianNoise, EpsMechanism):
   eps: Any
   delta: Any
 
-  sensitivity = 1.0  # the whitened statistic's l_2 sensitivity (not a field)
-
   def __post_init__(self):
     self._check_options()
     gauss = self.gaussian  # validates eps and delta (static, in range)
@@ -79,44 +122,52 @@ class EllipticGaussianMechanism(GaussianNoise, EpsMechanism):
     return GaussianMechanism(self.eps, self.delta, 1.0, calibration="analytic")
 
   @property
-  def ellipse(self) -> Ellipse:
-    """The noise's ellipse A (its covariance is sigma^2 A)."""
-    return ellipse(self.ball)
-
-  @property
   def sigma(self) -> Scalar:
     """The noise multiplier: the analytic Gaussian's sigma at sensitivity 1."""
     return self.gaussian.sigma
-
-  @property
-  def dim(self) -> int:
-    return self.ball.dim
 
   def valid(self, shape: Shape = ()) -> jax.Array:
     """:meth:`GaussianMechanism.valid` of :attr:`gaussian`, after the ball's checks."""
     self._check_options()
     return self.gaussian.valid(shape)
 
+
+@pytree("sigma")
+@dataclasses.dataclass(frozen=True)
+class EllipticZCDPGaussianMechanism(EllipticNoise, GaussianNoise):
+  """Elliptic Gaussian noise of a given noise multiplier, accounted in zCDP / RDP /
+  PLD: ``statistic + sigma A^(1/2) z``.
+
+  :class:`~jaxdp.ZCDPGaussianMechanism` at sensitivity 1 after whitening (see the
+  module docstring): 1 / (2 sigma^2)-zCDP, no single (eps, delta) (an accountant
+  with basic or advanced composition refuses it). ``sigma`` may be traced (a leaf).
+
+  Attributes:
+    ball: as for :class:`EllipticGaussianMechanism` (static).
+    sigma: the noise multiplier (> 0).
+
+  References:
+    Joseph & Yu (2024), Lemma 4.7; Bun & Steinke (2016), Proposition 1.6.
+  """
+
+  ball: Any
+  sigma: Any
+
+  def __post_init__(self):
+    ellipse(self.ball)  # TypeError for another ball; the poset's filter limit
+    object.__setattr__(self, "sigma", self.spherical.sigma)  # checks sigma
+
   @property
-  def norm(self):
-    """Raises: per-row contributions are not clipped into an ellipse's ball."""
-    raise ValueError(
-      "EllipticGaussianMechanism does not clip rows into its ball; compute the "
-      "statistic (whose changes lie in the ball) and release it, or release poset "
-      "counts by part with PosetCountGaussianMechanism."
-    )
+  def spherical(self) -> ZCDPGaussianMechanism:
+    """The spherical mechanism on the whitened statistic (sensitivity 1)."""
+    return ZCDPGaussianMechanism(self.sigma, 1.0)
 
-  def part_statistics(self, rows: ArrayLike, part: ArrayLike, num_parts: int):
-    """Raises ValueError (see :attr:`norm`)."""
-    return self.norm
+  def valid(self, shape: Shape = ()) -> jax.Array:
+    """:meth:`ZCDPGaussianMechanism.valid` of :attr:`spherical` (the ball's checks
+    first)."""
+    ellipse(self.ball)
+    return self.spherical.valid(shape)
 
-  def randomize(self, key: KeyArray, data: ArrayLike) -> jax.Array:
-    data = float_statistic(data)
-    if data.shape[-1:] != (self.dim,):
-      raise ValueError(
-        f"data must have last dimension {self.dim} (the ball's); got shape {data.shape}."
-      )
-    ok = self.valid(data.shape) & finite_entries(data)
-    z = dprandom.gaussian(key, data.shape, data.dtype)
-    noise = self.ellipse.apply_root(z) * self.sigma
-    return _checks.mark_invalid(*noisy(ok, data, noise))
+  def cost(self, group_size: int = 1):
+    """Raises ValueError: a zCDP cost, not one (eps, delta)."""
+    return self.spherical.cost(group_size)

@@ -18,6 +18,7 @@ from jaxdp import _checks, exact
 from jaxdp.mechanisms import (
   DiscreteGaussianMechanism,
   EllipticGaussianMechanism,
+  EllipticZCDPGaussianMechanism,
   GaussianMechanism,
   KNormMechanism,
   LaplaceMechanism,
@@ -34,7 +35,8 @@ __all__ = ["FAMILIES", "NoiseLaw", "noise_law"]
 FAMILIES = ("laplace", "gaussian", "discrete_gaussian", "knorm", "elliptic")
 SUPPORTED = (
   "PosetCountMechanism, LaplaceMechanism, KNormMechanism, GaussianMechanism, "
-  "ZCDPGaussianMechanism, EllipticGaussianMechanism or DiscreteGaussianMechanism"
+  "ZCDPGaussianMechanism, EllipticGaussianMechanism, EllipticZCDPGaussianMechanism or "
+  "DiscreteGaussianMechanism"
 )
 
 
@@ -132,9 +134,9 @@ def noise_law(mechanism: Any, shape: tuple[int, ...] | None = None) -> NoiseLaw:
     mechanism: a :class:`~jaxdp.PosetCountMechanism` (or
       :class:`~jaxdp.PosetCountGaussianMechanism`), :class:`~jaxdp.LaplaceMechanism`,
       :class:`~jaxdp.KNormMechanism`, :class:`~jaxdp.GaussianMechanism`,
-      :class:`~jaxdp.ZCDPGaussianMechanism`, :class:`~jaxdp.EllipticGaussianMechanism`
-      or :class:`~jaxdp.DiscreteGaussianMechanism` with static (not traced)
-      parameters.
+      :class:`~jaxdp.ZCDPGaussianMechanism`, :class:`~jaxdp.EllipticGaussianMechanism`,
+      :class:`~jaxdp.EllipticZCDPGaussianMechanism` or
+      :class:`~jaxdp.DiscreteGaussianMechanism` with static (not traced) parameters.
     shape: the statistic's shape; needed only by an exact Laplace mechanism on a grid
       (whose noise is widened by one grid step per entry).
 
@@ -175,9 +177,9 @@ def noise_law(mechanism: Any, shape: tuple[int, ...] | None = None) -> NoiseLaw:
     return NoiseLaw(
       "discrete_gaussian", math.sqrt(exact.sigma_quarters(mechanism.sigma) / 4)
     )
-  if isinstance(mechanism, EllipticGaussianMechanism):
-    _static(mechanism, "eps", "delta")
-    return NoiseLaw("elliptic", float(mechanism.sigma), mechanism.ball, mechanism.dim)
+  if isinstance(mechanism, (EllipticGaussianMechanism, EllipticZCDPGaussianMechanism)):
+    (sigma,) = _static(mechanism, "sigma")
+    return NoiseLaw("elliptic", sigma, mechanism.ball, mechanism.dim)
   if isinstance(mechanism, (GaussianMechanism, ZCDPGaussianMechanism)):
     (sigma,) = _static(mechanism, "sigma")
     return NoiseLaw("gaussian", sigma)

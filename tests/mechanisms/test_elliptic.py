@@ -13,6 +13,7 @@ from jaxdp import (
   Accountant,
   CountBall,
   EllipticGaussianMechanism,
+  EllipticZCDPGaussianMechanism,
   GaussianMechanism,
   LpBall,
   Poset,
@@ -21,6 +22,7 @@ from jaxdp import (
   PosetCountMechanism,
   SumBall,
   VoteBall,
+  ZCDPGaussianMechanism,
   ellipse,
   release,
 )
@@ -207,3 +209,55 @@ def test_poset_count_refuses_bad_poset_and_delta():
     PosetCountGaussianMechanism(NHIS, 1.0, 0.0)
   with pytest.raises(ValueError, match="delta"):
     PosetCountGaussianMechanism(NHIS, 1.0, None)
+
+
+# the zCDP variant
+
+
+def test_zcdp_variant_costs_are_the_unit_gaussians():
+  mech = EllipticZCDPGaussianMechanism(CountBall(4, 3), 2.0)
+  ref = ZCDPGaussianMechanism(2.0, 1.0)
+  assert mech.zcdp_cost() == ref.zcdp_cost() == 1 / 8
+  assert mech.zcdp_cost(3) == ref.zcdp_cost(3)
+  orders = jnp.array([2.0, 8.0])
+  np.testing.assert_array_equal(mech.rdp_cost(orders), ref.rdp_cost(orders))
+  assert mech.event() == ("gaussian", 2.0)
+  with pytest.raises(ValueError, match="zCDP cost"):
+    mech.cost()
+  acct = Accountant.create(
+    1.0, delta_budget=1e-5, key=jax.random.key(4), composition="zcdp"
+  )
+  small = EllipticZCDPGaussianMechanism(CountBall(4, 3), 8.0)  # rho = 1/128
+  acct, out = release(acct, small, jnp.zeros(4))
+  assert acct.last_answered and out.shape == (4,)
+  assert float(acct.spent_rho) == pytest.approx(1 / 128, rel=1e-3)
+  basic = Accountant.create(1.0, delta_budget=1e-5, key=jax.random.key(5))
+  with pytest.raises(ValueError, match="zCDP cost"):
+    release(basic, mech, jnp.zeros(4))
+
+
+def test_zcdp_variant_traced_sigma_bad_values_give_the_fill():
+  mech = EllipticZCDPGaussianMechanism(VoteBall(3), 2.0)
+  _, tree = jax.tree_util.tree_flatten(mech)
+  sigmas = jnp.array([2.0, 0.0, -1.0, jnp.nan, jnp.inf, 1e-45])
+
+  def draw(s):
+    forged = jax.tree_util.tree_unflatten(tree, [s])
+    return forged.randomize(jax.random.key(0), jnp.zeros(3))
+
+  out = np.asarray(jax.jit(jax.vmap(draw))(sigmas))
+  assert np.all(np.isfinite(out[0])) and np.any(out[0] != 0)
+  assert np.all(np.isnan(out[1:]))
+  for bad in (0.0, math.nan, -1.0):
+    with pytest.raises(ValueError, match="sigma"):
+      EllipticZCDPGaussianMechanism(VoteBall(3), bad)
+  with pytest.raises(TypeError, match="ball must be"):
+    EllipticZCDPGaussianMechanism(LpBall(2, 2), 1.0)
+
+
+def test_zcdp_variant_noise_matches_the_eps_delta_one():
+  """Same key, same sigma: the two mechanisms draw the same noise."""
+  a = EllipticGaussianMechanism(PosetBall(NHIS), 1.0, 1e-6)
+  b = EllipticZCDPGaussianMechanism(PosetBall(NHIS), a.sigma)
+  key, x = jax.random.key(8), jnp.zeros(5)
+  np.testing.assert_array_equal(a.randomize(key, x), b.randomize(key, x))
