@@ -63,8 +63,8 @@ MARGIN = 2.0**-20
 # The largest number of filters a poset's ellipse is computed over (enumerated).
 MAX_ELLIPSE_FILTERS = 1 << 13
 # The numerical optimum: stop when the largest v^T A^-1 v is within this of 1.
-DESIGN_TOL = 1e-6
-DESIGN_ITERATIONS = 5_000
+DESIGN_TOL = 1e-5
+DESIGN_ITERATIONS = 2_000
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -138,28 +138,34 @@ def trace_lower_bound(points: ArrayLike, lam: ArrayLike) -> float:
 
 
 def optimal_design(points: ArrayLike) -> tuple[np.ndarray, float]:
-  """Weights lam maximising tr M(lam)^(1/2) over ``points`` (rows spanning R^dim),
-  by the multiplicative update lam_v <- lam_v (v^T M^(-1/2) v / tr M^(1/2))^2, in
-  float64, until max_v v^T M^(-1/2) v / tr M^(1/2) <= 1 + DESIGN_TOL (the KKT
-  condition) or DESIGN_ITERATIONS.
+  """Weights lam maximising tr M(lam)^(1/2) over ``points`` (rows spanning R^dim).
+
+  The multiplicative update lam_v <- lam_v r_v^4 (normalised), r_v = v^T M^(-1/2) v /
+  tr M^(1/2), in float64: sum_v lam_v r_v = 1, and at the optimum r_v <= 1 with
+  equality on the support (the KKT condition), which the update drives to. It stops
+  when max_v r_v <= 1 + DESIGN_TOL, or after DESIGN_ITERATIONS, returning the
+  weights with the smallest max_v r_v seen.
 
   Returns:
-    ``(lam, c)``: the weights and that maximum ratio c (>= 1; the ellipse
-    tr(M^(1/2)) M^(1/2) is within a factor c of the smallest trace).
+    ``(lam, c)``: the weights and their max_v r_v = c (>= 1): the ellipse
+    tr(M^(1/2)) M^(1/2), scaled by c, contains the points and its trace is within a
+    factor c of the smallest (weak duality, :func:`trace_lower_bound`).
   """
   v = np.asarray(points, np.float64)
   lam = np.full(v.shape[0], 1.0 / v.shape[0])
+  best = (lam, math.inf)
   for _ in range(DESIGN_ITERATIONS):
     w, q = np.linalg.eigh((v.T * lam) @ v)
     w = np.maximum(w, np.finfo(np.float64).tiny)
-    total = float(np.sum(np.sqrt(w)))
-    ratio = np.sum((v @ (q / np.sqrt(w))) * (v @ q), axis=1) / total
+    ratio = np.sum((v @ (q / np.sqrt(w))) * (v @ q), axis=1) / float(np.sum(np.sqrt(w)))
     c = float(np.max(ratio))
+    if c < best[1]:
+      best = (lam, c)
     if c <= 1.0 + DESIGN_TOL:
       break
-    lam = lam * ratio**2
+    lam = lam * ratio**4
     lam /= np.sum(lam)
-  return lam, c
+  return best
 
 
 def poset_filters(poset) -> np.ndarray:

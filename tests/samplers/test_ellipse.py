@@ -71,12 +71,13 @@ def test_every_hull_point_is_inside_and_some_touch(ball):
 @pytest.mark.parametrize("ball", QUERY_BALLS + POSET_BALLS, ids=repr)
 def test_trace_is_within_the_duality_certificate(ball):
   """Any lam gives tr(A) >= (tr M(lam)^(1/2))^2 for every ellipse A containing the
-  ball; the optimiser's lam certifies ours within 1e-5 (MARGIN is ~1e-6)."""
+  ball; the optimiser's lam (DESIGN_TOL 1e-5) certifies ours within 2e-5 (MARGIN is
+  ~1e-6)."""
   points = hull(ball)
   lam, c = optimal_design(points)
   assert c <= 1 + 1e-5
   lower = trace_lower_bound(points, lam)
-  assert lower <= ellipse(ball).trace <= lower * (1 + 1e-5)
+  assert lower <= ellipse(ball).trace <= lower * (1 + 2e-5)
 
 
 def test_the_certificate_can_fail():
@@ -103,7 +104,7 @@ def test_closed_forms_match_the_numerical_optimum(ball):
   a = (q * (half * half.sum())) @ q.T
   a *= np.max(gauge_sq(a, points))  # scaled to contain the points
   closed = ellipse(ball).matrix()
-  np.testing.assert_allclose(np.trace(closed), np.trace(a), rtol=1e-5)
+  np.testing.assert_allclose(np.trace(closed), np.trace(a), rtol=2e-5)
   np.testing.assert_allclose(closed, a, atol=2e-3 * np.trace(a) / ball.dim)
 
 
