@@ -84,3 +84,13 @@ def test_advise_compares_elliptic_at_the_stated_delta():
   assert "elliptic" not in [
     o.noise for o in jaxdp.advise(NHIS, 1.0, consistency=False).options
   ]
+
+
+def test_bars_of_a_4096_candidate_vote():
+  """Exact bars need no simulation, whatever the dimension (the default sample
+  count stays within MAX_ENTRIES past 3,355 coordinates)."""
+  mech = EllipticGaussianMechanism(VoteBall(4096), 1.0, 1e-6)
+  bars = error_bars(mech)
+  ell = ellipse(VoteBall(4096))
+  sd = mech.sigma * math.sqrt(ell.across + (ell.along - ell.across) / 4096)
+  np.testing.assert_allclose(bars.upper, Z975 * sd, rtol=1e-9)
