@@ -190,7 +190,7 @@ def has_ellipse(ball) -> bool:
   """Whether :func:`ellipse` computes ``ball``'s ellipse: one of
   :data:`ELLIPSE_BALLS`, and for a poset ball at most :data:`MAX_ELLIPSE_FILTERS`
   filters."""
-  if not isinstance(ball, ELLIPSE_BALLS):
+  if type(ball) not in ELLIPSE_BALLS:
     return False
   return not isinstance(ball, PosetBall) or _filters_upto(ball.poset) is not None
 
@@ -213,15 +213,16 @@ def _filters_upto(poset) -> np.ndarray | None:
 
 
 def _check_ball(ball):
-  if not isinstance(ball, ELLIPSE_BALLS):
+  """A TypeError unless ``ball`` is exactly one of :data:`ELLIPSE_BALLS` (a subclass
+  could change the set whose ellipse the closed forms give)."""
+  if type(ball) not in ELLIPSE_BALLS:
     names = [f"jaxdp.{c.__name__}" for c in ELLIPSE_BALLS]
     raise _checks.ArgTypeError(
-      f"ball must be a {', '.join(names[:-1])} or {names[-1]} for elliptic Gaussian "
-      f"noise; got {ball!r}."
+      f"ball must be a {', '.join(names[:-1])} or {names[-1]} (exactly, not a "
+      f"subclass) for elliptic Gaussian noise; got {ball!r}."
     )
 
 
-@functools.lru_cache(maxsize=64)
 def ellipse(ball) -> Ellipse:
   """The smallest-trace ellipse containing ``ball`` (widened by :data:`MARGIN`).
 
@@ -247,6 +248,12 @@ def ellipse(ball) -> Ellipse:
     ValueError: a poset with more than :data:`MAX_ELLIPSE_FILTERS` filters.
   """
   _check_ball(ball)
+  return _cached_ellipse(ball)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_ellipse(ball) -> Ellipse:
+  """:func:`ellipse` of a checked ball, kept (balls are immutable and hashable)."""
   if isinstance(ball, SumBall):
     return Ellipse(ball.d, _up(ball.k), _up(ball.k))
   if isinstance(ball, VoteBall):

@@ -206,9 +206,24 @@ def test_too_many_filters_is_refused_by_name():
 def test_unsupported_ball_is_a_type_error():
   with pytest.raises(TypeError, match="jaxdp.SumBall.*LpBall"):
     ellipse(LpBall(3, 2))
-  with pytest.raises(TypeError):
+  with pytest.raises(TypeError, match="ball must be"):
     ellipse("vote")
+  with pytest.raises(TypeError, match="ball must be"):
+    ellipse([VoteBall(3)])  # unhashable: still the clear error
   assert not has_ellipse(LpBall(3, 2))
+
+
+def test_a_ball_subclass_is_refused():
+  """A subclass may change the set (here a vote ball claiming twice the scores):
+  the closed form would not contain it, so only the exact classes are accepted."""
+
+  class Doubled(VoteBall):
+    def hull_points(self):
+      return 2 * super().hull_points()
+
+  with pytest.raises(TypeError, match="not a subclass"):
+    ellipse(Doubled(3))
+  assert not has_ellipse(Doubled(3))
 
 
 @pytest.mark.parametrize("ball", [CountBall(6, 5), VoteBall(4), PosetBall(NHIS)], ids=repr)
