@@ -38,6 +38,7 @@ def test_all_is_complete_and_resolves():
       not in (
         "COUNT_NOISES",
         "EXACT_COUNT_NOISES",
+        "GAUSSIAN_COUNT_NOISES",
         "COMPOSITIONS",
         "MAX_PARTS",
         "MAX_OBJECTS",
