@@ -4,8 +4,8 @@
 the l_inf and l_2 balls, Laplace and, for delta > 0, spherical and elliptic Gaussian
 noise at that delta) by their expected squared error, total and per coordinate, exact
 where a closed form exists (:mod:`jaxdp.reporting.moments`), and by their Monte Carlo
-error after the order-consistent projection :func:`jaxdp.consistent` at assumed true counts. Like
-the error bars it reads no data and spends no budget.
+error after the order-consistent projection :func:`jaxdp.consistent` at assumed true
+counts. Like the error bars it reads no data and spends no budget.
 
 References:
   M. Joseph, M. Ribero, A. Yu, "Privately Counting Partially Ordered Data", ICLR 2025,

@@ -107,7 +107,8 @@ class NoiseLaw:
 
 
 def ball_name(ball) -> str:
-  """``"poset ball"``, ``"l_inf ball"``, ``"l_2 ball"`` or ``"l_p ball"``."""
+  """``"poset ball"``, a query ball's name (``"vote ball"``), ``"l_inf ball"``,
+  ``"l_2 ball"`` or ``"l_p ball"``."""
   if isinstance(ball, PosetBall):
     return "poset ball"
   if isinstance(ball, NormBall):

@@ -7,8 +7,7 @@ small enough to enumerate (:func:`jaxdp.exact_second_moment`,
 :func:`jaxdp.reporting.poset_law.enumerable`); otherwise it is the mean
 of ``Z_i^2`` over exactly uniform points of the ball, with its standard error.
 Laplace noise of scale b has ``2 b^2``, Gaussian noise ``b^2``, elliptic Gaussian
-noise ``b^2 A_ii``, the discrete Gaussian
-the sum of ``k^2`` times its pmf.
+noise ``b^2 A_ii``, the discrete Gaussian the sum of ``k^2`` times its pmf.
 
 References:
   M. Joseph, M. Ribero, A. Yu, "Privately Counting Partially Ordered Data", ICLR 2025,
