@@ -14,7 +14,7 @@ noise on the ball's l_2 radius r.
 
 References:
   M. Joseph, A. Yu, "Some constructions of private, efficient, and optimal K-norm
-  and elliptic Gaussian noise", COLT 2024, Section 4.
+  and elliptic Gaussian noise", COLT 2024.
   B. Balle, Y.-X. Wang, "Improving the Gaussian mechanism for differential privacy:
   analytical calibration and optimal denoising", ICML 2018, Theorem 8.
 """
@@ -100,7 +100,7 @@ class EllipticGaussianMechanism(EllipticNoise, GaussianNoise, EpsMechanism):
     eps, delta: privacy parameters (0 < delta < 1).
 
   References:
-    Joseph & Yu (2024), Lemma 4.7; Balle & Wang (2018), Theorem 8.
+    Joseph & Yu (2024); Balle & Wang (2018), Theorem 8.
   """
 
   ball: Any
@@ -147,7 +147,7 @@ class EllipticZCDPGaussianMechanism(EllipticNoise, GaussianNoise):
     sigma: the noise multiplier (> 0).
 
   References:
-    Joseph & Yu (2024), Lemma 4.7; Bun & Steinke (2016), Proposition 1.6.
+    Joseph & Yu (2024); Bun & Steinke (2016), Proposition 1.6.
   """
 
   ball: Any

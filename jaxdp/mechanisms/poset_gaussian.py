@@ -8,7 +8,7 @@ noise (l_2 sensitivity sqrt(d + 1), the ball's radius).
 References:
   M. Joseph, M. Ribero, A. Yu, "Privately Counting Partially Ordered Data", ICLR 2025.
   M. Joseph, A. Yu, "Some constructions of private, efficient, and optimal K-norm
-  and elliptic Gaussian noise", COLT 2024, Section 4.
+  and elliptic Gaussian noise", COLT 2024.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class PosetCountGaussianMechanism(PosetCountMechanism):
       :class:`~jaxdp.DiscreteGaussianMechanism`).
 
   References:
-    Joseph & Yu (2024), Lemma 4.7; Balle & Wang (2018), Theorem 8.
+    Joseph & Yu (2024); Balle & Wang (2018), Theorem 8.
   """
 
   delta: Any = None

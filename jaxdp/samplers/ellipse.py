@@ -10,10 +10,12 @@ smallest trace is
   min tr(A) = max over probability vectors lam of (tr M(lam)^(1/2))^2,
   M(lam) = sum_v lam_v v v^T,  attained at A = tr(M^(1/2)) M^(1/2)
 
-(Joseph & Yu 2024, Lemma 4.7). Weak duality holds for every lam: if every
-v^T A^-1 v <= 1 then tr(A^-1 M) <= 1 and, by Cauchy-Schwarz,
+(the construction of Joseph & Yu 2024). At the maximising lam, the optimality
+(KKT) conditions, v^T M^(-1/2) v <= tr M^(1/2) for every v, say exactly that this A
+contains the points, and tr A = (tr M^(1/2))^2. Weak duality holds for every lam: if
+every v^T A^-1 v <= 1 then tr(A^-1 M) <= 1 and, by Cauchy-Schwarz,
 tr M^(1/2) = tr(A^(1/2) A^(-1/2) M^(1/2)) <= sqrt(tr A) sqrt(tr(A^-1 M)) <= sqrt(tr A);
-:func:`trace_lower_bound` is that certificate.
+so that A is optimal, and :func:`trace_lower_bound` certifies any ellipse.
 
 :func:`ellipse` gives closed forms for the query balls (their symmetry makes
 A = a P + b (I - P), P the projection on the all-ones direction) and solves the
@@ -23,7 +25,8 @@ contains the ball by construction, whatever the optimiser's accuracy.
 
 References:
   M. Joseph, A. Yu, "Some constructions of private, efficient, and optimal K-norm
-  and elliptic Gaussian noise", COLT 2024, Sections 4, 7-9.
+  and elliptic Gaussian noise", COLT 2024 (the count ellipse, Theorem 8.9; the vote
+  ellipse, Theorem 9.10).
 """
 
 from __future__ import annotations
