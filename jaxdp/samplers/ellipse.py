@@ -63,7 +63,8 @@ ELLIPSE_BALLS = (SumBall, CountBall, VoteBall, PosetBall)
 # than float32's rounding of its scales (2^-24), so the noise sampled in float32 is
 # never narrower than the ball needs.
 MARGIN = 2.0**-20
-# The largest number of filters a poset's ellipse is computed over (enumerated).
+# The largest number of filters a poset's ellipse is computed over (enumerated; a few
+# seconds on the host for thousands of filters, once per poset: ellipses are kept).
 MAX_ELLIPSE_FILTERS = 1 << 13
 # The numerical optimum: stop when the largest v^T A^-1 v is within this of 1.
 DESIGN_TOL = 1e-5
