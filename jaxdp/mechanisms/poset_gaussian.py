@@ -14,13 +14,12 @@ References:
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 from jaxdp.mechanisms.base import pytree
 from jaxdp.mechanisms.elliptic import EllipticGaussianMechanism
 from jaxdp.mechanisms.gaussian import GaussianMechanism
-from jaxdp.mechanisms.poset_count import PosetCountMechanism
+from jaxdp.mechanisms.poset_count import PosetCountMechanism, sqrt_up
 from jaxdp.posets import Poset
 from jaxdp.samplers.balls import PosetBall
 from jaxdp.typing import Scalar
@@ -98,7 +97,7 @@ class PosetCountGaussianMechanism(PosetCountMechanism):
     """The mechanism that noises the (d + 1,) count vector."""
     if self.noise == "elliptic":
       return EllipticGaussianMechanism(PosetBall(self.poset), self.eps, self.delta)
-    radius = math.sqrt(self.dim)  # ||(1, 1_F)||_2 <= sqrt(d + 1)
+    radius = sqrt_up(self.dim)  # ||(1, 1_F)||_2 <= sqrt(d + 1), never rounded down
     return GaussianMechanism(self.eps, self.delta, radius, calibration="analytic")
 
   def cost(self, group_size: int = 1) -> tuple[Scalar, Scalar]:
