@@ -70,10 +70,13 @@ from jaxdp.ledger import Ledger
 from jaxdp.mechanisms import (
   CountQueryMechanism,
   DiscreteGaussianMechanism,
+  EllipticGaussianMechanism,
+  EllipticZCDPGaussianMechanism,
   GaussianMechanism,
   KNormMechanism,
   LaplaceMechanism,
   Mechanism,
+  PosetCountGaussianMechanism,
   PosetCountMechanism,
   QueryMechanism,
   SumQueryMechanism,
@@ -87,6 +90,7 @@ from jaxdp.prng import chacha, threefry
 from jaxdp.reporting import Advice, ErrorBars, advise, consistent_error_bars, error_bars
 from jaxdp.samplers.balls import LpBall, PosetBall, enumerate_objects, exact_second_moment
 from jaxdp.samplers.count_ball import CountBall
+from jaxdp.samplers.ellipse import Ellipse, ellipse
 from jaxdp.samplers.norm_ball import NormBall
 from jaxdp.samplers.sum_ball import SumBall
 from jaxdp.samplers.vote_ball import VoteBall
@@ -103,6 +107,9 @@ __all__ = [
   "CompositionRule",
   "DataDependentCostError",
   "DiscreteGaussianMechanism",
+  "Ellipse",
+  "EllipticGaussianMechanism",
+  "EllipticZCDPGaussianMechanism",
   "ErrorBars",
   "FillOnRefusal",
   "GaussianMechanism",
@@ -118,6 +125,7 @@ __all__ = [
   "PldAccounting",
   "Poset",
   "PosetBall",
+  "PosetCountGaussianMechanism",
   "PosetCountMechanism",
   "QueryMechanism",
   "RaiseOnRefusal",
@@ -144,6 +152,7 @@ __all__ = [
   "consistent_error_bars",
   "decomposition",
   "dpsgd_epsilon",
+  "ellipse",
   "enumerate_objects",
   "error_bars",
   "events_epsilon",

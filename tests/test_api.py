@@ -40,6 +40,7 @@ def test_all_is_complete_and_resolves():
         "EXACT_COUNT_NOISES",
         "QUERY_NOISES",
         "EXACT_QUERY_NOISES",
+        "GAUSSIAN_COUNT_NOISES",
         "COMPOSITIONS",
         "MAX_PARTS",
         "MAX_OBJECTS",

@@ -27,7 +27,8 @@ fill) and :func:`jaxdp.release` refuse the release, spending nothing. Never weak
 Modules: :mod:`~jaxdp.mechanisms.base` (the protocol, pytree registration, the
 allowlist, exact-option checks), :mod:`~jaxdp.mechanisms.statistics` (statistics and
 per-part sums), one module per family (``laplace``, ``knorm``, ``gaussian``,
-``discrete_gaussian``, ``poset_count``, ``queries``: sum, count and vote) and
+``elliptic``, ``discrete_gaussian``, ``poset_count``, ``poset_gaussian``, ``queries``:
+sum, count and vote) and
 :mod:`~jaxdp.mechanisms.publishable` (the allowlist of exact mechanisms a secure
 accountant accepts: by exact class and validated fields, never by a caller-settable
 ``exact`` flag alone).
@@ -40,6 +41,10 @@ References:
 
 from jaxdp.mechanisms.base import Mechanism
 from jaxdp.mechanisms.discrete_gaussian import DiscreteGaussianMechanism
+from jaxdp.mechanisms.elliptic import (
+  EllipticGaussianMechanism,
+  EllipticZCDPGaussianMechanism,
+)
 from jaxdp.mechanisms.gaussian import GaussianMechanism, ZCDPGaussianMechanism
 from jaxdp.mechanisms.knorm import KNormMechanism
 from jaxdp.mechanisms.laplace import LaplaceMechanism
@@ -47,6 +52,10 @@ from jaxdp.mechanisms.poset_count import (
   COUNT_NOISES,
   EXACT_COUNT_NOISES,
   PosetCountMechanism,
+)
+from jaxdp.mechanisms.poset_gaussian import (
+  GAUSSIAN_COUNT_NOISES,
+  PosetCountGaussianMechanism,
 )
 from jaxdp.mechanisms.publishable import is_publishable, publishable_problem
 from jaxdp.mechanisms.queries import (
@@ -66,7 +75,11 @@ __all__ = [
   "EXACT_COUNT_NOISES",
   "ZCDPGaussianMechanism",
   "DiscreteGaussianMechanism",
+  "EllipticGaussianMechanism",
+  "EllipticZCDPGaussianMechanism",
+  "GAUSSIAN_COUNT_NOISES",
   "PosetCountMechanism",
+  "PosetCountGaussianMechanism",
   "COUNT_NOISES",
   "QueryMechanism",
   "SumQueryMechanism",

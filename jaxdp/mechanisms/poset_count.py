@@ -77,6 +77,12 @@ class PosetCountMechanism(EpsMechanism):
   def _check_options(self):
     if not isinstance(self.poset, Poset):
       raise _checks.ArgTypeError(f"poset must be a jaxdp.Poset; got {self.poset!r}.")
+    self._check_noise()
+    if self.on_invalid not in ("raise", "clip"):
+      raise ValueError(f"on_invalid must be 'raise' or 'clip'; got {self.on_invalid!r}.")
+
+  def _check_noise(self):
+    """The checks of ``noise`` and ``exact``."""
     if self.noise not in COUNT_NOISES:
       raise ValueError(f"noise must be one of {COUNT_NOISES}; got {self.noise!r}.")
     check_exact_options(self.exact, None)
@@ -86,8 +92,6 @@ class PosetCountMechanism(EpsMechanism):
       )
     if self.exact and self.noise == "poset":
       poset_path(self.poset)  # the exact sampler's limits, checked now
-    if self.on_invalid not in ("raise", "clip"):
-      raise ValueError(f"on_invalid must be 'raise' or 'clip'; got {self.on_invalid!r}.")
 
   def valid(self, shape: Shape = ()) -> jax.Array:
     """:meth:`KNormMechanism.valid` of the noise mechanism (:attr:`inner`), after

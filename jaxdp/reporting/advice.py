@@ -1,11 +1,11 @@
 """Which mechanism should I use? The expected error of each count mechanism on a poset.
 
 :func:`advise` compares the noises a poset-count release can take (the poset ball,
-the l_inf and l_2 balls, Laplace and, for delta > 0, Gaussian noise) by their expected
-squared error, total and per coordinate, exact where a closed form exists
-(:mod:`jaxdp.reporting.moments`), and by their Monte Carlo error after the
-order-consistent projection :func:`jaxdp.consistent` at assumed true counts. Like
-the error bars it reads no data and spends no budget.
+the l_inf and l_2 balls, Laplace and, for delta > 0, spherical and elliptic Gaussian
+noise at that delta) by their expected squared error, total and per coordinate, exact
+where a closed form exists (:mod:`jaxdp.reporting.moments`), and by their Monte Carlo
+error after the order-consistent projection :func:`jaxdp.consistent` at assumed true
+counts. Like the error bars it reads no data and spends no budget.
 
 References:
   M. Joseph, M. Ribero, A. Yu, "Privately Counting Partially Ordered Data", ICLR 2025,
@@ -23,12 +23,18 @@ import numpy as np
 
 from jaxdp import _checks
 from jaxdp.consistency import consistent
-from jaxdp.mechanisms import GaussianMechanism, PosetCountMechanism
+from jaxdp.mechanisms import (
+  GaussianMechanism,
+  PosetCountGaussianMechanism,
+  PosetCountMechanism,
+)
 from jaxdp.posets import Poset
 from jaxdp.reporting import moments, simulate
 from jaxdp.reporting.bars import check_samples, format_table
 from jaxdp.reporting.laws import noise_law
 from jaxdp.reporting.query_advice import QUERY_BALLS, QueryAdvice, advise_query
+from jaxdp.samplers.balls import PosetBall
+from jaxdp.samplers.ellipse import has_ellipse
 from jaxdp.typing import ArrayLike, KeyArray
 
 __all__ = [
@@ -46,6 +52,7 @@ NOISE_LABELS = {
   "l2": "K-norm, l_2 ball",
   "laplace": "Laplace (l_1)",
   "gaussian": "Gaussian (analytic)",
+  "elliptic": "Gaussian, elliptic (analytic)",
 }
 DEFAULT_RESPONDENTS = 10_000
 
@@ -55,7 +62,8 @@ class MechanismError:
   """The expected squared error of one mechanism, raw and after consistency.
 
   Attributes:
-    noise: ``"poset"``, ``"linf"``, ``"l2"``, ``"laplace"`` or ``"gaussian"``.
+    noise: ``"poset"``, ``"linf"``, ``"l2"``, ``"laplace"``, ``"gaussian"``
+      (spherical) or ``"elliptic"``.
     mechanism: the mechanism compared (eps, delta and sensitivity set).
     per_coordinate: ``E[(y_i - x_i)^2]`` of the raw release, respondents first.
     stderr: its Monte Carlo standard error (0 where exact).
@@ -257,6 +265,8 @@ def _mechanisms(poset, eps, delta):
   if delta > 0:
     dim = poset.d + 1  # ||(1, 1_F)||_2 <= sqrt(d + 1)
     out["gaussian"] = GaussianMechanism(eps, delta, math.sqrt(dim), calibration="analytic")
+    if has_ellipse(PosetBall(poset)):
+      out["elliptic"] = PosetCountGaussianMechanism(poset, eps, delta)
   return out
 
 
@@ -280,8 +290,10 @@ def advise(
   Args:
     poset: the questionnaire's :class:`~jaxdp.Poset`, or a query ball.
     eps: the privacy parameter of the release.
-    delta: 0 for pure DP; > 0 adds Gaussian noise (analytic calibration, l_2
-      sensitivity sqrt(d + 1)) to the comparison.
+    delta: 0 for pure DP; > 0 adds Gaussian noise at that delta (analytic
+      calibration) to the comparison: spherical (l_2 sensitivity sqrt(d + 1)) and,
+      for posets of at most :data:`~jaxdp.samplers.ellipse.MAX_ELLIPSE_FILTERS`
+      filters, elliptic (:class:`~jaxdp.PosetCountGaussianMechanism`).
     assumed_counts: true counts ``(n, c_1, ..., c_d)`` for the consistency
       simulation (default :func:`default_counts`: 10,000 respondents, each question
       yes for half of those eligible). The raw errors do not depend on them.

@@ -186,7 +186,8 @@ def error_bars(
       key, so bars are reproducible). Never pass a key a release used.
     num_samples: simulated noise vectors for Monte Carlo bars (at least 100; default
       200,000, fewer for a large poset: at most 2^23 simulated values, at least 20,000
-      vectors; 27,869 for 300 questions).
+      vectors (fewer past 3,355 coordinates, to stay within MAX_ENTRIES); 27,869 for
+      300 questions).
 
   Returns:
     :class:`ErrorBars`; ``bars.interval(released)`` gives the intervals. The bars
@@ -203,8 +204,8 @@ def error_bars(
   level = check_level(level)
   law = noise_law(mechanism, shape)
   dim = law.dim or 1
-  if num_samples is None:
-    num_samples = min(200_000, max(20_000, (1 << 23) // dim))
+  if num_samples is None:  # never past MAX_ENTRIES: a law with thousands of coordinates
+    num_samples = min(200_000, max(min(20_000, MAX_ENTRIES // dim), (1 << 23) // dim))
   n = check_samples(num_samples, dim)
   if key is not None:
     key = simulate.simulation_key(key)

@@ -12,9 +12,13 @@ import dataclasses
 import math
 from typing import Any
 
+import numpy as np
+
 from jaxdp import _checks, exact
 from jaxdp.mechanisms import (
   DiscreteGaussianMechanism,
+  EllipticGaussianMechanism,
+  EllipticZCDPGaussianMechanism,
   GaussianMechanism,
   KNormMechanism,
   LaplaceMechanism,
@@ -24,15 +28,16 @@ from jaxdp.mechanisms import (
 )
 from jaxdp.mechanisms.base import exact_scale
 from jaxdp.samplers.balls import LpBall, PosetBall
+from jaxdp.samplers.ellipse import ellipse
 from jaxdp.samplers.norm_ball import NormBall
 
 __all__ = ["FAMILIES", "NoiseLaw", "noise_law"]
 
-FAMILIES = ("laplace", "gaussian", "discrete_gaussian", "knorm")
+FAMILIES = ("laplace", "gaussian", "discrete_gaussian", "knorm", "elliptic")
 SUPPORTED = (
   "PosetCountMechanism, SumQueryMechanism, CountQueryMechanism, VoteQueryMechanism, "
-  "LaplaceMechanism, KNormMechanism, GaussianMechanism, "
-  "ZCDPGaussianMechanism or DiscreteGaussianMechanism"
+  "LaplaceMechanism, KNormMechanism, GaussianMechanism, ZCDPGaussianMechanism, "
+  "EllipticGaussianMechanism, EllipticZCDPGaussianMechanism or DiscreteGaussianMechanism"
 )
 
 
@@ -44,9 +49,11 @@ class NoiseLaw:
     family: ``"laplace"`` (i.i.d. Laplace(scale) coordinates), ``"gaussian"``
       (i.i.d. N(0, scale^2)), ``"discrete_gaussian"`` (i.i.d. N_Z(0, scale^2) on the
       integers) or ``"knorm"`` (``scale * R Z`` with R ~ Gamma(dim + 1) and Z
-      uniform in ``ball``: density proportional to exp(-||y||_K / scale)).
+      uniform in ``ball``: density proportional to exp(-||y||_K / scale)) or
+      ``"elliptic"`` (N(0, scale^2 A), A the ellipse of ``ball``,
+      :func:`jaxdp.ellipse`: coordinate i is N(0, scale^2 A_ii)).
     scale: the scale above, in units of the statistic's grid.
-    ball: the K-norm ball (``"knorm"`` only).
+    ball: the K-norm ball, or the ball whose ellipse shapes the noise.
     dim: the number of coordinates (None: i.i.d. noise on a statistic of any shape).
     rounded: the noise is the exact rounding of the ideal real noise to the integers
       (an ``exact=True`` mechanism); the discrete Gaussian is integer by nature.
@@ -85,9 +92,19 @@ class NoiseLaw:
       "gaussian": "i.i.d. Gaussian noise",
       "discrete_gaussian": "i.i.d. discrete Gaussian noise",
       "knorm": f"K-norm noise with the {ball_name(self.ball)}",
+      "elliptic": f"elliptic Gaussian noise for the {ball_name(self.ball)}",
     }[self.family]
     rounded = ", rounded exactly to integers" if self.rounded else ""
     return f"{what} (scale {self.scale:.6g}{rounded})"
+
+  def coordinate_sd(self) -> np.ndarray:
+    """The standard deviation of each coordinate of elliptic Gaussian noise:
+    ``scale sqrt(A_ii)``."""
+    if self.family != "elliptic":
+      raise ValueError(
+        f"coordinate_sd is for elliptic Gaussian noise; got {self.family!r}."
+      )
+    return self.scale * np.sqrt(ellipse(self.ball).diagonal())
 
 
 def ball_name(ball) -> str:
@@ -116,11 +133,13 @@ def noise_law(mechanism: Any, shape: tuple[int, ...] | None = None) -> NoiseLaw:
   """The noise law of ``mechanism``: a function of its parameters, never of data.
 
   Args:
-    mechanism: a :class:`~jaxdp.PosetCountMechanism`, a query mechanism
+    mechanism: a :class:`~jaxdp.PosetCountMechanism` (or
+      :class:`~jaxdp.PosetCountGaussianMechanism`), a query mechanism
       (:class:`~jaxdp.SumQueryMechanism`, ...), :class:`~jaxdp.LaplaceMechanism`,
       :class:`~jaxdp.KNormMechanism`, :class:`~jaxdp.GaussianMechanism`,
-      :class:`~jaxdp.ZCDPGaussianMechanism` or :class:`~jaxdp.DiscreteGaussianMechanism`
-      with static (not traced) parameters.
+      :class:`~jaxdp.ZCDPGaussianMechanism`, :class:`~jaxdp.EllipticGaussianMechanism`,
+      :class:`~jaxdp.EllipticZCDPGaussianMechanism` or
+      :class:`~jaxdp.DiscreteGaussianMechanism` with static (not traced) parameters.
     shape: the statistic's shape; needed only by an exact Laplace mechanism on a grid
       (whose noise is widened by one grid step per entry).
 
@@ -166,6 +185,9 @@ def noise_law(mechanism: Any, shape: tuple[int, ...] | None = None) -> NoiseLaw:
     return NoiseLaw(
       "discrete_gaussian", math.sqrt(exact.sigma_quarters(mechanism.sigma) / 4)
     )
+  if isinstance(mechanism, (EllipticGaussianMechanism, EllipticZCDPGaussianMechanism)):
+    (sigma,) = _static(mechanism, "sigma")
+    return NoiseLaw("elliptic", sigma, mechanism.ball, mechanism.dim)
   if isinstance(mechanism, (GaussianMechanism, ZCDPGaussianMechanism)):
     (sigma,) = _static(mechanism, "sigma")
     return NoiseLaw("gaussian", sigma)

@@ -7,8 +7,8 @@ an exact :meth:`~jaxdp.NormBall.second_moment`, and for a poset ball
 small enough to enumerate (:func:`jaxdp.exact_second_moment`,
 :func:`jaxdp.reporting.poset_law.enumerable`); otherwise it is the mean
 of ``Z_i^2`` over exactly uniform points of the ball, with its standard error.
-Laplace noise of scale b has ``2 b^2``, Gaussian noise ``b^2``, the discrete Gaussian
-the sum of ``k^2`` times its pmf.
+Laplace noise of scale b has ``2 b^2``, Gaussian noise ``b^2``, elliptic Gaussian
+noise ``b^2 A_ii``, the discrete Gaussian the sum of ``k^2`` times its pmf.
 
 References:
   M. Joseph, M. Ribero, A. Yu, "Privately Counting Partially Ordered Data", ICLR 2025,
@@ -77,6 +77,8 @@ def squared_error(
     return SquaredError(np.full(dim, 2 * b * b), zeros, "exact")
   if law.family == "gaussian":
     return SquaredError(np.full(dim, b * b), zeros, "exact")
+  if law.family == "elliptic":
+    return SquaredError(law.coordinate_sd() ** 2, zeros, "exact")
   if law.family == "discrete_gaussian":
     k = np.arange(-int(math.ceil(40 * b)) - 1, int(math.ceil(40 * b)) + 2, dtype=np.float64)
     w = np.exp(-(k**2) / (2 * b * b))

@@ -11,7 +11,8 @@ returned beside it.
 Closed forms of ``F(t) = P(|Y_i| <= t)`` at scale ``b``:
 
 * Laplace: ``1 - exp(-t / b)``.
-* Gaussian: ``erf(t / (b sqrt 2))``.
+* Gaussian: ``erf(t / (b sqrt 2))``; elliptic Gaussian noise: the same with ``b``
+  the coordinate's standard deviation ``b sqrt(A_ii)``.
 * K-norm noise of the l_inf ball in dimension D: ``Y_i = R U_i`` with ``R`` ~
   Gamma(D + 1, b) and ``U_i`` uniform on [-1, 1], so ``F(t) = E min(1, t / R) =
   P(G_(D+1) <= t) + t / (b D) P(G_D > t)`` (``G_k`` ~ Gamma(k, b); Poisson sums).
@@ -75,6 +76,8 @@ def abs_cdf(law: NoiseLaw, t: float, coord: int = 0) -> float:
     return -math.expm1(-t / b)
   if law.family == "gaussian":
     return math.erf(t / (b * math.sqrt(2.0)))
+  if law.family == "elliptic":
+    return math.erf(t / (float(law.coordinate_sd()[coord]) * math.sqrt(2.0)))
   if law.family == "knorm" and isinstance(law.ball, PosetBall) and has_closed_form(law):
     return poset_law.coordinate_cdf(law.ball.poset, coord, t / b)
   if law.family == "knorm" and has_closed_form(law):
@@ -115,8 +118,9 @@ def exact_half_width(law: NoiseLaw, level: float):
   """``(t, coverage)``: the central interval ``[-t, t]`` of one coordinate's noise
   at ``level``, and ``P(|noise_i| <= t)`` (``level`` itself for continuous noise;
   at least ``level`` for integer noise, whose ``t`` is the smallest integer that
-  reaches it). In units of :attr:`NoiseLaw.unit`. Floats, or for the poset ball
-  (whose coordinates differ) arrays with one entry per coordinate.
+  reaches it). In units of :attr:`NoiseLaw.unit`. Floats, or for the poset ball and
+  elliptic Gaussian noise (whose coordinates differ) arrays with one entry per
+  coordinate.
 
   Raises:
     ValueError: a law without a closed form.
@@ -128,6 +132,10 @@ def exact_half_width(law: NoiseLaw, level: float):
     while cov(t) < level:
       t += 1
     return float(t), cov(t)
+  if law.family == "elliptic":  # coordinate i: N(0, sd_i^2), so t_i = sd_i t_1
+    t = _half_width(NoiseLaw("gaussian", 1.0), level, 0)[0]
+    sd = law.coordinate_sd()
+    return t * sd, np.full(sd.shape, level)
   if law.family == "knorm" and isinstance(law.ball, PosetBall):
     pairs = [_half_width(law, level, i) for i in range(law.ball.dim)]
     return tuple(np.array(v) for v in zip(*pairs))

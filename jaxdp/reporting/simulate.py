@@ -4,7 +4,8 @@ bootstraps and advice.
 K-norm noise is drawn as ``scale * R * Z`` (Hardt & Talwar 2010, Section 4): ``Z``
 uniform in the ball (the poset ball by jaxdp's exact sampler, in compiled chunks of a
 fixed size so one compilation serves every call; the l_p balls on the host) and
-``R`` ~ Gamma(D + 1) on the host. Laplace and Gaussian noise are drawn on the host.
+``R`` ~ Gamma(D + 1) on the host. Laplace and Gaussian noise (elliptic: the
+ellipse's Cholesky factor times i.i.d. normals) are drawn on the host.
 These simulations read no data: their randomness protects nothing, and a fixed key
 (the default everywhere in :mod:`jaxdp.reporting`) makes results reproducible.
 """
@@ -21,6 +22,7 @@ from jaxdp import _checks
 from jaxdp import random as dprandom
 from jaxdp.reporting.laws import NoiseLaw
 from jaxdp.samplers.balls import PosetBall
+from jaxdp.samplers.ellipse import ellipse
 from jaxdp.samplers.norm_ball import NormBall
 
 __all__ = [
@@ -117,4 +119,7 @@ def noise_draws(key, law: NoiseLaw, n: int, dim: int | None = None) -> np.ndarra
     return rng.laplace(0.0, law.scale, (n, dim))
   if law.family == "gaussian":
     return rng.normal(0.0, law.scale, (n, dim))
+  if law.family == "elliptic":  # L z with L L^T = A has covariance A
+    chol = np.linalg.cholesky(ellipse(law.ball).matrix())
+    return law.scale * rng.standard_normal((n, dim)) @ chol.T
   raise ValueError(f"noise_draws does not simulate {law.describe()}.")

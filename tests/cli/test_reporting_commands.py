@@ -24,6 +24,7 @@ def test_advise_prints_a_table_and_json(capsys):
     "l2",
     "laplace",
     "gaussian",
+    "elliptic",
   }
   assert data["assumed_counts"]["respondents"] == 10_000
 
