@@ -22,7 +22,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, NoReturn
 
 import jax
 
@@ -58,7 +58,7 @@ class EllipticNoise:
     return self.ball.dim
 
   @property
-  def norm(self):
+  def norm(self) -> NoReturn:
     """Raises: per-row contributions are not clipped into an ellipse's ball."""
     raise ValueError(
       f"{type(self).__name__} does not clip rows into its ball; compute the "
@@ -66,7 +66,7 @@ class EllipticNoise:
       "counts by part with PosetCountGaussianMechanism."
     )
 
-  def part_statistics(self, rows: ArrayLike, part: ArrayLike, num_parts: int):
+  def part_statistics(self, rows: ArrayLike, part: ArrayLike, num_parts: int) -> NoReturn:
     """Raises ValueError (see :attr:`norm`)."""
     return self.norm
 
@@ -168,6 +168,6 @@ class EllipticZCDPGaussianMechanism(EllipticNoise, GaussianNoise):
     ellipse(self.ball)
     return self.spherical.valid(shape)
 
-  def cost(self, group_size: int = 1):
+  def cost(self, group_size: int = 1) -> tuple[Scalar, Scalar]:
     """Raises ValueError: a zCDP cost, not one (eps, delta)."""
     return self.spherical.cost(group_size)

@@ -65,7 +65,7 @@ class PosetCountGaussianMechanism(PosetCountMechanism):
     noise: str = "elliptic",
     on_invalid: str = "raise",
     exact: bool = False,
-  ):
+  ) -> None:
     for name, value in (
       ("poset", poset),
       ("eps", eps),

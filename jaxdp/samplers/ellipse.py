@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -227,7 +228,7 @@ def _check_ball(ball):
     )
 
 
-def ellipse(ball) -> Ellipse:
+def ellipse(ball: Any) -> Ellipse:
   """The smallest-trace ellipse containing ``ball`` (widened by :data:`MARGIN`).
 
   * :class:`~jaxdp.SumBall` ``(d, k)``: the ball of radius sqrt(k) (A = k I; sign
