@@ -13,9 +13,11 @@ blocked until ready); then K-norm noise of the l_1, l_inf and l_2 balls at d = 5
 floors. The reference code of Joseph & Yu (``k_norm/`` of google-research: one sample
 per Python call from numpy's global generator; its count mechanism loops inside one
 call) is imported from ``--reference`` (the folder holding its ``k_norm`` package, e.g.
-a checkout of google-research) and timed on ``--ref-calls`` samples in the same run;
-"x reference" is the ratio of the two rates. Without ``--reference`` (or when its
-import fails) the reference rows say "not run".
+a checkout of google-research; default: the ``KNORM_REFERENCE`` environment
+variable), its commit recorded (git's, or ``--reference-commit``), and timed on
+``--ref-calls`` samples in the same run; "x reference" is the ratio of the two
+rates. Without ``--reference`` (or when its import fails) the reference rows say
+"not run".
 
 The squared-error table is exact where a closed form exists: E||noise||_2^2 of K-norm
 noise is (d + 1)(d + 2) / eps^2 E||Z||_2^2 with Z uniform in the ball (the Gamma(d + 1)
@@ -41,6 +43,7 @@ import argparse
 import importlib
 import inspect
 import math
+import os
 import subprocess
 import sys
 import time
@@ -336,7 +339,11 @@ def main(argv=None):
   ap.add_argument("--n", type=int, default=1_000_000, help="samples per jaxdp call")
   ap.add_argument("--ds", default="10,50,100", help="comma-separated dimensions")
   ap.add_argument("--repeats", type=int, default=3, help="best of this many calls")
-  ap.add_argument("--reference", default=None, help="folder holding the k_norm package")
+  ap.add_argument(
+    "--reference",
+    default=os.environ.get("KNORM_REFERENCE"),
+    help="folder holding the reference k_norm package (default: $KNORM_REFERENCE)",
+  )
   ap.add_argument("--reference-commit", default=None, help="its commit (default: git's)")
   ap.add_argument("--ref-calls", type=int, default=300, help="reference samples per row")
   ap.add_argument("--mc-n", type=int, default=1_000_000, help="Monte Carlo points")
@@ -373,10 +380,15 @@ def main(argv=None):
   speed_md, error_md = speed_table(rows, floors, reference), error_table(errors, rows)
   out = Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
-  (out / "knorm_family_speed.md").write_text(speed_md + "\n")
+  m = machine()
+  where = (
+    f"Measured on {m['cpu']}, {m['cpu_count']} CPUs, backend {m['backend']}, "
+    f"jax {m['jax']}."
+  )
+  (out / "knorm_family_speed.md").write_text(f"{speed_md}\n\n{where}\n")
   (out / "knorm_family_error.md").write_text(error_md + "\n")
   payload = {
-    "machine": machine(),
+    "machine": m,
     "reference": reference,
     "speed": rows,
     "floors": floors,
