@@ -136,36 +136,48 @@ def elliptic_sq_error(query, d, k, eps, delta) -> float | None:
     return None
 
 
-def error_row(query, d, k, eps, delta, mc_n=1_000_000, key=None) -> dict:
-  """One row of the squared-error table: E||noise||_2^2 of each mechanism."""
-  key = jax.random.key(d * 1000 + (k or 0)) if key is None else key
+def baselines(query, d, k, eps, delta) -> dict:
+  """E||noise||_2^2 of the baselines for one query: K-norm noise of the l_1 ball
+  (i.i.d. Laplace), l_inf and l_2 balls scaled by the query's sensitivity in that
+  norm (exact: (d + 1)(d + 2) / eps^2 sensitivity^2 E||Z||^2), spherical Gaussian
+  noise at (eps, delta) and elliptic Gaussian noise (None where jaxdp has none)."""
   s = sensitivities(query, d, k)
   gamma2 = (d + 1) * (d + 2) / eps**2  # E[R^2], R ~ Gamma(d + 1, scale 1 / eps)
-  z2, se = ball_sq_norm(query, d, k, mc_n, key)
-  lp = {
+  out = {
     name: gamma2 * s[name] ** 2 * LpBall(d, p).expected_sq_norm()
     for name, p in (("l1", 1), ("linf", math.inf), ("l2", 2))
   }
   sigma = jaxdp.GaussianMechanism(eps, delta, s["l2"], calibration="analytic").sigma
-  row = {
+  out["gaussian"] = d * sigma**2
+  out["elliptic"] = elliptic_sq_error(query, d, k, eps, delta)
+  out["elliptic_x_gaussian"] = (
+    None if out["elliptic"] is None else out["elliptic"] / out["gaussian"]
+  )
+  return out
+
+
+def error_row(query, d, k, eps, delta, mc_n=1_000_000, key=None) -> dict:
+  """One row of the squared-error table: E||noise||_2^2 of the optimal K-norm
+  mechanism (exact, or Monte Carlo with ``mc_n`` points and its standard error) and
+  of the :func:`baselines`, and the ratios of K-norm to the best l_p baselines."""
+  key = jax.random.key(d * 1000 + (k or 0)) if key is None else key
+  gamma2 = (d + 1) * (d + 2) / eps**2
+  z2, se = ball_sq_norm(query, d, k, mc_n, key)
+  base = baselines(query, d, k, eps, delta)
+  knorm = gamma2 * z2
+  return {
     "query": query,
     "d": d,
     "k": k,
     "eps": eps,
     "delta": delta,
-    "knorm": gamma2 * z2,
+    "knorm": knorm,
     "knorm_source": "exact" if se is None else f"Monte Carlo ({mc_n:,} points)",
     "knorm_se": None if se is None else gamma2 * se,
-    **lp,
-    "x_best_l1_linf": gamma2 * z2 / min(lp["l1"], lp["linf"]),
-    "x_best_lp": gamma2 * z2 / min(lp.values()),
-    "gaussian": d * sigma**2,
-    "elliptic": elliptic_sq_error(query, d, k, eps, delta),
+    **base,
+    "x_best_l1_linf": knorm / min(base["l1"], base["linf"]),
+    "x_best_lp": knorm / min(base["l1"], base["linf"], base["l2"]),
   }
-  row["elliptic_x_gaussian"] = (
-    None if row["elliptic"] is None else row["elliptic"] / row["gaussian"]
-  )
-  return row
 
 
 def load_reference(path):
