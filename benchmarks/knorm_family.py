@@ -118,7 +118,8 @@ def ball_sq_norm(query, d, k, mc_n, key) -> tuple[float, float | None]:
     return float(ball(query, d, k).expected_sq_norm()), None
   except NotImplementedError:
     pass
-  sq = np.sum(np.square(np.asarray(uniform_points(key, query, d, k, mc_n), np.float64)), 1)
+  z = uniform_points(key, query, d, k, mc_n)
+  sq = np.asarray(jax.numpy.sum(jax.numpy.square(z), axis=-1), np.float64)
   return float(sq.mean()), float(sq.std(ddof=1) / math.sqrt(mc_n))
 
 
@@ -335,10 +336,12 @@ def error_table(rows, reference_rows=()) -> str:
   mc = [r for r in rows if r["knorm_se"] is not None]
   note = (
     f"E||noise||_2^2 at eps = {first['eps']:g} (Gaussian: delta = {first['delta']:g}). "
-    "K-norm, l_1, l_inf and l_2 are exact ((d + 1)(d + 2) / eps^2 E||Z||^2)"
+    "The l_1, l_inf and l_2 columns are exact, (d + 1)(d + 2) / eps^2 sensitivity^2 "
+    "E||Z||^2; so is K-norm, (d + 1)(d + 2) / eps^2 E||Z||^2 from the ball's "
+    "expected_sq_norm"
     + (
-      "; K-norm rows marked MC are Monte Carlo means ± one standard error (no closed "
-      "form for that ball in this jaxdp)."
+      ", except in the rows marked MC: Monte Carlo means of jaxdp's uniform points "
+      "± one standard error, for balls without a closed form in this jaxdp."
       if mc
       else "."
     )
