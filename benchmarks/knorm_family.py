@@ -124,15 +124,15 @@ def ball_sq_norm(query, d, k, mc_n, key) -> tuple[float, float | None]:
 
 
 def elliptic_sq_error(query, d, k, eps, delta) -> float | None:
-  """E||noise||_2^2 of jaxdp's elliptic Gaussian noise for the query's ball at
-  (eps, delta): ``trace`` of the noise's covariance; None where jaxdp has no
-  ``EllipticGaussianMechanism`` or none for this ball."""
+  """E||noise||_2^2 of jaxdp's elliptic Gaussian noise N(0, sigma^2 A) for the
+  query's ball at (eps, delta): sigma^2 tr(A); None where jaxdp has no
+  ``EllipticGaussianMechanism`` or it takes no such ball."""
   cls = getattr(jaxdp, "EllipticGaussianMechanism", None)
   if cls is None:
     return None
   try:
     mech = cls(ball(query, d, k), eps, delta)
-    return float(np.trace(np.asarray(mech.covariance, np.float64)))
+    return float(mech.sigma) ** 2 * float(mech.ellipse.trace)
   except (TypeError, ValueError, AttributeError, NotImplementedError):
     return None
 
