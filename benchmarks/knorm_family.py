@@ -63,15 +63,15 @@ QUERIES = ("sum", "count", "vote")
 NOT_RUN = "not run"
 
 
-def sizes(ds, ks=(1, 5), half=True) -> list[tuple[str, int, int | None]]:
+def sizes(ds, ks=(1, 5), half=True, queries=QUERIES) -> list[tuple[str, int, int | None]]:
   """The (query, d, k) rows: sum and count with k in ``ks`` and (with ``half``)
-  d // 2, those <= d; then vote (k None); for each d."""
+  d // 2, those <= d; then vote (k None); for each d, of the ``queries`` named."""
   out = []
   for d in ds:
     for query in ("sum", "count"):
       kd = {*ks, max(d // 2, 1)} if half else set(ks)
-      out += [(query, d, k) for k in sorted(kd) if k <= d]
-    out.append(("vote", d, None))
+      out += [(query, d, k) for k in sorted(kd) if k <= d and query in queries]
+    out += [("vote", d, None)] if "vote" in queries else []
   return out
 
 
@@ -354,6 +354,7 @@ def main(argv=None):
   ap.add_argument("--n", type=int, default=1_000_000, help="samples per jaxdp call")
   ap.add_argument("--ds", default="10,50,100", help="comma-separated dimensions")
   ap.add_argument("--repeats", type=int, default=3, help="best of this many calls")
+  ap.add_argument("--queries", default="sum,count,vote", help="comma-separated queries")
   ap.add_argument(
     "--reference",
     default=os.environ.get("KNORM_REFERENCE"),
@@ -386,7 +387,10 @@ def main(argv=None):
   print(f"reference: {reference}", flush=True)
   key = jax.random.key(0)
   rows, errors = [], []
-  for query, d, k in sizes(ds, ks, half):
+  queries = args.queries.split(",")
+  if set(queries) - set(QUERIES):
+    ap.error(f"--queries: unknown {sorted(set(queries) - set(QUERIES))}; use {QUERIES}")
+  for query, d, k in sizes(ds, ks, half, queries):
     rows.append(speed_row(key, query, d, k, n, repeats, mods, ref_calls))
     print(rows[-1], flush=True)
     errors.append(error_row(query, d, k, args.eps, args.delta, mc_n))
