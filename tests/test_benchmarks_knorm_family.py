@@ -4,6 +4,7 @@ ball is an l_p ball, the paper's elliptic-to-spherical ratios, and the Markdown
 (Monte Carlo and missing entries labelled)."""
 
 import importlib.util
+import json
 import math
 import sys
 from pathlib import Path
@@ -235,3 +236,38 @@ def test_a_missing_reference_is_reported_not_raised(tmp_path, monkeypatch):
   assert kf.load_reference(None) == (None, "no --reference given")
   mods, why = kf.load_reference(tmp_path / "nowhere")
   assert mods is None and "ModuleNotFoundError" in why
+
+
+def test_floors_summary_judges_d50_against_the_reference(tmp_path):
+  """The floors summary reads knorm_family.json: each K-norm rate beside the
+  reference's, the issue's target (>= 10^6/s and >= 1000x) at d = 50 only."""
+  spec = importlib.util.spec_from_file_location("floors", ROOT / "benchmarks" / "floors.py")
+  floors = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(floors)
+  speed = [
+    {"query": "sum", "d": 50, "k": 5, "n": 10, "knorm_samples_per_s": 2e6},
+    {"query": "vote", "d": 50, "k": None, "n": 10, "knorm_samples_per_s": 9e5},
+    {"query": "count", "d": 50, "k": 5, "n": 10, "knorm_samples_per_s": 2e6},
+    {"query": "count", "d": 10, "k": 5, "n": 10, "knorm_samples_per_s": 1.0},
+  ]
+  refs = [(400.0, 5000.0), (300.0, 3000.0), (4000.0, 500.0), (1.0, 1.0)]
+  for row, (rate, x) in zip(speed, refs):
+    row.update(reference_samples_per_s=rate, x_reference=x)
+  machine = {"cpu": "AMD EPYC", "cpu_count": 2, "backend": "cpu", "devices": ["cpu:cpu"]}
+  payload = {"machine": machine, "reference": {"status": "run"}, "speed": speed}
+  (tmp_path / "knorm_family.json").write_text(json.dumps(payload))
+  rows = {r["path"]: r for r in floors.summary(tmp_path)["rows"]}
+  met = {path.split(", ")[1]: r["met"] for path, r in rows.items()}
+  assert met == {
+    "sum ball d = 50 k = 5": True,
+    "vote ball d = 50": False,  # under 10^6/s
+    "count ball d = 50 k = 5": False,  # under 1000x
+    "count ball d = 10 k = 5": None,  # no target
+  }
+  assert rows["jaxdp.random.knorm, sum ball d = 50 k = 5"]["ratio"] == 5000.0
+  for row in speed:
+    row.update(reference_samples_per_s=None, x_reference=None)
+  payload["reference"] = {"status": "no --reference given"}
+  (tmp_path / "knorm_family.json").write_text(json.dumps(payload))
+  rows = floors.summary(tmp_path)["rows"]
+  assert all(r["met"] is None and "not measured" in r["floor"] for r in rows)
