@@ -277,6 +277,11 @@ def _num(x, fmt="{:,.0f}"):
   return NOT_RUN if x is None else fmt.format(x)
 
 
+def _sq(x):
+  """A squared error: one decimal below 1000, whole numbers above."""
+  return f"{x:,.1f}" if abs(x) < 1000 else f"{x:,.0f}"
+
+
 def _k(k):
   return "-" if k is None else str(k)
 
@@ -317,7 +322,7 @@ def error_table(rows, reference_rows=()) -> str:
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   ]
   for r in rows:
-    knorm = f"{r['knorm']:,.1f}" + (
+    knorm = _sq(r["knorm"]) + (
       "" if r["knorm_se"] is None else f" ± {r['knorm_se']:.2g} (MC)"
     )
     m = ref.get((r["query"], r["d"], r["k"]), {})
@@ -327,9 +332,10 @@ def error_table(rows, reference_rows=()) -> str:
       else NOT_RUN
     )
     lines.append(
-      f"| {r['query']} | {r['d']} | {_k(r['k'])} | {knorm} | {r['l1']:,.1f} | "
-      f"{r['linf']:,.1f} | {r['l2']:,.1f} | {r['x_best_l1_linf']:.3f} | "
-      f"{r['x_best_lp']:.3f} | {r['gaussian']:,.1f} | {_num(r['elliptic'], '{:,.1f}')} | "
+      f"| {r['query']} | {r['d']} | {_k(r['k'])} | {knorm} | {_sq(r['l1'])} | "
+      f"{_sq(r['linf'])} | {_sq(r['l2'])} | {r['x_best_l1_linf']:.3f} | "
+      f"{r['x_best_lp']:.3f} | {_sq(r['gaussian'])} | "
+      f"{NOT_RUN if r['elliptic'] is None else _sq(r['elliptic'])} | "
       f"{_num(r['elliptic_x_gaussian'], '{:.3f}')} | {refmc} |"
     )
   first = rows[0] if rows else {"eps": 1.0, "delta": 1e-6}
