@@ -266,7 +266,7 @@ def _knorm_family(p):
   code (same run); the issue's target at d = 50."""
   ref = p.get("reference", {})
   floor = (
-    "reference code (Joseph & Yu), one sample per Python call"
+    "reference code (Joseph & Yu): numpy, one sample at a time"
     if ref.get("status") == "run"
     else f"reference code: {NOT_MEASURED}"
   )
