@@ -48,6 +48,7 @@ TARGETS = {
   "discrete_gaussian": Target(">= 10,000,000/s", rate_min=1e7),
   "bars": Target(">= 10,000/s", rate_min=1e4),
   "nhis3_accelerator": Target(">= 10^9/s on one H100/H200", rate_min=1e9, accelerator=True),
+  "knorm_d50": Target(">= 1,000,000/s and >= 1000x the reference", 1000.0, 1e6),
 }
 
 
@@ -260,6 +261,30 @@ def _consistency(p):
   ]
 
 
+def _knorm_family(p):
+  """K-norm noise of the sum, count and vote balls against the published reference
+  code (same run); the issue's target at d = 50."""
+  ref = p.get("reference", {})
+  floor = (
+    "reference code (Joseph & Yu): numpy, one sample at a time"
+    if ref.get("status") == "run"
+    else f"reference code: {NOT_MEASURED}"
+  )
+  return [
+    figure(
+      f"jaxdp.random.knorm, {r['query']} ball d = {r['d']}"
+      + ("" if r["k"] is None else f" k = {r['k']}"),
+      r["n"],
+      r["knorm_samples_per_s"],
+      floor,
+      r.get("reference_samples_per_s"),
+      r.get("x_reference"),
+      TARGETS["knorm_d50"] if r["d"] == 50 else None,
+    )
+    for r in p.get("speed", [])
+  ]
+
+
 def _reporting(p):
   rows = [r for r in p.get("rows", []) if "releases_per_s" in r]
   what = "error_bars(mech).interval(y), one release, {}"
@@ -391,4 +416,5 @@ EXTRACTORS = {
   "montecarlo": _montecarlo,
   "session": _session,
   "training": _training,
+  "knorm_family": _knorm_family,
 }

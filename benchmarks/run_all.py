@@ -18,9 +18,10 @@ the others still run; the exit status is 1 then. Every run (``--quick`` and
 ``--only`` too) ends with ``<out>/floors.json`` and ``floors.md``: every figure in
 ``<out>`` as a ratio to its floor (``benchmarks/floors.py``). Besides
 ``<out>/README.md`` (the benchmarks' tables joined), a full run into ``results``
-writes the documentation's benchmarks page, ``docs/benchmarks.md``, from the files
-there; ``--docs-only`` regenerates the three from existing results (``--out``'s
-default then: ``results``) without running anything (it needs neither JAX nor jaxdp).
+writes the documentation's benchmarks page, ``docs/benchmarks.md``, and the tables of
+the guides that include results (:data:`GENERATED`), from the files there;
+``--docs-only`` regenerates them from existing results (``--out``'s default then:
+``results``) without running anything (it needs neither JAX nor jaxdp).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import argparse
 import datetime
 import importlib
 import json
+import re
 import sys
 import time
 import traceback
@@ -41,6 +43,14 @@ from folders import fresh_folder
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS_PAGE = ROOT / "docs" / "benchmarks.md"
+GUIDES = ROOT / "docs" / "guides"
+# A guide's table read from results/: the lines between these markers are rewritten
+# from results/<file> (e.g. knorm_family_error.md) with the benchmarks page.
+GENERATED = re.compile(
+  r"^(<!-- generated from results/(\S+) by benchmarks/run_all.py; do not edit -->\n)"
+  r"(.*?)^(<!-- end of generated table -->)$",
+  re.S | re.M,
+)
 
 # (results name, command that writes it), in the order the page shows them.
 BENCHMARKS = (
@@ -61,6 +71,7 @@ BENCHMARKS = (
   ("exact_profile_tree", "python benchmarks/exact_profile.py --tree"),
   ("training", "python benchmarks/training.py"),
   ("dpsgd_accounting", "python benchmarks/dpsgd_accounting.py"),
+  ("knorm_family", "python benchmarks/knorm_family.py"),
 )
 # The paper's studies: (results name, title, command that writes it).
 STUDIES = (
@@ -136,6 +147,7 @@ QUICK = {
   "exact_profile_tree": ["--n", "20000", "--repeats", "1"],
   "training": ["--steps", "5", "--large-steps", "1", "--rounds", "2"],
   "dpsgd_accounting": [],
+  "knorm_family": ["--quick"],
 }
 
 
@@ -273,10 +285,28 @@ def benchmarks_page(results: str | Path = ROOT / "results") -> str:
   return "\n".join(head + body) + "\n"
 
 
+def guide_page(text: str, results: str | Path = ROOT / "results") -> str:
+  """A guide with its generated tables (:data:`GENERATED` markers) read from
+  ``results`` ("Not run yet." for a file not there)."""
+
+  def fill(m):
+    table = Path(results, m.group(2))
+    body = table.read_text().strip() if table.exists() else "Not run yet."
+    return f"{m.group(1)}\n{body}\n\n{m.group(4)}"
+
+  return GENERATED.sub(fill, text)
+
+
 def write_docs_page(results: str | Path = ROOT / "results", page: Path = DOCS_PAGE) -> None:
-  """Writes :func:`benchmarks_page` of ``results`` to ``page``."""
+  """Writes :func:`benchmarks_page` of ``results`` to ``page``, and the generated
+  tables of the guides that have them."""
   page.write_text(benchmarks_page(results))
   print(f"wrote {page}", flush=True)
+  for guide in sorted(GUIDES.glob("*.md")):
+    text = guide.read_text()
+    if GENERATED.search(text) and guide_page(text, results) != text:
+      guide.write_text(guide_page(text, results))
+      print(f"wrote {guide}", flush=True)
 
 
 def main(argv=None):
