@@ -39,8 +39,9 @@ __all__ = ["VoteBall"]
 
 # hull_points lists the 2 d! Borda vectors up to this d.
 MAX_HULL_D = 9
-# points works in pieces of at most this many coordinates (samples times d).
-POINTS_WORK = 1 << 21
+# points works in pieces of about this many coordinates (samples times d): the
+# sort's working set then stays in cache (benchmarks/vote_ball.py).
+POINTS_WORK = 1 << 14
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +105,7 @@ class VoteBall(NormBall):
       t = jax.random.uniform(k_shift, (1, size), dtype)
       return (centred_points(v) + (d - 1) * (0.5 - t)).T
 
-    piece = max(1, POINTS_WORK // d)
+    piece = max(64, POINTS_WORK // d)
     return chunked(draw, key, m, (d,), dtype, chunk=piece)
 
   def second_moment(self) -> np.ndarray:
