@@ -2,13 +2,13 @@
 
 The permutohedron P = conv{permutations of (0, 1, ..., d - 1)}, centred at its
 centroid ((d - 1) / 2) 1, is the Voronoi cell of the lattice L = d A*_{d-1} =
-{x in Z^d : sum x = 0, x_i = x_j mod d} in the hyperplane sum x = 0: the shortest
-vectors of L are d 1_S - |S| 1 (S a proper non-empty subset), their bisectors are
-sum_{i in S} x_i <= |S| (d - |S|) / 2, which are exactly P's facets, and P and
-the Voronoi cell both have volume det L = d^(d-2) (in units of the root lattice
-A_{d-1}), so they coincide. Hence x -> x - (the point of L nearest to x) maps a
-uniform point of the torus (sum x = 0) / L to a uniform point of P, exactly (ties
-have measure zero).
+{x in Z^d : sum x = 0, x_i = x_j mod d} in the hyperplane sum x = 0. L holds the
+vectors d 1_S - |S| 1 (S a proper non-empty subset), whose bisectors
+sum_{i in S} x_i <= |S| (d - |S|) / 2 are exactly P's facets, so the Voronoi cell
+lies in P; both have volume det L = d^(d-2) (in units of the root lattice
+A_{d-1}; Cayley's count of trees for P), so they coincide up to their boundary.
+Hence x -> x - (the point of L nearest to x) maps a uniform point of the torus
+(sum x = 0) / L to a uniform point of P, exactly (ties have measure zero).
 
 Scaled down by d: with v uniform in [0, 1)^d and Q the projection onto
 sum x = 0, Q v is uniform modulo A*_{d-1} = Q Z^d (the quotient of the uniform
@@ -22,10 +22,11 @@ sort v, take the k minimising the spread (prefix sums of the sorted values), and
 the centred uniform point of P is d (r - mean r).
 
 Ties among the v_i never matter: lifting one of two equal values is never
-optimal (the spread's step for the second is the first's minus 2 / d), so
+optimal (lifting the second too changes the spread by the first's change minus
+2 / d, so lifting neither or both is strictly better), so
 ``r = v - (v > t)`` with ``t`` the largest value left unlifted lifts exactly the
 optimal set. The spread's steps are compared in float32 only for d <=
-:data:`F32_SELECT_MAX_D`, where their rounding is orders of magnitude below that
+:data:`F32_SELECT_MAX_D`, where their rounding stays far below that
 2 / d margin; beyond, and for float64 draws, in float64.
 
 The sort is a bitonic network over the sample axis (each of its log2(n)(log2(n) +
