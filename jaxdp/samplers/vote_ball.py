@@ -10,7 +10,7 @@ Sampling: the segment's direction 1 is orthogonal to P's hyperplane, so a unifor
 point of the prism is a uniform point y of P minus t (d - 1) 1 with t ~ U(0, 1)
 independent. y comes from :mod:`jaxdp.samplers.permutohedron` (P is the Voronoi cell
 of the lattice d A*_{d-1}: a uniform point of the torus reduced to its nearest
-lattice point, one sort per sample), so the draw is exact, O(d log d) per point,
+lattice point, one sort per sample), so the draw is exact, O(d log^2 d) per point,
 with no rejection and no data-dependent loop. Centred, Z = y_c + (d - 1)(1/2 - t) 1,
 and E[Z Z^T] = alpha (I - 1 1^T / d) + ((d - 1)^2 / 12) 1 1^T with alpha =
 E||y_c||^2 / (d - 1) (:func:`~jaxdp.samplers.permutohedron.centred_sq_norm`).
