@@ -180,16 +180,20 @@ def test_second_moment_d8():
 
 # ------------------------------------------------------------ transforms, limits
 def test_jit_vmap_float64():
-  """jit and vmap give the same draws as eager calls; float64 draws are float64,
-  in the ball to 1e-12."""
+  """jit and vmap give the same draws as eager calls (vmap to float rounding, also
+  when points works in pieces); float64 draws are float64, in the ball to 1e-12."""
   key = jax.random.key(60)
   eager = jaxdp.random.vote_ball(key, 5, (7,))
   jitted = jax.jit(lambda k: jaxdp.random.vote_ball(k, 5, (7,)))(key)
   np.testing.assert_array_equal(eager, jitted)
   keys = jax.random.split(key, 3)
-  mapped = jax.vmap(lambda k: jaxdp.random.vote_ball(k, 5, (7,)))(keys)
-  for i in range(3):
-    np.testing.assert_array_equal(mapped[i], jaxdp.random.vote_ball(keys[i], 5, (7,)))
+  # d = 300: 70 rows are two pieces of 64 (the second overlapping the first)
+  for d, rows in ((5, 7), (300, 70)):
+    mapped = jax.vmap(lambda k, d=d, rows=rows: jaxdp.random.vote_ball(k, d, (rows,)))
+    mapped = mapped(keys)
+    for i in range(3):
+      want = jaxdp.random.vote_ball(keys[i], d, (rows,))
+      np.testing.assert_allclose(mapped[i], want, rtol=1e-6, atol=1e-5)
   with jax.enable_x64(True):
     z = jaxdp.random.vote_ball(key, 5, (1000,), dtype=jnp.float64)
     assert z.dtype == jnp.float64
