@@ -39,8 +39,8 @@ __all__ = ["VoteBall"]
 
 # hull_points lists the 2 d! Borda vectors up to this d.
 MAX_HULL_D = 9
-# points works in pieces of about this many coordinates (samples times d): the
-# sort's working set then stays in cache (benchmarks/vote_ball.py).
+# On the CPU, points works in pieces of about this many coordinates (samples times
+# d): the sort's working set then stays in cache (benchmarks/vote_ball.py).
 POINTS_WORK = 1 << 14
 
 
@@ -96,7 +96,8 @@ class VoteBall(NormBall):
   def points(self, key: KeyArray, m: int, dtype: DTypeLike) -> jax.Array:
     """``(m, d)`` exactly uniform points: a uniform point of the permutohedron (the
     lattice reduction of :mod:`jaxdp.samplers.permutohedron`) minus t (d - 1) 1.
-    Large ``m * d`` runs in pieces of about ``POINTS_WORK`` coordinates."""
+    On the CPU, large ``m * d`` runs in pieces of about ``POINTS_WORK`` coordinates
+    (so draws of many points differ between the CPU and an accelerator)."""
     d = self.d
 
     def draw(k, size):
@@ -105,7 +106,8 @@ class VoteBall(NormBall):
       t = jax.random.uniform(k_shift, (1, size), dtype)
       return (centred_points(v) + (d - 1) * (0.5 - t)).T
 
-    piece = max(64, POINTS_WORK // d)
+    # the CPU runs cache-sized pieces in sequence; an accelerator takes all m at once
+    piece = max(64, POINTS_WORK // d) if jax.default_backend() == "cpu" else max(m, 1)
     return chunked(draw, key, m, (d,), dtype, chunk=piece)
 
   def second_moment(self) -> np.ndarray:
