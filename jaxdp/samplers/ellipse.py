@@ -249,7 +249,8 @@ def ellipse(ball: Any) -> Ellipse:
     ball: one of :data:`ELLIPSE_BALLS`.
 
   Returns:
-    The :class:`Ellipse`; every point of the ball has v^T A^-1 v <= 1 / (1 + MARGIN).
+    The :class:`Ellipse` (a copy of the one kept for ``ball``, with the same
+    immutable root); every point of the ball has v^T A^-1 v <= 1 / (1 + MARGIN).
 
   Raises:
     TypeError: another ball.
