@@ -175,6 +175,12 @@ class QueryMechanism(EpsMechanism):
         f"{tuple(data.shape)}."
       )
     if _checks.is_concrete(data):
+      # one read of the data, checked and then summed: an array-like that reads its
+      # source again (a lazy array, a memory map being written) cannot pass one
+      # value and sum another (JAX arrays are immutable, numpy arrays are the
+      # caller's own)
+      if not isinstance(data, (jax.Array, np.ndarray)) or isinstance(data, np.memmap):
+        data = np.array(data)
       self._check_rows_on_host(np.asarray(data))
       return _data_checks.check_data(data), True
     x = _data_checks.check_data(data)

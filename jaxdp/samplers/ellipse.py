@@ -127,8 +127,11 @@ class Ellipse:
 
   def apply_root(self, z: jax.Array) -> jax.Array:
     """A^(1/2) z along the last axis (traceable; ``z``'s dtype)."""
-    if self.root is not None:
-      return z @ jnp.asarray(self.root, z.dtype)  # symmetric
+    if self.root is not None:  # symmetric; exact float32 products (DEFAULT precision
+      # is TF32 on recent GPUs and bfloat16 on TPUs: a narrower covariance than A)
+      return jnp.matmul(
+        z, jnp.asarray(self.root, z.dtype), precision=jax.lax.Precision.HIGHEST
+      )
     a, b = math.sqrt(self.across), math.sqrt(self.along)
     return a * z + (b - a) * jnp.mean(z, axis=-1, keepdims=True)
 
@@ -246,14 +249,17 @@ def ellipse(ball: Any) -> Ellipse:
     ball: one of :data:`ELLIPSE_BALLS`.
 
   Returns:
-    The :class:`Ellipse`; every point of the ball has v^T A^-1 v <= 1 / (1 + MARGIN).
+    The :class:`Ellipse` (a copy of the one kept for ``ball``, with the same
+    immutable root); every point of the ball has v^T A^-1 v <= 1 / (1 + MARGIN).
 
   Raises:
     TypeError: another ball.
     ValueError: a poset with more than :data:`MAX_ELLIPSE_FILTERS` filters.
   """
   _check_ball(ball)
-  return _cached_ellipse(ball)
+  # a copy: setting a field of the returned ellipse never reaches the kept one (its
+  # root is immutable), so no caller can shrink later releases' noise
+  return dataclasses.replace(_cached_ellipse(ball))
 
 
 @functools.lru_cache(maxsize=64)
@@ -317,14 +323,18 @@ def _up(x: float) -> float:
   return x * (1.0 + MARGIN)
 
 
+def _immutable(a: np.ndarray) -> np.ndarray:
+  """``a`` backed by an immutable bytes buffer: read-only, and ``setflags(write=True)``
+  cannot make it writable again (an array owning its data can)."""
+  return np.frombuffer(a.tobytes(), a.dtype).reshape(a.shape)
+
+
 def _contained(ell: Ellipse, points: np.ndarray) -> Ellipse:
   """``ell`` with its float32-rounded root scaled up until every point has
   v^T A^-1 v <= 1 / (1 + MARGIN), computed from the rounded root itself."""
   root = ell.root
   for _ in range(8):
-    rounded = np.asarray(root.astype(np.float32), np.float64)
-    rounded.setflags(write=False)
-    out = Ellipse(ell.dim, root=rounded)
+    out = Ellipse(ell.dim, root=_immutable(root.astype(np.float32).astype(np.float64)))
     worst = float(np.max(out.gauge_sq(points))) * (1.0 + MARGIN)
     if worst <= 1.0:
       return out
