@@ -106,11 +106,23 @@ def _scaled(grads):
   r = jnp.ldexp(jnp.ones_like(top), -jnp.clip(exponent, -125, 126))  # normal floats
   leaves = [jnp.where(finite[:, None], x * r[:, None], 0.0) for x in leaves]
   if k <= _F32_TERMS:
-    squares = sum(jnp.einsum("bi,bi->b", x, x) for x in leaves if x.shape[1])
+    # HIGHEST: the threshold assumes float32 products (TF32 / bfloat16 accelerator
+    # defaults would round them, and could let a clipped norm exceed the clip)
+    squares = sum(
+      jnp.einsum("bi,bi->b", x, x, precision=jax.lax.Precision.HIGHEST)
+      for x in leaves
+      if x.shape[1]
+    )
   else:
     with jax.enable_x64(True):
       squares = sum(
-        jnp.einsum("bi,bi->b", x, x, preferred_element_type=jnp.float64)
+        jnp.einsum(
+          "bi,bi->b",
+          x,
+          x,
+          preferred_element_type=jnp.float64,
+          precision=jax.lax.Precision.HIGHEST,
+        )
         for x in leaves
         if x.shape[1]
       ).astype(jnp.float32)

@@ -155,3 +155,18 @@ def test_rows_checked_are_the_rows_summed(mech):
   except ValueError:
     return  # refused: fine
   np.testing.assert_array_equal(stat, good.sum(axis=0))
+
+
+@pytest.mark.parametrize(
+  "draw",
+  [
+    lambda k, s: jaxdp.random.sum_ball(k, 3, 1, s),
+    lambda k, s: jaxdp.random.lp_ball(k, 3, 2.0, s),
+    lambda k, s: jaxdp.random.laplace(k, s),
+  ],
+)
+def test_an_overflowing_shape_is_an_error_not_a_process_abort(draw):
+  # XLA aborted the interpreter on (2**31, 2**31, 0): an extent product overflow
+  for shape in [(2**31, 2**31, 0), (2**31,), (2**30, 2**30, 0)]:
+    with pytest.raises(ValueError, match="too large"):
+      draw(jax.random.key(0), shape)
