@@ -2,7 +2,7 @@
 
 :func:`advise_query` compares the noises a query release can take (K-norm noise with
 the query's own ball, the l_inf and l_2 balls, Laplace and, for delta > 0, Gaussian
-noise, each with its correct sensitivity) by their expected squared error, total and
+noise, spherical and elliptic, each with its correct sensitivity) by their expected squared error, total and
 per coordinate: exact where a closed form exists (:mod:`jaxdp.reporting.moments`),
 else Monte Carlo from the ball's exact sampler, with its standard error.
 :func:`jaxdp.advise` calls it when given a query ball. It reads no data and spends no
@@ -25,6 +25,7 @@ import numpy as np
 from jaxdp import _checks
 from jaxdp.mechanisms import (
   CountQueryMechanism,
+  EllipticGaussianMechanism,
   GaussianMechanism,
   SumQueryMechanism,
   VoteQueryMechanism,
@@ -45,6 +46,7 @@ LABELS = {
   "l2": "K-norm, l_2 ball",
   "laplace": "Laplace (l_1)",
   "gaussian": "Gaussian (analytic)",
+  "elliptic": "elliptic Gaussian (analytic)",
 }
 
 
@@ -53,7 +55,8 @@ class QueryOption:
   """The expected squared error of one mechanism for a query.
 
   Attributes:
-    noise: ``"ball"``, ``"linf"``, ``"l2"``, ``"laplace"`` or ``"gaussian"``.
+    noise: ``"ball"``, ``"linf"``, ``"l2"``, ``"laplace"``, ``"gaussian"`` or
+      ``"elliptic"``.
     label: a readable name (``"K-norm, count ball"``, ...).
     mechanism: the mechanism compared.
     per_coordinate: ``E[(y_i - x_i)^2]`` of each total.
@@ -166,6 +169,7 @@ def query_mechanisms(ball, eps, delta: float = 0.0) -> dict[str, Any]:
   if delta > 0:
     l2 = out["l2"].inner.sensitivity
     out["gaussian"] = GaussianMechanism(eps, delta, l2, calibration="analytic")
+    out["elliptic"] = EllipticGaussianMechanism(ball, eps, delta)
   return out
 
 
@@ -183,8 +187,9 @@ def advise_query(
     ball: a :class:`~jaxdp.SumBall`, :class:`~jaxdp.CountBall` or
       :class:`~jaxdp.VoteBall` (the query's d and k).
     eps: the privacy parameter.
-    delta: 0 for pure DP; > 0 adds Gaussian noise (analytic calibration, the
-      query's l_2 sensitivity) to the comparison.
+    delta: 0 for pure DP; > 0 adds spherical Gaussian noise (analytic
+      calibration, the query's l_2 sensitivity) and elliptic Gaussian noise
+      (:class:`~jaxdp.EllipticGaussianMechanism`) to the comparison.
     key: the simulation's PRNG key (default: a fixed public key).
     num_samples: uniform points of the ball where its second moment has no closed
       form (default 20,000, at least 100).

@@ -58,3 +58,19 @@ def test_bad_arguments_are_refused():
     jaxdp.advise(jaxdp.VoteBall(3), 1.0, 1.5)
   with pytest.raises(ValueError, match="num_samples"):
     jaxdp.advise(jaxdp.VoteBall(3), 1.0, num_samples=10)
+
+
+def test_at_delta_the_elliptic_gaussian_is_compared():
+  # vote, d = 50: the elliptic Gaussian's squared error over the spherical one's is
+  # (w1 + sqrt(d - 1) w2)^2 / (d * r^2) with w1 = sqrt(d) (d - 1) / 2, w2 = sqrt(d (d^2
+  # - 1) / 12) and r^2 = (d - 1) d (2d - 1) / 6 (Joseph & Yu 2024, Theorem 9.10; both
+  # have the same sigma, the spherical one with l_2 sensitivity r)
+  d = 50
+  w1, w2 = np.sqrt(d) * (d - 1) / 2, np.sqrt(d * (d**2 - 1) / 12)
+  ratio = (w1 + np.sqrt(d - 1) * w2) ** 2 / (d * (d - 1) * d * (2 * d - 1) / 6)
+  advice = jaxdp.advise(jaxdp.VoteBall(d), 1.0, 1e-6)
+  got = advice.option("elliptic").total / advice.option("gaussian").total
+  assert got == pytest.approx(ratio * (1 + 2**-20), rel=1e-9)  # widened by 2^-20
+  assert 0.385 < ratio < 0.395
+  assert advice.recommended == "elliptic"
+  assert "elliptic" not in [o.noise for o in jaxdp.advise(jaxdp.VoteBall(d), 1.0).options]
