@@ -2,9 +2,10 @@
 
 :func:`advise_query` compares the noises a query release can take (K-norm noise with
 the query's own ball, the l_inf and l_2 balls, Laplace and, for delta > 0, Gaussian
-noise, spherical and elliptic, each with its correct sensitivity) by their expected squared error, total and
-per coordinate: exact where a closed form exists (:mod:`jaxdp.reporting.moments`),
-else Monte Carlo from the ball's exact sampler, with its standard error.
+noise, spherical and elliptic, each with its correct sensitivity) by their expected
+squared error, total and per coordinate: exact where a closed form exists
+(:mod:`jaxdp.reporting.moments`), else Monte Carlo from the ball's exact sampler,
+with its standard error.
 :func:`jaxdp.advise` calls it when given a query ball. It reads no data and spends no
 budget.
 
