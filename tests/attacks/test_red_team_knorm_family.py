@@ -167,6 +167,6 @@ def test_rows_checked_are_the_rows_summed(mech):
 )
 def test_an_overflowing_shape_is_an_error_not_a_process_abort(draw):
   # XLA aborted the interpreter on (2**31, 2**31, 0): an extent product overflow
-  for shape in [(2**31, 2**31, 0), (2**31,), (2**30, 2**30, 0)]:
+  for shape in [(2**31, 2**31, 0), (2**48,), (2**24, 2**24, 0)]:
     with pytest.raises(ValueError, match="too large"):
       draw(jax.random.key(0), shape)
