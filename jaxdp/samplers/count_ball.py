@@ -110,32 +110,55 @@ class CountBall(NormBall):
     return logvol + logvol[::-1]
 
   def points(self, key: KeyArray, m: int, dtype: DTypeLike) -> jax.Array:
+    # Rows whose computed norm rounds above 1 (or with a zero half) are drawn again.
+    def cond(state):
+      return ~jnp.all(state[1])
+
+    def body(state):
+      z, ok, k = state
+      k, sub = jax.random.split(k)
+      z_new, ok_new = self._rows(sub, m, dtype)
+      return jnp.where((ok_new & ~ok)[:, None], z_new, z), ok | ok_new, k
+
+    init = (jnp.zeros((m, self.d), dtype), jnp.zeros((m,), bool), key)
+    return jax.lax.while_loop(cond, body, init)[0]
+
+  def _rows(self, key, m, dtype):
+    """``m`` candidate points and whether each lies in the ball as computed."""
     d, k = self.d, self.k
     tab = slice_table(d, k)
-    log_acc = tab.log_acc + tab.log_acc[::-1]  # both slices accept
-    class_cdf = jnp.asarray(cdf(self.class_weights() - log_acc), dtype)
+    class_cdf = jnp.asarray(cdf(self.class_weights()), dtype)
     simplex, lam = jnp.asarray(tab.simplex), jnp.asarray(tab.lam, dtype)
+    k_class, k_slices = jax.random.split(key)
+    v = jax.random.uniform(k_class, (m, 2 * d + 2), dtype)
+    j = jnp.minimum(jnp.searchsorted(class_cdf, v[:, -1], side="right"), d)
+    pos = uniform_subset(v[:, :d], j)
 
-    def candidates(key, b):
-      v = jax.random.uniform(key, (b, 3 * d + 4), dtype)
-      j = jnp.minimum(jnp.searchsorted(class_cdf, v[:, -1], side="right"), d)
-      pos = uniform_subset(v[:, :d], j)
-      table_pos = (simplex[j][:, None], lam[j][:, None])
-      table_neg = (simplex[d - j][:, None], lam[d - j][:, None])
-      u, extra = v[:, d : 2 * d], v[:, 2 * d : 2 * d + 2]
-      x, ok, g = slice_points(u, extra, pos, table_pos, table_neg, k)
-      # (r, s, 1 - r - s) ~ Dirichlet(j, d - j, 1) from d + 1 exponentials.
-      e = -jnp.log1p(-v[:, 2 * d + 2 : 3 * d + 3])
-      gam_pos = jnp.sum(jnp.where(pos, e[:, :d], 0), axis=1)
-      gam_neg = jnp.sum(jnp.where(pos, 0, e[:, :d]), axis=1)
-      total = gam_pos + gam_neg + e[:, d]
-      scale_pos = gam_pos / (total * jnp.where(g[0] > 0, g[0], 1))
-      scale_neg = gam_neg / (total * jnp.where(g[1] > 0, g[1], 1))
-      z = x * jnp.where(pos, scale_pos[:, None], -scale_neg[:, None])
-      nonzero = ((j == 0) | (g[0] > 0)) & ((j == d) | (g[1] > 0))
-      return z, ok[0] & ok[1] & nonzero & (self.norm(z) <= 1)
+    def candidates(key, idx, done):
+      jj, pp = j[idx], pos[idx]
+      u = jax.random.uniform(key, (idx.shape[0], d + 2), dtype)
+      table_pos = (simplex[jj][:, None], lam[jj][:, None])
+      table_neg = (simplex[d - jj][:, None], lam[d - jj][:, None])
+      x, ok, g = slice_points(u[:, :d], u[:, d:], pp, table_pos, table_neg, k)
+      ok_pos = ok[0] & ((jj == 0) | (g[0] > 0))
+      ok_neg = ok[1] & ((jj == d) | (g[1] > 0))
+      write = jnp.where(
+        pp, (ok_pos & ~done[:, 0])[:, None], (ok_neg & ~done[:, 1])[:, None]
+      )
+      return x, write, jnp.stack([done[:, 0] | ok_pos, done[:, 1] | ok_neg], axis=1)
 
-    return rejection_fill(candidates, key, m, d, dtype)
+    x = rejection_fill(candidates, k_slices, m, d, 2, dtype)
+    # (r, s, 1 - r - s) ~ Dirichlet(j, d - j, 1) from d + 1 exponentials.
+    e = -jnp.log1p(-v[:, d : 2 * d + 1])
+    gam_pos = jnp.sum(jnp.where(pos, e[:, :d], 0), axis=1)
+    gam_neg = jnp.sum(jnp.where(pos, 0, e[:, :d]), axis=1)
+    total = gam_pos + gam_neg + e[:, d]
+    g_pos = self._half(jnp.where(pos, x, 0))
+    g_neg = self._half(jnp.where(pos, 0, x))
+    scale_pos = gam_pos / (total * jnp.where(g_pos > 0, g_pos, 1))
+    scale_neg = gam_neg / (total * jnp.where(g_neg > 0, g_neg, 1))
+    z = x * jnp.where(pos, scale_pos[:, None], -scale_neg[:, None])
+    return z, self.norm(z) <= 1
 
   def second_moment(self) -> np.ndarray:
     """Exact E[Z Z^T] in rational arithmetic (d <= ``MAX_MOMENT_D``).

@@ -166,30 +166,34 @@ def slice_points(u, extra, pos, table_pos, table_neg, k: int):
   return x, tuple(oks), tuple(norms)
 
 
-def rejection_fill(candidates, key, m: int, dim: int, dtype):
-  """``(m, dim)`` accepted rows of ``candidates(key, b) -> (points, ok)``.
+def rejection_fill(candidates, key, m: int, dim: int, groups: int, dtype):
+  """``(m, dim)`` rows, each group of coordinates of a row filled by its first
+  accepted proposal.
 
-  Rounds of ``b = min(m, max(MIN_ROUND, m / 4))`` candidates run until m are
-  accepted; each round's accepted rows go, in order, to the next free output rows.
-  Accepted candidates are i.i.d. draws of the target and where one lands depends
-  only on the acceptance flags, so the rows are i.i.d. draws of the target.
-  Terminates with probability one when the acceptance is positive.
+  ``candidates(key, idx, done) -> (x, write, done)`` proposes for the rows ``idx``
+  (``(b,)``, clipped to [0, m); ``done`` their ``(b, groups)`` flags so far): ``x``
+  ``(b, dim)``, ``write`` ``(b, dim)`` the coordinates it fills (those of the groups
+  it accepts that were not done) and the updated flags. Each round proposes for the
+  first ``b = min(m, max(MIN_ROUND, m / 4))`` rows with a group not done; every
+  proposal is fresh and a group keeps the first it accepts, so each row is an
+  exact draw of its target, independently of the others. Terminates with
+  probability one when every acceptance is positive.
   """
   b = min(m, max(MIN_ROUND, -(-m // 4)))
 
   def cond(state):
-    return state[1] < m
+    return ~jnp.all(state[1])
 
   def body(state):
-    out, filled, k = state
+    out, done, k = state
     k, sub = jax.random.split(k)
-    pts, ok = candidates(sub, b)
-    idx = filled + jnp.cumsum(ok) - 1
-    idx = jnp.where(ok & (idx < m), idx, m)
-    out = out.at[idx].set(pts.astype(out.dtype), mode="drop")
-    return out, jnp.minimum(m, filled + jnp.sum(ok)), k
+    idx = jnp.nonzero(~jnp.all(done, axis=1), size=b, fill_value=m)[0]
+    rows = jnp.minimum(idx, m - 1)
+    x, write, new_done = candidates(sub, rows, done[rows])
+    x = jnp.where(write, x.astype(out.dtype), out[rows])
+    return out.at[idx].set(x, mode="drop"), done.at[idx].set(new_done, mode="drop"), k
 
-  init = (jnp.zeros((m, dim), dtype), jnp.asarray(0, jnp.int32), key)
+  init = (jnp.zeros((m, dim), dtype), jnp.zeros((m, groups), bool), key)
   return jax.lax.while_loop(cond, body, init)[0]
 
 

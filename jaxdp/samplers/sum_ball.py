@@ -97,12 +97,13 @@ class SumBall(NormBall):
       tab = slice_table(d, k)
       proposal = (bool(tab.simplex[d]), float(tab.lam[d]))
 
-      def candidates(key, b):
-        u = jax.random.uniform(key, (b, d + 2), dtype)
+      def candidates(key, idx, done):
+        u = jax.random.uniform(key, (idx.shape[0], d + 2), dtype)
         x, ok, _ = slice_points(u[:, :d], u[:, d:], None, proposal, (True, 0.0), k)
-        return x, ok[0] & (self.norm(x) <= 1)
+        ok = (ok[0] & (self.norm(x) <= 1))[:, None]
+        return x, jnp.broadcast_to(ok, x.shape), ok
 
-      x = rejection_fill(candidates, k_slice, m, d, dtype)
+      x = rejection_fill(candidates, k_slice, m, d, 1, dtype)
     return jnp.where(random_signs(k_sign, m, d), -x, x)
 
   def second_moment(self) -> np.ndarray:
