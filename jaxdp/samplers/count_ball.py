@@ -134,18 +134,15 @@ class CountBall(NormBall):
     j = jnp.minimum(jnp.searchsorted(class_cdf, v[:, -1], side="right"), d)
     pos = uniform_subset(v[:, :d], j)
 
-    def candidates(key, idx, done):
-      jj, pp = j[idx], pos[idx]
-      u = jax.random.uniform(key, (idx.shape[0], d + 2), dtype)
+    def candidates(key, rows):
+      jj, pp = j[rows], pos[rows]
+      u = jax.random.uniform(key, (rows.shape[0], d + 2), dtype)
       table_pos = (simplex[jj][:, None], lam[jj][:, None])
       table_neg = (simplex[d - jj][:, None], lam[d - jj][:, None])
       x, ok, g = slice_points(u[:, :d], u[:, d:], pp, table_pos, table_neg, k)
       ok_pos = ok[0] & ((jj == 0) | (g[0] > 0))
       ok_neg = ok[1] & ((jj == d) | (g[1] > 0))
-      write = jnp.where(
-        pp, (ok_pos & ~done[:, 0])[:, None], (ok_neg & ~done[:, 1])[:, None]
-      )
-      return x, write, jnp.stack([done[:, 0] | ok_pos, done[:, 1] | ok_neg], axis=1)
+      return x, jnp.stack([ok_pos, ok_neg], axis=1), (~pp).astype(jnp.int32)
 
     x = rejection_fill(candidates, k_slices, m, d, 2, dtype)
     # (r, s, 1 - r - s) ~ Dirichlet(j, d - j, 1) from d + 1 exponentials.

@@ -170,16 +170,17 @@ def rejection_fill(candidates, key, m: int, dim: int, groups: int, dtype):
   """``(m, dim)`` rows, each group of coordinates of a row filled by its first
   accepted proposal.
 
-  ``candidates(key, idx, done) -> (x, write, done)`` proposes for the rows ``idx``
-  (``(b,)``, clipped to [0, m); ``done`` their ``(b, groups)`` flags so far): ``x``
-  ``(b, dim)``, ``write`` ``(b, dim)`` the coordinates it fills (those of the groups
-  it accepts that were not done) and the updated flags. Each round proposes for the
-  first ``b = min(m, max(MIN_ROUND, m / 4))`` rows with a group not done; every
-  proposal is fresh and a group keeps the first it accepts, so each row is an
-  exact draw of its target, independently of the others. Terminates with
+  ``candidates(key, rows) -> (x, ok, member)`` proposes for the rows ``rows``
+  (``(b,)`` in [0, m)): ``x`` ``(b, dim)``, ``ok`` ``(b, groups)`` each group's
+  acceptance and ``member`` ``(b, dim)`` each coordinate's group. A round has
+  ``b = min(m, max(MIN_ROUND, m / 4))`` slots, given in turn to the rows with a group
+  not yet filled (a row gets several when fewer than b are left). Every proposal is
+  fresh and a group takes, of its row's slots that accept it, the first, so each row
+  is an exact draw of its target, independently of the others. Terminates with
   probability one when every acceptance is positive.
   """
   b = min(m, max(MIN_ROUND, -(-m // 4)))
+  slot = jnp.arange(b)
 
   def cond(state):
     return ~jnp.all(state[1])
@@ -187,11 +188,22 @@ def rejection_fill(candidates, key, m: int, dim: int, groups: int, dtype):
   def body(state):
     out, done, k = state
     k, sub = jax.random.split(k)
-    idx = jnp.nonzero(~jnp.all(done, axis=1), size=b, fill_value=m)[0]
+    pending = ~jnp.all(done, axis=1)
+    left = jnp.sum(pending)
+    turn = jnp.where(left >= b, slot, slot % jnp.maximum(left, 1))
+    idx = jnp.nonzero(pending, size=b, fill_value=m)[0][turn]
     rows = jnp.minimum(idx, m - 1)
-    x, write, new_done = candidates(sub, rows, done[rows])
-    x = jnp.where(write, x.astype(out.dtype), out[rows])
-    return out.at[idx].set(x, mode="drop"), done.at[idx].set(new_done, mode="drop"), k
+    x, ok, member = candidates(sub, rows)
+    ok = ok & ~done[rows]
+    first = jnp.full((b, groups), b).at[turn].min(jnp.where(ok, slot[:, None], b))
+    win = ok & (first[turn] == slot[:, None])
+    done = done.at[jnp.where(win, idx[:, None], m), jnp.arange(groups)].set(
+      True, mode="drop"
+    )
+    write = jnp.take_along_axis(win, member, axis=1)
+    flat = jnp.where(write, idx[:, None] * dim + jnp.arange(dim), m * dim)
+    out = out.reshape(-1).at[flat.reshape(-1)].set(x.reshape(-1), mode="drop")
+    return out.reshape(m, dim), done, k
 
   init = (jnp.zeros((m, dim), dtype), jnp.zeros((m, groups), bool), key)
   return jax.lax.while_loop(cond, body, init)[0]

@@ -97,11 +97,11 @@ class SumBall(NormBall):
       tab = slice_table(d, k)
       proposal = (bool(tab.simplex[d]), float(tab.lam[d]))
 
-      def candidates(key, idx, done):
-        u = jax.random.uniform(key, (idx.shape[0], d + 2), dtype)
+      def candidates(key, rows):
+        u = jax.random.uniform(key, (rows.shape[0], d + 2), dtype)
         x, ok, _ = slice_points(u[:, :d], u[:, d:], None, proposal, (True, 0.0), k)
         ok = (ok[0] & (self.norm(x) <= 1))[:, None]
-        return x, jnp.broadcast_to(ok, x.shape), ok
+        return x, ok, jnp.zeros(x.shape, jnp.int32)
 
       x = rejection_fill(candidates, k_slice, m, d, 1, dtype)
     return jnp.where(random_signs(k_sign, m, d), -x, x)
