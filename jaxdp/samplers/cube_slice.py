@@ -207,10 +207,13 @@ def rejection_fill(candidates, key, m: int, dim: int, groups: int, dtype):
     done = done.at[jnp.where(win, idx[:, None], m), jnp.arange(groups)].set(
       True, mode="drop"
     )
-    write = jnp.take_along_axis(win, member, axis=1)
-    flat = jnp.where(write, idx[:, None] * dim + jnp.arange(dim), m * dim)
-    out = out.reshape(-1).at[flat.reshape(-1)].set(x.reshape(-1), mode="drop")
-    return out.reshape(m, dim), done, k
+    if groups == 1:  # whole rows
+      return out.at[jnp.where(win[:, 0], idx, m)].set(x, mode="drop"), done, k
+    for g in range(groups):  # a group's winners are distinct rows: one scatter each
+      target = jnp.where(win[:, g], idx, m)
+      merged = jnp.where(member == g, x, out[jnp.minimum(target, m - 1)])
+      out = out.at[target].set(merged, mode="drop")
+    return out, done, k
 
   init = (jnp.zeros((m, dim), dtype), jnp.zeros((m, groups), bool), key)
   return jax.lax.while_loop(cond, body, init)[0]
