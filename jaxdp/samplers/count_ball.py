@@ -12,11 +12,11 @@ class of the C(d, j) orthants with j positive coordinates has weight proportiona
 vol S(j, k) vol S(d - j, k). A point of an orthant is (r u, -s w) with (r, s, 1 - r -
 s) ~ Dirichlet(j, d - j, 1) and u = x / g(x), w = y / g(y) for x, y uniform in the
 two slices (the direction x / g(x) of a uniform point follows the cone measure,
-independent of g(x)). A candidate draws j from the class weights divided by the
-slices' acceptance probabilities (host float64), P by selection sampling, x and y
-by :mod:`jaxdp.samplers.cube_slice`'s proposals and the Dirichlet weights from
-exponentials; accepting it when both slices accept (and its computed norm is at most
-1) leaves j with the class weights and the point uniform in the ball.
+independent of g(x)). A row draws j from the class weights (their CDF computed in
+float64 on the host), P by selection sampling, (r, s) from d + 1 exponentials, and x
+and y by rejection (:mod:`jaxdp.samplers.cube_slice`; each slice retried on its own
+until accepted); a row whose computed norm rounds above 1 is drawn again in full, so
+every point lies in the ball as computed.
 
 References:
   M. Joseph, A. Yu, "Some constructions of private, efficient, and optimal K-norm
