@@ -236,3 +236,13 @@ def test_low_acceptance_at_the_largest_dimension_ends():
   z = jaxdp.SumBall(d, k).points(jax.random.key(91), 3, jnp.float32)
   assert float(jnp.max(jaxdp.SumBall(d, k).norm(z))) <= 1.0
   assert bool(jnp.all(jnp.isfinite(z)))
+
+
+@pytest.mark.slow
+def test_count_ball_at_the_largest_dimension_ends():
+  """Both slices of a row are retried on their own: at d = MAX_QUERY_D (slice
+  acceptances near 1%) a draw ends, inside the ball."""
+  ball = jaxdp.CountBall(MAX_QUERY_D, MAX_QUERY_D // 7)
+  z = ball.points(jax.random.key(92), 3, jnp.float32)
+  assert bool(jnp.all(jnp.isfinite(z)))
+  assert float(jnp.max(ball.norm(z))) <= 1.0
