@@ -136,8 +136,9 @@ def slice_points(u, extra, pos, table_pos, table_neg, k: int):
       exponential, or the tilted proposal's acceptance exponential).
     pos: ``(n, d)`` bool, the first group (the second is its complement), or None
       for one group of all d coordinates.
-    table_pos, table_neg: each group's proposal ``(simplex, lam)`` (see
+    table_pos: the first group's proposal ``(simplex, lam)`` (see
       :func:`slice_table`): arrays of shape ``(n, 1)``, or Python scalars.
+    table_neg: the second group's, likewise.
     k: the bound on the sum.
 
   Returns:
