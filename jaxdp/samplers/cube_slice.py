@@ -42,6 +42,8 @@ import numpy as np
 
 __all__ = [
   "SliceTable",
+  "shuffle_points",
+  "shuffle_proposal",
   "log_slice_volumes",
   "rejection_fill",
   "slice_moments",
@@ -125,6 +127,48 @@ class SliceTable(NamedTuple):
   lam: np.ndarray
   log_acc: np.ndarray
   logvol: np.ndarray
+
+
+@functools.lru_cache(maxsize=64)
+def shuffle_proposal(m: int, k: int) -> tuple[int, np.ndarray, float]:
+  """The wrapped simplex proposal for S(m, k): ``(a, thresholds, log_acc)``.
+
+  x = frac(a D) for D the first m of m + 1 uniform spacings (a D is uniform in the
+  simplex a {y >= 0, sum(y) <= a}) has density (m! / a^m) C(a + m - 1 - i, m) on
+  [0, 1)^m, i = floor(sum(x)): the number of integer vectors n >= 0 with
+  sum(x + n) <= a. Accepting it when i < k and an exponential exceeds
+  ``thresholds[i]`` = log C(a + m - 1 - i, m) - log C(a + m - k, m) leaves x uniform
+  in S(m, k), with acceptance vol S(m, k) m! C(a + m - k, m) / a^m; a is the integer
+  >= k that maximises it (a = k is the plain scaled simplex).
+  """
+  logvol = log_slice_volumes(m, k)[m]
+
+  def log_comb(n, r):
+    return math.lgamma(n + 1) - math.lgamma(r + 1) - math.lgamma(n - r + 1)
+
+  def log_acc(a):
+    return logvol + math.lgamma(m + 1) + log_comb(a + m - k, m) - m * math.log(a)
+
+  a = k
+  while log_acc(a + 1) > log_acc(a) and a < k + 64 * m:  # unimodal in a
+    a += 1
+  i = np.arange(k)
+  thresholds = np.array([log_comb(a + m - 1 - t, m) for t in i]) - log_comb(a + m - k, m)
+  thresholds[k - 1] = 0.0
+  thresholds.setflags(write=False)
+  return a, thresholds, log_acc(a)
+
+
+def shuffle_points(u, a: int, thresholds, k: int):
+  """Proposals of :func:`shuffle_proposal` from ``u`` ``(n, m + 2)`` uniforms:
+  ``(x, ok)``."""
+  m = u.shape[1] - 2
+  e = -jnp.log1p(-u)
+  w = a * e[:, :m] / jnp.sum(e[:, : m + 1], axis=1, keepdims=True)
+  x = w - jnp.floor(w)
+  i = jnp.floor(jnp.sum(x, axis=1)).astype(jnp.int32)
+  t = jnp.asarray(thresholds, u.dtype)[jnp.clip(i, 0, k - 1)]
+  return x, (i < k) & (e[:, m + 1] >= t)
 
 
 def slice_points(u, extra, pos, table_pos, table_neg, k: int):

@@ -26,6 +26,8 @@ import numpy as np
 
 from jaxdp.samplers.cube_slice import (
   rejection_fill,
+  shuffle_points,
+  shuffle_proposal,
   slice_moments,
   slice_points,
   slice_table,
@@ -95,12 +97,17 @@ class SumBall(NormBall):
       x = jax.random.uniform(k_slice, (m, d), dtype)
     else:
       tab = slice_table(d, k)
+      a, thresholds, log_acc = shuffle_proposal(d, k)
       proposal = (bool(tab.simplex[d]), float(tab.lam[d]))
 
       def candidates(key, rows):
         u = jax.random.uniform(key, (rows.shape[0], d + 2), dtype)
-        x, ok, _ = slice_points(u[:, :d], u[:, d:], None, proposal, (True, 0.0), k)
-        ok = (ok[0] & (self.norm(x) <= 1))[:, None]
+        if log_acc >= tab.log_acc[d]:
+          x, ok = shuffle_points(u, a, thresholds, k)
+        else:
+          x, ok, _ = slice_points(u[:, :d], u[:, d:], None, proposal, (True, 0.0), k)
+          ok = ok[0]
+        ok = (ok & (self.norm(x) <= 1))[:, None]
         return x, ok, jnp.zeros(x.shape, jnp.int32)
 
       x = rejection_fill(candidates, k_slice, m, d, 1, dtype)
