@@ -6,8 +6,9 @@ removed) is this ball, the optimal K-norm ball for the sum query.
 
 Sampler (exact): the ball is the union of the 2^d reflections of the cube slice
 S(d, k) = {x in [0, 1]^d : sum(x) <= k}, so a uniform point is a uniform point of
-S(d, k) (:mod:`jaxdp.samplers.cube_slice`: rejection from a scaled simplex or from
-tilted exponentials, whichever accepts more) with independent uniform signs.
+S(d, k) (:mod:`jaxdp.samplers.cube_slice`: rejection from the wrapped simplex
+frac(a D), or from the cube when k >= d / 2, whichever accepts more) with independent
+uniform signs.
 
 References:
   M. Joseph, A. Yu, "Some constructions of private, efficient, and optimal K-norm
