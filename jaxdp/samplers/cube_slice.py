@@ -20,8 +20,8 @@ the host for each (m, k) by their exact acceptance probabilities:
   exponential X (lam = 0 when k >= m / 2);
 * the wrapped simplex (:func:`shuffle_proposal`, used by the sum ball): x = frac(a D)
   for a uniform point a D of the simplex a {y >= 0, sum(y) <= a}, integer a >= k,
-  whose density on the cube is proportional to C(a + m - 1 - floor(sum(x)), m) (the
-  continuous form of the a-shuffle's law on permutations). Its best a beats the
+  whose density on the cube is proportional to C(a + m - 1 - floor(sum(x)), m). Its
+  best a beats the
   other two for every k < m / 2: the acceptance's minimum over k is about 0.28 at
   m = 50, 0.2 at m = 500 and 0.18 at m = 4096 (0.09, 0.02 and 0.006 for the best of
   the first two, which the count ball's two slices of per-row sizes use).
