@@ -264,8 +264,11 @@ def rejection_fill(candidates, key, m: int, dim: int, groups: int, dtype):
       out = out.at[target].set(merged, mode="drop")
     return out, done, k
 
-  init = (jnp.zeros((m, dim), dtype), jnp.zeros((m, groups), bool), key)
-  return jax.lax.while_loop(cond, body, init)[0]
+  # A first round with a slot per row needs no gathers or scatters.
+  key, first = jax.random.split(key)
+  x, ok, member = candidates(first, jnp.arange(m))
+  out = jnp.where(jnp.take_along_axis(ok, member, axis=1), x, 0).astype(dtype)
+  return jax.lax.while_loop(cond, body, (out, ok, key))[0]
 
 
 @functools.lru_cache(maxsize=4096)
