@@ -22,9 +22,9 @@ the host for each (m, k) by their exact acceptance probabilities:
   for a uniform point a D of the simplex a {y >= 0, sum(y) <= a}, integer a >= k,
   whose density on the cube is proportional to C(a + m - 1 - floor(sum(x)), m). With
   the best a, the minimum over k of the sum ball's acceptance (this or the cube,
-  whichever accepts more) is about 0.28 at m = 50, 0.2 at m = 500 and 0.18 at
-  m = 4096; the best of the first two, which the count ball's slices (of per-row
-  sizes) use, has minima 0.09, 0.02 and 0.006.
+  whichever accepts more) is about 0.28 at m = 50, 0.09 at m = 500 and 0.03 at
+  m = 4096 (at k near 0.37 m); the best of the first two, which the count ball's
+  slices (of per-row sizes) use, has minima 0.09, 0.02 and 0.006 (near k = m / 6).
 
 Every draw ends: :func:`rejection_fill` retries rejected rows only, never a biased
 fallback.
