@@ -267,7 +267,9 @@ def rejection_fill(candidates, key, m: int, dim: int, groups: int, dtype):
   # A first round with a slot per row needs no gathers or scatters.
   key, first = jax.random.split(key)
   x, ok, member = candidates(first, jnp.arange(m))
-  write = ok if groups == 1 else jnp.take_along_axis(ok, member, axis=1)
+  write = functools.reduce(
+    jnp.logical_or, [(member == g) & ok[:, g : g + 1] for g in range(groups)]
+  )
   out = jnp.where(write, x, 0).astype(dtype)
   return jax.lax.while_loop(cond, body, (out, ok, key))[0]
 
