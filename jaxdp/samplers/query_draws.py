@@ -19,7 +19,14 @@ from jaxdp.samplers.sum_ball import SumBall
 from jaxdp.samplers.vote_ball import VoteBall
 from jaxdp.typing import DTypeLike, KeyArray, Shape
 
-__all__ = ["count_ball", "query_chunk", "query_draws", "sum_ball", "vote_ball"]
+__all__ = [
+  "count_ball",
+  "query_chunk",
+  "query_draws",
+  "sum_ball",
+  "toward_zero",
+  "vote_ball",
+]
 
 
 def sum_ball(
@@ -76,11 +83,22 @@ def query_draws(key, eps, *, ball, n, uniform, dtype):
     k_pts, k_rad = jax.random.split(k)
     z = ball.points(k_pts, m, cdt)
     if uniform:
-      return z.astype(dtype)
+      return toward_zero(z, dtype)
     radius = gamma_radius(k_rad, dim + 1, m, cdt)
     return _checks.guard_positive(eps, z * radius[:, None] / eps).astype(dtype)
 
   return chunked(fn, key, n, (dim,), dtype, chunk=query_chunk(dim))
+
+
+def toward_zero(z, dtype):
+  """``z`` in ``dtype``, rounded toward zero where rounding to nearest grew |z_i|: the
+  sum and count balls' norms grow with every |z_i|, so their points stay inside in a
+  narrower dtype (float16, bfloat16) too."""
+  out = z.astype(dtype)
+  if out.dtype == z.dtype:
+    return out
+  grew = jnp.abs(out.astype(z.dtype)) > jnp.abs(z)
+  return jnp.where(grew, jnp.nextafter(out, jnp.zeros_like(out)), out)
 
 
 def query_chunk(dim: int) -> int:

@@ -212,6 +212,18 @@ def test_float64_draws():
       assert np.mean(np.asarray(z) != np.asarray(z, np.float32)) > 0.9
 
 
+def test_narrow_dtypes_stay_in_ball():
+  """Rounding to float16 / bfloat16 would push points out; they round toward 0."""
+  for dtype in (jnp.float16, jnp.bfloat16):
+    for draw, ball in (
+      (jaxdp.random.sum_ball, jaxdp.SumBall(50, 15)),
+      (jaxdp.random.count_ball, jaxdp.CountBall(50, 15)),
+    ):
+      z = draw(jax.random.key(72), 50, 15, (4096,), dtype)
+      assert z.dtype == dtype
+      assert float(jnp.max(ball.norm(z.astype(jnp.float32)))) <= 1.0
+
+
 def test_vmap_and_jit_give_the_same_draws():
   keys = jax.random.split(jax.random.key(81), 3)
   for ball in (jaxdp.SumBall(5, 2), jaxdp.CountBall(5, 2)):
