@@ -228,9 +228,10 @@ def rejection_fill(candidates, key, m: int, dim: int, groups: int, dtype):
 
   ``candidates(key, rows) -> (x, ok, member)`` proposes for the rows ``rows``
   (``(b,)`` in [0, m)): ``x`` ``(b, dim)``, ``ok`` ``(b, groups)`` each group's
-  acceptance and ``member`` ``(b, dim)`` each coordinate's group. A round has
-  ``b = min(m, max(MIN_ROUND, m / 4))`` slots, given in turn to the rows with a group
-  not yet filled (a row gets several when fewer than b are left). Every proposal is
+  acceptance and ``member`` ``(b, dim)`` each coordinate's group. The first round
+  proposes once for every row; each later one has ``b = min(m, max(MIN_ROUND, m /
+  4))`` slots, given in turn to the rows with a group not yet filled (a row gets
+  several when fewer than b are left). Every proposal is
   fresh and a group takes, of its row's slots that accept it, the first, so each row
   is an exact draw of its target, independently of the others. Terminates with
   probability one when every acceptance is positive.
@@ -265,8 +266,8 @@ def rejection_fill(candidates, key, m: int, dim: int, groups: int, dtype):
     return out, done, k
 
   # A first round with a slot per row needs no gathers or scatters.
-  key, first = jax.random.split(key)
-  x, ok, member = candidates(first, jnp.arange(m))
+  key, k_first = jax.random.split(key)
+  x, ok, member = candidates(k_first, jnp.arange(m))
   write = functools.reduce(
     jnp.logical_or, [(member == g) & ok[:, g : g + 1] for g in range(groups)]
   )
@@ -287,7 +288,7 @@ def slice_moments(m: int, k: int) -> tuple[Fraction, Fraction, Fraction, Fractio
     return Fraction(1), Fraction(0), Fraction(0), Fraction(0)
   top = min(m, k)  # C(m, i) = 0 beyond m; (k - i)^m = 0 at i = k
 
-  def alt(n, fn):  # sum_i (-1)^i C(n, i) fn(k - i), i < k and i <= n
+  def alt(n, fn):  # sum_{i <= min(n, k)} (-1)^i C(n, i) fn(k - i)
     return sum((-1) ** i * math.comb(n, i) * fn(Fraction(k - i)) for i in range(top + 1))
 
   def power_integral(a, p):  # int_{a-1}^{a} u^p du
