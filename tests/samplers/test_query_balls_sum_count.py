@@ -13,7 +13,13 @@ from scipy import spatial, stats
 
 import jaxdp
 from jaxdp.samplers.count_ball import MAX_MOMENT_D
-from jaxdp.samplers.cube_slice import log_slice_volumes, shuffle_proposal, slice_table
+from jaxdp.samplers.cube_slice import (
+  log_slice_volumes,
+  rejection_fill,
+  shuffle_proposal,
+  slice_points,
+  slice_table,
+)
 from jaxdp.samplers.norm_ball import MAX_QUERY_D, rejection_points
 
 P_MIN = 1e-4  # every stated test rejects at this p-value
@@ -258,3 +264,27 @@ def test_count_ball_at_the_largest_dimension_ends():
   z = ball.points(jax.random.key(92), 3, jnp.float32)
   assert bool(jnp.all(jnp.isfinite(z)))
   assert float(jnp.max(ball.norm(z))) <= 1.0
+
+
+@pytest.mark.statistical
+def test_tilted_proposal_is_uniform_in_the_slice():
+  """The tilted proposal (the count ball's slices) alone, on S(11, 5) with its host
+  rate: 40,000 points; x_1 in 20 bins against its exact law and floor(sum(x)) against
+  the Eulerian weights A(11, i), i < 5 (chi-square, p > 1e-4)."""
+  m, k, n = 11, 5, 40_000
+  lam = float(slice_table(m, k).lam[m])
+  assert lam > 0
+
+  def candidates(key, rows):
+    u = jax.random.uniform(key, (rows.shape[0], m + 2))
+    x, ok, _ = slice_points(u[:, :m], u[:, m:], None, (False, lam), (True, 0.0), k)
+    return x, ok[0][:, None], jnp.zeros(x.shape, jnp.int32)
+
+  x = np.asarray(rejection_fill(candidates, jax.random.key(95), n, m, 1, jnp.float32))
+  edges = [Fraction(i, 20) for i in range(21)]
+  cdf = np.array([float(abs_marginal_cdf(m, k, t)) for t in edges])
+  counts = np.histogram(x[:, 0], bins=np.linspace(0, 1, 21))[0]
+  assert stats.chisquare(counts, np.diff(cdf) * n).pvalue > P_MIN
+  slices = np.bincount(np.floor(x.sum(axis=1)).astype(int), minlength=k)
+  euler = np.array([float(irwin_hall(m, i + 1) - irwin_hall(m, i)) for i in range(k)])
+  assert stats.chisquare(slices, euler / euler.sum() * n).pvalue > P_MIN
