@@ -197,27 +197,28 @@ def slice_points(u, extra, pos, table_pos, table_neg, k: int):
   """
   dtype = u.dtype
   pos = jnp.asarray(True) if pos is None else pos
-  simp = jnp.where(pos, table_pos[0], table_neg[0])
-  lam = jnp.where(pos, table_pos[1], table_neg[1]).astype(dtype)
-  cube = lam == 0
-  # Exp(lam) truncated to [0, 1] (Exp(1) for the simplex): -log(1 - u c) / lam.
-  c = jnp.where(simp | cube, 1.0, -jnp.expm1(-lam))
-  e = -jnp.log1p(-u * c)
-  e_extra = -jnp.log1p(-extra)
   groups = (pos, ~pos)
-  total = [
-    jnp.sum(jnp.where(g, e, 0), axis=1) + e_extra[:, i] for i, g in enumerate(groups)
-  ]
-  total = jnp.where(pos, total[0][:, None], total[1][:, None])
-  safe_lam = jnp.where(cube | simp, 1.0, lam)
-  x = jnp.where(simp, k * e / total, jnp.where(cube, u, e / safe_lam))
+  e_extra = -jnp.log1p(-extra)
+  # Per row and group: Exp(lam) truncated to [0, 1] is -log(1 - u c) / lam (the
+  # simplex: Exp(1), c = 1; the cube: u itself).
+  simp, lam, cube, c = [], [], [], []
+  for tab in (table_pos, table_neg):
+    simp.append(jnp.asarray(tab[0]))
+    lam.append(jnp.asarray(tab[1], dtype))
+    cube.append(~simp[-1] & (lam[-1] == 0))
+    c.append(jnp.where(simp[-1] | cube[-1], 1.0, -jnp.expm1(-lam[-1])))
+  e = -jnp.log1p(-u * jnp.where(pos, c[0], c[1]))
+  scale = []
+  for i, g in enumerate(groups):
+    total = jnp.sum(jnp.where(g, e, 0), axis=1, keepdims=True) + e_extra[:, i : i + 1]
+    scale.append(jnp.where(simp[i], k / total, 1 / jnp.where(cube[i], 1.0, lam[i])))
+  x = jnp.where(jnp.where(pos, cube[0], cube[1]), u, e * jnp.where(pos, *scale))
   oks, norms = [], []
-  for i, (group, tab) in enumerate(zip(groups, (table_pos, table_neg))):
-    s = jnp.sum(jnp.where(group, x, 0), axis=1)
-    big = jnp.max(jnp.where(group, x, 0), axis=1)
-    simplex = jnp.asarray(tab[0]).reshape(-1)
-    rate = jnp.asarray(tab[1], dtype).reshape(-1)
-    oks.append((big <= 1) & (s <= k) & (simplex | (e_extra[:, i] >= rate * (k - s))))
+  for i, g in enumerate(groups):
+    s = jnp.sum(jnp.where(g, x, 0), axis=1)
+    big = jnp.max(jnp.where(g, x, 0), axis=1)
+    tilt_ok = e_extra[:, i] >= lam[i].reshape(-1) * (k - s)
+    oks.append((big <= 1) & (s <= k) & (simp[i].reshape(-1) | tilt_ok))
     norms.append(jnp.maximum(big, s / k))
   return x, tuple(oks), tuple(norms)
 
