@@ -5,6 +5,19 @@ or removed; the convex hull of those changes is this ball, the optimal K-norm ba
 for the count query. Its norm is g(v+) + g(v-), with g(x) = max(||x||_inf,
 ||x||_1 / k) and v+, v- the positive and negative parts of v.
 
+Sampler (exact): in the orthant whose j positive coordinates form the set P, the
+ball is {(a, -b) : g(a) + g(b) <= 1}, with unit balls of g the cube slices S(j, k)
+and S(d - j, k); its volume is vol S(j, k) vol S(d - j, k) j! (d - j)! / d!, so the
+class of the C(d, j) orthants with j positive coordinates has weight proportional to
+vol S(j, k) vol S(d - j, k). A point of an orthant is (r u, -s w) with (r, s, 1 - r -
+s) ~ Dirichlet(j, d - j, 1) and u = x / g(x), w = y / g(y) for x, y uniform in the
+two slices (the direction x / g(x) of a uniform point follows the cone measure,
+independent of g(x)). A row draws j from the class weights (their CDF computed in
+float64 on the host), P by selection sampling, (r, s) from d + 1 exponentials, and x
+and y by rejection (:mod:`jaxdp.samplers.cube_slice`; each slice retried on its own
+until accepted); a row whose computed norm rounds above 1 is drawn again in full, so
+every point lies in the ball as computed.
+
 References:
   M. Joseph, A. Yu, "Some constructions of private, efficient, and optimal K-norm
   and elliptic Gaussian noise", COLT 2024, Section 8.
@@ -15,18 +28,28 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from fractions import Fraction
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdp.samplers.norm_ball import NormBall, check_query_size, rejection_points
+from jaxdp.samplers.cube_slice import (
+  rejection_fill,
+  slice_moments,
+  slice_points,
+  slice_table,
+)
+from jaxdp.samplers.logweights import cdf
+from jaxdp.samplers.norm_ball import NormBall, check_query_size
 from jaxdp.typing import ArrayLike, DTypeLike, KeyArray
 
 __all__ = ["CountBall"]
 
 # hull_points lists at most this many points.
 MAX_HULL_POINTS = 2_000_000
+# second_moment's rational arithmetic is for d up to this.
+MAX_MOMENT_D = 256
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,5 +103,107 @@ class CountBall(NormBall):
         out += [v, -v]
     return np.array(out).reshape(-1, self.d)
 
+  def class_weights(self) -> np.ndarray:
+    """log of the total volume of the orthants with j positive coordinates, j = 0..d,
+    up to a constant: log vol S(j, k) + log vol S(d - j, k)."""
+    logvol = slice_table(self.d, self.k).logvol
+    return logvol + logvol[::-1]
+
   def points(self, key: KeyArray, m: int, dtype: DTypeLike) -> jax.Array:
-    return rejection_points(self, key, m, dtype)
+    # Rows whose computed norm rounds above 1 (or with a zero half) are drawn again.
+    def cond(state):
+      return ~jnp.all(state[1])
+
+    def body(state):
+      z, ok, k = state
+      k, sub = jax.random.split(k)
+      z_new, ok_new = self._rows(sub, m, dtype)
+      return jnp.where((ok_new & ~ok)[:, None], z_new, z), ok | ok_new, k
+
+    init = (jnp.zeros((m, self.d), dtype), jnp.zeros((m,), bool), key)
+    return jax.lax.while_loop(cond, body, init)[0]
+
+  def _rows(self, key, m, dtype):
+    """``m`` candidate points and whether each lies in the ball as computed."""
+    d, k = self.d, self.k
+    tab = slice_table(d, k)
+    class_cdf = jnp.asarray(cdf(self.class_weights()), dtype)
+    simplex, lam = jnp.asarray(tab.simplex), jnp.asarray(tab.lam, dtype)
+    k_class, k_slices = jax.random.split(key)
+    v = jax.random.uniform(k_class, (m, 2 * d + 2), dtype)
+    j = jnp.minimum(jnp.searchsorted(class_cdf, v[:, -1], side="right"), d)
+    pos = uniform_subset(v[:, :d], j)
+
+    def candidates(key, rows):
+      jj, pp = j[rows], pos[rows]
+      u = jax.random.uniform(key, (rows.shape[0], d + 2), dtype)
+      table_pos = (simplex[jj][:, None], lam[jj][:, None])
+      table_neg = (simplex[d - jj][:, None], lam[d - jj][:, None])
+      x, ok, g = slice_points(u[:, :d], u[:, d:], pp, table_pos, table_neg, k)
+      ok_pos = ok[0] & ((jj == 0) | (g[0] > 0))
+      ok_neg = ok[1] & ((jj == d) | (g[1] > 0))
+      return x, jnp.stack([ok_pos, ok_neg], axis=1), (~pp).astype(jnp.int32)
+
+    x = rejection_fill(candidates, k_slices, m, d, 2, dtype)
+    # (r, s, 1 - r - s) ~ Dirichlet(j, d - j, 1) from d + 1 exponentials.
+    e = -jnp.log1p(-v[:, d : 2 * d + 1])
+    gam_pos = jnp.sum(jnp.where(pos, e[:, :d], 0), axis=1)
+    gam_neg = jnp.sum(jnp.where(pos, 0, e[:, :d]), axis=1)
+    total = gam_pos + gam_neg + e[:, d]
+    g_pos = self._half(jnp.where(pos, x, 0))
+    g_neg = self._half(jnp.where(pos, 0, x))
+    scale_pos = gam_pos / (total * jnp.where(g_pos > 0, g_pos, 1))
+    scale_neg = gam_neg / (total * jnp.where(g_neg > 0, g_neg, 1))
+    z = x * jnp.where(pos, scale_pos[:, None], -scale_neg[:, None])
+    return z, self.norm(z) <= 1
+
+  def second_moment(self) -> np.ndarray:
+    """Exact E[Z Z^T] in rational arithmetic (d <= ``MAX_MOMENT_D``).
+
+    By symmetry it is a I + c (11^T - I); given j positive coordinates, E[r^2] =
+    j (j + 1) / ((d + 1) (d + 2)) and E[r s] = j (d - j) / ((d + 1) (d + 2))
+    (Dirichlet), E[u_1^2] = E[x_1^2] (j + 2) / j and E[u_1] = E[x_1] (j + 1) / j
+    (g(x) ~ Beta(j, 1), independent of u), with the slices' exact moments
+    (:func:`~jaxdp.samplers.cube_slice.slice_moments`).
+
+    Raises:
+      ValueError: if d > ``MAX_MOMENT_D``.
+    """
+    d, k = self.d, self.k
+    if d > MAX_MOMENT_D:
+      raise ValueError(
+        f"CountBall.second_moment computes exactly for d <= {MAX_MOMENT_D}; got d = "
+        f"{d}. Estimate it from draws instead."
+      )
+    mom = [slice_moments(j, k) for j in range(d + 1)]
+    weight = [mom[j][0] * mom[d - j][0] for j in range(d + 1)]
+    diag = cross = Fraction(0)
+    for j in range(d + 1):
+      l = d - j
+      (_, m1, m2, mx), (_, n1, n2, nx) = mom[j], mom[l]
+      diag += weight[j] * (j * (j + 1) * (j + 2) * m2 + l * (l + 1) * (l + 2) * n2)
+      cross += weight[j] * (
+        j * (j - 1) * (j + 1) * (j + 2) * mx
+        + l * (l - 1) * (l + 1) * (l + 2) * nx
+        - 2 * j * l * (j + 1) * (l + 1) * m1 * n1
+      )
+    norm = sum(weight) * (d + 1) * (d + 2)
+    a = float(diag / (norm * d))
+    c = float(cross / (norm * d * (d - 1))) if d > 1 else 0.0
+    return (a - c) * np.eye(d) + c * np.ones((d, d))
+
+
+def uniform_subset(w: jax.Array, j: jax.Array) -> jax.Array:
+  """A uniformly random j-subset of the d columns of each row, as ``(n, d)`` bools,
+  by selection sampling: column i is taken with probability (j - taken so far) /
+  (d - i), from the uniforms ``w`` ``(n, d)``."""
+  d = w.shape[1]
+
+  def step(taken, xs):
+    wi, i = xs
+    need = j - taken
+    take = (need >= d - i) | (wi * (d - i) < need)
+    return taken + take, take
+
+  _, takes = jax.lax.scan(step, jnp.zeros_like(j), (w.T, jnp.arange(d)))
+  return takes.T

@@ -12,14 +12,21 @@ import jax.numpy as jnp
 
 from jaxdp import _checks
 from jaxdp.prng.threefry import fast_key
-from jaxdp.samplers.chunks import chunked, device_chunk
+from jaxdp.samplers.chunks import CHUNK, chunked, device_chunk
 from jaxdp.samplers.count_ball import CountBall
 from jaxdp.samplers.gamma import gamma_radius
 from jaxdp.samplers.sum_ball import SumBall
 from jaxdp.samplers.vote_ball import VoteBall
 from jaxdp.typing import DTypeLike, KeyArray, Shape
 
-__all__ = ["count_ball", "query_draws", "sum_ball", "vote_ball"]
+__all__ = [
+  "count_ball",
+  "query_chunk",
+  "query_draws",
+  "sum_ball",
+  "toward_zero",
+  "vote_ball",
+]
 
 
 def sum_ball(
@@ -76,8 +83,29 @@ def query_draws(key, eps, *, ball, n, uniform, dtype):
     k_pts, k_rad = jax.random.split(k)
     z = ball.points(k_pts, m, cdt)
     if uniform:
-      return z.astype(dtype)
+      return toward_zero(z, dtype)
     radius = gamma_radius(k_rad, dim + 1, m, cdt)
     return _checks.guard_positive(eps, z * radius[:, None] / eps).astype(dtype)
 
-  return chunked(fn, key, n, (dim,), dtype, chunk=device_chunk(64 * dim))
+  return chunked(fn, key, n, (dim,), dtype, chunk=query_chunk(dim))
+
+
+def toward_zero(z, dtype):
+  """``z`` in ``dtype``, rounded toward zero where rounding to nearest grew |z_i|: the
+  sum and count balls' norms grow with every |z_i|, so their points stay inside in a
+  narrower dtype (float16, bfloat16) too."""
+  out = z.astype(dtype)
+  if out.dtype == z.dtype:
+    return out
+  grew = jnp.abs(out.astype(z.dtype)) > jnp.abs(z)
+  return jnp.where(grew, jnp.nextafter(out, jnp.zeros_like(out)), out)
+
+
+def query_chunk(dim: int) -> int:
+  """Rows per chunk: :func:`~jaxdp.samplers.chunks.device_chunk`'s, and on the CPU at
+  most ``CHUNK * 64 / dim`` (a power of two, at least 1024), so that a chunk of a
+  wide ball (d up to 4096) stays a few megabytes."""
+  chunk = device_chunk(64 * dim)
+  if chunk > CHUNK:
+    return chunk
+  return min(CHUNK, 1 << max(10, (CHUNK * 64 // dim).bit_length() - 1))

@@ -4,6 +4,12 @@ A person contributes a vector in [-1, 1]^d with at most k non-zero entries; the
 convex hull of those vectors (and so of the differences a person makes, added or
 removed) is this ball, the optimal K-norm ball for the sum query.
 
+Sampler (exact): the ball is the union of the 2^d reflections of the cube slice
+S(d, k) = {x in [0, 1]^d : sum(x) <= k}, so a uniform point is a uniform point of
+S(d, k) (:mod:`jaxdp.samplers.cube_slice`: rejection from the wrapped simplex
+frac(a D), or from the cube when k >= d / 2, whichever accepts more) with independent
+uniform signs.
+
 References:
   M. Joseph, A. Yu, "Some constructions of private, efficient, and optimal K-norm
   and elliptic Gaussian noise", COLT 2024, Section 7.
@@ -19,7 +25,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdp.samplers.norm_ball import NormBall, check_query_size, rejection_points
+from jaxdp.samplers.cube_slice import (
+  rejection_fill,
+  shuffle_points,
+  shuffle_proposal,
+  slice_moments,
+  slice_points,
+  slice_table,
+)
+from jaxdp.samplers.norm_ball import NormBall, check_query_size
 from jaxdp.typing import ArrayLike, DTypeLike, KeyArray
 
 __all__ = ["SumBall"]
@@ -78,4 +92,38 @@ class SumBall(NormBall):
     return np.array(out).reshape(-1, self.d)
 
   def points(self, key: KeyArray, m: int, dtype: DTypeLike) -> jax.Array:
-    return rejection_points(self, key, m, dtype)
+    d, k = self.d, self.k
+    k_slice, k_sign = jax.random.split(key)
+    if k >= d:  # the cube
+      x = jax.random.uniform(k_slice, (m, d), dtype)
+    else:
+      tab = slice_table(d, k)
+      a, thresholds, log_acc = shuffle_proposal(d, k)
+      proposal = (bool(tab.simplex[d]), float(tab.lam[d]))
+
+      def candidates(key, rows):
+        u = jax.random.uniform(key, (rows.shape[0], d + 2), dtype)
+        if log_acc >= tab.log_acc[d]:
+          x, ok = shuffle_points(u, a, thresholds, k)
+        else:
+          x, ok, _ = slice_points(u[:, :d], u[:, d:], None, proposal, (True, 0.0), k)
+          ok = ok[0]
+        ok = (ok & (self.norm(x) <= 1))[:, None]
+        return x, ok, jnp.zeros(x.shape, jnp.int32)
+
+      x = rejection_fill(candidates, k_slice, m, d, 1, dtype)
+    return jnp.where(random_signs(k_sign, m, d), -x, x)
+
+  def second_moment(self) -> np.ndarray:
+    """Exact E[Z Z^T]: E[x_1^2] I for x uniform in S(d, k) (independent signs), from
+    the Irwin-Hall CDF in rational arithmetic (:func:`~jaxdp.samplers.cube_slice.
+    slice_moments`; seconds at d in the thousands)."""
+    return float(slice_moments(self.d, self.k)[2]) * np.eye(self.d)
+
+
+def random_signs(key: KeyArray, m: int, d: int) -> jax.Array:
+  """``(m, d)`` i.i.d. fair booleans, 32 from each random word."""
+  words = jax.random.bits(key, (m, -(-d // 32)), jnp.uint32)
+  col = np.arange(d)
+  shift = jnp.asarray(col % 32, jnp.uint32)
+  return ((words[:, col // 32] >> shift) & 1) == 1

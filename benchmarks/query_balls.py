@@ -1,0 +1,78 @@
+"""Speed of the sum and count balls' exact samplers (uniform points and K-norm noise).
+
+  python benchmarks/query_balls.py [--d 50] [--ks 1,5,15,25,50] [--n 262144] [--out DIR]
+
+In one run, side by side and interleaved (the best of several rounds, after
+compilation): ``jaxdp.random.sum_ball``, ``jaxdp.random.count_ball`` and
+``jaxdp.random.knorm`` over both balls for each k, with the l_1 ball's K-norm noise
+(Laplace coordinates) in the same dimension as a reference, and each slice's exact
+acceptance probability from the host table.
+
+Writes <out>/query_balls.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import jax
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import interleaved_best, machine, write_results
+from folders import add_out
+
+import jaxdp
+from jaxdp.samplers.cube_slice import shuffle_proposal, slice_table
+
+
+def main(argv=None):
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--d", type=int, default=50)
+  ap.add_argument("--ks", default="1,5,15,25,50")
+  ap.add_argument("--n", type=int, default=1 << 18)
+  ap.add_argument("--rounds", type=int, default=5)
+  add_out(ap)
+  args = ap.parse_args(argv)
+  d, n = args.d, args.n
+  ks = [int(k) for k in args.ks.split(",")]
+  key = jax.random.key(0)
+  fns = {
+    "knorm l_1 (reference)": lambda: jaxdp.random.knorm(key, jaxdp.LpBall(d, 1), 1.0, (n,))
+  }
+  for k in ks:
+    sb, cb = jaxdp.SumBall(d, k), jaxdp.CountBall(d, k)
+    fns[f"sum_ball k={k}"] = lambda k=k: jaxdp.random.sum_ball(key, d, k, (n,))
+    fns[f"knorm sum k={k}"] = lambda b=sb: jaxdp.random.knorm(key, b, 1.0, (n,))
+    fns[f"count_ball k={k}"] = lambda k=k: jaxdp.random.count_ball(key, d, k, (n,))
+    fns[f"knorm count k={k}"] = lambda b=cb: jaxdp.random.knorm(key, b, 1.0, (n,))
+  best = interleaved_best(fns, rounds=args.rounds)
+  rows = []
+  for name, seconds in best.items():
+    k = int(name.split("k=")[1]) if "k=" in name else None
+    acc = 1.0
+    if k and "sum" in name:  # the better of the wrapped simplex and the cube
+      acc = math.exp(max(slice_table(d, k).log_acc[d], shuffle_proposal(d, k)[2]))
+    elif k:  # the count ball's slice of size d (its slices have per-row sizes)
+      acc = math.exp(slice_table(d, k).log_acc[d])
+    rows.append(
+      {
+        "draw": name,
+        "d": d,
+        "n": n,
+        "seconds": seconds,
+        "samples_per_s": n / seconds,
+        "slice_acceptance": acc,
+      }
+    )
+  table = "| draw | d | samples/s | S(d, k) acceptance |\n|---|---|---|---|\n" + "\n".join(
+    f"| {r['draw']} | {d} | {r['samples_per_s']:,.0f} | {r['slice_acceptance']:.3f} |"
+    for r in rows
+  )
+  write_results(args.out, "query_balls", {"machine": machine(), "rows": rows}, table)
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,293 @@
+"""The sum and count balls' samplers and exact moments against independent references:
+the Irwin-Hall CDF in rational arithmetic, triangulations of the hull points, the
+bounding-box rejection sampler and stated statistical tests with fixed keys."""
+
+import math
+from fractions import Fraction
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import spatial, stats
+
+import jaxdp
+from jaxdp.samplers.count_ball import MAX_MOMENT_D
+from jaxdp.samplers.cube_slice import (
+  log_slice_volumes,
+  rejection_fill,
+  shuffle_proposal,
+  slice_points,
+  slice_table,
+)
+from jaxdp.samplers.norm_ball import MAX_QUERY_D, rejection_points
+
+P_MIN = 1e-4  # every stated test rejects at this p-value
+
+
+def irwin_hall(n, s):
+  """P(U_1 + ... + U_n <= s) for rational s >= 0, exactly."""
+  s = Fraction(s)
+  top = min(n, math.floor(s))
+  return sum((-1) ** i * math.comb(n, i) * (s - i) ** n for i in range(top + 1)) / (
+    math.factorial(n)
+  )
+
+
+def triangulated_moment(points):
+  """E[Z Z^T] for Z uniform in the convex hull of ``points``, from a Delaunay
+  triangulation: each simplex's exact moment, weighted by its volume."""
+  tri = spatial.Delaunay(points)
+  dim = points.shape[1]
+  total, vol = np.zeros((dim, dim)), 0.0
+  for simplex in tri.simplices:
+    v = points[simplex]
+    size = abs(np.linalg.det(v[1:] - v[0]))
+    s = v.sum(axis=0)
+    n = dim + 1
+    total += size * (v.T @ v + np.outer(s, s)) / (n * (n + 1))
+    vol += size
+  return total / vol
+
+
+def chi2_two_sample(a, b):
+  """p-value of a chi-square test that two samples of cell labels share one law."""
+  cells = np.union1d(a, b)
+  table = np.array([[np.sum(x == c) for c in cells] for x in (a, b)])
+  return stats.chi2_contingency(table)[1]
+
+
+def cell_labels(z, bins=4):
+  """Each point's cell of a grid of ``bins``^dim cells over [-1, 1]^dim."""
+  idx = np.clip(((np.asarray(z) + 1) / 2 * bins).astype(int), 0, bins - 1)
+  return idx @ (bins ** np.arange(idx.shape[1]))
+
+
+def test_slice_volumes_match_irwin_hall():
+  for k in range(1, 13):
+    got = np.exp(log_slice_volumes(12, k))
+    want = [float(irwin_hall(m, k)) for m in range(13)]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+  "ball",
+  [
+    jaxdp.SumBall(3, 1),
+    jaxdp.SumBall(3, 2),
+    jaxdp.SumBall(4, 2),
+    jaxdp.SumBall(4, 3),
+    jaxdp.SumBall(4, 4),
+    jaxdp.CountBall(3, 1),
+    jaxdp.CountBall(3, 2),
+    jaxdp.CountBall(4, 2),
+    jaxdp.CountBall(4, 3),
+    jaxdp.CountBall(4, 4),
+  ],
+)
+def test_second_moment_matches_triangulation(ball):
+  want = triangulated_moment(ball.hull_points())
+  np.testing.assert_allclose(ball.second_moment(), want, atol=1e-12)
+  assert ball.expected_sq_norm() == pytest.approx(np.trace(want), abs=1e-11)
+
+
+def test_sum_ball_l1_and_cube_moments():
+  """k = 1 is the l_1 ball (E Z_1^2 = 2 / ((d + 1)(d + 2))), k = d the cube (1/3)."""
+  d = 7
+  assert jaxdp.SumBall(d, 1).second_moment()[0, 0] == pytest.approx(2 / (8 * 9))
+  np.testing.assert_allclose(jaxdp.SumBall(d, d).second_moment(), np.eye(d) / 3)
+
+
+def test_count_ball_second_moment_limit():
+  with pytest.raises(ValueError, match=f"d = {MAX_MOMENT_D + 1}"):
+    jaxdp.CountBall(MAX_MOMENT_D + 1, 2).second_moment()
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize(
+  "ball", [jaxdp.SumBall(3, 2), jaxdp.CountBall(3, 2), jaxdp.CountBall(4, 2)]
+)
+def test_points_match_rejection_sampler(ball):
+  """Chi-square two-sample test (p > 1e-4) on the cells of a 4^d grid: 20,000 points
+  against 20,000 of the bounding-box rejection sampler (an independent algorithm)."""
+  n = 20_000
+  got = ball.points(jax.random.key(11), n, jnp.float32)
+  ref = rejection_points(ball, jax.random.key(12), n, jnp.float32)
+  assert chi2_two_sample(cell_labels(got), cell_labels(ref)) > P_MIN
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("d, k", [(6, 2), (12, 5)])
+def test_count_ball_orthant_classes(d, k):
+  """The number of positive coordinates, 40,000 draws, against the exact class
+  weights C(d, j) vol S(j, k) vol S(d - j, k) j! (d - j)! / d! (chi-square, p >
+  1e-4). (12, 5) takes the tilted proposal for 11 coordinates, the simplex and the
+  cube for others."""
+  z = np.asarray(jaxdp.random.count_ball(jax.random.key(21), d, k, (40_000,)))
+  counts = np.bincount((z > 0).sum(axis=1), minlength=d + 1)
+  w = np.array(
+    [
+      float(irwin_hall(j, k) * irwin_hall(d - j, k))  # times C(d, j) j!(d-j)!/d! = 1
+      for j in range(d + 1)
+    ]
+  )
+  assert np.all(np.count_nonzero(z, axis=1) == d)  # no coordinate exactly 0
+  assert stats.chisquare(counts, w / w.sum() * counts.sum()).pvalue > P_MIN
+
+
+def abs_marginal_cdf(d, k, t):
+  """P(|Z_1| <= t) for Z uniform in the sum ball: int_0^t F_{d-1}(k - u) du / F_d(k),
+  exactly (the Irwin-Hall CDF integrated term by term)."""
+  t = Fraction(t)
+  num = sum(
+    (-1) ** i * math.comb(d - 1, i) * (Fraction(k - i) ** d - (k - i - t) ** d)
+    for i in range(k)
+  ) / math.factorial(d)
+  return num / irwin_hall(d, k)
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("d, k", [(11, 5), (50, 15), (50, 3), (12, 7)])
+def test_sum_ball_marginal_and_radius(d, k):
+  """40,000 draws: |Z_1| in 20 equal bins against its exact law (chi-square), and
+  ||Z||_K^d uniform on [0, 1] (Kolmogorov-Smirnov), each p > 1e-4. (11, 5), (50, 15)
+  and (50, 3) take the wrapped simplex (a = 10, 18 and 3), (12, 7) the cube."""
+  z = jaxdp.random.sum_ball(jax.random.key(31), d, k, (40_000,))
+  edges = [Fraction(i, 20) for i in range(21)]
+  cdf = np.array([float(abs_marginal_cdf(d, k, t)) for t in edges])
+  counts = np.histogram(np.abs(np.asarray(z[:, 0])), bins=np.linspace(0, 1, 21))[0]
+  assert stats.chisquare(counts, np.diff(cdf) * len(z)).pvalue > P_MIN
+  norm = np.asarray(jaxdp.SumBall(d, k).norm(z), np.float64)
+  assert stats.kstest(norm**d, "uniform").pvalue > P_MIN
+
+
+@pytest.mark.slow
+@pytest.mark.statistical
+def test_count_ball_radius_and_moments():
+  """CountBall(50, 10) (tilted and simplex proposals), 40,000 draws: ||Z||_K^d
+  uniform (Kolmogorov-Smirnov, p > 1e-4) and E[Z_1^2], E[Z_1 Z_2] within 5 standard
+  errors of the exact second moment."""
+  d, k = 50, 10
+  ball = jaxdp.CountBall(d, k)
+  z = np.asarray(jaxdp.random.count_ball(jax.random.key(41), d, k, (40_000,)), float)
+  assert stats.kstest(np.asarray(ball.norm(z)) ** d, "uniform").pvalue > P_MIN
+  exact = ball.second_moment()
+  for a, b in ((0, 0), (0, 1), (3, 7)):
+    prod = z[:, a] * z[:, b]
+    se = prod.std() / math.sqrt(len(z))
+    assert abs(prod.mean() - exact[a, b]) < 5 * se
+
+
+@pytest.mark.statistical
+def test_sum_ball_k1_is_l1_ball_and_k_d_is_cube():
+  """SumBall(6, 1) against the l_1 ball's sampler (a different construction) and
+  SumBall(6, 6)'s coordinates against U(-1, 1): Kolmogorov-Smirnov, p > 1e-4."""
+  a = jaxdp.random.sum_ball(jax.random.key(51), 6, 1, (20_000,))
+  b = jaxdp.random.lp_ball(jax.random.key(52), 6, 1, (20_000,))
+  for col in (0, 5):
+    assert stats.ks_2samp(np.asarray(a[:, col]), np.asarray(b[:, col])).pvalue > P_MIN
+  assert stats.ks_2samp(np.abs(a).sum(1), np.abs(b).sum(1)).pvalue > P_MIN
+  c = np.asarray(jaxdp.random.sum_ball(jax.random.key(53), 6, 6, (20_000,)))
+  assert stats.kstest(c[:, 2], "uniform", args=(-1, 2)).pvalue > P_MIN
+
+
+@pytest.mark.parametrize("k", [1, 15, 49, 50])
+def test_sum_ball_points_lie_in_ball(k):
+  z = jaxdp.random.sum_ball(jax.random.key(61), 50, k, (1 << 15,))
+  assert bool(jnp.all(jnp.isfinite(z)))
+  assert float(jnp.max(jaxdp.SumBall(50, k).norm(z))) <= 1.0
+
+
+@pytest.mark.parametrize("k", [1, pytest.param(10, marks=pytest.mark.slow), 50])
+def test_count_ball_points_lie_in_ball(k):
+  z = jaxdp.random.count_ball(jax.random.key(62), 50, k, (1 << 15,))
+  assert bool(jnp.all(jnp.isfinite(z)))
+  assert float(jnp.max(jaxdp.CountBall(50, k).norm(z))) <= 1.0
+
+
+def test_float64_draws():
+  with jax.enable_x64(True):
+    for draw, ball in (
+      (jaxdp.random.sum_ball, jaxdp.SumBall(5, 2)),
+      (jaxdp.random.count_ball, jaxdp.CountBall(5, 2)),
+    ):
+      z = draw(jax.random.key(71), 5, 2, (200,), jnp.float64)
+      assert z.dtype == jnp.float64
+      assert float(jnp.max(ball.norm(z))) <= 1.0
+      # float64 precision: the values are not float32 numbers
+      assert np.mean(np.asarray(z) != np.asarray(z, np.float32)) > 0.9
+
+
+def test_narrow_dtypes_stay_in_ball():
+  """Rounding to float16 / bfloat16 would push points out; they round toward 0."""
+  for dtype in (jnp.float16, jnp.bfloat16):
+    for draw, ball in (
+      (jaxdp.random.sum_ball, jaxdp.SumBall(50, 15)),
+      (jaxdp.random.count_ball, jaxdp.CountBall(50, 15)),
+    ):
+      z = draw(jax.random.key(72), 50, 15, (4096,), dtype)
+      assert z.dtype == dtype
+      assert float(jnp.max(ball.norm(z.astype(jnp.float32)))) <= 1.0
+
+
+@pytest.mark.parametrize(
+  "ball",
+  [jaxdp.SumBall(5, 2), pytest.param(jaxdp.CountBall(5, 2), marks=pytest.mark.slow)],
+)
+def test_vmap_and_jit_give_the_same_draws(ball):
+  keys = jax.random.split(jax.random.key(81), 3)
+  one = lambda key: ball.points(key, 7, jnp.float32)
+  batched = jax.vmap(one)(keys)
+  for i in range(3):
+    np.testing.assert_array_equal(batched[i], jax.jit(one)(keys[i]))
+  assert not np.allclose(batched[0], batched[1])
+  noise = lambda key, eps: jaxdp.random.knorm(key, ball, eps, (4,))
+  np.testing.assert_allclose(
+    jax.jit(noise)(keys[0], 0.5), noise(keys[0], 0.5), rtol=1e-6, atol=1e-6
+  )
+
+
+def test_low_acceptance_at_the_largest_dimension_ends():
+  """At d = MAX_QUERY_D, k = d / 6 (near the worst k), the wrapped simplex accepts
+  above 10%: draws end, inside the ball (no fallback)."""
+  d = MAX_QUERY_D
+  k = d // 6
+  assert math.exp(slice_table(d, k).log_acc[d]) < 0.01  # the tilted proposal's
+  assert math.exp(shuffle_proposal(d, k)[2]) > 0.1  # the wrapped simplex's
+  z = jaxdp.SumBall(d, k).points(jax.random.key(91), 3, jnp.float32)
+  assert float(jnp.max(jaxdp.SumBall(d, k).norm(z))) <= 1.0
+  assert bool(jnp.all(jnp.isfinite(z)))
+
+
+@pytest.mark.slow
+def test_count_ball_at_the_largest_dimension_ends():
+  """Both slices of a row are retried on their own: at d = MAX_QUERY_D (slice
+  acceptances near 1%) a draw ends, inside the ball."""
+  ball = jaxdp.CountBall(MAX_QUERY_D, MAX_QUERY_D // 7)
+  z = ball.points(jax.random.key(92), 3, jnp.float32)
+  assert bool(jnp.all(jnp.isfinite(z)))
+  assert float(jnp.max(ball.norm(z))) <= 1.0
+
+
+@pytest.mark.statistical
+def test_tilted_proposal_is_uniform_in_the_slice():
+  """The tilted proposal (the count ball's slices) alone, on S(11, 5) with its host
+  rate: 40,000 points; x_1 in 20 bins against its exact law and floor(sum(x)) against
+  the Eulerian weights A(11, i), i < 5 (chi-square, p > 1e-4)."""
+  m, k, n = 11, 5, 40_000
+  lam = float(slice_table(m, k).lam[m])
+  assert lam > 0
+
+  def candidates(key, rows):
+    u = jax.random.uniform(key, (rows.shape[0], m + 2))
+    x, ok, _ = slice_points(u[:, :m], u[:, m:], None, (False, lam), (True, 0.0), k)
+    return x, ok[0][:, None], jnp.zeros(x.shape, jnp.int32)
+
+  x = np.asarray(rejection_fill(candidates, jax.random.key(95), n, m, 1, jnp.float32))
+  edges = [Fraction(i, 20) for i in range(21)]
+  cdf = np.array([float(abs_marginal_cdf(m, k, t)) for t in edges])
+  counts = np.histogram(x[:, 0], bins=np.linspace(0, 1, 21))[0]
+  assert stats.chisquare(counts, np.diff(cdf) * n).pvalue > P_MIN
+  slices = np.bincount(np.floor(x.sum(axis=1)).astype(int), minlength=k)
+  euler = np.array([float(irwin_hall(m, i + 1) - irwin_hall(m, i)) for i in range(k)])
+  assert stats.chisquare(slices, euler / euler.sum() * n).pvalue > P_MIN
