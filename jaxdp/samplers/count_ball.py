@@ -13,7 +13,9 @@ vol S(j, k) vol S(d - j, k). A point of an orthant is (r u, -s w) with (r, s, 1 
 s) ~ Dirichlet(j, d - j, 1) and u = x / g(x), w = y / g(y) for x, y uniform in the
 two slices (the direction x / g(x) of a uniform point follows the cone measure,
 independent of g(x)). A row draws j from the class weights (their CDF computed in
-float64 on the host), P by selection sampling, (r, s) from d + 1 exponentials, and x
+float64 on the host), P by selection sampling, (r, s) from Gamma(j), Gamma(d - j)
+and Exp(1) variates (K-norm noise uses the two Gammas alone, as R (r, s) with R ~
+Gamma(d + 1): :meth:`CountBall.knorm_points`), and x
 and y by rejection (:mod:`jaxdp.samplers.cube_slice`; each slice retried on its own
 until accepted); a row whose computed norm rounds above 1 is drawn again in full, so
 every point lies in the ball as computed.
@@ -40,6 +42,7 @@ from jaxdp.samplers.cube_slice import (
   slice_points,
   slice_table,
 )
+from jaxdp.samplers.gamma import gamma_shapes
 from jaxdp.samplers.logweights import cdf
 from jaxdp.samplers.norm_ball import NormBall, check_query_size
 from jaxdp.typing import ArrayLike, DTypeLike, KeyArray
@@ -123,14 +126,22 @@ class CountBall(NormBall):
     init = (jnp.zeros((m, self.d), dtype), jnp.zeros((m,), bool), key)
     return jax.lax.while_loop(cond, body, init)[0]
 
-  def _rows(self, key, m, dtype):
-    """``m`` candidate points and whether each lies in the ball as computed."""
+  def knorm_points(self, key: KeyArray, m: int, dtype: DTypeLike) -> jax.Array:
+    """``m`` K-norm noise vectors R Z (R ~ Gamma(d + 1), Z uniform in the ball) at
+    eps = 1: R (r, s, 1 - r - s) for (r, s, 1 - r - s) ~ Dirichlet(j, d - j, 1) are
+    independent Gamma(j), Gamma(d - j) and Gamma(1) variates, so the noise is
+    (G_j u, -G_(d-j) w) with no radius of its own."""
+    return self._rows(key, m, dtype, noise=True)[0]
+
+  def _rows(self, key, m, dtype, noise=False):
+    """``m`` candidate points (or K-norm noise vectors) and whether each lies in the
+    ball as computed."""
     d, k = self.d, self.k
     tab = slice_table(d, k)
     class_cdf = jnp.asarray(cdf(self.class_weights()), dtype)
     simplex, lam = jnp.asarray(tab.simplex), jnp.asarray(tab.lam, dtype)
-    k_class, k_slices = jax.random.split(key)
-    v = jax.random.uniform(k_class, (m, 2 * d + 2), dtype)
+    k_class, k_slices, k_gamma = jax.random.split(key, 3)
+    v = jax.random.uniform(k_class, (m, d + 2), dtype)
     j = jnp.minimum(jnp.searchsorted(class_cdf, v[:, -1], side="right"), d)
     pos = uniform_subset(v[:, :d], j)
 
@@ -145,13 +156,14 @@ class CountBall(NormBall):
       return x, jnp.stack([ok_pos, ok_neg], axis=1), (~pp).astype(jnp.int32)
 
     x = rejection_fill(candidates, k_slices, m, d, 2, dtype)
-    # (r, s, 1 - r - s) ~ Dirichlet(j, d - j, 1) from d + 1 exponentials.
-    e = -jnp.log1p(-v[:, d : 2 * d + 1])
-    gam_pos = jnp.sum(jnp.where(pos, e[:, :d], 0), axis=1)
-    gam_neg = jnp.sum(jnp.where(pos, 0, e[:, :d]), axis=1)
-    total = gam_pos + gam_neg + e[:, d]
+    # Gamma(j), Gamma(d - j) (0 for an empty half): times Gamma(1) they are R times
+    # (r, s, 1 - r - s) ~ Dirichlet(j, d - j, 1), R ~ Gamma(d + 1) independent
+    shapes = jnp.stack([j, d - j])
+    gam = gamma_shapes(k_gamma, jnp.maximum(shapes, 1), d, dtype).astype(dtype)
+    gam_pos, gam_neg = jnp.where(shapes > 0, gam, 0)
     g_pos = self._half(jnp.where(pos, x, 0))
     g_neg = self._half(jnp.where(pos, 0, x))
+    total = 1.0 if noise else gam_pos + gam_neg - jnp.log1p(-v[:, d])
     scale_pos = gam_pos / (total * jnp.where(g_pos > 0, g_pos, 1))
     scale_neg = gam_neg / (total * jnp.where(g_neg > 0, g_neg, 1))
     z = x * jnp.where(pos, scale_pos[:, None], -scale_neg[:, None])

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
+from jaxdp.samplers.gamma import gamma_radius
 from jaxdp.typing import ArrayLike, DTypeLike, KeyArray
 
 __all__ = ["MAX_QUERY_D", "NormBall", "check_query_size"]
@@ -85,6 +86,13 @@ class NormBall:
   def bounding_box(self) -> float:
     """The smallest r with K inside [-r, r]^dim."""
     raise NotImplementedError
+
+  def knorm_points(self, key: KeyArray, m: int, dtype: DTypeLike) -> jax.Array:
+    """``(m, dim)`` K-norm noise vectors at eps = 1: R Z with R ~ Gamma(dim + 1)
+    and Z uniform in the ball, independent (a subclass may draw them directly)."""
+    k_pts, k_rad = jax.random.split(key)
+    radius = gamma_radius(k_rad, self.dim + 1, m, dtype)
+    return self.points(k_pts, m, dtype) * radius[:, None]
 
   def second_moment(self) -> np.ndarray:
     """Exact E[Z Z^T] for Z uniform in the ball, ``(dim, dim)`` float64."""

@@ -14,7 +14,6 @@ from jaxdp import _checks
 from jaxdp.prng.threefry import fast_key
 from jaxdp.samplers.chunks import CHUNK, chunked, device_chunk
 from jaxdp.samplers.count_ball import CountBall
-from jaxdp.samplers.gamma import gamma_radius
 from jaxdp.samplers.sum_ball import SumBall
 from jaxdp.samplers.vote_ball import VoteBall
 from jaxdp.typing import DTypeLike, KeyArray, Shape
@@ -80,12 +79,9 @@ def query_draws(key, eps, *, ball, n, uniform, dtype):
   dim = ball.dim
 
   def fn(k, m):
-    k_pts, k_rad = jax.random.split(k)
-    z = ball.points(k_pts, m, cdt)
     if uniform:
-      return toward_zero(z, dtype)
-    radius = gamma_radius(k_rad, dim + 1, m, cdt)
-    return _checks.guard_positive(eps, z * radius[:, None] / eps).astype(dtype)
+      return toward_zero(ball.points(k, m, cdt), dtype)
+    return _checks.guard_positive(eps, ball.knorm_points(k, m, cdt) / eps).astype(dtype)
 
   return chunked(fn, key, n, (dim,), dtype, chunk=query_chunk(dim))
 
