@@ -65,6 +65,9 @@ def summary(results: str | Path) -> dict:
     backend = m.get("backend", "?") if isinstance(m, dict) else "?"
     devices.append(_device(m))
     found = EXTRACTORS[path.stem](payload) if path.stem in EXTRACTORS else []
+    if path.stem == "secure" and (results / "secure_dg.json").exists():
+      # the discrete Gaussian's own run (secure.py --only dg) supersedes its rows here
+      found = [r for r in found if "discrete Gaussian" not in r["path"]]
     if not found:
       without.append(path.stem)
     for row in found:

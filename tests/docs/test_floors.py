@@ -200,3 +200,14 @@ def test_sp_costs_are_judged_against_the_fast_floor_only(tmp_path, floors):
   assert "not the fast floor" in slow["floor"]
   fast = rows["poset_ball method sp, antichain, 0 depths in scans"]
   assert fast["ratio"] == 0.25 and fast["floor_rate"] == 40.0 and fast["met"] is False
+
+
+def test_the_discrete_gaussians_own_run_supersedes_its_rows_in_secure(floors, tmp_path):
+  old = {"1": {"exact_chacha20": 1.0e6}}
+  new = {"1": {"exact_chacha20": 3.0e7}, "floor_chacha20_2words": 6.0e7}
+  write(tmp_path, "secure", {"n": 4, "discrete_gaussian": old})
+  before = {(r["benchmark"], r["rate"]) for r in floors.summary(tmp_path)["rows"]}
+  write(tmp_path, "secure_dg", {"n": 4, "discrete_gaussian": new})
+  after = {(r["benchmark"], r["rate"]) for r in floors.summary(tmp_path)["rows"]}
+  assert before == {("secure", 1.0e6)}
+  assert after == {("secure_dg", 3.0e7)}
