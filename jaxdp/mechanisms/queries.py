@@ -364,10 +364,7 @@ class VoteQueryMechanism(QueryMechanism):
   integer_rows = True
 
   def _check_size(self):
-    d, _ = check_query_size(self.d)
-    if d < 2:
-      raise ValueError(f"d must be >= 2 candidates for a vote; got {d}.")
-    object.__setattr__(self, "d", d)
+    object.__setattr__(self, "d", VoteBall(self.d).d)  # the ball's checks: 2 <= d
 
   @property
   def row_rule(self) -> str:

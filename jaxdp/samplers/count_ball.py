@@ -44,7 +44,7 @@ from jaxdp.samplers.cube_slice import (
 )
 from jaxdp.samplers.gamma import gamma_shapes
 from jaxdp.samplers.logweights import cdf
-from jaxdp.samplers.norm_ball import NormBall, check_query_size
+from jaxdp.samplers.norm_ball import SlicedBall
 from jaxdp.typing import ArrayLike, DTypeLike, KeyArray
 
 __all__ = ["CountBall"]
@@ -56,7 +56,7 @@ MAX_MOMENT_D = 256
 
 
 @dataclasses.dataclass(frozen=True)
-class CountBall(NormBall):
+class CountBall(SlicedBall):
   """The count ball in R^d: conv of +-x for 0/1 vectors x with at most k ones.
 
   Attributes:
@@ -64,32 +64,11 @@ class CountBall(NormBall):
     k: the most boxes one person ticks (1 <= k <= d).
   """
 
-  d: int
-  k: int
-
   name = "count ball"
-
-  def __post_init__(self):
-    d, k = check_query_size(self.d, self.k)
-    object.__setattr__(self, "d", d)
-    object.__setattr__(self, "k", k)
-
-  @property
-  def dim(self) -> int:
-    return self.d
 
   def norm(self, v: ArrayLike) -> jax.Array:
     v = jnp.asarray(v)
-    return self._half(jnp.maximum(v, 0)) + self._half(jnp.maximum(-v, 0))
-
-  def _half(self, x):
-    return jnp.maximum(jnp.max(x, axis=-1), jnp.sum(x, axis=-1) / self.k)
-
-  def radius(self) -> float:
-    return math.sqrt(self.k)
-
-  def bounding_box(self) -> float:
-    return 1.0
+    return self.slice_norm(jnp.maximum(v, 0)) + self.slice_norm(jnp.maximum(-v, 0))
 
   def hull_points(self) -> np.ndarray:
     """+-x for every 0/1 vector x with 1 to k ones (a superset of the vertices)."""
@@ -161,8 +140,8 @@ class CountBall(NormBall):
     shapes = jnp.stack([j, d - j])
     gam = gamma_shapes(k_gamma, jnp.maximum(shapes, 1), d, dtype).astype(dtype)
     gam_pos, gam_neg = jnp.where(shapes > 0, gam, 0)
-    g_pos = self._half(jnp.where(pos, x, 0))
-    g_neg = self._half(jnp.where(pos, 0, x))
+    g_pos = self.slice_norm(jnp.where(pos, x, 0))
+    g_neg = self.slice_norm(jnp.where(pos, 0, x))
     total = 1.0 if noise else gam_pos + gam_neg - jnp.log1p(-v[:, d])
     scale_pos = gam_pos / (total * jnp.where(g_pos > 0, g_pos, 1))
     scale_neg = gam_neg / (total * jnp.where(g_neg > 0, g_neg, 1))

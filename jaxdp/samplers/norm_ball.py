@@ -14,6 +14,9 @@ References:
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -22,7 +25,7 @@ from jaxdp import _checks
 from jaxdp.samplers.gamma import gamma_radius
 from jaxdp.typing import ArrayLike, DTypeLike, KeyArray
 
-__all__ = ["MAX_QUERY_D", "NormBall", "check_query_size"]
+__all__ = ["MAX_QUERY_D", "NormBall", "SlicedBall", "check_query_size"]
 
 # The largest dimension of a query ball.
 MAX_QUERY_D = 4096
@@ -102,6 +105,40 @@ class NormBall:
     """Exact E||Z||_2^2 for Z uniform in the ball (the trace of
     :meth:`second_moment`)."""
     return float(np.trace(self.second_moment()))
+
+
+@dataclasses.dataclass(frozen=True)
+class SlicedBall(NormBall):
+  """A ball of d coordinates of which one person changes at most k, each by at most
+  1 (the sum and count balls): its parts in an orthant are cube slices
+  {x in [0, 1]^m : sum(x) <= k}, the unit balls of :meth:`slice_norm`.
+
+  Attributes:
+    d: the dimension.
+    k: the most coordinates one person changes (1 <= k <= d).
+  """
+
+  d: int
+  k: int
+
+  def __post_init__(self):
+    d, k = check_query_size(self.d, self.k)
+    object.__setattr__(self, "d", d)
+    object.__setattr__(self, "k", k)
+
+  @property
+  def dim(self) -> int:
+    return self.d
+
+  def slice_norm(self, x: ArrayLike) -> jax.Array:
+    """max(||x||_inf, ||x||_1 / k) of non-negative ``x`` along the last axis."""
+    return jnp.maximum(jnp.max(x, axis=-1), jnp.sum(x, axis=-1) / self.k)
+
+  def radius(self) -> float:
+    return math.sqrt(self.k)
+
+  def bounding_box(self) -> float:
+    return 1.0
 
 
 def rejection_points(ball: NormBall, key: KeyArray, m: int, dtype) -> jax.Array:

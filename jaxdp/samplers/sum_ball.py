@@ -33,7 +33,7 @@ from jaxdp.samplers.cube_slice import (
   slice_points,
   slice_table,
 )
-from jaxdp.samplers.norm_ball import NormBall, check_query_size
+from jaxdp.samplers.norm_ball import SlicedBall
 from jaxdp.typing import ArrayLike, DTypeLike, KeyArray
 
 __all__ = ["SumBall"]
@@ -43,7 +43,7 @@ MAX_HULL_POINTS = 2_000_000
 
 
 @dataclasses.dataclass(frozen=True)
-class SumBall(NormBall):
+class SumBall(SlicedBall):
   """The unit ball of ``max(||v||_inf, ||v||_1 / k)`` in R^d.
 
   Attributes:
@@ -52,29 +52,10 @@ class SumBall(NormBall):
       ball, k = d the cube).
   """
 
-  d: int
-  k: int
-
   name = "sum ball"
 
-  def __post_init__(self):
-    d, k = check_query_size(self.d, self.k)
-    object.__setattr__(self, "d", d)
-    object.__setattr__(self, "k", k)
-
-  @property
-  def dim(self) -> int:
-    return self.d
-
   def norm(self, v: ArrayLike) -> jax.Array:
-    a = jnp.abs(jnp.asarray(v))
-    return jnp.maximum(jnp.max(a, axis=-1), jnp.sum(a, axis=-1) / self.k)
-
-  def radius(self) -> float:
-    return math.sqrt(self.k)
-
-  def bounding_box(self) -> float:
-    return 1.0
+    return self.slice_norm(jnp.abs(jnp.asarray(v)))
 
   def hull_points(self) -> np.ndarray:
     """Every vector with exactly k entries +-1 and the rest 0 (the extreme points)."""
