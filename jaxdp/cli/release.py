@@ -108,6 +108,24 @@ def _listed(values) -> str:
   return shown + (f" and {more} more" if more > 0 else "")
 
 
+def csv_lines(path: Path, src: str, what: str) -> list[tuple[int, list[str]]]:
+  """``(line number, fields)`` of each line of a CSV file (UTF-8, a byte order mark
+  ignored), without the blank lines at its end.
+
+  Raises:
+    UsageError: the file cannot be read as CSV (naming ``what`` it should hold).
+  """
+  try:
+    with open(path, newline="", encoding="utf-8-sig") as f:
+      reader = csv.reader(f)
+      lines = [(reader.line_num, r) for r in reader]
+  except (OSError, UnicodeDecodeError, csv.Error) as e:
+    raise UsageError(f"--data {src}: cannot read {what} ({type(e).__name__})") from None
+  while lines and not lines[-1][1]:
+    lines.pop()
+  return lines
+
+
 def _read_csv(path: Path, src: str, names) -> np.ndarray:
   """The 0/1 rows of a CSV file (UTF-8, a byte order mark ignored; a header line
   by :func:`is_header`, its columns by :func:`header_columns`)."""
@@ -118,14 +136,7 @@ def _read_csv(path: Path, src: str, names) -> np.ndarray:
       "array"
     )
   d = len(names)
-  try:
-    with open(path, newline="", encoding="utf-8-sig") as f:
-      reader = csv.reader(f)
-      lines = [(reader.line_num, r) for r in reader]
-  except (OSError, UnicodeDecodeError, csv.Error) as e:
-    raise UsageError(f"--data {src}: cannot read 0/1 rows ({type(e).__name__})") from None
-  while lines and not lines[-1][1]:
-    lines.pop()  # blank lines at the end of the file
+  lines = csv_lines(path, src, "0/1 rows")
   blank = next((num for num, r in lines if not r), None)
   if blank is not None:
     raise UsageError(

@@ -12,7 +12,6 @@ name a row (from 0, a header line not counted) and its line, never its values.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import re
@@ -31,7 +30,7 @@ from jaxdp import (
 )
 from jaxdp.cli import outputs
 from jaxdp.cli.parser import UsageError
-from jaxdp.cli.release import is_header, run_release
+from jaxdp.cli.release import csv_lines, is_header, run_release
 from jaxdp.cli.release_out import MECHANISM, check_out_target, open_out
 from jaxdp.reporting import error_bars, moments, noise_law
 from jaxdp.reporting.bars import MAX_ENTRIES
@@ -83,14 +82,7 @@ def read_rows(src: str) -> np.ndarray:
   path = Path(src)
   if not path.is_file():
     raise UsageError(f"--data: no such file: {src}")
-  try:
-    with open(path, newline="", encoding="utf-8-sig") as f:
-      reader = csv.reader(f)
-      lines = [(reader.line_num, r) for r in reader]
-  except (OSError, UnicodeDecodeError, csv.Error) as e:
-    raise UsageError(f"--data {src}: cannot read rows ({type(e).__name__})") from None
-  while lines and not lines[-1][1]:
-    lines.pop()
+  lines = csv_lines(path, src, "rows")
   if lines and is_header(lines[0][1]):
     lines = lines[1:]
   if not lines:
