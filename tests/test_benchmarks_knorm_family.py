@@ -3,7 +3,6 @@ the exact baselines against closed forms derived here, the K-norm entries where 
 ball is an l_p ball, the paper's elliptic-to-spherical ratios, and the Markdown
 (Monte Carlo and missing entries labelled)."""
 
-import importlib.util
 import json
 import math
 import sys
@@ -13,16 +12,13 @@ import jax
 import numpy as np
 import pytest
 
+from tests.helpers.modules import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def load():
-  spec = importlib.util.spec_from_file_location(
-    "knorm_family", ROOT / "benchmarks" / "knorm_family.py"
-  )
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  return load_script("benchmarks/knorm_family.py")
 
 
 kf = load()
@@ -241,9 +237,7 @@ def test_a_missing_reference_is_reported_not_raised(tmp_path, monkeypatch):
 def test_floors_summary_judges_d50_against_the_reference(tmp_path):
   """The floors summary reads knorm_family.json: each K-norm rate beside the
   reference's, the issue's target (>= 10^6/s and >= 1000x) at d = 50 only."""
-  spec = importlib.util.spec_from_file_location("floors", ROOT / "benchmarks" / "floors.py")
-  floors = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(floors)
+  floors = load_script("benchmarks/floors.py")
   speed = [
     {"query": "sum", "d": 50, "k": 5, "n": 10, "knorm_samples_per_s": 2e6},
     {"query": "vote", "d": 50, "k": None, "n": 10, "knorm_samples_per_s": 9e5},

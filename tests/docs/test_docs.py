@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.modules import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 SNIPPET_FILES = [
@@ -113,12 +115,7 @@ def test_link_check_sees_a_missing_file(tmp_path):
 
 
 def load_run_all():
-  spec = importlib.util.spec_from_file_location(
-    "run_all", ROOT / "benchmarks" / "run_all.py"
-  )
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  return load_script("benchmarks/run_all.py")
 
 
 def test_benchmarks_page_is_generated_from_results():

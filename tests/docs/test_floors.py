@@ -1,11 +1,12 @@
 """The floors summary (benchmarks/floors.py): each figure beside its floor, the ratio,
 the target and whether it is met, from small hand-made benchmark JSON files."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.modules import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU = {"cpu": "AMD EPYC", "cpu_count": 2, "backend": "cpu", "devices": ["cpu:cpu"]}
@@ -13,10 +14,7 @@ GPU = {"cpu": "Xeon", "cpu_count": 16, "backend": "gpu", "devices": ["gpu:NVIDIA
 
 
 def load(name):
-  spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  return load_script(f"benchmarks/{name}.py")
 
 
 @pytest.fixture(scope="module")

@@ -1,21 +1,17 @@
 """Guides whose tables come from results/ (between run_all's markers): the committed
 pages match what results/ generates, and the tables follow the results files."""
 
-import importlib.util
 import shutil
 from pathlib import Path
+
+from tests.helpers.modules import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "guides" / "knorm-family.md"
 
 
 def load_run_all():
-  spec = importlib.util.spec_from_file_location(
-    "run_all", ROOT / "benchmarks" / "run_all.py"
-  )
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  return load_script("benchmarks/run_all.py")
 
 
 def test_guides_tables_are_generated_from_results():

@@ -1,21 +1,17 @@
 """The griffe extension that renders docstrings' Sphinx roles as cross-references
 (tools/sphinx_roles.py), on a small package."""
 
-import importlib.util
 import logging
 
 import pytest
 
 from tests.docs.test_docs import ROOT
+from tests.helpers.modules import load_script
 from tests.test_layout import MOVED
 
 griffe = pytest.importorskip("griffe")
 
-spec = importlib.util.spec_from_file_location(
-  "sphinx_roles", ROOT / "tools" / "sphinx_roles.py"
-)
-sphinx_roles = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(sphinx_roles)
+sphinx_roles = load_script("tools/sphinx_roles.py")
 
 PACKAGE = {
   "__init__.py": (
