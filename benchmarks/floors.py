@@ -65,9 +65,6 @@ def summary(results: str | Path) -> dict:
     backend = m.get("backend", "?") if isinstance(m, dict) else "?"
     devices.append(_device(m))
     found = EXTRACTORS[path.stem](payload) if path.stem in EXTRACTORS else []
-    if path.stem == "secure" and (results / "secure_dg.json").exists():
-      # the discrete Gaussian's own run (secure.py --only dg) supersedes its rows here
-      found = [r for r in found if "discrete Gaussian" not in r["path"]]
     if not found:
       without.append(path.stem)
     for row in found:
@@ -81,6 +78,10 @@ def summary(results: str | Path) -> dict:
         date=payload.get("date", "not recorded"),
       )
       rows.append(row)
+  # a part's own run (secure.py --only X writes secure_X.json) supersedes the same
+  # rows of the full run
+  own = {r["path"] for r in rows if r["benchmark"].startswith("secure_")}
+  rows = [r for r in rows if not (r["benchmark"] == "secure" and r["path"] in own)]
   order = {name: i for i, name in enumerate(EXTRACTORS)}
   rows.sort(key=lambda r: order[r["benchmark"]])
   device = devices[0] if devices else "not recorded"
