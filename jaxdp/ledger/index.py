@@ -16,7 +16,7 @@ import json
 
 from jaxdp.ledger.chain import Chain, canonical, link
 from jaxdp.ledger.errors import LedgerRollbackError, LedgerTamperedError
-from jaxdp.ledger.store import Store, Transaction
+from jaxdp.ledger.store import Store, Transaction, unsealed
 
 __all__ = ["KINDS", "Index", "initial_state", "verify_row"]
 
@@ -55,14 +55,18 @@ class Index:
   def __init__(self, ledger_id: str, key: bytes):
     self.chain = Chain(ledger_id, key)
     self._written: list = []
+    self._head, self._last = None, None  # as stored, when last verified
     self.datasets, self.states, self.by_data, self.positions = {}, {}, {}, {}
 
   # ------------------------------------------------------------------ reading
   def sync(self, tx: Transaction) -> None:
     """Reads and verifies the entries appended since the last sync, after checking
-    that the last entry read is still there, unchanged (its stored hash the one
-    read, its content matching it), and before checking the head's seal.
+    the head's seal and that the last entry read is still there, unchanged (its
+    stored hash the one read, its content matching it).
 
+    The head row and the last entry read are compared with those this index last
+    verified (kept as stored); only one that differs is verified again by its keyed
+    hash, so a sync that finds nothing new reads two rows and computes no hash.
     Entries before the last one read are verified when a ledger is opened, not at
     every sync: an edit of one of them in between is found by the next open (and by
     :func:`~jaxdp.ledger.protocol.check_lineage`, in the one entry it reads), while
@@ -74,24 +78,31 @@ class Index:
       LedgerTamperedError: an entry, the last entry read or the head does not
         verify.
     """
-    head = tx.head()
     seq = self.chain.seq
-    last = tx.row_at(seq) if seq else None
+    raw, rows = tx.head_row(), tx.entries_from(seq)
+    last = rows[0] if seq and rows and rows[0][0] == seq else None
+    if raw != self._head:  # moved by another connection, or not verified yet
+      head = tx.head()
+    elif seq and (last is None or last[6] != self.chain.hash):
+      raise unsealed(seq)  # its seal was verified for the hash read, not this one
+    else:
+      head = (seq, self.chain.hash)
     if head[0] < seq or (seq and (last is None or last[6] != self.chain.hash)):
       raise LedgerRollbackError(
         f"the ledger now ends before entry {seq}, which this process read earlier "
         f"(its head is entry {head[0]}), or entry {seq} was replaced: an older copy "
         "of the file was put back. Nothing is answered; restore the newest copy."
       )
-    if last is not None:  # the last entry read, edited in place since (hash kept)
+    if last is not None and last != self._last:  # edited in place since (hash kept)
       verify_row(last, self.chain.key)
-    for row in tx.entries_after(seq):
+    for row in rows[1:] if seq else rows:
       self.apply(row)
     if head != (self.chain.seq, self.chain.hash):
       raise LedgerTamperedError(
         f"the ledger's head names entry {head[0]}, but the last entry is "
         f"{self.chain.seq}: entries were deleted or the head was edited."
       )
+    self._head = raw
 
   def apply(self, row) -> None:
     """Verifies one entry and applies it.
@@ -110,6 +121,7 @@ class Index:
 
   def _apply(self, row) -> None:
     self.chain.extend(row)
+    self._last = tuple(row)
     seq, name, kind, time, body = row[:5]
     try:
       entry = json.loads(body)
@@ -158,16 +170,18 @@ class Index:
   def append(self, tx: Transaction, dataset: str, kind: str, body: dict) -> None:
     """Appends an entry in ``tx`` and applies it (undone if the transaction fails,
     see :meth:`writing`)."""
-    row = tx.append((self.chain.seq, self.chain.hash), dataset, kind, canonical(body))
+    prev = (self.chain.seq, self.chain.hash)
+    row, head = tx.append(prev, dataset, kind, canonical(body))
     self.apply(row)
+    self._head = head
     self._written.append(row)
 
   @contextlib.contextmanager
   def writing(self, store: Store, write: bool = True):
     """An exclusive transaction (``BEGIN IMMEDIATE``) that starts with :meth:`sync`;
     if it fails, what it appended is undone in the index (and a sync that failed,
-    entirely). After the commit, what it appended is read back
-    (:meth:`~jaxdp.ledger.store.Store.read_back`) before the caller goes on.
+    entirely). What it appended is read back before the commit
+    (:meth:`~jaxdp.ledger.store.Transaction.read_back`).
 
     Yields:
       The :class:`~jaxdp.ledger.store.Transaction`.
@@ -179,12 +193,13 @@ class Index:
         self.sync(tx)
         saved = self._saved()  # what others committed stays read
         yield tx
+        if self._written:
+          tx.read_back(self._written, self._head)
     except BaseException:
       self._restore(saved)
       raise
-    written, self._written = self._written, []
-    if written:
-      store.read_back(written)
+    finally:
+      self._written = []
 
   def _saved(self):
     return (
@@ -194,6 +209,8 @@ class Index:
       dict(self.states),
       dict(self.by_data),
       {name: len(seqs) for name, seqs in self.positions.items()},
+      self._head,
+      self._last,
     )
 
   def _restore(self, saved) -> None:
@@ -202,6 +219,7 @@ class Index:
     self.positions = {n: self.positions[n] for n in saved[5]}
     for name, k in saved[5].items():  # append-only: cut back to the saved length
       del self.positions[name][k:]
+    self._head, self._last = saved[6], saved[7]
 
 
 def verify_row(row, key: bytes) -> None:

@@ -8,9 +8,9 @@ write of the charge hold the write lock together. Every sqlite error becomes one
 :mod:`.errors`, with the file's path and what to do. The schema is an allowlist,
 checked in every transaction: ``meta`` (format and the ledger's random id),
 ``entries`` (the append-only log, see :mod:`.chain`) and ``head`` (the last entry's
-number and seal), nothing else. Every commit is read back. A new ledger is made by
-:mod:`.creation` (its database, then its key in :mod:`.keyfile`).
-Standard library only.
+number and seal), nothing else. What a transaction writes is read back before it
+commits. A new ledger is made by :mod:`.creation` (its database, then its key in
+:mod:`.keyfile`). Standard library only.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from jaxdp.ledger.errors import (
   LedgerWriteError,
 )
 
-__all__ = ["FORMAT", "JOURNALS", "Store", "Transaction"]
+__all__ = ["FORMAT", "JOURNALS", "Store", "Transaction", "unsealed"]
 
 JOURNALS = ("delete", "wal")
 
@@ -146,6 +146,14 @@ def _check_wal(path: Path) -> bool:
   )
 
 
+def unsealed(seq) -> LedgerTamperedError:
+  """The error for a head whose seal does not match entry ``seq``'s hash."""
+  return LedgerTamperedError(
+    f"the ledger's head (entry {seq}) does not match its seal: the head was edited or "
+    "entries were deleted."
+  )
+
+
 def now() -> str:
   """The time of an entry: UTC, ISO 8601, microseconds."""
   return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
@@ -157,6 +165,17 @@ class Transaction:
   def __init__(self, conn: sqlite3.Connection, ledger_id: str, key: bytes):
     self._conn, self.ledger_id, self._key = conn, ledger_id, key
 
+  def head_row(self) -> tuple:
+    """The head row as stored: ``(seq, seal)``, unverified.
+
+    Raises:
+      LedgerTamperedError: the head row is missing.
+    """
+    rows = self._conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchall()
+    if len(rows) != 1:
+      raise LedgerTamperedError("the ledger's head row is missing: it was deleted.")
+    return tuple(rows[0])
+
   def head(self) -> tuple[int, str]:
     """``(seq, hash)`` of the last entry (``(0, genesis)`` for an empty ledger), its
     seal verified.
@@ -164,20 +183,14 @@ class Transaction:
     Raises:
       LedgerTamperedError: the head row is missing, or its seal does not match.
     """
-    rows = self._conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchall()
-    if len(rows) != 1:
-      raise LedgerTamperedError("the ledger's head row is missing: it was deleted.")
-    seq = rows[0][0]
+    seq, stored = self.head_row()
     digest = chain.genesis(self._key, self.ledger_id) if seq == 0 else self.hash_at(seq)
     if (
       not isinstance(seq, int)
       or digest is None
-      or not hmac.compare_digest(chain.seal(self._key, seq, digest), str(rows[0][1]))
+      or not hmac.compare_digest(chain.seal(self._key, seq, digest), str(stored))
     ):
-      raise LedgerTamperedError(
-        f"the ledger's head (entry {seq}) does not match its seal: the head was "
-        "edited or entries were deleted."
-      )
+      raise unsealed(seq)
     return seq, digest
 
   def hash_at(self, seq: int) -> str | None:
@@ -195,8 +208,12 @@ class Transaction:
   def entries_after(self, seq: int) -> list:
     """The entries after ``seq``, in order: ``(seq, dataset, kind, time, body, prev,
     hash)``."""
+    return self.entries_from(seq + 1)
+
+  def entries_from(self, seq: int) -> list:
+    """Entry ``seq`` and the entries after it, in order (as :meth:`entries_after`)."""
     return self._conn.execute(
-      "SELECT seq, dataset, kind, time, body, prev, hash FROM entries WHERE seq > ? "
+      "SELECT seq, dataset, kind, time, body, prev, hash FROM entries WHERE seq >= ? "
       "ORDER BY seq",
       (seq,),
     ).fetchall()
@@ -205,17 +222,33 @@ class Transaction:
     """Appends the entry after ``prev = (seq, hash)`` and moves the head to it.
 
     Returns:
-      The stored row, as :meth:`entries_after` returns it.
+      ``(row, head)``: the stored row, as :meth:`entries_after` returns it, and the
+      head row as stored (:meth:`head_row`).
     """
     seq, time = prev[0] + 1, now()
     digest = chain.link(self._key, prev[1], seq, dataset, kind, time, body)
     row = (seq, dataset, kind, time, body, prev[1], digest)
+    head = (seq, chain.seal(self._key, seq, digest))
     self._conn.execute("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?)", row)
-    self._conn.execute(
-      "UPDATE head SET seq = ?, hash = ? WHERE id = 1",
-      (seq, chain.seal(self._key, seq, digest)),
-    )
-    return row
+    self._conn.execute("UPDATE head SET seq = ?, hash = ? WHERE id = 1", head)
+    return row, head
+
+  def read_back(self, rows: list, head: tuple) -> None:
+    """Checks, before the commit, that the entries from the first of ``rows`` (those
+    this transaction appended, which holds the write lock) are exactly ``rows`` and
+    the head row is ``head``: a trigger (or anything else in the file) that dropped,
+    changed or added an entry or kept the head from moving is caught, and the
+    transaction is rolled back.
+
+    Raises:
+      LedgerTamperedError: they do not read back; nothing is committed or answered.
+    """
+    if self.entries_from(rows[0][0]) != rows or self.head_row() != head:
+      raise LedgerTamperedError(
+        f"entry {rows[-1][0]} was written but does not read back (the file dropped or "
+        "changed it): nothing was committed or answered. Restore the file from a "
+        "backup."
+      )
 
 
 class Store:
@@ -370,25 +403,6 @@ class Store:
         f"ledger {self.path}: the file was replaced, moved or deleted since this Ledger "
         "opened it; nothing is charged or answered. Open the ledger again (and find out "
         "why it changed)."
-      )
-
-  def read_back(self, rows: list) -> None:
-    """Checks, in a fresh read after the commit, that the last of ``rows`` (the
-    entries just appended) are stored with their hashes and that the head names the
-    last of them or a later entry (another connection's).
-
-    Raises:
-      LedgerTamperedError: it does not read back (something in the file changed
-        or dropped it); nothing is answered.
-    """
-    seq = rows[-1][0]
-    with self.transaction(write=False) as tx:
-      ok = all(tx.hash_at(r[0]) == r[6] for r in rows) and tx.head()[0] >= seq
-    if not ok:
-      raise LedgerTamperedError(
-        f"ledger {self.path}: entry {seq} was committed but does not read back (the "
-        "file dropped or changed it): nothing is answered. Restore the file from a "
-        "backup."
       )
 
   @property
