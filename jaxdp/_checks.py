@@ -165,20 +165,24 @@ def in_range(
     ValueError: a concrete value out of range, naming ``name``.
   """
   upper = (lambda v: v < hi) if below else (lambda v: v <= hi)
-  if is_concrete(value):
+  if not is_concrete(value):
+    v = jnp.asarray(value)
+    v = v.astype(jnp.promote_types(v.dtype, jnp.float32))
+    return jnp.all((v >= lo) & upper(v))
+  if type(value) is float:  # a float64 already: the same comparisons in Python
+    fits = lo <= value and upper(value)
+  else:
     try:
       v = np.asarray(value, np.float64)
     except (TypeError, ValueError):
       raise ArgTypeError(f"{name} must be a real number; got {value!r}.") from None
-    if not np.all((v >= lo) & upper(v)):
-      raise ValueError(
-        f"{name} must be in [{lo:.4g}, {hi:.4g}{')' if below else ']'}; got "
-        f"{value!r}. {hint}".strip()
-      )
-    return True
-  v = jnp.asarray(value)
-  v = v.astype(jnp.promote_types(v.dtype, jnp.float32))
-  return jnp.all((v >= lo) & upper(v))
+    fits = bool(np.all((v >= lo) & upper(v)))
+  if not fits:
+    raise ValueError(
+      f"{name} must be in [{lo:.4g}, {hi:.4g}{')' if below else ']'}; got "
+      f"{value!r}. {hint}".strip()
+    )
+  return True
 
 
 def guard_positive(value, out):

@@ -32,6 +32,7 @@ multiplications and a subtraction, so static and traced costs give the same unit
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -105,7 +106,23 @@ def charge_host(x: float, exponent: int, *, positive: bool):
   """Host twin of :func:`charge` for static costs: ``(valid, units)`` as Python values.
 
   The same float32 operations in numpy, so static and traced costs agree unit for unit.
+  A Python or numpy float scalar with an int exponent is looked up in a cache of
+  earlier results (a pure function of the value: equal values round to one float32).
   """
+  if type(x) in _SCALARS and type(exponent) is int:
+    return _charge_scalar(x, exponent, positive)
+  return _charge_host(x, exponent, positive=positive)
+
+
+_SCALARS = (float, np.float64, np.float32)
+
+
+@functools.lru_cache(maxsize=1024)
+def _charge_scalar(x: float, exponent: int, positive: bool):
+  return _charge_host(x, exponent, positive=positive)
+
+
+def _charge_host(x, exponent, *, positive: bool):
   with np.errstate(over="ignore", invalid="ignore"):
     x = np.asarray(x, np.float32)
     valid = bool(np.all((x > 0 if positive else x >= 0) & (x < np.inf)))

@@ -36,7 +36,14 @@ from jaxdp.composition.zcdp import zcdp_epsilon
 if TYPE_CHECKING:  # the accountant imports this module
   from jaxdp.accounting.accountant import Accountant
 
-__all__ = ["plan", "Plan", "PlannedRelease", "DataDependentCostError", "events_epsilon"]
+__all__ = [
+  "plan",
+  "Plan",
+  "PlannedRelease",
+  "DataDependentCostError",
+  "spend_host",
+  "events_epsilon",
+]
 
 
 class PlannedRelease(NamedTuple):
@@ -342,6 +349,26 @@ def _release_key(index, raw):
   return (e.shape, tuple(e.ravel().tolist()), float(delta), event)
 
 
+def spend_host(rule, caps, exponents: tuple, counters: tuple, eps, delta):
+  """The host twin of a release's charge (``jaxdp.accounting.rules.base._charge``)
+  for a static cost, on Python and numpy integers: the same units
+  (:func:`budget.charge_host`) and the rule's own ``allows`` and ``add``. Planning
+  and a ledger's charge decide by it.
+
+  Args:
+    counters: ``(spent, spent_delta, answered)`` before the release.
+
+  Returns:
+    ``(answered, counters after it)`` (unchanged when refused).
+  """
+  spent, spent_delta, answered = counters
+  ve, ce = budget.charge_host(eps, exponents[0], positive=True)
+  vd, cd = budget.charge_host(delta, exponents[1], positive=False)
+  if not (ve and vd and rule.allows(caps, spent, spent_delta, answered, ce, cd)):
+    return False, counters
+  return True, (rule.add(caps, spent, ce), budget.add_units(spent_delta, cd), answered + 1)
+
+
 def _rows(acct, releases):
   """The refusal rule applied to ``(eps, delta, event)`` in the order they run.
 
@@ -353,15 +380,12 @@ def _rows(acct, releases):
     for v in (acct.spent_units, acct.spent_delta_units, acct.answered)
   )
   rule, caps = acct.rule, acct.rule.capacity(acct)
+  exponents = (acct.unit_exponent, acct.delta_unit_exponent)
   rows = []
   for eps, delta, event in releases:
-    ve, ce = budget.charge_host(eps, acct.unit_exponent, positive=True)
-    vd, cd = budget.charge_host(delta, acct.delta_unit_exponent, positive=False)
-    ok = bool(ve and vd and rule.allows(caps, spent, spent_delta, answered, ce, cd))
-    if ok:
-      spent = rule.add(caps, spent, ce)
-      spent_delta = budget.add_units(spent_delta, cd)
-      answered += 1
+    ok, (spent, spent_delta, answered) = spend_host(
+      rule, caps, exponents, (spent, spent_delta, answered), eps, delta
+    )
     rows.append(rule.plan_row(eps, delta, not ok, event))
   return rows, spent, spent_delta
 

@@ -19,7 +19,7 @@ import json
 
 from jaxdp.ledger.errors import LedgerTamperedError
 
-__all__ = ["canonical", "genesis", "link", "seal", "Chain"]
+__all__ = ["canonical", "genesis", "link", "seal", "unsealed", "Chain"]
 
 
 def canonical(obj) -> str:
@@ -75,6 +75,14 @@ def seal(key: bytes, seq: int, digest: str) -> str:
   """
   digest_bytes = _hex(digest, f"the hash of entry {seq}")
   return _mac(key, b"jaxdp-ledger-head", str(int(seq)).encode(), digest_bytes)
+
+
+def unsealed(seq) -> LedgerTamperedError:
+  """The error for a head whose seal does not match entry ``seq``'s stored hash."""
+  return LedgerTamperedError(
+    f"the ledger's head (entry {seq}) does not match its seal: the head was edited or "
+    "entries were deleted."
+  )
 
 
 class Chain:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import contextlib
 import json
 
-from jaxdp.ledger.chain import Chain, canonical, link
+from jaxdp.ledger.chain import Chain, canonical, link, unsealed
 from jaxdp.ledger.errors import LedgerRollbackError, LedgerTamperedError
-from jaxdp.ledger.store import Store, Transaction, unsealed
+from jaxdp.ledger.store import Store, Transaction
 
 __all__ = ["KINDS", "Index", "initial_state", "verify_row"]
 

@@ -22,8 +22,10 @@ nonces were stored verify as before; their noise folded in no nonce.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
+import math
 import os
 from collections.abc import Callable
 from typing import Any
@@ -34,7 +36,8 @@ from jax.extend import core as jex_core
 
 from jaxdp import _checks
 from jaxdp.accounting import Accountant, budget, guard
-from jaxdp.accounting.rules import bound_rule
+from jaxdp.accounting.planning import spend_host
+from jaxdp.accounting.rules import UnitRule, bound_rule
 from jaxdp.ledger import records
 from jaxdp.ledger.errors import LedgerError, LedgerTamperedError
 from jaxdp.ledger.index import Index, initial_state, verify_row
@@ -99,7 +102,8 @@ def commit(
       run at all); otherwise a positional rule writes its refusal.
 
   Returns:
-    ``(the accountant at the state before, whether every charge was answered)``.
+    ``(the accountant at the state before, whether every charge was answered)``;
+    ``(None, False)`` where a refusal wrote nothing.
 
   Raises:
     KeyError: no such dataset.
@@ -112,8 +116,8 @@ def commit(
   record = records.budget_record(acct)
   try:
     return _commit(index, store, dataset, acct, rows, label, all_or_nothing, rule, record)
-  except _Refused as e:  # rolled back: nothing written
-    return e.args[0], False
+  except _Refused:  # rolled back: nothing written
+    return None, False
 
 
 class _Refused(Exception):
@@ -125,13 +129,28 @@ def new_nonce() -> str:
   return os.urandom(16).hex()
 
 
-@jax.jit
-def _fold_words(key: jax.Array, words: jax.Array) -> jax.Array:
-  """``key`` with each of ``words`` (uint32) folded in, in order, in one call (the
-  same bits as one ``jax.random.fold_in`` per word)."""
+@functools.partial(jax.jit, static_argnames="shape")
+def _fold_words(key: jax.Array, words: jax.Array, counters=None, shape=()) -> tuple:
+  """``key`` with each of ``words`` (uint32) folded in, in order (the same bits as
+  one ``jax.random.fold_in`` per word), and ``counters`` (int32: the spent units,
+  of ``shape``, then spent delta units, answered and refusals) as the accountant's
+  arrays, in one call."""
   for i in range(words.shape[0]):
     key = jax.random.fold_in(key, words[i])
-  return key
+  if counters is None:
+    return key, ()
+  n = math.prod(shape)
+  return key, (counters[:n].reshape(shape), counters[n], counters[n + 1], counters[n + 2])
+
+
+def _digest_words(ledger_id: str, fingerprint: str, seq: int, nonce: str) -> np.ndarray:
+  """The four 32-bit big-endian words of a release key's digest (see
+  :func:`release_key`)."""
+  text = f"jaxdp-release-key\x00{ledger_id}\x00{fingerprint}\x00{int(seq)}".encode()
+  if nonce:
+    text += f"\x00{nonce}".encode()
+  digest = hashlib.sha256(text).digest()
+  return np.frombuffer(digest[:16], ">u4").astype(np.uint32)
 
 
 def release_key(
@@ -141,11 +160,7 @@ def release_key(
   ledger's id, the dataset's fingerprint, the entry's number and its nonce; an
   empty nonce for an entry written before nonces were stored), as four 32-bit
   big-endian words, one ``jax.random.fold_in`` each."""
-  text = f"jaxdp-release-key\x00{ledger_id}\x00{fingerprint}\x00{int(seq)}".encode()
-  if nonce:
-    text += f"\x00{nonce}".encode()
-  digest = hashlib.sha256(text).digest()
-  return _fold_words(key, np.frombuffer(digest[:16], ">u4").astype(np.uint32))
+  return _fold_words(key, _digest_words(ledger_id, fingerprint, seq, nonce))[0]
 
 
 def check_lineage(index: Index, tx: Any, path: str, dataset: str, state: dict) -> None:
@@ -202,18 +217,25 @@ def _commit(index, store, dataset, acct, rows, label, all_or_nothing, rule, reco
     state = records.state_of(acct)
     check_lineage(index, tx, store.path, dataset, state)
     fp, first = index.datasets[dataset]["fingerprint"]["dataset"], index.chain.seq + 1
-    pre = cur = _at(acct, state, index.states[dataset])
-    before = index.states[dataset]  # the state of cur
+    committed = index.states[dataset]
+    # a rule whose charge has an exact host twin is decided on the host (no JAX)
+    host = not callable(rows) and type(rule).spend is UnitRule.spend
+    pre = None if host else _at(acct, state, committed)
+    cur, before = committed if host else pre, committed  # before: the state of cur
     for cost, delta, valid, event, body in rows(pre) if callable(rows) else rows:
-      answered, _, after = rule.spend(cur, cost, delta, valid, event)
+      if host:
+        answered, cur, after = _decide(rule, acct, cur, cost, delta, valid)
+      else:
+        answered, _, cur = rule.spend(cur, cost, delta, valid, event)
+        after = records.state_of(cur)
       ok = bool(answered)
       if not ok and (all_or_nothing or rule.name not in records.POSITIONAL):
-        raise _Refused(pre)
+        raise _Refused()
       _, delta_units = budget.charge_host(delta, acct.delta_unit_exponent, positive=False)
       body = dict(
         body,
         before=before,
-        after=records.state_of(after),
+        after=after,
         units=_units(cost, acct.unit_exponent, rule.name),
         delta_units=int(delta_units),
         label=label,
@@ -221,11 +243,61 @@ def _commit(index, store, dataset, acct, rows, label, all_or_nothing, rule, reco
       )
       nonces.append(body["nonce"])
       index.append(tx, dataset, "charge" if ok else "refusal", body)
-      cur, before = after, body["after"]
+      before = body["after"]
       if not ok:
         break
-  key = release_key(acct.key, store.ledger_id, fp, first, nonces[0] if nonces else "")
-  return dataclasses.replace(pre, key=key), ok
+  words = _digest_words(store.ledger_id, fp, first, nonces[0] if nonces else "")
+  if pre is not None:
+    return dataclasses.replace(pre, key=_fold_words(acct.key, words)[0]), ok
+  return _released_from(acct, state, committed, words), ok
+
+
+def _decide(rule, acct, state, cost, delta, valid):
+  """:func:`~jaxdp.accounting.planning.spend_host` on a ledger state, after the
+  rule's check of a static cost (as ``rule.spend``): ``(answered, state, state)``."""
+  caps = rule.capacity(acct)
+  rule.check_static_cost(acct, caps, cost, delta)  # BudgetExceededError
+  spent = state["spent"]
+  counters = (np.asarray(spent, np.int64) if isinstance(spent, list) else spent,)
+  counters += (state["spent_delta"], state["answered"])
+  exponents = (acct.unit_exponent, acct.delta_unit_exponent)
+  answered, (spent, spent_delta, n) = spend_host(
+    rule, caps, exponents, counters, cost, delta
+  )
+  answered = answered and bool(valid)
+  if not answered:
+    return False, state, state
+  after = {
+    "spent": records.jsonable(spent),
+    "spent_delta": int(spent_delta),
+    "answered": int(n),
+    "refusals": state["refusals"],
+  }
+  return True, after, after
+
+
+def _released_from(acct: Accountant, state: dict, committed: dict, words) -> Accountant:
+  """``acct`` at the committed state (as :func:`_at`) with the release key folded
+  from ``words``, in one compiled call."""
+  if _holds(acct, state, committed):
+    return dataclasses.replace(acct, key=_fold_words(acct.key, words)[0])
+  refusals = (
+    committed["refusals"] if acct.rule.name in records.POSITIONAL else acct.refusals
+  )
+  parts = (committed["spent"], committed["spent_delta"], committed["answered"], refusals)
+  counters = np.concatenate([np.ravel(np.asarray(c, np.int32)) for c in parts])
+  shape = tuple(np.shape(acct.spent_units))
+  key, (spent, spent_delta, answered, refusals) = _fold_words(
+    acct.key, words, counters, shape=shape
+  )
+  return dataclasses.replace(
+    acct,
+    key=key,
+    spent_units=spent,
+    spent_delta_units=spent_delta,
+    answered=answered,
+    refusals=refusals,
+  )
 
 
 def _afters(rows: list, key: bytes) -> list:
@@ -243,15 +315,18 @@ def _afters(rows: list, key: bytes) -> list:
   return out
 
 
-def _at(acct: Accountant, state: dict, committed: dict) -> Accountant:
-  """``acct`` at the committed state: ``acct`` itself where it already holds it
-  (its counters int32 arrays, as :func:`records.resume` makes them)."""
+def _holds(acct: Accountant, state: dict, committed: dict) -> bool:
+  """Whether ``acct`` holds the committed state as :func:`records.resume` makes it
+  (its counters int32 arrays)."""
   counters = (acct.spent_units, acct.spent_delta_units, acct.answered, acct.refusals)
-  if state == committed and all(
+  return state == committed and all(
     isinstance(c, jax.Array) and c.dtype == np.int32 and not c.weak_type for c in counters
-  ):
-    return acct
-  return records.resume(acct, committed)
+  )
+
+
+def _at(acct: Accountant, state: dict, committed: dict) -> Accountant:
+  """``acct`` at the committed state: ``acct`` itself where it already holds it."""
+  return acct if _holds(acct, state, committed) else records.resume(acct, committed)
 
 
 def plan_rows(p: Any, rule_name: str) -> list:

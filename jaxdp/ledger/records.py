@@ -155,11 +155,11 @@ def check_budget(stored: dict, given: dict, dataset: str) -> None:
 def state_of(acct: Accountant) -> dict:
   """The accountant's counters as a state (refusals only for a positional rule)."""
   spent = np.asarray(acct.spent_units)
-  return {
+  return {  # each counter read once, as numpy (faster than int() of a jax.Array)
     "spent": [int(x) for x in spent] if spent.ndim else int(spent),
-    "spent_delta": int(acct.spent_delta_units),
-    "answered": int(acct.answered),
-    "refusals": int(acct.refusals) if acct.rule.name in POSITIONAL else 0,
+    "spent_delta": int(np.asarray(acct.spent_delta_units)),
+    "answered": int(np.asarray(acct.answered)),
+    "refusals": int(np.asarray(acct.refusals)) if acct.rule.name in POSITIONAL else 0,
   }
 
 

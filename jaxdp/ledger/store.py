@@ -34,7 +34,7 @@ from jaxdp.ledger.errors import (
   LedgerWriteError,
 )
 
-__all__ = ["FORMAT", "JOURNALS", "Store", "Transaction", "unsealed"]
+__all__ = ["FORMAT", "JOURNALS", "Store", "Transaction"]
 
 JOURNALS = ("delete", "wal")
 
@@ -146,14 +146,6 @@ def _check_wal(path: Path) -> bool:
   )
 
 
-def unsealed(seq) -> LedgerTamperedError:
-  """The error for a head whose seal does not match entry ``seq``'s hash."""
-  return LedgerTamperedError(
-    f"the ledger's head (entry {seq}) does not match its seal: the head was edited or "
-    "entries were deleted."
-  )
-
-
 def now() -> str:
   """The time of an entry: UTC, ISO 8601, microseconds."""
   return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
@@ -166,11 +158,8 @@ class Transaction:
     self._conn, self.ledger_id, self._key = conn, ledger_id, key
 
   def head_row(self) -> tuple:
-    """The head row as stored: ``(seq, seal)``, unverified.
-
-    Raises:
-      LedgerTamperedError: the head row is missing.
-    """
+    """The head row as stored, ``(seq, seal)``, unverified (LedgerTamperedError if
+    it is missing)."""
     rows = self._conn.execute("SELECT seq, hash FROM head WHERE id = 1").fetchall()
     if len(rows) != 1:
       raise LedgerTamperedError("the ledger's head row is missing: it was deleted.")
@@ -190,7 +179,7 @@ class Transaction:
       or digest is None
       or not hmac.compare_digest(chain.seal(self._key, seq, digest), str(stored))
     ):
-      raise unsealed(seq)
+      raise chain.unsealed(seq)
     return seq, digest
 
   def hash_at(self, seq: int) -> str | None:
@@ -234,11 +223,10 @@ class Transaction:
     return row, head
 
   def read_back(self, rows: list, head: tuple) -> None:
-    """Checks, before the commit, that the entries from the first of ``rows`` (those
-    this transaction appended, which holds the write lock) are exactly ``rows`` and
-    the head row is ``head``: a trigger (or anything else in the file) that dropped,
-    changed or added an entry or kept the head from moving is caught, and the
-    transaction is rolled back.
+    """Checks, before the commit, that the entries from the first of ``rows`` (this
+    transaction's, which holds the write lock) are exactly ``rows`` and the head row
+    is ``head``: a trigger that drops, changes or adds an entry or keeps the head
+    from moving is caught, and the transaction rolled back.
 
     Raises:
       LedgerTamperedError: they do not read back; nothing is committed or answered.

@@ -115,7 +115,8 @@ class RangeChecked:
     ok = True
     for name, value, lo, hi, below in self._ranges(tuple(shape)):
       value = value() if callable(value) else value  # derived: after the others passed
-      if jnp.ndim(value) != 0:  # a rebuilt mechanism may carry an array leaf
+      # a rebuilt mechanism may carry an array leaf (a Python float is a scalar)
+      if type(value) is not float and jnp.ndim(value) != 0:
         raise ValueError(
           f"{name} must be a scalar; got shape {jnp.shape(value)}. {REBUILT}"
         )
