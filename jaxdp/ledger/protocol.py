@@ -284,9 +284,10 @@ def _released_from(acct: Accountant, state: dict, committed: dict, words) -> Acc
   refusals = (
     committed["refusals"] if acct.rule.name in records.POSITIONAL else acct.refusals
   )
-  parts = (committed["spent"], committed["spent_delta"], committed["answered"], refusals)
-  counters = np.concatenate([np.ravel(np.asarray(c, np.int32)) for c in parts])
-  shape = tuple(np.shape(acct.spent_units))
+  spent = committed["spent"]
+  counters = [*spent] if isinstance(spent, list) else [spent]
+  counters += [committed["spent_delta"], committed["answered"], int(refusals)]
+  counters, shape = np.array(counters, np.int32), tuple(np.shape(acct.spent_units))
   key, (spent, spent_delta, answered, refusals) = _fold_words(
     acct.key, words, counters, shape=shape
   )

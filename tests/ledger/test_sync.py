@@ -190,3 +190,55 @@ def test_the_release_key_folds_in_the_entrys_digest_word_by_word(make):
     if jax.dtypes.issubdtype(got.dtype, jax.dtypes.prng_key):
       got, want = jax.random.key_data(got), jax.random.key_data(want)
     np.testing.assert_array_equal(got, want)
+
+
+def _head_row(path):
+  with sqlite3.connect(path) as c:
+    return c.execute("SELECT seq, hash FROM head").fetchone()
+
+
+def test_a_head_put_back_to_the_one_a_ledger_verified_does_not_hide_newer_entries(
+  tmp_path,
+):
+  """A Ledger keeps the head row it verified and skips its seal while the row is
+  unchanged. Another Ledger charges; someone then writes the first one's head row
+  back (no key needed: it is a stored value): the entry after it is still read, and
+  the head that does not name it is refused, nothing charged. Without the edit the
+  other Ledger's charge is seen and counted."""
+  path = tmp_path / "l.db"
+  one, acct = _ledger(path, charges=1)
+  two = jaxdp.Ledger(path)
+  two.charge("d", two.accountant("d", DATA, 1.0), LAP)
+  one.charge("d", acct, LAP)
+  assert one.committed("d")["answered"] == 3
+  kept = _head_row(path)  # the head `one` verified with its charge
+  two.charge("d", acct, LAP)
+  with sqlite3.connect(path) as c:
+    c.execute("UPDATE head SET seq = ?, hash = ?", kept)
+  with pytest.raises(LedgerTamperedError, match=f"names entry {kept[0]}, but the last"):
+    one.charge("d", acct, LAP)
+  assert _rows(path)[-1][0] == kept[0] + 1  # nothing charged
+
+
+def test_a_write_a_trigger_changes_is_rolled_back_before_its_commit(tmp_path, monkeypatch):
+  """What a charge writes is read back inside its transaction: a trigger that edits
+  the new entry (the schema's check disabled, the read-back alone) fails the charge
+  and nothing is committed, so the file still verifies once the trigger is gone."""
+  path = tmp_path / "l.db"
+  ledger, acct = _ledger(path)
+  with sqlite3.connect(path) as c:
+    c.execute(
+      "CREATE TRIGGER t AFTER INSERT ON entries BEGIN UPDATE entries SET "
+      "time = 'edited' WHERE seq = NEW.seq; END"
+    )
+  monkeypatch.setattr(jaxdp.ledger.store, "check_schema", lambda *a: None)
+  before = _rows(path)
+  with pytest.raises(LedgerTamperedError, match="does not read back"):
+    ledger.charge("d", acct, LAP)
+  with sqlite3.connect(path) as c:
+    c.execute("DROP TRIGGER t")
+  assert _rows(path) == before
+  monkeypatch.undo()
+  assert jaxdp.Ledger(path).committed("d")["answered"] == 2
+  ledger.charge("d", acct, LAP)  # the running ledger forgot the rolled-back entry
+  assert jaxdp.Ledger(path).committed("d")["answered"] == 3
