@@ -104,23 +104,24 @@ class Index:
       )
     self._head = raw
 
-  def apply(self, row) -> None:
-    """Verifies one entry and applies it.
+  def apply(self, row, linked: bool = False) -> None:
+    """Verifies one entry and applies it (``linked``: an entry this index just
+    appended, whose hash :meth:`Chain.extend` does not compute again).
 
     Raises:
       LedgerTamperedError: it does not continue the chain, or its dataset's state,
         or its body is not what jaxdp writes.
     """
     try:
-      self._apply(row)
+      self._apply(row, linked)
     except (KeyError, TypeError, AttributeError, IndexError):
       raise LedgerTamperedError(
         f"entry {row[0]} does not hold what a ledger entry holds: it was written by "
         "something else than jaxdp."
       ) from None
 
-  def _apply(self, row) -> None:
-    self.chain.extend(row)
+  def _apply(self, row, linked: bool) -> None:
+    self.chain.extend(row, linked)
     self._last = tuple(row)
     seq, name, kind, time, body = row[:5]
     try:
@@ -172,7 +173,7 @@ class Index:
     see :meth:`writing`)."""
     prev = (self.chain.seq, self.chain.hash)
     row, head = tx.append(prev, dataset, kind, canonical(body))
-    self.apply(row)
+    self.apply(row, linked=True)
     self._head = head
     self._written.append(row)
 

@@ -113,11 +113,33 @@ def commit(
   """
   records.check_rule(acct, rebuilds=False)  # the rebuild was checked at resume
   rule = bound_rule(acct)
-  record = records.budget_record(acct)
+  record = _budget_record(acct)
   try:
     return _commit(index, store, dataset, acct, rows, label, all_or_nothing, rule, record)
   except _Refused:  # rolled back: nothing written
     return None, False
+
+
+_RECORDS: dict = {}
+
+
+def _budget_record(acct: Accountant) -> dict:
+  """:func:`records.budget_record` of ``acct``, kept per rule (compared by value),
+  budgets, group size and unit exponents: what it is a function of, once the rule
+  is bound (:func:`bound_rule`). Read only."""
+  static = (
+    acct.rule,
+    acct.eps_budget,
+    acct.delta_budget,
+    acct.group_size,
+    acct.unit_exponent,
+    acct.delta_unit_exponent,
+  )
+  if static not in _RECORDS:
+    if len(_RECORDS) >= 256:
+      _RECORDS.clear()
+    _RECORDS[static] = records.budget_record(acct)
+  return _RECORDS[static]
 
 
 class _Refused(Exception):
