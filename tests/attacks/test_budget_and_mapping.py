@@ -78,6 +78,21 @@ def test_host_and_traced_charges_agree_on_huge_costs():
     assert x < 1e-20 or host[1] > 2**30  # beyond any capacity
 
 
+def test_cached_host_charges_of_equal_scalars_agree_with_the_traced_charge():
+  """Static scalar costs are looked up in a cache keyed by value: a float64 and its
+  float32 copy, 0.0 and -0.0 share an entry. Either order, each is charged what the
+  traced charge of its float32 value gives."""
+  exponent = _budget.unit_exponent(1.0)
+  traced = jax.jit(lambda v, p: _budget.charge(v, exponent, positive=p), static_argnums=1)
+  pairs = [(0.5, np.float32(0.5)), (np.float32(0.1), 0.1), (0.0, -0.0), (-0.0, 0.0)]
+  for pair in pairs:
+    for positive in (True, False):
+      for x in pair:
+        host = _budget.charge_host(x, exponent, positive=positive)
+        valid, units = traced(jnp.float32(x), positive)
+        assert host == (bool(valid), int(units)) and type(host[1]) is int
+
+
 def test_a_release_under_shard_map_without_vma_checks_is_refused():
   """Before: with ``check_vma=False`` the data split over a mesh axis and one
   replicated accountant, every shard drew the same noise (the shards' outputs came
