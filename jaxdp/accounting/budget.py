@@ -169,6 +169,8 @@ def add_units(spent, units):
   as over budget. Python and numpy integers (:func:`jaxdp.plan`) are added on the
   host, anything else (a release) in jnp.
   """
+  if type(spent) is int and type(units) is int:
+    return min(spent + units, INT32_MAX)
   host = (int, np.integer, np.ndarray)
   if isinstance(spent, host) and isinstance(units, host):
     total = np.minimum(np.asarray(spent, np.int64) + np.asarray(units, np.int64), INT32_MAX)

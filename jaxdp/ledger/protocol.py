@@ -155,14 +155,13 @@ def new_nonce() -> str:
 def _fold_words(key: jax.Array, words: jax.Array, counters=None, shape=()) -> tuple:
   """``key`` with each of ``words`` (uint32) folded in, in order (the same bits as
   one ``jax.random.fold_in`` per word), and ``counters`` (int32: the spent units,
-  of ``shape``, then spent delta units, answered and refusals) as the accountant's
-  arrays, in one call."""
+  of ``shape``, then each other counter) as the accountant's arrays, in one call."""
   for i in range(words.shape[0]):
     key = jax.random.fold_in(key, words[i])
   if counters is None:
     return key, ()
   n = math.prod(shape)
-  return key, (counters[:n].reshape(shape), counters[n], counters[n + 1], counters[n + 2])
+  return key, (counters[:n].reshape(shape), *(counters[i] for i in range(n, len(counters))))
 
 
 def _digest_words(ledger_id: str, fingerprint: str, seq: int, nonce: str) -> np.ndarray:
@@ -303,23 +302,23 @@ def _released_from(acct: Accountant, state: dict, committed: dict, words) -> Acc
   from ``words``, in one compiled call."""
   if _holds(acct, state, committed):
     return dataclasses.replace(acct, key=_fold_words(acct.key, words)[0])
-  refusals = (
-    committed["refusals"] if acct.rule.name in records.POSITIONAL else acct.refusals
-  )
   spent = committed["spent"]
   counters = [*spent] if isinstance(spent, list) else [spent]
-  counters += [committed["spent_delta"], committed["answered"], int(refusals)]
-  counters, shape = np.array(counters, np.int32), tuple(np.shape(acct.spent_units))
-  key, (spent, spent_delta, answered, refusals) = _fold_words(
-    acct.key, words, counters, shape=shape
-  )
+  counters += [committed["spent_delta"], committed["answered"]]
+  refusals = acct.refusals  # kept, as records.resume keeps it, unless the rule counts
+  if acct.rule.name in records.POSITIONAL:
+    counters.append(committed["refusals"])
+  elif not _int32(refusals):
+    counters.append(int(np.asarray(refusals)))
+  shape = tuple(np.shape(acct.spent_units))
+  key, out = _fold_words(acct.key, words, np.array(counters, np.int32), shape=shape)
   return dataclasses.replace(
     acct,
     key=key,
-    spent_units=spent,
-    spent_delta_units=spent_delta,
-    answered=answered,
-    refusals=refusals,
+    spent_units=out[0],
+    spent_delta_units=out[1],
+    answered=out[2],
+    refusals=out[3] if len(out) > 3 else refusals,
   )
 
 
@@ -338,13 +337,15 @@ def _afters(rows: list, key: bytes) -> list:
   return out
 
 
+def _int32(c: Any) -> bool:
+  """Whether ``c`` is a counter as :func:`records.resume` makes it (an int32 array)."""
+  return isinstance(c, jax.Array) and c.dtype == np.int32 and not c.weak_type
+
+
 def _holds(acct: Accountant, state: dict, committed: dict) -> bool:
-  """Whether ``acct`` holds the committed state as :func:`records.resume` makes it
-  (its counters int32 arrays)."""
+  """Whether ``acct`` holds the committed state as :func:`records.resume` makes it."""
   counters = (acct.spent_units, acct.spent_delta_units, acct.answered, acct.refusals)
-  return state == committed and all(
-    isinstance(c, jax.Array) and c.dtype == np.int32 and not c.weak_type for c in counters
-  )
+  return state == committed and all(_int32(c) for c in counters)
 
 
 def _at(acct: Accountant, state: dict, committed: dict) -> Accountant:

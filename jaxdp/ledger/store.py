@@ -40,10 +40,9 @@ JOURNALS = ("delete", "wal")
 
 
 def _schema_of(conn: sqlite3.Connection) -> list:
-  return sorted(
-    conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall(),
-    key=repr,
-  )
+  return conn.execute(
+    "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name, tbl_name, sql"
+  ).fetchall()
 
 
 def _expected_schema() -> list:
@@ -231,7 +230,12 @@ class Transaction:
     Raises:
       LedgerTamperedError: they do not read back; nothing is committed or answered.
     """
-    if self.entries_from(rows[0][0]) != rows or self.head_row() != head:
+    found = self._conn.execute(
+      "SELECT e.seq, e.dataset, e.kind, e.time, e.body, e.prev, e.hash, h.seq, h.hash "
+      "FROM entries AS e, head AS h WHERE e.seq >= ? AND h.id = 1 ORDER BY e.seq",
+      (rows[0][0],),
+    ).fetchall()
+    if found != [(*row, *head) for row in rows]:
       raise LedgerTamperedError(
         f"entry {rows[-1][0]} was written but does not read back (the file dropped or "
         "changed it): nothing was committed or answered. Restore the file from a "

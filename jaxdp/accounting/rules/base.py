@@ -267,7 +267,11 @@ class UnitRule:
         "precision of the budget's arithmetic: it cannot be charged, so the release "
         "would always be refused. Use a larger eps; no data was read."
       )
-    if not (ve and vd) or np.all(ce > np.asarray(caps.eps_limit)) or cd > caps.delta_limit:
+    if type(ce) is int and type(caps.eps_limit) is int:  # a scalar cost: no numpy
+      over = ce > caps.eps_limit
+    else:
+      over = np.all(ce > np.asarray(caps.eps_limit))
+    if not (ve and vd) or over or cd > caps.delta_limit:
       raise BudgetExceededError(
         f"one release costs {self.describe_cost(eps, delta)} for groups of "
         f"{acct.group_size}, more than {self.describe_limit(acct)}. "
