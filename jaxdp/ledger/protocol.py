@@ -240,8 +240,8 @@ def _commit(index, store, dataset, acct, rows, label, all_or_nothing, rule, reco
     fp, first = index.datasets[dataset]["fingerprint"]["dataset"], index.chain.seq + 1
     committed = index.states[dataset]
     # a rule whose charge has an exact host twin is decided on the host (no JAX)
-    host = not callable(rows) and type(rule).spend is UnitRule.spend
-    pre = None if host else _at(acct, state, committed)
+    host = type(rule).spend is UnitRule.spend
+    pre = _at(acct, state, committed) if callable(rows) or not host else None
     cur, before = committed if host else pre, committed  # before: the state of cur
     for cost, delta, valid, event, body in rows(pre) if callable(rows) else rows:
       if host:
