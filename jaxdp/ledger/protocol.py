@@ -1,12 +1,15 @@
 """The charge protocol: decide and append charges inside one exclusive transaction.
 
 :func:`commit` reads the dataset's current state (after every committed entry,
-verified), builds the accountant at that state, lets its own rule decide each charge
-(``rule.spend``: the integer arithmetic the release itself runs) and appends the
-charges; the transaction commits with ``synchronous=FULL`` before the caller runs
-anything. A refused charge rolls the transaction back (nothing is written), except
-under a plan (:data:`~jaxdp.ledger.records.POSITIONAL`), whose position counts
-refusals: there the refusal is written.
+verified), lets the accountant's own rule decide each charge (the integer arithmetic
+the release itself runs: its host twin,
+:func:`~jaxdp.accounting.planning.spend_host`, where the rule's ``spend`` is
+:class:`~jaxdp.accounting.rules.UnitRule`'s, else ``rule.spend`` on the accountant at
+that state) and appends the charges; the transaction commits with
+``synchronous=FULL`` before the caller runs anything. A refused charge rolls the
+transaction back (nothing is written), except under a plan
+(:data:`~jaxdp.ledger.records.POSITIONAL`), whose position counts refusals: there
+the refusal is written.
 
 Each charge entry stores a fresh 128-bit nonce from the OS (``os.urandom``, in the
 entry's body, so the hash chain covers it). The accountant returned holds the
