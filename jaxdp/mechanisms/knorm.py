@@ -1,5 +1,5 @@
 """The K-norm mechanism for the poset ball, the l_p balls and the query balls (sum,
-count, vote), float or (poset and l_1, l_2, l_inf balls) exact.
+count, vote), float or (poset, l_1, l_2, l_inf and sum balls) exact.
 
 References:
   M. Hardt, K. Talwar, "On the geometry of differential privacy", STOC 2010.
@@ -37,7 +37,14 @@ from jaxdp.mechanisms.statistics import (
 )
 from jaxdp.samplers.balls import LpBall, PosetBall
 from jaxdp.samplers.norm_ball import NormBall
+from jaxdp.samplers.sum_ball import SumBall
 from jaxdp.typing import ArrayLike, KeyArray
+
+EXACT_BALLS = (
+  "exact=True is available for the poset ball, the l_1 (i.i.d. Laplace), l_2 and "
+  "l_inf balls and the sum ball (SumBall, d <= 1024); the count and vote balls have "
+  "float noise only"
+)
 
 
 @pytree("eps", "sensitivity")
@@ -51,7 +58,8 @@ class KNormMechanism(EpsMechanism):
       the unit ball K.
     eps: privacy parameter.
     sensitivity: sensitivity s of the statistic in the K-norm.
-    exact: integer statistic plus exactly rounded noise (int32). For the poset
+    exact: integer statistic plus exactly rounded noise (int32): the poset ball,
+      the l_1, l_2 and l_inf balls and the sum ball (d <= 1024). For the poset
       ball, whose norm clipping the statistic does not keep, a traced statistic
       of any integer width is released as the sum saturated at +-(2^31 - 1)
       (postprocessing); l_p statistics are clipped to +-2^30 first (1-Lipschitz).
@@ -78,18 +86,22 @@ class KNormMechanism(EpsMechanism):
       )
     check_exact_options(self.exact, None)
     if self.exact and isinstance(self.ball, NormBall):
-      raise ValueError(
-        f"exact=True is available for the poset ball and the l_1 (i.i.d. Laplace), "
-        f"l_2 and l_inf balls; the {self.ball.name} ({self.ball!r}) has no exact "
-        "sampler. Use exact=False, or one of those balls with its own sensitivity."
-      )
+      if type(self.ball) is not SumBall:
+        raise ValueError(
+          f"{EXACT_BALLS}; the {self.ball.name} ({self.ball!r}) has no exact sampler. "
+          "Use exact=False, or one of those balls with its own sensitivity."
+        )
+      if self.ball.d > exact.MAX_SUM_D:
+        raise ValueError(
+          f"exact sum-ball noise is available for d <= {exact.MAX_SUM_D}; got "
+          f"{self.ball!r}. Use exact=False, or the l_inf ball (sensitivity 1)."
+        )
     if self.exact and not (
-      isinstance(self.ball, PosetBall) or self.ball.p in (1, 2, math.inf)
+      isinstance(self.ball, (PosetBall, NormBall)) or self.ball.p in (1, 2, math.inf)
     ):
       raise ValueError(
-        f"exact=True is available for the poset ball and the l_1 (i.i.d. Laplace), "
-        f"l_2 and l_inf balls; got {self.ball!r}, whose noise the exact sampler "
-        "cannot bound in intervals. Use one of those balls or exact=False."
+        f"{EXACT_BALLS}; got {self.ball!r}, whose noise the exact sampler cannot bound "
+        "in intervals. Use one of those balls or exact=False."
       )
     if self.exact and isinstance(self.ball, PosetBall):
       exact.poset_path(self.ball.poset)  # the exact sampler's limits, now
@@ -130,7 +142,7 @@ class KNormMechanism(EpsMechanism):
 
     Each row is scaled by ``min(1, sensitivity / ||row||_K)`` (a query ball's own
     norm), so one person moves one part's sum by at most ``sensitivity`` in the
-    K-norm whatever the rows hold. Exact releases (l_p balls) need integer (or bool)
+    K-norm whatever the rows hold. Exact releases (l_p and sum balls) need integer (or bool)
     rows and keep int32 sums: a row whose K-norm exceeds ``sensitivity`` counts as 0
     (scaling it would leave the integers).
     """
@@ -148,7 +160,10 @@ class KNormMechanism(EpsMechanism):
       if poset:  # clipping the statistic would break the sensitivity: saturate after
         noise = exact.poset_knorm(key, self.ball.poset, scale, units.shape[:-1])
         return _checks.mark_invalid(*noisy(ok, units, noise, saturating_add))
-      if self.ball.p == math.inf:
+      if isinstance(self.ball, SumBall):
+        d, k = self.ball.d, self.ball.k
+        noise = exact.sum_knorm(key, d, k, scale, units.shape[:-1])
+      elif self.ball.p == math.inf:
         noise = exact.linf_knorm(key, self.ball.d, scale, units.shape[:-1])
       elif self.ball.p == 2:
         noise = exact.l2_knorm(key, self.ball.d, scale, units.shape[:-1])

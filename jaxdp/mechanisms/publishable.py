@@ -13,13 +13,15 @@ Publishable:
 
 * :class:`~jaxdp.LaplaceMechanism` with ``exact=True`` (integer statistic, or a
   ``grid`` of a power of two);
-* :class:`~jaxdp.KNormMechanism` with ``exact=True`` and a :class:`~jaxdp.PosetBall`
-  or an :class:`~jaxdp.LpBall` with p = 1, 2 or inf;
+* :class:`~jaxdp.KNormMechanism` with ``exact=True`` and a :class:`~jaxdp.PosetBall`,
+  an :class:`~jaxdp.LpBall` with p = 1, 2 or inf, or a :class:`~jaxdp.SumBall` with
+  d <= :data:`jaxdp.exact.MAX_SUM_D`;
 * :class:`~jaxdp.PosetCountMechanism` with ``exact=True`` (every noise in
   :data:`~jaxdp.mechanisms.EXACT_COUNT_NOISES`);
 * :class:`~jaxdp.SumQueryMechanism`, :class:`~jaxdp.CountQueryMechanism` and
   :class:`~jaxdp.VoteQueryMechanism` with ``exact=True`` (every noise in
-  :data:`~jaxdp.mechanisms.EXACT_QUERY_NOISES`, sizes as their constructors check);
+  :data:`~jaxdp.mechanisms.EXACT_QUERY_NOISES`, and the sum query's ``"ball"``;
+  sizes as their constructors check);
 * :class:`~jaxdp.DiscreteGaussianMechanism` (always exact).
 """
 
@@ -33,18 +35,19 @@ from typing import Any
 
 import numpy as np
 
+from jaxdp.exact.sum_ball import MAX_SUM_D
 from jaxdp.mechanisms.discrete_gaussian import DiscreteGaussianMechanism
 from jaxdp.mechanisms.knorm import KNormMechanism
 from jaxdp.mechanisms.laplace import LaplaceMechanism
 from jaxdp.mechanisms.poset_count import EXACT_COUNT_NOISES, PosetCountMechanism
 from jaxdp.mechanisms.queries import (
-  EXACT_QUERY_NOISES,
   CountQueryMechanism,
   SumQueryMechanism,
   VoteQueryMechanism,
 )
 from jaxdp.posets import Poset, canonical
 from jaxdp.samplers.balls import LpBall, PosetBall
+from jaxdp.samplers.sum_ball import SumBall
 
 __all__ = ["PUBLISHABLE", "PUBLISHABLE_TEXT", "publishable_problem", "is_publishable"]
 
@@ -62,9 +65,10 @@ QUERIES = (SumQueryMechanism, CountQueryMechanism, VoteQueryMechanism)
 PUBLISHABLE_TEXT = (
   "publishable are instances of exactly (not a subclass of) LaplaceMechanism(..., "
   "exact=True) (optionally with grid=2.0**-k), KNormMechanism(..., exact=True) with "
-  "a PosetBall or an LpBall of p = 1, 2 or inf, PosetCountMechanism(..., exact=True), "
-  "DiscreteGaussianMechanism, and SumQueryMechanism, CountQueryMechanism and "
-  "VoteQueryMechanism with exact=True"
+  "a PosetBall, an LpBall of p = 1, 2 or inf or a SumBall (d <= 1024), "
+  "PosetCountMechanism(..., exact=True), DiscreteGaussianMechanism, and "
+  "SumQueryMechanism (any noise), CountQueryMechanism and VoteQueryMechanism (noise "
+  "linf, l2 or laplace) with exact=True"
 )
 
 
@@ -107,7 +111,7 @@ def publishable_problem(mech: Any) -> str | None:
   if type(mech) is KNormMechanism:
     return _ball_problem(mech.ball, name)
   if type(mech) in QUERIES:
-    if mech.noise not in EXACT_QUERY_NOISES:
+    if mech.noise not in type(mech).exact_noises:
       return f"{name} has noise={mech.noise!r}, which has no exact sampler"
     try:  # the sizes as the constructor checks them (fields may be set after it)
       mech.valid()
@@ -128,14 +132,22 @@ def is_publishable(mech: Any) -> bool:
 
 
 def _ball_problem(ball, name):
-  if type(ball) not in (PosetBall, LpBall):
+  if type(ball) not in (PosetBall, LpBall, SumBall):
     return (
-      f"{name}.ball is a {type(ball).__qualname__}, not a jaxdp.PosetBall or "
-      "jaxdp.LpBall itself"
+      f"{name}.ball is a {type(ball).__qualname__}, not a jaxdp.PosetBall, "
+      "jaxdp.LpBall or jaxdp.SumBall itself"
     )
   problem = _instance_problem(ball, f"{name}.ball")
   if problem:
     return problem
+  if type(ball) is SumBall:
+    try:  # the sizes as the constructor checks them (fields may be set after it)
+      fresh = SumBall(ball.d, ball.k)
+    except (TypeError, ValueError) as e:
+      return f"{name}.ball has bad fields: {e}"
+    if fresh != ball or ball.d > MAX_SUM_D:
+      return f"{name}.ball is {ball!r}; exact sum-ball noise needs d <= {MAX_SUM_D}"
+    return None
   if type(ball) is PosetBall:
     return _poset_problem(ball.poset, f"{name}.ball.poset")
   if ball.p not in (1.0, 2.0, math.inf):
