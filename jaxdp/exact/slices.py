@@ -88,28 +88,35 @@ def _log_comb(n, r):
 
 
 @functools.cache
-def slice_plan(d: int, k: int) -> SlicePlan:
+def slice_plan(d: int, k: int, a: int | None = None) -> SlicePlan:
   """The proposal with the larger acceptance for S(d, k): the cube, or the wrapped
   simplex with the best a in [k, ``MAX_WRAP``] (the acceptance is unimodal in a).
 
+  Args:
+    d, k: the slice, 1 <= k <= d <= ``MAX_SLICE_D``.
+    a: None (the choice above), or the proposal to use: 0 for the cube, else the
+      wrapping factor, k <= a <= ``MAX_WRAP`` (every one gives exactly uniform
+      points; they differ in acceptance).
+
   Raises:
-    ValueError: d or k out of range (1 <= k <= d <= ``MAX_SLICE_D``).
+    ValueError: d, k or a out of range.
   """
-  if not 1 <= k <= d <= MAX_SLICE_D:
+  if not 1 <= k <= d <= MAX_SLICE_D or not (a in (None, 0) or k <= a <= MAX_WRAP):
     raise ValueError(
-      f"exact cube-slice points need 1 <= k <= d <= {MAX_SLICE_D}; got d = {d}, k = {k}."
+      f"exact cube-slice points need 1 <= k <= d <= {MAX_SLICE_D} and a = 0 or "
+      f"k <= a <= {MAX_WRAP}; got d = {d}, k = {k}, a = {a}."
     )
   logvol = float(log_slice_volumes(d, k)[d])
-  if k == d:
-    return SlicePlan(d, k, 0, (), (), 0.0)
 
   def log_acc(a):
     return logvol + math.lgamma(d + 1) + _log_comb(a + d - k, d) - d * math.log(a)
 
-  a = k
-  while a < MAX_WRAP and log_acc(a + 1) > log_acc(a):
-    a += 1
-  if logvol >= log_acc(a):
+  if a is None:
+    a = k
+    while a < MAX_WRAP and log_acc(a + 1) > log_acc(a):
+      a += 1
+    a = 0 if k == d or logvol >= log_acc(a) else a
+  if a == 0:
     return SlicePlan(d, k, 0, (), (), logvol)
   top = math.comb(a + d - k, d)
   full = tuple((top << P_BITS) // math.comb(a + d - 1 - i, d) for i in range(k - 1))

@@ -198,7 +198,9 @@ def host_decisions(status, pending, words, extra, *, plan: SlicePlan):
 
 def _exact_decision(words, extra, plan):
   d = plan.d
-  digits = [uniform_digits(w, x) for w, x in zip(words[d + 1 : 2 * d + 1], extra)]
+  digits = [
+    uniform_digits(w, x) for w, x in zip(words[d + 1 : 2 * d + 1], extra[d + 1 : 2 * d + 1])
+  ]
   bits = digits[0][1]
   w = 0
   for v in (*words[2 * d + 1], *extra[2 * d + 1]):  # W: 64 digits, then 192
