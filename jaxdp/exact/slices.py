@@ -27,8 +27,9 @@ probabilities (:func:`slice_plan`):
 
 An undecided proposal (probability about d a 2^-b) is decided again from more digits;
 undecided at 244 digits (below 2^-180), it is an error, never a guess. The device's
-integers stay in int64: d <= ``MAX_SLICE_D`` and a <= ``MAX_WRAP`` keep every
-a (delta + 1) and every sum of intervals below 2^62.
+integers stay in int64: a <= ``MAX_WRAP`` = 2047 keeps every a (delta + 1) below
+2047 2^52 < 2^63, and d <= ``MAX_SLICE_D`` = 1024 every sum of d interval ends (each
+below 2^52 + 2a) below 2^63.
 
 References:
   M. Joseph, A. Yu, "Some constructions of private, efficient, and optimal K-norm
@@ -58,7 +59,7 @@ __all__ = [
 ]
 
 MAX_SLICE_D = 1024  # the largest slice dimension (int64 sums on the device)
-MAX_WRAP = 1024  # the largest wrapping factor a (a (delta + 1) < 2^63 at 52 digits)
+MAX_WRAP = 2047  # the largest wrapping factor a (a (delta + 1) < 2^63 at 52 digits)
 P_BITS = 256  # binary digits of each p_I kept on the host
 W_FAST_BITS = 64  # digits of W read on the device (two words)
 REJECT, ACCEPT, UNDECIDED = 0, 1, 2
