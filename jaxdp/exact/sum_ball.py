@@ -56,6 +56,7 @@ from jaxdp.exact.slices import (
   slice_plan,
 )
 from jaxdp.prng.threefry import fast_key
+from jaxdp.samplers.cube_slice import MIN_ROUND
 from jaxdp.typing import KeyArray, Shape
 
 __all__ = ["MAX_SUM_D", "refine_sum_sample", "sum_knorm"]
@@ -124,9 +125,11 @@ def _sum_kernel(key, traced, *, const, plan, n):
 
 
 def proposal_words(keys, r, plan: SlicePlan):
-  """Proposal ``r`` of each sample: (words (m, 2d + 2, 2) uint32, the keys of their
-  further digits)."""
-  pair = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, r)))(keys)
+  """Proposal ``r`` (a scalar, or one per key) of each sample: (words (m, 2d + 2, 2)
+  uint32, the keys of their further digits)."""
+  r = jnp.broadcast_to(jnp.asarray(r, jnp.int32), keys.shape[:1])
+  split = lambda k, i: jax.random.split(jax.random.fold_in(k, i))
+  pair = jax.vmap(split)(keys, r)
   rows = 2 * plan.d + 2
   words = jax.vmap(lambda k: jax.random.bits(k, (rows, 2), jnp.uint32))(pair[:, 0])
   return words, pair[:, 1]
@@ -149,15 +152,22 @@ def fast_decisions(words, plan: SlicePlan):
 
 def accepted_proposals(keys, plan: SlicePlan):
   """Each sample's first accepted proposal: (words (m, 2d + 2, 2), its index (m,)).
-  Undecided proposals are decided on the host from 192 more digits, before any later
-  proposal of the same sample counts."""
-  m, rows = keys.shape[0], 2 * plan.d + 2
 
-  def body(state):
-    out, rounds, done, r = state
-    words, digit_keys = proposal_words(keys, r, plan)
+  The first round proposes once for every sample; each later one has ``b =
+  min(m, max(MIN_ROUND, m / 4))`` slots (as
+  :func:`~jaxdp.samplers.cube_slice.rejection_fill`), given in turn to the samples not yet done
+  (one gets several, its next proposals in order, when fewer than b are left), so
+  the work follows the proposals needed rather than the slowest sample. Undecided
+  proposals are decided on the host from 192 more digits before a round's winners
+  are taken: a sample takes its first accepted proposal in proposal order."""
+  m, rows = keys.shape[0], 2 * plan.d + 2
+  b = min(m, max(MIN_ROUND, -(-m // 4)))
+  slot = jnp.arange(b, dtype=jnp.int32)
+
+  def propose(idx, r):
+    words, digit_keys = proposal_words(keys[jnp.minimum(idx, m - 1)], r, plan)
     status = fast_decisions(words, plan)[0]
-    pending = ~done & (status == UNDECIDED)
+    pending = (idx < m) & (status == UNDECIDED)
 
     def host(status):
       extra = extra_words(digit_keys, rows)
@@ -167,18 +177,27 @@ def accepted_proposals(keys, plan: SlicePlan):
         decide, shape, status, pending, words, extra, vmap_method="broadcast_all"
       )
 
-    status = lax.cond(batch_all(~pending), lambda s: s, host, status)
-    take = ~done & (status == ACCEPT)
-    out = jnp.where(take[:, None, None], words, out)
-    return out, jnp.where(take, r, rounds), done | take, r + 1
+    return words, lax.cond(batch_all(~pending), lambda s: s, host, status)
 
-  init = (
-    jnp.zeros((m, rows, 2), jnp.uint32),
-    jnp.zeros((m,), jnp.int32),
-    jnp.zeros((m,), bool),
-    jnp.zeros((), jnp.int32),
-  )
-  out, rounds, _, _ = lax.while_loop(lambda s: ~jnp.all(s[2]), body, init)
+  def body(state):
+    out, rounds, next_r, done = state
+    left = jnp.sum(~done, dtype=jnp.int32)
+    turn = jnp.where(left >= b, slot, slot % jnp.maximum(left, 1))
+    rep = jnp.where(left >= b, 0, slot // jnp.maximum(left, 1))
+    idx = jnp.nonzero(~done, size=b, fill_value=m)[0][turn]
+    r = next_r[jnp.minimum(idx, m - 1)] + rep
+    words, status = propose(idx, r)
+    ok = (idx < m) & (status == ACCEPT)
+    first = jnp.full((b,), b, jnp.int32).at[turn].min(jnp.where(ok, slot, b))
+    target = jnp.where(ok & (first[turn] == slot), idx, m)
+    out = out.at[target].set(words, mode="drop")
+    rounds = rounds.at[target].set(r, mode="drop")
+    next_r = next_r.at[idx].max(r + 1, mode="drop")
+    return out, rounds, next_r, done.at[target].set(True, mode="drop")
+
+  words, status = propose(jnp.arange(m), jnp.zeros((m,), jnp.int32))
+  init = (words, jnp.zeros((m,), jnp.int32), jnp.ones((m,), jnp.int32), status == ACCEPT)
+  out, rounds, _, _ = lax.while_loop(lambda s: ~jnp.all(s[3]), body, init)
   return out, rounds
 
 
