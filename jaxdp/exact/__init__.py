@@ -110,6 +110,7 @@ from jaxdp.exact.samplers import (
   poset_path,
 )
 from jaxdp.exact.sum_ball import MAX_SUM_D, sum_knorm
+from jaxdp.exact.vote_ball import MAX_VOTE_D, vote_knorm
 
 __all__ = [
   # the samplers
@@ -119,6 +120,7 @@ __all__ = [
   "linf_knorm",
   "poset_knorm",
   "sum_knorm",
+  "vote_knorm",
   # their limits and constants
   "CHUNK",
   "FAST_BITS",
@@ -130,6 +132,7 @@ __all__ = [
   "MAX_SCALE",
   "MAX_SIGMA",
   "MAX_SUM_D",
+  "MAX_VOTE_D",
   "NOISE_LIMIT",
   "REFINE_WORDS",
   "TRIG_PAD",
