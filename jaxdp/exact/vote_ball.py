@@ -125,7 +125,9 @@ def vote_lift(j, bits: int):
   base = ks * (d - ks) * one
   c_lo = -2 * d * p_hi + 2 * ks * v_lo + base
   c_hi = -2 * d * p_lo + 2 * ks * v_hi + base
-  k = jnp.argmin(c_lo, axis=1)
+  # the first minimiser (not jnp.argmin, whose lowering under a caller's jit runs
+  # outside the x64 scope)
+  k = jnp.min(jnp.where(c_lo == jnp.min(c_lo, axis=1, keepdims=True), ks, d), axis=1)
   top = jnp.take_along_axis(c_hi, k[:, None], axis=1)
   others = jnp.where(ks[None, :] == k[:, None], jnp.iinfo(jnp.int64).max, c_lo)
   at = lambda i: jnp.take_along_axis(js, jnp.clip(i, 0, d - 1)[:, None], axis=1)[:, 0]

@@ -14,13 +14,14 @@ Publishable:
 * :class:`~jaxdp.LaplaceMechanism` with ``exact=True`` (integer statistic, or a
   ``grid`` of a power of two);
 * :class:`~jaxdp.KNormMechanism` with ``exact=True`` and a :class:`~jaxdp.PosetBall`,
-  an :class:`~jaxdp.LpBall` with p = 1, 2 or inf, or a :class:`~jaxdp.SumBall` with
-  d <= :data:`jaxdp.exact.MAX_SUM_D`;
+  an :class:`~jaxdp.LpBall` with p = 1, 2 or inf, or a :class:`~jaxdp.SumBall` or
+  :class:`~jaxdp.VoteBall` with d <= 1024;
 * :class:`~jaxdp.PosetCountMechanism` with ``exact=True`` (every noise in
   :data:`~jaxdp.mechanisms.EXACT_COUNT_NOISES`);
 * :class:`~jaxdp.SumQueryMechanism`, :class:`~jaxdp.CountQueryMechanism` and
   :class:`~jaxdp.VoteQueryMechanism` with ``exact=True`` (every noise in
-  :data:`~jaxdp.mechanisms.EXACT_QUERY_NOISES`, and the sum query's ``"ball"``;
+  :data:`~jaxdp.mechanisms.EXACT_QUERY_NOISES`, and the sum and vote queries'
+  ``"ball"``;
   sizes as their constructors check);
 * :class:`~jaxdp.DiscreteGaussianMechanism` (always exact).
 """
@@ -36,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from jaxdp.exact.sum_ball import MAX_SUM_D
+from jaxdp.exact.vote_ball import MAX_VOTE_D
 from jaxdp.mechanisms.discrete_gaussian import DiscreteGaussianMechanism
 from jaxdp.mechanisms.knorm import KNormMechanism
 from jaxdp.mechanisms.laplace import LaplaceMechanism
@@ -48,6 +50,7 @@ from jaxdp.mechanisms.queries import (
 from jaxdp.posets import Poset, canonical
 from jaxdp.samplers.balls import LpBall, PosetBall
 from jaxdp.samplers.sum_ball import SumBall
+from jaxdp.samplers.vote_ball import VoteBall
 
 __all__ = ["PUBLISHABLE", "PUBLISHABLE_TEXT", "publishable_problem", "is_publishable"]
 
@@ -65,10 +68,10 @@ QUERIES = (SumQueryMechanism, CountQueryMechanism, VoteQueryMechanism)
 PUBLISHABLE_TEXT = (
   "publishable are instances of exactly (not a subclass of) LaplaceMechanism(..., "
   "exact=True) (optionally with grid=2.0**-k), KNormMechanism(..., exact=True) with "
-  "a PosetBall, an LpBall of p = 1, 2 or inf or a SumBall (d <= 1024), "
+  "a PosetBall, an LpBall of p = 1, 2 or inf, or a SumBall or VoteBall (d <= 1024), "
   "PosetCountMechanism(..., exact=True), DiscreteGaussianMechanism, and "
-  "SumQueryMechanism (any noise), CountQueryMechanism and VoteQueryMechanism (noise "
-  "linf, l2 or laplace) with exact=True"
+  "SumQueryMechanism and VoteQueryMechanism (any noise) and CountQueryMechanism "
+  "(noise linf, l2 or laplace) with exact=True"
 )
 
 
@@ -132,21 +135,22 @@ def is_publishable(mech: Any) -> bool:
 
 
 def _ball_problem(ball, name):
-  if type(ball) not in (PosetBall, LpBall, SumBall):
+  if type(ball) not in (PosetBall, LpBall, SumBall, VoteBall):
     return (
       f"{name}.ball is a {type(ball).__qualname__}, not a jaxdp.PosetBall, "
-      "jaxdp.LpBall or jaxdp.SumBall itself"
+      "jaxdp.LpBall, jaxdp.SumBall or jaxdp.VoteBall itself"
     )
   problem = _instance_problem(ball, f"{name}.ball")
   if problem:
     return problem
-  if type(ball) is SumBall:
+  if type(ball) in (SumBall, VoteBall):
+    limit = MAX_SUM_D if type(ball) is SumBall else MAX_VOTE_D
     try:  # the sizes as the constructor checks them (fields may be set after it)
-      fresh = SumBall(ball.d, ball.k)
+      fresh = SumBall(ball.d, ball.k) if type(ball) is SumBall else VoteBall(ball.d)
     except (TypeError, ValueError) as e:
       return f"{name}.ball has bad fields: {e}"
-    if fresh != ball or ball.d > MAX_SUM_D:
-      return f"{name}.ball is {ball!r}; exact sum-ball noise needs d <= {MAX_SUM_D}"
+    if fresh != ball or ball.d > limit:
+      return f"{name}.ball is {ball!r}; exact {ball.name} noise needs d <= {limit}"
     return None
   if type(ball) is PosetBall:
     return _poset_problem(ball.poset, f"{name}.ball.poset")

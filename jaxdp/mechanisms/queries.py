@@ -78,8 +78,9 @@ class QueryMechanism(EpsMechanism):
     if self.exact and self.noise not in self.exact_noises:
       raise ValueError(
         f"exact=True supports noise in {self.exact_noises}: the {self.ball.name} has "
-        "no exact sampler (exact samplers exist for the poset, l_1, l_2, l_inf and "
-        f"sum balls); got noise={self.noise!r}. Use exact=False, or a baseline noise."
+        "no exact sampler (exact samplers exist for the poset, l_1, l_2, l_inf, sum "
+        f"and vote balls); got noise={self.noise!r}. Use exact=False, or a baseline "
+        "noise."
       )
 
   @property
@@ -351,7 +352,9 @@ class VoteQueryMechanism(QueryMechanism):
       or a baseline with its correct sensitivity: ``"linf"`` (l_inf ball, d - 1),
       ``"l2"`` (l_2 ball, sqrt((d - 1) d (2d - 1) / 6)), ``"laplace"`` (Laplace,
       l_1 sensitivity d (d - 1) / 2).
-    exact: integer totals and exactly rounded noise (int32); baselines only.
+    exact: integer totals and exactly rounded noise (int32); every noise (the vote
+      ball's for d <= 1024, :func:`jaxdp.exact.vote_knorm`, its sum saturated at
+      +-(2^31 - 1), as for the poset ball).
 
   References:
     Joseph & Yu (2024), Section 9.
@@ -364,6 +367,7 @@ class VoteQueryMechanism(QueryMechanism):
 
   kind = "vote"
   integer_rows = True
+  exact_noises = ("ball", *EXACT_QUERY_NOISES)
 
   def _check_size(self):
     object.__setattr__(self, "d", VoteBall(self.d).d)  # the ball's checks: 2 <= d

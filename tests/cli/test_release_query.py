@@ -68,8 +68,8 @@ def test_release_prints_integer_totals_near_the_truth(tmp_path, capsys, query, t
       r"--query sum takes --noise ball, linf, l2 or laplace",
     ),
     (
-      ["--query", "vote", "--noise", "ball"],
-      r"takes --noise linf, l2 or laplace .*; the vote ball has no exact sampler",
+      ["--query", "count", "--k", "1", "--noise", "ball"],
+      r"takes --noise linf, l2 or laplace .*; the count ball has no exact sampler",
     ),
     (["--query", "count", "--k", "1", "--consistent"], r"does not take --consistent"),
     (["--query", "count", "--k", "1", "--on-invalid", "clip"], r"--on-invalid clip"),

@@ -222,3 +222,50 @@ def test_forced_refinement_releases_the_same_integers(monkeypatch):
   finally:
     monkeypatch.undo()
     jax.clear_caches()
+
+
+def test_vote_mechanisms_translate_are_publishable_and_refuse_bad_input():
+  """VoteQueryMechanism(exact=True) (its ball noise by default) and
+  KNormMechanism(VoteBall, exact=True) release int32 through a secure accountant,
+  which is charged; the same key on neighbouring data moves the release by exactly
+  the row; the scale limit counts the ball's l_inf radius d - 1; exact per-row
+  clipping into the vote ball, d beyond the sampler and bad eps are refused."""
+  mech = jaxdp.VoteQueryMechanism(3, 0.5, exact=True)
+  assert mech.noise == "ball" and jaxdp.is_publishable(mech)
+  rows = np.array([[0, 1, 2], [2, 1, 0], [1, 0, 2]])
+  key = _key(5)
+  a, b = (np.asarray(mech.randomize(key, r)) for r in (rows, rows[1:]))
+  assert a.dtype == np.int32
+  np.testing.assert_array_equal(a - b, rows[0])
+  knorm = jaxdp.KNormMechanism(jaxdp.VoteBall(3), 0.5, exact=True)
+  assert jaxdp.is_publishable(knorm)
+  np.testing.assert_array_equal(
+    np.asarray(knorm.randomize(key, jnp.zeros(3, jnp.int32))), a - rows.sum(axis=0)
+  )
+  acct = jaxdp.Accountant.create(1.0, secure=True)
+  new, out = jaxdp.release(acct, mech, rows)
+  assert out.dtype == jnp.int32 and float(new.spent_eps) == pytest.approx(0.5)
+  with pytest.raises(jaxdp.StaleAccountantError):
+    jaxdp.release(acct, mech, rows)
+  d = 5  # scale * (d - 1) must stay within max_scale(d)
+  top = exact.max_scale(d) / (d - 1)
+  with pytest.raises(ValueError, match="scale"):
+    jaxdp.KNormMechanism(jaxdp.VoteBall(d), 1.0 / (1.01 * top), exact=True).valid((d,))
+  with pytest.raises(ValueError, match="scale must be at most"):
+    exact.vote_knorm(key, d, 1.01 * top)
+  assert bool(
+    jaxdp.KNormMechanism(jaxdp.VoteBall(d), 1.0 / (0.99 * top), exact=True).valid((d,))
+  )
+  with pytest.raises(ValueError, match="d <= 1024"):
+    jaxdp.KNormMechanism(jaxdp.VoteBall(1025), 1.0, exact=True)
+  with pytest.raises(ValueError, match="vote ball exactly"):
+    knorm.part_statistics(jnp.asarray(rows), jnp.zeros(3, jnp.int32), 1)
+  for eps in (float("nan"), float("inf"), 0.0):
+    with pytest.raises(ValueError, match="eps"):
+      jaxdp.VoteQueryMechanism(3, eps, exact=True)
+  # a traced statistic near int32's ends saturates at +-(2^31 - 1), never wraps
+  noise = np.asarray(knorm.randomize(key, jnp.zeros(3, jnp.int32)))
+  x = jnp.asarray([2**31 - 2, -(2**31) + 1, 7], jnp.int32)
+  got = np.asarray(jax.jit(knorm.randomize)(key, x))
+  want = np.clip(np.asarray(x, np.int64) + noise, -(2**31 - 1), 2**31 - 1)
+  np.testing.assert_array_equal(got, want)

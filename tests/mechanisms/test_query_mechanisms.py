@@ -183,8 +183,8 @@ def test_traced_good_rows_release_as_on_the_host():
       r"count ball has no exact sampler",
     ),
     (
-      lambda: KNormMechanism(VoteBall(3), 1.0, exact=True),
-      r"vote ball .* no exact sampler",
+      lambda: KNormMechanism(CountBall(3, 2), 1.0, exact=True),
+      r"count ball .* no exact sampler",
     ),
     (lambda: CountQueryMechanism(3, 2, -1.0), r"eps"),
     (lambda: CountQueryMechanism(3, 2.5, 1.0), r"k"),
