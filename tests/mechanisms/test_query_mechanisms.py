@@ -276,9 +276,12 @@ def test_exact_baselines_are_publishable_and_release_integers():
     acct, y = jaxdp.release(acct, mech, rows)
     assert np.asarray(y).dtype == np.int32
   assert not jaxdp.is_publishable(VoteQueryMechanism(3, 1.0))
-  bad = VoteQueryMechanism(3, 1.0, noise="linf", exact=True)
-  object.__setattr__(bad, "noise", "ball")
+  bad = CountQueryMechanism(3, 2, 1.0, noise="linf", exact=True)
+  object.__setattr__(bad, "noise", "ball")  # the count ball has no exact sampler
   assert "no exact sampler" in jaxdp.publishable_problem(bad)
+  vote = VoteQueryMechanism(3, 1.0, noise="linf", exact=True)
+  object.__setattr__(vote, "noise", "ball")  # the vote ball's is exact
+  assert jaxdp.is_publishable(vote)
 
 
 def test_exact_sum_rows_must_be_integers():
