@@ -20,7 +20,8 @@ How the exact rounding is computed (interval refining):
   :mod:`jaxdp.samplers`), or ``b * R * Z`` for the l_inf ball (R a sum of
   exponentials, Z = 2U - 1 with U's digits read like V's), the sum ball (Z a
   uniform point of the cube slice with random signs, by rejection whose every
-  decision is exact, :mod:`jaxdp.exact.slices`) and the l_2 ball (Z from
+  decision is exact, :mod:`jaxdp.exact.slices`), the vote ball (Z linear in the
+  uniforms once the lattice rounding's choice is decided exactly) and the l_2 ball (Z from
   Box-Muller normals, intervals widened at every step, see :mod:`jaxdp.exact.l2`),
   so every coordinate gets an interval. It is widened by
   ``MARGIN * b * sum_i |c_i| E_i`` (2^-40 relative), which bounds every float64
@@ -62,8 +63,9 @@ no rounding: it is drawn by inversion of its exact distribution function, from a
 sample, in ``decimal`` on the host (:mod:`~jaxdp.exact.gaussian`).
 
 Modules: :mod:`~jaxdp.exact.samplers` (Laplace, poset-ball and l_inf K-norm noise),
-:mod:`~jaxdp.exact.sum_ball` (sum-ball K-norm noise) and :mod:`~jaxdp.exact.slices`
-(uniform cube-slice points by exactly decided rejection),
+:mod:`~jaxdp.exact.sum_ball` (sum-ball K-norm noise), :mod:`~jaxdp.exact.slices`
+(uniform cube-slice points by exactly decided rejection), :mod:`~jaxdp.exact.vote_ball`
+(vote-ball K-norm noise, the lattice rounding decided exactly),
 :mod:`~jaxdp.exact.limits` (the scale limits per dimension),
 :mod:`~jaxdp.exact.l2` (l_2 K-norm noise and its fast pass),
 :mod:`~jaxdp.exact.intervals` (the fast pass), :mod:`~jaxdp.exact.refine` (the host
