@@ -380,3 +380,15 @@ def test_mechanisms_translate_are_publishable_and_refuse_bad_input():
     jnp.asarray([[1, 1, 1, 0], [1, -1, 0, 0]]), jnp.zeros(2, jnp.int32), 1
   )
   np.testing.assert_array_equal(np.asarray(sums), [[1, -1, 0, 0]])
+
+
+@pytest.mark.slow
+def test_a_callers_vmap_gives_each_key_its_own_draw():
+  """Under a caller's vmap over three keys (2,000 samples each: the later rejection
+  rounds run with fewer slots than samples) each member's noise equals its own
+  unbatched draw: the batched while loop and host calls change nothing."""
+  keys = jax.random.split(_key(51), 3)
+  draw = lambda k: exact.sum_knorm(k, 4, 2, 3.0, (2000,))
+  np.testing.assert_array_equal(
+    np.asarray(jax.vmap(draw)(keys)), np.stack([np.asarray(draw(k)) for k in keys])
+  )

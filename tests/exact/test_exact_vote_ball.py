@@ -269,3 +269,13 @@ def test_vote_mechanisms_translate_are_publishable_and_refuse_bad_input():
   got = np.asarray(jax.jit(knorm.randomize)(key, x))
   want = np.clip(np.asarray(x, np.int64) + noise, -(2**31 - 1), 2**31 - 1)
   np.testing.assert_array_equal(got, want)
+
+
+def test_a_callers_vmap_gives_each_key_its_own_draw():
+  """Under a caller's vmap over three keys each member's noise equals its own
+  unbatched draw."""
+  keys = jax.random.split(_key(6), 3)
+  draw = lambda k: exact.vote_knorm(k, 4, 3.0, (500,))
+  np.testing.assert_array_equal(
+    np.asarray(jax.vmap(draw)(keys)), np.stack([np.asarray(draw(k)) for k in keys])
+  )
