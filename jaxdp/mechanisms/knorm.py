@@ -63,9 +63,9 @@ class KNormMechanism(EpsMechanism):
     exact: integer statistic plus exactly rounded noise (int32): the poset ball,
       the l_1, l_2 and l_inf balls and the sum and vote balls (d <= 1024). For the
       poset and vote balls, whose norms clipping the statistic does not keep, a
-      traced statistic
-      of any integer width is released as the sum saturated at +-(2^31 - 1)
-      (postprocessing); l_p statistics are clipped to +-2^30 first (1-Lipschitz).
+      traced statistic of any integer width is released as the sum saturated at
+      +-(2^31 - 1) (postprocessing); l_p and sum-ball statistics are clipped to
+      +-2^30 first (1-Lipschitz in their norms).
 
   References:
     Hardt & Talwar (2010); Joseph, Ribero & Yu (2025), Lemma 2.2.
@@ -154,9 +154,9 @@ class KNormMechanism(EpsMechanism):
 
     Each row is scaled by ``min(1, sensitivity / ||row||_K)`` (a query ball's own
     norm), so one person moves one part's sum by at most ``sensitivity`` in the
-    K-norm whatever the rows hold. Exact releases (l_p and sum balls) need integer (or bool)
-    rows and keep int32 sums: a row whose K-norm exceeds ``sensitivity`` counts as 0
-    (scaling it would leave the integers).
+    K-norm whatever the rows hold. Exact releases (l_p and sum balls; the vote ball
+    is refused) need integer (or bool) rows and keep int32 sums: a row whose K-norm
+    exceeds ``sensitivity`` counts as 0 (scaling it would leave the integers).
     """
     if self.exact:
       if isinstance(self.ball, VoteBall):

@@ -181,9 +181,9 @@ def grid_units(data, grid, *, wide: bool = False):
       "counts to an integer dtype, or pass grid=2.0**-k to snap a real-valued "
       "statistic to a grid."
     )
-  if wide:  # clipping would not keep a poset-ball sensitivity
+  if wide:  # clipping would not keep a poset- or vote-ball sensitivity
     too_big = (
-      "the largest |statistic| an exact poset-ball release takes from the host. "
+      "the largest |statistic| an exact poset- or vote-ball release takes from the host. "
       "Split the data, or compute the statistic under jax.jit, where the release "
       "saturates at +-(2**31 - 1) after the noise (postprocessing)."
     )
