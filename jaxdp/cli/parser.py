@@ -19,7 +19,7 @@ from jaxdp.cli.query_flags import add_query_flags
 from jaxdp.samplers.general import GENERAL_MAX_D
 
 NOISES = ("poset", "linf", "l2", "laplace")
-RELEASE_NOISES = ("poset", "linf", "l2", "laplace")
+RELEASE_NOISES = ("poset", "ball", "linf", "l2", "laplace")
 GENERATORS = ("threefry", "rbg", "chacha8")  # jaxdp.random.GENERATORS
 SECTIONS = (1, 2, 3)
 
@@ -378,8 +378,8 @@ def build_parser(epilog: str = "") -> Parser:
     choices=RELEASE_NOISES,
     default=None,
     help="K-norm noise with the poset ball (most accurate; the default with --poset), "
-    "the l_inf or l_2 ball, or Laplace (with --query, unless given: the one of these "
-    "three with the smallest expected squared error)",
+    "with the query's own ball (--query sum or vote), the l_inf or l_2 ball, or Laplace (with "
+    "--query, unless given: the exact noise with the smallest expected squared error)",
   )
   add_query_flags(p, integer_flag)
   p.add_argument(

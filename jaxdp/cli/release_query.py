@@ -1,10 +1,12 @@
 """``jaxdp release --query sum|count|vote``: publishable column totals of a query.
 
-One release of the column totals by an exact baseline (integer K-norm noise with the
-l_inf or l_2 ball, or Laplace noise, each with the query's sensitivity) under a
-secure accountant (a ChaCha20 key from the OS). The query balls have no exact
-sampler, so their (more accurate) float noise is for the Python API
-(:class:`~jaxdp.CountQueryMechanism` and its siblings). Flags and ``--out``
+One release of the column totals with exact integer noise under a secure accountant
+(a ChaCha20 key from the OS): K-norm noise with the sum or vote query's own ball
+(:func:`jaxdp.exact.sum_knorm`, :func:`jaxdp.exact.vote_knorm`), or a baseline
+(K-norm noise with the l_inf or l_2 ball, or Laplace noise, each with the query's
+sensitivity); unless ``--noise`` names one, the one with the smallest expected
+squared error. The count ball has no exact sampler, so its (more accurate) float
+noise is for the Python API (:class:`~jaxdp.CountQueryMechanism`). Flags and ``--out``
 (:mod:`jaxdp.cli.release_out`: the release as JSON) are checked before the data is
 read, and every row before anything is charged. Messages about the data
 name a row (from 0, a header line not counted) and its line, never its values.
@@ -32,10 +34,10 @@ from jaxdp.cli import outputs
 from jaxdp.cli.parser import UsageError
 from jaxdp.cli.release import csv_lines, is_header, run_release
 from jaxdp.cli.release_out import MECHANISM, check_out_target, open_out
+from jaxdp.exact import MAX_SUM_D, MAX_VOTE_D
 from jaxdp.reporting import error_bars, moments, noise_law
 from jaxdp.reporting.bars import MAX_ENTRIES
 
-EXACT_NOISES = ("linf", "l2", "laplace")
 UNSUPPORTED = (  # flags of poset releases that a query release does not take
   ("poset", "--poset"),
   ("ledger", "--ledger"),
@@ -61,11 +63,15 @@ def check_query_flags(args):
     )
   if args.on_invalid != "raise":
     raise UsageError(f"--query {q} does not take --on-invalid clip (bad rows are refused)")
-  if args.noise is not None and args.noise not in EXACT_NOISES:
-    raise UsageError(
-      f"--query {q} takes --noise linf, l2 or laplace (exact integer noise); the "
-      f"{q} ball has no exact sampler and --noise {args.noise} is the poset ball's"
+  noises = _class(q).exact_noises
+  if args.noise is not None and args.noise not in noises:
+    named = ", ".join(noises[:-1]) + " or " + noises[-1]
+    why = (
+      f"--noise {args.noise} is the poset ball's"
+      if args.noise == "poset"
+      else f"the {q} ball has no exact sampler"
     )
+    raise UsageError(f"--query {q} takes --noise {named} (exact integer noise); {why}")
   if q == "vote" and args.k is not None:
     raise UsageError("--query vote does not take --k (a vote ranks every candidate)")
   if q != "vote" and args.k is None:
@@ -105,18 +111,26 @@ def read_rows(src: str) -> np.ndarray:
   return out
 
 
+def _class(query: str):
+  return {"sum": SumQueryMechanism, "count": CountQueryMechanism}.get(
+    query, VoteQueryMechanism
+  )
+
+
 def _mechanism(args, d: int, noise: str):
   if args.query == "vote":
     return VoteQueryMechanism(d, args.eps, noise=noise, exact=True)
-  cls = SumQueryMechanism if args.query == "sum" else CountQueryMechanism
-  return cls(d, args.k, args.eps, noise=noise, exact=True)
+  return _class(args.query)(d, args.k, args.eps, noise=noise, exact=True)
 
 
 def best_noise(args, d: int) -> str:
-  """The exact baseline with the smallest expected squared error (data-free)."""
+  """The exact noise with the smallest expected squared error (data-free): the sum or
+  vote ball's (d <= 1024) or a baseline."""
+  noises = _class(args.query).exact_noises
+  if d > {"sum": MAX_SUM_D, "vote": MAX_VOTE_D}.get(args.query, d):
+    noises = tuple(n for n in noises if n != "ball")
   errors = {
-    n: moments.squared_error(noise_law(_mechanism(args, d, n)), d).total
-    for n in EXACT_NOISES
+    n: moments.squared_error(noise_law(_mechanism(args, d, n)), d).total for n in noises
   }
   return min(errors, key=errors.get)
 

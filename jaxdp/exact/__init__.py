@@ -18,7 +18,10 @@ How the exact rounding is computed (interval refining):
   (Laplace: one signed exponential; the poset-ball K-norm noise: ``D + 1``
   exponentials on the vertices of a uniformly chosen simplex, see
   :mod:`jaxdp.samplers`), or ``b * R * Z`` for the l_inf ball (R a sum of
-  exponentials, Z = 2U - 1 with U's digits read like V's) and the l_2 ball (Z from
+  exponentials, Z = 2U - 1 with U's digits read like V's), the sum ball (Z a
+  uniform point of the cube slice with random signs, by rejection whose every
+  decision is exact, :mod:`jaxdp.exact.slices`), the vote ball (Z linear in the
+  uniforms once the lattice rounding's choice is decided exactly) and the l_2 ball (Z from
   Box-Muller normals, intervals widened at every step, see :mod:`jaxdp.exact.l2`),
   so every coordinate gets an interval. It is widened by
   ``MARGIN * b * sum_i |c_i| E_i`` (2^-40 relative), which bounds every float64
@@ -60,6 +63,9 @@ no rounding: it is drawn by inversion of its exact distribution function, from a
 sample, in ``decimal`` on the host (:mod:`~jaxdp.exact.gaussian`).
 
 Modules: :mod:`~jaxdp.exact.samplers` (Laplace, poset-ball and l_inf K-norm noise),
+:mod:`~jaxdp.exact.sum_ball` (sum-ball K-norm noise), :mod:`~jaxdp.exact.slices`
+(uniform cube-slice points by exactly decided rejection), :mod:`~jaxdp.exact.vote_ball`
+(vote-ball K-norm noise, the lattice rounding decided exactly),
 :mod:`~jaxdp.exact.limits` (the scale limits per dimension),
 :mod:`~jaxdp.exact.l2` (l_2 K-norm noise and its fast pass),
 :mod:`~jaxdp.exact.intervals` (the fast pass), :mod:`~jaxdp.exact.refine` (the host
@@ -105,6 +111,8 @@ from jaxdp.exact.samplers import (
   poset_knorm,
   poset_path,
 )
+from jaxdp.exact.sum_ball import MAX_SUM_D, sum_knorm
+from jaxdp.exact.vote_ball import MAX_VOTE_D, vote_knorm
 
 __all__ = [
   # the samplers
@@ -113,6 +121,8 @@ __all__ = [
   "laplace",
   "linf_knorm",
   "poset_knorm",
+  "sum_knorm",
+  "vote_knorm",
   # their limits and constants
   "CHUNK",
   "FAST_BITS",
@@ -123,6 +133,8 @@ __all__ = [
   "MAX_L2_D",
   "MAX_SCALE",
   "MAX_SIGMA",
+  "MAX_SUM_D",
+  "MAX_VOTE_D",
   "NOISE_LIMIT",
   "REFINE_WORDS",
   "TRIG_PAD",

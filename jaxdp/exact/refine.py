@@ -123,12 +123,12 @@ def refine_exponential_bounds(words, extra) -> tuple[decimal.Decimal, decimal.De
   E = -log(1 - V), V's digits the 52 of ``words`` (2,) (or the 32 of ``words`` (1,))
   then the 192 of ``extra``."""
   with decimal.localcontext(_CTX):
-    return _refined_exponential(*_uniform(words, extra))
+    return _refined_exponential(*uniform_digits(words, extra))
 
 
 def _refined_exponential(big: int, bits: int) -> tuple[decimal.Decimal, decimal.Decimal]:
   """[E_lo, E_hi] for E = -log(1 - V), V's first ``bits`` digits the integer ``big``
-  (:func:`_uniform`)."""
+  (:func:`uniform_digits`)."""
   top = 1 << bits
   if top - big - 1 <= 0:
     raise RuntimeError(
@@ -156,7 +156,7 @@ def refine_sample(
   """
   bounds = []
   for w, x in zip(words, extra):
-    bounds.append(_refined_exponential(*_uniform(w, x)))
+    bounds.append(_refined_exponential(*uniform_digits(w, x)))
   b = decimal.Decimal(float(scale))
   out = []
   for c in np.asarray(coeff).T:
@@ -166,7 +166,7 @@ def refine_sample(
         lo, hi = lo + e_lo, hi + e_hi
       elif ci < 0:
         lo, hi = lo - e_hi, hi - e_lo
-    out.append(_settled_integer(lo, hi, b))
+    out.append(settled_integer(lo, hi, b))
   return np.asarray(out, np.int64)
 
 
@@ -177,17 +177,17 @@ def refine_linf_sample(
   rows are R's exponentials, the others the cube's uniforms."""
   r_lo = r_hi = decimal.Decimal(0)
   for w, x in zip(words[:num_exp], extra[:num_exp]):
-    e_lo, e_hi = _refined_exponential(*_uniform(w, x))
+    e_lo, e_hi = _refined_exponential(*uniform_digits(w, x))
     r_lo, r_hi = r_lo + e_lo, r_hi + e_hi
   b = decimal.Decimal(float(scale))
   out = []
   for w, x in zip(words[num_exp:], extra[num_exp:]):
-    big, bits = _uniform(w, x)
+    big, bits = uniform_digits(w, x)
     top = decimal.Decimal(1 << (bits - 1))
     z_lo = _CTX.divide(big, top) - 1 - _SLACK  # Z = 2U - 1, U = big / 2^bits
     z_hi = _CTX.divide(big + 1, top) - 1 + _SLACK
     corners = [_CTX.multiply(r, z) for r in (r_lo, r_hi) for z in (z_lo, z_hi)]
-    out.append(_settled_integer(min(corners), max(corners), b))
+    out.append(settled_integer(min(corners), max(corners), b))
   return np.asarray(out, np.int64)
 
 
@@ -211,13 +211,13 @@ def refine_l2_sample(
 def _refine_l2(words, extra, scale, d):
   exps = []
   for w, x in zip(words[:d], extra[:d]):
-    e_lo, e_hi = _refined_exponential(*_uniform(w, x))
+    e_lo, e_hi = _refined_exponential(*uniform_digits(w, x))
     exps.append((max(e_lo, decimal.Decimal(0)), e_hi))  # E >= 0
   t = _widen(sum(e[0] for e in exps), sum(e[1] for e in exps))
   two_pi = _CTX.multiply(2, decimal_pi(HOST_DIGITS + 10))
   g = []
   for j, (w, x) in enumerate(zip(words[d:], extra[d:])):
-    big, bits = _uniform(w, x)
+    big, bits = uniform_digits(w, x)
     top = decimal.Decimal(1 << bits)
     theta = _CTX.multiply(two_pi, _CTX.divide(decimal.Decimal(2 * big + 1), 2 * top))
     a = _widen(_CTX.sqrt(exps[j][0]), _CTX.sqrt(exps[j][1]))
@@ -235,7 +235,7 @@ def _refine_l2(words, extra, scale, d):
     )
   f = _widen(_CTX.divide(t[0], s[1]), _CTX.divide(t[1], s[0]))
   b = decimal.Decimal(float(scale))
-  return np.asarray([_settled_integer(*_times(f, gi), b) for gi in g], np.int64)
+  return np.asarray([settled_integer(*_times(f, gi), b) for gi in g], np.int64)
 
 
 def _widen(lo, hi):
@@ -256,7 +256,7 @@ def _digits(w) -> tuple[int, int]:
   return (int(w[0]) << 20) | (int(w[1]) >> 12), FAST_BITS
 
 
-def _uniform(w, extra) -> tuple[int, int]:
+def uniform_digits(w, extra) -> tuple[int, int]:
   """A uniform's digits, the fast pass's (:func:`_digits`) then 32 per word of
   ``extra``, as an integer, and their number (244 from two words, 224 from one)."""
   big, bits = _digits(w)
@@ -265,7 +265,7 @@ def _uniform(w, extra) -> tuple[int, int]:
   return big, bits + 32 * len(extra)
 
 
-def _settled_integer(lo, hi, b) -> int:
+def settled_integer(lo, hi, b) -> int:
   """round(b x) for x in [lo, hi] (decimal), or an error if the interval straddles."""
   half = decimal.Decimal("0.5")
   lo, hi = _CTX.multiply(lo, b) - _SLACK, _CTX.multiply(hi, b) + _SLACK

@@ -1,5 +1,5 @@
 """The K-norm mechanism for the poset ball, the l_p balls and the query balls (sum,
-count, vote), float or (poset and l_1, l_2, l_inf balls) exact.
+count, vote), float or (poset, l_1, l_2, l_inf, sum and vote balls) exact.
 
 References:
   M. Hardt, K. Talwar, "On the geometry of differential privacy", STOC 2010.
@@ -37,7 +37,16 @@ from jaxdp.mechanisms.statistics import (
 )
 from jaxdp.samplers.balls import LpBall, PosetBall
 from jaxdp.samplers.norm_ball import NormBall
+from jaxdp.samplers.sum_ball import SumBall
+from jaxdp.samplers.vote_ball import VoteBall
 from jaxdp.typing import ArrayLike, KeyArray
+
+EXACT_BALLS = (
+  "exact=True is available for the poset ball, the l_1 (i.i.d. Laplace), l_2 and "
+  "l_inf balls, the sum ball (SumBall, d <= 1024) and the vote ball (VoteBall, "
+  "d <= 1024); the count ball has float noise only"
+)
+EXACT_QUERY_BALLS = {SumBall: exact.MAX_SUM_D, VoteBall: exact.MAX_VOTE_D}
 
 
 @pytree("eps", "sensitivity")
@@ -51,10 +60,12 @@ class KNormMechanism(EpsMechanism):
       the unit ball K.
     eps: privacy parameter.
     sensitivity: sensitivity s of the statistic in the K-norm.
-    exact: integer statistic plus exactly rounded noise (int32). For the poset
-      ball, whose norm clipping the statistic does not keep, a traced statistic
-      of any integer width is released as the sum saturated at +-(2^31 - 1)
-      (postprocessing); l_p statistics are clipped to +-2^30 first (1-Lipschitz).
+    exact: integer statistic plus exactly rounded noise (int32): the poset ball,
+      the l_1, l_2 and l_inf balls and the sum and vote balls (d <= 1024). For the
+      poset and vote balls, whose norms clipping the statistic does not keep, a
+      traced statistic of any integer width is released as the sum saturated at
+      +-(2^31 - 1) (postprocessing); l_p and sum-ball statistics are clipped to
+      +-2^30 first (1-Lipschitz in their norms).
 
   References:
     Hardt & Talwar (2010); Joseph, Ribero & Yu (2025), Lemma 2.2.
@@ -78,18 +89,23 @@ class KNormMechanism(EpsMechanism):
       )
     check_exact_options(self.exact, None)
     if self.exact and isinstance(self.ball, NormBall):
-      raise ValueError(
-        f"exact=True is available for the poset ball and the l_1 (i.i.d. Laplace), "
-        f"l_2 and l_inf balls; the {self.ball.name} ({self.ball!r}) has no exact "
-        "sampler. Use exact=False, or one of those balls with its own sensitivity."
-      )
+      limit = EXACT_QUERY_BALLS.get(type(self.ball))
+      if limit is None:
+        raise ValueError(
+          f"{EXACT_BALLS}; the {self.ball.name} ({self.ball!r}) has no exact sampler. "
+          "Use exact=False, or one of those balls with its own sensitivity."
+        )
+      if self.ball.d > limit:
+        raise ValueError(
+          f"exact {self.ball.name} noise is available for d <= {limit}; got "
+          f"{self.ball!r}. Use exact=False, or an l_p ball with its own sensitivity."
+        )
     if self.exact and not (
-      isinstance(self.ball, PosetBall) or self.ball.p in (1, 2, math.inf)
+      isinstance(self.ball, (PosetBall, NormBall)) or self.ball.p in (1, 2, math.inf)
     ):
       raise ValueError(
-        f"exact=True is available for the poset ball and the l_1 (i.i.d. Laplace), "
-        f"l_2 and l_inf balls; got {self.ball!r}, whose noise the exact sampler "
-        "cannot bound in intervals. Use one of those balls or exact=False."
+        f"{EXACT_BALLS}; got {self.ball!r}, whose noise the exact sampler cannot bound "
+        "in intervals. Use one of those balls or exact=False."
       )
     if self.exact and isinstance(self.ball, PosetBall):
       exact.poset_path(self.ball.poset)  # the exact sampler's limits, now
@@ -99,7 +115,7 @@ class KNormMechanism(EpsMechanism):
       scale = (
         "the exact noise scale sensitivity / eps",
         lambda: exact_scale(self.sensitivity, self.eps),
-        exact.max_scale(self._noise_dim()),
+        self._scale_limit(),
       )
     else:
       scale = (
@@ -108,6 +124,14 @@ class KNormMechanism(EpsMechanism):
         HUGE,
       )
     return super()._ranges(shape) + [(scale[0], scale[1], TINY, scale[2], False)]
+
+  def _scale_limit(self) -> float:
+    """``max_scale`` of the noise's dimension, over the ball's l_inf radius for a
+    query ball (the vote ball reaches d - 1), rounded down."""
+    limit = exact.max_scale(self._noise_dim())
+    if isinstance(self.ball, NormBall) and self.ball.bounding_box() != 1:
+      limit = math.nextafter(limit / self.ball.bounding_box(), 0.0)
+    return limit
 
   def _noise_dim(self) -> int:
     """The exact noise's dimension for its scale limit (0: i.i.d. Laplace)."""
@@ -130,25 +154,37 @@ class KNormMechanism(EpsMechanism):
 
     Each row is scaled by ``min(1, sensitivity / ||row||_K)`` (a query ball's own
     norm), so one person moves one part's sum by at most ``sensitivity`` in the
-    K-norm whatever the rows hold. Exact releases (l_p balls) need integer (or bool)
-    rows and keep int32 sums: a row whose K-norm exceeds ``sensitivity`` counts as 0
-    (scaling it would leave the integers).
+    K-norm whatever the rows hold. Exact releases (l_p and sum balls; the vote ball
+    is refused) need integer (or bool) rows and keep int32 sums: a row whose K-norm
+    exceeds ``sensitivity`` counts as 0 (scaling it would leave the integers).
     """
     if self.exact:
+      if isinstance(self.ball, VoteBall):
+        raise ValueError(
+          "exact per-row contributions cannot be clipped into the vote ball exactly; "
+          "release Borda totals with VoteQueryMechanism(..., exact=True)."
+        )
       return integer_part_sums(rows, part, num_parts, self.sensitivity, p=self.norm)
     return clipped_part_sums(rows, part, num_parts, self.norm, self.sensitivity)
 
   def randomize(self, key: KeyArray, data: ArrayLike) -> jax.Array:
     if self.exact:
-      poset = isinstance(self.ball, PosetBall)
+      # the poset and vote balls' norms are not kept by clipping: saturate after
+      poset = isinstance(self.ball, (PosetBall, VoteBall))
       units, _ = grid_units(data, None, wide=poset)
       self._check_dim(units)
       ok = self.valid(units.shape)
       scale = exact_scale(self.sensitivity, self.eps)
       if poset:  # clipping the statistic would break the sensitivity: saturate after
-        noise = exact.poset_knorm(key, self.ball.poset, scale, units.shape[:-1])
+        if isinstance(self.ball, VoteBall):
+          noise = exact.vote_knorm(key, self.ball.d, scale, units.shape[:-1])
+        else:
+          noise = exact.poset_knorm(key, self.ball.poset, scale, units.shape[:-1])
         return _checks.mark_invalid(*noisy(ok, units, noise, saturating_add))
-      if self.ball.p == math.inf:
+      if isinstance(self.ball, SumBall):
+        d, k = self.ball.d, self.ball.k
+        noise = exact.sum_knorm(key, d, k, scale, units.shape[:-1])
+      elif self.ball.p == math.inf:
         noise = exact.linf_knorm(key, self.ball.d, scale, units.shape[:-1])
       elif self.ball.p == 2:
         noise = exact.l2_knorm(key, self.ball.d, scale, units.shape[:-1])

@@ -13,13 +13,16 @@ Publishable:
 
 * :class:`~jaxdp.LaplaceMechanism` with ``exact=True`` (integer statistic, or a
   ``grid`` of a power of two);
-* :class:`~jaxdp.KNormMechanism` with ``exact=True`` and a :class:`~jaxdp.PosetBall`
-  or an :class:`~jaxdp.LpBall` with p = 1, 2 or inf;
+* :class:`~jaxdp.KNormMechanism` with ``exact=True`` and a :class:`~jaxdp.PosetBall`,
+  an :class:`~jaxdp.LpBall` with p = 1, 2 or inf, or a :class:`~jaxdp.SumBall` or
+  :class:`~jaxdp.VoteBall` with d <= 1024;
 * :class:`~jaxdp.PosetCountMechanism` with ``exact=True`` (every noise in
   :data:`~jaxdp.mechanisms.EXACT_COUNT_NOISES`);
 * :class:`~jaxdp.SumQueryMechanism`, :class:`~jaxdp.CountQueryMechanism` and
   :class:`~jaxdp.VoteQueryMechanism` with ``exact=True`` (every noise in
-  :data:`~jaxdp.mechanisms.EXACT_QUERY_NOISES`, sizes as their constructors check);
+  :data:`~jaxdp.mechanisms.EXACT_QUERY_NOISES`, and the sum and vote queries'
+  ``"ball"``;
+  sizes as their constructors check);
 * :class:`~jaxdp.DiscreteGaussianMechanism` (always exact).
 """
 
@@ -33,18 +36,21 @@ from typing import Any
 
 import numpy as np
 
+from jaxdp.exact.sum_ball import MAX_SUM_D
+from jaxdp.exact.vote_ball import MAX_VOTE_D
 from jaxdp.mechanisms.discrete_gaussian import DiscreteGaussianMechanism
 from jaxdp.mechanisms.knorm import KNormMechanism
 from jaxdp.mechanisms.laplace import LaplaceMechanism
 from jaxdp.mechanisms.poset_count import EXACT_COUNT_NOISES, PosetCountMechanism
 from jaxdp.mechanisms.queries import (
-  EXACT_QUERY_NOISES,
   CountQueryMechanism,
   SumQueryMechanism,
   VoteQueryMechanism,
 )
 from jaxdp.posets import Poset, canonical
 from jaxdp.samplers.balls import LpBall, PosetBall
+from jaxdp.samplers.sum_ball import SumBall
+from jaxdp.samplers.vote_ball import VoteBall
 
 __all__ = ["PUBLISHABLE", "PUBLISHABLE_TEXT", "publishable_problem", "is_publishable"]
 
@@ -62,9 +68,10 @@ QUERIES = (SumQueryMechanism, CountQueryMechanism, VoteQueryMechanism)
 PUBLISHABLE_TEXT = (
   "publishable are instances of exactly (not a subclass of) LaplaceMechanism(..., "
   "exact=True) (optionally with grid=2.0**-k), KNormMechanism(..., exact=True) with "
-  "a PosetBall or an LpBall of p = 1, 2 or inf, PosetCountMechanism(..., exact=True), "
-  "DiscreteGaussianMechanism, and SumQueryMechanism, CountQueryMechanism and "
-  "VoteQueryMechanism with exact=True"
+  "a PosetBall, an LpBall of p = 1, 2 or inf, or a SumBall or VoteBall (d <= 1024), "
+  "PosetCountMechanism(..., exact=True), DiscreteGaussianMechanism, and "
+  "SumQueryMechanism and VoteQueryMechanism (any noise) and CountQueryMechanism "
+  "(noise linf, l2 or laplace) with exact=True"
 )
 
 
@@ -107,7 +114,7 @@ def publishable_problem(mech: Any) -> str | None:
   if type(mech) is KNormMechanism:
     return _ball_problem(mech.ball, name)
   if type(mech) in QUERIES:
-    if mech.noise not in EXACT_QUERY_NOISES:
+    if mech.noise not in type(mech).exact_noises:
       return f"{name} has noise={mech.noise!r}, which has no exact sampler"
     try:  # the sizes as the constructor checks them (fields may be set after it)
       mech.valid()
@@ -128,14 +135,23 @@ def is_publishable(mech: Any) -> bool:
 
 
 def _ball_problem(ball, name):
-  if type(ball) not in (PosetBall, LpBall):
+  if type(ball) not in (PosetBall, LpBall, SumBall, VoteBall):
     return (
-      f"{name}.ball is a {type(ball).__qualname__}, not a jaxdp.PosetBall or "
-      "jaxdp.LpBall itself"
+      f"{name}.ball is a {type(ball).__qualname__}, not a jaxdp.PosetBall, "
+      "jaxdp.LpBall, jaxdp.SumBall or jaxdp.VoteBall itself"
     )
   problem = _instance_problem(ball, f"{name}.ball")
   if problem:
     return problem
+  if type(ball) in (SumBall, VoteBall):
+    limit = MAX_SUM_D if type(ball) is SumBall else MAX_VOTE_D
+    try:  # the sizes as the constructor checks them (fields may be set after it)
+      fresh = SumBall(ball.d, ball.k) if type(ball) is SumBall else VoteBall(ball.d)
+    except (TypeError, ValueError) as e:
+      return f"{name}.ball has bad fields: {e}"
+    if fresh != ball or ball.d > limit:
+      return f"{name}.ball is {ball!r}; exact {ball.name} noise needs d <= {limit}"
+    return None
   if type(ball) is PosetBall:
     return _poset_problem(ball.poset, f"{name}.ball.poset")
   if ball.p not in (1.0, 2.0, math.inf):

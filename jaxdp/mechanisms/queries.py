@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 QUERY_NOISES = ("ball", "linf", "l2", "laplace")
-EXACT_QUERY_NOISES = ("linf", "l2", "laplace")
+EXACT_QUERY_NOISES = ("linf", "l2", "laplace")  # every query's exact baselines
 
 
 class QueryMechanism(EpsMechanism):
@@ -64,6 +64,7 @@ class QueryMechanism(EpsMechanism):
 
   row_rule = ""
   integer_rows = False  # the rows' entries are integers (column sums exact)
+  exact_noises = EXACT_QUERY_NOISES  # the noises with an exact sampler
 
   def __post_init__(self):
     self._check_eps()
@@ -74,11 +75,12 @@ class QueryMechanism(EpsMechanism):
     if self.noise not in QUERY_NOISES:
       raise ValueError(f"noise must be one of {QUERY_NOISES}; got {self.noise!r}.")
     check_exact_options(self.exact, None)
-    if self.exact and self.noise not in EXACT_QUERY_NOISES:
+    if self.exact and self.noise not in self.exact_noises:
       raise ValueError(
-        f"exact=True supports noise in {EXACT_QUERY_NOISES}: the {self.ball.name} has "
-        "no exact sampler (exact samplers exist for the poset, l_1, l_2 and l_inf "
-        f"balls); got noise={self.noise!r}. Use exact=False, or a baseline noise."
+        f"exact=True supports noise in {self.exact_noises}: the {self.ball.name} has "
+        "no exact sampler (exact samplers exist for the poset, l_1, l_2, l_inf, sum "
+        f"and vote balls); got noise={self.noise!r}. Use exact=False, or a baseline "
+        "noise."
       )
 
   @property
@@ -103,7 +105,7 @@ class QueryMechanism(EpsMechanism):
     """The mechanism that noises the ``(d,)`` column sums."""
     d, s = self.d, self.sensitivities()
     if self.noise == "ball":
-      return KNormMechanism(self.ball, self.eps)
+      return KNormMechanism(self.ball, self.eps, exact=self.exact)
     if self.noise == "linf":
       return KNormMechanism(LpBall(d, math.inf), self.eps, float(s["linf"]), self.exact)
     if self.noise == "l2":
@@ -239,8 +241,8 @@ class SumQueryMechanism(QueryMechanism):
     noise: ``"ball"`` (K-norm with the sum ball, the default and most accurate), or
       a baseline with its correct sensitivity: ``"linf"`` (l_inf ball, 1), ``"l2"``
       (l_2 ball, sqrt(k)), ``"laplace"`` (Laplace, l_1 sensitivity k).
-    exact: integer rows (entries -1, 0, 1) and exactly rounded noise (int32);
-      baselines only.
+    exact: integer rows (entries -1, 0, 1) and exactly rounded noise (int32); every
+      noise (the sum ball's for d <= 1024, :func:`jaxdp.exact.sum_knorm`).
 
   References:
     Joseph & Yu (2024), Section 7.
@@ -253,6 +255,7 @@ class SumQueryMechanism(QueryMechanism):
   exact: bool = False
 
   kind = "sum"
+  exact_noises = ("ball", *EXACT_QUERY_NOISES)
 
   def _check_size(self):
     _check_k(self)
@@ -349,7 +352,9 @@ class VoteQueryMechanism(QueryMechanism):
       or a baseline with its correct sensitivity: ``"linf"`` (l_inf ball, d - 1),
       ``"l2"`` (l_2 ball, sqrt((d - 1) d (2d - 1) / 6)), ``"laplace"`` (Laplace,
       l_1 sensitivity d (d - 1) / 2).
-    exact: integer totals and exactly rounded noise (int32); baselines only.
+    exact: integer totals and exactly rounded noise (int32); every noise (the vote
+      ball's for d <= 1024, :func:`jaxdp.exact.vote_knorm`, its sum saturated at
+      +-(2^31 - 1), as for the poset ball).
 
   References:
     Joseph & Yu (2024), Section 9.
@@ -362,6 +367,7 @@ class VoteQueryMechanism(QueryMechanism):
 
   kind = "vote"
   integer_rows = True
+  exact_noises = ("ball", *EXACT_QUERY_NOISES)
 
   def _check_size(self):
     object.__setattr__(self, "d", VoteBall(self.d).d)  # the ball's checks: 2 <= d

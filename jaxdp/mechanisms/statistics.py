@@ -4,6 +4,7 @@ clipped part sums, and integer grid units for exact releases."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import jax
 import jax.numpy as jnp
@@ -12,6 +13,7 @@ import numpy as np
 from jaxdp import _checks, _data_checks, exact
 from jaxdp.exact.refine import raise_if
 from jaxdp.samplers.norm_ball import NormBall
+from jaxdp.samplers.sum_ball import SumBall
 
 SATURATION = 2**31 - 1  # B: the largest |output| of a saturating exact release
 WIDE_CLIP = SATURATION + exact.LIMIT  # C: beyond it, stat + noise saturates either way
@@ -179,9 +181,9 @@ def grid_units(data, grid, *, wide: bool = False):
       "counts to an integer dtype, or pass grid=2.0**-k to snap a real-valued "
       "statistic to a grid."
     )
-  if wide:  # clipping would not keep a poset-ball sensitivity
+  if wide:  # clipping would not keep a poset- or vote-ball sensitivity
     too_big = (
-      "the largest |statistic| an exact poset-ball release takes from the host. "
+      "the largest |statistic| an exact poset- or vote-ball release takes from the host. "
       "Split the data, or compute the statistic under jax.jit, where the release "
       "saturates at +-(2**31 - 1) after the noise (postprocessing)."
     )
@@ -313,9 +315,11 @@ def as_int_counts(counts, *, wide: bool = False):
   return _checks.mark_invalid(ok, c)
 
 
-def integer_part_sums(rows, part, num_parts: int, bound, p: float = 1):
-  """Per-part int32 sums of integer rows; rows of l_p norm (p = 1, 2 or inf) above
-  ``bound`` count as 0.
+def integer_part_sums(rows, part, num_parts: int, bound, p: float | SumBall = 1):
+  """Per-part int32 sums of integer rows; rows of l_p norm (p = 1, 2 or inf) or sum-ball
+  norm (``p`` a :class:`~jaxdp.SumBall`: max(||x||_inf, ||x||_1 / k), compared
+  exactly as ||x||_inf <= bound and ||x||_1 <= floor(k bound)) above ``bound`` count
+  as 0.
 
   The sums are taken in int64 and clipped to +-2^30 (1-Lipschitz in every l_p norm,
   so the sensitivity holds): no row count can overflow them or raise an error that
@@ -335,7 +339,13 @@ def integer_part_sums(rows, part, num_parts: int, bound, p: float = 1):
   part = part_index(part, x.shape[0], num_parts)
   with jax.enable_x64(True):
     x2 = x2.astype(jnp.int64)
-    if p == 1:
+    if isinstance(p, SumBall):
+      if x2.shape[1] != p.d:
+        raise ValueError(f"rows must have {p.d} columns (the sum ball's); got {x.shape}.")
+      top = math.floor(Fraction(float(bound)) * p.k)  # exact: no rounding of k * bound
+      keep = jnp.max(jnp.abs(x2), axis=1, initial=0) <= bound
+      keep = keep & (jnp.sum(jnp.abs(x2), axis=1) <= top)
+    elif p == 1:
       keep = jnp.sum(jnp.abs(x2), axis=1) <= bound
     elif p == math.inf:
       keep = jnp.max(jnp.abs(x2), axis=1, initial=0) <= bound

@@ -3,6 +3,7 @@ refused (exit 2) before the data is read or anything is charged."""
 
 import json
 import re
+from argparse import Namespace
 
 import numpy as np
 import pytest
@@ -59,8 +60,16 @@ def test_release_prints_integer_totals_near_the_truth(tmp_path, capsys, query, t
     (["--query", "count"], r"--query count needs --k"),
     (["--query", "sum", "--k", "1", "--poset", "nhis1"], r"does not take --poset"),
     (
+      ["--query", "count", "--k", "1", "--noise", "poset"],
+      r"takes --noise linf, l2 or laplace \(exact integer noise\); --noise poset is",
+    ),
+    (
       ["--query", "sum", "--k", "1", "--noise", "poset"],
-      r"takes --noise linf, l2 or laplace",
+      r"--query sum takes --noise ball, linf, l2 or laplace",
+    ),
+    (
+      ["--query", "count", "--k", "1", "--noise", "ball"],
+      r"takes --noise linf, l2 or laplace .*; the count ball has no exact sampler",
     ),
     (["--query", "count", "--k", "1", "--consistent"], r"does not take --consistent"),
     (["--query", "count", "--k", "1", "--on-invalid", "clip"], r"--on-invalid clip"),
@@ -88,6 +97,28 @@ def test_out_writes_the_release_as_json(tmp_path, capsys):
   for (lo, hi), t in zip(payload["intervals"].values(), totals):
     assert lo <= t <= hi
   assert main(argv + ["--error-samples", "1000"]) == 0  # its own release: replaced
+
+
+def test_sum_and_vote_queries_default_to_their_exact_ball_noise(tmp_path, capsys):
+  """With the smallest expected squared error (sum: d = 6, k = 2; vote: d = 4; below
+  the l_inf, l_2 and Laplace baselines), the ball's exact noise is the default;
+  --noise ball is refused for poset counts."""
+  data = _csv(tmp_path, "1,-1,0,0,0,0\n0,0,1,0,0,0\n0,-1,0,0,1,0\n")
+  argv = ["release", "--query", "sum", "--k", "2", "--data", data, "--eps", "50"]
+  assert cli_query.best_noise(Namespace(query="sum", k=2, eps=50.0), 6) == "ball"
+  assert main(argv + ["--error-samples", "1000"]) == 0
+  out = capsys.readouterr().out
+  assert "ball noise, exact integers, safe to publish" in out
+  assert np.max(np.abs(np.subtract(_totals(out), [1, -2, 1, 0, 1, 0]))) <= 2
+  votes = _csv(tmp_path, "0,1,2,3\n3,2,1,0\n1,0,3,2\n", "votes.csv")
+  argv = ["release", "--query", "vote", "--data", votes, "--eps", "50"]
+  assert main(argv + ["--error-samples", "1000"]) == 0  # the vote ball's, likewise
+  out = capsys.readouterr().out
+  assert "ball noise, exact integers" in out
+  assert np.max(np.abs(np.subtract(_totals(out), [4, 3, 6, 5]))) <= 2
+  argv = ["release", "--poset", "nhis1", "--noise", "ball", "--data", data, "--eps", "1"]
+  assert main(argv) == 2
+  assert "--noise ball is the query's own ball" in capsys.readouterr().err
 
 
 def test_k_without_query_is_refused(tmp_path, capsys):

@@ -183,8 +183,8 @@ def test_traced_good_rows_release_as_on_the_host():
       r"count ball has no exact sampler",
     ),
     (
-      lambda: KNormMechanism(VoteBall(3), 1.0, exact=True),
-      r"vote ball .* no exact sampler",
+      lambda: KNormMechanism(CountBall(3, 2), 1.0, exact=True),
+      r"count ball .* no exact sampler",
     ),
     (lambda: CountQueryMechanism(3, 2, -1.0), r"eps"),
     (lambda: CountQueryMechanism(3, 2.5, 1.0), r"k"),
@@ -276,9 +276,12 @@ def test_exact_baselines_are_publishable_and_release_integers():
     acct, y = jaxdp.release(acct, mech, rows)
     assert np.asarray(y).dtype == np.int32
   assert not jaxdp.is_publishable(VoteQueryMechanism(3, 1.0))
-  bad = VoteQueryMechanism(3, 1.0, noise="linf", exact=True)
-  object.__setattr__(bad, "noise", "ball")
+  bad = CountQueryMechanism(3, 2, 1.0, noise="linf", exact=True)
+  object.__setattr__(bad, "noise", "ball")  # the count ball has no exact sampler
   assert "no exact sampler" in jaxdp.publishable_problem(bad)
+  vote = VoteQueryMechanism(3, 1.0, noise="linf", exact=True)
+  object.__setattr__(vote, "noise", "ball")  # the vote ball's is exact
+  assert jaxdp.is_publishable(vote)
 
 
 def test_exact_sum_rows_must_be_integers():
