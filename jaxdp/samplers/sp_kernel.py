@@ -81,6 +81,7 @@ from jaxdp.samplers.sp_plan import (
 from jaxdp.samplers.sp_sizes import block_choice, block_times, sizes, spare_uniforms
 from jaxdp.samplers.sp_tables import LEAF, PARALLEL, SERIES, SPLayout, SPTables
 from jaxdp.samplers.words import (
+  exp_nonpositive,
   exponential,
   log_normal,
   static_index,
@@ -223,9 +224,13 @@ def _times(draws, layout: SPLayout, n: int):
     # V^(1/(m+1)) per parallel node and part (m: the node's count in the part),
     # formed once here, so that a scanned depth computes no transcendental in
     # padded rows.
-    w = jnp.exp(log_normal(uniform52(bits_v)) / (m.astype(f64) + 1.0))  # (P, 2, n)
-    spacing = -log_normal(uniform52(bits_space))  # (2, d, n)
-    return spacing[0], spacing[1], w, -log_normal(uniform52(bits_block_end))
+    # (exp_nonpositive: fdlibm's exponential in vector operations, as log_normal)
+    w = exp_nonpositive(log_normal(uniform52(bits_v)) / (m.astype(f64) + 1.0))  # (P, 2, n)
+    # Each spacing array from its own words: a logarithm of the whole (2, d, n) that
+    # two slices read ran as three fusions, one storing a middle value for the others.
+    hi, lo = bits_space
+    time, extra = (-log_normal(uniform52((hi[i], lo[i]))) for i in (0, 1))
+    return time, extra, w, -log_normal(uniform52(bits_block_end))
 
   args = tuple(draws[k] for k in ("bits_space", "bits_v", "bits_block_end", "par_counts"))
   time, extra, w, block_end = stored_call(variates, args, word)
