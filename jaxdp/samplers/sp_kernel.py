@@ -216,20 +216,16 @@ def _times(draws, layout: SPLayout, n: int):
   part's are 0)."""
   plan, cnt, in_a = draws["plan"], draws["cnt"], draws["in_a"]
   f64 = jnp.float64
-  # The words are stored (``word_pairs``), and the variates (``stored``): the
-  # logarithm's division splits its fusion, and both halves would recompute it.
+  # The words (``word_pairs``) and the variates (``stored_call``) are stored once.
   word = draws["bits_space"][1][0, 0, 0]
 
   def variates(bits_space, bits_v, bits_block_end, m):
     # V^(1/(m+1)) per parallel node and part (m: the node's count in the part),
     # formed once here, so that a scanned depth computes no transcendental in
     # padded rows.
-    # (exp_nonpositive: fdlibm's exponential in vector operations, as log_normal)
     w = exp_nonpositive(log_normal(uniform52(bits_v)) / (m.astype(f64) + 1.0))  # (P, 2, n)
-    # Each spacing array from its own words: a logarithm of the whole (2, d, n) that
-    # two slices read ran as three fusions, one storing a middle value for the others.
-    hi, lo = bits_space
-    time, extra = (-log_normal(uniform52((hi[i], lo[i]))) for i in (0, 1))
+    # per spacing array (a logarithm of both, read by two slices, stored a middle value)
+    time, extra = (-log_normal(uniform52(tuple(b[i] for b in bits_space))) for i in (0, 1))
     return time, extra, w, -log_normal(uniform52(bits_block_end))
 
   args = tuple(draws[k] for k in ("bits_space", "bits_v", "bits_block_end", "par_counts"))
