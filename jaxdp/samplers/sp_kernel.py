@@ -224,7 +224,7 @@ def _times(draws, layout: SPLayout, n: int):
     # formed once here, so that a scanned depth computes no transcendental in
     # padded rows.
     w = exp_nonpositive(log_normal(uniform52(bits_v)) / (m.astype(f64) + 1.0))  # (P, 2, n)
-    # per spacing array (a logarithm of both, read by two slices, stored a middle value)
+    # one logarithm per spacing array (one of both, read by two slices, ran as 3 fusions)
     time, extra = (-log_normal(uniform52(tuple(b[i] for b in bits_space))) for i in (0, 1))
     return time, extra, w, -log_normal(uniform52(bits_block_end))
 
