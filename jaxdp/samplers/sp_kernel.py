@@ -81,6 +81,7 @@ from jaxdp.samplers.sp_plan import (
 from jaxdp.samplers.sp_sizes import block_choice, block_times, sizes, spare_uniforms
 from jaxdp.samplers.sp_tables import LEAF, PARALLEL, SERIES, SPLayout, SPTables
 from jaxdp.samplers.words import (
+  exp_nonpositive,
   exponential,
   log_normal,
   static_index,
@@ -215,17 +216,17 @@ def _times(draws, layout: SPLayout, n: int):
   part's are 0)."""
   plan, cnt, in_a = draws["plan"], draws["cnt"], draws["in_a"]
   f64 = jnp.float64
-  # The words are stored (``word_pairs``), and the variates (``stored``): the
-  # logarithm's division splits its fusion, and both halves would recompute it.
+  # The words (``word_pairs``) and the variates (``stored_call``) are stored once.
   word = draws["bits_space"][1][0, 0, 0]
 
   def variates(bits_space, bits_v, bits_block_end, m):
     # V^(1/(m+1)) per parallel node and part (m: the node's count in the part),
     # formed once here, so that a scanned depth computes no transcendental in
     # padded rows.
-    w = jnp.exp(log_normal(uniform52(bits_v)) / (m.astype(f64) + 1.0))  # (P, 2, n)
-    spacing = -log_normal(uniform52(bits_space))  # (2, d, n)
-    return spacing[0], spacing[1], w, -log_normal(uniform52(bits_block_end))
+    w = exp_nonpositive(log_normal(uniform52(bits_v)) / (m.astype(f64) + 1.0))  # (P, 2, n)
+    # one logarithm per spacing array (one of both, read by two slices, ran as 3 fusions)
+    time, extra = (-log_normal(uniform52(tuple(b[i] for b in bits_space))) for i in (0, 1))
+    return time, extra, w, -log_normal(uniform52(bits_block_end))
 
   args = tuple(draws[k] for k in ("bits_space", "bits_v", "bits_block_end", "par_counts"))
   time, extra, w, block_end = stored_call(variates, args, word)

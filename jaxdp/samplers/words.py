@@ -12,6 +12,7 @@ from jaxdp.prng.threefry import words64
 from jaxdp.samplers.chunks import varying_like
 
 __all__ = [
+  "exp_nonpositive",
   "exponential",
   "key_word",
   "log_normal",
@@ -236,7 +237,10 @@ def log_normal(x):
   )  # 1 + f, halved where i is set
   k = ((high >> 20) - 1023 + (i >> 20)).astype(jnp.float64)
   f = m - 1.0
-  s = f / (2.0 + f)
+  # s = f / (2 + f) as f times a reciprocal: a division with several users stays a
+  # fusion of its own on XLA:CPU (its result stored and read back), one with a
+  # single user fuses into it
+  s = f * (1.0 / (2.0 + f))
   z = s * s
   w = z * z
   r = w * (_LG[1] + w * (_LG[3] + w * _LG[5])) + z * (
@@ -249,3 +253,38 @@ def log_normal(x):
     k * _LN2_HI - ((hfsq - (s * (hfsq + r) + k * _LN2_LO)) - f),
     k * _LN2_HI - ((s * (f - r) - k * _LN2_LO) - f),
   )
+
+
+# fdlibm's e_exp.c: 1/ln 2 and the coefficients of its minimax polynomial in r^2.
+_INV_LN2 = 1.44269504088896338700e00
+_P = (
+  1.66666666666666019037e-01,
+  -2.77777777770155933842e-03,
+  6.61375632143793436117e-05,
+  -1.65339022054652515390e-06,
+  4.13813679705723846039e-08,
+)
+
+
+def exp_nonpositive(x):
+  """e^x for float64 ``x`` in [-708, 0] (call in the x64 scope): fdlibm's algorithm
+  (error below 1 ulp), written with array operations so that XLA vectorises it and
+  fuses it with its neighbours (XLA:CPU's float64 ``jnp.exp`` took about three times
+  as long in this kernel); ``tests/samplers/test_series_parallel.py`` checks it
+  against mpmath.
+  Outside that range (where the result would be subnormal or above 1) it is not
+  defined; the kernel's arguments are log(V) / (m + 1) >= -37.
+
+  x = k ln 2 + r with |r| <= ln 2 / 2 (k = floor(x / ln 2 + 1/2), r in two parts);
+  e^r = 1 + r + r c / (2 - c), c = r - r^2 P(r^2); e^x = 2^k e^r.
+  """
+  k = jnp.floor(x * _INV_LN2 + 0.5)
+  hi = x - k * _LN2_HI
+  lo = k * _LN2_LO
+  r = hi - lo
+  t = r * r
+  c = r - t * (_P[0] + t * (_P[1] + t * (_P[2] + t * (_P[3] + t * _P[4]))))
+  y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
+  # 2^k as a bit pattern (k in [-1022, 0]: a normal number)
+  scale = jax.lax.bitcast_convert_type((k.astype(jnp.int64) + 1023) << 52, jnp.float64)
+  return y * scale
