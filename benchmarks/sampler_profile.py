@@ -122,9 +122,10 @@ def _forest_stages(tables, layout, n):
     return kk, jnp.stack(in_b)
 
   def gammas(k):
-    kk = jax.random.randint(k, (n,), 0, d + 1)
+    k_size, k_gamma = jax.random.split(k)
+    kk = jax.random.randint(k_size, (n,), 0, d + 1)
     shapes = jnp.stack([kk + 1, d - kk + 1])
-    return gamma.gamma_shapes(jax.random.fold_in(k, 1), shapes, d + 1, jnp.float32)
+    return gamma.gamma_shapes(k_gamma, shapes, d + 1, jnp.float32)
 
   return {
     "words (d+1 hashes)": lambda k: paired_words(k, (d + 1, n)),
@@ -191,7 +192,8 @@ def main(argv=None):
     tables = jax.tree_util.tree_map(jnp.asarray, tables)
 
     def points(k, tables=tables, layout=layout, d=d, n=n):
-      return dispatch.points(k, jax.random.fold_in(k, 1), tables, d, layout, n, jnp.float32)
+      k_obj, k_exp = jax.random.split(k)
+      return dispatch.points(k_obj, k_exp, tables, d, layout, n, jnp.float32)
 
     t0 = time.perf_counter()
     compiled = jax.jit(points).lower(key).compile()

@@ -243,11 +243,12 @@ def _draw(poset, n, min_steps, monkeypatch, points=True):
   tables = jax.tree_util.tree_map(jax.numpy.asarray, tables)
   bands = [(b.a, b.b) for b in sp_plan.LevelPlan(layout).bands]
 
-  def draw(k):
+  def draw(root):
+    k, k_exp = jax.random.split(root)
     seq, cnt = sp_kernel.sp_objects(k, tables, layout, n)
     if not points:
       return None, seq, cnt
-    z = dispatch.points(k, jax.random.fold_in(k, 1), tables, poset.d, layout, n, np.float32)
+    z = dispatch.points(k, k_exp, tables, poset.d, layout, n, np.float32)
     return z, seq, cnt
 
   z, seq, k = jax.jit(draw)(jax.random.key(7))
