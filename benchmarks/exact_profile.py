@@ -12,6 +12,11 @@ the machine's other load inflates them, the ratios within one run are what count
   the same kernel with a per-sample boolean check (``tree_round`` + ``settle``; the
   same integers); and the generic unranking with ``chain_round`` (two words, the
   kernel for every other poset of the ranks path);
+* the whole kernel at ``--n`` samples: the float sampler on the default (Threefry)
+  key, ``jaxdp.exact.poset_knorm`` on a ChaCha20 and on a Threefry key, the
+  ChaCha20 words it reads in one call, and the kernel with its ChaCha20 words, its
+  permutation and positions, or its rounding replaced by a cheap stand-in (the
+  difference is that stage's cost in the compiled kernel);
 * stages of one 2^14-sample chunk: the rank and A, the permutation and positions,
   the chain positions, the ChaCha20 words of the d + 2 exponentials (one and two per
   exponential), the generic unranking, the exponential intervals (one fdlibm log per
@@ -58,8 +63,11 @@ from jaxdp.exact.intervals import (
   tree_round,
   tree_round_marked,
 )
-from jaxdp.exact.refine import refine_tree_sample, settle
+from jaxdp.exact.refine import refine_tree_sample, settle, settle_marked
 from jaxdp.samplers.exact_tables import exact_tables
+from jaxdp.samplers.words import stored
+
+STAND_INS = ("ChaCha20 words", "permutation and positions", "rounding")
 
 
 def _cpu_us(fn, n, repeats):
@@ -87,6 +95,80 @@ def _boolean_check_forest_kernel(key, tables, total, order, n):
       return settle(k, settled, words, 1.0, k_ref, refine_tree_sample, low, size_a, ok)
 
     return samplers.run_chunks(chunk, key, jnp.float64(1.0), n, (d + 1,))
+
+
+def _stand_in_kernel(key, tables, total, order, n, without=None):
+  """The forest kernel (``_poset_kernel``'s forest branch, same integers) with stage
+  ``without`` (one of ``STAND_INS``) replaced by a cheap stand-in of the same
+  shapes: words from a multiplicative hash of the index, each part's positions in
+  preorder, or k from the chain positions. Its time less the whole kernel's is the stage's
+  cost inside the compiled kernel, fusion and memory traffic included."""
+  d = len(order.subtree_end)
+  with jax.enable_x64(True):
+    t = jax.tree_util.tree_map(jnp.asarray, tables)
+    scale = jnp.float64(1.0)
+
+    def positions(k, a, order):
+      if without != STAND_INS[1]:
+        return forest.forest_positions(k, a, order)
+      del k  # each part in preorder (a linear extension; not random)
+      u = a.astype(jnp.uint32)
+      count = lambda s: jax.lax.population_count(s).astype(jnp.int32)
+      below = [jnp.uint32((1 << x) - 1) for x in range(d)]
+      return jnp.stack(
+        [
+          jnp.where((u >> x) & 1 == 1, count(u & b), count(u) + count(~u & b))
+          for x, b in enumerate(below)
+        ]
+      )
+
+    def chunk(k_chunk, m):
+      k_rank, k_bits, k_ref, k_ext = jax.random.split(k_chunk, 4)
+      if without == STAND_INS[0]:
+        word = jax.random.key_data(k_bits).reshape(-1)[0].astype(jnp.uint32)
+        idx = jax.lax.broadcasted_iota(jnp.uint32, (m, d + 2, 1), 0)
+        words = (idx * jnp.uint32(2654435761)) ^ word
+      else:
+        words = jax.random.bits(k_bits, (m, d + 2, 1), jnp.uint32)
+      # forest.forest_object, its positions from ``positions``
+      a = trie_subset(exact.uniform_below(k_rank, total, m), t, d)[0]
+      a = stored(a, a[0].astype(jnp.uint32))
+      size_a = jax.lax.population_count(a.astype(jnp.uint32)).astype(jnp.int32)
+      low = forest.forest_low(positions(k_ext, a, order), size_a, order)
+      if without == STAND_INS[2]:
+        k = low[:, 0] + low[:, 1] + words[:, :d, 0].astype(jnp.int32)
+        k = jnp.concatenate([size_a[:, None], k], 1)
+      else:
+        k = tree_round_marked(words, low, size_a, scale)
+      ok = jnp.zeros((m,), bool)
+      return settle_marked(k, words, scale, k_ref, refine_tree_sample, low, size_a, ok)
+
+    return samplers.run_chunks(chunk, key, scale, n, (d + 1,))
+
+
+def _whole_kernel(cc, nhis, tables, total, order, n, rep):
+  """CPU us per sample of the whole forest kernel at ``n`` samples beside the float
+  sampler on the default (Threefry) key, the same kernel on a Threefry key (words
+  from the fused Threefry stream), the ChaCha20 words it reads (one call), and the
+  kernel with each stage replaced by a stand-in (``_stand_in_kernel``)."""
+  d = nhis.d
+  fry = jax.random.key(0)
+  flt = jax.jit(lambda k: dprandom.knorm(k, jaxdp.PosetBall(nhis), 1.0, (n,)))
+  ext = jax.jit(lambda k: exact.poset_knorm(k, nhis, 1.0, (n,)))
+  words = d + 2 + 2 * (1 + len(forest.radix_groups(d)))  # exponentials, rank, digits
+  bits = jax.jit(lambda k: jax.random.bits(k, (n, words), jnp.uint32))
+  rows = {
+    "float, Threefry (the default key)": _cpu_us(lambda: flt(fry), n, rep),
+    "exact, ChaCha20 (poset_knorm)": _cpu_us(lambda: ext(cc), n, rep),
+    "exact, Threefry key (poset_knorm)": _cpu_us(lambda: ext(fry), n, rep),
+    f"ChaCha20 words it reads ({words} a sample), one call": _cpu_us(
+      lambda: bits(cc), n, rep
+    ),
+  }
+  for stage in STAND_INS:
+    fn = jax.jit(lambda k, s=stage: _stand_in_kernel(k, tables, total, order, n, s))
+    rows[f"exact, ChaCha20, {stage} by a stand-in"] = _cpu_us(lambda f=fn: f(cc), n, rep)
+  return rows, words
 
 
 def main(argv=None):
@@ -176,18 +258,35 @@ def main(argv=None):
       stages[name] = _cpu_us(lambda f=f, x=x: f(x), m, rep)
   inside = sum(stages[k] for k in forest_jobs)
   stages["forest kernel outside these stages"] = rows["exact, forest kernel"] - inside
+  whole, words = _whole_kernel(cc, nhis, tables, total, order, n, rep)
   payload = {"machine": machine(), "n": n, "kernels_us": rows, "stages_us": stages}
   payload["same_integers_boolean_check"] = same
+  payload["whole_kernel_us"] = whole
+  payload["chacha20_words_per_sample"] = words
   base = rows["float, ChaCha20"]
   lines = ["| NHIS-3 K-norm | CPU us / sample | float / this |", "|---|---:|---:|"]
   lines += [f"| {k} | {v:.3f} | {base / v:.2f} |" for k, v in rows.items()]
   lines += ["", "| stage (one chunk of 2^14) | CPU us / sample |", "|---|---:|"]
   lines += [f"| {k} | {v:.3f} |" for k, v in stages.items()]
+  fry = whole["float, Threefry (the default key)"]
+  full = whole["exact, ChaCha20 (poset_knorm)"]
+  lines += [
+    "",
+    f"| whole kernel, {n:,} samples | CPU us / sample | float (Threefry) / this "
+    "| stage's cost |",
+    "|---|---:|---:|---:|",
+  ]
+  for k, v in whole.items():
+    cost = f"{full - v:.3f}" if "stand-in" in k else ""
+    lines.append(f"| {k} | {v:.3f} | {fry / v:.2f} | {cost} |")
   lines += [
     "",
     f"Batch {n:,}; process CPU time, best of {rep}; the same integers from the "
     f"forest kernel and its boolean-check form: {same}. The forest kernel's "
-    "stages are the first six; the last row is its time less theirs.",
+    "stages are the first six; the last row is its time less theirs. In the "
+    "whole-kernel table a stage's cost is the exact kernel's time less the time "
+    "with that stage replaced by a cheap stand-in of the same shapes (fusion and "
+    f"memory traffic included); the kernel reads {words} ChaCha20 words a sample.",
   ]
   write_results(args.out, "exact_profile", payload, "\n".join(lines))
   print("\n".join(lines))
