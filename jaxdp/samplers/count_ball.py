@@ -46,6 +46,7 @@ from jaxdp.samplers.gamma import gamma_shapes
 from jaxdp.samplers.logweights import cdf
 from jaxdp.samplers.norm_ball import SlicedBall
 from jaxdp.samplers.slice_kernel import proposal_table, slice_proposals, uniforms
+from jaxdp.samplers.words import key_word, stored
 from jaxdp.typing import ArrayLike, DTypeLike, KeyArray
 
 __all__ = ["CountBall"]
@@ -129,7 +130,9 @@ class CountBall(SlicedBall):
     k_class, k_slices, k_gamma = jax.random.split(key, 3)
     v = uniforms(k_class, (m, d + 2), dtype)
     j = jnp.minimum(jnp.searchsorted(class_cdf, v[:, -1], side="right"), d)
-    pos = uniform_subset(v[:, :d], j)
+    # Stored row-major: the scan leaves the subset column-major, and every
+    # consumer read it across rows.
+    pos = stored(uniform_subset(v[:, :d], j).astype(jnp.int8), key_word(k_class)) != 0
 
     def candidates(key, rows):
       jj, pp = (j, pos) if rows is None else (j[rows], pos[rows])

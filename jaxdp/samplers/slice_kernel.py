@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp.samplers.cube_slice import slice_table, wrapped_proposal
-from jaxdp.samplers.words import unit_floats
+from jaxdp.samplers.words import paired_words, unit_floats
 
 __all__ = [
   "MAX_EXPONENTIAL",
@@ -108,7 +108,13 @@ def slice_proposals(u, extra, pos, sizes, table: ProposalTable, k: int):
   dtype = u.dtype
   groups = 1 if pos is None else 2
   width = table.thresholds.shape[1]
-  flat_thr = jnp.asarray(table.thresholds.reshape(-1), dtype)
+  if all(isinstance(size, int) for size in sizes):  # the rows of static sizes only
+    rows = {size: i for i, size in enumerate(sorted(set(sizes)))}
+    flat_thr = jnp.asarray(table.thresholds[sorted(rows)].reshape(-1), dtype)
+    offsets = [rows[size] * width for size in sizes]
+  else:
+    flat_thr = jnp.asarray(table.thresholds.reshape(-1), dtype)
+    offsets = [size * width for size in sizes]
   par = []  # per group: (a, lam, scale, cube, wrap), (n,) arrays or Python scalars
   for size in sizes:
     if isinstance(size, int):
@@ -125,7 +131,7 @@ def slice_proposals(u, extra, pos, sizes, table: ProposalTable, k: int):
   e = -jnp.log1p(-u * per_coordinate(2))
   e_extra = -jnp.log1p(-extra)
   if any(not isinstance(p[4], bool) or p[4] for p in par):  # some wrapped simplex
-    totals = group_sums(e, pos, jnp.sum)
+    (totals,) = group_reduce(e, pos, (jnp.add,))
   factors = []
   for g in range(groups):
     wrap_a, lam, _, cube, wrap = par[g]
@@ -137,14 +143,13 @@ def slice_proposals(u, extra, pos, sizes, table: ProposalTable, k: int):
   factors = [f if isinstance(f, float) else jnp.reshape(f, (-1, 1)) for f in factors]
   y = e * (factors[0] if groups == 1 else jnp.where(pos, *factors))
   x = jnp.where(per_coordinate(3), u, jnp.where(per_coordinate(4), y - jnp.floor(y), y))
-  sums = group_sums(x, pos, jnp.sum)
-  bigs = group_sums(x, pos, jnp.max)
+  sums, bigs = group_reduce(x, pos, (jnp.add, jnp.maximum))
   oks, norms = [], []
   for g in range(groups):
     wrap_a, lam, _, _, wrap = par[g]
     s, big = sums[g], bigs[g]
     col = k - 1 - jnp.floor(s).astype(jnp.int32)  # the slab's column (wrapped)
-    thr = flat_thr[sizes[g] * width + jnp.clip(col, 0, width - 1)]
+    thr = flat_thr[offsets[g] + jnp.clip(col, 0, width - 1)]
     thr = jnp.where(col < width, thr, jnp.inf)
     t = jnp.where(wrap, thr, lam * (k - s))
     oks.append((big <= 1) & (s <= k) & (e_extra[:, 2 * g + 1] >= t))
@@ -152,23 +157,29 @@ def slice_proposals(u, extra, pos, sizes, table: ProposalTable, k: int):
   return x, tuple(oks), tuple(norms)
 
 
-def group_sums(x, pos, op):
-  """``op`` (``jnp.sum`` or ``jnp.max``, of non-negative ``x``) over each row's
-  coordinates in ``pos`` and in the rest (or over all when ``pos`` is None), in one
-  pass: a tuple of ``(n,)`` arrays."""
-  if pos is None:
-    return (op(x, axis=1),)
+def group_reduce(x, pos, ops):
+  """Each of ``ops`` (``jnp.add``, ``jnp.maximum``) over each row of non-negative
+  ``x`` (``(n, d)``), on the coordinates in ``pos`` and on the rest (or on all when
+  ``pos`` is None), in one pass: per op, a tuple of ``(n,)`` arrays, one per group."""
   zero = jnp.zeros((), x.dtype)
-  a, b = jnp.where(pos, x, zero), jnp.where(pos, zero, x)
-  fn = jnp.add if op is jnp.sum else jnp.maximum
-  return jax.lax.reduce(
-    (a, b), (zero, zero), lambda p, q: (fn(p[0], q[0]), fn(p[1], q[1])), (1,)
-  )
+  parts = (x,) if pos is None else (jnp.where(pos, x, zero), jnp.where(pos, zero, x))
+  operands = tuple(part for _ in ops for part in parts)
+  per = len(parts)
+
+  def combine(a, b):
+    return tuple(ops[i // per](a[i], b[i]) for i in range(len(a)))
+
+  out = jax.lax.reduce(operands, (zero,) * len(operands), combine, (1,))
+  return [tuple(out[i * per : (i + 1) * per]) for i in range(len(ops))]
 
 
 def uniforms(key, shape, dtype):
-  """Uniforms in [0, 1) of ``shape``, as ``jax.random.uniform`` makes them (float32:
-  23 random bits from each 32-bit word, converted in the consuming kernel)."""
+  """Uniforms in [0, 1) of ``shape`` ``(n, w)``, as ``jax.random.uniform`` makes them
+  from random 32-bit words; in float32 the words come two to a Threefry hash
+  (:func:`~jaxdp.samplers.words.paired_words`: the high words fill the first half of
+  the columns, the low words the rest), and each keeps 23 bits."""
   if dtype != jnp.float32:
     return jax.random.uniform(key, shape, dtype)
-  return unit_floats(jax.random.bits(key, shape, jnp.uint32))
+  n, w = shape
+  hi, lo = paired_words(key, (n, -(-w // 2)))
+  return jnp.concatenate([unit_floats(hi), unit_floats(lo)], axis=1)[:, :w]
