@@ -15,10 +15,11 @@ two slices (the direction x / g(x) of a uniform point follows the cone measure,
 independent of g(x)). A row draws j from the class weights (their CDF computed in
 float64 on the host), P by selection sampling, (r, s) from Gamma(j), Gamma(d - j)
 and Exp(1) variates (K-norm noise uses the two Gammas alone, as R (r, s) with R ~
-Gamma(d + 1): :meth:`CountBall.knorm_points`), and x
-and y by rejection (:mod:`jaxdp.samplers.cube_slice`; each slice retried on its own
-until accepted); a row whose computed norm rounds above 1 is drawn again in full, so
-every point lies in the ball as computed.
+Gamma(d + 1): :meth:`CountBall.knorm_points`), and x and y by rejection
+(:mod:`jaxdp.samplers.slice_kernel`: each half from the proposal that accepts most
+for its size, the wrapped simplex, the tilted exponentials or the cube, gathered per
+row; each half retried on its own until accepted); a row whose computed norm rounds
+above 1 is drawn again in full, so every point lies in the ball as computed.
 
 References:
   M. Joseph, A. Yu, "Some constructions of private, efficient, and optimal K-norm

@@ -17,7 +17,8 @@ the last ``WINDOW`` slabs below k and rejects the others. A slab is left out onl
 its threshold is at least ``MAX_EXPONENTIAL``, above every Exp(1) variate
 -log(1 - u) that a float32 or float64 uniform u in [0, 1) yields (at most 52 log 2 <
 37): that slab is never accepted either way, so the window changes no draw. A size
-whose thresholds do not fit the window takes the tilted proposal instead.
+whose thresholds do not fit the window takes the better of the tilted exponentials
+and the cube instead.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
   "MAX_EXPONENTIAL",
   "WINDOW",
   "ProposalTable",
+  "group_reduce",
   "proposal_table",
   "slice_proposals",
   "uniforms",

@@ -6,9 +6,9 @@ removed) is this ball, the optimal K-norm ball for the sum query.
 
 Sampler (exact): the ball is the union of the 2^d reflections of the cube slice
 S(d, k) = {x in [0, 1]^d : sum(x) <= k}, so a uniform point is a uniform point of
-S(d, k) (:mod:`jaxdp.samplers.cube_slice`: rejection from the wrapped simplex
-frac(a D), or from the cube when k >= d / 2, whichever accepts more) with independent
-uniform signs.
+S(d, k) (:mod:`jaxdp.samplers.slice_kernel`: rejection from the wrapped simplex
+frac(a D), the tilted exponentials or the cube, whichever accepts most) with
+independent uniform signs.
 
 References:
   M. Joseph, A. Yu, "Some constructions of private, efficient, and optimal K-norm
@@ -76,8 +76,8 @@ class SumBall(SlicedBall):
 
       def candidates(key, rows):
         u = uniforms(key, (m if rows is None else rows.shape[0], d + 2), dtype)
-        x, ok, g = slice_proposals(u[:, :d], u[:, d:], None, (d,), table, k)
-        ok = (ok[0] & (g[0] <= 1))[:, None]
+        x, ok, _ = slice_proposals(u[:, :d], u[:, d:], None, (d,), table, k)
+        ok = (ok[0] & (self.norm(x) <= 1))[:, None]
         return x, ok, jnp.zeros(x.shape, jnp.int32)
 
       x = rejection_fill(candidates, k_slice, m, d, 1, dtype)
