@@ -5,8 +5,9 @@
 In one run, side by side and interleaved (the best of several rounds, after
 compilation): ``jaxdp.random.sum_ball``, ``jaxdp.random.count_ball`` and
 ``jaxdp.random.knorm`` over both balls for each k, with the l_1 ball's K-norm noise
-(Laplace coordinates) in the same dimension as a reference, and each slice's exact
-acceptance probability from the host table.
+(Laplace coordinates) in the same dimension as a reference, and the exact probability
+that a first proposal is accepted, from the host tables: the sum ball's slice S(d, k),
+the count ball's two halves together (``CountBall.row_acceptance``).
 
 Writes <out>/query_balls.{json,md}.
 """
@@ -25,7 +26,7 @@ from common import interleaved_best, machine, write_results
 from folders import add_out
 
 import jaxdp
-from jaxdp.samplers.cube_slice import shuffle_proposal, slice_table
+from jaxdp.samplers.slice_kernel import proposal_table
 
 
 def main(argv=None):
@@ -53,10 +54,10 @@ def main(argv=None):
   for name, seconds in best.items():
     k = int(name.split("k=")[1]) if "k=" in name else None
     acc = 1.0
-    if k and "sum" in name:  # the better of the wrapped simplex and the cube
-      acc = math.exp(max(slice_table(d, k).log_acc[d], shuffle_proposal(d, k)[2]))
-    elif k:  # the count ball's slice of size d (its slices have per-row sizes)
-      acc = math.exp(slice_table(d, k).log_acc[d])
+    if k and "sum" in name:  # the best proposal for S(d, k)
+      acc = math.exp(proposal_table(d, k).log_acc[d])
+    elif k:  # both halves of a row (their sizes vary by row)
+      acc = jaxdp.CountBall(d, k).row_acceptance()
     rows.append(
       {
         "draw": name,
@@ -64,11 +65,11 @@ def main(argv=None):
         "n": n,
         "seconds": seconds,
         "samples_per_s": n / seconds,
-        "slice_acceptance": acc,
+        "first_acceptance": acc,
       }
     )
-  table = "| draw | d | samples/s | S(d, k) acceptance |\n|---|---|---|---|\n" + "\n".join(
-    f"| {r['draw']} | {d} | {r['samples_per_s']:,.0f} | {r['slice_acceptance']:.3f} |"
+  table = "| draw | d | samples/s | first acceptance |\n|---|---|---|---|\n" + "\n".join(
+    f"| {r['draw']} | {d} | {r['samples_per_s']:,.0f} | {r['first_acceptance']:.3f} |"
     for r in rows
   )
   write_results(args.out, "query_balls", {"machine": machine(), "rows": rows}, table)

@@ -15,10 +15,11 @@ two slices (the direction x / g(x) of a uniform point follows the cone measure,
 independent of g(x)). A row draws j from the class weights (their CDF computed in
 float64 on the host), P by selection sampling, (r, s) from Gamma(j), Gamma(d - j)
 and Exp(1) variates (K-norm noise uses the two Gammas alone, as R (r, s) with R ~
-Gamma(d + 1): :meth:`CountBall.knorm_points`), and x
-and y by rejection (:mod:`jaxdp.samplers.cube_slice`; each slice retried on its own
-until accepted); a row whose computed norm rounds above 1 is drawn again in full, so
-every point lies in the ball as computed.
+Gamma(d + 1): :meth:`CountBall.knorm_points`), and x and y by rejection
+(:mod:`jaxdp.samplers.slice_kernel`: each half from the proposal that accepts most
+for its size, the wrapped simplex, the tilted exponentials or the cube, gathered per
+row; each half retried on its own until accepted); a row whose computed norm rounds
+above 1 is drawn again in full, so every point lies in the ball as computed.
 
 References:
   M. Joseph, A. Yu, "Some constructions of private, efficient, and optimal K-norm
@@ -38,13 +39,15 @@ import numpy as np
 
 from jaxdp.samplers.cube_slice import (
   rejection_fill,
+  round_slots,
   slice_moments,
-  slice_points,
   slice_table,
 )
 from jaxdp.samplers.gamma import gamma_shapes
 from jaxdp.samplers.logweights import cdf
 from jaxdp.samplers.norm_ball import SlicedBall
+from jaxdp.samplers.slice_kernel import proposal_table, slice_proposals, uniforms
+from jaxdp.samplers.words import key_word, stored
 from jaxdp.typing import ArrayLike, DTypeLike, KeyArray
 
 __all__ = ["CountBall"]
@@ -91,6 +94,13 @@ class CountBall(SlicedBall):
     logvol = slice_table(self.d, self.k).logvol
     return logvol + logvol[::-1]
 
+  def row_acceptance(self) -> float:
+    """The probability that a row's first proposal accepts both halves (the
+    proposals of :func:`~jaxdp.samplers.slice_kernel.proposal_table`)."""
+    weights = np.exp(self.class_weights() - np.max(self.class_weights()))
+    acc = np.exp(proposal_table(self.d, self.k).log_acc)
+    return float(np.sum(weights * acc * acc[::-1]) / np.sum(weights))
+
   def points(self, key: KeyArray, m: int, dtype: DTypeLike) -> jax.Array:
     # Rows whose computed norm rounds above 1 (or with a zero half) are drawn again.
     def cond(state):
@@ -116,32 +126,35 @@ class CountBall(SlicedBall):
     """``m`` candidate points (or K-norm noise vectors) and whether each lies in the
     ball as computed."""
     d, k = self.d, self.k
-    tab = slice_table(d, k)
+    table = proposal_table(d, k)
     class_cdf = jnp.asarray(cdf(self.class_weights()), dtype)
-    simplex, lam = jnp.asarray(tab.simplex), jnp.asarray(tab.lam, dtype)
     k_class, k_slices, k_gamma = jax.random.split(key, 3)
-    v = jax.random.uniform(k_class, (m, d + 2), dtype)
+    v = uniforms(k_class, (m, d + 2), dtype)
     j = jnp.minimum(jnp.searchsorted(class_cdf, v[:, -1], side="right"), d)
-    pos = uniform_subset(v[:, :d], j)
+    # Stored row-major: the scan leaves the subset column-major, and every
+    # consumer read it across rows.
+    pos = stored(uniform_subset(v[:, :d], j).astype(jnp.int8), key_word(k_class)) != 0
 
     def candidates(key, rows):
-      jj, pp = j[rows], pos[rows]
-      u = jax.random.uniform(key, (rows.shape[0], d + 2), dtype)
-      table_pos = (simplex[jj][:, None], lam[jj][:, None])
-      table_neg = (simplex[d - jj][:, None], lam[d - jj][:, None])
-      x, ok, g = slice_points(u[:, :d], u[:, d:], pp, table_pos, table_neg, k)
+      jj, pp = (j, pos) if rows is None else (j[rows], pos[rows])
+      u = uniforms(key, (jj.shape[0], d + 4), dtype)
+      x, ok, g = slice_proposals(u[:, :d], u[:, d:], pp, (jj, d - jj), table, k)
       ok_pos = ok[0] & ((jj == 0) | (g[0] > 0))
       ok_neg = ok[1] & ((jj == d) | (g[1] > 0))
-      return x, jnp.stack([ok_pos, ok_neg], axis=1), (~pp).astype(jnp.int32)
+      # The halves' norms ride along as two more columns, one in each group.
+      halves = jnp.broadcast_to(jnp.arange(2, dtype=jnp.int32), (jj.shape[0], 2))
+      member = jnp.concatenate([(~pp).astype(jnp.int32), halves], 1)
+      out = jnp.concatenate([x, g[0][:, None], g[1][:, None]], 1)
+      return out, jnp.stack([ok_pos, ok_neg], axis=1), member
 
-    x = rejection_fill(candidates, k_slices, m, d, 2, dtype)
+    slots = round_slots(m, self.row_acceptance())
+    out = rejection_fill(candidates, k_slices, m, d + 2, 2, dtype, slots=slots)
+    x, g_pos, g_neg = out[:, :d], out[:, d], out[:, d + 1]
     # Gamma(j), Gamma(d - j) (0 for an empty half): times Gamma(1) they are R times
     # (r, s, 1 - r - s) ~ Dirichlet(j, d - j, 1), R ~ Gamma(d + 1) independent
     shapes = jnp.stack([j, d - j])
     gam = gamma_shapes(k_gamma, jnp.maximum(shapes, 1), d, dtype).astype(dtype)
     gam_pos, gam_neg = jnp.where(shapes > 0, gam, 0)
-    g_pos = self.slice_norm(jnp.where(pos, x, 0))
-    g_neg = self.slice_norm(jnp.where(pos, 0, x))
     total = 1.0 if noise else gam_pos + gam_neg - jnp.log1p(-v[:, d])
     scale_pos = gam_pos / (total * jnp.where(g_pos > 0, g_pos, 1))
     scale_neg = gam_neg / (total * jnp.where(g_neg > 0, g_neg, 1))

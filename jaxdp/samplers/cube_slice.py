@@ -18,16 +18,17 @@ the host for each (m, k) by their exact acceptance probabilities:
   probability exp(lam (sum(x) - k)) (acceptance vol S * (lam / (1 - e^-lam))^m
   e^(-lam k)). lam is the maximiser, the root of m E[X] = k for the truncated
   exponential X (lam = 0 when k >= m / 2);
-* the wrapped simplex (:func:`shuffle_proposal`, used by the sum ball): x = frac(a D)
-  for a uniform point a D of the simplex a {y >= 0, sum(y) <= a}, integer a >= k,
-  whose density on the cube is proportional to C(a + m - 1 - floor(sum(x)), m). With
-  the best a, the minimum over k of the sum ball's acceptance (this or the cube,
-  whichever accepts more) is about 0.28 at m = 50, 0.09 at m = 500 and 0.03 at
-  m = 4096 (at k near 0.37 m); the best of the first two, which the count ball's
-  slices (of per-row sizes) use, has minima 0.09, 0.02 and 0.006 (near k = m / 6).
+* the wrapped simplex (:func:`wrapped_proposal`): x = frac(a D) for a uniform point
+  a D of the simplex a {y >= 0, sum(y) <= a}, integer a >= k, whose density on the
+  cube is proportional to C(a + m - 1 - floor(sum(x)), m) (a = k is the scaled
+  simplex, with the same acceptance). With the best a, the minimum over k of the
+  best acceptance is about 0.28 at m = 50, 0.09 at m = 500 and 0.03 at m = 4096 (at
+  k near 0.37 m); the best of the first two alone has minima 0.09, 0.02 and 0.006
+  (near k = m / 6).
 
-Every draw ends: :func:`rejection_fill` retries rejected rows only, never a biased
-fallback.
+:mod:`jaxdp.samplers.slice_kernel` picks, for each size, the one that accepts most
+and draws them in one kernel. Every draw ends: :func:`rejection_fill` retries
+rejected rows only, never a biased fallback.
 
 A candidate is also rejected when rounding puts it outside the ball (its computed
 norm above 1), so every returned point lies in the ball as computed.
@@ -45,18 +46,22 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = [
+  "MIN_ROUND",
+  "MIN_SLOTS",
   "SliceTable",
-  "shuffle_points",
-  "shuffle_proposal",
   "log_slice_volumes",
   "rejection_fill",
+  "round_slots",
+  "shuffle_proposal",
   "slice_moments",
-  "slice_points",
   "slice_table",
+  "wrapped_proposal",
 ]
 
 # rejection_fill's rows per round, at least (a smaller batch takes all of them).
 MIN_ROUND = 1024
+# round_slots' fewest slots.
+MIN_SLOTS = 64
 
 
 def log_slice_volumes(d: int, k: int) -> np.ndarray:
@@ -135,7 +140,14 @@ class SliceTable(NamedTuple):
 
 @functools.lru_cache(maxsize=64)
 def shuffle_proposal(m: int, k: int) -> tuple[int, np.ndarray, float]:
-  """The wrapped simplex proposal for S(m, k): ``(a, thresholds, log_acc)``.
+  """The wrapped simplex proposal for S(m, k): ``(a, thresholds, log_acc)``
+  (:func:`wrapped_proposal`)."""
+  return wrapped_proposal(m, k, log_slice_volumes(m, k)[m])
+
+
+def wrapped_proposal(m: int, k: int, logvol: float) -> tuple[int, np.ndarray, float]:
+  """The wrapped simplex proposal for S(m, k), m > k, given ``logvol`` = log vol
+  S(m, k): ``(a, thresholds, log_acc)``.
 
   x = frac(a D) for D the first m of m + 1 uniform spacings (a D is uniform in the
   simplex a {y >= 0, sum(y) <= a}) has density (m! / a^m) C(a + m - 1 - i, m) on
@@ -143,9 +155,9 @@ def shuffle_proposal(m: int, k: int) -> tuple[int, np.ndarray, float]:
   sum(x + n) <= a. Accepting it when i < k and an exponential exceeds
   ``thresholds[i]`` = log C(a + m - 1 - i, m) - log C(a + m - k, m) leaves x uniform
   in S(m, k), with acceptance vol S(m, k) m! C(a + m - k, m) / a^m; a is the integer
-  >= k that maximises it (a = k is the plain scaled simplex).
+  >= k that maximises it (a = k is the plain scaled simplex), found by bisection on
+  the sign of its increment (the acceptance is unimodal in a).
   """
-  logvol = log_slice_volumes(m, k)[m]
 
   def log_comb(n, r):
     return math.lgamma(n + 1) - math.lgamma(r + 1) - math.lgamma(n - r + 1)
@@ -153,91 +165,50 @@ def shuffle_proposal(m: int, k: int) -> tuple[int, np.ndarray, float]:
   def log_acc(a):
     return logvol + math.lgamma(m + 1) + log_comb(a + m - k, m) - m * math.log(a)
 
-  a = k
-  while log_acc(a + 1) > log_acc(a) and a < k + 64 * m:  # unimodal in a
-    a += 1
-  i = np.arange(k)
-  thresholds = np.array([log_comb(a + m - 1 - t, m) for t in i]) - log_comb(a + m - k, m)
-  thresholds[k - 1] = 0.0
+  lo, hi = k, k + 64 * m  # the least a in [lo, hi] where the acceptance stops rising
+  while lo < hi:
+    mid = (lo + hi) // 2
+    if log_acc(mid + 1) > log_acc(mid):
+      lo = mid + 1
+    else:
+      hi = mid
+  a = lo
+  # thresholds[k - 1 - c] = sum_{t = 1..c} log((a + m - k + t) / (a - k + t)), from
+  # the ratios C(n, m) / C(n - 1, m) = n / (n - m) at n = a + m - k + t.
+  t = np.arange(1, k, dtype=np.float64)
+  steps = np.log((a + m - k + t) / (a - k + t))
+  thresholds = np.concatenate([np.cumsum(steps)[::-1], [0.0]])
   thresholds.setflags(write=False)
   return a, thresholds, log_acc(a)
 
 
-def shuffle_points(u, a: int, thresholds, k: int):
-  """Proposals of :func:`shuffle_proposal` from ``u`` ``(n, m + 2)`` uniforms:
-  ``(x, ok)``."""
-  m = u.shape[1] - 2
-  e = -jnp.log1p(-u)
-  w = a * e[:, :m] / jnp.sum(e[:, : m + 1], axis=1, keepdims=True)
-  x = w - jnp.floor(w)
-  i = jnp.floor(jnp.sum(x, axis=1)).astype(jnp.int32)
-  t = jnp.asarray(thresholds, u.dtype)[jnp.clip(i, 0, k - 1)]
-  return x, (i < k) & (e[:, m + 1] >= t)
+def round_slots(m: int, acceptance: float) -> int:
+  """Slots for :func:`rejection_fill`'s later rounds: twice the rows that the first
+  round is expected to leave (a power of two, at least ``MIN_SLOTS``), at most its
+  default."""
+  left = 2 * m * (1.0 - acceptance)
+  return min(
+    m, max(MIN_ROUND, -(-m // 4)), max(MIN_SLOTS, 1 << math.ceil(math.log2(max(left, 1))))
+  )
 
 
-def slice_points(u, extra, pos, table_pos, table_neg, k: int):
-  """Proposals in S(m, k) on two complementary coordinate groups of each row.
-
-  Args:
-    u: ``(n, d)`` uniforms in [0, 1), one per coordinate.
-    extra: ``(n, 2)`` uniforms in [0, 1), one per group (the simplex's extra
-      exponential, or the tilted proposal's acceptance exponential).
-    pos: ``(n, d)`` bool, the first group (the second is its complement), or None
-      for one group of all d coordinates.
-    table_pos: the first group's proposal ``(simplex, lam)`` (see
-      :func:`slice_table`): arrays of shape ``(n, 1)``, or Python scalars.
-    table_neg: the second group's, likewise.
-    k: the bound on the sum.
-
-  Returns:
-    ``(x, ok, g)``: ``x`` ``(n, d)`` the proposals (each group's coordinates a
-    uniform point of its S(m, k) when accepted), ``ok`` and ``g`` pairs of ``(n,)``
-    arrays: each group's acceptance and its norm max(max(x), sum(x) / k) (0 for an
-    empty group).
-  """
-  dtype = u.dtype
-  pos = jnp.asarray(True) if pos is None else pos
-  groups = (pos, ~pos)
-  e_extra = -jnp.log1p(-extra)
-  # Per row and group: Exp(lam) truncated to [0, 1] is -log(1 - u c) / lam (the
-  # simplex: Exp(1), c = 1; the cube: u itself).
-  simp, lam, cube, c = [], [], [], []
-  for tab in (table_pos, table_neg):
-    simp.append(jnp.asarray(tab[0]))
-    lam.append(jnp.asarray(tab[1], dtype))
-    cube.append(~simp[-1] & (lam[-1] == 0))
-    c.append(jnp.where(simp[-1] | cube[-1], 1.0, -jnp.expm1(-lam[-1])))
-  e = -jnp.log1p(-u * jnp.where(pos, c[0], c[1]))
-  scale = []
-  for i, g in enumerate(groups):
-    total = jnp.sum(jnp.where(g, e, 0), axis=1, keepdims=True) + e_extra[:, i : i + 1]
-    scale.append(jnp.where(simp[i], k / total, 1 / jnp.where(cube[i], 1.0, lam[i])))
-  x = jnp.where(jnp.where(pos, cube[0], cube[1]), u, e * jnp.where(pos, *scale))
-  oks, norms = [], []
-  for i, g in enumerate(groups):
-    s = jnp.sum(jnp.where(g, x, 0), axis=1)
-    big = jnp.max(jnp.where(g, x, 0), axis=1)
-    tilt_ok = e_extra[:, i] >= lam[i].reshape(-1) * (k - s)
-    oks.append((big <= 1) & (s <= k) & (simp[i].reshape(-1) | tilt_ok))
-    norms.append(jnp.maximum(big, s / k))
-  return x, tuple(oks), tuple(norms)
-
-
-def rejection_fill(candidates, key, m: int, dim: int, groups: int, dtype):
+def rejection_fill(
+  candidates, key, m: int, dim: int, groups: int, dtype, slots: int | None = None
+):
   """``(m, dim)`` rows, each group of coordinates of a row filled by its first
   accepted proposal.
 
   ``candidates(key, rows) -> (x, ok, member)`` proposes for the rows ``rows``
-  (``(b,)`` in [0, m)): ``x`` ``(b, dim)``, ``ok`` ``(b, groups)`` each group's
-  acceptance and ``member`` ``(b, dim)`` each coordinate's group. The first round
-  proposes once for every row; each later one has ``b = min(m, max(MIN_ROUND, m /
-  4))`` slots, given in turn to the rows with a group not yet filled (a row gets
-  several when fewer than b are left). Every proposal is
-  fresh and a group takes, of its row's slots that accept it, the first, so each row
-  is an exact draw of its target, independently of the others. Terminates with
-  probability one when every acceptance is positive.
+  (``(b,)`` in [0, m), or None for all m rows in order): ``x`` ``(b, dim)``, ``ok``
+  ``(b, groups)`` each group's acceptance and ``member`` ``(b, dim)`` each
+  coordinate's group. The first round proposes once for every row; each later one
+  has ``slots`` slots (default ``min(m, max(MIN_ROUND, m / 4))``), given in turn to
+  the rows with a group not yet filled (a row gets several when fewer than that are
+  left). Every proposal is fresh and a group takes, of its row's slots that accept
+  it, the first, so each row is an exact draw of its target, independently of the
+  others. Terminates with probability one when every acceptance is positive.
   """
-  b = min(m, max(MIN_ROUND, -(-m // 4)))
+  b = min(m, max(MIN_ROUND, -(-m // 4))) if slots is None else min(m, slots)
   slot = jnp.arange(b)
 
   def cond(state):
@@ -268,7 +239,7 @@ def rejection_fill(candidates, key, m: int, dim: int, groups: int, dtype):
 
   # A first round with a slot per row needs no gathers or scatters.
   key, k_first = jax.random.split(key)
-  x, ok, member = candidates(k_first, jnp.arange(m))
+  x, ok, member = candidates(k_first, None)
   write = functools.reduce(
     jnp.logical_or, [(member == g) & ok[:, g : g + 1] for g in range(groups)]
   )

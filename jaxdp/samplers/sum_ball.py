@@ -6,9 +6,9 @@ removed) is this ball, the optimal K-norm ball for the sum query.
 
 Sampler (exact): the ball is the union of the 2^d reflections of the cube slice
 S(d, k) = {x in [0, 1]^d : sum(x) <= k}, so a uniform point is a uniform point of
-S(d, k) (:mod:`jaxdp.samplers.cube_slice`: rejection from the wrapped simplex
-frac(a D), or from the cube when k >= d / 2, whichever accepts more) with independent
-uniform signs.
+S(d, k) (:mod:`jaxdp.samplers.slice_kernel`: rejection from the wrapped simplex
+frac(a D), the tilted exponentials or the cube, whichever accepts most) with
+independent uniform signs.
 
 References:
   M. Joseph, A. Yu, "Some constructions of private, efficient, and optimal K-norm
@@ -25,15 +25,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdp.samplers.cube_slice import (
-  rejection_fill,
-  shuffle_points,
-  shuffle_proposal,
-  slice_moments,
-  slice_points,
-  slice_table,
-)
+from jaxdp.samplers.cube_slice import rejection_fill, slice_moments
 from jaxdp.samplers.norm_ball import SlicedBall
+from jaxdp.samplers.slice_kernel import proposal_table, slice_proposals, uniforms
 from jaxdp.typing import ArrayLike, DTypeLike, KeyArray
 
 __all__ = ["SumBall"]
@@ -78,18 +72,12 @@ class SumBall(SlicedBall):
     if k >= d:  # the cube
       x = jax.random.uniform(k_slice, (m, d), dtype)
     else:
-      tab = slice_table(d, k)
-      a, thresholds, log_acc = shuffle_proposal(d, k)
-      proposal = (bool(tab.simplex[d]), float(tab.lam[d]))
+      table = proposal_table(d, k)
 
       def candidates(key, rows):
-        u = jax.random.uniform(key, (rows.shape[0], d + 2), dtype)
-        if log_acc >= tab.log_acc[d]:
-          x, ok = shuffle_points(u, a, thresholds, k)
-        else:
-          x, ok, _ = slice_points(u[:, :d], u[:, d:], None, proposal, (True, 0.0), k)
-          ok = ok[0]
-        ok = (ok & (self.norm(x) <= 1))[:, None]
+        u = uniforms(key, (m if rows is None else rows.shape[0], d + 2), dtype)
+        x, ok, _ = slice_proposals(u[:, :d], u[:, d:], None, (d,), table, k)
+        ok = (ok[0] & (self.norm(x) <= 1))[:, None]
         return x, ok, jnp.zeros(x.shape, jnp.int32)
 
       x = rejection_fill(candidates, k_slice, m, d, 1, dtype)

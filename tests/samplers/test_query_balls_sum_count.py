@@ -17,10 +17,15 @@ from jaxdp.samplers.cube_slice import (
   log_slice_volumes,
   rejection_fill,
   shuffle_proposal,
-  slice_points,
   slice_table,
 )
 from jaxdp.samplers.norm_ball import MAX_QUERY_D, rejection_points
+from jaxdp.samplers.slice_kernel import (
+  MAX_EXPONENTIAL,
+  ProposalTable,
+  proposal_table,
+  slice_proposals,
+)
 
 P_MIN = 1e-4  # every stated test rejects at this p-value
 
@@ -269,21 +274,10 @@ def test_count_ball_at_the_largest_dimension_ends():
   assert float(jnp.max(ball.norm(z))) <= 1.0
 
 
-@pytest.mark.statistical
-def test_tilted_proposal_is_uniform_in_the_slice():
-  """The tilted proposal (the count ball's slices) alone, on S(11, 5) with its host
-  rate: 40,000 points; x_1 in 20 bins against its exact law and floor(sum(x)) against
-  the Eulerian weights A(11, i), i < 5 (chi-square, p > 1e-4)."""
-  m, k, n = 11, 5, 40_000
-  lam = float(slice_table(m, k).lam[m])
-  assert lam > 0
-
-  def candidates(key, rows):
-    u = jax.random.uniform(key, (rows.shape[0], m + 2))
-    x, ok, _ = slice_points(u[:, :m], u[:, m:], None, (False, lam), (True, 0.0), k)
-    return x, ok[0][:, None], jnp.zeros(x.shape, jnp.int32)
-
-  x = np.asarray(rejection_fill(candidates, jax.random.key(95), n, m, 1, jnp.float32))
+def check_uniform_in_slice(x, m, k):
+  """x_1 in 20 bins against its exact law on S(m, k) and floor(sum(x)) against the
+  Eulerian weights A(m, i), i < k (chi-square, each p > 1e-4)."""
+  n = len(x)
   edges = [Fraction(i, 20) for i in range(21)]
   cdf = np.array([float(abs_marginal_cdf(m, k, t)) for t in edges])
   counts = np.histogram(x[:, 0], bins=np.linspace(0, 1, 21))[0]
@@ -291,6 +285,72 @@ def test_tilted_proposal_is_uniform_in_the_slice():
   slices = np.bincount(np.floor(x.sum(axis=1)).astype(int), minlength=k)
   euler = np.array([float(irwin_hall(m, i + 1) - irwin_hall(m, i)) for i in range(k)])
   assert stats.chisquare(slices, euler / euler.sum() * n).pvalue > P_MIN
+
+
+def fill_slices(table, k, sizes, key, d):
+  """Rows of two groups, the first ``sizes`` (``(n,)``, static) coordinates and the
+  rest, each filled by its first accepted proposal of ``table``."""
+  sizes = jnp.asarray(sizes)
+  pos = jnp.arange(d)[None, :] < sizes[:, None]
+
+  def candidates(key, rows):
+    jj, pp = (sizes, pos) if rows is None else (sizes[rows], pos[rows])
+    u = jax.random.uniform(key, (jj.shape[0], d + 4))
+    x, ok, _ = slice_proposals(u[:, :d], u[:, d:], pp, (jj, d - jj), table, k)
+    return x, jnp.stack(ok, axis=1), (~pp).astype(jnp.int32)
+
+  return np.asarray(rejection_fill(candidates, key, len(sizes), d, 2, jnp.float32))
+
+
+@pytest.mark.statistical
+def test_tilted_proposal_is_uniform_in_the_slice():
+  """The tilted proposal alone, on S(11, 5) with its host rate (a table that takes it
+  for every size): 40,000 points of x_1 and floor(sum(x)) against their exact laws
+  (:func:`check_uniform_in_slice`)."""
+  m, k, n = 11, 5, 40_000
+  lam = slice_table(m, k).lam
+  assert lam[m] > 0
+  scale = np.where(lam > 0, -np.expm1(-lam), 1.0)
+  table = ProposalTable(
+    np.zeros(m + 1, np.int64), lam, scale, np.zeros((m + 1, k)), np.zeros(m + 1)
+  )
+  x = fill_slices(table, k, np.full(n, m), jax.random.key(95), m)
+  check_uniform_in_slice(x, m, k)
+
+
+@pytest.mark.statistical
+def test_wrapped_halves_are_uniform_in_their_slices():
+  """The count ball's halves: rows of per-row sizes j in {3, 8} and 12 - j, k = 4,
+  whose sizes 8 and 9 take the wrapped simplex (a = 10 and 6, gathered per row) and 3
+  and 4 the cube; 20,000 rows of each: each wrapped half's x_1 and floor(sum(x))
+  against their exact laws (:func:`check_uniform_in_slice`). A wrong a or threshold
+  changes the slab weights."""
+  d, k, n = 12, 4, 20_000
+  table = proposal_table(d, k)
+  assert table.a[8] == 10 and table.a[9] == 6 and table.a[3] == table.a[4] == 0
+  sizes = np.tile([3, 8], n)
+  x = fill_slices(table, k, sizes, jax.random.key(96), d)
+  check_uniform_in_slice(x[sizes == 8][:, :8], 8, k)
+  check_uniform_in_slice(x[sizes == 3][:, 3:], 9, k)
+
+
+def test_threshold_window_drops_only_unreachable_slabs():
+  """k above the window: every wrapped size keeps its thresholds of the last slabs
+  exactly (against :func:`shuffle_proposal`'s, computed on their own) and drops only
+  slabs whose threshold is at least MAX_EXPONENTIAL (above every Exp(1) variate of a
+  float32 or float64 uniform, 52 log 2)."""
+  d, k = 400, 130
+  table = proposal_table(d, k)
+  width = table.thresholds.shape[1]
+  assert width < k and MAX_EXPONENTIAL > 52 * math.log(2)
+  wrapped = np.flatnonzero(table.a)
+  assert len(wrapped) > 100
+  for m in wrapped[::25]:
+    a, full, log_acc = shuffle_proposal(int(m), k)
+    assert a == table.a[m] and log_acc == pytest.approx(table.log_acc[m], abs=1e-9)
+    assert np.all(full[: k - width] >= MAX_EXPONENTIAL)
+    kept = np.minimum(full[::-1][:width], MAX_EXPONENTIAL)
+    np.testing.assert_allclose(table.thresholds[m], kept, rtol=1e-9, atol=1e-9)
 
 
 @pytest.mark.statistical
