@@ -31,6 +31,7 @@ import numpy as np
 from jaxdp.consistency.certificate import Certificate, certify, operators
 from jaxdp.consistency.chain import chain_isotonic, chain_order
 from jaxdp.consistency.graph import ConstraintGraph
+from jaxdp.consistency.series_parallel import sp_isotonic, sp_plan
 from jaxdp.consistency.tree import tree_isotonic, tree_multipliers
 
 __all__ = ["CHUNK", "block_means", "in_chunks", "isotonic_batched", "tree_block_means"]
@@ -52,10 +53,8 @@ def in_chunks(fn: Callable[[jax.Array], jax.Array], y: jax.Array) -> jax.Array:
   return jax.tree.map(lambda a: a.reshape((k * CHUNK,) + a.shape[2:])[:b], out)
 
 
-def _pool_adjacent(y, graph, tol):
-  """The exact pool-adjacent-violators of a chain or a tree, with its certificate."""
-  if chain_order(graph) is not None:
-    return chain_isotonic(y, graph, tol)
+def _tree_pool(y, graph, tol):
+  """The exact pool-adjacent-violators of a tree, with its certificate."""
   w, label = tree_isotonic(y, graph)
   lam = tree_multipliers(y, w, label, graph)
   return w, lam, certify(y, w, lam, graph, tol)
@@ -139,7 +138,11 @@ def isotonic_batched(
   apply_a, apply_at = operators(graph, y.dtype)
   tree = graph.is_tree
   if tree_path and tree:
-    return in_chunks(functools.partial(_pool_adjacent, graph=graph, tol=tol), y)
+    if chain_order(graph) is not None:
+      return chain_isotonic(y, graph, tol)
+    return in_chunks(functools.partial(_tree_pool, graph=graph, tol=tol), y)
+  if tree_path and sp_plan(graph) is not None:
+    return sp_isotonic(y, graph, tol)
   s_mat = jnp.asarray(graph.subtree, y.dtype) if tree else None
   step = jnp.asarray(graph.edge_steps, y.dtype)
   merge = tol * jnp.maximum(1.0, jnp.max(jnp.abs(y), axis=1, keepdims=True))
