@@ -53,6 +53,7 @@ from jaxdp.posets.relation import Poset
 __all__ = ["SPPlan", "sp_isotonic", "sp_plan"]
 
 CHUNK = 128  # vectors per step (the pairwise candidate tests are (M, M) per group)
+PAIRWISE_MAX = 16  # group size up to which every value is tested as s*
 
 
 class SPPlan(NamedTuple):
@@ -61,19 +62,21 @@ class SPPlan(NamedTuple):
   Attributes:
     rounds: per round, per bucket of equally padded groups, ``(index, side)``:
       ``(G, M)`` node indices (``dim`` pads) and 1 for ``P``, 2 for ``Q``, 0 a pad.
-    flows: ``(rounds * dim, E)``: per round and node, the edges of its path to a
-      maximal node of its ``P`` (or from a minimal node of its ``Q``).
-    arrive: ``(rounds * dim, rounds * dim)``: the endpoint of each such path.
+    paths: ``(K, 2)``: per edge of a path from a node of a junction's ``P`` to a
+      maximal node of ``P`` (or from a minimal node of its ``Q``), the round-major
+      index of the node (``round * dim + node``) and the edge.
+    ends: per round-major node index, the round-major index of its path's end.
     cross: ``(X, 4)``: per cover edge across a junction, the round-major indices of
       its ends, its edge and its junction.
-    members: ``(rounds * dim, J)``: the junction of each node of a ``P``.
+    junction: per round-major node index, its junction when it is in a ``P``, else
+      the number of junctions (a slot never read).
   """
 
   rounds: tuple
-  flows: np.ndarray
-  arrive: np.ndarray
+  paths: np.ndarray
+  ends: np.ndarray
   cross: np.ndarray
-  members: np.ndarray
+  junction: np.ndarray
 
 
 @functools.lru_cache(maxsize=64)
@@ -108,9 +111,9 @@ def sp_plan(graph: ConstraintGraph) -> SPPlan | None:
   for a, b in zip(graph.lo, graph.hi):
     down[b].append(a)
   rounds = []
-  flows = np.zeros((count * dim, graph.num_edges), np.float32)
-  arrive = np.zeros((count * dim, count * dim), np.float32)
-  members = np.zeros((count * dim, len(junctions)), np.float32)
+  paths = []
+  ends = np.arange(count * dim, dtype=np.int32)
+  junction = np.full(count * dim, len(junctions), np.int32)
   cross = []
   for r in range(1, count + 1):
     groups = [(p, q) for rr, p, q in junctions if rr == r]
@@ -126,14 +129,16 @@ def sp_plan(graph: ConstraintGraph) -> SPPlan | None:
         i = k
         while inside.intersection(step[i]):
           nxt = step[i][0]  # any cover of i inside the part stays inside it
-          flows[off + k, edge[(i, nxt) if side is low else (nxt, i)]] = 1.0
+          paths.append((off + k, edge[(i, nxt) if side is low else (nxt, i)]))
           i = nxt
-        arrive[off + k, off + i] = 1.0
-    members[[off + i for i in low], j] = 1.0
+        ends[off + k] = off + i
+    junction[[off + i for i in low]] = j
     cross += [(off + m, off + b, edge[(m, b)], j) for m in tops for b in bottoms]
-  for a in (flows, arrive, members):
+  paths = np.asarray(paths, np.int32).reshape(-1, 2)
+  cross = np.asarray(cross, np.int32).reshape(-1, 4)
+  for a in (paths, ends, cross, junction):
     a.setflags(write=False)
-  return SPPlan(tuple(rounds), flows, arrive, np.asarray(cross, np.int32), members)
+  return SPPlan(tuple(rounds), paths, ends, cross, junction)
 
 
 def _buckets(groups, dim):
@@ -196,7 +201,15 @@ def _solve(y, graph, plan, tol):
     up = jnp.zeros((b, dim + 1), v.dtype)
     for index, side in buckets:
       vv = ext[:, index]  # (B, G, M)
-      new = _junction(vv, jnp.asarray(side == 1), jnp.asarray(side == 2))
+      in_p, in_q = side == 1, side == 2
+      if index.shape[1] <= PAIRWISE_MAX:
+        new = _junction(vv, jnp.asarray(in_p), jnp.asarray(in_q))
+      elif np.all(in_q.sum(1) == 1):
+        new = _single_top(vv, jnp.asarray(in_p), jnp.asarray(in_q))
+      elif np.all(in_p.sum(1) == 1):  # the same, upside down
+        new = -_single_top(-vv, jnp.asarray(in_q), jnp.asarray(in_p))
+      else:
+        new = _junction(vv, jnp.asarray(in_p), jnp.asarray(in_q))
       ext = ext.at[:, index].set(jnp.where(jnp.asarray(side > 0), new, vv))
       down = down.at[:, index].set(jnp.where(jnp.asarray(side == 1), vv - new, 0.0))
       up = up.at[:, index].set(jnp.where(jnp.asarray(side == 2), new - vv, 0.0))
@@ -226,14 +239,39 @@ def _junction(vv, in_p, in_q):
   return jnp.where(in_p, jnp.minimum(vv, s), jnp.where(in_q, jnp.maximum(vv, s), vv))
 
 
+def _single_top(vv, in_p, in_q):
+  """:func:`_junction` for groups whose ``Q`` is one node ``q``: Newton's method on
+  ``h``, concave and increasing from ``s = v_q`` on, from the left: ``s <- mean(v_q,
+  {v_i > s : i in P})`` until that set stops shrinking (``s`` never decreases, so
+  at most ``M`` steps), then ``s`` is the pooled mean."""
+  top = jnp.sum(jnp.where(in_q, vv, 0.0), axis=-1, keepdims=True)
+
+  def step(state):
+    s, count, _ = state
+    above = in_p & (vv > s)
+    new = jnp.sum(above, axis=-1, keepdims=True, dtype=jnp.int32)
+    total = top + jnp.sum(jnp.where(above, vv, 0.0), axis=-1, keepdims=True)
+    return jnp.maximum(s, total / (1.0 + new)), new, jnp.any(new != count)
+
+  count = jnp.full(top.shape, -1, jnp.int32)
+  s, _, _ = jax.lax.while_loop(lambda st: st[2], step, (top, count, jnp.array(True)))
+  return jnp.where(in_p, jnp.minimum(vv, s), jnp.where(in_q, jnp.maximum(vv, s), vv))
+
+
 def _multipliers(pushed, pulled, graph, plan):
   """``lam`` from the per-round excesses (``(B, rounds * dim)`` each)."""
-  lam = pushed @ jnp.asarray(plan.flows) + pulled @ jnp.asarray(plan.flows)
+  b = pushed.shape[0]
+  lam = jnp.zeros((b, graph.num_edges), pushed.dtype)
+  if len(plan.paths):
+    node, edge = plan.paths.T
+    lam = lam.at[:, edge].add(pushed[:, node] + pulled[:, node])
   if not len(plan.cross):
     return lam
-  arrive = jnp.asarray(plan.arrive)
-  out, into = pushed @ arrive, pulled @ arrive  # at the maximal / minimal nodes
-  total = pushed @ jnp.asarray(plan.members)  # per junction
+  ends = jnp.asarray(plan.ends)
+  out = jnp.zeros_like(pushed).at[:, ends].add(pushed)  # at the maximal nodes of P
+  into = jnp.zeros_like(pulled).at[:, ends].add(pulled)  # at the minimal nodes of Q
+  total = jnp.zeros((b, int(plan.junction.max()) + 1), pushed.dtype)
+  total = total.at[:, jnp.asarray(plan.junction)].add(pushed)  # per junction
   top, bottom, edge, junction = plan.cross.T
   amount = total[:, junction]
   flow = out[:, top] * into[:, bottom] / jnp.where(amount > 0, amount, 1.0)

@@ -14,6 +14,7 @@ from sklearn.isotonic import isotonic_regression
 import jaxdp
 from jaxdp import Poset
 from jaxdp.consistency import constraint_graph, solver
+from jaxdp.consistency.chain import CHUNK as CHAIN_CHUNK
 from jaxdp.consistency.chain import chain_isotonic, chain_order
 from jaxdp.consistency.tree import (
   scheduled_isotonic,
@@ -80,6 +81,18 @@ def test_chains_match_scikit_learn():
       np.testing.assert_allclose(np.asarray(z), sklearn_projection(y, positions), atol=1e-9)
       assert bool(jnp.all(cert.ok)) and float(jnp.max(cert.violation)) == 0.0
       assert_consistent(z, poset)
+
+
+def test_chain_batches_past_the_chunk():
+  """Batches that are no multiple of the chain loop's chunk (padded lanes must
+  neither stall the loop nor leak into the result), in float32."""
+  poset, positions = chain(20, 4)
+  rng = np.random.default_rng(4)
+  y = hard_vectors(rng, CHAIN_CHUNK + 5, 21).astype(np.float32)
+  z, cert = jaxdp.consistent(y, poset, method="batched", certificate=True)
+  want = sklearn_projection(y.astype(np.float64), positions)
+  np.testing.assert_allclose(np.asarray(z), want, atol=1e-5 * np.abs(y).max())
+  assert bool(jnp.all(cert.ok))
 
 
 def test_chain_of_512_and_huge_values():
