@@ -20,7 +20,8 @@ counts of a data shape of :mod:`jaxdp.experiments.consistency` plus poset-ball
 noise: ``many`` at eps = 1, where constraints rarely bind, and ``small`` at eps =
 0.1, where nearly all do): on NHIS with 3 sections (a forest: the exact batched
 pool-adjacent-violators, beside the dual solver on the same tree) and on a
-300-question synthetic questionnaire (not a forest: the dual solver), each jitted
+300-question synthetic questionnaire (series-parallel, not a forest: the exact
+series-parallel junctions, beside the dual solver), each jitted
 on one batch, then through ``jaxdp.consistent`` (validation, and the exact host
 path for any vector the batched solver does not certify), and the exact host
 algorithm on single vectors. Writes ``consistency.{json,md}`` into ``--out``.
@@ -46,6 +47,7 @@ from sklearn.isotonic import isotonic_regression
 
 import jaxdp
 from jaxdp.consistency import chain, constraint_graph, default_tol, solver
+from jaxdp.consistency.series_parallel import sp_plan
 from jaxdp.experiments.consistency import true_counts
 from jaxdp.experiments.questionnaire import synthetic_questionnaire
 
@@ -80,7 +82,12 @@ def batched_rows(poset, y, tree_path, case):
   f = lambda: solver.isotonic_batched(y, graph, tol, tree_path=tree_path)
   t = best_time(f)
   cert = f()[2]
-  name = "tree pool-adjacent-violators" if tree_path and graph.is_tree else "dual solver"
+  if not tree_path:
+    name = "dual solver"
+  elif graph.is_tree:
+    name = "tree pool-adjacent-violators"
+  else:
+    name = "series-parallel junctions" if sp_plan(graph) else "dual solver"
   return [
     row(f"batched: {name} (jit)", poset, y.shape[0], t, float(jnp.mean(cert.ok)), case)
   ]
@@ -148,7 +155,7 @@ def reference_rows(dims, batch, seed=0):
       z = np.asarray(jaxdp.consistent(yj, poset), np.float64)[:k]
       want = np.array([ref(v) for v in y64[:k]])
       scale = np.maximum(1.0, np.abs(y64[:k]).max(axis=1, keepdims=True))
-      path = "chain" if kind == "chain" else ("tree" if graph.is_tree else "dual solver")
+      path = {"chain": "chain", "forest": "tree"}.get(kind, "series-parallel")
       rows.append(
         {
           "structure": kind,
@@ -198,7 +205,7 @@ def main(argv=None):
   rows = []
   for poset, batch, trees in (
     (nhis, args.nhis_batch, (True, False)),
-    (quest, args.q_batch, (True,)),
+    (quest, args.q_batch, (True, False)),
   ):
     for case in CASES:
       y = noisy(poset, batch, 1, *case)
@@ -232,7 +239,8 @@ def main(argv=None):
     "same load): jaxdp.consistent on a batch of "
     f"{args.ref_batch:,} float32 vectors (chains and forests: the exact batched "
     "pool-adjacent-violators; the series-parallel posets, diamonds side by side, "
-    "no forest: the dual solver) against scikit-learn's isotonic_regression "
+    "no forest: the exact series-parallel junctions) against scikit-learn's "
+    "isotonic_regression "
     "(chains) or scipy's nnls on the dual (others), one float64 vector at a "
     "time. Forest: random recursive. Counts: 1000 * 0.98**depth plus Gaussian noise "
     "(sd 20). max diff: largest |jaxdp - reference| / max(1, max|y|). "

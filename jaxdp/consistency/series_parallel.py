@@ -50,7 +50,7 @@ from jaxdp.consistency.graph import ConstraintGraph
 from jaxdp.posets.decomposition import decompose, prime_nodes
 from jaxdp.posets.relation import Poset
 
-__all__ = ["SPPlan", "sp_isotonic", "sp_plan"]
+__all__ = ["PAIRWISE_MAX", "SPPlan", "pairwise_size", "sp_isotonic", "sp_plan"]
 
 CHUNK = 128  # vectors per step (the pairwise candidate tests are (M, M) per group)
 PAIRWISE_MAX = 16  # group size up to which every value is tested as s*
@@ -201,15 +201,14 @@ def _solve(y, graph, plan, tol):
     up = jnp.zeros((b, dim + 1), v.dtype)
     for index, side in buckets:
       vv = ext[:, index]  # (B, G, M)
-      in_p, in_q = side == 1, side == 2
-      if index.shape[1] <= PAIRWISE_MAX:
-        new = _junction(vv, jnp.asarray(in_p), jnp.asarray(in_q))
-      elif np.all(in_q.sum(1) == 1):
-        new = _single_top(vv, jnp.asarray(in_p), jnp.asarray(in_q))
-      elif np.all(in_p.sum(1) == 1):  # the same, upside down
-        new = -_single_top(-vv, jnp.asarray(in_q), jnp.asarray(in_p))
+      in_p, in_q = jnp.asarray(side == 1), jnp.asarray(side == 2)
+      kind = _kind(side)
+      if kind == "top":
+        new = _single_top(vv, in_p, in_q)
+      elif kind == "bottom":  # the same, upside down
+        new = -_single_top(-vv, in_q, in_p)
       else:
-        new = _junction(vv, jnp.asarray(in_p), jnp.asarray(in_q))
+        new = _junction(vv, in_p, in_q)
       ext = ext.at[:, index].set(jnp.where(jnp.asarray(side > 0), new, vv))
       down = down.at[:, index].set(jnp.where(jnp.asarray(side == 1), vv - new, 0.0))
       up = up.at[:, index].set(jnp.where(jnp.asarray(side == 2), new - vv, 0.0))
@@ -220,21 +219,50 @@ def _solve(y, graph, plan, tol):
   return v, lam, certify(y, v, lam, graph, tol)
 
 
+def _kind(side: np.ndarray) -> str:
+  """How a bucket's ``s*`` is found: ``"pairs"`` (every value tested) for small
+  groups, else ``"top"`` / ``"bottom"`` (Newton) when one side is a single node in
+  every group, else ``"pairs"``, in blocks of candidates."""
+  if side.shape[1] > PAIRWISE_MAX:
+    if np.all((side == 2).sum(1) == 1):
+      return "top"
+    if np.all((side == 1).sum(1) == 1):
+      return "bottom"
+  return "pairs"
+
+
+def pairwise_size(plan: SPPlan) -> int:
+  """The largest group of ``plan`` whose ``s*`` is found by testing every value
+  (``M^2`` work per group), 0 when none."""
+  sizes = [i.shape[1] for r in plan.rounds for i, s in r if _kind(s) == "pairs"]
+  return max(sizes, default=0)
+
+
 def _junction(vv, in_p, in_q):
   """The clamped values of each group (``(B, G, M)``; ``in_p``, ``in_q`` masks)."""
-  t, u = vv[..., :, None], vv[..., None, :]  # candidates s*, values
-  h = jnp.sum(
-    jnp.where(in_q[:, None, :], jnp.maximum(t - u, 0.0), 0.0)
-    - jnp.where(in_p[:, None, :], jnp.maximum(u - t, 0.0), 0.0),
-    axis=-1,
-  )
+  m = vv.shape[-1]
+  u = vv[..., None, :]  # the values; candidates s* in blocks of PAIRWISE_MAX
+
+  def h_of(t):
+    return jnp.sum(
+      jnp.where(in_q[:, None, :], jnp.maximum(t[..., None] - u, 0.0), 0.0)
+      - jnp.where(in_p[:, None, :], jnp.maximum(u - t[..., None], 0.0), 0.0),
+      axis=-1,
+    )
+
+  if m <= PAIRWISE_MAX:
+    h = h_of(vv)
+  else:
+    blocks = -(-m // PAIRWISE_MAX)
+    t = jnp.pad(vv, [(0, 0)] * (vv.ndim - 1) + [(0, blocks * PAIRWISE_MAX - m)])
+    t = jnp.moveaxis(t.reshape(t.shape[:-1] + (blocks, PAIRWISE_MAX)), -2, 0)
+    h = jax.lax.map(h_of, t)  # (blocks, B, G, PAIRWISE_MAX): bounded memory
+    h = jnp.moveaxis(h, 0, -2).reshape(vv.shape[:-1] + (-1,))[..., :m]
   valid = in_p | in_q
   top = jnp.max(jnp.where(valid & (h <= 0), vv, -jnp.inf), axis=-1, keepdims=True)
   pooled = (in_q & (vv <= top)) | (in_p & (vv > top))
   count = jnp.sum(pooled, axis=-1, keepdims=True)
-  mean = jnp.sum(jnp.where(pooled, vv, 0.0), axis=-1, keepdims=True) / jnp.maximum(
-    count, 1
-  )
+  mean = jnp.sum(jnp.where(pooled, vv, 0.0), axis=-1, keepdims=True) / jnp.maximum(count, 1)
   s = jnp.where(count > 0, mean, top)
   return jnp.where(in_p, jnp.minimum(vv, s), jnp.where(in_q, jnp.maximum(vv, s), vv))
 

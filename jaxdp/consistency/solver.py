@@ -31,12 +31,24 @@ import numpy as np
 from jaxdp.consistency.certificate import Certificate, certify, operators
 from jaxdp.consistency.chain import chain_isotonic, chain_order
 from jaxdp.consistency.graph import ConstraintGraph
-from jaxdp.consistency.series_parallel import sp_isotonic, sp_plan
+from jaxdp.consistency.series_parallel import (
+  pairwise_size,
+  sp_isotonic,
+  sp_plan,
+)
 from jaxdp.consistency.tree import tree_isotonic, tree_multipliers
 
-__all__ = ["CHUNK", "block_means", "in_chunks", "isotonic_batched", "tree_block_means"]
+__all__ = [
+  "CHUNK",
+  "FOREST_PAIRWISE_MAX",
+  "block_means",
+  "in_chunks",
+  "isotonic_batched",
+  "tree_block_means",
+]
 
 CHUNK = 512  # vectors per step of the pool-adjacent-violators paths
+FOREST_PAIRWISE_MAX = 64  # forests whose junctions test more values take the tree forms
 
 
 def in_chunks(fn: Callable[[jax.Array], jax.Array], y: jax.Array) -> jax.Array:
@@ -128,21 +140,27 @@ def isotonic_batched(
     tol: the certificate's relative tolerance.
     iters: projected-gradient iterations per round.
     max_rounds: rounds at most (each ends with a polish and a certificate).
-    tree_path: for a tree, the exact pool-adjacent-violators instead: that of
-      :mod:`jaxdp.consistency.chain` on a path, of :mod:`jaxdp.consistency.tree`
-      on any other tree; its multipliers are :func:`~jaxdp.consistency.tree.tree_multipliers`.
+    tree_path: the exact structural solvers where they apply, instead of the
+      dual one: :mod:`jaxdp.consistency.chain` on a path,
+      :mod:`jaxdp.consistency.series_parallel` on any other series-parallel
+      order (forests included, unless a group would need ``M^2`` tests of more
+      than ``FOREST_PAIRWISE_MAX`` values: those forests take
+      :mod:`jaxdp.consistency.tree`); False: the dual solver always.
 
   Returns:
     ``(w, lam, certificate)`` with ``w`` block means (not clipped at 0).
   """
   apply_a, apply_at = operators(graph, y.dtype)
   tree = graph.is_tree
-  if tree_path and tree:
-    if chain_order(graph) is not None:
-      return chain_isotonic(y, graph, tol)
-    return in_chunks(functools.partial(_tree_pool, graph=graph, tol=tol), y)
-  if tree_path and sp_plan(graph) is not None:
+  if tree_path and chain_order(graph) is not None:
+    return chain_isotonic(y, graph, tol)
+  plan = sp_plan(graph) if tree_path else None
+  # forests too (a forest is series-parallel) unless a group needs M^2 tests of
+  # many values: faster than the tree forms on NHIS and random forests up to 400
+  if plan is not None and not (tree and pairwise_size(plan) > FOREST_PAIRWISE_MAX):
     return sp_isotonic(y, graph, tol)
+  if tree_path and tree:
+    return in_chunks(functools.partial(_tree_pool, graph=graph, tol=tol), y)
   s_mat = jnp.asarray(graph.subtree, y.dtype) if tree else None
   step = jnp.asarray(graph.edge_steps, y.dtype)
   merge = tol * jnp.maximum(1.0, jnp.max(jnp.abs(y), axis=1, keepdims=True))

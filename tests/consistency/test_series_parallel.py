@@ -83,7 +83,9 @@ def test_larger_posets_match_nnls():
       exact = jaxdp.consistent(y, poset, method="exact")  # minimum cuts, on the host
       np.testing.assert_allclose(np.asarray(z), np.asarray(exact), atol=1e-9)
       # nnls stops short on the row of ties; the others agree with it too
-      np.testing.assert_allclose(np.asarray(z[1:]), nnls_projection(y[1:], poset), atol=1e-7)
+      np.testing.assert_allclose(
+        np.asarray(z[1:]), nnls_projection(y[1:], poset), atol=1e-7
+      )
       assert bool(jnp.all(cert.ok))
 
 
@@ -125,4 +127,6 @@ def test_which_posets_take_it():
   with jax.enable_x64(True):
     yn = reversed_and_tied(rng, 8, 5)
     z = jaxdp.consistent(yn, n_poset, method="batched")
-    np.testing.assert_allclose(np.asarray(z[1:]), nnls_projection(yn[1:], n_poset), atol=1e-6)
+    np.testing.assert_allclose(
+      np.asarray(z[1:]), nnls_projection(yn[1:], n_poset), atol=1e-6
+    )
