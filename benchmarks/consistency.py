@@ -19,7 +19,7 @@ Vectors per second of order-consistent projection on noisy count vectors (true
 counts of a data shape of :mod:`jaxdp.experiments.consistency` plus poset-ball
 noise: ``many`` at eps = 1, where constraints rarely bind, and ``small`` at eps =
 0.1, where nearly all do): on NHIS with 3 sections (a forest: the exact batched
-pool-adjacent-violators, beside the dual solver on the same tree) and on a
+series-parallel junctions, beside the dual solver on the same tree) and on a
 300-question synthetic questionnaire (series-parallel, not a forest: the exact
 series-parallel junctions, beside the dual solver), each jitted
 on one batch, then through ``jaxdp.consistent`` (validation, and the exact host
@@ -47,7 +47,6 @@ from sklearn.isotonic import isotonic_regression
 
 import jaxdp
 from jaxdp.consistency import chain, constraint_graph, default_tol, solver
-from jaxdp.consistency.series_parallel import sp_plan
 from jaxdp.experiments.consistency import true_counts
 from jaxdp.experiments.questionnaire import synthetic_questionnaire
 
@@ -82,15 +81,18 @@ def batched_rows(poset, y, tree_path, case):
   f = lambda: solver.isotonic_batched(y, graph, tol, tree_path=tree_path)
   t = best_time(f)
   cert = f()[2]
-  if not tree_path:
-    name = "dual solver"
-  elif graph.is_tree:
-    name = "tree pool-adjacent-violators"
-  else:
-    name = "series-parallel junctions" if sp_plan(graph) else "dual solver"
+  name = path_name(graph) if tree_path else "dual solver"
   return [
     row(f"batched: {name} (jit)", poset, y.shape[0], t, float(jnp.mean(cert.ok)), case)
   ]
+
+
+def path_name(graph) -> str:
+  """The batched solver ``isotonic_batched`` takes for ``graph``."""
+  path = solver.exact_path(graph)
+  if path is None:
+    return "dual solver"
+  return path + (" junctions" if path == "series-parallel" else " pool-adjacent-violators")
 
 
 def reference_posets(d: int) -> dict:
@@ -155,7 +157,7 @@ def reference_rows(dims, batch, seed=0):
       z = np.asarray(jaxdp.consistent(yj, poset), np.float64)[:k]
       want = np.array([ref(v) for v in y64[:k]])
       scale = np.maximum(1.0, np.abs(y64[:k]).max(axis=1, keepdims=True))
-      path = {"chain": "chain", "forest": "tree"}.get(kind, "series-parallel")
+      path = path_name(graph)
       rows.append(
         {
           "structure": kind,
@@ -237,10 +239,9 @@ def main(argv=None):
   ref_note = (
     "Per vector against references, measured in turn in one run (ratios under the "
     "same load): jaxdp.consistent on a batch of "
-    f"{args.ref_batch:,} float32 vectors (chains and forests: the exact batched "
-    "pool-adjacent-violators; the series-parallel posets, diamonds side by side, "
-    "no forest: the exact series-parallel junctions) against scikit-learn's "
-    "isotonic_regression "
+    f"{args.ref_batch:,} float32 vectors (the exact batched solver of each "
+    "structure, named in the table; series-parallel: diamonds side by side) "
+    "against scikit-learn's isotonic_regression "
     "(chains) or scipy's nnls on the dual (others), one float64 vector at a "
     "time. Forest: random recursive. Counts: 1000 * 0.98**depth plus Gaussian noise "
     "(sd 20). max diff: largest |jaxdp - reference| / max(1, max|y|). "

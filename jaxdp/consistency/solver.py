@@ -42,6 +42,7 @@ __all__ = [
   "CHUNK",
   "FOREST_PAIRWISE_MAX",
   "block_means",
+  "exact_path",
   "in_chunks",
   "isotonic_batched",
   "tree_block_means",
@@ -122,6 +123,21 @@ def block_means(y: jax.Array, tight: jax.Array, graph: ConstraintGraph) -> jax.A
   return _means(y, label, graph.dim)
 
 
+def exact_path(graph: ConstraintGraph) -> str | None:
+  """The exact batched solver :func:`isotonic_batched` takes for ``graph``:
+  ``"chain"`` on a path, ``"series-parallel"`` on any other series-parallel order
+  (forests too, measured faster than the tree forms on NHIS and random forests up
+  to d = 400, unless a junction needs ``M^2`` tests of more than
+  ``FOREST_PAIRWISE_MAX`` values), ``"tree"`` on those forests, None (the dual
+  solver) on orders with an induced N."""
+  if chain_order(graph) is not None:
+    return "chain"
+  plan = sp_plan(graph)
+  if plan is not None and not (graph.is_tree and pairwise_size(plan) > FOREST_PAIRWISE_MAX):
+    return "series-parallel"
+  return "tree" if graph.is_tree else None
+
+
 @functools.partial(jax.jit, static_argnames=("graph", "iters", "max_rounds", "tree_path"))
 def isotonic_batched(
   y: jax.Array,
@@ -140,26 +156,21 @@ def isotonic_batched(
     tol: the certificate's relative tolerance.
     iters: projected-gradient iterations per round.
     max_rounds: rounds at most (each ends with a polish and a certificate).
-    tree_path: the exact structural solvers where they apply, instead of the
-      dual one: :mod:`jaxdp.consistency.chain` on a path,
-      :mod:`jaxdp.consistency.series_parallel` on any other series-parallel
-      order (forests included, unless a group would need ``M^2`` tests of more
-      than ``FOREST_PAIRWISE_MAX`` values: those forests take
-      :mod:`jaxdp.consistency.tree`); False: the dual solver always.
+    tree_path: the exact solver of :func:`exact_path` where there is one
+      (:mod:`jaxdp.consistency.chain`, :mod:`jaxdp.consistency.series_parallel`
+      or :mod:`jaxdp.consistency.tree`); False: the dual solver always.
 
   Returns:
     ``(w, lam, certificate)`` with ``w`` block means (not clipped at 0).
   """
   apply_a, apply_at = operators(graph, y.dtype)
   tree = graph.is_tree
-  if tree_path and chain_order(graph) is not None:
+  path = exact_path(graph) if tree_path else None
+  if path == "chain":
     return chain_isotonic(y, graph, tol)
-  plan = sp_plan(graph) if tree_path else None
-  # forests too (a forest is series-parallel) unless a group needs M^2 tests of
-  # many values: faster than the tree forms on NHIS and random forests up to 400
-  if plan is not None and not (tree and pairwise_size(plan) > FOREST_PAIRWISE_MAX):
+  if path == "series-parallel":
     return sp_isotonic(y, graph, tol)
-  if tree_path and tree:
+  if path == "tree":
     return in_chunks(functools.partial(_tree_pool, graph=graph, tol=tol), y)
   s_mat = jnp.asarray(graph.subtree, y.dtype) if tree else None
   step = jnp.asarray(graph.edge_steps, y.dtype)
