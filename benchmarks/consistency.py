@@ -19,8 +19,9 @@ Vectors per second of order-consistent projection on noisy count vectors (true
 counts of a data shape of :mod:`jaxdp.experiments.consistency` plus poset-ball
 noise: ``many`` at eps = 1, where constraints rarely bind, and ``small`` at eps =
 0.1, where nearly all do): on NHIS with 3 sections (a forest: the exact batched
-pool-adjacent-violators, beside the dual solver on the same tree) and on a
-300-question synthetic questionnaire (not a forest: the dual solver), each jitted
+series-parallel junctions, beside the dual solver on the same tree) and on a
+300-question synthetic questionnaire (series-parallel, not a forest: the exact
+series-parallel junctions, beside the dual solver), each jitted
 on one batch, then through ``jaxdp.consistent`` (validation, and the exact host
 path for any vector the batched solver does not certify), and the exact host
 algorithm on single vectors. Writes ``consistency.{json,md}`` into ``--out``.
@@ -80,10 +81,18 @@ def batched_rows(poset, y, tree_path, case):
   f = lambda: solver.isotonic_batched(y, graph, tol, tree_path=tree_path)
   t = best_time(f)
   cert = f()[2]
-  name = "tree pool-adjacent-violators" if tree_path and graph.is_tree else "dual solver"
+  name = path_name(graph) if tree_path else "dual solver"
   return [
     row(f"batched: {name} (jit)", poset, y.shape[0], t, float(jnp.mean(cert.ok)), case)
   ]
+
+
+def path_name(graph) -> str:
+  """The batched solver ``isotonic_batched`` takes for ``graph``."""
+  path = solver.exact_path(graph)
+  if path is None:
+    return "dual solver"
+  return path + (" junctions" if path == "series-parallel" else " pool-adjacent-violators")
 
 
 def reference_posets(d: int) -> dict:
@@ -148,7 +157,7 @@ def reference_rows(dims, batch, seed=0):
       z = np.asarray(jaxdp.consistent(yj, poset), np.float64)[:k]
       want = np.array([ref(v) for v in y64[:k]])
       scale = np.maximum(1.0, np.abs(y64[:k]).max(axis=1, keepdims=True))
-      path = "chain" if kind == "chain" else ("tree" if graph.is_tree else "dual solver")
+      path = path_name(graph)
       rows.append(
         {
           "structure": kind,
@@ -198,7 +207,7 @@ def main(argv=None):
   rows = []
   for poset, batch, trees in (
     (nhis, args.nhis_batch, (True, False)),
-    (quest, args.q_batch, (True,)),
+    (quest, args.q_batch, (True, False)),
   ):
     for case in CASES:
       y = noisy(poset, batch, 1, *case)
@@ -230,9 +239,9 @@ def main(argv=None):
   ref_note = (
     "Per vector against references, measured in turn in one run (ratios under the "
     "same load): jaxdp.consistent on a batch of "
-    f"{args.ref_batch:,} float32 vectors (chains and forests: the exact batched "
-    "pool-adjacent-violators; the series-parallel posets, diamonds side by side, "
-    "no forest: the dual solver) against scikit-learn's isotonic_regression "
+    f"{args.ref_batch:,} float32 vectors (the exact batched solver of each "
+    "structure, named in the table; series-parallel: diamonds side by side) "
+    "against scikit-learn's isotonic_regression "
     "(chains) or scipy's nnls on the dual (others), one float64 vector at a "
     "time. Forest: random recursive. Counts: 1000 * 0.98**depth plus Gaussian noise "
     "(sd 20). max diff: largest |jaxdp - reference| / max(1, max|y|). "

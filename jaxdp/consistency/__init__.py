@@ -6,13 +6,24 @@ Modules: :mod:`~jaxdp.consistency.graph` (the constraint graph of a poset),
 :mod:`~jaxdp.consistency.exact` (the exact host algorithm),
 :mod:`~jaxdp.consistency.chain` and :mod:`~jaxdp.consistency.tree` (exact batched
 pool-adjacent-violators on chains and forests),
+:mod:`~jaxdp.consistency.series_parallel` (exact batched junction clamps on
+series-parallel posets),
 :mod:`~jaxdp.consistency.solver` (the batched jitted solver, any poset),
 :mod:`~jaxdp.consistency.certificate` (feasibility and duality gap) and
 :mod:`~jaxdp.consistency.project` (:func:`consistent`). The design note is
 ``docs/design/consistency.md``.
 """
 
-from jaxdp.consistency import certificate, chain, exact, graph, project, solver, tree
+from jaxdp.consistency import (
+  certificate,
+  chain,
+  exact,
+  graph,
+  project,
+  series_parallel,
+  solver,
+  tree,
+)
 from jaxdp.consistency.certificate import Certificate
 from jaxdp.consistency.graph import ConstraintGraph, constraint_graph
 from jaxdp.consistency.project import (
@@ -37,6 +48,7 @@ __all__ = [
   "graph",
   "integer_limit",
   "project",
+  "series_parallel",
   "solver",
   "tree",
 ]

@@ -28,7 +28,7 @@ import numpy as np
 from jaxdp.consistency.certificate import Certificate, certify
 from jaxdp.consistency.graph import ConstraintGraph
 
-__all__ = ["chain_isotonic", "chain_order"]
+__all__ = ["CHUNK", "chain_isotonic", "chain_order"]
 
 
 @functools.lru_cache(maxsize=64)
@@ -49,6 +49,9 @@ def chain_order(graph: ConstraintGraph) -> np.ndarray | None:
   return out
 
 
+CHUNK = 128  # vectors per pool-adjacent-violators loop (lane-major stacks stay in cache)
+
+
 def chain_isotonic(
   y: jax.Array, graph: ConstraintGraph, tol: float
 ) -> tuple[jax.Array, jax.Array, Certificate]:
@@ -56,9 +59,9 @@ def chain_isotonic(
 
   Returns:
     ``(w, lam, certificate)``: the regression, its multipliers (one per edge of
-    ``graph``: 0 between blocks, else the sum of ``y - w`` over the path below the
-    edge, whose earlier blocks each sum to 0, so it stays at the size of the
-    multipliers) and its :class:`~jaxdp.consistency.Certificate`.
+    ``graph``: 0 between blocks, else the sum of ``y - w`` over the nodes of the
+    edge's block above the edge, negated, summed from the block's top down) and its
+    :class:`~jaxdp.consistency.Certificate`.
 
   Raises:
     ValueError: the graph is not a path.
@@ -67,51 +70,109 @@ def chain_isotonic(
   if order is None:
     raise ValueError("the chain path needs a chain poset (a path with n on top).")
   b, n = y.shape
-  lanes = jnp.arange(b)
-  # adjacent violators share a block (Barlow et al. 1972, Section 1.2): each run
-  # with y_i >= y_(i+1) is pooled first, and pushed whole; flat, one index per read
-  up = y[:, order]
-  runs = _runs(up.T).reshape(-1, 2)  # (n * B, 2): sum and size from i to its run's end
-
-  def step(state):
-    i, below, s1, c1, stack, _ = state  # below: blocks stored under the top one
-    s2, c2 = stack[jnp.maximum(below - 1, 0) * b + lanes].T
-    # the means the result is made of: pooling on them keeps it exactly ordered
-    pool = (below >= 1) & (s2 / jnp.maximum(c2, 1.0) > s1 / c1)
-    push = ~pool & (i < n)
-    where = jnp.where(push, below, n) * b + lanes  # row n: a write never read
-    stack = stack.at[where].set(jnp.stack([s1, c1], 1), unique_indices=True)
-    s3, c3 = runs[jnp.minimum(i, n - 1) * b + lanes].T
-    s1 = jnp.where(pool, s1 + s2, jnp.where(push, s3, s1))
-    c1 = jnp.where(pool, c1 + c2, jnp.where(push, c3, c1))
-    i = i + jnp.where(push, c3, 0.0).astype(jnp.int32)
-    return i, below + push - pool, s1, c1, stack, jnp.any(pool | push)
-
-  stack = jnp.zeros(((n + 1) * b, 2), y.dtype)
-  s1, c1 = runs[:b].T
-  state = (c1.astype(jnp.int32), jnp.zeros(b, jnp.int32), s1, c1, stack, jnp.array(True))
-  _, below, s1, c1, stack, _ = jax.lax.while_loop(lambda s: s[5], step, state)
-  stack = stack.reshape(n + 1, b, 2).at[below, lanes].set(jnp.stack([s1, c1], 1))[:n]
-  blocks = jnp.arange(n)[:, None] <= below  # (n, B): the rows holding a block
-  size = jnp.where(blocks, stack[..., 1], 0.0).astype(jnp.int32)
-  first = jnp.where(blocks, _cumsum(size) - size, n)  # each block's first node
-  marks = jnp.zeros((n + 1, b), jnp.int32).at[first, lanes].add(1)
-  block = _cumsum(marks[:n]) - 1  # (n, B): the block of each node
-  means = stack[..., 0] / jnp.maximum(stack[..., 1], 1.0)
-  w_t = jnp.take_along_axis(means, block, 0)
-  lam_t = jnp.where(block[:-1] == block[1:], _cumsum(up.T - w_t)[:-1], 0.0)
-  w, lam = w_t.T, lam_t.T
+  up = _permute(y, order)  # bottom-up
+  up_t = up.T  # (n, B): the scans below step along the path, the batch in lanes
+  runs = _runs(up_t)  # adjacent violators share a block: each run is pushed whole
+  sums, sizes, below = _chunked(_stack, runs[..., 0].T, runs[..., 1].T)
+  w_t, lam_t = _expand(up_t, sums, sizes, below)
+  w, lam = w_t.T, lam_t[:-1].T
   path = ConstraintGraph(n, tuple(range(n - 1)), tuple(range(1, n)))
   cert = certify(up, w, lam, path, tol)  # the same numbers in any node order
   inverse = np.argsort(order)
   edge = inverse[np.asarray(graph.lo)]  # the path edge above each graph edge's lo
-  return w[:, inverse], lam[:, edge], cert
+  return _permute(w, inverse), _permute(lam, edge), cert
 
 
-def _cumsum(x: jax.Array) -> jax.Array:
-  """Cumulative sums down the first axis: a ``lax.scan`` over its rows, several
-  times faster on CPU than ``jnp.cumsum`` on the same array."""
-  return jax.lax.scan(lambda c, r: (c + r, c + r), jnp.zeros_like(x[0]), x, unroll=8)[1]
+def _permute(x: jax.Array, index: np.ndarray) -> jax.Array:
+  """``x[:, index]`` for a static index; a flip (or nothing) when it is one."""
+  if np.array_equal(index, np.arange(x.shape[1])):
+    return x
+  if np.array_equal(index, np.arange(x.shape[1])[::-1]):
+    return x[:, ::-1]
+  return x[:, index]
+
+
+def _chunked(fn, *xs):
+  """``fn(*xs)`` on ``CHUNK`` rows at a time (``lax.map``; padded with copies of
+  the first row, dropped again): the loop stops when its slowest vector is done."""
+  b = xs[0].shape[0]
+  if b <= CHUNK:
+    return fn(*xs)
+  k = -(-b // CHUNK)
+  pad = [
+    jnp.concatenate([x, jnp.broadcast_to(x[:1], (k * CHUNK - b,) + x.shape[1:])])
+    for x in xs
+  ]
+  out = jax.lax.map(lambda t: fn(*t), [x.reshape((k, CHUNK) + x.shape[1:]) for x in pad])
+  return jax.tree.map(lambda a: a.reshape((k * CHUNK,) + a.shape[2:])[:b], out)
+
+
+def _stack(run_sums: jax.Array, run_sizes: jax.Array):
+  """Pool-adjacent-violators over the runs (``(B, n)`` each: from each position,
+  the sum and the size of the run starting there). Each step, per vector, either
+  pools the top two blocks (the lower has the larger mean) or pushes the next run;
+  the stacks are lane-major (each vector's blocks contiguous), in flat arrays.
+
+  Returns:
+    ``(sums, sizes, below)``: ``(B, n + 1)`` block sums and sizes from the bottom
+    (rows past ``below`` unused) and the index of each vector's top block.
+  """
+  b, n = run_sums.shape
+  base = jnp.arange(b) * (n + 1)
+  rbase = jnp.arange(b) * n
+  flat_s, flat_c = run_sums.reshape(-1), run_sizes.reshape(-1)
+
+  def step(state):
+    i, below, s1, c1, ss, cs, _ = state  # below: blocks stored under the top one
+    at = base + jnp.maximum(below - 1, 0)
+    s2, c2 = ss[at], cs[at]
+    # the means the result is made of: pooling on them keeps it exactly ordered
+    pool = (below >= 1) & (s2 / jnp.maximum(c2, 1.0) > s1 / c1)
+    push = ~pool & (i < n)
+    where = base + jnp.where(push, below, n)  # column n: a write never read
+    ss = ss.at[where].set(s1, unique_indices=True)
+    cs = cs.at[where].set(c1, unique_indices=True)
+    nxt = rbase + jnp.minimum(i, n - 1)
+    s3, c3 = flat_s[nxt], flat_c[nxt]
+    s1 = jnp.where(pool, s1 + s2, jnp.where(push, s3, s1))
+    c1 = jnp.where(pool, c1 + c2, jnp.where(push, c3, c1))
+    i = i + jnp.where(push, c3, 0.0).astype(jnp.int32)
+    return i, below + push - pool, s1, c1, ss, cs, jnp.any(pool | push)
+
+  ss = jnp.zeros((b * (n + 1),), run_sums.dtype)
+  s1, c1 = run_sums[:, 0], run_sizes[:, 0]
+  state = (c1.astype(jnp.int32), jnp.zeros(b, jnp.int32), s1, c1, ss, ss, jnp.array(True))
+  _, below, s1, c1, ss, cs, _ = jax.lax.while_loop(lambda s: s[-1], step, state)
+  ss = ss.at[base + below].set(s1, unique_indices=True)
+  cs = cs.at[base + below].set(c1, unique_indices=True)
+  return ss.reshape(b, n + 1), cs.reshape(b, n + 1), below
+
+
+def _expand(up_t: jax.Array, sums: jax.Array, sizes: jax.Array, below: jax.Array):
+  """``(w, lam)`` along the path (``(n, B)`` each) from the blocks: one scan from the
+  top down, each node taking its block's mean; ``lam`` of the edge above node
+  ``k`` is minus the sum of ``up - w`` over the nodes of its block above ``k``
+  (0 at a block's top node), the sum below ``k`` in exact arithmetic (a block sums
+  to 0), kept small by starting from each block's top."""
+  b, width = sums.shape
+  means = (sums / jnp.maximum(sizes, 1.0)).reshape(-1)
+  counts = sizes.astype(jnp.int32).reshape(-1)
+  base = jnp.arange(b) * width
+
+  def down(carry, row):
+    j, left, m, acc = carry
+    new = left == 0  # the block below starts here
+    j = j - new
+    at = base + jnp.maximum(j, 0)
+    m = jnp.where(new, means[at], m)
+    left = jnp.where(new, counts[at], left) - 1
+    acc = jnp.where(new, 0.0, acc)
+    lam = -acc
+    return (j, left, m, acc + (row - m)), (m, lam)
+
+  zero = jnp.zeros_like(up_t[0])
+  carry = (below + 1, jnp.zeros_like(below), zero, zero)
+  return jax.lax.scan(down, carry, up_t, reverse=True)[1]
 
 
 def _runs(x: jax.Array) -> jax.Array:
@@ -126,4 +187,4 @@ def _runs(x: jax.Array) -> jax.Array:
     return (s, c), jnp.stack([s, c], -1)
 
   zero = jnp.zeros_like(x[0])
-  return jax.lax.scan(back, (zero, zero), (x, cont), reverse=True, unroll=8)[1]
+  return jax.lax.scan(back, (zero, zero), (x, cont), reverse=True)[1]

@@ -54,8 +54,9 @@ def consistent(
     * ``"batched"``: the jitted solver (:mod:`jaxdp.consistency.solver`),
       chosen by the poset's structure: exact pool-adjacent-violators on a chain
       (:mod:`jaxdp.consistency.chain`, ``O(d)`` per vector) or a forest
-      (:mod:`jaxdp.consistency.tree`); on any other poset (series-parallel ones
-      included) dual accelerated projected gradient, then block means;
+      (:mod:`jaxdp.consistency.tree`), exact junction clamps on any other
+      series-parallel poset (:mod:`jaxdp.consistency.series_parallel`); on a poset
+      with an induced N, dual accelerated projected gradient, then block means;
       fixed-shape, runs under ``jit`` and ``vmap``.
     * ``"auto"`` (default): ``"exact"`` for one concrete vector, ``"batched"``
       otherwise; concrete batched vectors the solver does not certify within

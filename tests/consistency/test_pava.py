@@ -14,7 +14,13 @@ from sklearn.isotonic import isotonic_regression
 import jaxdp
 from jaxdp import Poset
 from jaxdp.consistency import constraint_graph, solver
+from jaxdp.consistency.chain import CHUNK as CHAIN_CHUNK
 from jaxdp.consistency.chain import chain_isotonic, chain_order
+from jaxdp.consistency.series_parallel import (
+  pairwise_size,
+  sp_isotonic,
+  sp_plan,
+)
 from jaxdp.consistency.tree import (
   scheduled_isotonic,
   tree_multipliers,
@@ -82,6 +88,18 @@ def test_chains_match_scikit_learn():
       assert_consistent(z, poset)
 
 
+def test_chain_batches_past_the_chunk():
+  """Batches that are no multiple of the chain loop's chunk (padded lanes must
+  neither stall the loop nor leak into the result), in float32."""
+  poset, positions = chain(20, 4)
+  rng = np.random.default_rng(4)
+  y = hard_vectors(rng, CHAIN_CHUNK + 5, 21).astype(np.float32)
+  z, cert = jaxdp.consistent(y, poset, method="batched", certificate=True)
+  want = sklearn_projection(y.astype(np.float64), positions)
+  np.testing.assert_allclose(np.asarray(z), want, atol=1e-5 * np.abs(y).max())
+  assert bool(jnp.all(cert.ok))
+
+
 def test_chain_of_512_and_huge_values():
   poset, positions = chain(512, 4)
   rng = np.random.default_rng(1)
@@ -137,8 +155,10 @@ def test_forest_of_512_matches_nnls():
 
 
 def test_structure_picks_the_solver():
-  """Chains take the chain path, other forests the tree path (bit for bit), other
-  posets the dual solver; the tree path agrees with the chain path on a chain."""
+  """Chains take the chain path; forests the series-parallel path (bit for bit),
+  except where a group would need pairwise tests past FOREST_PAIRWISE_MAX values (a long
+  path with side branches): the tree path; the tree forms agree with the chain
+  path on a chain."""
   rng = np.random.default_rng(5)
   poset, _ = chain(9, 6)
   graph = constraint_graph(poset)
@@ -150,15 +170,30 @@ def test_structure_picks_the_solver():
   np.testing.assert_allclose(np.asarray(w_tree), np.asarray(w), atol=1e-5)
   lam_tree = tree_multipliers(y, w_tree, label, graph)
   np.testing.assert_allclose(np.asarray(lam_tree), np.asarray(lam_chain), atol=1e-4)
-  forest = constraint_graph(random_forest(40, 8))  # past SCHEDULE_MAX: the windows
-  yf = jnp.asarray(hard_vectors(rng, 16, 41), jnp.float32)
-  w, _, _ = solver.isotonic_batched(yf, forest, 1e-4)
-  np.testing.assert_array_equal(np.asarray(w), np.asarray(windowed_isotonic(yf, forest)[0]))
-  small = constraint_graph(Poset.nhis(3))
-  ys = jnp.asarray(hard_vectors(rng, 16, 16), jnp.float32)
-  w, _, _ = solver.isotonic_batched(ys, small, 1e-4)
-  np.testing.assert_array_equal(np.asarray(w), np.asarray(scheduled_isotonic(ys, small)[0]))
-  assert chain_order(small) is None
+  w_sched, _ = scheduled_isotonic(y, graph)
+  np.testing.assert_allclose(np.asarray(w_sched), np.asarray(w), atol=1e-5)
+  for poset in (random_forest(40, 8), Poset.nhis(3)):
+    forest = constraint_graph(poset)
+    assert pairwise_size(sp_plan(forest)) <= solver.FOREST_PAIRWISE_MAX
+    yf = jnp.asarray(hard_vectors(rng, 16, forest.dim), jnp.float32)
+    w, _, _ = solver.isotonic_batched(yf, forest, 1e-4)
+    np.testing.assert_array_equal(
+      np.asarray(w), np.asarray(sp_isotonic(yf, forest, 1e-4)[0])
+    )
+    np.testing.assert_allclose(
+      np.asarray(w), np.asarray(windowed_isotonic(yf, forest)[0]), atol=1e-4
+    )
+  # a path of 40 with a leaf on each node: long series, no single side
+  comb = Poset.from_parents([-1] + [max(0, 2 * ((i - 1) // 2)) for i in range(1, 80)])
+  graph = constraint_graph(comb)
+  assert pairwise_size(sp_plan(graph)) > solver.FOREST_PAIRWISE_MAX
+  yc = jnp.asarray(hard_vectors(rng, 16, 81), jnp.float32)
+  w, _, _ = solver.isotonic_batched(yc, graph, 1e-4)
+  np.testing.assert_array_equal(np.asarray(w), np.asarray(windowed_isotonic(yc, graph)[0]))
+  np.testing.assert_allclose(
+    np.asarray(w), np.asarray(sp_isotonic(yc, graph, 1e-4)[0]), atol=1e-4
+  )
+  assert chain_order(constraint_graph(Poset.nhis(3))) is None
   with pytest.raises(ValueError, match="chain poset"):
     chain_isotonic(y, constraint_graph(Poset.from_edges(9, [])), 1e-4)
 
