@@ -36,6 +36,7 @@ from jaxdp.mechanisms.statistics import (
   saturating_add,
 )
 from jaxdp.samplers.balls import LpBall, PosetBall
+from jaxdp.samplers.count_ball import CountBall
 from jaxdp.samplers.norm_ball import NormBall
 from jaxdp.samplers.sum_ball import SumBall
 from jaxdp.samplers.vote_ball import VoteBall
@@ -43,10 +44,14 @@ from jaxdp.typing import ArrayLike, KeyArray
 
 EXACT_BALLS = (
   "exact=True is available for the poset ball, the l_1 (i.i.d. Laplace), l_2 and "
-  "l_inf balls, the sum ball (SumBall, d <= 1024) and the vote ball (VoteBall, "
-  "d <= 1024); the count ball has float noise only"
+  "l_inf balls, the sum, count and vote balls (SumBall, CountBall, VoteBall, "
+  "d <= 1024)"
 )
-EXACT_QUERY_BALLS = {SumBall: exact.MAX_SUM_D, VoteBall: exact.MAX_VOTE_D}
+EXACT_QUERY_BALLS = {
+  SumBall: exact.MAX_SUM_D,
+  CountBall: exact.MAX_COUNT_D,
+  VoteBall: exact.MAX_VOTE_D,
+}
 
 
 @pytree("eps", "sensitivity")
@@ -137,6 +142,8 @@ class KNormMechanism(EpsMechanism):
     """The exact noise's dimension for its scale limit (0: i.i.d. Laplace)."""
     if isinstance(self.ball, LpBall) and self.ball.p == 1:
       return 0
+    if isinstance(self.ball, CountBall):  # |noise| <= a sum of d + 2 exponentials
+      return self.ball.dim + 1
     return self.ball.dim
 
   @property
@@ -184,6 +191,9 @@ class KNormMechanism(EpsMechanism):
       if isinstance(self.ball, SumBall):
         d, k = self.ball.d, self.ball.k
         noise = exact.sum_knorm(key, d, k, scale, units.shape[:-1])
+      elif isinstance(self.ball, CountBall):  # its norm shrinks under clipping too
+        d, k = self.ball.d, self.ball.k
+        noise = exact.count_knorm(key, d, k, scale, units.shape[:-1])
       elif self.ball.p == math.inf:
         noise = exact.linf_knorm(key, self.ball.d, scale, units.shape[:-1])
       elif self.ball.p == 2:
