@@ -99,8 +99,8 @@ def count_knorm(
     raise ValueError(
       f"exact count-ball noise needs 1 <= k <= d <= {MAX_COUNT_D}; got d = {d}, k = {k}."
     )
-  tab = count_plans(d, k)
   scale = check_scale(scale, d + 1)
+  tab = count_plans(d, k)
   traced, const = (None, scale) if isinstance(scale, float) else (scale, None)
   with jax.enable_x64(True):
     out = _count_kernel(key, traced, const=const, tab=tab, n=math.prod(shape))
