@@ -145,7 +145,6 @@ def _count_kernel(key, traced, *, const, tab, n):
           words,
           extra,
           scale,
-          cls,
           pos,
           vmap_method="broadcast_all",
         )
@@ -240,7 +239,7 @@ def count_round(words, cls, pos, scale, tab: CountPlans):
 
 
 def refine_count_sample(
-  words: np.ndarray, extra: np.ndarray, scale: float, cls, pos, *, tab: CountPlans
+  words: np.ndarray, extra: np.ndarray, scale: float, pos, *, tab: CountPlans
 ) -> np.ndarray:
   """Exact rounding of one accepted sample from 244 digits per uniform, in
   ``decimal`` (the caller's context: :func:`~jaxdp.exact.refine.host_refine`).
@@ -249,7 +248,6 @@ def refine_count_sample(
     RuntimeError: the proposal not accepted at 244 digits (it was at 52: never), or
       a coordinate still unsettled (probability below 2^-150).
   """
-  del cls
   d = tab.d
   status, x_lo, x_hi, bits = _exact_decision(words, extra, pos, tab)
   if status != ACCEPT:

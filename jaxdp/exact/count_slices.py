@@ -114,7 +114,6 @@ def choose_subset(key, cls, d: int):
   """The positive coordinates (m, d) bool: the ``cls`` coordinates with the smallest
   64-bit keys, all keys of a row drawn again (fold_in(key_t, attempt)) while its
   cls-th and (cls + 1)-th smallest tie. ``key`` holds one key per row."""
-  m = cls.shape[0]
 
   def keys(attempt):
     w = jax.vmap(
@@ -138,7 +137,6 @@ def choose_subset(key, cls, d: int):
 
   pos, tie = split(keys(0))
   pos, _, _ = lax.while_loop(lambda s: jnp.any(s[1]), body, (pos, tie, jnp.int32(1)))
-  del m
   return pos
 
 

@@ -1,5 +1,5 @@
 """The K-norm mechanism for the poset ball, the l_p balls and the query balls (sum,
-count, vote), float or (poset, l_1, l_2, l_inf, sum and vote balls) exact.
+count, vote), float or exact.
 
 References:
   M. Hardt, K. Talwar, "On the geometry of differential privacy", STOC 2010.
@@ -66,11 +66,11 @@ class KNormMechanism(EpsMechanism):
     eps: privacy parameter.
     sensitivity: sensitivity s of the statistic in the K-norm.
     exact: integer statistic plus exactly rounded noise (int32): the poset ball,
-      the l_1, l_2 and l_inf balls and the sum and vote balls (d <= 1024). For the
+      the l_1, l_2 and l_inf balls and the query balls (d <= 1024). For the
       poset and vote balls, whose norms clipping the statistic does not keep, a
       traced statistic of any integer width is released as the sum saturated at
-      +-(2^31 - 1) (postprocessing); l_p and sum-ball statistics are clipped to
-      +-2^30 first (1-Lipschitz in their norms).
+      +-(2^31 - 1) (postprocessing); l_p, sum- and count-ball statistics are
+      clipped to +-2^30 first (clipping toward 0 never grows their norms).
 
   References:
     Hardt & Talwar (2010); Joseph, Ribero & Yu (2025), Lemma 2.2.

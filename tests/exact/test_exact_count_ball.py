@@ -272,9 +272,7 @@ def test_decisions_and_rounding_equal_high_precision(tab):
         )
       if bool(settled[0]):
         assert list(np.asarray(kk[0])) == want
-      got = exact_count.refine_count_sample(
-        words[t], extra[t], scale, cls[t], pos[t], tab=tab
-      )
+      got = exact_count.refine_count_sample(words[t], extra[t], scale, pos[t], tab=tab)
       assert list(got) == want
   assert accepted == 60
   assert (status != slices.UNDECIDED).mean() > 0.98
@@ -393,3 +391,17 @@ def test_mechanisms_translate_are_publishable_and_refuse_bad_input():
   changed = jaxdp.KNormMechanism(ball, 0.5, exact=True)
   object.__setattr__(ball, "k", 7)
   assert not jaxdp.is_publishable(changed)
+
+
+@SLOW
+def test_a_callers_vmap_and_jit_give_each_key_its_own_draw():
+  """Under a caller's vmap over three keys (2,000 samples each) each member's noise
+  equals its own unbatched draw, and a jitted draw with a traced scale equals the
+  static one."""
+  keys = jax.random.split(_key(51), 3)
+  draw = lambda k: exact.count_knorm(k, 4, 2, 3.0, (2000,))
+  np.testing.assert_array_equal(
+    np.asarray(jax.vmap(draw)(keys)), np.stack([np.asarray(draw(k)) for k in keys])
+  )
+  traced = jax.jit(lambda k, s: exact.count_knorm(k, 4, 2, s, (2000,)))(keys[0], 3.0)
+  np.testing.assert_array_equal(np.asarray(traced), np.asarray(draw(keys[0])))
