@@ -343,7 +343,12 @@ def integer_part_sums(
     raise ValueError(f"rows must have shape (n,) or (n, k); got {tuple(x.shape)}.")
   part = part_index(part, x.shape[0], num_parts)
   with jax.enable_x64(True):
-    x2 = x2.astype(jnp.int64)
+    # every norm here is at least ||x||_inf, so an entry beyond floor(bound) fails
+    # the row, clipped to floor(bound) + 1 or not; the clip keeps every sum below
+    # 2^63 (no wrap can pass a row), and for a huge bound the clipped row is both
+    # checked and summed
+    cap = min(math.floor(Fraction(float(bound))) + 1, 2**40)
+    x2 = jnp.clip(x2.astype(jnp.int64), -cap, cap)
     if isinstance(p, (SumBall, CountBall)) and x2.shape[1] != p.d:
       raise ValueError(f"rows must have {p.d} columns (the {p.name}'s); got {x.shape}.")
     if isinstance(p, CountBall):
@@ -367,7 +372,8 @@ def count_norm_within(x, k: int, bound) -> jax.Array:
   """Whether each int64 row x has count-ball norm g(x+) + g(x-) <= bound, exactly:
   with M, S the max and sum of x+ (m, s of x-), max(M, S / k) + max(m, s / k) <= b
   iff M + m <= floor(b), k M + s <= floor(k b), S + k m <= floor(k b) and
-  S + s <= floor(k b) (integers on the left)."""
+  S + s <= floor(k b) (integers on the left). Entries must be at most 2^40 in
+  magnitude (:func:`integer_part_sums` clips them first), so no sum wraps."""
   top = math.floor(Fraction(float(bound)) * k)  # exact: no rounding of k * bound
   low = math.floor(Fraction(float(bound)))
   xp, xn = jnp.maximum(x, 0), jnp.maximum(-x, 0)

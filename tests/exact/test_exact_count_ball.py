@@ -25,7 +25,7 @@ from jaxdp import random as dprandom
 from jaxdp.exact import count_ball as exact_count
 from jaxdp.exact import count_slices, slices
 from jaxdp.exact import intervals as exact_intervals
-from jaxdp.mechanisms.statistics import count_norm_within
+from jaxdp.mechanisms.statistics import count_norm_within, integer_part_sums
 from jaxdp.samplers.cube_slice import slice_moments
 from tests.helpers.exactness import record_host_refinements, slice_cell_pvalue
 
@@ -337,6 +337,17 @@ def test_norm_rule_is_exact():
     g = lambda v: max(max(v, default=0), Fraction(sum(v), 2))
     want = [g([max(t, 0) for t in r]) + g([max(-t, 0) for t in r]) <= b for r in rows]
     np.testing.assert_array_equal(got, want)
+
+
+def test_huge_integer_rows_cannot_wrap_past_the_norm_rules():
+  """int64 rows whose sums or |x| would wrap (2^62 and -2^62; -2^63) count 0 in every
+  exact per-row rule (count, sum, l_1, l_inf, l_2 balls), and a row in the ball still
+  counts."""
+  rows = np.array([[2**62, -(2**62), 0], [-(2**63), 0, 0], [1, 0, 0]], np.int64)
+  for p in (jaxdp.CountBall(3, 2), jaxdp.SumBall(3, 2), 1, math.inf, 2):
+    with jax.enable_x64(True):
+      sums = integer_part_sums(jnp.asarray(rows), jnp.zeros(3, jnp.int32), 1, 1.0, p=p)
+    np.testing.assert_array_equal(np.asarray(sums), [[1, 0, 0]], err_msg=str(p))
 
 
 def test_mechanisms_translate_are_publishable_and_refuse_bad_input():
