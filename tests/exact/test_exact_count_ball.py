@@ -437,3 +437,24 @@ def test_an_undecided_class_is_an_error_not_a_guess(monkeypatch):
   finally:
     monkeypatch.undo()
     jax.clear_caches()
+
+
+@SLOW
+def test_k1_is_iid_laplace():
+  """CountBall(4, 1) is the l_1 ball, whose K-norm noise is i.i.d. Laplace: 20,000
+  rounded draws at scale 1.5 (every part of size > 1 on the wrapped a = 1 plan),
+  each coordinate against the exact law of a rounded Laplace variate
+  (P(n) = e^(-|n|/b) sinh(1/(2b)) for n != 0, 1 - e^(-1/(2b)) at 0), chi-square
+  with |n| >= 6 pooled, p > 1e-4; the signs of coordinates 0 and 1 independent."""
+  b, n = 1.5, 20_000
+  x = np.asarray(exact.count_knorm(_key(71), 4, 1, b, (n,)))
+  top = 6
+  probs = [math.exp(-abs(v) / b) * math.sinh(1 / (2 * b)) for v in range(-top + 1, top)]
+  probs[top - 1] = 1 - math.exp(-1 / (2 * b))
+  tail = (1 - sum(probs)) / 2
+  probs = np.array([tail, *probs, tail])
+  for i in range(4):
+    counts = np.bincount(np.clip(x[:, i], -top, top) + top, minlength=2 * top + 1)
+    assert stats.chisquare(counts, probs * n).pvalue > 1e-4, i
+  table = np.histogram2d(np.sign(x[:, 0]), np.sign(x[:, 1]), bins=3)[0]
+  assert stats.chi2_contingency(table).pvalue > 1e-4
