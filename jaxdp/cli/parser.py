@@ -378,7 +378,7 @@ def build_parser(epilog: str = "") -> Parser:
     choices=RELEASE_NOISES,
     default=None,
     help="K-norm noise with the poset ball (most accurate; the default with --poset), "
-    "with the query's own ball (--query sum or vote), the l_inf or l_2 ball, or Laplace (with "
+    "with the query's own ball (--query), the l_inf or l_2 ball, or Laplace (with "
     "--query, unless given: the exact noise with the smallest expected squared error)",
   )
   add_query_flags(p, integer_flag)

@@ -16,7 +16,7 @@ def add_query_flags(p, integer_flag) -> None:
     help="release the column totals of a sum, count or vote query instead of poset "
     "counts (--data: a CSV of rows, one per person; sum: entries in {-1, 0, 1} with at "
     "most --k non-zero; count: 0/1 with at most --k ones; vote: each row a permutation "
-    "of 0..d-1, Borda scores); exact integer noise (--noise ball for sum and vote, "
+    "of 0..d-1, Borda scores); exact integer noise (--noise ball, "
     "linf, l2 or laplace)",
   )
   p.add_argument(

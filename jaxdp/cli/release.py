@@ -264,7 +264,7 @@ def run_release(args) -> int:
   if getattr(args, "k", None) is not None:
     raise UsageError("--k is an option of --query sum and --query count")
   if args.noise == "ball":
-    raise UsageError("--noise ball is the query's own ball, for --query sum or vote")
+    raise UsageError("--noise ball is the query's own ball, for --query sum, count or vote")
   if args.noise is None:
     args.noise = "poset"
   out, beside = None, {}

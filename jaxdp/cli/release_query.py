@@ -1,12 +1,11 @@
 """``jaxdp release --query sum|count|vote``: publishable column totals of a query.
 
 One release of the column totals with exact integer noise under a secure accountant
-(a ChaCha20 key from the OS): K-norm noise with the sum or vote query's own ball
-(:func:`jaxdp.exact.sum_knorm`, :func:`jaxdp.exact.vote_knorm`), or a baseline
-(K-norm noise with the l_inf or l_2 ball, or Laplace noise, each with the query's
-sensitivity); unless ``--noise`` names one, the one with the smallest expected
-squared error. The count ball has no exact sampler, so its (more accurate) float
-noise is for the Python API (:class:`~jaxdp.CountQueryMechanism`). Flags and ``--out``
+(a ChaCha20 key from the OS): K-norm noise with the query's own ball
+(:func:`jaxdp.exact.sum_knorm`, :func:`jaxdp.exact.count_knorm`,
+:func:`jaxdp.exact.vote_knorm`), or a baseline (K-norm noise with the l_inf or l_2
+ball, or Laplace noise, each with the query's sensitivity); unless ``--noise`` names
+one, the one with the smallest expected squared error. Flags and ``--out``
 (:mod:`jaxdp.cli.release_out`: the release as JSON) are checked before the data is
 read, and every row before anything is charged. Messages about the data
 name a row (from 0, a header line not counted) and its line, never its values.
@@ -34,7 +33,7 @@ from jaxdp.cli import outputs
 from jaxdp.cli.parser import UsageError
 from jaxdp.cli.release import csv_lines, is_header, run_release
 from jaxdp.cli.release_out import MECHANISM, check_out_target, open_out
-from jaxdp.exact import MAX_SUM_D, MAX_VOTE_D
+from jaxdp.exact import MAX_COUNT_D, MAX_SUM_D, MAX_VOTE_D
 from jaxdp.reporting import error_bars, moments, noise_law
 from jaxdp.reporting.bars import MAX_ENTRIES
 
@@ -124,10 +123,10 @@ def _mechanism(args, d: int, noise: str):
 
 
 def best_noise(args, d: int) -> str:
-  """The exact noise with the smallest expected squared error (data-free): the sum or
-  vote ball's (d <= 1024) or a baseline."""
+  """The exact noise with the smallest expected squared error (data-free): the query
+  ball's (d <= 1024) or a baseline."""
   noises = _class(args.query).exact_noises
-  if d > {"sum": MAX_SUM_D, "vote": MAX_VOTE_D}.get(args.query, d):
+  if d > {"sum": MAX_SUM_D, "count": MAX_COUNT_D, "vote": MAX_VOTE_D}[args.query]:
     noises = tuple(n for n in noises if n != "ball")
   errors = {
     n: moments.squared_error(noise_law(_mechanism(args, d, n)), d).total for n in noises

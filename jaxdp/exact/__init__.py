@@ -85,6 +85,7 @@ References:
 """
 
 from jaxdp.exact.choices import simplex_coefficients, uniform_below, unrank
+from jaxdp.exact.count_ball import MAX_COUNT_D, count_knorm
 from jaxdp.exact.gaussian import MAX_SIGMA, discrete_gaussian, sigma_quarters
 from jaxdp.exact.intervals import (
   FAST_BITS,
@@ -121,6 +122,7 @@ __all__ = [
   "laplace",
   "linf_knorm",
   "poset_knorm",
+  "count_knorm",
   "sum_knorm",
   "vote_knorm",
   # their limits and constants
@@ -130,6 +132,7 @@ __all__ = [
   "L2_PAD",
   "LIMIT",
   "MARGIN",
+  "MAX_COUNT_D",
   "MAX_L2_D",
   "MAX_SCALE",
   "MAX_SIGMA",

@@ -59,7 +59,7 @@ from jaxdp.prng.threefry import fast_key
 from jaxdp.samplers.cube_slice import MIN_ROUND
 from jaxdp.typing import KeyArray, Shape
 
-__all__ = ["MAX_SUM_D", "refine_sum_sample", "sum_knorm"]
+__all__ = ["MAX_SUM_D", "first_accepted", "refine_sum_sample", "sum_knorm"]
 
 MAX_SUM_D = MAX_SLICE_D  # the largest dimension of exact sum-ball noise
 CHUNK_WORDS = 1 << 21  # about this many uniforms per chunk of proposals
@@ -127,10 +127,15 @@ def _sum_kernel(key, traced, *, const, plan, n):
 def proposal_words(keys, r, plan: SlicePlan):
   """Proposal ``r`` (a scalar, or one per key) of each sample: (words (m, 2d + 2, 2)
   uint32, the keys of their further digits)."""
+  return draw_proposals(keys, r, 2 * plan.d + 2)
+
+
+def draw_proposals(keys, r, rows: int):
+  """Proposal ``r`` (a scalar, or one per key) of each sample, ``rows`` uniforms:
+  (words (m, rows, 2) uint32, the keys of their further digits)."""
   r = jnp.broadcast_to(jnp.asarray(r, jnp.int32), keys.shape[:1])
   split = lambda k, i: jax.random.split(jax.random.fold_in(k, i))
   pair = jax.vmap(split)(keys, r)
-  rows = 2 * plan.d + 2
   words = jax.vmap(lambda k: jax.random.bits(k, (rows, 2), jnp.uint32))(pair[:, 0])
   return words, pair[:, 1]
 
@@ -151,30 +156,43 @@ def fast_decisions(words, plan: SlicePlan):
 
 
 def accepted_proposals(keys, plan: SlicePlan):
-  """Each sample's first accepted proposal: (words (m, 2d + 2, 2), its index (m,)).
+  """Each sample's first accepted proposal: (words (m, 2d + 2, 2), its index (m,)),
+  by :func:`first_accepted` with the slice's decisions."""
+  fast = lambda words: fast_decisions(words, plan)[0]
+  host = functools.partial(host_decisions, plan=plan)
+  return first_accepted(keys, 2 * plan.d + 2, fast, host)
 
-  The first round proposes once for every sample; each later one has ``b =
-  min(m, max(MIN_ROUND, m / 4))`` slots (as
-  :func:`~jaxdp.samplers.cube_slice.rejection_fill`), given in turn to the samples not yet done
-  (one gets several, its next proposals in order, when fewer than b are left), so
-  the work follows the proposals needed rather than the slowest sample. Undecided
-  proposals are decided on the host from 192 more digits before a round's winners
-  are taken: a sample takes its first accepted proposal in proposal order."""
-  m, rows = keys.shape[0], 2 * plan.d + 2
+
+def first_accepted(keys, rows: int, fast, host_decide, operands=()):
+  """Each sample's first accepted proposal of ``rows`` uniforms: (words (m, rows, 2),
+  its index (m,)).
+
+  ``fast(words, *ops)`` gives each proposal's status (``UNDECIDED`` where 52 digits
+  do not decide), ``host_decide(status, pending, words, extra, *ops)`` (a host
+  callback) decides the pending ones from 192 more digits; ``operands`` are per
+  sample (leading axis m) and reach both as ``ops``. The first round proposes once
+  for every sample; each later one has ``b = min(m, max(MIN_ROUND, m / 4))`` slots
+  (as :func:`~jaxdp.samplers.cube_slice.rejection_fill`), given in turn to the
+  samples not yet done (one gets several, its next proposals in order, when fewer
+  than b are left), so the work follows the proposals needed rather than the
+  slowest sample. Undecided proposals are decided on the host before a round's
+  winners are taken: a sample takes its first accepted proposal in proposal order."""
+  m = keys.shape[0]
   b = min(m, max(MIN_ROUND, -(-m // 4)))
   slot = jnp.arange(b, dtype=jnp.int32)
 
   def propose(idx, r):
-    words, digit_keys = proposal_words(keys[jnp.minimum(idx, m - 1)], r, plan)
-    status = fast_decisions(words, plan)[0]
+    safe = jnp.minimum(idx, m - 1)
+    words, digit_keys = draw_proposals(keys[safe], r, rows)
+    ops = [o[safe] for o in operands]
+    status = fast(words, *ops)
     pending = (idx < m) & (status == UNDECIDED)
 
     def host(status):
       extra = extra_words(digit_keys, rows)
       shape = jax.ShapeDtypeStruct(status.shape, jnp.int32)
-      decide = functools.partial(host_decisions, plan=plan)
       return jax.pure_callback(
-        decide, shape, status, pending, words, extra, vmap_method="broadcast_all"
+        host_decide, shape, status, pending, words, extra, *ops, vmap_method="broadcast_all"
       )
 
     return words, lax.cond(batch_all(~pending), lambda s: s, host, status)

@@ -1,5 +1,5 @@
 """The K-norm mechanism for the poset ball, the l_p balls and the query balls (sum,
-count, vote), float or (poset, l_1, l_2, l_inf, sum and vote balls) exact.
+count, vote), float or exact.
 
 References:
   M. Hardt, K. Talwar, "On the geometry of differential privacy", STOC 2010.
@@ -36,6 +36,7 @@ from jaxdp.mechanisms.statistics import (
   saturating_add,
 )
 from jaxdp.samplers.balls import LpBall, PosetBall
+from jaxdp.samplers.count_ball import CountBall
 from jaxdp.samplers.norm_ball import NormBall
 from jaxdp.samplers.sum_ball import SumBall
 from jaxdp.samplers.vote_ball import VoteBall
@@ -43,10 +44,14 @@ from jaxdp.typing import ArrayLike, KeyArray
 
 EXACT_BALLS = (
   "exact=True is available for the poset ball, the l_1 (i.i.d. Laplace), l_2 and "
-  "l_inf balls, the sum ball (SumBall, d <= 1024) and the vote ball (VoteBall, "
-  "d <= 1024); the count ball has float noise only"
+  "l_inf balls, the sum, count and vote balls (SumBall, CountBall, VoteBall, "
+  "d <= 1024)"
 )
-EXACT_QUERY_BALLS = {SumBall: exact.MAX_SUM_D, VoteBall: exact.MAX_VOTE_D}
+EXACT_QUERY_BALLS = {
+  SumBall: exact.MAX_SUM_D,
+  CountBall: exact.MAX_COUNT_D,
+  VoteBall: exact.MAX_VOTE_D,
+}
 
 
 @pytree("eps", "sensitivity")
@@ -61,11 +66,11 @@ class KNormMechanism(EpsMechanism):
     eps: privacy parameter.
     sensitivity: sensitivity s of the statistic in the K-norm.
     exact: integer statistic plus exactly rounded noise (int32): the poset ball,
-      the l_1, l_2 and l_inf balls and the sum and vote balls (d <= 1024). For the
+      the l_1, l_2 and l_inf balls and the query balls (d <= 1024). For the
       poset and vote balls, whose norms clipping the statistic does not keep, a
       traced statistic of any integer width is released as the sum saturated at
-      +-(2^31 - 1) (postprocessing); l_p and sum-ball statistics are clipped to
-      +-2^30 first (1-Lipschitz in their norms).
+      +-(2^31 - 1) (postprocessing); l_p, sum- and count-ball statistics are
+      clipped to +-2^30 first (clipping toward 0 never grows their norms).
 
   References:
     Hardt & Talwar (2010); Joseph, Ribero & Yu (2025), Lemma 2.2.
@@ -137,6 +142,8 @@ class KNormMechanism(EpsMechanism):
     """The exact noise's dimension for its scale limit (0: i.i.d. Laplace)."""
     if isinstance(self.ball, LpBall) and self.ball.p == 1:
       return 0
+    if isinstance(self.ball, CountBall):  # |noise| <= a sum of d + 2 exponentials
+      return self.ball.dim + 1
     return self.ball.dim
 
   @property
@@ -184,6 +191,9 @@ class KNormMechanism(EpsMechanism):
       if isinstance(self.ball, SumBall):
         d, k = self.ball.d, self.ball.k
         noise = exact.sum_knorm(key, d, k, scale, units.shape[:-1])
+      elif isinstance(self.ball, CountBall):  # its norm shrinks under clipping too
+        d, k = self.ball.d, self.ball.k
+        noise = exact.count_knorm(key, d, k, scale, units.shape[:-1])
       elif self.ball.p == math.inf:
         noise = exact.linf_knorm(key, self.ball.d, scale, units.shape[:-1])
       elif self.ball.p == 2:

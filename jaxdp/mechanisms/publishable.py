@@ -14,14 +14,13 @@ Publishable:
 * :class:`~jaxdp.LaplaceMechanism` with ``exact=True`` (integer statistic, or a
   ``grid`` of a power of two);
 * :class:`~jaxdp.KNormMechanism` with ``exact=True`` and a :class:`~jaxdp.PosetBall`,
-  an :class:`~jaxdp.LpBall` with p = 1, 2 or inf, or a :class:`~jaxdp.SumBall` or
-  :class:`~jaxdp.VoteBall` with d <= 1024;
+  an :class:`~jaxdp.LpBall` with p = 1, 2 or inf, or a :class:`~jaxdp.SumBall`,
+  :class:`~jaxdp.CountBall` or :class:`~jaxdp.VoteBall` with d <= 1024;
 * :class:`~jaxdp.PosetCountMechanism` with ``exact=True`` (every noise in
   :data:`~jaxdp.mechanisms.EXACT_COUNT_NOISES`);
 * :class:`~jaxdp.SumQueryMechanism`, :class:`~jaxdp.CountQueryMechanism` and
   :class:`~jaxdp.VoteQueryMechanism` with ``exact=True`` (every noise in
-  :data:`~jaxdp.mechanisms.EXACT_QUERY_NOISES`, and the sum and vote queries'
-  ``"ball"``;
+  :data:`~jaxdp.mechanisms.EXACT_QUERY_NOISES`, and each query's ``"ball"``;
   sizes as their constructors check);
 * :class:`~jaxdp.DiscreteGaussianMechanism` (always exact).
 """
@@ -36,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxdp.exact.count_ball import MAX_COUNT_D
 from jaxdp.exact.sum_ball import MAX_SUM_D
 from jaxdp.exact.vote_ball import MAX_VOTE_D
 from jaxdp.mechanisms.discrete_gaussian import DiscreteGaussianMechanism
@@ -49,6 +49,7 @@ from jaxdp.mechanisms.queries import (
 )
 from jaxdp.posets import Poset, canonical
 from jaxdp.samplers.balls import LpBall, PosetBall
+from jaxdp.samplers.count_ball import CountBall
 from jaxdp.samplers.sum_ball import SumBall
 from jaxdp.samplers.vote_ball import VoteBall
 
@@ -64,14 +65,16 @@ PUBLISHABLE = (
   VoteQueryMechanism,
 )
 QUERIES = (SumQueryMechanism, CountQueryMechanism, VoteQueryMechanism)
+# the query balls with exact noise, by exact type, and their largest d
+QUERY_BALL_LIMITS = {SumBall: MAX_SUM_D, CountBall: MAX_COUNT_D, VoteBall: MAX_VOTE_D}
 
 PUBLISHABLE_TEXT = (
   "publishable are instances of exactly (not a subclass of) LaplaceMechanism(..., "
   "exact=True) (optionally with grid=2.0**-k), KNormMechanism(..., exact=True) with "
-  "a PosetBall, an LpBall of p = 1, 2 or inf, or a SumBall or VoteBall (d <= 1024), "
-  "PosetCountMechanism(..., exact=True), DiscreteGaussianMechanism, and "
-  "SumQueryMechanism and VoteQueryMechanism (any noise) and CountQueryMechanism "
-  "(noise linf, l2 or laplace) with exact=True"
+  "a PosetBall, an LpBall of p = 1, 2 or inf, or a SumBall, CountBall or VoteBall "
+  "(d <= 1024), PosetCountMechanism(..., exact=True), DiscreteGaussianMechanism, "
+  "and SumQueryMechanism, CountQueryMechanism and VoteQueryMechanism (any noise) "
+  "with exact=True"
 )
 
 
@@ -135,18 +138,18 @@ def is_publishable(mech: Any) -> bool:
 
 
 def _ball_problem(ball, name):
-  if type(ball) not in (PosetBall, LpBall, SumBall, VoteBall):
+  if type(ball) not in (PosetBall, LpBall, *QUERY_BALL_LIMITS):
     return (
       f"{name}.ball is a {type(ball).__qualname__}, not a jaxdp.PosetBall, "
-      "jaxdp.LpBall, jaxdp.SumBall or jaxdp.VoteBall itself"
+      "jaxdp.LpBall, jaxdp.SumBall, jaxdp.CountBall or jaxdp.VoteBall itself"
     )
   problem = _instance_problem(ball, f"{name}.ball")
   if problem:
     return problem
-  if type(ball) in (SumBall, VoteBall):
-    limit = MAX_SUM_D if type(ball) is SumBall else MAX_VOTE_D
+  if type(ball) in QUERY_BALL_LIMITS:
+    limit = QUERY_BALL_LIMITS[type(ball)]
     try:  # the sizes as the constructor checks them (fields may be set after it)
-      fresh = SumBall(ball.d, ball.k) if type(ball) is SumBall else VoteBall(ball.d)
+      fresh = VoteBall(ball.d) if type(ball) is VoteBall else type(ball)(ball.d, ball.k)
     except (TypeError, ValueError) as e:
       return f"{name}.ball has bad fields: {e}"
     if fresh != ball or ball.d > limit:

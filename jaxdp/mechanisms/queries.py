@@ -78,8 +78,8 @@ class QueryMechanism(EpsMechanism):
     if self.exact and self.noise not in self.exact_noises:
       raise ValueError(
         f"exact=True supports noise in {self.exact_noises}: the {self.ball.name} has "
-        "no exact sampler (exact samplers exist for the poset, l_1, l_2, l_inf, sum "
-        f"and vote balls); got noise={self.noise!r}. Use exact=False, or a baseline "
+        "no exact sampler (exact samplers exist for the poset, l_1, l_2, l_inf, sum, "
+        f"count and vote balls); got noise={self.noise!r}. Use exact=False, or a baseline "
         "noise."
       )
 
@@ -300,7 +300,8 @@ class CountQueryMechanism(QueryMechanism):
     noise: ``"ball"`` (K-norm with the count ball, the default and most accurate),
       or a baseline with its correct sensitivity: ``"linf"`` (l_inf ball, 1),
       ``"l2"`` (l_2 ball, sqrt(k)), ``"laplace"`` (Laplace, l_1 sensitivity k).
-    exact: integer counts and exactly rounded noise (int32); baselines only.
+    exact: integer counts and exactly rounded noise (int32); every noise (the count
+      ball's for d <= 1024, :func:`jaxdp.exact.count_knorm`).
 
   References:
     Joseph & Yu (2024), Section 8.
@@ -314,6 +315,7 @@ class CountQueryMechanism(QueryMechanism):
 
   kind = "count"
   integer_rows = True
+  exact_noises = ("ball", *EXACT_QUERY_NOISES)
 
   def _check_size(self):
     _check_k(self)

@@ -12,6 +12,7 @@ import numpy as np
 
 from jaxdp import _checks, _data_checks, exact
 from jaxdp.exact.refine import raise_if
+from jaxdp.samplers.count_ball import CountBall
 from jaxdp.samplers.norm_ball import NormBall
 from jaxdp.samplers.sum_ball import SumBall
 
@@ -315,11 +316,15 @@ def as_int_counts(counts, *, wide: bool = False):
   return _checks.mark_invalid(ok, c)
 
 
-def integer_part_sums(rows, part, num_parts: int, bound, p: float | SumBall = 1):
-  """Per-part int32 sums of integer rows; rows of l_p norm (p = 1, 2 or inf) or sum-ball
+def integer_part_sums(
+  rows, part, num_parts: int, bound, p: float | SumBall | CountBall = 1
+):
+  """Per-part int32 sums of integer rows; rows of l_p norm (p = 1, 2 or inf), sum-ball
   norm (``p`` a :class:`~jaxdp.SumBall`: max(||x||_inf, ||x||_1 / k), compared
-  exactly as ||x||_inf <= bound and ||x||_1 <= floor(k bound)) above ``bound`` count
-  as 0.
+  exactly as ||x||_inf <= bound and ||x||_1 <= floor(k bound)) or count-ball norm
+  (``p`` a :class:`~jaxdp.CountBall`: g(x+) + g(x-), g that max; its four sums of
+  one term of each g compared, times k, with floor(bound) or floor(k bound)) above
+  ``bound`` count as 0.
 
   The sums are taken in int64 and clipped to +-2^30 (1-Lipschitz in every l_p norm,
   so the sensitivity holds): no row count can overflow them or raise an error that
@@ -338,10 +343,17 @@ def integer_part_sums(rows, part, num_parts: int, bound, p: float | SumBall = 1)
     raise ValueError(f"rows must have shape (n,) or (n, k); got {tuple(x.shape)}.")
   part = part_index(part, x.shape[0], num_parts)
   with jax.enable_x64(True):
-    x2 = x2.astype(jnp.int64)
-    if isinstance(p, SumBall):
-      if x2.shape[1] != p.d:
-        raise ValueError(f"rows must have {p.d} columns (the sum ball's); got {x.shape}.")
+    # every norm here is at least ||x||_inf, so an entry beyond floor(bound) fails
+    # the row, clipped to floor(bound) + 1 or not; the clip keeps every sum below
+    # 2^63 (no wrap can pass a row), and for a huge bound the clipped row is both
+    # checked and summed
+    cap = min(math.floor(Fraction(float(bound))) + 1, 2**40)
+    x2 = jnp.clip(x2.astype(jnp.int64), -cap, cap)
+    if isinstance(p, (SumBall, CountBall)) and x2.shape[1] != p.d:
+      raise ValueError(f"rows must have {p.d} columns (the {p.name}'s); got {x.shape}.")
+    if isinstance(p, CountBall):
+      keep = count_norm_within(x2, p.k, bound)
+    elif isinstance(p, SumBall):
       top = math.floor(Fraction(float(bound)) * p.k)  # exact: no rounding of k * bound
       keep = jnp.max(jnp.abs(x2), axis=1, initial=0) <= bound
       keep = keep & (jnp.sum(jnp.abs(x2), axis=1) <= top)
@@ -354,3 +366,17 @@ def integer_part_sums(rows, part, num_parts: int, bound, p: float | SumBall = 1)
     sums = part_sums(jnp.where(keep[:, None], x2, 0), part, num_parts)
     sums = jnp.clip(sums, -exact.LIMIT, exact.LIMIT).astype(jnp.int32)
   return sums[:, 0] if scalar else sums
+
+
+def count_norm_within(x, k: int, bound) -> jax.Array:
+  """Whether each int64 row x has count-ball norm g(x+) + g(x-) <= bound, exactly:
+  with M, S the max and sum of x+ (m, s of x-), max(M, S / k) + max(m, s / k) <= b
+  iff M + m <= floor(b), k M + s <= floor(k b), S + k m <= floor(k b) and
+  S + s <= floor(k b) (integers on the left). Entries must be at most 2^40 in
+  magnitude (:func:`integer_part_sums` clips them first), so no sum wraps."""
+  top = math.floor(Fraction(float(bound)) * k)  # exact: no rounding of k * bound
+  low = math.floor(Fraction(float(bound)))
+  xp, xn = jnp.maximum(x, 0), jnp.maximum(-x, 0)
+  mp, mn = jnp.max(xp, axis=1, initial=0), jnp.max(xn, axis=1, initial=0)
+  sp, sn = jnp.sum(xp, axis=1), jnp.sum(xn, axis=1)
+  return (mp + mn <= low) & (k * mp + sn <= top) & (sp + k * mn <= top) & (sp + sn <= top)

@@ -16,6 +16,7 @@ import pytest
 import jaxdp
 from jaxdp import (
   Accountant,
+  CountBall,
   DiscreteGaussianMechanism,
   GaussianMechanism,
   KNormMechanism,
@@ -161,6 +162,7 @@ PUBLISHABLE = [
   LaplaceMechanism(0.5, 2.0, exact=True, grid=2.0**-4),
   KNormMechanism(PosetBall(POSET), 0.5, exact=True),
   *(KNormMechanism(LpBall(3, p), 0.5, exact=True) for p in (1, 2, math.inf)),
+  KNormMechanism(CountBall(3, 2), 0.5, exact=True),
   *(_poset_counts(noise) for noise in EXACT_COUNT_NOISES),
   DiscreteGaussianMechanism(1.0, 1e-6),
 ]
@@ -170,6 +172,7 @@ NOT_PUBLISHABLE = [
   ZCDPGaussianMechanism(1.0),
   KNormMechanism(PosetBall(POSET), 0.5),
   KNormMechanism(LpBall(3, 2), 0.5),
+  KNormMechanism(CountBall(3, 2), 0.5),
   PosetCountMechanism(POSET, 0.5),
   "LaplaceMechanism",
 ]

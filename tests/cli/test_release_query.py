@@ -61,15 +61,11 @@ def test_release_prints_integer_totals_near_the_truth(tmp_path, capsys, query, t
     (["--query", "sum", "--k", "1", "--poset", "nhis1"], r"does not take --poset"),
     (
       ["--query", "count", "--k", "1", "--noise", "poset"],
-      r"takes --noise linf, l2 or laplace \(exact integer noise\); --noise poset is",
+      r"takes --noise ball, linf, l2 or laplace \(exact integer noise\); --noise poset",
     ),
     (
       ["--query", "sum", "--k", "1", "--noise", "poset"],
       r"--query sum takes --noise ball, linf, l2 or laplace",
-    ),
-    (
-      ["--query", "count", "--k", "1", "--noise", "ball"],
-      r"takes --noise linf, l2 or laplace .*; the count ball has no exact sampler",
     ),
     (["--query", "count", "--k", "1", "--consistent"], r"does not take --consistent"),
     (["--query", "count", "--k", "1", "--on-invalid", "clip"], r"--on-invalid clip"),
@@ -99,10 +95,10 @@ def test_out_writes_the_release_as_json(tmp_path, capsys):
   assert main(argv + ["--error-samples", "1000"]) == 0  # its own release: replaced
 
 
-def test_sum_and_vote_queries_default_to_their_exact_ball_noise(tmp_path, capsys):
-  """With the smallest expected squared error (sum: d = 6, k = 2; vote: d = 4; below
-  the l_inf, l_2 and Laplace baselines), the ball's exact noise is the default;
-  --noise ball is refused for poset counts."""
+def test_queries_default_to_their_exact_ball_noise(tmp_path, capsys):
+  """With the smallest expected squared error (sum: d = 6, k = 2; count: d = 6,
+  k = 2; vote: d = 4; below the l_inf, l_2 and Laplace baselines), the ball's exact
+  noise is the default; --noise ball is refused for poset counts."""
   data = _csv(tmp_path, "1,-1,0,0,0,0\n0,0,1,0,0,0\n0,-1,0,0,1,0\n")
   argv = ["release", "--query", "sum", "--k", "2", "--data", data, "--eps", "50"]
   assert cli_query.best_noise(Namespace(query="sum", k=2, eps=50.0), 6) == "ball"
@@ -110,6 +106,13 @@ def test_sum_and_vote_queries_default_to_their_exact_ball_noise(tmp_path, capsys
   out = capsys.readouterr().out
   assert "ball noise, exact integers, safe to publish" in out
   assert np.max(np.abs(np.subtract(_totals(out), [1, -2, 1, 0, 1, 0]))) <= 2
+  ticks = _csv(tmp_path, "1,1,0,0,0,0\n0,0,1,0,0,0\n0,1,0,0,1,0\n", "ticks.csv")
+  argv = ["release", "--query", "count", "--k", "2", "--data", ticks, "--eps", "50"]
+  assert cli_query.best_noise(Namespace(query="count", k=2, eps=50.0), 6) == "ball"
+  assert main(argv + ["--error-samples", "1000"]) == 0  # the count ball's, likewise
+  out = capsys.readouterr().out
+  assert "ball noise, exact integers" in out
+  assert np.max(np.abs(np.subtract(_totals(out), [1, 2, 1, 0, 1, 0]))) <= 2
   votes = _csv(tmp_path, "0,1,2,3\n3,2,1,0\n1,0,3,2\n", "votes.csv")
   argv = ["release", "--query", "vote", "--data", votes, "--eps", "50"]
   assert main(argv + ["--error-samples", "1000"]) == 0  # the vote ball's, likewise

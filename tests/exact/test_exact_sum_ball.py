@@ -9,7 +9,6 @@ decided there from the textbook construction).
 """
 
 import functools
-import itertools
 import math
 from fractions import Fraction
 
@@ -25,7 +24,7 @@ from jaxdp import random as dprandom
 from jaxdp.exact import intervals as exact_intervals
 from jaxdp.exact import slices
 from jaxdp.exact import sum_ball as exact_sum
-from tests.helpers.exactness import record_host_refinements
+from tests.helpers.exactness import record_host_refinements, slice_cell_pvalue
 
 mpmath = pytest.importorskip("mpmath")
 KEY = bytes(range(32, 64))
@@ -51,34 +50,6 @@ def _points(key, plan, m):
   return (lo + hi).astype(np.float64) * 2.0**-53, words
 
 
-def _box_volume(low, high, k):
-  """Exact vol{x : low <= x <= high, sum(x) <= k} (rationals): inclusion-exclusion
-  over the coordinates at their upper bound."""
-  d = len(low)
-  total = Fraction(0)
-  for mask in itertools.product((0, 1), repeat=d):
-    corner = sum(h if m else lo for m, lo, h in zip(mask, low, high))
-    total += (-1) ** sum(mask) * max(Fraction(k) - corner, 0) ** d
-  return total / math.factorial(d)
-
-
-def _cell_pvalue(x, d, k, side):
-  """Chi-square p-value of the cells (side 1/side per coordinate) of points x against
-  the uniform law on S(d, k)."""
-  cells = list(itertools.product(range(side), repeat=d))
-  probs = [
-    _box_volume([Fraction(c, side) for c in cell], [Fraction(c + 1, side) for c in cell], k)
-    for cell in cells
-  ]
-  total = sum(probs)
-  keep = [i for i, p in enumerate(probs) if p > 0]
-  idx = np.minimum((x * side).astype(int), side - 1) @ (side ** np.arange(d)[::-1])
-  counts = np.bincount(idx, minlength=len(cells))
-  assert counts[[i for i, p in enumerate(probs) if p == 0]].sum() == 0
-  expected = np.array([float(probs[i] / total) for i in keep]) * len(x)
-  return stats.chisquare(counts[keep], expected).pvalue
-
-
 # (d, k, a): the cube, the plain simplex, wrapped simplices with and without a
 # Bernoulli step, the plan's own choice
 SLOW = pytest.mark.slow
@@ -101,7 +72,7 @@ def test_slice_points_follow_the_exact_uniform_law(d, k, a):
   plan = slices.slice_plan(d, k, a)
   x, words = _points(_key(d * 100 + k * 10 + (a or 0)), plan, 60_000)
   assert (x.sum(axis=1) <= k).all() and (x <= 1).all() and (x >= 0).all()
-  assert _cell_pvalue(x, d, k, 3 if d == 3 else 2) > 1e-4
+  assert slice_cell_pvalue(x, d, k, 3 if d == 3 else 2) > 1e-4
   neg = (words[:, d + 1 : 2 * d + 1, 1] & 1).astype(int)
   pattern = neg @ (2 ** np.arange(d))
   assert stats.chisquare(np.bincount(pattern, minlength=2**d)).pvalue > 1e-4
@@ -119,7 +90,7 @@ def test_a_wrapped_simplex_without_its_bernoulli_step_fails_the_law():
   plan = slices.slice_plan(3, 2, 5)
   skewed = plan._replace(p_top=(2**64 - 1,), p_full=(2**256 - 1,))
   x, _ = _points(_key(7), skewed, 60_000)
-  assert _cell_pvalue(x, 3, 2, 3) < 1e-10
+  assert slice_cell_pvalue(x, 3, 2, 3) < 1e-10
 
 
 def test_plans_choose_the_larger_exact_acceptance():
@@ -338,7 +309,7 @@ def test_mechanisms_translate_are_publishable_and_refuse_bad_input():
   noise by default) release int32 through a secure accountant, which is charged; the
   same key on neighbouring data moves the release by exactly the statistic's change;
   a stale accountant, bad eps and sizes beyond the exact sampler are refused, and the
-  count and vote balls keep their refusal naming what is exact."""
+  sizes beyond the exact sampler are refused."""
   mech = jaxdp.SumQueryMechanism(4, 2, 0.5, exact=True)
   assert mech.noise == "ball" and jaxdp.is_publishable(mech)
   rows = np.array([[1, -1, 0, 0], [0, 0, 1, 0], [0, -1, 0, 1]])
@@ -366,8 +337,6 @@ def test_mechanisms_translate_are_publishable_and_refuse_bad_input():
     jaxdp.KNormMechanism(jaxdp.SumBall(1025, 3), 1.0, exact=True)
   with pytest.raises(ValueError, match="1 <= k <= d <= 1024"):
     exact.sum_knorm(key, 4, 5, 1.0)
-  with pytest.raises(ValueError, match="vote ball .* the count ball .* no exact sampler"):
-    jaxdp.KNormMechanism(jaxdp.CountBall(4, 2), 1.0, exact=True)
   # a traced bad eps: the sentinel, never weaker noise
   bad = jax.jit(
     lambda e: jaxdp.KNormMechanism(jaxdp.SumBall(4, 2), e, exact=True).randomize(

@@ -2,6 +2,7 @@
 
 import itertools
 import math
+from fractions import Fraction
 
 import jax
 import numpy as np
@@ -141,3 +142,31 @@ def batch_temp_bytes(key, poset, chunk, path):
     return None
   assert mem.output_size_in_bytes == 4 * n * (poset.d + 1)
   return mem.temp_size_in_bytes
+
+
+def box_volume(low, high, k):
+  """Exact vol{x : low <= x <= high, sum(x) <= k} (rationals): inclusion-exclusion
+  over the coordinates at their upper bound."""
+  d = len(low)
+  total = Fraction(0)
+  for mask in itertools.product((0, 1), repeat=d):
+    corner = sum(h if m else lo for m, lo, h in zip(mask, low, high))
+    total += (-1) ** sum(mask) * max(Fraction(k) - corner, 0) ** d
+  return total / math.factorial(d)
+
+
+def slice_cell_pvalue(x, d, k, side):
+  """Chi-square p-value of the cells (side 1/side per coordinate) of points x against
+  the uniform law on S(d, k)."""
+  cells = list(itertools.product(range(side), repeat=d))
+  probs = [
+    box_volume([Fraction(c, side) for c in cell], [Fraction(c + 1, side) for c in cell], k)
+    for cell in cells
+  ]
+  total = sum(probs)
+  keep = [i for i, p in enumerate(probs) if p > 0]
+  idx = np.minimum((x * side).astype(int), side - 1) @ (side ** np.arange(d)[::-1])
+  counts = np.bincount(idx, minlength=len(cells))
+  assert counts[[i for i, p in enumerate(probs) if p == 0]].sum() == 0
+  expected = np.array([float(probs[i] / total) for i in keep]) * len(x)
+  return stats.chisquare(counts[keep], expected).pvalue

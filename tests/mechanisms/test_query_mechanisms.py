@@ -179,12 +179,8 @@ def test_traced_good_rows_release_as_on_the_host():
     (lambda: VoteQueryMechanism(1, 1.0), r"d must be >= 2"),
     (lambda: CountQueryMechanism(3, 2, 1.0, noise="poset"), r"noise must be one of"),
     (
-      lambda: CountQueryMechanism(3, 2, 1.0, exact=True),
-      r"count ball has no exact sampler",
-    ),
-    (
-      lambda: KNormMechanism(CountBall(3, 2), 1.0, exact=True),
-      r"count ball .* no exact sampler",
+      lambda: KNormMechanism(CountBall(1025, 2), 1.0, exact=True),
+      r"exact count ball noise is available for d <= 1024",
     ),
     (lambda: CountQueryMechanism(3, 2, -1.0), r"eps"),
     (lambda: CountQueryMechanism(3, 2.5, 1.0), r"k"),
@@ -277,8 +273,11 @@ def test_exact_baselines_are_publishable_and_release_integers():
     assert np.asarray(y).dtype == np.int32
   assert not jaxdp.is_publishable(VoteQueryMechanism(3, 1.0))
   bad = CountQueryMechanism(3, 2, 1.0, noise="linf", exact=True)
-  object.__setattr__(bad, "noise", "ball")  # the count ball has no exact sampler
+  object.__setattr__(bad, "noise", "poset")  # no query has poset noise
   assert "no exact sampler" in jaxdp.publishable_problem(bad)
+  count = CountQueryMechanism(3, 2, 1.0, noise="linf", exact=True)
+  object.__setattr__(count, "noise", "ball")  # the count ball's is exact
+  assert jaxdp.is_publishable(count)
   vote = VoteQueryMechanism(3, 1.0, noise="linf", exact=True)
   object.__setattr__(vote, "noise", "ball")  # the vote ball's is exact
   assert jaxdp.is_publishable(vote)
