@@ -224,9 +224,19 @@ def _forget(i, _ref):
   _VERIFIED.pop(i, None)
 
 
+# The types a field of a publishable mechanism or ball may hold (by exact type; the
+# constructors store these): a subclass of float can say 1.0 to one reader (the
+# charge) and convert to 50.0 for another (the noise's float(eps)).
+PLAIN_TYPES = (float, int, bool, str, type(None))
+# Fields holding a jaxdp object, checked by their own rules.
+OBJECT_FIELDS = ("ball", "poset")
+
+
 def _instance_problem(obj, name):
-  """Instance attributes must be exactly the dataclass's fields: an extra one could
-  shadow a method or a class attribute (``randomize``, ``exact``)."""
+  """Instance attributes must be exactly the dataclass's fields (an extra one could
+  shadow a method or a class attribute: ``randomize``, ``exact``), each holding a
+  value of exactly one of :data:`PLAIN_TYPES` (allowlist) unless it is a ball or a
+  poset."""
   fields = {f.name for f in dataclasses.fields(type(obj))}
   extra = sorted(set(vars(obj)) - fields)
   if extra:
@@ -237,6 +247,14 @@ def _instance_problem(obj, name):
   missing = sorted(fields - set(vars(obj)))
   if missing:
     return f"{name} lacks its field(s) {', '.join(map(repr, missing))}"
+  for key in sorted(fields - set(OBJECT_FIELDS)):
+    kind = type(vars(obj)[key])
+    if kind not in PLAIN_TYPES:
+      return (
+        f"{name}.{key} holds a {kind.__qualname__}, not a plain float, int, bool, str "
+        "or None as its constructor stores (a subclass may convert to another value "
+        "than it shows); construct the mechanism again"
+      )
   return None
 
 

@@ -25,6 +25,9 @@ from jaxdp import (
   Poset,
   PosetBall,
   PosetCountMechanism,
+  SumBall,
+  SumQueryMechanism,
+  VoteQueryMechanism,
   ZCDPGaussianMechanism,
   release,
 )
@@ -82,6 +85,23 @@ def _forged_parents():
   return KNormMechanism(PosetBall(p), 0.5, exact=True)
 
 
+class LyingFloat(float):
+  """Shows 1.0 (its stored value, what numpy and the charge read) but converts to
+  50.0 for float(): the noise would be drawn for eps = 50 while eps = 1 is charged."""
+
+  def __float__(self):
+    return 50.0
+
+
+def _forged_field(make, field):
+  def forged():
+    mech = make()
+    object.__setattr__(mech, field, LyingFloat(getattr(mech, field)))
+    return mech
+
+  return forged
+
+
 # name: (mechanism, the type named in the error[, the option check that refuses it])
 FORGED = {
   "gaussian-subclass-exact": (lambda: ExactGaussian(0.5, 1e-5), "ExactGaussian"),
@@ -99,6 +119,22 @@ FORGED = {
     "KNormMechanism",
   ),
   "knorm-poset-cache-forged": (_forged_parents, "KNormMechanism"),
+  "laplace-eps-lying-float": (
+    _forged_field(lambda: LaplaceMechanism(1.0, exact=True), "eps"),
+    "LaplaceMechanism",
+  ),
+  "knorm-sum-ball-eps-lying-float": (
+    _forged_field(lambda: KNormMechanism(SumBall(3, 2), 1.0, exact=True), "eps"),
+    "KNormMechanism",
+  ),
+  "knorm-count-ball-sensitivity-lying-float": (
+    _forged_field(lambda: KNormMechanism(CountBall(3, 2), 1.0, exact=True), "sensitivity"),
+    "KNormMechanism",
+  ),
+  "discrete-gaussian-eps-lying-float": (
+    _forged_field(lambda: DiscreteGaussianMechanism(1.0, 1e-6), "eps"),
+    "DiscreteGaussian",
+  ),
   "poset-count-poset-subclass": (
     lambda: PosetCountMechanism(MyPoset(POSET.relation), 0.5, exact=True),
     "PosetCountMechanism",
@@ -137,6 +173,33 @@ def test_a_secure_accountant_refuses_a_mechanism_that_only_says_it_is_exact(name
       run()
   assert int(acct.answered) == 0 and int(acct.spent_units) == 0
   assert not is_publishable(mech)
+
+
+class LyingInt(int):
+  def __index__(self):
+    return 1
+
+
+@pytest.mark.parametrize("query", ["sum-eps", "vote-eps", "sum-ball-k"])
+def test_a_lying_field_of_an_exact_query_mechanism_is_refused_before_any_spend(query):
+  """A field set after construction to a subclass of float or int (one value to the
+  charge, another to the noise) is refused by the allowlist of plain field types."""
+  if query == "sum-ball-k":
+    mech = KNormMechanism(SumBall(3, 2), 1.0, exact=True)
+    object.__setattr__(mech.ball, "k", LyingInt(2))
+    field, data = "KNormMechanism.ball.k holds a LyingInt", INTS
+  else:
+    make = SumQueryMechanism if query == "sum-eps" else VoteQueryMechanism
+    mech = make(3, 2, 1.0, exact=True) if query == "sum-eps" else make(3, 1.0, exact=True)
+    object.__setattr__(mech, "eps", LyingFloat(1.0))
+    name = type(mech).__name__
+    field = f"{name}.eps holds a LyingFloat"
+    data = jnp.array([[1, 0, -1], [0, 1, 0]] if query == "sum-eps" else [[0, 1, 2]])
+  assert field in publishable_problem(mech)
+  acct = Accountant.create(10.0, secure=True)
+  with pytest.raises(ValueError, match=field):
+    release(acct, mech, data)
+  assert int(acct.answered) == 0 and int(acct.spent_units) == 0
 
 
 def test_the_reported_attacks_are_refused():
