@@ -33,6 +33,7 @@ import math
 import weakref
 from typing import Any
 
+import jax
 import numpy as np
 
 from jaxdp.exact.count_ball import MAX_COUNT_D
@@ -225,8 +226,9 @@ def _forget(i, _ref):
 
 
 # The types a field of a publishable mechanism or ball may hold (by exact type; the
-# constructors store these): a subclass of float can say 1.0 to one reader (the
-# charge) and convert to 50.0 for another (the noise's float(eps)).
+# constructors store these, or JAX's own arrays and tracers for a traced parameter): a
+# subclass of float can say 1.0 to one reader (the charge) and convert to 50.0 for
+# another (the noise's float(eps)).
 PLAIN_TYPES = (float, int, bool, str, type(None))
 # Fields holding a jaxdp object, checked by their own rules.
 OBJECT_FIELDS = ("ball", "poset")
@@ -248,14 +250,24 @@ def _instance_problem(obj, name):
   if missing:
     return f"{name} lacks its field(s) {', '.join(map(repr, missing))}"
   for key in sorted(fields - set(OBJECT_FIELDS)):
-    kind = type(vars(obj)[key])
-    if kind not in PLAIN_TYPES:
+    value = vars(obj)[key]
+    kind = type(value)
+    if kind not in PLAIN_TYPES and not _jax_array(value):
       return (
         f"{name}.{key} holds a {kind.__qualname__}, not a plain float, int, bool, str "
-        "or None as its constructor stores (a subclass may convert to another value "
-        "than it shows); construct the mechanism again"
+        "or None (or a JAX array) as its constructor stores (a subclass may convert "
+        "to another value than it shows); construct the mechanism again"
       )
   return None
+
+
+def _jax_array(value) -> bool:
+  """A JAX array or tracer of JAX's own classes (a traced parameter), not a
+  subclass defined elsewhere."""
+  return isinstance(value, jax.Array) and type(value).__module__.split(".")[0] in (
+    "jax",
+    "jaxlib",
+  )
 
 
 def _same(a, b) -> bool:

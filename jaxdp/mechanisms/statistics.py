@@ -347,7 +347,9 @@ def integer_part_sums(
     # the row, clipped to floor(bound) + 1 or not; the clip keeps every sum below
     # 2^63 (no wrap can pass a row), and for a huge bound the clipped row is both
     # checked and summed
-    cap = min(math.floor(Fraction(float(bound))) + 1, 2**40)
+    # (bound may be traced; NaN or negative: cap 1, and every row fails anyway)
+    b = jnp.asarray(bound, jnp.float64)
+    cap = jnp.minimum(jnp.floor(jnp.where(b >= 0, b, 0)), 2.0**40).astype(jnp.int64) + 1
     x2 = jnp.clip(x2.astype(jnp.int64), -cap, cap)
     if isinstance(p, (SumBall, CountBall)) and x2.shape[1] != p.d:
       raise ValueError(f"rows must have {p.d} columns (the {p.name}'s); got {x.shape}.")
