@@ -126,6 +126,16 @@ def refine_exponential_bounds(words, extra) -> tuple[decimal.Decimal, decimal.De
     return _refined_exponential(*uniform_digits(words, extra))
 
 
+def refine_gamma_bounds(words, extra) -> tuple[decimal.Decimal, decimal.Decimal]:
+  """[G_lo, G_hi] for G the sum of the exponentials of the rows of ``words`` and
+  ``extra`` (:func:`refine_exponential_bounds` of each; a Gamma(rows) variate)."""
+  g_lo = g_hi = decimal.Decimal(0)
+  for w, x in zip(words, extra):
+    e_lo, e_hi = refine_exponential_bounds(w, x)
+    g_lo, g_hi = g_lo + e_lo, g_hi + e_hi
+  return g_lo, g_hi
+
+
 def _refined_exponential(big: int, bits: int) -> tuple[decimal.Decimal, decimal.Decimal]:
   """[E_lo, E_hi] for E = -log(1 - V), V's first ``bits`` digits the integer ``big``
   (:func:`uniform_digits`)."""

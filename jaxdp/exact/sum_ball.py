@@ -40,7 +40,7 @@ from jaxdp.exact.refine import (
   REFINE_WORDS,
   batch_all,
   host_refine,
-  refine_exponential_bounds,
+  refine_gamma_bounds,
   settled_integer,
   uniform_digits,
 )
@@ -307,10 +307,7 @@ def refine_sum_sample(
   status, x_lo, x_hi, bits = _exact_decision(words, extra, plan)
   if status != ACCEPT:
     raise RuntimeError("exact noise: an accepted proposal was rejected on refinement.")
-  r_lo = r_hi = decimal.Decimal(0)
-  for w, x in zip(words[: d + 1], extra[: d + 1]):
-    e_lo, e_hi = refine_exponential_bounds(w, x)
-    r_lo, r_hi = r_lo + e_lo, r_hi + e_hi
+  r_lo, r_hi = refine_gamma_bounds(words[: d + 1], extra[: d + 1])
   unit = decimal.Decimal(2) ** -bits
   b = decimal.Decimal(float(scale))
   out = []

@@ -49,7 +49,7 @@ from jaxdp import _checks
 from jaxdp.exact.intervals import FAST_BITS, digits52, exp_intervals, round_settled
 from jaxdp.exact.limits import max_scale
 from jaxdp.exact.refine import (
-  refine_exponential_bounds,
+  refine_gamma_bounds,
   settle,
   settled_integer,
   uniform_digits,
@@ -179,10 +179,7 @@ def refine_vote_sample(words: np.ndarray, extra: np.ndarray, scale: float, d: in
       "bits per uniform (probability below 2^-200); nothing was released."
     )
   total = sum(v)
-  r_lo = r_hi = decimal.Decimal(0)
-  for w, x in zip(words[: d + 1], extra[: d + 1]):
-    e_lo, e_hi = refine_exponential_bounds(w, x)
-    r_lo, r_hi = r_lo + e_lo, r_hi + e_hi
+  r_lo, r_hi = refine_gamma_bounds(words[: d + 1], extra[: d + 1])
   unit = decimal.Decimal(2) ** -bits
   b = decimal.Decimal(float(scale))
   out = []
