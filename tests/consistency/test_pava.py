@@ -13,24 +13,24 @@ from sklearn.isotonic import isotonic_regression
 
 import jaxdp
 from jaxdp import Poset
-from jaxdp.consistency import constraint_graph, solver
+from jaxdp.consistency import chain as chain_module
+from jaxdp.consistency import constraint_graph, series_parallel, solver, tree
 from jaxdp.consistency.chain import CHUNK as CHAIN_CHUNK
-from jaxdp.consistency.chain import chain_isotonic, chain_order
-from jaxdp.consistency.series_parallel import (
-  pairwise_size,
-  sp_isotonic,
-  sp_plan,
-)
-from jaxdp.consistency.tree import (
-  scheduled_isotonic,
-  tree_multipliers,
-  windowed_isotonic,
-)
+from jaxdp.consistency.chain import chain_order
+from jaxdp.consistency.series_parallel import pairwise_size, sp_plan
 from tests.consistency.test_consistent import (
   assert_consistent,
   bvls_projection,
   minmax_projection,
 )
+
+# The solvers' parts, jitted as jaxdp.consistent runs them (called eagerly, every
+# operation of their loops would compile on its own)
+chain_isotonic = jax.jit(chain_module.chain_isotonic, static_argnums=(1, 2))
+sp_isotonic = jax.jit(series_parallel.sp_isotonic, static_argnums=(1, 2))
+scheduled_isotonic = jax.jit(tree.scheduled_isotonic, static_argnums=1)
+windowed_isotonic = jax.jit(tree.windowed_isotonic, static_argnums=1)
+tree_multipliers = jax.jit(tree.tree_multipliers, static_argnums=3)
 
 
 def chain(d, seed=None):
@@ -126,7 +126,7 @@ def test_small_trees_match_the_minmax_formula(d):
       y = hard_vectors(rng, 8, d + 1)
       want = np.array([minmax_projection(v, poset) for v in y])
       for form in (scheduled_isotonic, windowed_isotonic):
-        w, _ = jax.jit(form, static_argnums=1)(jnp.asarray(y), graph)
+        w, _ = form(jnp.asarray(y), graph)
         np.testing.assert_allclose(np.maximum(np.asarray(w), 0), want, atol=1e-9)
 
 

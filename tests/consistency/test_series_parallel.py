@@ -12,11 +12,14 @@ import pytest
 
 import jaxdp
 from jaxdp import Poset
-from jaxdp.consistency import constraint_graph, solver
-from jaxdp.consistency.series_parallel import CHUNK, sp_isotonic, sp_plan
+from jaxdp.consistency import constraint_graph, series_parallel, solver
+from jaxdp.consistency.series_parallel import CHUNK, sp_plan
 from jaxdp.experiments.questionnaire import synthetic_questionnaire
 from tests.consistency.test_consistent import minmax_projection
 from tests.consistency.test_pava import hard_vectors, nnls_projection
+
+# jitted as jaxdp.consistent runs it (eagerly, each operation compiles on its own)
+sp_isotonic = jax.jit(series_parallel.sp_isotonic, static_argnums=(1, 2))
 
 
 def random_sp(d, seed):
@@ -61,7 +64,7 @@ def test_small_random_posets_match_the_minmax_formula(seed):
   rng = np.random.default_rng(seed)
   with jax.enable_x64(True):
     y = reversed_and_tied(rng, 8, 8)
-    w, lam, cert = jax.jit(sp_isotonic, static_argnums=1)(jnp.asarray(y), graph, 1e-8)
+    w, lam, cert = sp_isotonic(jnp.asarray(y), graph, 1e-8)
     want = np.array([minmax_projection(v, poset) for v in y])
     np.testing.assert_allclose(np.maximum(np.asarray(w), 0), want, atol=1e-9)
     assert bool(jnp.all(cert.ok))
