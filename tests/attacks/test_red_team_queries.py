@@ -1,0 +1,64 @@
+"""Attacks on the sum, count and vote query mechanisms and their balls through the
+public API (``import jaxdp`` and the guides): each test asserts a guarantee the docs
+state and failed on the code it was written against."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import jaxdp
+
+# three datasets of two count rows (d = 4, k = 1); the middle one differs from the
+# others in one row, so a replayed noise shows the exact change of the totals
+_COUNT_DATA = jnp.array(
+  [
+    [[1, 0, 0, 0], [0, 1, 0, 0]],
+    [[1, 0, 0, 0], [0, 0, 1, 0]],
+    [[1, 0, 0, 0], [0, 1, 0, 0]],
+  ],
+  jnp.int32,
+)
+
+
+def _scan_keeping_input(mech):
+  def body(acct, rows):
+    _, out = jaxdp.release(acct, mech, rows)  # the new accountant is dropped
+    return acct, out
+
+  return lambda acct: lax.scan(body, acct, _COUNT_DATA)
+
+
+def _fori_keeping_input(mech):
+  def body(i, carry):
+    acct, outs = carry
+    _, out = jaxdp.release(acct, mech, _COUNT_DATA[i])
+    return acct, outs.at[i].set(out)
+
+  empty = jnp.zeros(_COUNT_DATA.shape[::2], jnp.int32)
+  return lambda acct: lax.fori_loop(0, len(_COUNT_DATA), body, (acct, empty))
+
+
+@pytest.mark.parametrize("loop", [_scan_keeping_input, _fori_keeping_input])
+def test_a_loop_body_returning_its_input_accountant_is_not_a_free_replay(loop):
+  """A ``lax.scan`` (or ``fori_loop``/``while_loop``) body that releases from its
+  carry and returns the carry it was given, not the accountant ``release`` returned
+  (``_, out = release(acct, ...); return acct, out``: one wrong name), runs the
+  release once per step from the same key and never adds its cost. With a secure
+  accountant and a budget of one release, all three exact count releases were
+  answered with one noise vector and nothing spent: the differences of the outputs
+  are the exact differences of the totals (here, which box the second person
+  ticked). The guide says the stale-accountant guard covers loop bodies at trace
+  time; for this mistake it raised nothing (only DP training documents it)."""
+  mech = jaxdp.CountQueryMechanism(4, 1, 0.1, exact=True)
+  acct = jaxdp.Accountant.create(
+    0.1, secure=True, key=jaxdp.random.secure_key(bytes(range(32)))
+  )
+  try:
+    fin, outs = loop(mech)(acct)
+  except jaxdp.StaleAccountantError:
+    return  # refused at trace time: fine
+  noise = np.asarray(outs) - np.asarray(_COUNT_DATA.sum(axis=1))
+  replayed = (noise[0] == noise[1]).all() and (noise[1] == noise[2]).all()
+  assert not replayed, f"three releases drew one noise {noise[0]}; spent {fin.spent_eps}"
+  assert float(fin.spent_eps) > 0.0, "three answered releases, nothing spent"
