@@ -62,3 +62,32 @@ def test_a_loop_body_returning_its_input_accountant_is_not_a_free_replay(loop):
   replayed = (noise[0] == noise[1]).all() and (noise[1] == noise[2]).all()
   assert not replayed, f"three releases drew one noise {noise[0]}; spent {fin.spent_eps}"
   assert float(fin.spent_eps) > 0.0, "three answered releases, nothing spent"
+
+
+@pytest.mark.parametrize(
+  "ball",
+  [jaxdp.SumBall(3, 1), jaxdp.CountBall(3, 1), jaxdp.VoteBall(3)],
+  ids=lambda b: type(b).__name__,
+)
+def test_a_stacked_statistic_is_not_several_releases_for_one_charge(ball):
+  """``KNormMechanism(ball, eps)`` charges eps for "a statistic of sensitivity 1 in
+  the ball's norm", a d-vector, but takes any statistic whose last axis is d. Handed
+  one query's totals stacked m times (``np.broadcast_to(totals, (m, d))``), a secure
+  release drew m independent noise vectors for one charge of eps: their mean has
+  1/sqrt(m) of the noise, the totals learned as with m releases (m eps). The ball's
+  norm of an (m, d) array is m numbers, not one sensitivity; a stacked statistic
+  must be refused, charged for its rows, or given one noise."""
+  mech = jaxdp.KNormMechanism(ball, 1.0, exact=True)
+  acct = jaxdp.Accountant.create(
+    1.0, secure=True, key=jaxdp.random.secure_key(bytes(range(32)))
+  )
+  totals = np.array([5, 2, 7], np.int32)
+  try:
+    acct, out = jaxdp.release(acct, mech, np.broadcast_to(totals, (2, 3)))
+  except (ValueError, jaxdp.ReleaseRefusedError, jaxdp.BudgetExceededError):
+    return  # refused: fine
+  noise = np.asarray(out) - totals
+  assert (noise[0] == noise[1]).all(), (
+    f"one charge of eps ({float(acct.spent_eps)}) released two independent noises "
+    f"{noise.tolist()}"
+  )
