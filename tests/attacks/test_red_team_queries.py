@@ -2,6 +2,7 @@
 public API (``import jaxdp`` and the guides): each test asserts a guarantee the docs
 state and failed on the code it was written against."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -39,12 +40,32 @@ def _fori_keeping_input(mech):
   return lambda acct: lax.fori_loop(0, len(_COUNT_DATA), body, (acct, empty))
 
 
-@pytest.mark.parametrize("loop", [_scan_keeping_input, _fori_keeping_input])
+def _jit_keeping_input(mech):
+  @jax.jit
+  def step(acct, rows):
+    _, out = jaxdp.release(acct, mech, rows)
+    return acct, out
+
+  def run(acct):
+    outs = []
+    for rows in _COUNT_DATA:  # continues from the accountant each call returns
+      acct, out = step(acct, rows)
+      outs.append(out)
+    return acct, jnp.stack(outs)
+
+  return run
+
+
+@pytest.mark.parametrize(
+  "loop", [_scan_keeping_input, _fori_keeping_input, _jit_keeping_input]
+)
 def test_a_loop_body_returning_its_input_accountant_is_not_a_free_replay(loop):
   """A ``lax.scan`` (or ``fori_loop``/``while_loop``) body that releases from its
   carry and returns the carry it was given, not the accountant ``release`` returned
   (``_, out = release(acct, ...); return acct, out``: one wrong name), runs the
-  release once per step from the same key and never adds its cost. With a secure
+  release once per step from the same key and never adds its cost. So does a jitted
+  step with that mistake, called again on the accountant it returns (what the guide
+  says to do between jitted calls). With a secure
   accountant and a budget of one release, all three exact count releases were
   answered with one noise vector and nothing spent: the differences of the outputs
   are the exact differences of the totals (here, which box the second person
