@@ -211,16 +211,18 @@ def test_sum_ball_k1_is_l1_ball_and_k_d_is_cube():
   assert stats.kstest(c[:, 2], "uniform", args=(-1, 2)).pvalue > P_MIN
 
 
+# 40,000 points: the kernels of the marginal test (k = 15) and the count ball's radius
+# test (k = 10), compiled once for both
 @pytest.mark.parametrize("k", [1, 15, 49, 50])
 def test_sum_ball_points_lie_in_ball(k):
-  z = jaxdp.random.sum_ball(jax.random.key(61), 50, k, (1 << 15,))
+  z = jaxdp.random.sum_ball(jax.random.key(61), 50, k, (40_000,))
   assert bool(jnp.all(jnp.isfinite(z)))
   assert float(jnp.max(jaxdp.SumBall(50, k).norm(z))) <= 1.0
 
 
 @pytest.mark.parametrize("k", [1, pytest.param(10, marks=pytest.mark.slow), 50])
 def test_count_ball_points_lie_in_ball(k):
-  z = jaxdp.random.count_ball(jax.random.key(62), 50, k, (1 << 15,))
+  z = jaxdp.random.count_ball(jax.random.key(62), 50, k, (40_000,))
   assert bool(jnp.all(jnp.isfinite(z)))
   assert float(jnp.max(jaxdp.CountBall(50, k).norm(z))) <= 1.0
 
@@ -261,7 +263,8 @@ def test_vmap_and_jit_give_the_same_draws(ball):
   for i in range(3):
     np.testing.assert_array_equal(batched[i], jax.jit(one)(keys[i]))
   assert not np.allclose(batched[0], batched[1])
-  noise = lambda key, eps: jaxdp.random.knorm(key, ball, eps, (4,))
+  # 200,000 vectors: the noise law test's kernel
+  noise = lambda key, eps: jaxdp.random.knorm(key, ball, eps, (200_000,))
   np.testing.assert_allclose(
     jax.jit(noise)(keys[0], 0.5), noise(keys[0], 0.5), rtol=1e-6, atol=1e-6
   )
