@@ -32,6 +32,7 @@ release_partitioned part by part. The instruments wrap a private JAX module
 """
 
 import collections
+import functools
 import importlib
 import math
 
@@ -372,6 +373,18 @@ def _check(record, root, acct, outs):
 
 
 # ------------------------------------------------------------------ premises
+@functools.partial(jax.jit, static_argnums=1)
+def _three_uses(key, draws):
+  """The key data of ``split(key, 5)`` and of ``fold_in(key, i)`` for i < 5, and
+  ``draws`` uint32 words drawn from ``key`` (one program, not one per operation)."""
+  children = jax.random.key_data(jax.random.split(key, 5))
+  folds = jnp.stack([jax.random.key_data(jax.random.fold_in(key, i)) for i in range(5)])
+  return children, folds, jax.random.bits(key, (draws,), jnp.uint32)
+
+
+_words64 = jax.jit(threefry.words64, static_argnums=1)
+
+
 @pytest.mark.parametrize("swap", [False, True], ids=["jax-threefry", "jaxdp-unrolled"])
 def test_threefry_split_is_fold_in_and_children_are_drawn_words(swap):
   key = jax.random.key(11)
@@ -379,24 +392,17 @@ def test_threefry_split_is_fold_in_and_children_are_drawn_words(swap):
     key = jax.random.wrap_key_data(
       jax.random.key_data(key), impl=threefry.THREEFRY_UNROLLED
     )
-  children = np.asarray(jax.random.key_data(jax.random.split(key, 5)))
-  folds = np.stack(
-    [np.asarray(jax.random.key_data(jax.random.fold_in(key, i))) for i in range(5)]
-  )
+  children, folds, bits = (np.asarray(v) for v in _three_uses(key, 5))
   np.testing.assert_array_equal(children, folds)
-  hi, lo = threefry.words64(key, (5,))
+  hi, lo = _words64(key, (5,))
   np.testing.assert_array_equal(np.stack([hi, lo], axis=1), children)
-  bits = np.asarray(jax.random.bits(key, (5,), jnp.uint32))
   np.testing.assert_array_equal(bits, children[:, 0] ^ children[:, 1])
 
 
 def test_chacha20_keeps_split_fold_in_and_stream_apart():
   key = secure_key(bytes(range(32)))
-  children = np.asarray(jax.random.key_data(jax.random.split(key, 5)))
-  folds = np.stack(
-    [np.asarray(jax.random.key_data(jax.random.fold_in(key, i))) for i in range(5)]
-  )
-  stream = np.asarray(jax.random.bits(key, (5 * 8,), jnp.uint32)).reshape(5, 8)
+  children, folds, stream = (np.asarray(v) for v in _three_uses(key, 5 * 8))
+  stream = stream.reshape(5, 8)
   assert not (children[:, None] == folds[None]).all(-1).any()
   assert not (children[:, None] == stream[None]).all(-1).any()
   assert not (folds[:, None] == stream[None]).all(-1).any()

@@ -237,22 +237,6 @@ def test_host_refinement_matches_high_precision():
       assert list(got[i]) == _reference_round(words[i], extra[i], coeff[i], scale)
 
 
-@pytest.mark.slow
-def test_forced_refinement_through_the_kernel_gives_the_same_release(monkeypatch):
-  """With the fast pass's margin widened to 2^-3 over 500 of the 4000 samples go to
-  the host refinement inside the jitted kernel; the released integers must equal
-  the normal run's from the same key (both are the exact rounding)."""
-  key = _key(5)
-  normal = np.asarray(exact.laplace(key, (4000,), scale=0.75))
-  jax.clear_caches()
-  monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-3)
-  calls = record_host_refinements(monkeypatch, exact_refine)
-  forced = np.asarray(exact.laplace(key, (4000,), scale=0.75))
-  jax.clear_caches()
-  assert calls and calls[0] > 500
-  np.testing.assert_array_equal(forced, normal)
-
-
 @pytest.mark.statistical
 def test_rounded_laplace_has_the_exact_probabilities():
   """10^6 draws at scale 2 against P(k) = P(k - 1/2 < L < k + 1/2) in closed form:
@@ -338,7 +322,7 @@ def test_grid_release_charges_the_snapping():
   units; the output holds exact multiples of the grid."""
   mech = jaxdp.LaplaceMechanism(1.0, exact=True, grid=2.0**-4)
   out = np.asarray(
-    jax.vmap(lambda k: mech.randomize(k, jnp.array([0.1, 0.2, 0.3])))(
+    jax.jit(jax.vmap(lambda k: mech.randomize(k, jnp.array([0.1, 0.2, 0.3]))))(
       jax.random.split(_key(12), 20000)
     )
   )
@@ -586,3 +570,19 @@ def test_exact_statistics_of_any_integer_dtype_keep_their_value(dtype):
   ref = np.asarray(mech.randomize(key, jnp.array([5, 7, 100], jnp.int32)))
   got = np.asarray(mech.randomize(key, jnp.array([5, 7, 100], dtype)))
   np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.slow
+def test_forced_refinement_through_the_kernel_gives_the_same_release(monkeypatch):
+  """With the fast pass's margin widened to 2^-3 over 500 of the 4000 samples go to
+  the host refinement inside the jitted kernel; the released integers must equal
+  the normal run's from the same key (both are the exact rounding)."""
+  key = _key(5)
+  normal = np.asarray(exact.laplace(key, (4000,), scale=0.75))
+  jax.clear_caches()
+  monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-3)
+  calls = record_host_refinements(monkeypatch, exact_refine)
+  forced = np.asarray(exact.laplace(key, (4000,), scale=0.75))
+  jax.clear_caches()
+  assert calls and calls[0] > 500
+  np.testing.assert_array_equal(forced, normal)

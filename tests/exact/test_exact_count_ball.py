@@ -38,6 +38,13 @@ def _key(i=0):
   return jax.random.fold_in(dprandom.secure_key(KEY), 3000 + i)
 
 
+# One compiled program per plan table rather than one per eager operation.
+_fast_count_decisions = jax.jit(exact_count.fast_count_decisions, static_argnums=3)
+_count_round = jax.jit(exact_count.count_round, static_argnums=4)
+_choose_class = jax.jit(count_slices.choose_class, static_argnums=1)
+_choose_subset = jax.jit(count_slices.choose_subset, static_argnums=2)
+
+
 def _exact_weights(d, k):
   """C(d, j) j! vol S(j, k) (d - j)! vol S(d - j, k), vol from the Irwin-Hall CDF."""
   vol = [slice_moments(m, k)[0] for m in range(d + 1)]
@@ -75,7 +82,7 @@ def test_class_choice_is_exact_at_its_boundaries():
   values = [int.from_bytes(rng.bytes(32), "big") for _ in range(300)]
   values += [t + e for t in ts for e in (-1, 0, 1)]
   with jax.enable_x64(True):
-    cls, tie = count_slices.choose_class(jnp.asarray(_words(values), jnp.uint32), tab)
+    cls, tie = _choose_class(jnp.asarray(_words(values), jnp.uint32), tab)
   cls, tie = np.asarray(cls), np.asarray(tie)
   assert tie.sum() >= d
   for v, c, t in zip(values, cls, tie):
@@ -94,7 +101,7 @@ def test_subsets_are_uniform():
   cls = jnp.asarray(np.repeat([2, 0, 5], [n, 10, 10]), jnp.int32)
   keys = jax.random.split(_key(1), n + 20)
   with jax.enable_x64(True):
-    pos = np.asarray(count_slices.choose_subset(keys, cls, 5))
+    pos = np.asarray(_choose_subset(keys, cls, 5))
   assert (pos.sum(axis=1) == np.asarray(cls)).all()
   code = pos[:n].astype(int) @ (2 ** np.arange(5))
   counts = np.bincount(code, minlength=32)
@@ -244,7 +251,7 @@ def test_decisions_and_rounding_equal_high_precision(tab):
   d = tab.d
   words, extra, cls, pos = _random(np.random.default_rng(11), 250, d)
   with jax.enable_x64(True):
-    status, _, _ = exact_count.fast_count_decisions(
+    status, _, _ = _fast_count_decisions(
       jnp.asarray(words), jnp.asarray(cls), jnp.asarray(pos), tab
     )
   status = np.asarray(status)
@@ -263,7 +270,7 @@ def test_decisions_and_rounding_equal_high_precision(tab):
   t = np.array(accepted)
   for scale in (0.7, 40.0):
     with jax.enable_x64(True):
-      kk, settled = exact_count.count_round(
+      kk, settled = _count_round(
         jnp.asarray(words[t]),
         jnp.asarray(cls[t]),
         jnp.asarray(pos[t]),
@@ -280,45 +287,15 @@ def test_decisions_and_rounding_equal_high_precision(tab):
 
 
 @SLOW
-def test_forced_host_paths_release_the_same_integers(monkeypatch):
-  """The jitted sampler with the fast pass's widening raised to 2^-9 (most of 300
-  samples refined on the host) and, separately, with every device decision left
-  undecided, releases the normal run's integers from the same key (d = 5, k = 2,
-  scale 40)."""
-  key = _key(31)
-  normal = np.asarray(exact.count_knorm(key, 5, 2, 40.0, (300,)))
-  jax.clear_caches()
-  try:
-    calls = record_host_refinements(monkeypatch, exact_count)
-    monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-9)
-    forced = np.asarray(exact.count_knorm(key, 5, 2, 40.0, (300,)))
-    assert calls and calls[0] > 150, calls
-    np.testing.assert_array_equal(forced, normal)
-    monkeypatch.undo()
-    jax.clear_caches()
-    real = exact_count.decide_two
-
-    def undecided(*args):
-      status, lo, hi = real(*args)
-      return jnp.full_like(status, slices.UNDECIDED), lo, hi
-
-    monkeypatch.setattr(exact_count, "decide_two", undecided)
-    np.testing.assert_array_equal(
-      np.asarray(exact.count_knorm(key, 5, 2, 40.0, (300,))), normal
-    )
-  finally:
-    monkeypatch.undo()
-    jax.clear_caches()
-
-
-@SLOW
 def test_rounded_noise_matches_the_float_sampler():
   """20,000 rounded exact draws against 20,000 rounded float draws (d = 4, k = 2,
   scale 2): coordinate 0 (clipped to [-6, 6]) and the number of positive
   coordinates, two-sample chi-square, p > 1e-4."""
   n, ball = 20_000, jaxdp.CountBall(4, 2)
   ex = np.asarray(exact.count_knorm(_key(5), 4, 2, 2.0, (n,)))
-  fl = np.asarray(ball.knorm_points(jax.random.key(9), n, jnp.float32))
+  fl = np.asarray(
+    jax.jit(ball.knorm_points, static_argnums=(1, 2))(jax.random.key(9), n, jnp.float32)
+  )
   fl = np.floor(2.0 * fl + 0.5).astype(int)
   for f in (lambda y: np.clip(y[:, 0], -6, 6) + 6, lambda y: (y > 0).sum(axis=1)):
     table = np.stack([np.bincount(f(ex), minlength=13), np.bincount(f(fl), minlength=13)])
@@ -420,26 +397,6 @@ def test_a_callers_vmap_and_jit_give_each_key_its_own_draw():
 
 
 @SLOW
-def test_an_undecided_class_is_an_error_not_a_guess(monkeypatch):
-  """A class uniform equal to a threshold (forced here) stops the draw with an error
-  naming the 256 bits, under jit too: the check is not dropped by XLA."""
-  real = count_slices.choose_class
-
-  def tied(v, tab):
-    cls, tie = real(v, tab)
-    return cls, tie | (jnp.arange(tie.shape[0]) == 3)
-
-  jax.clear_caches()
-  monkeypatch.setattr(exact_count, "choose_class", tied)
-  try:
-    with pytest.raises(Exception, match="orthant class could not be decided with 256"):
-      jax.block_until_ready(exact.count_knorm(_key(61), 4, 2, 1.0, (10,)))
-  finally:
-    monkeypatch.undo()
-    jax.clear_caches()
-
-
-@SLOW
 def test_k1_is_iid_laplace():
   """CountBall(4, 1) is the l_1 ball, whose K-norm noise is i.i.d. Laplace: 20,000
   rounded draws at scale 1.5 (every part of size > 1 on the wrapped a = 1 plan),
@@ -458,3 +415,55 @@ def test_k1_is_iid_laplace():
     assert stats.chisquare(counts, probs * n).pvalue > 1e-4, i
   table = np.histogram2d(np.sign(x[:, 0]), np.sign(x[:, 1]), bins=3)[0]
   assert stats.chi2_contingency(table).pvalue > 1e-4
+
+
+@SLOW
+def test_forced_host_paths_release_the_same_integers(monkeypatch):
+  """The jitted sampler with the fast pass's widening raised to 2^-9 (most of 300
+  samples refined on the host) and, separately, with every device decision left
+  undecided, releases the normal run's integers from the same key (d = 5, k = 2,
+  scale 40)."""
+  key = _key(31)
+  normal = np.asarray(exact.count_knorm(key, 5, 2, 40.0, (300,)))
+  jax.clear_caches()
+  try:
+    calls = record_host_refinements(monkeypatch, exact_count)
+    monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-9)
+    forced = np.asarray(exact.count_knorm(key, 5, 2, 40.0, (300,)))
+    assert calls and calls[0] > 150, calls
+    np.testing.assert_array_equal(forced, normal)
+    monkeypatch.undo()
+    jax.clear_caches()
+    real = exact_count.decide_two
+
+    def undecided(*args):
+      status, lo, hi = real(*args)
+      return jnp.full_like(status, slices.UNDECIDED), lo, hi
+
+    monkeypatch.setattr(exact_count, "decide_two", undecided)
+    np.testing.assert_array_equal(
+      np.asarray(exact.count_knorm(key, 5, 2, 40.0, (300,))), normal
+    )
+  finally:
+    monkeypatch.undo()
+    jax.clear_caches()
+
+
+@SLOW
+def test_an_undecided_class_is_an_error_not_a_guess(monkeypatch):
+  """A class uniform equal to a threshold (forced here) stops the draw with an error
+  naming the 256 bits, under jit too: the check is not dropped by XLA."""
+  real = count_slices.choose_class
+
+  def tied(v, tab):
+    cls, tie = real(v, tab)
+    return cls, tie | (jnp.arange(tie.shape[0]) == 3)
+
+  jax.clear_caches()
+  monkeypatch.setattr(exact_count, "choose_class", tied)
+  try:
+    with pytest.raises(Exception, match="orthant class could not be decided with 256"):
+      jax.block_until_ready(exact.count_knorm(_key(61), 4, 2, 1.0, (10,)))
+  finally:
+    monkeypatch.undo()
+    jax.clear_caches()

@@ -34,6 +34,19 @@ def _key(i=0):
   return jax.random.fold_in(dprandom.secure_key(KEY), 2000 + i)
 
 
+# One compiled program per plan rather than one per eager operation.
+_fast_decisions = jax.jit(exact_sum.fast_decisions, static_argnums=1)
+_sum_round = jax.jit(exact_sum.sum_round, static_argnums=2)
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _first_statuses(key, plan, m):
+  """The fast pass's status of m samples' first proposals."""
+  with jax.enable_x64(True):
+    words, _ = exact_sum.proposal_words(jax.random.split(key, m), 0, plan)
+    return exact_sum.fast_decisions(words, plan)[0]
+
+
 @functools.partial(jax.jit, static_argnums=(1, 2))
 def _accepted(key, plan, m):
   with jax.enable_x64(True):
@@ -108,10 +121,7 @@ def test_plans_choose_the_larger_exact_acceptance():
     other = slices.slice_plan(d, k, 0)
     assert plan.log_acc >= other.log_acc
   plan = slices.slice_plan(10, 4)
-  with jax.enable_x64(True):
-    keys = jax.random.split(_key(11), 20_000)
-    words, _ = exact_sum.proposal_words(keys, 0, plan)
-    status = np.asarray(exact_sum.fast_decisions(words, plan)[0])
+  status = np.asarray(_first_statuses(_key(11), plan, 20_000))
   p = math.exp(plan.log_acc)
   assert abs((status == slices.ACCEPT).mean() - p) < 5 * math.sqrt(p * (1 - p) / 20_000)
 
@@ -200,7 +210,7 @@ def test_decisions_and_rounding_equal_high_precision(d, k, a):
   accepted = np.array([r is not None for r in refs[0.7]])
   assert 0 < accepted.sum() < 400
   with jax.enable_x64(True):
-    status = np.asarray(exact_sum.fast_decisions(jnp.asarray(words), plan)[0])
+    status = np.asarray(_fast_decisions(jnp.asarray(words), plan)[0])
   decided = status != slices.UNDECIDED
   assert decided.mean() > 0.99
   np.testing.assert_array_equal(status[decided] == slices.ACCEPT, accepted[decided])
@@ -211,7 +221,7 @@ def test_decisions_and_rounding_equal_high_precision(d, k, a):
   for s, ref in refs.items():
     w_acc = jnp.asarray(words[accepted])
     with jax.enable_x64(True):
-      kk, settled = exact_sum.sum_round(w_acc, jnp.float64(s), plan)
+      kk, settled = _sum_round(w_acc, jnp.float64(s), plan)
     kk, settled = np.asarray(kk), np.asarray(settled)
     want = np.array([r for r in ref if r is not None])
     np.testing.assert_array_equal(kk[settled], want[settled])
@@ -235,7 +245,7 @@ def test_decisions_engineered_at_the_bound_use_the_deep_digits():
       words[t, row] = [v >> 212, ((v >> 192) & 0xFFFFF) << 12]
       extra[t, row] = [(v >> (32 * (5 - i))) & 0xFFFFFFFF for i in range(6)]
   with jax.enable_x64(True):
-    status = np.asarray(exact_sum.fast_decisions(jnp.asarray(words), plan)[0])
+    status = np.asarray(_fast_decisions(jnp.asarray(words), plan)[0])
   assert (status == slices.UNDECIDED).all()
   host = exact_sum.host_decisions(status, np.ones(40, bool), words, extra, plan=plan)
   want = [_reference_sum(w, x, 1.0, plan) is not None for w, x in zip(words, extra)]
@@ -260,7 +270,7 @@ def test_coordinates_engineered_near_a_half_integer(offset):
     s = float(target / abs(y[0]) * (1 + mpmath.mpf(offset)))
     ref = _reference_sum(w, x, s, plan)
     with jax.enable_x64(True):
-      kk, settled = exact_sum.sum_round(jnp.asarray(w[None]), jnp.float64(s), plan)
+      kk, settled = _sum_round(jnp.asarray(w[None]), jnp.float64(s), plan)
     if offset < 2.0**-45:
       assert not bool(settled[0])
     elif bool(settled[0]):
@@ -270,38 +280,6 @@ def test_coordinates_engineered_near_a_half_integer(offset):
     if done == 30:
       break
   assert done == 30
-
-
-@pytest.mark.slow
-def test_forced_host_paths_release_the_same_integers(monkeypatch):
-  """The jitted sampler with the fast pass's widening raised to 2^-9 (most of 300
-  samples refined on the host) and, separately, with every device decision left
-  undecided (every proposal decided on the host from 244 digits) releases the normal
-  run's integers from the same key (d = 5, k = 3, scale 40)."""
-  key = _key(31)
-  normal = np.asarray(exact.sum_knorm(key, 5, 3, 40.0, (300,)))
-  jax.clear_caches()
-  try:
-    calls = record_host_refinements(monkeypatch, exact_sum)
-    monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-9)
-    forced = np.asarray(exact.sum_knorm(key, 5, 3, 40.0, (300,)))
-    assert calls and calls[0] > 150, calls
-    np.testing.assert_array_equal(forced, normal)
-    monkeypatch.undo()
-    jax.clear_caches()
-    real = exact_sum.decide_fast
-
-    def undecided(j, w, plan):
-      status, lo, hi = real(j, w, plan)
-      return jnp.full_like(status, slices.UNDECIDED), lo, hi
-
-    monkeypatch.setattr(exact_sum, "decide_fast", undecided)
-    np.testing.assert_array_equal(
-      np.asarray(exact.sum_knorm(key, 5, 3, 40.0, (300,))), normal
-    )
-  finally:
-    monkeypatch.undo()
-    jax.clear_caches()
 
 
 def test_mechanisms_translate_are_publishable_and_refuse_bad_input():
@@ -361,3 +339,35 @@ def test_a_callers_vmap_gives_each_key_its_own_draw():
   np.testing.assert_array_equal(
     np.asarray(jax.vmap(draw)(keys)), np.stack([np.asarray(draw(k)) for k in keys])
   )
+
+
+@pytest.mark.slow
+def test_forced_host_paths_release_the_same_integers(monkeypatch):
+  """The jitted sampler with the fast pass's widening raised to 2^-9 (most of 300
+  samples refined on the host) and, separately, with every device decision left
+  undecided (every proposal decided on the host from 244 digits) releases the normal
+  run's integers from the same key (d = 5, k = 3, scale 40)."""
+  key = _key(31)
+  normal = np.asarray(exact.sum_knorm(key, 5, 3, 40.0, (300,)))
+  jax.clear_caches()
+  try:
+    calls = record_host_refinements(monkeypatch, exact_sum)
+    monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-9)
+    forced = np.asarray(exact.sum_knorm(key, 5, 3, 40.0, (300,)))
+    assert calls and calls[0] > 150, calls
+    np.testing.assert_array_equal(forced, normal)
+    monkeypatch.undo()
+    jax.clear_caches()
+    real = exact_sum.decide_fast
+
+    def undecided(j, w, plan):
+      status, lo, hi = real(j, w, plan)
+      return jnp.full_like(status, slices.UNDECIDED), lo, hi
+
+    monkeypatch.setattr(exact_sum, "decide_fast", undecided)
+    np.testing.assert_array_equal(
+      np.asarray(exact.sum_knorm(key, 5, 3, 40.0, (300,))), normal
+    )
+  finally:
+    monkeypatch.undo()
+    jax.clear_caches()

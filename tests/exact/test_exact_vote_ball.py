@@ -32,6 +32,12 @@ def _key(i=0):
   return jax.random.fold_in(dprandom.secure_key(KEY), 3000 + i)
 
 
+# One compiled program per shape rather than one per eager operation.
+_vote_lift = jax.jit(exact_vote.vote_lift, static_argnums=1)
+_vote_round = jax.jit(exact_vote.vote_round, static_argnums=2)
+_digits52 = jax.jit(exact_intervals.digits52)
+
+
 def _digits(w, x):
   return exact_refine.uniform_digits(w, x)[0]
 
@@ -73,7 +79,7 @@ def test_lift_choice_equals_brute_force(d):
     assert k == want_k and {i for i in range(d) if lift[i]} == want_set
     j[t] = [x >> (BITS - 32) for x in v]
   with jax.enable_x64(True):
-    lift_d, k_d, dec_d = (np.asarray(a) for a in exact_vote.vote_lift(jnp.asarray(j), 32))
+    lift_d, k_d, dec_d = (np.asarray(a) for a in _vote_lift(jnp.asarray(j), 32))
   assert dec_d.mean() > 0.98
   for t in np.nonzero(dec_d)[0]:
     v = [_digits(w, x) for w, x in zip(words[t, d + 1 : 2 * d + 1], extra[t, d + 1 :])]
@@ -102,7 +108,7 @@ def test_lift_choice_engineered_at_a_tie():
       sides.add(want_k)
       with jax.enable_x64(True):
         j = jnp.asarray([[a >> (BITS - 32) for a in v]], jnp.int64)
-        assert not bool(exact_vote.vote_lift(j, 32)[2][0])
+        assert not bool(_vote_lift(j, 32)[2][0])
   assert ties >= 10 and sides == {0, 1}
 
 
@@ -137,7 +143,7 @@ def test_fast_pass_and_refinement_equal_high_precision(d):
   words, extra = _random_words(np.random.default_rng(10 + d), 300, d)
   for s in (0.3, 25.0):
     with jax.enable_x64(True):
-      kk, settled = exact_vote.vote_round(jnp.asarray(words), jnp.float64(s), d)
+      kk, settled = _vote_round(jnp.asarray(words), jnp.float64(s), d)
     kk, settled = np.asarray(kk), np.asarray(settled)
     assert settled.mean() > 0.95
     for t in range(300):
@@ -154,9 +160,7 @@ def test_fast_pass_and_refinement_equal_high_precision(d):
       (mpmath.floor(abs(y) * 37) + mpmath.mpf(0.5)) / abs(y) * (1 + mpmath.mpf(2.0**-60))
     )
     with jax.enable_x64(True):
-      assert not bool(
-        exact_vote.vote_round(jnp.asarray(words[t : t + 1]), jnp.float64(s), d)[1][0]
-      )
+      assert not bool(_vote_round(jnp.asarray(words[t : t + 1]), jnp.float64(s), d)[1][0])
     assert list(exact_vote.refine_vote_sample(words[t], extra[t], s, d)) == _reference_vote(
       words[t], extra[t], s, d
     )
@@ -174,17 +178,10 @@ def test_law_second_moment_norms_and_the_float_sampler():
   words = np.asarray(jax.random.bits(_key(1), (n, 2 * d + 2, 2), jnp.uint32))
   with jax.enable_x64(True):
     vw = jnp.asarray(words[:, d + 1 : 2 * d + 1])
-    lift, k, decided = (
-      np.asarray(a) for a in exact_vote.vote_lift(vw[..., 0].astype(jnp.int64), 32)
-    )
-    v = (np.asarray(exact_intervals.digits52(vw)) + 0.5) * 2.0**-52
-    t = (
-      np.asarray(exact_intervals.digits52(jnp.asarray(words[:, 2 * d + 1]))) + 0.5
-    ) * 2.0**-52
-    e = -np.log1p(
-      -(np.asarray(exact_intervals.digits52(jnp.asarray(words[:, : d + 1]))) + 0.5)
-      * 2.0**-52
-    )
+    lift, k, decided = (np.asarray(a) for a in _vote_lift(vw[..., 0].astype(jnp.int64), 32))
+    v = (np.asarray(_digits52(vw)) + 0.5) * 2.0**-52
+    t = (np.asarray(_digits52(jnp.asarray(words[:, 2 * d + 1]))) + 0.5) * 2.0**-52
+    e = -np.log1p(-(np.asarray(_digits52(jnp.asarray(words[:, : d + 1]))) + 0.5) * 2.0**-52)
   assert decided.all()
   z = (
     d * v
@@ -204,24 +201,6 @@ def test_law_second_moment_norms_and_the_float_sampler():
   values = np.union1d(y, f)
   table = np.stack([[np.sum(y == c) for c in values], [np.sum(f == c) for c in values]])
   assert stats.chi2_contingency(table[:, table.min(axis=0) >= 5]).pvalue > 1e-4
-
-
-@pytest.mark.slow
-def test_forced_refinement_releases_the_same_integers(monkeypatch):
-  """MARGIN widened to 2^-9: most of 300 samples (d = 4, scale 20) are refined on the
-  host inside the jitted kernel, and the release equals the normal run's."""
-  key = _key(4)
-  normal = np.asarray(exact.vote_knorm(key, 4, 20.0, (300,)))
-  jax.clear_caches()
-  try:
-    calls = record_host_refinements(monkeypatch, exact_refine)
-    monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-9)
-    forced = np.asarray(exact.vote_knorm(key, 4, 20.0, (300,)))
-    assert calls and calls[0] > 150, calls
-    np.testing.assert_array_equal(forced, normal)
-  finally:
-    monkeypatch.undo()
-    jax.clear_caches()
 
 
 def test_vote_mechanisms_translate_are_publishable_and_refuse_bad_input():
@@ -279,3 +258,21 @@ def test_a_callers_vmap_gives_each_key_its_own_draw():
   np.testing.assert_array_equal(
     np.asarray(jax.vmap(draw)(keys)), np.stack([np.asarray(draw(k)) for k in keys])
   )
+
+
+@pytest.mark.slow
+def test_forced_refinement_releases_the_same_integers(monkeypatch):
+  """MARGIN widened to 2^-9: most of 300 samples (d = 4, scale 20) are refined on the
+  host inside the jitted kernel, and the release equals the normal run's."""
+  key = _key(4)
+  normal = np.asarray(exact.vote_knorm(key, 4, 20.0, (300,)))
+  jax.clear_caches()
+  try:
+    calls = record_host_refinements(monkeypatch, exact_refine)
+    monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-9)
+    forced = np.asarray(exact.vote_knorm(key, 4, 20.0, (300,)))
+    assert calls and calls[0] > 150, calls
+    np.testing.assert_array_equal(forced, normal)
+  finally:
+    monkeypatch.undo()
+    jax.clear_caches()

@@ -2,6 +2,7 @@
 the Irwin-Hall CDF in rational arithmetic, triangulations of the hull points, the
 bounding-box rejection sampler and stated statistical tests with fixed keys."""
 
+import functools
 import math
 from fractions import Fraction
 
@@ -28,6 +29,20 @@ from jaxdp.samplers.slice_kernel import (
 )
 
 P_MIN = 1e-4  # every stated test rejects at this p-value
+
+
+# Compiled once per (ball, size, dtype): called eagerly, every jnp operation of a
+# ball's sampler would compile a program of its own.
+@functools.partial(jax.jit, static_argnums=(0, 2, 3))
+def ball_points(ball, key, m, dtype):
+  """``ball.points(key, m, dtype)``, compiled."""
+  return ball.points(key, m, dtype)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 2, 3))
+def jit_rejection_points(ball, key, m, dtype):
+  """:func:`rejection_points`, compiled."""
+  return rejection_points(ball, key, m, dtype)
 
 
 def irwin_hall(n, s):
@@ -116,8 +131,8 @@ def test_points_match_rejection_sampler(ball):
   """Chi-square two-sample test (p > 1e-4) on the cells of a 4^d grid: 20,000 points
   against 20,000 of the bounding-box rejection sampler (an independent algorithm)."""
   n = 20_000
-  got = ball.points(jax.random.key(11), n, jnp.float32)
-  ref = rejection_points(ball, jax.random.key(12), n, jnp.float32)
+  got = ball_points(ball, jax.random.key(11), n, jnp.float32)
+  ref = jit_rejection_points(ball, jax.random.key(12), n, jnp.float32)
   assert chi2_two_sample(cell_labels(got), cell_labels(ref)) > P_MIN
 
 
@@ -196,16 +211,18 @@ def test_sum_ball_k1_is_l1_ball_and_k_d_is_cube():
   assert stats.kstest(c[:, 2], "uniform", args=(-1, 2)).pvalue > P_MIN
 
 
+# 40,000 points: the kernels of the marginal test (k = 15) and the count ball's radius
+# test (k = 10), compiled once for both
 @pytest.mark.parametrize("k", [1, 15, 49, 50])
 def test_sum_ball_points_lie_in_ball(k):
-  z = jaxdp.random.sum_ball(jax.random.key(61), 50, k, (1 << 15,))
+  z = jaxdp.random.sum_ball(jax.random.key(61), 50, k, (40_000,))
   assert bool(jnp.all(jnp.isfinite(z)))
   assert float(jnp.max(jaxdp.SumBall(50, k).norm(z))) <= 1.0
 
 
 @pytest.mark.parametrize("k", [1, pytest.param(10, marks=pytest.mark.slow), 50])
 def test_count_ball_points_lie_in_ball(k):
-  z = jaxdp.random.count_ball(jax.random.key(62), 50, k, (1 << 15,))
+  z = jaxdp.random.count_ball(jax.random.key(62), 50, k, (40_000,))
   assert bool(jnp.all(jnp.isfinite(z)))
   assert float(jnp.max(jaxdp.CountBall(50, k).norm(z))) <= 1.0
 
@@ -242,11 +259,12 @@ def test_narrow_dtypes_stay_in_ball():
 def test_vmap_and_jit_give_the_same_draws(ball):
   keys = jax.random.split(jax.random.key(81), 3)
   one = lambda key: ball.points(key, 7, jnp.float32)
-  batched = jax.vmap(one)(keys)
+  batched = jax.jit(jax.vmap(one))(keys)
   for i in range(3):
     np.testing.assert_array_equal(batched[i], jax.jit(one)(keys[i]))
   assert not np.allclose(batched[0], batched[1])
-  noise = lambda key, eps: jaxdp.random.knorm(key, ball, eps, (4,))
+  # 200,000 vectors: the noise law test's kernel
+  noise = lambda key, eps: jaxdp.random.knorm(key, ball, eps, (200_000,))
   np.testing.assert_allclose(
     jax.jit(noise)(keys[0], 0.5), noise(keys[0], 0.5), rtol=1e-6, atol=1e-6
   )
@@ -259,7 +277,7 @@ def test_low_acceptance_at_the_largest_dimension_ends():
   k = d // 6
   assert math.exp(slice_table(d, k).log_acc[d]) < 0.01  # the tilted proposal's
   assert math.exp(shuffle_proposal(d, k)[2]) > 0.1  # the wrapped simplex's
-  z = jaxdp.SumBall(d, k).points(jax.random.key(91), 3, jnp.float32)
+  z = ball_points(jaxdp.SumBall(d, k), jax.random.key(91), 3, jnp.float32)
   assert float(jnp.max(jaxdp.SumBall(d, k).norm(z))) <= 1.0
   assert bool(jnp.all(jnp.isfinite(z)))
 
@@ -269,7 +287,7 @@ def test_count_ball_at_the_largest_dimension_ends():
   """Both slices of a row are retried on their own: at d = MAX_QUERY_D (slice
   acceptances near 1%) a draw ends, inside the ball."""
   ball = jaxdp.CountBall(MAX_QUERY_D, MAX_QUERY_D // 7)
-  z = ball.points(jax.random.key(92), 3, jnp.float32)
+  z = ball_points(ball, jax.random.key(92), 3, jnp.float32)
   assert bool(jnp.all(jnp.isfinite(z)))
   assert float(jnp.max(ball.norm(z))) <= 1.0
 
@@ -299,7 +317,8 @@ def fill_slices(table, k, sizes, key, d):
     x, ok, _ = slice_proposals(u[:, :d], u[:, d:], pp, (jj, d - jj), table, k)
     return x, jnp.stack(ok, axis=1), (~pp).astype(jnp.int32)
 
-  return np.asarray(rejection_fill(candidates, key, len(sizes), d, 2, jnp.float32))
+  fill = jax.jit(lambda key: rejection_fill(candidates, key, len(sizes), d, 2, jnp.float32))
+  return np.asarray(fill(key))
 
 
 @pytest.mark.statistical

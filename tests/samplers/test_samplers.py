@@ -383,7 +383,8 @@ def test_jit_equals_eager_and_vmap_over_keys():
 
 def test_large_batch_is_chunked_and_reproducible():
   p = Poset.nhis(1)
-  n = jaxdp.random.CHUNK + 5
+  n = 200_000  # test_second_moment_matches_exact's kernel
+  assert n > jaxdp.random.CHUNK and n % jaxdp.random.CHUNK  # several chunks, one partial
   a = jaxdp.random.poset_ball(jax.random.key(12), p, (n,))
   b = jaxdp.random.poset_ball(jax.random.key(12), p, (n,))
   chex.assert_trees_all_equal(a, b)
@@ -426,9 +427,9 @@ def test_dtypes(dtype):
 
 
 def test_typed_and_legacy_keys():
-  p = Poset.nhis(1)
-  a = jaxdp.random.poset_ball(jax.random.PRNGKey(0), p, (2,))
-  b = jaxdp.random.poset_ball(jax.random.key(0), p, (2,))
+  p = Poset.nhis(1)  # (6,): test_shapes_and_jit's kernel
+  a = jaxdp.random.poset_ball(jax.random.PRNGKey(0), p, (6,))
+  b = jaxdp.random.poset_ball(jax.random.key(0), p, (6,))
   chex.assert_trees_all_close(a, b)
 
 
