@@ -58,6 +58,12 @@ class EllipticNoise:
     return self.ball.dim
 
   @property
+  def statistic_shape(self) -> tuple[int]:
+    """The shape of the statistic one release is charged for: one vector of the
+    ball's dimension; :func:`jaxdp.release` refuses a statistic of any other shape."""
+    return (self.ball.dim,)
+
+  @property
   def norm(self) -> NoReturn:
     """Raises: per-row contributions are not clipped into an ellipse's ball."""
     raise ValueError(

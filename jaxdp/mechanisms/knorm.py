@@ -156,6 +156,13 @@ class KNormMechanism(EpsMechanism):
       )
     return self.ball if isinstance(self.ball, NormBall) else self.ball.p
 
+  @property
+  def statistic_shape(self) -> tuple[int]:
+    """The shape of the statistic one release is charged for: one vector of the
+    ball's dimension (the sensitivity is the K-norm of one vector's change);
+    :func:`jaxdp.release` refuses a statistic of any other shape."""
+    return (self.ball.dim,)
+
   def part_statistics(self, rows: ArrayLike, part: ArrayLike, num_parts: int) -> jax.Array:
     """Per-part sums of rows clipped to K-norm ``sensitivity`` (l_p and query balls).
 
