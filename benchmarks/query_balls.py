@@ -9,7 +9,8 @@ compilation): ``jaxdp.random.sum_ball``, ``jaxdp.random.count_ball`` and
 that a first proposal is accepted, from the host tables: the sum ball's slice S(d, k),
 the count ball's two halves together (``CountBall.row_acceptance``).
 
-Writes <out>/query_balls.{json,md}.
+Writes <out>/query_balls.{json,md} and <out>/query_balls_table.md (the table with the
+machine, which the K-norm guide includes).
 """
 
 from __future__ import annotations
@@ -72,7 +73,13 @@ def main(argv=None):
     f"| {r['draw']} | {d} | {r['samples_per_s']:,.0f} | {r['first_acceptance']:.3f} |"
     for r in rows
   )
-  write_results(args.out, "query_balls", {"machine": machine(), "rows": rows}, table)
+  m = machine()
+  write_results(args.out, "query_balls", {"machine": m, "rows": rows}, table)
+  where = (
+    f"Measured on {m['cpu']}, {m['cpu_count']} CPUs, backend {m['backend']}, "
+    f"jax {m['jax']}; {n:,} samples a call, the best of {args.rounds} rounds."
+  )
+  Path(args.out, "query_balls_table.md").write_text(f"{table}\n\n{where}\n")
 
 
 if __name__ == "__main__":
