@@ -41,6 +41,7 @@ from jaxdp.accounting.guard import (
 from jaxdp.accounting.refusal import check_policy
 from jaxdp.accounting.rules import RULES, bound_rule
 from jaxdp.mechanisms import Mechanism, PosetCountMechanism, QueryMechanism
+from jaxdp.mechanisms.base import statistic_shape
 from jaxdp.mechanisms.publishable import PUBLISHABLE_TEXT, publishable_problem
 from jaxdp.typing import ArrayLike
 
@@ -94,9 +95,8 @@ def release(acct: Accountant, mech: Mechanism, data: Any) -> tuple[Accountant, A
       after :meth:`~jaxdp.Accountant.create`), or a secure ``acct`` whose key is not
       ChaCha20, whose rule is not one of jaxdp's classes or a mechanism that is not
       publishable (not exactly one of jaxdp's exact classes, a subclass whatever its
-      ``exact`` says, :func:`jaxdp.mechanisms.publishable_problem`), or data of
-      another shape than the one vector a K-norm or elliptic mechanism is charged
-      for (``mech.statistic_shape``); before anything is spent or drawn.
+      ``exact`` says, :func:`jaxdp.mechanisms.publishable_problem`), or K-norm or
+      elliptic ``data`` not of shape ``(d,)``; before anything is spent or drawn.
     ReleaseRefusedError: under :class:`~jaxdp.RaiseOnRefusal`, a refused release:
       on the host before any noise is drawn (``acct`` is unchanged and still
       usable); inside a traced program when it runs (JAX raises it as
@@ -110,10 +110,9 @@ def release(acct: Accountant, mech: Mechanism, data: Any) -> tuple[Accountant, A
       ``acct`` is a constant of the traced program while ``data`` or ``mech`` are
       traced (every run or loop step would reuse its key).
   """
-  _check_statistic_shape(mech, _shape(data))
   ok, sub, new = spend(
     acct,
-    *mechanism_cost(acct, mech, _shape(data)),
+    *mechanism_cost(acct, mech, statistic_shape(mech, _shape(data))),
     mechanism_event(acct, mech),
     (mech, data),
   )
@@ -248,9 +247,7 @@ def release_parallel_unchecked(
       "are not disjoint (the cost would be the sum). Use "
       "release_partitioned to split one dataset into parts."
     )
-  for m, x in pairs:
-    _check_statistic_shape(m, _shape(x))
-  costs = [mechanism_cost(acct, m, _shape(x)) for m, x in pairs]
+  costs = [mechanism_cost(acct, m, statistic_shape(m, _shape(x))) for m, x in pairs]
   ok, sub, new = spend(
     acct,
     _max([c[0] for c in costs]),
@@ -301,26 +298,6 @@ def postprocess(fn: Callable, *outputs, **kwargs) -> Any:
   return fn(*outputs, **kwargs)
 
 
-def _check_statistic_shape(mech, shape: tuple) -> None:
-  """Refuses a statistic whose shape is not the one ``mech`` charges for
-  (``mech.statistic_shape``; any shape for a mechanism without one, whose
-  sensitivity bounds the whole statistic).
-
-  Raises:
-    ValueError: a K-norm or elliptic mechanism's statistic with leading axes (each
-      leading row would get its own noise for one charge) or another last axis.
-  """
-  want = getattr(mech, "statistic_shape", None)
-  if want is not None and tuple(shape) != tuple(want):
-    raise ValueError(
-      f"data must have shape {tuple(want)} for {type(mech).__name__}: a release is "
-      f"charged for one vector of sensitivity {mech.sensitivity} in its ball's norm; "
-      f"got shape {tuple(shape)} (every leading row would get its own noise for that "
-      "one charge). Release each vector on its own, or the sums of disjoint parts "
-      "with release_partitioned."
-    )
-
-
 def _shape(data) -> tuple:
   """The shape of a mechanism's input (() for a pytree of several arrays)."""
   try:
@@ -337,8 +314,7 @@ def _key_name(key) -> str:
 
 
 def _fill_refused(ok, out):
-  """NaN in refused float outputs; the dtype's minimum in refused integer outputs
-  (exact releases keep their integer dtype)."""
+  """NaN in refused float outputs, the dtype's minimum in refused integer (exact) ones."""
   return jax.tree_util.tree_map(lambda o: _checks.mark_invalid(ok, o), out)
 
 

@@ -219,3 +219,24 @@ def noisy(ok, stat, noise, add=operator.add):
   if jnp.issubdtype(noise.dtype, jnp.integer):
     ok = ok & (noise != jnp.iinfo(noise.dtype).min)
   return ok, add(stat, jnp.where(ok, noise, jnp.zeros((), noise.dtype)))
+
+
+def statistic_shape(mech, shape: tuple) -> tuple:
+  """``shape`` if a release of ``mech`` may be charged for a statistic of that shape:
+  any shape for a mechanism whose sensitivity bounds the whole statistic (Laplace,
+  Gaussian), exactly ``mech.statistic_shape`` for one that declares it (K-norm and
+  elliptic noise: the sensitivity is a norm of one vector's change).
+
+  Raises:
+    ValueError: another shape (leading axes would get a noise each for one charge).
+  """
+  want = getattr(mech, "statistic_shape", None)
+  if want is not None and tuple(shape) != tuple(want):
+    raise ValueError(
+      f"data must have shape {tuple(want)} for {type(mech).__name__}: a release is "
+      f"charged for one vector of sensitivity {mech.sensitivity} in its ball's norm; "
+      f"got shape {tuple(shape)} (every leading row would get its own noise for that "
+      "one charge). Release each vector on its own, or the sums of disjoint parts "
+      "with release_partitioned."
+    )
+  return tuple(shape)
