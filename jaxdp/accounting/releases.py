@@ -41,7 +41,7 @@ from jaxdp.accounting.guard import (
 from jaxdp.accounting.refusal import check_policy
 from jaxdp.accounting.rules import RULES, bound_rule
 from jaxdp.mechanisms import Mechanism, PosetCountMechanism, QueryMechanism
-from jaxdp.mechanisms.base import statistic_shape
+from jaxdp.mechanisms.base import charged_shape
 from jaxdp.mechanisms.publishable import PUBLISHABLE_TEXT, publishable_problem
 from jaxdp.typing import ArrayLike
 
@@ -112,7 +112,7 @@ def release(acct: Accountant, mech: Mechanism, data: Any) -> tuple[Accountant, A
   """
   ok, sub, new = spend(
     acct,
-    *mechanism_cost(acct, mech, statistic_shape(mech, _shape(data))),
+    *mechanism_cost(acct, mech, charged_shape(mech, _shape(data))),
     mechanism_event(acct, mech),
     (mech, data),
   )
@@ -247,7 +247,7 @@ def release_parallel_unchecked(
       "are not disjoint (the cost would be the sum). Use "
       "release_partitioned to split one dataset into parts."
     )
-  costs = [mechanism_cost(acct, m, statistic_shape(m, _shape(x))) for m, x in pairs]
+  costs = [mechanism_cost(acct, m, charged_shape(m, _shape(x))) for m, x in pairs]
   ok, sub, new = spend(
     acct,
     _max([c[0] for c in costs]),

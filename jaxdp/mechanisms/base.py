@@ -221,7 +221,7 @@ def noisy(ok, stat, noise, add=operator.add):
   return ok, add(stat, jnp.where(ok, noise, jnp.zeros((), noise.dtype)))
 
 
-def statistic_shape(mech, shape: tuple) -> tuple:
+def charged_shape(mech, shape: tuple) -> tuple:
   """``shape`` if a release of ``mech`` may be charged for a statistic of that shape:
   any shape for a mechanism whose sensitivity bounds the whole statistic (Laplace,
   Gaussian), exactly ``mech.statistic_shape`` for one that declares it (K-norm and
