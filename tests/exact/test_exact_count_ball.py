@@ -109,6 +109,36 @@ def test_subsets_are_uniform():
   assert stats.chisquare(counts[subsets]).pvalue > 1e-4
 
 
+def test_tied_subset_keys_are_drawn_again(monkeypatch):
+  """A row whose cls-th and (cls + 1)-th smallest keys tie (forced: every key of the
+  first draw 0) draws all its keys again from fold_in(key, 1): its subset is then the
+  cls smallest of those (a numpy sort as the reference), exactly cls coordinates; cls
+  0 and d give none and all. Without the redraw the tied rows would get no
+  coordinate."""
+  d, m = 6, 42
+  keys = jax.random.split(_key(71), m)
+  cls = np.arange(m) % (d + 1)
+  real, traced = jax.random.bits, []
+
+  def first_draw_tied(key, shape=(), dtype=None):
+    traced.append(shape)
+    out = real(key, shape, dtype)
+    return jnp.zeros_like(out) if len(traced) == 1 else out
+
+  monkeypatch.setattr(jax.random, "bits", first_draw_tied)
+  with jax.enable_x64(True):
+    choose = jax.jit(lambda k, c: count_slices.choose_subset(k, c, d))
+    pos = np.asarray(choose(keys, jnp.asarray(cls, jnp.int32)))
+  monkeypatch.undo()
+  assert len(traced) >= 2  # the first draw and the redraw in the loop
+  for t in range(m):
+    w = np.asarray(real(jax.random.fold_in(keys[t], 1), (d, 2), jnp.uint32), np.uint64)
+    u = (w[:, 0] << np.uint64(32)) | w[:, 1]
+    want = np.zeros(d, bool)
+    want[np.argsort(u, kind="stable")[: cls[t]]] = True
+    assert pos[t].sum() == cls[t] and (pos[t] == want).all(), t
+
+
 @functools.partial(jax.jit, static_argnums=(1, 2))
 def _accepted(key, tab, m):
   with jax.enable_x64(True):
