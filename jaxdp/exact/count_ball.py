@@ -44,8 +44,8 @@ from jaxdp.exact.intervals import FAST_BITS, digits52, exp_intervals, round_sett
 from jaxdp.exact.refine import (
   REFINE_WORDS,
   batch_all,
-  host_refine,
   raise_if,
+  refine_callback,
   refine_exponential_bounds,
   settled_integer,
   uniform_digits,
@@ -137,17 +137,7 @@ def _count_kernel(key, traced, *, const, tab, n):
         digit_keys = jax.vmap(proposal_digit_key)(k_prop, rounds)
         extra = extra_words(digit_keys, 2 * d + 4)
         one = functools.partial(refine_count_sample, tab=tab)
-        return jax.pure_callback(
-          functools.partial(host_refine, one),
-          jax.ShapeDtypeStruct(k.shape, jnp.int32),
-          k,
-          settled,
-          words,
-          extra,
-          scale,
-          pos,
-          vmap_method="broadcast_all",
-        )
+        return refine_callback(one, k, settled, words, extra, scale, pos)
 
       return lax.cond(batch_all(settled | jnp.isnan(scale)), lambda k: k, refine, k)
 

@@ -55,6 +55,13 @@ def settle_marked(k, words, scale, key, refine_one, *operands):
 def _refine(k, settled, words, scale, key, refine_one, operands):
   ops = [o() if callable(o) else o for o in operands]
   extra = jax.random.bits(key, (*words.shape[:-1], REFINE_WORDS), jnp.uint32)
+  return refine_callback(refine_one, k, settled, words, extra, scale, *ops)
+
+
+def refine_callback(refine_one, k, settled, words, extra, scale, *operands):
+  """k (int32, k's shape) with every unsettled sample refined by :func:`host_refine`
+  on the host, from inside a traced program (one callback for a caller's whole
+  ``vmap`` batch); ``extra`` holds the further digits of each sample's words."""
   return jax.pure_callback(
     functools.partial(host_refine, refine_one),
     jax.ShapeDtypeStruct(k.shape, jnp.int32),
@@ -63,7 +70,7 @@ def _refine(k, settled, words, scale, key, refine_one, operands):
     words,
     extra,
     scale,
-    *ops,
+    *operands,
     vmap_method="broadcast_all",
   )
 

@@ -39,7 +39,7 @@ from jaxdp.exact.intervals import FAST_BITS, digits52, exp_intervals, round_sett
 from jaxdp.exact.refine import (
   REFINE_WORDS,
   batch_all,
-  host_refine,
+  refine_callback,
   refine_gamma_bounds,
   settled_integer,
   uniform_digits,
@@ -275,16 +275,8 @@ def _refine(k, settled, words, scale, keys, rounds, plan):
   rows = 2 * plan.d + 2
   digit_keys = jax.vmap(lambda key, r: proposal_digit_key(key, r))(keys, rounds)
   extra = extra_words(digit_keys, rows)
-  return jax.pure_callback(
-    functools.partial(host_refine, functools.partial(refine_sum_sample, plan=plan)),
-    jax.ShapeDtypeStruct(k.shape, jnp.int32),
-    k,
-    settled,
-    words,
-    extra,
-    scale,
-    vmap_method="broadcast_all",
-  )
+  one = functools.partial(refine_sum_sample, plan=plan)
+  return refine_callback(one, k, settled, words, extra, scale)
 
 
 def proposal_digit_key(key, r):

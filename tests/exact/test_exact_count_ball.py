@@ -25,6 +25,7 @@ from jaxdp import random as dprandom
 from jaxdp.exact import count_ball as exact_count
 from jaxdp.exact import count_slices, slices
 from jaxdp.exact import intervals as exact_intervals
+from jaxdp.exact import refine as exact_refine
 from jaxdp.mechanisms.statistics import count_norm_within, integer_part_sums
 from jaxdp.samplers.cube_slice import slice_moments
 from tests.helpers.exactness import record_host_refinements, slice_cell_pvalue
@@ -457,7 +458,7 @@ def test_forced_host_paths_release_the_same_integers(monkeypatch):
   normal = np.asarray(exact.count_knorm(key, 5, 2, 40.0, (300,)))
   jax.clear_caches()
   try:
-    calls = record_host_refinements(monkeypatch, exact_count)
+    calls = record_host_refinements(monkeypatch, exact_refine)
     monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-9)
     forced = np.asarray(exact.count_knorm(key, 5, 2, 40.0, (300,)))
     assert calls and calls[0] > 150, calls

@@ -22,6 +22,7 @@ import jaxdp
 from jaxdp import exact
 from jaxdp import random as dprandom
 from jaxdp.exact import intervals as exact_intervals
+from jaxdp.exact import refine as exact_refine
 from jaxdp.exact import slices
 from jaxdp.exact import sum_ball as exact_sum
 from tests.helpers.exactness import record_host_refinements, slice_cell_pvalue
@@ -351,7 +352,7 @@ def test_forced_host_paths_release_the_same_integers(monkeypatch):
   normal = np.asarray(exact.sum_knorm(key, 5, 3, 40.0, (300,)))
   jax.clear_caches()
   try:
-    calls = record_host_refinements(monkeypatch, exact_sum)
+    calls = record_host_refinements(monkeypatch, exact_refine)
     monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-9)
     forced = np.asarray(exact.sum_knorm(key, 5, 3, 40.0, (300,)))
     assert calls and calls[0] > 150, calls
