@@ -41,7 +41,7 @@ from jaxdp.accounting.guard import (
 from jaxdp.accounting.refusal import check_policy
 from jaxdp.accounting.rules import RULES, bound_rule
 from jaxdp.mechanisms import Mechanism, PosetCountMechanism, QueryMechanism
-from jaxdp.mechanisms.base import charged_shape
+from jaxdp.mechanisms.base import charged_statistic
 from jaxdp.mechanisms.publishable import PUBLISHABLE_TEXT, publishable_problem
 from jaxdp.typing import ArrayLike
 
@@ -110,9 +110,10 @@ def release(acct: Accountant, mech: Mechanism, data: Any) -> tuple[Accountant, A
       ``acct`` is a constant of the traced program while ``data`` or ``mech`` are
       traced (every run or loop step would reuse its key).
   """
+  data = charged_statistic(mech, data)
   ok, sub, new = spend(
     acct,
-    *mechanism_cost(acct, mech, charged_shape(mech, _shape(data))),
+    *mechanism_cost(acct, mech, _shape(data)),
     mechanism_event(acct, mech),
     (mech, data),
   )
@@ -240,14 +241,13 @@ def release_parallel_unchecked(
   """
   if not pairs:
     raise ValueError("pairs must hold at least one (mechanism, data) pair.")
-  ids = [id(x) for _, x in pairs]
-  if len(set(ids)) != len(ids):
+  if len({id(x) for _, x in pairs}) != len(pairs):
     raise ValueError(
-      "pairs passes the same data object twice: parts that share data "
-      "are not disjoint (the cost would be the sum). Use "
-      "release_partitioned to split one dataset into parts."
+      "pairs passes the same data object twice: parts that share data are not disjoint "
+      "(the cost would be the sum). Use release_partitioned to split one dataset into parts."
     )
-  costs = [mechanism_cost(acct, m, charged_shape(m, _shape(x))) for m, x in pairs]
+  pairs = [(m, charged_statistic(m, x)) for m, x in pairs]
+  costs = [mechanism_cost(acct, m, _shape(x)) for m, x in pairs]
   ok, sub, new = spend(
     acct,
     _max([c[0] for c in costs]),

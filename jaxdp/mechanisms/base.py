@@ -221,22 +221,28 @@ def noisy(ok, stat, noise, add=operator.add):
   return ok, add(stat, jnp.where(ok, noise, jnp.zeros((), noise.dtype)))
 
 
-def charged_shape(mech, shape: tuple) -> tuple:
-  """``shape`` if a release of ``mech`` may be charged for a statistic of that shape:
-  any shape for a mechanism whose sensitivity bounds the whole statistic (Laplace,
-  Gaussian), exactly ``mech.statistic_shape`` for one that declares it (K-norm and
-  elliptic noise: the sensitivity is a norm of one vector's change).
+def charged_statistic(mech, data):
+  """``data`` as a release of ``mech`` may be charged for it: any shape for a mechanism
+  whose sensitivity bounds the whole statistic (Laplace, Gaussian); exactly
+  ``mech.statistic_shape`` for one that declares it (K-norm and elliptic noise: the
+  sensitivity is a norm of one vector's change), checked on the array the noise is
+  drawn for (anything but a JAX array is read once, as numpy: an object cannot
+  report one shape and convert to another).
 
   Raises:
     ValueError: another shape (leading axes would get a noise each for one charge).
   """
   want = getattr(mech, "statistic_shape", None)
-  if want is not None and tuple(shape) != tuple(want):
+  if want is None:
+    return data
+  if not isinstance(data, jax.Array):
+    data = np.asarray(data)
+  if tuple(data.shape) != tuple(want):
     raise ValueError(
       f"data must have shape {tuple(want)} for {type(mech).__name__}: a release is "
       f"charged for one vector of sensitivity {mech.sensitivity} in its ball's norm; "
-      f"got shape {tuple(shape)} (every leading row would get its own noise for that "
-      "one charge). Release each vector on its own, or the sums of disjoint parts "
+      f"got shape {tuple(data.shape)} (every leading row would get its own noise for "
+      "that one charge). Release each vector on its own, or the sums of disjoint parts "
       "with release_partitioned."
     )
-  return tuple(shape)
+  return data

@@ -142,3 +142,27 @@ def test_a_statistic_of_another_shape_is_refused_before_anything_is_spent():
       )
   acct, out = jaxdp.release(acct, knorm, np.zeros(3, np.float32))
   assert out.shape == (3,) and abs(float(acct.spent_eps) - 1.0) <= 2.0**-20  # one charge
+
+
+class _ShapeLiar:
+  """Reports the shape ``(3,)`` but converts to a ``(2, 3)`` array."""
+
+  shape, ndim, dtype = (3,), 1, np.dtype(np.float32)
+
+  def __array__(self, dtype=None, copy=None):
+    return np.zeros((2, 3), np.float32)
+
+
+def test_an_object_that_misreports_its_shape_is_not_two_releases_for_one_charge():
+  """The shape rule is checked on the array the noise is drawn for: an object whose
+  ``shape`` says ``(3,)`` but which converts to ``(2, 3)`` was charged once and drew two
+  noises; it is read once and refused, by ``release`` and
+  ``release_parallel_unchecked``."""
+  acct = jaxdp.Accountant.create(4.0, key=jax.random.key(6))
+  mech = jaxdp.KNormMechanism(jaxdp.SumBall(3, 1), 1.0)
+  with pytest.raises(ValueError, match=r"shape \(3,\).*got shape \(2, 3\)"):
+    jaxdp.release(acct, mech, _ShapeLiar())
+  with pytest.raises(ValueError, match=r"shape \(3,\).*got shape \(2, 3\)"):
+    jaxdp.release_parallel_unchecked(acct, [(mech, _ShapeLiar())])
+  acct, out = jaxdp.release(acct, mech, np.zeros(3, np.float32))
+  assert out.shape == (3,)
