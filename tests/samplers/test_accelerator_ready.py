@@ -43,7 +43,7 @@ SITES = {
   ("cond", "gamma.gamma_radius"): "once per chunk: more rejections than the buffer",
   ("cond", "refine.settle"): "exact mode: the rare host refinement, once per chunk",
   ("cond", "refine.settle_marked"): "exact mode: the rare host refinement, once per chunk",
-  ("pure_callback", "refine._refine"): "exact mode: the host refinement",
+  ("pure_callback", "refine.refine_callback"): "exact mode: the host refinement",
   ("cond", "tree.size_counts"): "exact mode: the rare refined pass of the choices",
   ("while", "choices.uniform_below_each"): "exact rejection: a 2nd round is rare",
   ("while", "wide.uniform_below_wide"): "exact rejection: a 2nd round is rare",
