@@ -11,8 +11,8 @@ The program XLA compiles is the same; the code generated for it differs, so floa
 can differ in the last bits (transcendental functions, mostly) from the default
 configuration. A test that compares runs bit for bit must give its subprocesses the
 same flags; the reference draws (``tests/samplers/test_reference_draws.py``) are
-recomputed in a subprocess with the fusion emitters, as they were written;
-benchmarks run with XLA's defaults.
+stored once per emitter and compared with the file of the flags in use; benchmarks
+run with XLA's defaults.
 
 The run also shares one persistent compilation cache (a temporary directory, removed
 at the end, unless JAX_COMPILATION_CACHE_DIR names one) between the pytest-xdist

@@ -1,11 +1,15 @@
 """Draws that must not change when the code is refactored (same keys, same bits).
 
-``python -m tests.helpers.reference_draws`` writes
-``tests/helpers/data/reference_draws.npz`` from the installed jaxdp (``--out``: another
-file), at XLA's optimisation level 0 with its default emitters;
-``tests/samplers/test_reference_draws.py`` recomputes every entry the same way and
-compares it bit for bit, so a refactoring that changes a single draw fails that test.
-Regenerate the file only for a deliberate change of the samplers' output (and say so
+``python -m tests.helpers.reference_draws`` writes the two reference files from the
+installed jaxdp, each in a subprocess at XLA's optimisation level 0:
+``tests/helpers/data/reference_draws.npz`` with XLA:CPU's default emitters and
+``reference_draws_elemental.npz`` with its older elemental emitters (``ELEMENTAL``, the
+flag the test suite compiles with where XLA has it). Floats can differ between the two
+in the last bits (a few entries do); integers cannot.
+``tests/samplers/test_reference_draws.py`` recomputes every entry in the test process
+and compares it bit for bit with the file of the test process's flags
+(:func:`path_for`), so a refactoring that changes a single draw fails that test.
+Regenerate the files only for a deliberate change of the samplers' output (and say so
 in CHANGELOG.md). Only public names are used, so the script runs against any layout
 of the package. The entries come in groups (``GROUPS``, each computed on its own;
 ``ENTRIES`` names what each writes), and the test reports each group on its own.
@@ -24,6 +28,16 @@ import jax.numpy as jnp
 import numpy as np
 
 PATH = pathlib.Path(__file__).parent / "data" / "reference_draws.npz"
+ELEMENTAL_PATH = PATH.with_name("reference_draws_elemental.npz")
+# XLA:CPU's older emitters (tests/conftest.py adds it where XLA accepts it).
+ELEMENTAL = "--xla_cpu_use_fusion_emitters=false"
+
+
+def path_for(xla_flags: str) -> pathlib.Path:
+  """The reference file written with the emitters that ``xla_flags`` selects."""
+  return ELEMENTAL_PATH if ELEMENTAL in xla_flags.split() else PATH
+
+
 POSETS = ("nhis3", "random8", "sp")
 MECHANISMS = (
   "laplace",
@@ -218,12 +232,31 @@ def draws() -> dict[str, np.ndarray]:
   return out
 
 
+def _write_both():
+  """Writes both reference files, each from a subprocess with its emitters."""
+  import subprocess
+  import sys
+
+  flags = [f for f in os.environ["XLA_FLAGS"].split() if f != ELEMENTAL]
+  for path, extra in ((PATH, []), (ELEMENTAL_PATH, [ELEMENTAL])):
+    env = dict(os.environ, XLA_FLAGS=" ".join(flags + extra))
+    cmd = [sys.executable, "-m", "tests.helpers.reference_draws", "--out", str(path)]
+    subprocess.run(cmd, env=env, check=True)
+
+
 if __name__ == "__main__":
   import argparse
 
   ap = argparse.ArgumentParser(description="Writes the reference draws.")
-  ap.add_argument("--out", default=str(PATH), help="the .npz file to write")
-  out = pathlib.Path(ap.parse_args().out)
-  out.parent.mkdir(exist_ok=True)
-  np.savez_compressed(out, **draws())
-  print(f"wrote {out}")
+  ap.add_argument(
+    "--out",
+    help="the .npz file to write with this process's XLA_FLAGS (default: both"
+    " reference files, each with its emitters)",
+  )
+  out = ap.parse_args().out
+  if out is None:
+    _write_both()
+  else:
+    pathlib.Path(out).parent.mkdir(exist_ok=True)
+    np.savez_compressed(out, **draws())
+    print(f"wrote {out}")

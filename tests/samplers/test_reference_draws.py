@@ -1,25 +1,23 @@
 """The same keys give the same draws, bit for bit, as the stored reference.
 
-Every entry of ``tests/helpers/data/reference_draws.npz`` (written by
-``tests/helpers/reference_draws.py``) is recomputed and compared byte for byte (dtype,
-shape and bits), one group of entries per test. The draws are recomputed in one
-subprocess with the suite's XLA_FLAGS less the emitter flag that ``tests/conftest.py``
-adds (``FAST_EMITTERS``): the reference was written with XLA's default emitters,
-whose floats can differ from the older emitters' in the last bits.
+Every entry of the reference file written with this process's XLA emitters
+(``tests/helpers/data/reference_draws.npz``, XLA's default emitters, or
+``reference_draws_elemental.npz``, the older emitters that ``tests/conftest.py``
+selects where XLA has them; both written by ``tests/helpers/reference_draws.py``) is
+recomputed in the test process and compared byte for byte (dtype, shape and bits),
+one group of entries per test. The two files hold the same entries; integer entries
+are equal in both and float entries agree to float32 rounding (the emitters can
+change a float's last bits, not a draw).
 """
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
 from tests.conftest import FAST_EMITTERS
 from tests.helpers import reference_draws
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load(path):
@@ -29,37 +27,35 @@ def _load(path):
 
 @pytest.fixture(scope="module")
 def stored():
-  return _load(reference_draws.PATH)
-
-
-@pytest.fixture(scope="module")
-def fresh(tmp_path_factory):
-  out = tmp_path_factory.mktemp("reference") / "draws.npz"
-  flags = os.environ.get("XLA_FLAGS", "").split()
-  env = dict(os.environ, XLA_FLAGS=" ".join(f for f in flags if f != FAST_EMITTERS))
-  run = subprocess.run(
-    [sys.executable, "-m", "tests.helpers.reference_draws", "--out", str(out)],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-  )
-  assert run.returncode == 0, run.stderr[-4000:]
-  return _load(out)
+  return _load(reference_draws.path_for(os.environ.get("XLA_FLAGS", "")))
 
 
 def test_the_groups_cover_every_stored_entry_once(stored):
   names = [n for entries in reference_draws.ENTRIES.values() for n in entries]
   assert sorted(names) == sorted(stored) and len(set(names)) == len(names)
   assert list(reference_draws.ENTRIES) == list(reference_draws.GROUPS)
+  assert reference_draws.ELEMENTAL == FAST_EMITTERS  # the file the suite's flags pick
 
 
-@pytest.mark.slow
-@pytest.mark.subprocess
+def test_the_two_emitters_files_hold_the_same_draws():
+  default = _load(reference_draws.PATH)
+  elemental = _load(reference_draws.ELEMENTAL_PATH)
+  assert sorted(default) == sorted(elemental)
+  for name, want in default.items():
+    got = elemental[name]
+    assert got.dtype == want.dtype and got.shape == want.shape, name
+    if np.issubdtype(want.dtype, np.floating):
+      np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=name)
+    else:
+      assert got.tobytes() == want.tobytes(), name
+
+
 @pytest.mark.parametrize("group", list(reference_draws.GROUPS))
-def test_same_draws_bit_for_bit(group, stored, fresh):
-  assert sorted(fresh) == sorted(stored)
-  for name in reference_draws.ENTRIES[group]:
-    got, want = fresh[name], stored[name]
+def test_same_draws_bit_for_bit(group, stored):
+  with jax.enable_x64(False):
+    fresh = reference_draws.group(group)
+  assert sorted(fresh) == sorted(reference_draws.ENTRIES[group])
+  for name, got in fresh.items():
+    want = stored[name]
     assert got.dtype == want.dtype and got.shape == want.shape, name
     assert got.tobytes() == want.tobytes(), name
