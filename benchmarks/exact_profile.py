@@ -191,7 +191,7 @@ def main(argv=None):
   def kernel(fo):
     with jax.enable_x64(True):
       return samplers._poset_kernel(
-        cc, tables, None, const=1.0, total=total, d=d, n=n, forest=fo
+        cc, tables, jnp.float64(1.0), total=total, d=d, n=n, forest=fo
       )
 
   boolean = jax.jit(lambda k: _boolean_check_forest_kernel(k, tables, total, order, n))

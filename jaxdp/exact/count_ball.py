@@ -50,7 +50,7 @@ from jaxdp.exact.refine import (
   settled_integer,
   uniform_digits,
 )
-from jaxdp.exact.samplers import check_scale, run_chunks, scale64
+from jaxdp.exact.samplers import check_scale, run_chunks, scale64, scale_arg
 from jaxdp.exact.slices import ACCEPT, MAX_SLICE_D, UNDECIDED, W_FAST_BITS
 from jaxdp.exact.sum_ball import (
   extra_words,
@@ -101,9 +101,8 @@ def count_knorm(
     )
   scale = check_scale(scale, d + 1)
   tab = count_plans(d, k)
-  traced, const = (None, scale) if isinstance(scale, float) else (scale, None)
   with jax.enable_x64(True):
-    out = _count_kernel(key, traced, const=const, tab=tab, n=math.prod(shape))
+    out = _count_kernel(key, scale_arg(scale), tab=tab, n=math.prod(shape))
   return out.reshape(*shape, d)
 
 
@@ -119,11 +118,11 @@ def _tie_error(flag):
   )
 
 
-@functools.partial(jax.jit, static_argnames=("const", "tab", "n"))
-def _count_kernel(key, traced, *, const, tab, n):
+@functools.partial(jax.jit, static_argnames=("tab", "n"))
+def _count_kernel(key, scale, *, tab, n):
   with jax.enable_x64(True):
     d = tab.d
-    scale = scale64(traced, const, d + 1)
+    scale = scale64(scale, d + 1)
 
     def chunk(k_chunk, m):
       keys = jax.random.split(k_chunk, m)  # one per sample, only derived from

@@ -72,7 +72,7 @@ from jaxdp.exact.intervals import (
   unmark,
 )
 from jaxdp.exact.refine import refine_l2_sample, settle_marked
-from jaxdp.exact.samplers import CHUNK, check_scale, run_chunks, scale64
+from jaxdp.exact.samplers import CHUNK, check_scale, run_chunks, scale64, scale_arg
 from jaxdp.prng.threefry import fast_key
 from jaxdp.samplers.words import log_normal
 from jaxdp.typing import ArrayLike, KeyArray, Scalar, Shape
@@ -119,9 +119,8 @@ def l2_knorm(key: KeyArray, d: int, scale: float, shape: Shape = ()) -> jax.Arra
       f"bounded for up to 2^11 terms); got d = {d}. Split the statistic into blocks."
     )
   scale = check_scale(scale, d)
-  traced, const = (None, scale) if isinstance(scale, float) else (scale, None)
   with jax.enable_x64(True):
-    out = _l2_kernel(key, traced, const=const, d=d, n=math.prod(shape))
+    out = _l2_kernel(key, scale_arg(scale), d=d, n=math.prod(shape))
   return out.reshape(*shape, d)
 
 
@@ -265,10 +264,10 @@ def l2_chunk(d: int) -> int:
   return max(1 << 8, CHUNK * 32 // max(32, d))
 
 
-@functools.partial(jax.jit, static_argnames=("const", "d", "n"))
-def _l2_kernel(key, traced, *, const, d, n):
+@functools.partial(jax.jit, static_argnames=("d", "n"))
+def _l2_kernel(key, scale, *, d, n):
   with jax.enable_x64(True):
-    scale = scale64(traced, const, d)
+    scale = scale64(scale, d)
 
     def chunk(k_chunk, m):
       k_bits, k_ref = jax.random.split(k_chunk)

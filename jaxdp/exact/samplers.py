@@ -66,9 +66,8 @@ def laplace(key: KeyArray, shape: Shape = (), *, scale: float) -> jax.Array:
   key = fast_key(key)  # the same draws, faster (jaxdp.threefry)
   shape = _checks.check_shape(shape)
   scale = check_scale(scale, 0)
-  traced, const = (None, scale) if isinstance(scale, float) else (scale, None)
   with jax.enable_x64(True):  # int64/float64 inside; the arguments keep their types
-    out = _laplace_kernel(key, traced, const=const, n=math.prod(shape))
+    out = _laplace_kernel(key, scale_arg(scale), n=math.prod(shape))
   return out.reshape(shape)
 
 
@@ -114,7 +113,6 @@ def poset_knorm(
   if not isinstance(poset, Poset):
     raise _checks.ArgTypeError(f"poset must be a jaxdp.Poset; got {poset!r}.")
   scale = check_scale(scale, poset.d + 1)
-  traced, const = (None, scale) if isinstance(scale, float) else (scale, None)
   n = math.prod(shape)
   chosen = poset_path(poset)
   if path not in (None, "ranks", "tree", "wide"):
@@ -128,7 +126,7 @@ def poset_knorm(
     forest = forest_order(poset)
     with jax.enable_x64(True):  # the int64 tables must not be canonicalised to int32
       out = _poset_kernel(
-        key, tables, traced, const=const, total=total, d=poset.d, n=n, forest=forest
+        key, tables, scale_arg(scale), total=total, d=poset.d, n=n, forest=forest
       )
   elif (path or chosen) == "wide":
     tables, total = exact_wide_tables(poset)
@@ -138,8 +136,7 @@ def poset_knorm(
       out = _poset_kernel(
         key,
         tables,
-        traced,
-        const=const,
+        scale_arg(scale),
         total=total,
         d=poset.d,
         n=n,
@@ -149,7 +146,7 @@ def poset_knorm(
   else:
     tables, layout = exact_tree_tables(poset)
     with jax.enable_x64(True):
-      out = _tree_kernel(key, tables, traced, const=const, layout=layout, n=n)
+      out = _tree_kernel(key, tables, scale_arg(scale), layout=layout, n=n)
   return out.reshape(*shape, poset.d + 1)
 
 
@@ -201,9 +198,8 @@ def linf_knorm(key: KeyArray, d: int, scale: float, shape: Shape = ()) -> jax.Ar
   shape = _checks.check_shape(shape)
   d = _checks.check_int(d, "d", minimum=1)
   scale = check_scale(scale, d)
-  traced, const = (None, scale) if isinstance(scale, float) else (scale, None)
   with jax.enable_x64(True):
-    out = _linf_kernel(key, traced, const=const, d=d, n=math.prod(shape))
+    out = _linf_kernel(key, scale_arg(scale), d=d, n=math.prod(shape))
   return out.reshape(*shape, d)
 
 
@@ -228,10 +224,16 @@ def check_scale(scale, dim: int):
   return _checks.check_positive(scale, "scale", allow_traced=True)
 
 
-def scale64(traced, const, dim: int):
-  """The scale as float64: a static Python float exactly, a traced scale as its
-  value; NaN when out of ``(0, max_scale(dim)]`` (-> the sentinel output)."""
-  scale = jnp.asarray(const if traced is None else traced, jnp.float64)
+def scale_arg(scale) -> jax.Array:
+  """The scale as the kernels' float64 argument (call with x64 enabled): a static
+  Python float exactly, a traced scale converted. Every scale is an argument, not
+  a constant of the program, so one compilation serves every eps."""
+  return jnp.asarray(scale, jnp.float64)
+
+
+def scale64(scale: jax.Array, dim: int):
+  """The scale argument, NaN when out of ``(0, max_scale(dim)]`` (-> the sentinel
+  output; a static scale was checked before, by :func:`check_scale`)."""
   return jnp.where((scale > 0) & (scale <= max_scale(dim)), scale, jnp.nan)
 
 
@@ -242,10 +244,10 @@ def run_chunks(chunk, key, scale, n: int, tail: tuple[int, ...], size: int | Non
   return _checks.mark_invalid(~jnp.isnan(scale), out)
 
 
-@functools.partial(jax.jit, static_argnames=("const", "n"))
-def _laplace_kernel(key, traced, *, const, n):
+@functools.partial(jax.jit, static_argnames=("n",))
+def _laplace_kernel(key, scale, *, n):
   with jax.enable_x64(True):
-    scale = scale64(traced, const, 0)
+    scale = scale64(scale, 0)
 
     def chunk(k_chunk, m):
       k_bits, k_ref = jax.random.split(k_chunk)
@@ -256,16 +258,16 @@ def _laplace_kernel(key, traced, *, const, n):
     return run_chunks(chunk, key, scale, n, ())
 
 
-_POSET_STATIC = ("const", "total", "d", "n", "forest", "wide", "narrow")
+_POSET_STATIC = ("total", "d", "n", "forest", "wide", "narrow")
 
 
 @functools.partial(jax.jit, static_argnames=_POSET_STATIC)
 def _poset_kernel(
-  key, tables, traced, *, const, total, d, n, forest=None, wide=False, narrow=(False, False)
+  key, tables, scale, *, total, d, n, forest=None, wide=False, narrow=(False, False)
 ):
   with jax.enable_x64(True):
     device_tables = jax.tree_util.tree_map(jnp.asarray, tables)
-    scale = scale64(traced, const, d + 1)
+    scale = scale64(scale, d + 1)
 
     def chunk(k_chunk, m):
       if forest is not None:  # A from the rank, the extensions from a permutation
@@ -301,12 +303,12 @@ def wide_chunk(d: int) -> int:
   return int(max(64, min(CHUNK, WIDE_CHUNK_BYTES // (WIDE_SAMPLE_BYTES * (d + 1)))))
 
 
-@functools.partial(jax.jit, static_argnames=("const", "layout", "n"))
-def _tree_kernel(key, tables, traced, *, const, layout, n):
+@functools.partial(jax.jit, static_argnames=("layout", "n"))
+def _tree_kernel(key, tables, scale, *, layout, n):
   with jax.enable_x64(True):
     device_tables = jax.tree_util.tree_map(jnp.asarray, tables)
     d = layout.d
-    scale = scale64(traced, const, d + 1)
+    scale = scale64(scale, d + 1)
 
     def chunk(k_chunk, m):
       k_obj, k_bits, k_ref = jax.random.split(k_chunk, 3)
@@ -332,10 +334,10 @@ def tree_chunk(layout) -> int:
   return int(max(64, min(CHUNK, TREE_CHUNK_BYTES // per_sample)))
 
 
-@functools.partial(jax.jit, static_argnames=("const", "d", "n"))
-def _linf_kernel(key, traced, *, const, d, n):
+@functools.partial(jax.jit, static_argnames=("d", "n"))
+def _linf_kernel(key, scale, *, d, n):
   with jax.enable_x64(True):
-    scale = scale64(traced, const, d)
+    scale = scale64(scale, d)
 
     def chunk(k_chunk, m):
       k_bits, k_ref = jax.random.split(k_chunk)

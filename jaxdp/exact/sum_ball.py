@@ -44,7 +44,7 @@ from jaxdp.exact.refine import (
   settled_integer,
   uniform_digits,
 )
-from jaxdp.exact.samplers import CHUNK, check_scale, run_chunks, scale64
+from jaxdp.exact.samplers import CHUNK, check_scale, run_chunks, scale64, scale_arg
 from jaxdp.exact.slices import (
   ACCEPT,
   MAX_SLICE_D,
@@ -97,9 +97,8 @@ def sum_knorm(key: KeyArray, d: int, k: int, scale: float, shape: Shape = ()) ->
     )
   plan = slice_plan(d, k)
   scale = check_scale(scale, d)
-  traced, const = (None, scale) if isinstance(scale, float) else (scale, None)
   with jax.enable_x64(True):
-    out = _sum_kernel(key, traced, const=const, plan=plan, n=math.prod(shape))
+    out = _sum_kernel(key, scale_arg(scale), plan=plan, n=math.prod(shape))
   return out.reshape(*shape, d)
 
 
@@ -108,11 +107,11 @@ def sum_chunk(d: int) -> int:
   return int(max(64, min(CHUNK, CHUNK_WORDS // (2 * d + 2))))
 
 
-@functools.partial(jax.jit, static_argnames=("const", "plan", "n"))
-def _sum_kernel(key, traced, *, const, plan, n):
+@functools.partial(jax.jit, static_argnames=("plan", "n"))
+def _sum_kernel(key, scale, *, plan, n):
   with jax.enable_x64(True):
     d = plan.d
-    scale = scale64(traced, const, d)
+    scale = scale64(scale, d)
 
     def chunk(k_chunk, m):
       keys = jax.random.split(k_chunk, m)  # one per sample, only derived from

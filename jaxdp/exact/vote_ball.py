@@ -54,7 +54,7 @@ from jaxdp.exact.refine import (
   settled_integer,
   uniform_digits,
 )
-from jaxdp.exact.samplers import CHUNK, check_scale, run_chunks
+from jaxdp.exact.samplers import CHUNK, check_scale, run_chunks, scale_arg
 from jaxdp.prng.threefry import fast_key
 from jaxdp.typing import KeyArray, Shape
 
@@ -88,16 +88,14 @@ def vote_knorm(key: KeyArray, d: int, scale: float, shape: Shape = ()) -> jax.Ar
     raise ValueError(f"exact vote-ball noise needs 2 <= d <= {MAX_VOTE_D}; got d = {d}.")
   if _checks.is_concrete(scale):
     check_scale(_checks.check_positive(scale, "scale") * (d - 1), d)
-  traced, const = (None, float(scale)) if _checks.is_concrete(scale) else (scale, None)
   with jax.enable_x64(True):
-    out = _vote_kernel(key, traced, const=const, d=d, n=math.prod(shape))
+    out = _vote_kernel(key, scale_arg(scale), d=d, n=math.prod(shape))
   return out.reshape(*shape, d)
 
 
-@functools.partial(jax.jit, static_argnames=("const", "d", "n"))
-def _vote_kernel(key, traced, *, const, d, n):
+@functools.partial(jax.jit, static_argnames=("d", "n"))
+def _vote_kernel(key, s, *, d, n):
   with jax.enable_x64(True):
-    s = jnp.asarray(const if traced is None else traced, jnp.float64)
     scale = jnp.where((s > 0) & (s * (d - 1) <= max_scale(d)), s, jnp.nan)  # NaN: sentinel
 
     def chunk(k_chunk, m):

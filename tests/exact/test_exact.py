@@ -572,6 +572,29 @@ def test_exact_statistics_of_any_integer_dtype_keep_their_value(dtype):
   np.testing.assert_array_equal(got, ref)
 
 
+@pytest.mark.parametrize(
+  "draw, kernel",
+  [
+    (lambda k, s: exact.laplace(k, (29,), scale=s), exact.samplers._laplace_kernel),
+    (lambda k, s: exact.linf_knorm(k, 3, s, (29,)), exact.samplers._linf_kernel),
+    (lambda k, s: exact.l2_knorm(k, 3, s, (29,)), exact.l2._l2_kernel),
+  ],
+  ids=["laplace", "linf", "l2"],
+)
+def test_a_new_static_scale_compiles_nothing(draw, kernel):
+  """The scale is an argument of the compiled kernel, not a constant of its program:
+  drawing again at another static scale (another eps) reuses the compilation; the
+  noise still follows its scale (scale 1000 against 0.5 from the same key: the
+  larger scale's noise is larger, and equals its own draw under jit)."""
+  key = _key(60)
+  small = np.asarray(draw(key, 0.5))
+  before = kernel._cache_size()
+  large = np.asarray(draw(key, 1000.0))
+  assert kernel._cache_size() == before
+  assert np.mean(np.abs(large)) > 100 * np.mean(np.abs(small))
+  np.testing.assert_array_equal(np.asarray(jax.jit(draw)(key, 1000.0)), large)
+
+
 @pytest.mark.slow
 def test_forced_refinement_through_the_kernel_gives_the_same_release(monkeypatch):
   """With the fast pass's margin widened to 2^-3 over 500 of the 4000 samples go to

@@ -277,7 +277,7 @@ def test_the_forest_kernel_reads_one_word_per_exponential(monkeypatch):
   with jax.enable_x64(True):
     out = np.asarray(
       exact.samplers._poset_kernel(
-        key, tables, None, const=scale, total=total, d=poset.d, n=64, forest=order
+        key, tables, jnp.float64(scale), total=total, d=poset.d, n=64, forest=order
       )
     )
   jax.clear_caches()
