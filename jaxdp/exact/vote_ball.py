@@ -86,8 +86,9 @@ def vote_knorm(key: KeyArray, d: int, scale: float, shape: Shape = ()) -> jax.Ar
   d = _checks.check_int(d, "d", minimum=2)
   if d > MAX_VOTE_D:
     raise ValueError(f"exact vote-ball noise needs 2 <= d <= {MAX_VOTE_D}; got d = {d}.")
-  if _checks.is_concrete(scale):
-    check_scale(_checks.check_positive(scale, "scale") * (d - 1), d)
+  if _checks.is_concrete(scale):  # read once: the value checked is the value drawn with
+    scale = _checks.check_positive(scale, "scale")
+    check_scale(scale * (d - 1), d)
   with jax.enable_x64(True):
     out = _vote_kernel(key, scale_arg(scale), d=d, n=math.prod(shape))
   return out.reshape(*shape, d)

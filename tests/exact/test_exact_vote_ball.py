@@ -276,3 +276,23 @@ def test_forced_refinement_releases_the_same_integers(monkeypatch):
   finally:
     monkeypatch.undo()
     jax.clear_caches()
+
+
+class _ShiftingScale:
+  """A scale whose every read as an array gives the next value (checked as one,
+  drawn with another if read twice)."""
+
+  def __init__(self, *values):
+    self.values = list(values)
+
+  def __array__(self, dtype=None, copy=None):
+    return np.asarray(self.values.pop(0) if len(self.values) > 1 else self.values[0], dtype)
+
+
+def test_a_static_scale_is_read_once():
+  """Checked at 40 and drawn with 1e-3 if read again: the noise must be the scale-40
+  noise from the same key."""
+  key = jax.random.key(91)
+  want = np.asarray(exact.vote_knorm(key, 4, 40.0, (500,)))
+  got = np.asarray(exact.vote_knorm(key, 4, _ShiftingScale(40.0, 1e-3), (500,)))
+  np.testing.assert_array_equal(got, want)
