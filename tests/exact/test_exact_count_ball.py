@@ -415,15 +415,16 @@ def test_mechanisms_translate_are_publishable_and_refuse_bad_input():
 
 @SLOW
 def test_a_callers_vmap_and_jit_give_each_key_its_own_draw():
-  """Under a caller's vmap over three keys (2,000 samples each) each member's noise
-  equals its own unbatched draw, and a jitted draw with a traced scale equals the
-  static one."""
+  """Under a caller's vmap over three keys (20,000 samples each, the size of the
+  float-sampler comparison, whose compilation the unbatched draws reuse) each
+  member's noise equals its own unbatched draw, and a jitted draw with a traced
+  scale equals the static one."""
   keys = jax.random.split(_key(51), 3)
-  draw = lambda k: exact.count_knorm(k, 4, 2, 3.0, (2000,))
+  draw = lambda k: exact.count_knorm(k, 4, 2, 3.0, (20_000,))
   np.testing.assert_array_equal(
     np.asarray(jax.vmap(draw)(keys)), np.stack([np.asarray(draw(k)) for k in keys])
   )
-  traced = jax.jit(lambda k, s: exact.count_knorm(k, 4, 2, s, (2000,)))(keys[0], 3.0)
+  traced = jax.jit(lambda k, s: exact.count_knorm(k, 4, 2, s, (20_000,)))(keys[0], 3.0)
   np.testing.assert_array_equal(np.asarray(traced), np.asarray(draw(keys[0])))
 
 
