@@ -78,7 +78,9 @@ def vote_knorm(key: KeyArray, d: int, scale: float, shape: Shape = ()) -> jax.Ar
     shape: batch shape.
 
   Raises:
-    ValueError: d or a static scale out of range (before anything is drawn).
+    ValueError: d or a static scale out of range, or a traced scale that is not a
+      scalar (before anything is drawn).
+    TypeError: a scale that is not a real number (a complex one, say).
   """
   _checks.check_key(key)
   key = fast_key(key)  # the same draws, faster (jaxdp.threefry)
@@ -86,8 +88,10 @@ def vote_knorm(key: KeyArray, d: int, scale: float, shape: Shape = ()) -> jax.Ar
   d = _checks.check_int(d, "d", minimum=2)
   if d > MAX_VOTE_D:
     raise ValueError(f"exact vote-ball noise needs 2 <= d <= {MAX_VOTE_D}; got d = {d}.")
-  if _checks.is_concrete(scale):  # read once: the value checked is the value drawn with
-    scale = _checks.check_positive(scale, "scale")
+  # read once (the value checked is the value drawn with); a traced scale must be a
+  # real scalar (a vector would broadcast one scale per sample or coordinate)
+  scale = _checks.check_positive(scale, "scale", allow_traced=True)
+  if _checks.is_concrete(scale):
     check_scale(scale * (d - 1), d)
   with jax.enable_x64(True):
     out = _vote_kernel(key, scale_arg(scale), d=d, n=math.prod(shape))
