@@ -193,3 +193,22 @@ def test_a_scale_that_changes_between_reads_is_refused():
     exact.laplace(KEY, (N,), scale=Drifting())
   with pytest.raises(TypeError, match="scale"):
     exact.vote_knorm(KEY, 3, Drifting(), (N,))
+
+
+# VoteBall(4)'s scale limit is max_scale(4) / 3 = 349525.333..., not a float32: this
+# traced float32 eps gives the float32 scale 349525.34375, above the limit in float64
+# (the kernel's test) but not above the limit rounded to float32 (the release's range
+# test).
+EDGE_EPS = np.float32(2.8610257e-06)
+
+
+def test_a_scale_just_above_the_limit_is_refused_not_charged_as_an_answer():
+  """A release whose kernel returns the sentinel must be a refusal (nothing spent,
+  last_answered False), never a charged, answered release of -2^31 everywhere."""
+  mech = lambda e: KNormMechanism(VoteBall(4), e, exact=True)
+  f = jax.jit(lambda a, e: release(a, mech(e), jnp.zeros((4,), jnp.int32)))
+  acct, out = f(accountant(0), jnp.float32(EDGE_EPS))
+  answered = bool(acct.last_answered)
+  assert answered == bool((np.asarray(out) != SENTINEL).all())
+  if not answered:
+    assert float(acct.spent_eps) == 0.0 and int(acct.refusals) == 1
