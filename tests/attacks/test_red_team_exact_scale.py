@@ -20,6 +20,7 @@ from jaxdp import (
   FillOnRefusal,
   KNormMechanism,
   LaplaceMechanism,
+  Poset,
   StaleAccountantError,
   VoteBall,
   exact,
@@ -99,6 +100,8 @@ SAMPLERS = {
   "sum": lambda k, s: exact.sum_knorm(k, 3, 1, s, (N,)),
   "count": lambda k, s: exact.count_knorm(k, 3, 1, s, (N,)),
   "vote": lambda k, s: exact.vote_knorm(k, 3, s, (N,)),
+  # the forest path: one 32-bit word per exponential, the host refinement runs most
+  "poset": lambda k, s: exact.poset_knorm(k, Poset.nhis(1), s, (N,), path="ranks"),
 }
 
 
