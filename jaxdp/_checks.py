@@ -155,8 +155,9 @@ def in_range(
   """Whether ``lo <= value <= hi`` (``value < hi`` when ``below``): an allowlist,
   which NaN fails.
 
-  Compared in float32 or wider (a float16 or integer value is cast exactly first), so
-  the bounds are never rounded to 0 or infinity.
+  A traced value is compared in float64 (a float32 or narrower value, or an int32,
+  exactly; the bounds exactly as the Python floats they are): a bound rounded to
+  float32 could let through a value the samplers' own float64 tests refuse.
 
   Returns:
     True for a concrete value in range; a traced bool for a traced value.
@@ -166,9 +167,9 @@ def in_range(
   """
   upper = (lambda v: v < hi) if below else (lambda v: v <= hi)
   if not is_concrete(value):
-    v = jnp.asarray(value)
-    v = v.astype(jnp.promote_types(v.dtype, jnp.float32))
-    return jnp.all((v >= lo) & upper(v))
+    with jax.enable_x64(True):
+      v = jnp.asarray(value).astype(jnp.float64)
+      return jnp.all((v >= lo) & upper(v))
   if type(value) is float:  # a float64 already: the same comparisons in Python
     fits = lo <= value and upper(value)
   else:
