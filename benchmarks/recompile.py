@@ -6,7 +6,7 @@
 Draws n points from each of ``--posets`` new random posets of ``--d`` elements with
 ``jaxdp.random.poset_ball(method="general")`` and reports the time and how many new
 compilations of the sampling kernel that took (its tables are data: posets of one
-size share one compilation). Then releases NHIS-3 counts with the exact (secure)
+size share one compilation). Then noises NHIS-3 counts with the exact (secure)
 poset-ball mechanism at ``--eps-values`` new values of eps, reporting the same for
 the exact kernel (the scale is an argument of the kernel, not a constant of its
 program). Writes <out>/recompile.{json,md}.
@@ -37,7 +37,7 @@ def main(argv=None):
   ap.add_argument("--d", type=int, default=10, help="elements per poset (default: 10)")
   ap.add_argument("--n", type=int, default=2000, help="draws per poset (default: 2000)")
   ap.add_argument(
-    "--eps-values", type=int, default=20, help="new eps of the exact release (default: 20)"
+    "--eps-values", type=int, default=20, help="new eps of the exact noise (default: 20)"
   )
   add_out(ap)
   args = ap.parse_args(argv)
@@ -64,16 +64,16 @@ def main(argv=None):
   counts = jnp.arange(nhis.d + 1, dtype=jnp.int32)
   key = jaxdp.random.secure_key(bytes(32))
 
-  def release(i, eps):
+  def noisy_counts(i, eps):
     mech = jaxdp.PosetCountMechanism(nhis, eps, exact=True).inner
     return mech.randomize(jax.random.fold_in(key, i), counts)
 
-  jax.block_until_ready(release(0, 1.0))
+  jax.block_until_ready(noisy_counts(0, 1.0))
   eps_values = [0.05 * (i + 1) for i in range(args.eps_values)]
   before = exact_samplers._poset_kernel._cache_size()
   t0 = time.perf_counter()
   for i, eps in enumerate(eps_values):
-    jax.block_until_ready(release(i + 1, eps))
+    jax.block_until_ready(noisy_counts(i + 1, eps))
   eps_row = {
     "eps_values": args.eps_values,
     "mechanism": "exact poset-ball K-norm, NHIS-3, ChaCha20 key",
@@ -85,7 +85,7 @@ def main(argv=None):
     "|---|---|---|---|---|\n"
     f"| {row['posets']} | {row['d']} | {row['draws_each']:,} | {seconds:.2f} | "
     f"{row['new_compilations']} |\n\n"
-    "| new eps values | release | seconds | new compilations |\n"
+    "| new eps values | exact noise | seconds | new compilations |\n"
     "|---|---|---|---|\n"
     f"| {eps_row['eps_values']} | {eps_row['mechanism']} | {eps_row['seconds']:.2f} | "
     f"{eps_row['new_compilations']} |"
