@@ -2,9 +2,13 @@
 
 When the poset is a chain, the constraint graph (``n`` on top) is a path, and the
 isotonic regression along it, read from the bottom up, is nondecreasing. Pool-
-adjacent-violators keeps a stack of blocks (sum and size): each step either pushes
-the next value as a block, or, when the block below the top has a larger mean,
-pools the two. Every vector takes at most ``2 dim - 1`` steps, each a constant
+adjacent-violators pools two adjacent blocks whenever the lower one's mean is at
+least the upper one's, and the result does not depend on the order of the pools.
+One scan from the top down pools first: each maximal non-increasing run of values,
+and each run into the block above it when the run's mean is at least that block's
+(fewer blocks, so fewer steps below). Then a stack of blocks (sum and size): each
+step either pushes the next block, or, when the block below the top has a larger
+mean, pools the two. Every vector takes at most ``2 dim - 1`` steps, each a constant
 number of array operations on the whole batch (the stack of every vector a column
 of one array, its top block carried apart), so the batch runs as one
 ``lax.while_loop`` that stops when no vector has a step left: ``O(dim)`` work per
@@ -14,7 +18,8 @@ References:
   M. Ayer, H. D. Brunk, G. M. Ewing, W. T. Reid, E. Silverman, "An empirical
   distribution function for sampling with incomplete information", Ann. Math.
   Statist. 26 (1955); R. E. Barlow, D. J. Bartholomew, J. M. Bremner, H. D. Brunk,
-  "Statistical Inference under Order Restrictions", Wiley 1972, Section 1.2.
+  "Statistical Inference under Order Restrictions", Wiley 1972, Section 1.2 (any
+  order of pooling adjacent violators gives the isotonic regression).
 """
 
 from __future__ import annotations
@@ -72,8 +77,8 @@ def chain_isotonic(
   b, n = y.shape
   up = _permute(y, order)  # bottom-up
   up_t = up.T  # (n, B): the scans below step along the path, the batch in lanes
-  runs = _runs(up_t)  # adjacent violators share a block: each run is pushed whole
-  sums, sizes, below = _chunked(_stack, runs[..., 0].T, runs[..., 1].T)
+  block_sums, block_sizes = _blocks(up_t)  # adjacent violators pooled first
+  sums, sizes, below = _chunked(_stack, block_sums.T, block_sizes.T)
   w_t, lam_t = _expand(up_t, sums, sizes, below)
   w, lam = w_t.T, lam_t[:-1].T
   path = ConstraintGraph(n, tuple(range(n - 1)), tuple(range(1, n)))
@@ -107,20 +112,20 @@ def _chunked(fn, *xs):
   return jax.tree.map(lambda a: a.reshape((k * CHUNK,) + a.shape[2:])[:b], out)
 
 
-def _stack(run_sums: jax.Array, run_sizes: jax.Array):
-  """Pool-adjacent-violators over the runs (``(B, n)`` each: from each position,
-  the sum and the size of the run starting there). Each step, per vector, either
-  pools the top two blocks (the lower has the larger mean) or pushes the next run;
+def _stack(block_sums: jax.Array, block_sizes: jax.Array):
+  """Pool-adjacent-violators over the blocks of :func:`_blocks` (``(B, n)`` each: at
+  each block's first position, its sum and size). Each step, per vector, either
+  pools the top two blocks (the lower has the larger mean) or pushes the next block;
   the stacks are lane-major (each vector's blocks contiguous), in flat arrays.
 
   Returns:
     ``(sums, sizes, below)``: ``(B, n + 1)`` block sums and sizes from the bottom
     (rows past ``below`` unused) and the index of each vector's top block.
   """
-  b, n = run_sums.shape
+  b, n = block_sums.shape
   base = jnp.arange(b) * (n + 1)
   rbase = jnp.arange(b) * n
-  flat_s, flat_c = run_sums.reshape(-1), run_sizes.reshape(-1)
+  flat_s, flat_c = block_sums.reshape(-1), block_sizes.reshape(-1)
 
   def step(state):
     i, below, s1, c1, ss, cs, _ = state  # below: blocks stored under the top one
@@ -139,8 +144,8 @@ def _stack(run_sums: jax.Array, run_sizes: jax.Array):
     i = i + jnp.where(push, c3, 0.0).astype(jnp.int32)
     return i, below + push - pool, s1, c1, ss, cs, jnp.any(pool | push)
 
-  ss = jnp.zeros((b * (n + 1),), run_sums.dtype)
-  s1, c1 = run_sums[:, 0], run_sizes[:, 0]
+  ss = jnp.zeros((b * (n + 1),), block_sums.dtype)
+  s1, c1 = block_sums[:, 0], block_sizes[:, 0]
   state = (c1.astype(jnp.int32), jnp.zeros(b, jnp.int32), s1, c1, ss, ss, jnp.array(True))
   _, below, s1, c1, ss, cs, _ = jax.lax.while_loop(lambda s: s[-1], step, state)
   ss = ss.at[base + below].set(s1, unique_indices=True)
@@ -155,17 +160,17 @@ def _expand(up_t: jax.Array, sums: jax.Array, sizes: jax.Array, below: jax.Array
   (0 at a block's top node), the sum below ``k`` in exact arithmetic (a block sums
   to 0), kept small by starting from each block's top."""
   b, width = sums.shape
-  means = (sums / jnp.maximum(sizes, 1.0)).reshape(-1)
-  counts = sizes.astype(jnp.int32).reshape(-1)
+  # each block's mean and size in one complex number: one gather a row, not two
+  blocks = jax.lax.complex(sums / jnp.maximum(sizes, 1.0), sizes).reshape(-1)
   base = jnp.arange(b) * width
 
   def down(carry, row):
     j, left, m, acc = carry
     new = left == 0  # the block below starts here
     j = j - new
-    at = base + jnp.maximum(j, 0)
-    m = jnp.where(new, means[at], m)
-    left = jnp.where(new, counts[at], left) - 1
+    block = blocks[base + jnp.maximum(j, 0)]
+    m = jnp.where(new, block.real, m)
+    left = jnp.where(new, block.imag.astype(jnp.int32), left) - 1
     acc = jnp.where(new, 0.0, acc)
     lam = -acc
     return (j, left, m, acc + (row - m)), (m, lam)
@@ -175,16 +180,30 @@ def _expand(up_t: jax.Array, sums: jax.Array, sizes: jax.Array, below: jax.Array
   return jax.lax.scan(down, carry, up_t, reverse=True)[1]
 
 
-def _runs(x: jax.Array) -> jax.Array:
-  """``(n, B, 2)``: per row ``i`` of ``x`` (``(n, B)``), the sum and the size of
-  ``x[i..j]``, ``j`` the end of the run ``x[i] >= x[i + 1] >= ... >= x[j]``."""
-  cont = jnp.concatenate([x[:-1] >= x[1:], jnp.zeros_like(x[:1], bool)], 0)
+def _blocks(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """``(sums, sizes)``, ``(n, B)`` each: the sum and the size of each block of a first
+  pooling of ``x`` (``(n, B)``, bottom-up), at the block's first row (other rows:
+  unused).
+
+  One scan from the top down pools adjacent violators (Barlow et al. 1972, Section
+  1.2: any order of pools gives the isotonic regression): each maximal run
+  ``x[i] >= x[i + 1] >= ... >= x[j]``, then each run (at its first row ``i``: ``i =
+  0`` or not ``x[i - 1] >= x[i]``) with the block above it (from ``j + 1``) when the
+  run's mean is at least the block's.
+  """
+  more = jnp.concatenate([x[:-1] >= x[1:], jnp.zeros_like(x[:1], bool)], 0)
+  first = jnp.concatenate([jnp.ones_like(x[:1], bool), ~more[:-1]], 0)  # NaN too
 
   def back(carry, row):
-    s, c = carry
-    xi, more = row
-    s, c = xi + jnp.where(more, s, 0.0), 1.0 + jnp.where(more, c, 0.0)
-    return (s, c), jnp.stack([s, c], -1)
+    s, c, bs, bc, bm = carry  # the run from this row on; the block above the run
+    xi, more_i, first_i = row
+    s, c = xi + jnp.where(more_i, s, 0.0), 1.0 + jnp.where(more_i, c, 0.0)
+    pool = s / c >= bm
+    s_out, c_out = s + jnp.where(pool, bs, 0.0), c + jnp.where(pool, bc, 0.0)
+    bs, bc = jnp.where(first_i, s_out, bs), jnp.where(first_i, c_out, bc)
+    bm = jnp.where(first_i, s_out / c_out, bm)
+    return (s, c, bs, bc, bm), (s_out, c_out)
 
   zero = jnp.zeros_like(x[0])
-  return jax.lax.scan(back, (zero, zero), (x, cont), reverse=True)[1]
+  carry = (zero, zero, zero, zero, jnp.full_like(zero, jnp.inf))  # no block above n
+  return jax.lax.scan(back, carry, (x, more, first), reverse=True)[1]

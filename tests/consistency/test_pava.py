@@ -88,6 +88,34 @@ def test_chains_match_scikit_learn():
       assert_consistent(z, poset)
 
 
+def test_chain_first_pools_match_scikit_learn():
+  """Shapes whose runs pool into the blocks above them at many levels before the
+  stack (random walks, saw teeth, alternating values, staircases, ties), in
+  float64 against scikit-learn."""
+  rng = np.random.default_rng(5)
+  d = 60
+  t = np.arange(d + 1)
+  shapes = [
+    np.cumsum(rng.normal(size=(6, d + 1)), axis=1),  # random walks
+    np.cumsum(rng.normal(size=(6, d + 1)), axis=1)[:, ::-1],
+    np.broadcast_to((t % 7) - 0.1 * t, (2, d + 1)),  # saw teeth on a slope
+    np.broadcast_to((t % 5)[::-1] + 0.05 * t, (2, d + 1)),
+    np.broadcast_to(np.where(t % 2, 10.0, -10.0) + 0.2 * t, (2, d + 1)),
+    np.broadcast_to(np.repeat(np.arange(12)[::-1], 6)[: d + 1] * 1.0, (2, d + 1)),
+    rng.integers(0, 4, size=(6, d + 1)).astype(float),  # ties
+    rng.normal(size=(6, d + 1)) + np.linspace(-3, 3, d + 1),
+  ]
+  y = np.concatenate([np.asarray(s, float) for s in shapes])
+  with jax.enable_x64(True):
+    for seed in (None, 8):
+      poset, positions = chain(d, seed)
+      for v in (y, -y):
+        z, cert = jaxdp.consistent(v, poset, method="batched", certificate=True)
+        want = sklearn_projection(v, positions)
+        np.testing.assert_allclose(np.asarray(z), want, atol=1e-9)
+        assert bool(jnp.all(cert.ok)) and float(jnp.max(cert.violation)) == 0.0
+
+
 def test_chain_batches_past_the_chunk():
   """Batches that are no multiple of the chain loop's chunk (padded lanes must
   neither stall the loop nor leak into the result), in float32."""
