@@ -1,0 +1,152 @@
+"""A hostile analyst's second look at ``Session``, with the public API only.
+
+Each test is a way the analyst, who controls only the queries (the row functions,
+the mechanism objects and their parameters), got more than the budget allows or
+learnt something outside the noisy answers. Each failed on the code it was written
+against.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxdp
+from jaxdp import KNormMechanism, LaplaceMechanism, Session, UnsafeQueryError
+
+BIG = float(np.finfo(np.float32).max)
+
+
+# ------------------------------------------------------ forged mechanism parts
+def _shadowed_sum_ball():
+  """A SumBall whose instance attributes shadow its norm: every row has norm 0, so
+  no row is clipped (the noise is still the ball's, at scale sensitivity / eps)."""
+  ball = jaxdp.SumBall(3, 1)
+  object.__setattr__(ball, "norm", lambda v: jnp.zeros(jnp.shape(v)[:-1]))
+  object.__setattr__(ball, "bounding_box", lambda: 1e30)
+  return KNormMechanism(ball, 1.0)
+
+
+def _shadowed_lp_ball():
+  ball = jaxdp.LpBall(3, 1.0)
+  object.__setattr__(ball, "bounding_box", lambda: 1e30)
+  return KNormMechanism(ball, 1.0)
+
+
+def _non_plain_noise():
+  """A str subclass whose comparisons a caller controls (it can tell the accountant
+  one noise, by ``rdp_cost``, and the sampler another)."""
+
+  class Noise(str):
+    __hash__ = str.__hash__
+
+    def __eq__(self, other):
+      return str.__eq__(self, other)
+
+  return jaxdp.PosetCountMechanism(_chain(), 1.0, noise=Noise("poset"))
+
+
+def _chain():
+  return jaxdp.Poset.from_edges(3, [(0, 1), (1, 2)])
+
+
+def _not_a_partial_order():
+  """A poset whose relation was replaced by one that is not a partial order (not
+  reflexive): the session's filter clipping then passes every row."""
+  poset = _chain()
+  no = (False, False, False)
+  object.__setattr__(poset, "relation", (no, no, no))
+  return jaxdp.PosetCountMechanism(poset, 1.0)
+
+
+@pytest.mark.parametrize(
+  "forged",
+  [_shadowed_sum_ball, _shadowed_lp_ball, _non_plain_noise, _not_a_partial_order],
+  ids=["ball-norm-shadowed", "lp-ball-box-shadowed", "str-subclass-noise", "relation"],
+)
+def test_forged_mechanism_parts_are_refused_before_anything_is_spent(forged):
+  """Before: a non-secure session checked only the exact *type* of a mechanism's ball
+  and poset. A SumBall with ``norm`` and ``bounding_box`` set on the instance
+  (``object.__setattr__``) passed, its rows were clipped by the forged norm (never),
+  and a row of 1e6 was released as about 1e6 at eps 1 (noise scale 1). A relation
+  replaced after construction, or a str subclass as an option, passed as well. Now
+  the session refuses a mechanism, ball or poset holding anything its constructor
+  would not have stored (an instance attribute beyond its fields, a field that is not
+  a plain value, a relation that is not a partial order), before anything is spent."""
+  data = np.zeros((8, 3), np.float32)
+  data[0] = [1e6, 0, 0]
+  s = Session(data, eps_budget=10.0, key=jax.random.key(0))
+  with pytest.raises((TypeError, ValueError)) as info:
+    s.release(forged())
+  assert not isinstance(info.value, UnsafeQueryError)  # an argument error, not the data's
+  assert s.spent == 0 and s.answered == 0
+
+
+def test_a_ball_changed_after_the_release_does_not_change_the_next():
+  """The session works on its own copy of the ball: a ball the analyst changes in
+  place after a release (``object.__setattr__(ball, "k", ...)``) is checked again at
+  the next one (here: k = 0 is refused), never used as it was compiled before."""
+  s = Session(np.zeros((8, 3), np.float32), eps_budget=10.0, key=jax.random.key(1))
+  ball = jaxdp.SumBall(3, 1)
+  mech = KNormMechanism(ball, 1.0)
+  s.release(mech)
+  object.__setattr__(ball, "k", 0)
+  with pytest.raises(ValueError, match="k must be >= 1"):
+    s.release(mech)
+  assert s.answered == 1
+
+
+# ------------------------------------------------------ float sums past the range
+def test_a_float_total_past_float32_does_not_fail_on_the_data():
+  """Before: each chunk's float statistic is clipped to float32's range, but the
+  compensated sum of two chunks of +3.4e38 overflowed to inf and its correction term
+  to inf - inf = NaN; the Laplace mechanism's finite check then failed at run time
+  *on the held data only*. With a compiled release reused from the cache the error
+  came out as a ValueError quoting "data at index (0,) is not finite", nothing
+  charged and the key not marked used: a free, repeatable, deterministic bit (are
+  two chunks' totals past the range?), and the next release reused the key. Now the
+  total saturates at float32's largest value as it is summed, and both neighbours
+  are answered, each charged eps."""
+  outs = []
+  for ones in ([0], [0, 1024]):  # one big row, or one in each of two chunks
+    data = np.zeros(2048, np.float32)
+    data[ones] = 1.0
+    s = Session(data, eps_budget=10.0, key=jax.random.key(2))
+    outs.append(s.release(LaplaceMechanism(1.0, BIG), lambda r: r * BIG))
+    assert s.answered == 1 and s.refusals == 0
+    assert s.spent == pytest.approx(1.0, rel=1e-5)
+  assert not np.isnan(outs[1])
+
+
+def test_a_run_time_error_of_any_type_is_charged_and_says_nothing(monkeypatch):
+  """Before: only a RuntimeError raised while running on the held data was charged
+  and replaced by the one fixed error. A host check's ValueError (JAX re-raises a
+  callback's own exception type from a cached program, as the float-overflow test
+  above showed) came out with its text ("data at index (0,) ...", naming what the
+  data did), nothing charged and the key not marked used, so the retry was free and
+  drew the same noise. Now the release's trace runs first (its errors are free and
+  decided from the query alone), and any error of the run on the data is charged
+  with the fixed message."""
+  from jaxdp import session_rows
+
+  def failing(*a):
+    raise ValueError("data at index (3,) is not finite")
+
+  s = Session(np.zeros(8, np.float32), eps_budget=10.0, key=jax.random.key(3))
+  monkeypatch.setattr(session_rows, "run_on", failing)
+  with pytest.raises(UnsafeQueryError) as info:
+    s.release(LaplaceMechanism(0.5, 1.0))
+  assert str(info.value) == session_rows.DATA_FAILED
+  assert s.answered == 1 and s.spent == pytest.approx(0.5, rel=1e-5)
+  monkeypatch.undo()
+  s.release(LaplaceMechanism(0.5, 1.0))  # usable, with a fresh key
+  assert s.answered == 2
+
+
+def test_an_error_of_the_release_trace_is_still_free():
+  """The other side: an exact scale past the sampler's limit (eps too small) is an
+  argument error, raised before anything is drawn and not charged."""
+  s = Session(np.zeros(8, np.int32), eps_budget=10.0, key=jax.random.key(4))
+  with pytest.raises(ValueError, match="scale"):
+    s.release(LaplaceMechanism(1e-7, 1.0, exact=True), lambda r: r)
+  assert s.answered == 0 and s.spent == 0
