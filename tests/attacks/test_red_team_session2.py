@@ -150,3 +150,33 @@ def test_an_error_of_the_release_trace_is_still_free():
   with pytest.raises(ValueError, match="scale"):
     s.release(LaplaceMechanism(1e-7, 1.0, exact=True), lambda r: r)
   assert s.answered == 0 and s.spent == 0
+
+
+# ------------------------------------------------------ exact l_2 row checks
+@pytest.mark.parametrize("mech", ["knorm-l2", "discrete-gaussian"])
+def test_an_exact_l2_row_just_past_the_bound_is_not_kept(mech):
+  """Before: an exact release's integer rows were checked against an l_2 bound by a
+  float64 sum of squares, which rounds: the row (2**27, 1), of squared norm
+  2**54 + 1, summed to 2**54 and passed the bound 2**27, so one person moved the
+  statistic by more than the sensitivity the exact noise is scaled for (by a
+  relative 2**-55; more entries of 1 add more). Now the sum of squares is compared
+  exactly while it is below 2**53, and past it a row within float64's rounding of
+  the bound counts as 0, never as kept. (eps 1000: the noise is about 2**17, far
+  below the row's 2**27.)"""
+  bound = 2.0**27
+  if mech == "knorm-l2":
+    m = KNormMechanism(jaxdp.LpBall(2, 2.0), 1000.0, bound, exact=True)
+  else:
+    m = jaxdp.DiscreteGaussianMechanism(1e10, 1e-6, bound)  # sigma within 2047
+  s = Session(np.array([[2**27, 1]], np.int32), 2e10, delta_budget=1e-5)
+  out = s.release(m)
+  assert np.all(np.abs(out) < 2**24), out  # the row counted as 0
+
+
+def test_an_exact_l2_row_on_the_bound_is_kept():
+  """The other side: a row whose squared norm equals the bound's exactly (below
+  2**53) is kept, (3, 4) at bound 5."""
+  m = KNormMechanism(jaxdp.LpBall(2, 2.0), 1000.0, 5.0, exact=True)
+  s = Session(np.array([[3, 4]] * 64, np.int32), 2000.0, key=jax.random.key(5))
+  out = s.release(m)
+  assert np.all(np.abs(out - [192, 256]) < 50), out
