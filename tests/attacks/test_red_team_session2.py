@@ -118,7 +118,10 @@ def test_a_float_total_past_float32_does_not_fail_on_the_data():
   assert not np.isnan(outs[1])
 
 
-def test_a_run_time_error_of_any_type_is_charged_and_says_nothing(monkeypatch):
+@pytest.mark.parametrize("with_ledger", [False, True])
+def test_a_run_time_error_of_any_type_is_charged_and_says_nothing(
+  monkeypatch, tmp_path, with_ledger
+):
   """Before: only a RuntimeError raised while running on the held data was charged
   and replaced by the one fixed error. A host check's ValueError (JAX re-raises a
   callback's own exception type from a cached program, as the float-overflow test
@@ -126,13 +129,21 @@ def test_a_run_time_error_of_any_type_is_charged_and_says_nothing(monkeypatch):
   data did), nothing charged and the key not marked used, so the retry was free and
   drew the same noise. Now the release's trace runs first (its errors are free and
   decided from the query alone), and any error of the run on the data is charged
-  with the fixed message."""
+  with the fixed message (with a ledger too, which kept the charge while the session
+  did not, out of step with it)."""
   from jaxdp import session_rows
 
   def failing(*a):
     raise ValueError("data at index (3,) is not finite")
 
-  s = Session(np.zeros(8, np.float32), eps_budget=10.0, key=jax.random.key(3))
+  ledger = jaxdp.Ledger(tmp_path / "l.db") if with_ledger else None
+  s = Session(
+    np.zeros(8, np.float32),
+    eps_budget=10.0,
+    key=None if with_ledger else jax.random.key(3),
+    ledger=ledger,
+    dataset="d" if with_ledger else None,
+  )
   monkeypatch.setattr(session_rows, "run_on", failing)
   with pytest.raises(UnsafeQueryError) as info:
     s.release(LaplaceMechanism(0.5, 1.0))
@@ -141,6 +152,8 @@ def test_a_run_time_error_of_any_type_is_charged_and_says_nothing(monkeypatch):
   monkeypatch.undo()
   s.release(LaplaceMechanism(0.5, 1.0))  # usable, with a fresh key
   assert s.answered == 2
+  if with_ledger:  # in step with the ledger, which holds both charges
+    assert ledger.datasets()[0].charges == 2
 
 
 def test_an_error_of_the_release_trace_is_still_free():
