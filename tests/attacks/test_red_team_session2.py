@@ -83,9 +83,11 @@ def test_forged_mechanism_parts_are_refused_before_anything_is_spent(forged):
 
 
 def test_a_ball_changed_after_the_release_does_not_change_the_next():
-  """The session works on its own copy of the ball: a ball the analyst changes in
-  place after a release (``object.__setattr__(ball, "k", ...)``) is checked again at
-  the next one (here: k = 0 is refused), never used as it was compiled before."""
+  """The session works on its own copy of the ball, built by its constructor: a ball
+  the analyst changes in place after a release (``object.__setattr__(ball, "k", 0)``)
+  is checked again at the next one and refused with the constructor's message.
+  Before, the changed ball reached the traced program, which failed inside with
+  "zero-size array to reduction operation maximum", naming no argument."""
   s = Session(np.zeros((8, 3), np.float32), eps_budget=10.0, key=jax.random.key(1))
   ball = jaxdp.SumBall(3, 1)
   mech = KNormMechanism(ball, 1.0)
