@@ -221,7 +221,8 @@ def block_query(
 
   def step(acc, block, start, n, *consts):
     size = block.shape[0]  # a multiple of c
-    valid = (start + jnp.arange(size, dtype=jnp.int32) < n).reshape(size // c, c)
+    index = start + jnp.arange(size)  # the default integer: int64 with x64 (> 2**31 rows)
+    valid = (index < n).reshape(size // c, c)
     rows = block.reshape((size // c, c) + row.shape)
 
     def body(acc, xs):

@@ -195,3 +195,29 @@ def test_an_exact_l2_row_on_the_bound_is_kept():
   s = Session(np.array([[3, 4]] * 64, np.int32), 2000.0, key=jax.random.key(5))
   out = s.release(m)
   assert np.all(np.abs(out - [192, 256]) < 50), out
+
+
+# ------------------------------------------------------ row indices past 2**31
+@pytest.mark.parametrize(
+  "start, n, want", [(0, 2**31 + 100, 1024), (0, 2**32 + 5, 1024), (2**32, 2**32 + 5, 5)]
+)
+def test_rows_past_int32_indices_are_masked_by_their_true_index(start, n, want):
+  """Before: with x64 on (a session may hold up to 2**53 rows), a block's row
+  indices were ``start + arange(size, dtype=int32)`` compared with ``n``, both taken
+  as int32: at n = 2**31 + 100 every row of the first 2**31 compared with a
+  negative n and was dropped (0 of 1024 valid), and neighbouring datasets of
+  2**31 - 1 and 2**31 rows counted about 2**31 and 0. Now the indices are in the
+  default integer dtype (int64 with x64)."""
+  from jaxdp import session_rows
+
+  with jax.enable_x64(True):
+    row = jax.ShapeDtypeStruct((), jnp.float32)
+    q = session_rows.block_query(
+      lambda rows, valid: jnp.sum(valid.astype(jnp.int32)),
+      lambda acct, stat: stat,
+      1024,
+      row,
+      (),
+    )
+    (total,), bad = q.step(q.zero, jnp.zeros((1024,), jnp.float32), start, n)
+  assert int(total) == want and not bool(bad)
