@@ -221,3 +221,32 @@ def test_rows_past_int32_indices_are_masked_by_their_true_index(start, n, want):
     )
     (total,), bad = q.step(q.zero, jnp.zeros((1024,), jnp.float32), start, n)
   assert int(total) == want and not bool(bad)
+
+
+# ------------------------------------------------------ the checked-program cache
+def test_a_new_jitted_row_function_is_never_answered_with_an_old_program():
+  """Before: a jitted row function (a JAX callable) was fingerprinted by ``id``
+  alone, and the cache of checked programs kept only that number, not the function.
+  A loop ``s.count(jax.jit(lambda a, t=t: a < t), eps)`` freed each function, the
+  next one could get the same address, and was answered with the first one's
+  program: counts of 100 and 100 for thresholds 100 and 500, another query than the
+  one asked, silently. Now the fingerprint holds the function (compared by
+  identity), so its address cannot be reused while the cache remembers it: the
+  function stays alive after the caller drops it, and a function made afterwards at
+  any address is traced afresh."""
+  import gc
+  import weakref
+
+  s = Session(np.arange(1000), 1e6, key=jax.random.key(6))
+  first = jax.jit(lambda a: a < 100)
+  assert round(s.count(first, eps=1000.0)) == 100
+  alive = weakref.ref(first)
+  del first
+  gc.collect()
+  assert alive() is not None  # held by the cache: its id cannot be reused
+  got = []
+  for t in (500, 900):
+    f = jax.jit(lambda a, t=t: a < t)
+    got.append(round(s.count(f, eps=1000.0)))
+    del f
+  assert got == [500, 900]
