@@ -27,10 +27,11 @@ from jaxdp.mechanisms import (
   LaplaceMechanism,
   PosetCountMechanism,
 )
+from jaxdp.mechanisms.publishable import PLAIN_TYPES
 from jaxdp.posets import Poset
 from jaxdp.samplers import CountBall, LpBall, PosetBall, SumBall, VoteBall
 
-__all__ = ["BALLS", "MECHANISMS", "PLAIN_TYPES", "own_mechanism"]
+__all__ = ["BALLS", "MECHANISMS", "own_mechanism"]
 
 MECHANISMS = (
   LaplaceMechanism,
@@ -40,7 +41,6 @@ MECHANISMS = (
   DiscreteGaussianMechanism,
 )
 BALLS = (PosetBall, LpBall, SumBall, CountBall, VoteBall)
-PLAIN_TYPES = (float, int, bool, str, type(None))
 
 
 def own_mechanism(mech: Any) -> Any:
