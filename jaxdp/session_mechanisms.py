@@ -70,7 +70,14 @@ def own_mechanism(mech: Any) -> Any:
 def _rebuilt(obj, name):
   """``obj`` built again from its fields (balls and posets too)."""
   if type(obj) is Poset:  # its cached properties may sit in its __dict__: not copied
-    return Poset(vars(obj).get("relation"))
+    held = vars(obj)
+    name, labels = held.get("name", ""), held.get("labels", ())
+    plain = type(labels) is tuple and all(type(x) is str for x in labels)
+    return Poset(
+      held.get("relation"),
+      name=name if type(name) is str else "",  # kept for reprs and messages
+      labels=labels if plain else (),
+    )
   held = vars(obj)
   extra = sorted(set(held) - {f.name for f in dataclasses.fields(obj)})
   if extra:
