@@ -197,6 +197,32 @@ def test_an_exact_l2_row_on_the_bound_is_kept():
   assert np.all(np.abs(out - [192, 256]) < 50), out
 
 
+def test_the_exact_l2_check_against_integer_arithmetic():
+  """``l2_within`` against Python's exact integers, on rows from 3 to 2**40 per entry
+  and bounds on, just below and between the rows' norms: never a row past the bound
+  kept, and below 2**53 every row within it kept."""
+  import math
+  from fractions import Fraction
+
+  from jaxdp.mechanisms.statistics import l2_within
+
+  rng = np.random.default_rng(7)
+  with jax.enable_x64(True):
+    for mag in (3, 2**20, 2**26, 2**27, 2**40):
+      rows = rng.integers(-mag, mag + 1, size=(64, 3), dtype=np.int64)
+      rows[:8, 1:] = rng.integers(-3, 4, size=(8, 2))  # a big entry and small ones
+      sq = [sum(int(v) ** 2 for v in r) for r in rows]
+      for bound in (
+        math.sqrt(sq[0]),
+        float(math.isqrt(sq[1])),
+        math.nextafter(math.sqrt(sq[2]), 0.0),
+      ):
+        kept = np.asarray(l2_within(jnp.asarray(rows), bound))
+        b2 = Fraction(bound) ** 2
+        assert not any(k and s > b2 for k, s in zip(kept, sq))
+        assert all(k for k, s in zip(kept, sq) if s <= b2 and s < 2**53)
+
+
 # ------------------------------------------------------ row indices past 2**31
 @pytest.mark.parametrize(
   "start, n, want", [(0, 2**31 + 100, 1024), (0, 2**32 + 5, 1024), (2**32, 2**32 + 5, 5)]
