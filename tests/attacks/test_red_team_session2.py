@@ -27,9 +27,11 @@ def _shadowed_sum_ball():
   return KNormMechanism(ball, 1.0)
 
 
-def _shadowed_lp_ball():
+def _lp_ball_below_one():
+  """An LpBall whose p was set to 0.5 after construction: ||.||_0.5 is no norm (no
+  triangle inequality), so K-norm noise in it loses up to 2 eps, not eps."""
   ball = jaxdp.LpBall(3, 1.0)
-  object.__setattr__(ball, "bounding_box", lambda: 1e30)
+  object.__setattr__(ball, "p", 0.5)
   return KNormMechanism(ball, 1.0)
 
 
@@ -61,14 +63,15 @@ def _not_a_partial_order():
 
 @pytest.mark.parametrize(
   "forged",
-  [_shadowed_sum_ball, _shadowed_lp_ball, _non_plain_noise, _not_a_partial_order],
-  ids=["ball-norm-shadowed", "lp-ball-box-shadowed", "str-subclass-noise", "relation"],
+  [_shadowed_sum_ball, _lp_ball_below_one, _non_plain_noise, _not_a_partial_order],
+  ids=["ball-norm-shadowed", "lp-ball-p-0.5", "str-subclass-noise", "relation"],
 )
 def test_forged_mechanism_parts_are_refused_before_anything_is_spent(forged):
   """Before: a non-secure session checked only the exact *type* of a mechanism's ball
   and poset. A SumBall with ``norm`` and ``bounding_box`` set on the instance
   (``object.__setattr__``) passed, its rows were clipped by the forged norm (never),
-  and a row of 1e6 was released as about 1e6 at eps 1 (noise scale 1). A relation
+  and a row of 1e6 was released as about 1e6 at eps 1 (noise scale 1). An LpBall
+  whose p was set to 0.5 (no norm) was charged eps and answered; a relation
   replaced after construction, or a str subclass as an option, passed as well. Now
   the session refuses a mechanism, ball or poset holding anything its constructor
   would not have stored (an instance attribute beyond its fields, a field that is not
