@@ -29,9 +29,10 @@ from jaxdp.mechanisms import (
 )
 from jaxdp.mechanisms.publishable import PLAIN_TYPES
 from jaxdp.posets import Poset
+from jaxdp.rowwise import LRU
 from jaxdp.samplers import CountBall, LpBall, PosetBall, SumBall, VoteBall
 
-__all__ = ["BALLS", "MECHANISMS", "own_mechanism"]
+__all__ = ["BALLS", "MECHANISMS", "POSETS", "own_mechanism"]
 
 MECHANISMS = (
   LaplaceMechanism,
@@ -70,14 +71,7 @@ def own_mechanism(mech: Any) -> Any:
 def _rebuilt(obj, name):
   """``obj`` built again from its fields (balls and posets too)."""
   if type(obj) is Poset:  # its cached properties may sit in its __dict__: not copied
-    held = vars(obj)
-    name, labels = held.get("name", ""), held.get("labels", ())
-    plain = type(labels) is tuple and all(type(x) is str for x in labels)
-    return Poset(
-      held.get("relation"),
-      name=name if type(name) is str else "",  # kept for reprs and messages
-      labels=labels if plain else (),
-    )
+    return _own_poset(vars(obj))
   held = vars(obj)
   extra = sorted(set(held) - {f.name for f in dataclasses.fields(obj)})
   if extra:
@@ -107,4 +101,30 @@ def _rebuilt(obj, name):
         "bool, str or None (a subclass may compare or convert to another value for "
         "each reader); pass a plain value."
       )
+  return fresh
+
+
+POSETS = LRU(64)  # id(relation) -> (relation, the poset built from it): held, so the
+# id is not reused while cached, and only for an immutable relation
+
+
+def _own_poset(held: dict) -> Poset:
+  """A poset built by :class:`~jaxdp.Poset` from the relation (and a plain name and
+  labels) held in ``held`` (a poset's ``__dict__``). The one built from a relation
+  made of exactly tuples and bools (which cannot change) is reused while that
+  relation object is: a repeated query on one poset checks it once."""
+  relation = held.get("relation")
+  name, labels = held.get("name", ""), held.get("labels", ())
+  name = name if type(name) is str else ""  # kept for reprs and messages
+  labels = labels if type(labels) is tuple and all(type(x) is str for x in labels) else ()
+  hit = POSETS.get(id(relation))
+  if hit is not None and hit[0] is relation:
+    fresh = hit[1]
+    if fresh.name == name and fresh.labels == labels:
+      return fresh
+  fresh = Poset(relation, name=name, labels=labels)  # checks a partial order
+  if type(relation) is tuple and all(
+    type(row) is tuple and all(type(b) is bool for b in row) for row in relation
+  ):
+    POSETS.put(id(relation), (relation, fresh))
   return fresh

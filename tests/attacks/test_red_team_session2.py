@@ -101,6 +101,21 @@ def test_a_ball_changed_after_the_release_does_not_change_the_next():
   assert s.answered == 1
 
 
+def test_a_relation_replaced_after_a_release_is_checked_again():
+  """A poset answered once and then given a relation that is not a partial order
+  (``object.__setattr__``) is refused at the next query: the session reuses the poset
+  it built only for the very relation object it checked (a tuple of tuples of bools,
+  which cannot change). Before, the replaced relation was used as it was."""
+  s = Session(np.zeros((8, 3), np.int32), eps_budget=10.0, key=jax.random.key(8))
+  poset = _chain()
+  s.poset_counts(poset, 1.0)
+  no = (False, False, False)
+  object.__setattr__(poset, "relation", (no, no, no))
+  with pytest.raises(ValueError):
+    s.poset_counts(poset, 1.0)
+  assert s.answered == 1
+
+
 # ------------------------------------------------------ float sums past the range
 def test_a_float_total_past_float32_does_not_fail_on_the_data():
   """Before: each chunk's float statistic is clipped to float32's range, but the
