@@ -193,6 +193,7 @@ class BlockQuery:
     self.step, self.release, self.stat = step, release, stat
     self.zero = zero(stat)  # made once, not at every query
     self.ran_on_stand_in = set()  # block sizes
+    self.traced_for = set()  # accountant types whose release traced (see traced)
 
 
 RELEASES = LRU(256)  # (release_key, statistic type) -> jitted release of the sum
@@ -271,7 +272,11 @@ def traced(q: BlockQuery, acct) -> None:
   """Traces ``q``'s release from ``acct`` without running it: its errors (decided
   from the mechanism, the budget and the statistic's type, never the rows) raise
   here, before anything is drawn; any error of the run that follows is the data's."""
-  jax.eval_shape(q.release, acct, q.zero)
+  leaves, tree = jax.tree_util.tree_flatten(acct)
+  kind = (tree, tuple(jax.typeof(x) for x in leaves))  # what the trace depends on
+  if kind not in q.traced_for:
+    jax.eval_shape(q.release, acct, q.zero)
+    q.traced_for.add(kind)
 
 
 def run_on(q: BlockQuery, held: Held, acct, consts):
