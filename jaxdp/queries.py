@@ -145,15 +145,15 @@ def grid_row_units(x, bound: float, grid: float):
   return units.reshape(x.shape)
 
 
-def charged_if_drawn(error, acct, mech, shape, link):
-  """A session's accountant after its release raised ``error``. A ``RuntimeError`` is
-  raised after drawing (an exact sampler's host refinement refusing its noise, with
-  probability below 2^-128 within :func:`jaxdp.exact.max_scale`): the release is
-  charged and its key marked used, so a retry is neither free nor the same draw. Any
-  other error leaves ``acct`` as it was (nothing was drawn)."""
-  if not isinstance(error, RuntimeError):
-    return acct
+def charged(acct, mech, shape, link):
+  """A session's accountant after its release failed while running on the held data
+  (an exact sampler's host refinement refusing its noise, with probability below
+  2^-128 within :func:`jaxdp.exact.max_scale`, the machine out of memory, or any
+  check of the data at run time, whatever the error's type): the release may have
+  drawn, so it is charged and its key marked used, and a retry is neither free nor
+  the same draw. Errors of the release's trace come first, uncharged
+  (:func:`jaxdp.session_rows.traced`)."""
   cost = mechanism_cost(acct, mech, shape)
-  _, _, charged = spend(acct, *cost, mechanism_event(acct, mech), ())
+  _, _, after = spend(acct, *cost, mechanism_event(acct, mech), ())
   guard.mark_used(acct.key)
-  return link.settle(charged)
+  return link.settle(after)

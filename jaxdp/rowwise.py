@@ -130,24 +130,42 @@ class NoFingerprint(Exception):
 _SIMPLE = (int, str, bytes, bool, type(None))
 
 
+class _Held:
+  """An object compared and hashed by identity, and held: a fingerprint that keeps
+  only ``id(obj)`` would match another object made later at the freed address."""
+
+  __slots__ = ("obj",)
+
+  def __init__(self, obj):
+    self.obj = obj
+
+  def __eq__(self, other):
+    return type(other) is _Held and other.obj is self.obj
+
+  def __hash__(self):
+    return id(self.obj)
+
+
 def fingerprint(obj, depth: int = 0):
   """A hashable value equal for two functions that trace to the same program: the
   code, the closure's and defaults' values and the globals the code names
-  (recursively for functions; modules and builtins by identity). Raises
-  :class:`NoFingerprint` for anything else (arrays, objects, deep recursion)."""
+  (recursively for functions; modules, builtins and JAX or numpy callables by
+  identity, holding the object). Raises :class:`NoFingerprint` for anything else
+  (arrays, objects, subclasses of the plain types, deep recursion)."""
   if depth > 6:
     raise NoFingerprint
-  if isinstance(obj, float):  # by its bits: 0.0 == -0.0, and both hash alike
+  # by exact type: a subclass's ==, hash or hex() may say anything
+  if type(obj) is float:  # by its bits: 0.0 == -0.0, and both hash alike
     return (float, obj.hex())
-  if isinstance(obj, complex):
+  if type(obj) is complex:
     return (complex, obj.real.hex(), obj.imag.hex())
-  if isinstance(obj, _SIMPLE):
+  if type(obj) in _SIMPLE:
     return (type(obj), obj)
-  if isinstance(obj, tuple):
+  if type(obj) is tuple:
     return ("tuple",) + tuple(fingerprint(v, depth + 1) for v in obj)
   if isinstance(obj, (types.ModuleType, types.BuiltinFunctionType)) or _library(obj):
-    return ("id", id(obj))
-  if isinstance(obj, functools.partial):
+    return ("id", _Held(obj))  # the object itself: its id is not reused while cached
+  if type(obj) is functools.partial:
     return (
       "partial",
       fingerprint(obj.func, depth + 1),

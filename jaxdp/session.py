@@ -42,7 +42,9 @@ What a session guarantees, whatever functions the analyst sends:
   the release dtype counts exactly, integer ranges) are checked at creation.
 * **Disjoint parts.** Parallel composition splits the held data by a row-wise part
   index, so the parts are disjoint by construction.
-* **Only jaxdp's mechanisms**, validated again (a subclass could override the noise).
+* **Only jaxdp's mechanisms**, built again with their balls and posets
+  (:mod:`jaxdp.session_mechanisms`): no subclass (it could override the noise), no
+  instance attribute shadowing a method (a ball's ``norm``), only plain values.
 
 What it does not protect against: side channels of the host process (timing, memory use),
 an analyst with access to the Python process itself (who can read any attribute), and the
@@ -67,20 +69,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdp import _checks, _data_checks, accounting, session_rows
+from jaxdp import _checks, _data_checks, accounting, session_mechanisms, session_rows
 from jaxdp.accounting import Accountant, BudgetExceededError, ReleaseRefusedError, guard
 from jaxdp.accounting.rules import CompositionRule, check_own_rule
 from jaxdp.ledger import Ledger, link
-from jaxdp.mechanisms import (
-  DiscreteGaussianMechanism,
-  GaussianMechanism,
-  KNormMechanism,
-  LaplaceMechanism,
-  Mechanism,
-  PosetCountMechanism,
-)
+from jaxdp.mechanisms import LaplaceMechanism, Mechanism, PosetCountMechanism
 from jaxdp.posets import Poset
-from jaxdp.queries import charged_if_drawn, compiled, contributions
+from jaxdp.queries import charged, compiled, contributions
 from jaxdp.rowwise import (  # noqa: F401 (public here)
   LRU,
   UnsafeQueryError,
@@ -88,19 +83,9 @@ from jaxdp.rowwise import (  # noqa: F401 (public here)
   checked_query,
   not_traced,
 )
-from jaxdp.samplers import CountBall, LpBall, PosetBall, SumBall, VoteBall
 from jaxdp.typing import ArrayLike, KeyArray
 
 __all__ = ["Session", "UnsafeQueryError"]
-
-
-_MECHANISMS = (
-  LaplaceMechanism,
-  GaussianMechanism,
-  KNormMechanism,
-  PosetCountMechanism,
-  DiscreteGaussianMechanism,
-)
 
 
 class Session:
@@ -273,23 +258,7 @@ class Session:
       not_traced()
       if (by is None) != (num_parts is None):
         raise ValueError("by and num_parts go together: pass both or neither.")
-      if type(mech) not in _MECHANISMS:  # a subclass could override randomize or cost
-        raise _checks.ArgTypeError(
-          f"mech must be one of jaxdp's mechanisms "
-          f"({', '.join(m.__name__ for m in _MECHANISMS)}); got {type(mech).__name__}."
-        )
-      mech = dataclasses.replace(mech)  # validated again (a pytree may skip validation)
-      ball = getattr(mech, "ball", None)
-      for name, part, kinds in (
-        ("poset", getattr(mech, "poset", None), (Poset,)),
-        ("ball", ball, (PosetBall, LpBall, SumBall, CountBall, VoteBall)),
-        ("ball.poset", getattr(ball, "poset", None), (Poset,)),
-      ):
-        if part is not None and type(part) not in kinds:  # a subclass could lie
-          raise _checks.ArgTypeError(
-            f"mech.{name} must be a {' or '.join(k.__name__ for k in kinds)} itself, "
-            f"not a subclass; got {type(part).__name__}."
-          )
+      mech = session_mechanisms.own_mechanism(mech)  # checked, and the session's own
       num_parts = (
         1 if num_parts is None else _checks.check_int(num_parts, "num_parts", minimum=1)
       )
@@ -317,19 +286,19 @@ class Session:
       session_rows.prechecked(run, self._held, self._row, args)  # before any charge
       guard.check_unused(self._acct.key)
       self._acct = self._link.reserve(self._acct, mech, out_aval.shape)  # before any noise
-      failed = None
       try:
-        acct, out = session_rows.run_on(run, self._held, self._acct, args)
+        session_rows.traced(run, self._acct)  # the release's own errors: nothing drawn
       except BudgetExceededError:
         self._acct = dataclasses.replace(self._acct, refusals=self._acct.refusals + 1)
         raise
-      except Exception as err:
-        failed = err
-      if failed is not None:  # raised outside the handler: the first error is not chained
-        self._acct = charged_if_drawn(failed, self._acct, mech, out_aval.shape, self._link)
-        if isinstance(failed, RuntimeError):  # at run time: one fixed error, charged
-          session_rows.failed_on_the_data()
-        raise failed  # traced on the summed statistic's shape: no row count in it
+      failed = False
+      try:
+        acct, out = session_rows.run_on(run, self._held, self._acct, args)
+      except Exception:  # on the held data, whatever its type (a host check's own)
+        failed = True
+      if failed:  # raised outside the handler: the error is not chained
+        self._acct = charged(self._acct, mech, out_aval.shape, self._link)
+        session_rows.failed_on_the_data()
       guard.mark_used(self._acct.key)
       self._acct = self._link.settle(acct)
       if not bool(acct.last_answered):

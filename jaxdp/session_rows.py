@@ -8,7 +8,9 @@ blocks (:func:`block_rows`; one block program call evaluates a block's chunks on
 after the other), and a stand-in row's part index is set out of range, so it adds
 nothing. The chunks' per-part statistics are summed exactly (integers in two int32
 words, floats with a compensated float32 sum, or in 64 bits with x64), so the total
-is the statistic of all rows at once.
+is the statistic of all rows at once; a float32 total past the dtype's range
+saturates as it is summed (never inf - inf, a NaN the mechanism would refuse on those
+data only).
 
 Before anything is charged the block program runs once on a stand-in block (zeros):
 a program that cannot run (out of memory, any run-time error) is refused then, at no
@@ -46,6 +48,7 @@ __all__ = [
   "prechecked",
   "run_on",
   "summed",
+  "traced",
 ]
 
 CHUNK = 1024  # at most this many rows evaluated at once (a power of two)
@@ -150,7 +153,13 @@ def add(acc, s):
     return (hi + carry, t - (carry << _BITS)), bad
   total = hi + s  # Knuth's two-sum: hi + lo holds the sum to twice the precision
   b = total - hi
-  return (total, lo + ((hi - (total - b)) + (s - b))), bad
+  lo = lo + ((hi - (total - b)) + (s - b))
+  # past the dtype's range (each s is finite, clipped): saturate rather than let
+  # inf - inf make NaN, which the mechanism would refuse on these data only;
+  # clipping each partial sum is 1-Lipschitz in every chunk's statistic
+  over = jnp.isinf(total)
+  big = jnp.finfo(total.dtype).max
+  return (jnp.where(over, jnp.sign(total) * big, total), jnp.where(over, 0, lo)), bad
 
 
 def total(acc, stat: jax.ShapeDtypeStruct):
@@ -184,6 +193,7 @@ class BlockQuery:
     self.step, self.release, self.stat = step, release, stat
     self.zero = zero(stat)  # made once, not at every query
     self.ran_on_stand_in = set()  # block sizes
+    self.traced_for = set()  # accountant types whose release traced (see traced)
 
 
 RELEASES = LRU(256)  # (release_key, statistic type) -> jitted release of the sum
@@ -212,7 +222,8 @@ def block_query(
 
   def step(acc, block, start, n, *consts):
     size = block.shape[0]  # a multiple of c
-    valid = (start + jnp.arange(size, dtype=jnp.int32) < n).reshape(size // c, c)
+    index = start + jnp.arange(size)  # the default integer: int64 with x64 (> 2**31 rows)
+    valid = (index < n).reshape(size // c, c)
     rows = block.reshape((size // c, c) + row.shape)
 
     def body(acc, xs):
@@ -255,6 +266,17 @@ def summed(q: BlockQuery, held: Held, consts):
     acc = q.step(acc, block, start, held.n, *consts)
     start += block.shape[0]
   return acc
+
+
+def traced(q: BlockQuery, acct) -> None:
+  """Traces ``q``'s release from ``acct`` without running it: its errors (decided
+  from the mechanism, the budget and the statistic's type, never the rows) raise
+  here, before anything is drawn; any error of the run that follows is the data's."""
+  leaves, tree = jax.tree_util.tree_flatten(acct)
+  kind = (tree, tuple(jax.typeof(x) for x in leaves))  # what the trace depends on
+  if kind not in q.traced_for:
+    jax.eval_shape(q.release, acct, q.zero)
+    q.traced_for.add(kind)
 
 
 def run_on(q: BlockQuery, held: Held, acct, consts):

@@ -363,11 +363,28 @@ def integer_part_sums(
       keep = jnp.sum(jnp.abs(x2), axis=1) <= bound
     elif p == math.inf:
       keep = jnp.max(jnp.abs(x2), axis=1, initial=0) <= bound
-    else:  # l_2: the sum of squares against bound^2, in float64
-      keep = jnp.sum(x2.astype(jnp.float64) ** 2, axis=1) <= float(bound) ** 2
+    else:  # l_2: the sum of squares against bound^2 (see l2_within)
+      keep = l2_within(x2, bound)
     sums = part_sums(jnp.where(keep[:, None], x2, 0), part, num_parts)
     sums = jnp.clip(sums, -exact.LIMIT, exact.LIMIT).astype(jnp.int32)
   return sums[:, 0] if scalar else sums
+
+
+def l2_within(x, bound) -> jax.Array:
+  """Whether each int64 row x (entries at most 2^41 in magnitude) has l_2 norm at
+  most ``bound``, never True for a row above it. The float64 sum of squares is
+  exact while it is below 2^53 (every partial sum is then an integer below 2^53),
+  and is compared exactly with bound^2 there; past 2^53 it may round down, so it
+  must stay below bound^2 by its rounding's largest relative error, (d + 1) 2^-52:
+  a row that close to the bound counts as 0 (the safe side)."""
+  b2 = Fraction(float(bound)) ** 2
+  sq = jnp.sum(x.astype(jnp.float64) ** 2, axis=1)
+  exact_sum = sq < 2.0**53
+  below = float(math.floor(b2))  # sq is an integer there: sq <= b2 iff sq <= floor
+  slack = 1.0 + (x.shape[1] + 1) * 2.0**-52
+  rounded = jnp.where(exact_sum, sq, sq * slack)  # an upper bound of the true sum
+  limit = jnp.where(exact_sum, below, math.nextafter(float(b2), 0.0))
+  return rounded <= limit
 
 
 def count_norm_within(x, k: int, bound) -> jax.Array:
