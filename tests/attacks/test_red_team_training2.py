@@ -1,0 +1,63 @@
+"""Red-team attacks on jaxdp.training, second round (public API only). Each test
+failed on the code it was written against because of the weakness it names."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+import jaxdp
+from jaxdp import training
+
+N, Q = 100, 0.1
+
+
+def _tx(key, sigma=1.0, eps=3.0, clip=1.0, q=Q, n=N, accounting=None):
+  return training.dp_aggregate(
+    clip,
+    sigma,
+    sampling_rate=q,
+    dataset_size=n,
+    eps_budget=eps,
+    delta=1e-5,
+    key=key,
+    accounting=jaxdp.RdpAccounting() if accounting is None else accounting,
+  )
+
+
+def _dot_precisions(jaxpr):
+  """The precision of every ``dot_general`` in ``jaxpr`` and its sub-jaxprs."""
+  found = []
+  for eqn in jaxpr.eqns:
+    if eqn.primitive.name == "dot_general":
+      found.append(eqn.params["precision"])
+    for p in eqn.params.values():
+      for sub in p if isinstance(p, (tuple, list)) else (p,):
+        if isinstance(sub, jax.extend.core.ClosedJaxpr):
+          found += _dot_precisions(sub.jaxpr)
+        elif isinstance(sub, jax.extend.core.Jaxpr):
+          found += _dot_precisions(sub)
+  return found
+
+
+def test_clipped_sum_contracts_examples_at_highest_precision():
+  """The clipping bound ("every example's exact norm is at most C, float rounding
+  included") assumes float32 products; the norm is computed at ``HIGHEST`` for that
+  reason. Before: the sum over examples, ``w @ x``, ran at the default precision,
+  which on accelerators (TF32 on GPUs, one bfloat16 pass on TPUs, or anywhere under
+  ``jax_default_matmul_precision="bfloat16"``) rounds each weight and entry to 10 or 8
+  bits: an example's contribution to the sum could exceed C by ~2**-8 relative while
+  the noise is calibrated to C. XLA:CPU ignores the setting, so the test reads the
+  traced program: every contraction must ask for ``HIGHEST``."""
+  grads = {"w": jnp.ones((4, 3, 2), jnp.float32), "b": jnp.ones((4, 2), jnp.bfloat16)}
+  highest = (jax.lax.Precision.HIGHEST, jax.lax.Precision.HIGHEST)
+  tx = _tx(jax.random.key(0))
+  state = tx.init(None)
+  update = lambda g, s: tx.update(g, s)[0]
+  clip = lambda g: training.clip_per_example(g, 1.0)
+  with jax.default_matmul_precision("bfloat16"):
+    for fn, args in ((update, (grads, state)), (clip, (grads,))):
+      jaxpr = jax.make_jaxpr(fn)(*args).jaxpr
+      precisions = _dot_precisions(jaxpr)
+      assert precisions
+      assert all(p == highest for p in precisions), precisions
