@@ -27,6 +27,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxdp import _checks
+from jaxdp.accounting import guard
+from jaxdp.accounting.errors import StaleAccountantError
 from jaxdp.typing import KeyArray
 
 __all__ = ["check_rate", "max_batch_size", "poisson_batch"]
@@ -82,8 +84,10 @@ def poisson_batch(
 ) -> tuple[jax.Array, jax.Array]:
   """A Poisson sample of ``range(n)``, padded to ``max_batch`` indices and a mask.
 
-  Use a key of its own (split from the training key, never the one given to
-  :func:`dp_aggregate`).
+  Use a key of its own for every batch (split from the training key, never the one
+  given to :func:`dp_aggregate`): the key is consumed, so a second batch from the
+  same key object (eagerly, or in one traced program) is refused, and so is a key
+  already given to :func:`dp_aggregate` or an accountant.
 
   Args:
     key: a PRNG key, used once.
@@ -98,6 +102,7 @@ def poisson_batch(
   Raises:
     ValueError: ``max_batch`` overflows with probability above 2**-64 (the message
       gives the smallest size that does not).
+    StaleAccountantError: ``key`` was already used.
   """
   _checks.check_key(key)
   n = _checks.check_int(n, "n", minimum=1)
@@ -114,6 +119,15 @@ def poisson_batch(
       f"on. Use max_batch >= {need} (jaxdp.training.max_batch_size(n, q))."
     )
   max_batch = min(max_batch, n)
+  try:
+    guard.check_unused(key)
+  except StaleAccountantError:
+    raise StaleAccountantError(
+      "poisson_batch's key was already used (by an earlier poisson_batch, a "
+      "dp_aggregate or an accountant): the accounting needs a fresh sample every "
+      "step, independent of the noise. Split a key of its own for every batch "
+      "(jax.random.split(batch_key, steps)), never dp_aggregate's."
+    ) from None
   if q == 1:
     selected = jnp.ones((n,), jnp.bool_)
   else:
@@ -122,4 +136,5 @@ def poisson_batch(
   (indices,) = jnp.nonzero(selected, size=max_batch, fill_value=0)
   count = jnp.sum(selected, dtype=jnp.int32)
   mask = jnp.arange(max_batch) < count
+  guard.mark_used(key)  # consumed: a second batch from it would be the same batch
   return indices.astype(jnp.int32), mask

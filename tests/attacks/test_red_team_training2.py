@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 import jaxdp
 from jaxdp import training
@@ -61,3 +62,37 @@ def test_clipped_sum_contracts_examples_at_highest_precision():
       precisions = _dot_precisions(jaxpr)
       assert precisions
       assert all(p == highest for p in precisions), precisions
+
+
+def test_noise_key_reused_to_sample_the_batch_is_refused():
+  """The guide: give ``poisson_batch`` "a key of its own ..., never dp_aggregate's".
+  Before: nothing enforced it, in either order, so a trainer who passed one key to
+  both drew the batch from the key whose children make the noise (the sample and
+  the noise are then not independent, as the subsampling accounting assumes); every
+  other use of a consumed key (a second transformation, an accountant) is refused."""
+  key = jax.random.key(11)
+  _tx(key)
+  with pytest.raises(jaxdp.StaleAccountantError, match="key"):
+    training.poisson_batch(key, N, Q)
+  key = jax.random.key(12)
+  training.poisson_batch(key, N, Q)
+  with pytest.raises(jaxdp.StaleAccountantError, match="key"):
+    _tx(key)
+
+
+def test_one_sampling_key_for_two_batches_is_refused():
+  """The accounting assumes a fresh, independent Poisson sample every step. Before:
+  a loop that forgot to split its batch key (``poisson_batch(key, ...)`` every step,
+  eagerly, or twice in one traced step) drew the same batch every time, and each
+  step was charged as an independent subsample at rate q (T steps on one fixed
+  batch cost far more than that)."""
+  key = jax.random.key(13)
+  training.poisson_batch(key, N, Q)
+  with pytest.raises(jaxdp.StaleAccountantError, match="key"):
+    training.poisson_batch(key, N, Q)
+
+  def twice(k):
+    return training.poisson_batch(k, N, Q), training.poisson_batch(k, N, Q)
+
+  with pytest.raises(jaxdp.StaleAccountantError, match="key"):
+    jax.jit(twice)(jax.random.key(14))
