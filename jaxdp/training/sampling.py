@@ -87,7 +87,9 @@ def poisson_batch(
   Use a key of its own for every batch (split from the training key, never the one
   given to :func:`dp_aggregate`): the key is consumed, so a second batch from the
   same key object (eagerly, or in one traced program) is refused, and so is a key
-  already given to :func:`dp_aggregate` or an accountant.
+  already given to :func:`dp_aggregate` or an accountant, or a constant key inside a
+  traced program (a loop body or jitted step closing over it: every step the same
+  batch).
 
   Args:
     key: a PRNG key, used once.
@@ -102,7 +104,8 @@ def poisson_batch(
   Raises:
     ValueError: ``max_batch`` overflows with probability above 2**-64 (the message
       gives the smallest size that does not).
-    StaleAccountantError: ``key`` was already used.
+    StaleAccountantError: ``key`` was already used, or is a constant of a traced
+      program.
   """
   _checks.check_key(key)
   n = _checks.check_int(n, "n", minimum=1)
@@ -128,6 +131,13 @@ def poisson_batch(
       "step, independent of the noise. Split a key of its own for every batch "
       "(jax.random.split(batch_key, steps)), never dp_aggregate's."
     ) from None
+  if _checks.is_concrete(key) and not _checks.is_concrete(jnp.zeros(())):
+    raise StaleAccountantError(  # traced: jnp.zeros makes a tracer only inside a trace
+      "poisson_batch's key is a constant of the traced program (closed over, or made "
+      "inside it): every step of a lax.scan or loop body, and every call of a jitted "
+      "step, would sample the same batch. Pass the batch key as an argument (or the "
+      "scan's xs: jax.random.split(batch_key, steps))."
+    )
   if q == 1:
     selected = jnp.ones((n,), jnp.bool_)
   else:

@@ -96,3 +96,20 @@ def test_one_sampling_key_for_two_batches_is_refused():
 
   with pytest.raises(jaxdp.StaleAccountantError, match="key"):
     jax.jit(twice)(jax.random.key(14))
+
+
+def test_sampling_key_closed_over_by_a_loop_body_is_refused():
+  """Before: a ``lax.scan`` training loop whose body closed over one batch key (or a
+  jitted step that did) traced ``poisson_batch`` once with a constant key: every
+  step, and every call, trained on the same batch, each charged as an independent
+  Poisson sample at rate q."""
+  key, key16 = jax.random.key(15), jax.random.key(16)
+
+  def body(c, _):
+    idx, mask = training.poisson_batch(key, N, Q)
+    return c + jnp.sum(jnp.where(mask, idx, 0)), None
+
+  with pytest.raises(jaxdp.StaleAccountantError, match="constant"):
+    jax.lax.scan(body, 0, None, length=3)
+  with pytest.raises(jaxdp.StaleAccountantError, match="constant"):
+    jax.jit(lambda x: training.poisson_batch(key16, N, Q)[1] & x)(True)
