@@ -135,3 +135,29 @@ def test_forgotten_mask_counts_example_zero_once_per_padded_row():
   g = training.per_example_grads(loss)(jnp.zeros(N), x[idx])  # mask forgotten
   total = training.clipped_sum(g, 1.0)
   assert float(total[0]) <= 1.0
+
+
+@pytest.mark.xfail(
+  strict=True,
+  reason=(
+    "not detected: dp_aggregate only refuses more rows than dataset_size, so a batch "
+    "sampled at a larger rate than the plan's (poisson_batch given another q) is "
+    "charged at the plan's rate. Fix: refuse a leading axis above "
+    "max_batch_size(dataset_size, sampling_rate) (a Poisson sample at the plan's rate "
+    "overflows it with probability <= 2**-64; poisson_batch's larger max_batch would "
+    "then need the same bound), or let poisson_batch take the rate from the plan"
+  ),
+)
+def test_batch_sampled_at_a_larger_rate_than_charged_is_refused():
+  """The plan charges q = 0.01 per step; the loop samples at 0.1 (a typo, or a rate
+  changed in one place only): every row of the batch can hold an example, up to
+  max_batch_size(N, 0.1) = 46 of them, while a Poisson sample at 0.01 holds more than
+  max_batch_size(N, 0.01) rows with probability at most 2**-64."""
+  q_plan, q_used = 0.01, 0.1
+  tx = _tx(jax.random.key(18), q=q_plan, eps=30.0)
+  state = tx.init(None)
+  idx, mask = training.poisson_batch(jax.random.key(19), N, q_used)
+  assert idx.shape[0] > training.max_batch_size(N, q_plan)
+  g = {"w": jnp.where(mask[:, None], 1.0, 0.0) * jnp.ones((idx.shape[0], 2))}
+  with pytest.raises(ValueError, match="max_batch_size"):
+    tx.update(g, state)
