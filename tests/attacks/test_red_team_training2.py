@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import jaxdp
@@ -161,3 +162,23 @@ def test_batch_sampled_at_a_larger_rate_than_charged_is_refused():
   g = {"w": jnp.where(mask[:, None], 1.0, 0.0) * jnp.ones((idx.shape[0], 2))}
   with pytest.raises(ValueError, match="max_batch_size"):
     tx.update(g, state)
+
+
+def test_numpy_raw_key_is_consumed_like_a_jax_key():
+  """A legacy raw key held as a NumPy array (``np.load`` of a saved key, or
+  ``np.asarray(jax.random.PRNGKey(0))``) is accepted as a key. Before: it could not
+  be marked used (a NumPy array takes no attribute), so two ``dp_aggregate``
+  transformations, or two accountants, from the same key object were both accepted:
+  the same noise on every step, and a fresh budget for each."""
+  key = np.array([0, 42], np.uint32)
+  _tx(key)
+  with pytest.raises(jaxdp.StaleAccountantError, match="key"):
+    _tx(key)
+  key = np.array([0, 43], np.uint32)
+  jaxdp.Accountant.create(1.0, key=key)
+  with pytest.raises(jaxdp.StaleAccountantError, match="key"):
+    jaxdp.Accountant.create(1.0, key=key)
+  key = np.array([0, 44], np.uint32)
+  training.poisson_batch(key, N, Q)
+  with pytest.raises(jaxdp.StaleAccountantError, match="key"):
+    training.poisson_batch(key, N, Q)
