@@ -89,7 +89,7 @@ def poisson_batch(
   same key object (eagerly, or in one traced program) is refused, and so is a key
   already given to :func:`dp_aggregate` or an accountant, or a constant key inside a
   traced program (a loop body or jitted step closing over it: every step the same
-  batch).
+  batch). At q = 1 the key is not used.
 
   Args:
     key: a PRNG key, used once.
@@ -122,6 +122,22 @@ def poisson_batch(
       f"on. Use max_batch >= {need} (jaxdp.training.max_batch_size(n, q))."
     )
   max_batch = min(max_batch, n)
+  if q == 1:  # nothing is drawn from the key: every batch is all of range(n)
+    selected = jnp.ones((n,), jnp.bool_)
+  else:
+    _check_fresh(key)
+    threshold = jnp.uint32(math.floor(q * 2**32))  # P(bits < t) = t / 2**32 <= q
+    selected = jax.random.bits(key, (n,), jnp.uint32) < threshold
+    guard.mark_used(key)  # consumed: a second batch from it would be the same batch
+  (indices,) = jnp.nonzero(selected, size=max_batch, fill_value=0)
+  count = jnp.sum(selected, dtype=jnp.int32)
+  mask = jnp.arange(max_batch) < count
+  return indices.astype(jnp.int32), mask
+
+
+def _check_fresh(key) -> None:
+  """Refuses a batch key already used (by a batch, ``dp_aggregate`` or an accountant)
+  or closed over by a traced program, before anything is drawn."""
   try:
     guard.check_unused(key)
   except StaleAccountantError:
@@ -132,19 +148,9 @@ def poisson_batch(
       "(jax.random.split(batch_key, steps)), never dp_aggregate's."
     ) from None
   if _checks.is_concrete(key) and not _checks.is_concrete(jnp.zeros(())):
-    raise StaleAccountantError(  # traced: jnp.zeros makes a tracer only inside a trace
-      "poisson_batch's key is a constant of the traced program (closed over, or made "
-      "inside it): every step of a lax.scan or loop body, and every call of a jitted "
-      "step, would sample the same batch. Pass the batch key as an argument (or the "
-      "scan's xs: jax.random.split(batch_key, steps))."
+    raise StaleAccountantError(  # jnp.zeros gives a tracer only inside a trace
+      "poisson_batch's key is a constant of the traced program (closed over by a "
+      "jitted function or loop body): every step of a lax.scan or loop, and every "
+      "call of a jitted step, would sample the same batch. Pass the batch key as an "
+      "argument (or the scan's xs: jax.random.split(batch_key, steps))."
     )
-  if q == 1:
-    selected = jnp.ones((n,), jnp.bool_)
-  else:
-    threshold = jnp.uint32(math.floor(q * 2**32))  # P(bits < t) = t / 2**32 <= q
-    selected = jax.random.bits(key, (n,), jnp.uint32) < threshold
-  (indices,) = jnp.nonzero(selected, size=max_batch, fill_value=0)
-  count = jnp.sum(selected, dtype=jnp.int32)
-  mask = jnp.arange(max_batch) < count
-  guard.mark_used(key)  # consumed: a second batch from it would be the same batch
-  return indices.astype(jnp.int32), mask
