@@ -14,16 +14,16 @@ from jaxdp import training
 N, Q = 100, 0.1
 
 
-def _tx(key, sigma=1.0, eps=3.0, clip=1.0, q=Q, n=N, accounting=None):
+def _tx(key, eps=3.0, q=Q):
   return training.dp_aggregate(
-    clip,
-    sigma,
+    1.0,
+    1.0,
     sampling_rate=q,
-    dataset_size=n,
+    dataset_size=N,
     eps_budget=eps,
     delta=1e-5,
     key=key,
-    accounting=jaxdp.RdpAccounting() if accounting is None else accounting,
+    accounting=jaxdp.RdpAccounting(),
   )
 
 
