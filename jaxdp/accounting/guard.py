@@ -47,8 +47,9 @@ def _host_ledger(key) -> bool:
   return _checks.is_concrete(key) and planning.current() is None
 
 
-# The key tracers already used, by id, each with a weak reference that tells the
-# tracer from a later object given the same id (an entry leaves with its tracer).
+# The key tracers (and NumPy raw keys, which take no attribute) already used, by id,
+# each with a weak reference that tells the object from a later one given the same
+# id (an entry leaves with its object).
 _TRACED_USED: dict[int, weakref.ref] = {}
 
 
@@ -188,7 +189,10 @@ def _is_used(key) -> bool:
   """Whether a release (or :meth:`~jaxdp.Accountant.create`) already used this key
   object: a concrete key (not while planning) or a key tracer."""
   if _checks.is_concrete(key):
-    return _host_ledger(key) and getattr(key, "_jaxdp_used", False)
+    if not _host_ledger(key):
+      return False
+    if getattr(key, "_jaxdp_used", False):
+      return True
   ref = _TRACED_USED.get(id(key))
   return ref is not None and ref() is key
 
@@ -330,15 +334,18 @@ def _lanes_vmap(axis_size, in_batched, token, key, others):
 def mark_used(key):
   """Marks the key object used, once its release has produced output (a release that
   raised on bad input leaves the accountant usable): a concrete key eagerly (not
-  while planning), a key tracer for the rest of its trace."""
-  if not _checks.is_concrete(key):
-    ident = id(key)
-    _TRACED_USED[ident] = weakref.ref(key, lambda ref: _forget(ident, ref))
-  elif _host_ledger(key):
+  while planning; a NumPy raw key by identity), a key tracer for the rest of its
+  trace."""
+  if _checks.is_concrete(key):
+    if not _host_ledger(key):
+      return
     try:
       object.__setattr__(key, "_jaxdp_used", True)
-    except (AttributeError, TypeError):  # pragma: no cover - key type without a dict
+      return
+    except (AttributeError, TypeError):  # a NumPy raw key takes no attribute
       pass
+  ident = id(key)  # a tracer (for the rest of its trace) or a NumPy raw key
+  _TRACED_USED[ident] = weakref.ref(key, lambda ref: _forget(ident, ref))
 
 
 def own_key(key):

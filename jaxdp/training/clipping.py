@@ -186,7 +186,9 @@ def clipped_sum(grads: Any, l2_norm_clip: float) -> Any:
   """
   leaves, w = _weights(grads, l2_norm_clip)
   flat, treedef = jax.tree_util.tree_flatten(grads)
+  # HIGHEST: a TF32 / bfloat16 default would round each weight and entry, and an
+  # example's contribution could exceed C (as for the norm in _scaled)
+  sums = [jnp.matmul(w, x, precision=jax.lax.Precision.HIGHEST) for x in leaves]
   return jax.tree_util.tree_unflatten(
-    treedef,
-    [jnp.reshape(w @ x, jnp.shape(g)[1:]) for x, g in zip(leaves, flat)],
+    treedef, [jnp.reshape(s, jnp.shape(g)[1:]) for s, g in zip(sums, flat)]
   )

@@ -27,6 +27,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxdp import _checks
+from jaxdp.accounting import guard
+from jaxdp.accounting.errors import StaleAccountantError
 from jaxdp.typing import KeyArray
 
 __all__ = ["check_rate", "max_batch_size", "poisson_batch"]
@@ -82,8 +84,12 @@ def poisson_batch(
 ) -> tuple[jax.Array, jax.Array]:
   """A Poisson sample of ``range(n)``, padded to ``max_batch`` indices and a mask.
 
-  Use a key of its own (split from the training key, never the one given to
-  :func:`dp_aggregate`).
+  Use a key of its own for every batch (split from the training key, never the one
+  given to :func:`dp_aggregate`): the key is consumed, so a second batch from the
+  same key object (eagerly, or in one traced program) is refused, and so is a key
+  already given to :func:`dp_aggregate` or an accountant, or a constant key inside a
+  traced program (a loop body or jitted step closing over it: every step the same
+  batch). At q = 1 the key is not used.
 
   Args:
     key: a PRNG key, used once.
@@ -98,6 +104,8 @@ def poisson_batch(
   Raises:
     ValueError: ``max_batch`` overflows with probability above 2**-64 (the message
       gives the smallest size that does not).
+    StaleAccountantError: ``key`` was already used, or is a constant of a traced
+      program.
   """
   _checks.check_key(key)
   n = _checks.check_int(n, "n", minimum=1)
@@ -114,12 +122,35 @@ def poisson_batch(
       f"on. Use max_batch >= {need} (jaxdp.training.max_batch_size(n, q))."
     )
   max_batch = min(max_batch, n)
-  if q == 1:
+  if q == 1:  # nothing is drawn from the key: every batch is all of range(n)
     selected = jnp.ones((n,), jnp.bool_)
   else:
+    _check_fresh(key)
     threshold = jnp.uint32(math.floor(q * 2**32))  # P(bits < t) = t / 2**32 <= q
     selected = jax.random.bits(key, (n,), jnp.uint32) < threshold
+    guard.mark_used(key)  # consumed: a second batch from it would be the same batch
   (indices,) = jnp.nonzero(selected, size=max_batch, fill_value=0)
   count = jnp.sum(selected, dtype=jnp.int32)
   mask = jnp.arange(max_batch) < count
   return indices.astype(jnp.int32), mask
+
+
+def _check_fresh(key) -> None:
+  """Refuses a batch key already used (by a batch, ``dp_aggregate`` or an accountant)
+  or closed over by a traced program, before anything is drawn."""
+  try:
+    guard.check_unused(key)
+  except StaleAccountantError:
+    raise StaleAccountantError(
+      "poisson_batch's key was already used (by an earlier poisson_batch, a "
+      "dp_aggregate or an accountant): the accounting needs a fresh sample every "
+      "step, independent of the noise. Split a key of its own for every batch "
+      "(jax.random.split(batch_key, steps)), never dp_aggregate's."
+    ) from None
+  if _checks.is_concrete(key) and not _checks.is_concrete(jnp.zeros(())):
+    raise StaleAccountantError(  # jnp.zeros gives a tracer only inside a trace
+      "poisson_batch's key is a constant of the traced program (closed over by a "
+      "jitted function or loop body): every step of a lax.scan or loop, and every "
+      "call of a jitted step, would sample the same batch. Pass the batch key as an "
+      "argument (or the scan's xs: jax.random.split(batch_key, steps))."
+    )
