@@ -1,0 +1,134 @@
+"""Attacks on the publishing path, ``jaxdp release`` with its ledger, through its
+inputs (the data file, the poset file, the flags): each test asserts a guarantee the
+command-line and ledger guides state, and failed on the code it was written against.
+
+The releases run in-process (``jaxdp.cli.main``) with Laplace noise, whose exact
+sampler compiles fastest."""
+
+import json
+
+import numpy as np
+import pytest
+
+import jaxdp
+from jaxdp.cli import main
+
+
+def _nhis1_rows(n=60):
+  filters = np.asarray(jaxdp.Poset.nhis(1).filters())
+  return filters[np.random.default_rng(0).integers(0, len(filters), n)]
+
+
+def _release(data, *flags, poset="nhis1"):
+  return main(
+    [
+      "release",
+      "--poset",
+      str(poset),
+      "--noise",
+      "laplace",
+      "--data",
+      str(data),
+      *map(str, flags),
+    ]
+  )
+
+
+def _charges(book) -> int:
+  with jaxdp.Ledger(book, create=False) as ledger:
+    return sum(s.state["answered"] for s in ledger.datasets())
+
+
+def test_npy_answers_in_float16_are_checked_before_the_charge(tmp_path, capsys):
+  """A .npy of 0/1 answers in float16 passed every check of the command line, was
+  charged to the ledger, and only then refused by the release (float16 cannot hold
+  counts): exit status 2 with eps 0.5 spent and nothing answered. The guide: every
+  data row is checked before any budget is spent."""
+  np.save(tmp_path / "a.npy", _nhis1_rows().astype(np.float16))
+  book = tmp_path / "l.db"
+  rc = _release(
+    tmp_path / "a.npy", "--eps", 0.5, "--ledger", book, "--dataset", "s", "--budget", 1
+  )
+  err = capsys.readouterr().err
+  charged = _charges(book) if book.exists() else 0
+  assert (rc, charged) in ((0, 1), (2, 0)), (rc, charged, err)
+
+
+def test_npy_answers_in_complex_are_a_one_line_error(tmp_path, capsys):
+  """0/1 answers stored as complex numbers passed the command line's check (a
+  complex 1 + 0j equals 1) and the ledger's fingerprint raised a TypeError: a
+  traceback (an internal error) after the ledger was created, instead of a one-line
+  error, exit status 2, before anything is read into the ledger."""
+  np.save(tmp_path / "a.npy", _nhis1_rows().astype(np.complex64))
+  book = tmp_path / "l.db"
+  rc = _release(
+    tmp_path / "a.npy", "--eps", 0.5, "--ledger", book, "--dataset", "s", "--budget", 1
+  )
+  assert rc == 2
+  assert "complex" in capsys.readouterr().err
+  assert not book.exists()
+
+
+@pytest.mark.parametrize(
+  "flags",
+  [
+    ("--eps", 0.5, "--dataset", "s"),  # a new dataset without --budget
+    ("--eps", 0.5, "--dataset", "", "--budget", 1),  # not a dataset name
+    ("--eps", 1e-6, "--dataset", "s", "--budget", 1),  # no exact noise that wide
+  ],
+  ids=["no-budget", "empty-name", "eps-too-small"],
+)
+def test_a_refused_release_creates_no_ledger(tmp_path, capsys, flags):
+  """A release refused before its charge still created the missing --ledger (its
+  database and key file, and with a valid name the dataset): the next release then
+  found an existing file and printed no notice, although the guide makes the notice
+  "the sign that this release starts a fresh budget" (the ledger's files moved
+  away)."""
+  np.save(tmp_path / "a.npy", _nhis1_rows())
+  book = tmp_path / "l.db"
+  args = ("--ledger", book, *flags)
+  if "--eps" in args and 1e-6 in args:
+    args = ("--noise", "l2", *args)  # after --noise laplace: the last one counts
+  assert _release(tmp_path / "a.npy", *args) == 2
+  capsys.readouterr()
+  assert not book.exists() and not (tmp_path / "l.db.key").exists()
+  ok = ("--eps", 0.5, "--ledger", book, "--dataset", "s", "--budget", 1)
+  assert _release(tmp_path / "a.npy", *ok) == 0
+  assert f"created a new ledger at {book}" in capsys.readouterr().err
+
+
+def test_a_question_named_respondents_keeps_every_count(tmp_path, capsys):
+  """A poset file whose question is named ``respondents`` (the name of the count of
+  rows): the release's JSON and table were dicts keyed by name, so the released
+  number of respondents was dropped and the question's count published under its
+  name; the printed intervals were shifted onto the wrong counts. Refuse such a
+  poset, or keep every count."""
+  poset = tmp_path / "p.json"
+  poset.write_text(json.dumps({"requires": {"respondents": [], "b": ["respondents"]}}))
+  (tmp_path / "a.csv").write_text("1,1\n" * 5 + "1,0\n" * 3 + "0,0\n" * 2)
+  out = tmp_path / "rel.json"
+  rc = _release(tmp_path / "a.csv", "--eps", 1, "--out", out, poset=poset)
+  capsys.readouterr()
+  if rc == 0:
+    assert len(json.loads(out.read_text())["counts"]) == 3
+    assert len((tmp_path / "rel.csv").read_text().splitlines()) == 4
+  else:
+    assert rc == 2 and not out.exists()
+
+
+@pytest.mark.slow
+def test_more_rows_than_exact_counts_are_refused_before_the_charge(tmp_path, capsys):
+  """2^24 + 1 rows (float32 counts are exact up to 2^24): the ledger charged the
+  release, then the release refused it with an error that printed the exact number
+  of rows, 16,777,217, an unnoised statistic of the data, which the guide says no
+  error names. Refused before the charge, naming the limit only."""
+  n = 2**24 + 1
+  np.save(tmp_path / "a.npy", np.ones((n, 1), bool))
+  poset = tmp_path / "one.json"
+  poset.write_text(json.dumps({"requires": {"q": []}}))
+  book = tmp_path / "l.db"
+  flags = ("--eps", 1, "--ledger", book, "--dataset", "s", "--budget", 2)
+  assert _release(tmp_path / "a.npy", *flags, poset=poset) == 2
+  err = capsys.readouterr().err
+  assert f"{n:,}" not in err and str(n) not in err
+  assert not book.exists() or _charges(book) == 0
