@@ -132,3 +132,17 @@ def test_more_rows_than_exact_counts_are_refused_before_the_charge(tmp_path, cap
   err = capsys.readouterr().err
   assert f"{n:,}" not in err and str(n) not in err
   assert not book.exists() or _charges(book) == 0
+
+
+@pytest.mark.parametrize("edge", ["[0, 1.5]", "[0.9, 1]", '["0", "1"]', "[false, true]"])
+def test_a_json_edge_that_is_not_a_pair_of_integers_is_refused(tmp_path, capsys, edge):
+  """``{"d": 2, "edges": [[0, 1.5]]}``: each index went through ``int()``, which
+  truncates 1.5 to 1 and reads "0" and true as numbers, so a malformed poset file
+  was released as another questionnaire's skip logic. The text form and ``d``
+  already take integers only."""
+  poset = tmp_path / "p.json"
+  poset.write_text(f'{{"d": 2, "edges": [{edge}]}}')
+  (tmp_path / "a.csv").write_text("1,1\n0,1\n0,0\n")
+  assert _release(tmp_path / "a.csv", "--eps", 1, poset=poset) == 2
+  out = capsys.readouterr()
+  assert out.out == "" and "edges[0]" in out.err
