@@ -6,6 +6,7 @@ The releases run in-process (``jaxdp.cli.main``) with Laplace noise, whose exact
 sampler compiles fastest."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -146,3 +147,21 @@ def test_a_json_edge_that_is_not_a_pair_of_integers_is_refused(tmp_path, capsys,
   assert _release(tmp_path / "a.csv", "--eps", 1, poset=poset) == 2
   out = capsys.readouterr()
   assert out.out == "" and "edges[0]" in out.err
+
+
+@pytest.mark.parametrize("flag", ["--existing-ledger", "--expect-head"])
+def test_a_ledger_moved_after_the_check_is_never_created(
+  tmp_path, capsys, monkeypatch, flag
+):
+  """The command line checked that --ledger exists, then opened it with
+  ``Ledger(path)``, which creates a missing file: a ledger moved away between the
+  two (another process, simulated here by the check finding it) was silently
+  replaced by a fresh budget despite --existing-ledger or --expect-head."""
+  np.save(tmp_path / "a.npy", _nhis1_rows())
+  book = tmp_path / "l.db"
+  monkeypatch.setattr(os.path, "lexists", lambda p: True)  # the check saw it
+  extra = [flag] if flag == "--existing-ledger" else [flag, "1:" + "0" * 64]
+  flags = ("--eps", 0.5, "--ledger", book, "--dataset", "s", "--budget", 1, *extra)
+  assert _release(tmp_path / "a.npy", *flags) == 2
+  capsys.readouterr()
+  assert not book.exists()
