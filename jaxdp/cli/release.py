@@ -207,6 +207,8 @@ def load_rows(src: str, d: int, names=()) -> np.ndarray:
     raise UsageError(
       f"--data {src}: cannot read a .npy array ({type(e).__name__})"
     ) from None
+  if not isinstance(rows, np.ndarray):  # np.load opens a zip archive whatever its name
+    raise UsageError(f"--data {src}: an .npz archive, not a .npy array")
   if rows.ndim != 2 or rows.shape[1] != d:
     got = f"{rows.shape[1]} columns" if rows.ndim == 2 else f"{rows.ndim} dimensions"
     raise UsageError(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +37,11 @@ from jaxdp.cli.release_out import MECHANISM, check_out_target, open_out
 from jaxdp.exact import MAX_COUNT_D, MAX_SUM_D, MAX_VOTE_D
 from jaxdp.reporting import error_bars, moments, noise_law
 from jaxdp.reporting.bars import MAX_ENTRIES
+
+FORGETS = (
+  "jaxdp: warning: --query keeps no ledger, so nothing remembers this release: "
+  "running it again on the same data spends a fresh eps each time."
+)
 
 UNSUPPORTED = (  # flags of poset releases that a query release does not take
   ("poset", "--poset"),
@@ -163,6 +169,7 @@ def run_query_release(args) -> int:
 
 
 def _run_query(args, target) -> int:
+  print(FORGETS, file=sys.stderr)
   rows = read_rows(args.data)
   d = rows.shape[1]
   noise = args.noise or best_noise(args, d)

@@ -165,3 +165,23 @@ def test_a_ledger_moved_after_the_check_is_never_created(
   assert _release(tmp_path / "a.npy", *flags) == 2
   capsys.readouterr()
   assert not book.exists()
+
+
+def test_an_npz_archive_named_npy_is_a_one_line_error(tmp_path, capsys):
+  """``np.load`` opens a zip archive whatever its name and returns an ``NpzFile``,
+  which has no ``ndim``: an AttributeError traceback, an internal error, instead of
+  the one-line error the guide promises for a bad file."""
+  np.savez(tmp_path / "a.npz", a=_nhis1_rows())
+  (tmp_path / "a.npz").rename(tmp_path / "a.npy")
+  assert _release(tmp_path / "a.npy", "--eps", 1) == 2
+  assert ".npy" in capsys.readouterr().err
+
+
+def test_a_query_release_says_that_nothing_remembers_it(tmp_path, capsys):
+  """The ledger guide: without a ledger "every `jaxdp release` spends a fresh eps,
+  however often it runs on the same file. It says so on stderr." A release with
+  --query (which takes no ledger) said nothing."""
+  (tmp_path / "c.csv").write_text("1,0,1\n0,0,1\n1,0,0\n")
+  flags = ("--query", "count", "--k", 2, "--noise", "laplace", "--eps", 1)
+  assert main(["release", "--data", str(tmp_path / "c.csv"), *map(str, flags)]) == 0
+  assert "nothing remembers this release" in capsys.readouterr().err
