@@ -134,6 +134,11 @@ def open_release(args, rows, poset, acct, read=None):
     check_name(args.dataset)
   except ValueError as e:
     raise UsageError(f"--dataset: {e}") from None
+  if args.budget is not None and args.eps > args.budget:
+    raise UsageError(
+      f"--eps {args.eps:g} is more than the whole --budget {args.budget:g}: one release "
+      "cannot cost more than the dataset's budget; lower --eps or raise --budget"
+    )
   existed = os.path.lexists(args.ledger)
   if args.budget is None and not existed:
     raise UsageError(

@@ -76,8 +76,9 @@ def test_npy_answers_in_complex_are_a_one_line_error(tmp_path, capsys):
     ("--eps", 0.5, "--dataset", "s"),  # a new dataset without --budget
     ("--eps", 0.5, "--dataset", "", "--budget", 1),  # not a dataset name
     ("--eps", 1e-6, "--dataset", "s", "--budget", 1),  # no exact noise that wide
+    ("--eps", 2, "--dataset", "s", "--budget", 1),  # one release above the budget
   ],
-  ids=["no-budget", "empty-name", "eps-too-small"],
+  ids=["no-budget", "empty-name", "eps-too-small", "eps-above-budget"],
 )
 def test_a_refused_release_creates_no_ledger(tmp_path, capsys, flags):
   """A release refused before its charge still created the missing --ledger (its
