@@ -359,8 +359,8 @@ def _run(args, target, beside) -> int:
       beside[kind].write(text)
     target.write(json.dumps(payload, indent=2))
   print(
-    f"eps = {args.eps:g} release of {poset!r} counts ({args.noise} noise, exact "
-    "integers, safe to publish):"
+    f"eps = {release_files.eps_text(args.eps)} release of {poset!r} counts "
+    f"({args.noise} noise, exact integers, safe to publish):"
   )
   print("\n".join(lines))
   if args.out:

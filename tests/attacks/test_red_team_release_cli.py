@@ -186,3 +186,15 @@ def test_a_query_release_says_that_nothing_remembers_it(tmp_path, capsys):
   flags = ("--query", "count", "--k", 2, "--noise", "laplace", "--eps", 1)
   assert main(["release", "--data", str(tmp_path / "c.csv"), *map(str, flags)]) == 0
   assert "nothing remembers this release" in capsys.readouterr().err
+
+
+def test_the_footnote_never_states_less_eps_than_was_spent(tmp_path, capsys):
+  """The footnote wrote eps with ``:g`` (six digits): a release at eps = 0.1234564
+  was published as "eps = 0.123456", a stronger guarantee than the one given."""
+  np.save(tmp_path / "a.npy", _nhis1_rows())
+  out = tmp_path / "rel.json"
+  assert _release(tmp_path / "a.npy", "--eps", "0.1234564", "--out", out) == 0
+  capsys.readouterr()
+  text = " ".join((tmp_path / "rel.footnote.txt").read_text().split())
+  stated = float(text.split("(eps = ", 1)[1].split(",", 1)[0])
+  assert stated >= 0.1234564
