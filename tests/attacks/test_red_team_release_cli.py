@@ -198,3 +198,16 @@ def test_the_footnote_never_states_less_eps_than_was_spent(tmp_path, capsys):
   text = " ".join((tmp_path / "rel.footnote.txt").read_text().split())
   stated = float(text.split("(eps = ", 1)[1].split(",", 1)[0])
   assert stated >= 0.1234564
+
+
+def test_an_expect_head_beyond_sqlite_integers_is_a_one_line_error(tmp_path, capsys):
+  """``--expect-head`` takes any run of digits as the entry number; one past 2^63
+  reached sqlite as a query parameter and raised OverflowError, a traceback instead
+  of the one-line refusal of a head the ledger does not hold."""
+  np.save(tmp_path / "a.npy", _nhis1_rows())
+  book = tmp_path / "l.db"
+  jaxdp.Ledger(book).close()
+  head = "9" * 25 + ":" + "0" * 64
+  flags = ("--eps", 1, "--ledger", book, "--dataset", "s", "--budget", 1)
+  assert _release(tmp_path / "a.npy", *flags, "--expect-head", head) == 2
+  assert "expect" in capsys.readouterr().err
