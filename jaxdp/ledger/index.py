@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 
-from jaxdp.ledger.chain import Chain, canonical, link, unsealed
+from jaxdp.ledger.chain import Chain, canonical, genesis, link, unsealed
 from jaxdp.ledger.errors import LedgerRollbackError, LedgerTamperedError
 from jaxdp.ledger.store import Store, Transaction
 
@@ -226,11 +226,15 @@ class Index:
 MAX_SEQ = 2**63 - 1  # the largest entry number sqlite stores (a signed 64-bit integer)
 
 
-def holds_entry(tx: Transaction, seq, digest) -> bool:
+def holds_entry(tx: Transaction, key: bytes, seq, digest) -> bool:
   """Whether the file holds entry ``seq`` with hash ``digest`` (a ledger's
-  ``expect_head``); an entry number sqlite cannot store is not held."""
+  ``expect_head``): entry 0 is the chain's start, the head of an empty ledger
+  (:func:`~jaxdp.ledger.chain.genesis` of its key and id), from which every entry
+  descends; an entry number sqlite cannot store is not held."""
   seq = int(seq)
-  return 0 <= seq <= MAX_SEQ and tx.hash_at(seq) == digest
+  if seq == 0:
+    return digest == genesis(key, tx.ledger_id)
+  return 0 < seq <= MAX_SEQ and tx.hash_at(seq) == digest
 
 
 def verify_row(row, key: bytes) -> None:

@@ -100,7 +100,7 @@ class Ledger:
     self._index = Index(self._store.ledger_id, self._store.key)
     try:
       with self._index.writing(self._store, write=False) as tx:
-        if expect_head is not None and not holds_entry(tx, *expect_head):
+        if expect_head is not None and not holds_entry(tx, self._store.key, *expect_head):
           raise LedgerRollbackError(
             f"ledger {path}: it does not hold entry {expect_head[0]} with the expected "
             "hash (expect_head): an older copy of the file, or another file."

@@ -223,3 +223,15 @@ def test_a_query_release_never_names_its_number_of_rows(tmp_path, capsys, monkey
   assert main(["release", "--data", str(tmp_path / "c.csv"), *map(str, flags)]) == 2
   err = capsys.readouterr().err
   assert f"{n:,}" not in err and str(n) not in err
+
+
+def test_the_head_of_an_empty_ledger_is_an_expect_head_it_holds(tmp_path, capsys):
+  """``jaxdp ledger show`` prints an empty ledger's head as ``0:HASH`` and says to
+  pass it as ``--expect-head``; ``Ledger(path, expect_head=(0, HASH))`` looked for
+  an entry 0, which no ledger stores, and refused the ledger it came from."""
+  book = tmp_path / "l.db"
+  with jaxdp.Ledger(book) as ledger:
+    head = ledger.head
+  jaxdp.Ledger(book, expect_head=head).close()
+  with pytest.raises(jaxdp.ledger.LedgerRollbackError):
+    jaxdp.Ledger(book, expect_head=(0, "0" * 64))
