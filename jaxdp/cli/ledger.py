@@ -18,6 +18,7 @@ from jaxdp import Ledger, ReleaseRefusedError
 from jaxdp.cli.ledger_flags import format_head
 from jaxdp.cli.parser import UsageError
 from jaxdp.ledger import LedgerError
+from jaxdp.ledger.identity import check_name
 
 __all__ = ["Book", "NoBook", "open_release", "run_ledger", "shown"]
 
@@ -129,7 +130,22 @@ def open_release(args, rows, poset, acct, read=None):
     return acct, NoBook()
   if args.dataset is None:
     raise UsageError("--ledger needs --dataset NAME (the dataset's name in the ledger)")
+  try:
+    check_name(args.dataset)
+  except ValueError as e:
+    raise UsageError(f"--dataset: {e}") from None
+  if args.budget is not None and args.eps > args.budget:
+    raise UsageError(
+      f"--eps {args.eps:g} is more than the whole --budget {args.budget:g}: one release "
+      "cannot cost more than the dataset's budget; lower --eps or raise --budget"
+    )
   existed = os.path.lexists(args.ledger)
+  if args.budget is None and not existed:
+    raise UsageError(
+      f"--ledger {args.ledger}: no such file, so dataset {args.dataset!r} is new: its "
+      "first use needs --budget B (its total eps); if the ledger was moved, pass its "
+      "new path"
+    )
   if getattr(args, "existing_ledger", False) and not existed:
     raise UsageError(
       f"--ledger {args.ledger}: no such file, and --existing-ledger forbids creating "
@@ -141,8 +157,12 @@ def open_release(args, rows, poset, acct, read=None):
       f"--ledger {args.ledger}: no such file, and --expect-head {format_head(expect)} "
       "names an entry of an existing ledger; if the ledger was moved, pass its new path"
     )
+  # created only where it was missing when checked above (not when another process
+  # removed it since: --existing-ledger and --expect-head stay refusals)
+  create = not existed and expect is None and not getattr(args, "existing_ledger", False)
+  ledger = None
   try:
-    ledger = Ledger(args.ledger, expect_head=expect)
+    ledger = Ledger(args.ledger, expect_head=expect, create=create)
     if args.budget is None and args.dataset not in {d.name for d in ledger.datasets()}:
       raise UsageError(
         f"--ledger {args.ledger}: dataset {args.dataset!r} is new: its first use needs "
@@ -152,7 +172,11 @@ def open_release(args, rows, poset, acct, read=None):
     acct = ledger.accountant(
       args.dataset, rows, args.budget, poset=poset, secure=True, also=also
     )
-  except (LedgerError, ValueError, KeyError) as e:
+  except (LedgerError, ValueError, KeyError, UsageError) as e:
+    if ledger is not None:
+      ledger.close()
+    if isinstance(e, UsageError):
+      raise
     raise UsageError(f"--ledger {args.ledger}: {e}") from None
   if not existed:
     print(

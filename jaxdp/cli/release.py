@@ -18,9 +18,11 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import Accountant, Poset, PosetCountMechanism, raise_if_refused, release
+from jaxdp._data_checks import exact_limit
 from jaxdp.cli import outputs, release_files, release_report
 from jaxdp.cli.inputs import load_poset
 from jaxdp.cli.ledger import open_release
@@ -39,6 +41,7 @@ HEADER_RULE = (
 )
 
 ANSWERS = ("0", "1")
+NPY_KINDS = "biuf"  # .npy answers: booleans, signed and unsigned integers, floats
 SHOWN_NAMES = 8  # names listed in an error before "and N more"
 
 
@@ -204,6 +207,8 @@ def load_rows(src: str, d: int, names=()) -> np.ndarray:
     raise UsageError(
       f"--data {src}: cannot read a .npy array ({type(e).__name__})"
     ) from None
+  if not isinstance(rows, np.ndarray):  # np.load opens a zip archive whatever its name
+    raise UsageError(f"--data {src}: an .npz archive, not a .npy array")
   if rows.ndim != 2 or rows.shape[1] != d:
     got = f"{rows.shape[1]} columns" if rows.ndim == 2 else f"{rows.ndim} dimensions"
     raise UsageError(
@@ -212,13 +217,16 @@ def load_rows(src: str, d: int, names=()) -> np.ndarray:
     )
   if not len(rows):
     raise UsageError(f"--data {src}: holds no rows")
-  if not (rows.dtype == np.bool_ or np.issubdtype(rows.dtype, np.number)):
-    raise UsageError(f"--data {src}: expected 0/1 numbers; got dtype {rows.dtype}")
+  if rows.dtype.kind not in NPY_KINDS:  # an allowlist: complex 1 + 0j equals 1
+    raise UsageError(
+      f"--data {src}: expected 0/1 answers as booleans, integers or floats; got dtype "
+      f"{rows.dtype}"
+    )
   off = np.argwhere((rows != 0) & (rows != 1))
   if off.size:
     r, c = (int(i) for i in off[0])
     raise UsageError(f"--data {src}: row {r}, column {c}: an answer must be 0 or 1")
-  return rows
+  return rows.astype(np.int8)  # 0/1 exactly: no dtype the release refuses after the charge
 
 
 def _unmet(poset: Poset, x: np.ndarray) -> np.ndarray:
@@ -281,27 +289,62 @@ def run_release(args) -> int:
         f.close()
 
 
+def check_count_names(src: str, poset: Poset) -> None:
+  """Refuses a poset with a question named as the count of rows
+  (:data:`~jaxdp.cli.release_report.COUNT_NAME`): the release's files key each count
+  by its name, so one of the two counts would be dropped.
+
+  Raises:
+    UsageError: naming the question and what to do.
+  """
+  if release_report.COUNT_NAME in poset.element_names:
+    raise UsageError(
+      f"--poset {src}: a question is named {release_report.COUNT_NAME!r}, the "
+      "name of the count of rows in the release; rename the question"
+    )
+
+
+def check_row_count(src: str, rows: np.ndarray) -> None:
+  """Refuses more rows than the counts hold exactly (the mechanism's own limit,
+  :func:`jaxdp.mechanisms.statistics.exact_counts`), before the ledger is opened:
+  the release would refuse them after the charge, with the number of rows in its
+  message.
+
+  Raises:
+    UsageError: naming the limit, never the number of rows.
+  """
+  dtype = jnp.result_type(float)
+  limit = exact_limit(dtype)
+  if rows.shape[0] > limit:
+    raise UsageError(
+      f"--data {src}: more than {limit:,} rows, beyond the counts that {dtype} holds "
+      "exactly; split the data"
+    )
+
+
 def _run(args, target, beside) -> int:
   poset = load_poset(args.poset)
+  check_count_names(args.poset, poset)
   read = load_rows(args.data, poset.d, poset.element_names)
   if args.on_invalid == "raise":
     check_filters(args.data, poset, read)
     rows = read
   else:
     rows = largest_filters(poset, read)  # the rows the release counts
-  acct = Accountant.create(args.eps, secure=True)
-  acct, book = open_release(args, rows, poset, acct, read)  # --ledger: the dataset's budget
+  check_row_count(args.data, rows)
   mech = PosetCountMechanism(
     poset, args.eps, noise=args.noise, exact=True, on_invalid=args.on_invalid
   )
-  bars = release_report.raw_bars(args, mech)  # the noise law only: before the charge
+  bars = release_report.raw_bars(args, mech)  # the noise law only: before the ledger
+  acct = Accountant.create(args.eps, secure=True)
+  acct, book = open_release(args, rows, poset, acct, read)  # --ledger: the dataset's budget
   acct = book.charge(acct, mech, rows.shape)  # committed before the noise is drawn
   acct, noisy = release(acct, mech, rows)
   counts = np.asarray(raise_if_refused(acct, noisy)).astype(int).tolist()
   when = datetime.now(timezone.utc)
   note, record = book.summary(), book.provenance()  # read back before any output
   book.close()  # its files settled (a WAL checkpointed) before --out is written
-  names = ["respondents"] + list(poset.element_names)
+  names = [release_report.COUNT_NAME, *poset.element_names]
   payload = {
     "poset": repr(poset),
     "eps": args.eps,
@@ -316,8 +359,8 @@ def _run(args, target, beside) -> int:
       beside[kind].write(text)
     target.write(json.dumps(payload, indent=2))
   print(
-    f"eps = {args.eps:g} release of {poset!r} counts ({args.noise} noise, exact "
-    "integers, safe to publish):"
+    f"eps = {release_files.eps_text(args.eps)} release of {poset!r} counts "
+    f"({args.noise} noise, exact integers, safe to publish):"
   )
   print("\n".join(lines))
   if args.out:

@@ -39,7 +39,7 @@ from datetime import datetime, timezone
 from jaxdp.cli.release_out import OutFile
 from jaxdp.ledger.fingerprint import poset_fingerprint
 
-__all__ = ["KINDS", "TABLE_COLUMNS", "file_names", "open_beside", "texts"]
+__all__ = ["KINDS", "TABLE_COLUMNS", "eps_text", "file_names", "open_beside", "texts"]
 
 TABLE_COLUMNS = (
   "label",
@@ -223,6 +223,13 @@ def provenance(payload: dict, poset, record: dict, when: datetime) -> dict:
   }
 
 
+def eps_text(eps: float) -> str:
+  """``eps`` as ``:g`` writes it (``1``, ``0.5``) where that is its exact value, else
+  in full (``0.1234564``, not ``0.123456``): a published eps is never rounded down."""
+  short = f"{eps:g}"
+  return short if float(short) == eps else repr(float(eps))
+
+
 def footnote(payload: dict) -> str:
   """The footnote, in plain words, for a release's record."""
   level = f"{100 * payload['level']:g}%"
@@ -235,7 +242,7 @@ def footnote(payload: dict) -> str:
   )
   paragraphs = [
     FOOTNOTE_TITLE,
-    f"The counts were published with differential privacy (eps = {payload['eps']:g}, "
+    f"The counts were published with differential privacy (eps = {eps_text(payload['eps'])}, "
     f"jaxdp {payload['version']}): random whole-number noise was added to each true "
     "count before publication, so a published count differs from the true count by "
     "a random amount.",

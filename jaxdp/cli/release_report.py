@@ -21,6 +21,8 @@ from jaxdp.posets import Poset
 from jaxdp.reporting import ErrorBars, consistent_error_bars, error_bars
 from jaxdp.reporting.bars import MAX_ENTRIES
 
+COUNT_NAME = "respondents"  # the first count's name: the number of rows
+
 
 def raw_bars(args, mech) -> ErrorBars:
   """The raw release's error bars, and the simulations' size checked: before the
@@ -69,7 +71,7 @@ def _intervals(names, counts, bars: ErrorBars) -> dict:
 
 def report(args, mech, counts, bars: ErrorBars) -> tuple[dict, list[str]]:
   """``(json_fields, printed_lines)`` for a release of ``counts``."""
-  names = ["respondents", *mech.poset.element_names]
+  names = [COUNT_NAME, *mech.poset.element_names]
   fields = {
     "version": _version.__version__,
     "poset_requires": poset_record(mech.poset),

@@ -14,11 +14,11 @@ from __future__ import annotations
 import contextlib
 import json
 
-from jaxdp.ledger.chain import Chain, canonical, link, unsealed
+from jaxdp.ledger.chain import Chain, canonical, genesis, link, unsealed
 from jaxdp.ledger.errors import LedgerRollbackError, LedgerTamperedError
 from jaxdp.ledger.store import Store, Transaction
 
-__all__ = ["KINDS", "Index", "initial_state", "verify_row"]
+__all__ = ["KINDS", "MAX_SEQ", "Index", "holds_entry", "initial_state", "verify_row"]
 
 # refusal: only where a rule counts them; fingerprint: another fingerprint of a
 # dataset's data (of the current scheme, for a dataset registered by jaxdp 0.1; or of
@@ -221,6 +221,20 @@ class Index:
     for name, k in saved[5].items():  # append-only: cut back to the saved length
       del self.positions[name][k:]
     self._head, self._last = saved[6], saved[7]
+
+
+MAX_SEQ = 2**63 - 1  # the largest entry number sqlite stores (a signed 64-bit integer)
+
+
+def holds_entry(tx: Transaction, key: bytes, seq, digest) -> bool:
+  """Whether the file holds entry ``seq`` with hash ``digest`` (a ledger's
+  ``expect_head``): entry 0 is the chain's start, the head of an empty ledger
+  (:func:`~jaxdp.ledger.chain.genesis` of its key and id), from which every entry
+  descends; an entry number sqlite cannot store is not held."""
+  seq = int(seq)
+  if seq == 0:
+    return digest == genesis(key, tx.ledger_id)
+  return 0 < seq <= MAX_SEQ and tx.hash_at(seq) == digest
 
 
 def verify_row(row, key: bytes) -> None:

@@ -34,7 +34,7 @@ from jaxdp.ledger.fingerprint import (
   legacy_rows_fingerprint,
 )
 from jaxdp.ledger.identity import check_dataset, check_name
-from jaxdp.ledger.index import Index
+from jaxdp.ledger.index import Index, holds_entry
 from jaxdp.ledger.store import Store
 from jaxdp.ledger.summary import Charge, DatasetSummary, charge_of, refusal, summarize
 
@@ -100,7 +100,7 @@ class Ledger:
     self._index = Index(self._store.ledger_id, self._store.key)
     try:
       with self._index.writing(self._store, write=False) as tx:
-        if expect_head is not None and tx.hash_at(int(expect_head[0])) != expect_head[1]:
+        if expect_head is not None and not holds_entry(tx, self._store.key, *expect_head):
           raise LedgerRollbackError(
             f"ledger {path}: it does not hold entry {expect_head[0]} with the expected "
             "hash (expect_head): an older copy of the file, or another file."
