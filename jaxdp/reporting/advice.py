@@ -72,6 +72,9 @@ class MechanismError:
       assumed counts (Monte Carlo).
     consistent_stderr: its standard error.
     consistent_total_stderr: the standard error of :attr:`consistent_total`.
+    total_se: the standard error of :attr:`total` (:attr:`SquaredError.total_se
+      <jaxdp.reporting.SquaredError.total_se>`); None: not known, and
+      :attr:`total_stderr` adds the coordinates' errors (an upper bound).
   """
 
   noise: str
@@ -82,6 +85,7 @@ class MechanismError:
   consistent_per_coordinate: np.ndarray
   consistent_stderr: np.ndarray
   consistent_total_stderr: float
+  total_se: float | None = None
 
   @property
   def total(self) -> float:
@@ -90,7 +94,9 @@ class MechanismError:
 
   @property
   def total_stderr(self) -> float:
-    return float(math.sqrt(np.sum(np.square(self.stderr))))
+    """The standard error of :attr:`total` (the coordinates' errors are correlated:
+    without :attr:`total_se` they are added, an upper bound)."""
+    return float(np.sum(self.stderr)) if self.total_se is None else self.total_se
 
   @property
   def consistent_total(self) -> float:
@@ -358,6 +364,7 @@ def advise(
         raw.method,
         *cons,
         cons_se,
+        raw.total_stderr,
       )
     )
   options.sort(key=lambda o: o.total)

@@ -39,11 +39,16 @@ class SquaredError:
     per_coordinate: the expected squared error of each coordinate.
     stderr: its Monte Carlo standard error (0 where exact).
     method: ``"exact"`` or ``"Monte Carlo (n points of the ball)"``.
+    total_se: the standard error of :attr:`total`, from the sum over coordinates of
+      each simulated point (the coordinates of one point are correlated, so their
+      errors do not add in quadrature); None: not known (:attr:`total_stderr` is then
+      the coordinates' errors added, an upper bound).
   """
 
   per_coordinate: np.ndarray
   stderr: np.ndarray
   method: str
+  total_se: float | None = None
 
   @property
   def total(self) -> float:
@@ -52,8 +57,9 @@ class SquaredError:
 
   @property
   def total_stderr(self) -> float:
-    """An upper bound on the total's standard error (the coordinates' errors added)."""
-    return float(np.sum(self.stderr))
+    """The total's standard error: :attr:`total_se`, else an upper bound (the
+    coordinates' errors added)."""
+    return float(np.sum(self.stderr)) if self.total_se is None else self.total_se
 
 
 def squared_error(
@@ -99,8 +105,10 @@ def squared_error(
     return SquaredError(radius * moment, zeros, "exact (enumerated simplices)")
   z2 = simulate.ball_draws(simulate.simulation_key(key), ball, num_samples) ** 2
   se = z2.std(axis=0, ddof=1) / math.sqrt(num_samples)
+  total_se = float(z2.sum(axis=1).std(ddof=1)) / math.sqrt(num_samples)
   return SquaredError(
     radius * z2.mean(axis=0),
     radius * se,
     f"Monte Carlo ({num_samples:,} exactly uniform points of the {ball_name(ball)})",
+    radius * total_se,
   )

@@ -63,6 +63,8 @@ class QueryOption:
     per_coordinate: ``E[(y_i - x_i)^2]`` of each total.
     stderr: its Monte Carlo standard error (0 where exact).
     method: how ``per_coordinate`` was computed.
+    total_se: the standard error of :attr:`total` (None: not known, and
+      :attr:`total_stderr` adds the coordinates' errors, an upper bound).
   """
 
   noise: str
@@ -71,6 +73,7 @@ class QueryOption:
   per_coordinate: np.ndarray
   stderr: np.ndarray
   method: str
+  total_se: float | None = None
 
   @property
   def total(self) -> float:
@@ -79,7 +82,9 @@ class QueryOption:
 
   @property
   def total_stderr(self) -> float:
-    return float(math.sqrt(np.sum(np.square(self.stderr))))
+    """The standard error of :attr:`total` (the coordinates' errors are correlated:
+    without :attr:`total_se` they are added, an upper bound)."""
+    return float(np.sum(self.stderr)) if self.total_se is None else self.total_se
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,7 +223,9 @@ def advise_query(
     )
     label = f"K-norm, {ball.name}" if noise == "ball" else LABELS[noise]
     options.append(
-      QueryOption(noise, label, mech, err.per_coordinate, err.stderr, err.method)
+      QueryOption(
+        noise, label, mech, err.per_coordinate, err.stderr, err.method, err.total_stderr
+      )
     )
   options.sort(key=lambda o: o.total)
   return QueryAdvice(ball, eps, float(delta), tuple(options), options[0].noise)
