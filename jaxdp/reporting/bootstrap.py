@@ -18,6 +18,7 @@ References:
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 
 from jaxdp import _checks
@@ -109,7 +110,10 @@ def consistent_error_bars(
   noise = simulate.noise_draws(simulate.simulation_key(key), law, n)
   if integer or law.rounded:
     noise = np.rint(noise)
-  reps = np.asarray(consistent(z + noise, poset, integer=integer), dtype=np.float64)
+  # in float64: float32 rounds z + noise to ulps of the counts (64 at 10^9), which
+  # would swallow noise of a few counts
+  with jax.enable_x64(True):
+    reps = np.asarray(consistent(z + noise, poset, integer=integer), dtype=np.float64)
   lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
   j_lo, lo_a, lo_b = quantiles.order_ranks(n, lo_q)
   j_hi, hi_a, hi_b = quantiles.order_ranks(n, hi_q)

@@ -3,6 +3,7 @@ replications (fixed keys, stated sizes and thresholds)."""
 
 import jax
 import numpy as np
+import pytest
 
 import jaxdp
 
@@ -29,3 +30,23 @@ def test_advice_total_stderr_matches_replications():
     reported.append(option.total_stderr)
   empirical = float(np.std(totals, ddof=1))
   assert float(np.median(reported)) >= 0.7 * empirical, (np.median(reported), empirical)
+
+
+@pytest.mark.parametrize("integer", [False, True])
+def test_consistent_error_bars_keep_their_width_at_a_billion_respondents(integer):
+  """Far from the constraints the projection moves nothing, so the bootstrap
+  intervals of a survey of 10^9 respondents (below integer_limit) are those of the
+  same survey at 10^4, and within one count of the raw exact bars. The replicates
+  must be projected in float64: float32 rounds 10^9 + noise to multiples of 64."""
+  poset = jaxdp.Poset.nhis(1)
+  mech = jaxdp.PosetCountMechanism(poset, 1.0, exact=True)
+  raw = jaxdp.error_bars(mech, 0.9)
+  widths = []
+  for n in (10**4, 10**9):
+    z = jaxdp.reporting.default_counts(poset, n)  # each count half of its gate's: far apart
+    bars = jaxdp.consistent_error_bars(
+      z, mech, 0.9, integer=integer, num_samples=2000, key=jax.random.key(5)
+    )
+    widths.append(np.stack([bars.lower, bars.upper]))
+  np.testing.assert_array_equal(widths[1], widths[0])
+  np.testing.assert_allclose(widths[1], np.stack([raw.lower, raw.upper]), atol=1.0)
