@@ -49,7 +49,9 @@ class ErrorBars:
     level: the level asked for (e.g. 0.95).
     coverage: the probability that each interval covers the true value: ``level``
       for real noise with exact quantiles; the actual, larger probability for integer
-      noise (the interval's ends are integers); an estimate for Monte Carlo bars.
+      noise (the interval's ends are integers); for an exact mechanism on a grid, a
+      lower bound (the ends are widened by half a grid step, the most snapping moves
+      an entry; exact for a statistic on the grid); an estimate for Monte Carlo bars.
     mc_error: the Monte Carlo error of each offset (half-width of a 95% confidence
       interval; 0 for exact bars).
     method: how the offsets were computed.
@@ -251,7 +253,9 @@ def _compute(law: NoiseLaw, closed: bool, level: float, n: int, key) -> ErrorBar
   if closed:
     t, coverage = quantiles.exact_half_width(law, level)
     dims = () if law.dim is None else (law.dim,)
-    t, coverage = np.full(dims, t * law.unit), np.full(dims, coverage)
+    # an entry snapped to a grid moved by at most law.snap: widen each end by it, so
+    # the interval covers the statistic whenever the noise is within t
+    t, coverage = np.full(dims, t * law.unit + law.snap), np.full(dims, coverage)
     integer = " (integer ends)" if law.family == "discrete_gaussian" else ""
     return ErrorBars(
       -t,

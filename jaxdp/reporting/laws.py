@@ -59,6 +59,10 @@ class NoiseLaw:
       (an ``exact=True`` mechanism); the discrete Gaussian is integer by nature.
     unit: the grid step the integer noise is counted in (1 for integer statistics).
     names: one label per coordinate (the respondent count first, for poset counts).
+    snap: how far the mechanism may move each entry of the statistic before adding
+      the noise, in the statistic's units: half a grid step for an exact mechanism on
+      a grid (which snaps the statistic to it), else 0. Error bars widen each end
+      by it, so that they cover the statistic itself and not its snapped value.
   """
 
   family: str
@@ -68,6 +72,7 @@ class NoiseLaw:
   rounded: bool = False
   unit: float = 1.0
   names: tuple[str, ...] = ()
+  snap: float = 0.0
 
   def __post_init__(self):
     if self.family not in FAMILIES:
@@ -79,6 +84,8 @@ class NoiseLaw:
           f"the noise {name} must be a finite number > 0; got {value!r} (a mechanism "
           "rebuilt from bad leaves?)."
         )
+    if not (isinstance(self.snap, (int, float)) and 0 <= self.snap < math.inf):
+      raise ValueError(f"the snap must be a finite number >= 0; got {self.snap!r}.")
 
   @property
   def integer(self) -> bool:
@@ -172,7 +179,8 @@ def noise_law(mechanism: Any, shape: tuple[int, ...] | None = None) -> NoiseLaw:
       )
     slack = 0 if grid is None else math.prod(shape)
     scale = exact_scale(sens / (grid or 1.0) + slack, eps)
-    return NoiseLaw("laplace", scale, rounded=True, unit=grid or 1.0)
+    snap = 0.0 if grid is None else grid / 2  # snapping moves an entry <= half a step
+    return NoiseLaw("laplace", scale, rounded=True, unit=grid or 1.0, snap=snap)
   if isinstance(mechanism, KNormMechanism):
     eps, sens = _static(mechanism, "eps", "sensitivity")
     ball = mechanism.ball
