@@ -26,12 +26,12 @@ from jaxdp import random as dprandom
 from jaxdp.experiments import baselines
 from jaxdp.mechanisms import COUNT_NOISES, PosetCountMechanism
 from jaxdp.posets import Poset, random_dags
+from jaxdp.reporting import simulate
 from jaxdp.samplers.balls import LpBall
 
 __all__ = [
   "norm_ratio",
   "insertion_norm_ratio",
-  "numpy_seed",
   "mechanism_mse",
   "poset_study",
   "nhis_study",
@@ -96,12 +96,12 @@ class _SquaredNorm:
     return jnp.sum(z[:, self.start :] ** 2, axis=1) / self.scale
 
 
-def insertion_norm_ratio(seed: int | Sequence[int], poset: Poset, num_samples: int):
+def insertion_norm_ratio(seed: int | np.random.Generator, poset: Poset, num_samples: int):
   """The same ratio from the published insertion sampler (sequential numpy).
 
   Args:
-    seed: the numpy seed (an int, or a sequence of ints such as :func:`numpy_seed`
-      makes from a study's key).
+    seed: a numpy seed or generator (the studies pass
+      :func:`jaxdp.reporting.simulate.host_rng` of their key, so the draws follow it).
     poset: the poset.
     num_samples: draws.
 
@@ -111,12 +111,6 @@ def insertion_norm_ratio(seed: int | Sequence[int], poset: Poset, num_samples: i
   z = baselines.insertion_poset_ball(np.random.default_rng(seed), poset, num_samples)
   r = np.sum(z[:, 1:] ** 2, axis=1) / (poset.d / 3.0)
   return float(r.mean()), float(r.std(ddof=1) / math.sqrt(len(r)))
-
-
-def numpy_seed(key) -> tuple[int, ...]:
-  """A numpy seed drawn from ``key`` (four 32-bit words), so that numpy draws follow
-  the study's key as its JAX draws do."""
-  return tuple(int(w) for w in np.asarray(jax.random.bits(key, (4,), jnp.uint32)))
 
 
 def exact_mse(poset: Poset, eps: float, noise: str, poset_sq_norm: float | None = None):
@@ -197,7 +191,7 @@ def poset_study(
     "samples": num_samples,
   }
   if insertion_samples:
-    ins, ins_se = insertion_norm_ratio(numpy_seed(k_ins), poset, insertion_samples)
+    ins, ins_se = insertion_norm_ratio(simulate.host_rng(k_ins), poset, insertion_samples)
     row.update(
       insertion_ratio=ins,
       insertion_ratio_se=ins_se,
@@ -255,7 +249,9 @@ def _random_poset_rows(key, d, num_posets, num_samples, insertion_samples):
     }
     if insertion_samples:
       row["insertion_ratio"], row["insertion_ratio_se"] = insertion_norm_ratio(
-        numpy_seed(jax.random.fold_in(key, num_posets + 1 + i)), poset, insertion_samples
+        simulate.host_rng(jax.random.fold_in(key, num_posets + 1 + i)),
+        poset,
+        insertion_samples,
       )
     rows.append(row)
   return rows
