@@ -92,7 +92,8 @@ def estimate(
     key: one PRNG key; the result is a deterministic function of it.
     draw: ``draw(key, m)`` -> a batch of ``m`` draws (array or pytree with leading
       axis m), traceable.
-    statistic: ``statistic(batch)`` -> ``(m,)`` or ``(m, k)`` values, traceable.
+    statistic: ``statistic(batch)`` -> ``(m,)`` or ``(m, k)`` values, traceable;
+      each block reduces them in float32, or float64 for a float64 statistic.
       The compiled chunk function is cached on ``(draw, statistic, sizes,
       devices)``: pass the same function objects, or hashable callables that compare
       equal (module-level functions, frozen dataclasses with ``__call__``), to reuse
@@ -173,7 +174,9 @@ def _chunk_fn(draw, statistic, block_size, blocks, devices):
         f"statistic must return one row per draw; got shape {v.shape} for a batch of "
         f"{block_size}."
       )
-    v = v.astype(jnp.float32)
+    # at least float32; a float64 statistic (x64 on) stays float64: float32 would
+    # round values to their ulp (8 at 10^8) and the variance with them
+    v = v.astype(jnp.promote_types(v.dtype, jnp.float32))
     idx = block * block_size + jnp.arange(block_size)
     w = (idx < valid).astype(v.dtype)[:, None]
     n = jnp.sum(w[:, 0])

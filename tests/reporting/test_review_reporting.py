@@ -8,6 +8,7 @@ import pytest
 from scipy import stats
 
 import jaxdp
+from jaxdp import montecarlo
 from jaxdp.experiments import studies
 
 REPS = 40  # independent replications (fixed keys 0 .. REPS - 1)
@@ -93,3 +94,25 @@ def test_poset_study_insertion_draws_follow_the_study_key():
   ]
   assert rows[0]["exact_ratio"] != rows[1]["exact_ratio"]
   assert rows[0]["insertion_ratio"] != rows[1]["insertion_ratio"]
+
+
+def _normal64(key, m):
+  return jax.random.normal(key, (m,), jnp.float64)
+
+
+def _offset(x):
+  return 1e8 + x  # float32 rounds 1e8 + x to multiples of 8
+
+
+def test_montecarlo_keeps_a_float64_statistic_in_float64():
+  """estimate promises float64 means, variances and standard errors: a float64
+  statistic (x64 on) with sd 1 around 10^8 must not be cast to float32, which
+  rounds every value to 10^8 and reports variance 0. 2^16 draws: the sample
+  variance of N(0, 1) has relative sd sqrt(2 / 2^16) = 0.0055; the bounds are 18 of
+  those."""
+  with jax.enable_x64(True):
+    est = montecarlo.estimate(
+      jax.random.key(0), _normal64, _offset, 1 << 16, chunk_size=1 << 14
+    )
+  assert 0.9 < float(est.var) < 1.1, est
+  assert abs(float(est.mean) - 1e8) < 5 * float(est.stderr), est
