@@ -85,8 +85,14 @@ class ErrorBars:
       Two float64 arrays of ``released``'s shape.
 
     Raises:
-      ValueError: a shape that does not match the bars' coordinates.
+      ValueError: a shape that does not match the bars' coordinates, or ``released``
+        holding NaN or its signed integer dtype's minimum (a refused release).
     """
+    if _checks.holds_invalid(released):
+      raise ValueError(
+        "released holds NaN or its integer dtype's minimum, the mark of a refused "
+        "release: it has no interval. Check the release first (jaxdp.raise_if_refused)."
+      )
     y = np.asarray(released, dtype=np.float64)
     if np.ndim(self.lower) and y.shape[-1:] != np.shape(self.lower):
       raise ValueError(

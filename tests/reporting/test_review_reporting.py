@@ -116,3 +116,19 @@ def test_montecarlo_keeps_a_float64_statistic_in_float64():
     )
   assert 0.9 < float(est.var) < 1.1, est
   assert abs(float(est.mean) - 1e8) < 5 * float(est.stderr), est
+
+
+@pytest.mark.parametrize("mark", ["int", "nan"])
+def test_interval_refuses_a_refused_release(mark):
+  """A refused release holds its dtype's mark (int32's minimum for an exact release,
+  NaN for a float one); intervals around it mean nothing and must be refused, as
+  consistent_error_bars refuses it, not returned as numbers around -2^31."""
+  poset = jaxdp.Poset.nhis(1)
+  mech = jaxdp.PosetCountMechanism(poset, 1.0, exact=True)
+  bars = jaxdp.error_bars(mech, 0.9)
+  if mark == "int":
+    refused = np.full(mech.dim, np.iinfo(np.int32).min, np.int32)
+  else:
+    refused = np.array([10.0, 5.0, np.nan, 3.0, 2.0])
+  with pytest.raises(ValueError, match="released"):
+    bars.interval(refused)
