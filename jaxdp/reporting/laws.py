@@ -31,7 +31,7 @@ from jaxdp.samplers.balls import LpBall, PosetBall
 from jaxdp.samplers.ellipse import ellipse
 from jaxdp.samplers.norm_ball import NormBall
 
-__all__ = ["FAMILIES", "NoiseLaw", "noise_law"]
+__all__ = ["FAMILIES", "NoiseLaw", "check_shape", "noise_law"]
 
 FAMILIES = ("laplace", "gaussian", "discrete_gaussian", "knorm", "elliptic")
 SUPPORTED = (
@@ -136,6 +136,15 @@ def _static(mech, *names):
   return [float(getattr(mech, n)) for n in names]
 
 
+def check_shape(shape: Any) -> tuple[int, ...]:
+  """``shape`` as a tuple of ints >= 0 (a statistic's shape), else an error naming it."""
+  if not isinstance(shape, (tuple, list)):
+    raise _checks.ArgTypeError(
+      f"shape must be the statistic's shape, a tuple of ints such as (10,); got {shape!r}."
+    )
+  return tuple(_checks.check_int(n, "each entry of shape", minimum=0) for n in shape)
+
+
 def noise_law(mechanism: Any, shape: tuple[int, ...] | None = None) -> NoiseLaw:
   """The noise law of ``mechanism``: a function of its parameters, never of data.
 
@@ -155,7 +164,8 @@ def noise_law(mechanism: Any, shape: tuple[int, ...] | None = None) -> NoiseLaw:
 
   Raises:
     TypeError: another kind of mechanism.
-    ValueError: traced parameters, or a missing ``shape`` where it is needed.
+    ValueError: traced parameters, or a missing or bad ``shape`` where it is needed
+      (a tuple of ints >= 0).
   """
   if isinstance(mechanism, PosetCountMechanism):
     names = ("respondents",) + tuple(mechanism.poset.element_names)
@@ -177,7 +187,7 @@ def noise_law(mechanism: Any, shape: tuple[int, ...] | None = None) -> NoiseLaw:
         "(its noise is scaled for one grid step of slack per entry); pass the "
         "statistic's shape, e.g. shape=(10,)."
       )
-    slack = 0 if grid is None else math.prod(shape)
+    slack = 0 if grid is None else math.prod(check_shape(shape))
     scale = exact_scale(sens / (grid or 1.0) + slack, eps)
     snap = 0.0 if grid is None else grid / 2  # snapping moves an entry <= half a step
     return NoiseLaw("laplace", scale, rounded=True, unit=grid or 1.0, snap=snap)

@@ -132,3 +132,13 @@ def test_interval_refuses_a_refused_release(mark):
     refused = np.array([10.0, 5.0, np.nan, 3.0, 2.0])
   with pytest.raises(ValueError, match="released"):
     bars.interval(refused)
+
+
+@pytest.mark.parametrize("shape", [(-3,), (2.5,), (True,), 3, "3"])
+def test_error_bars_refuse_a_shape_no_statistic_has(shape):
+  """The grid Laplace's noise scale grows with the number of entries; a negative or
+  fractional shape gave narrower bars (upper 3.125 for (-3,) against 6.375 for (3,))
+  and an int an unclear TypeError: each must be a ValueError naming shape."""
+  mech = jaxdp.LaplaceMechanism(1.0, 2.0, exact=True, grid=0.25)
+  with pytest.raises(ValueError, match="shape"):
+    jaxdp.error_bars(mech, 0.9, shape=shape)
