@@ -189,8 +189,9 @@ def plan(fn: Callable, acct: Accountant, *args, **kwargs) -> Plan:
     per release, in the order they run.
 
   Raises:
-    DataDependentCostError: a release's eps or delta depends on the data arguments,
-      or whether it runs does (an enclosing cond/switch index or while_loop
+    DataDependentCostError: a release's eps or delta depends on the data arguments
+      (or another parameter its refusal checks, such as a sensitivity), or whether
+      it runs does (an enclosing cond/switch index or while_loop
       predicate), or the accountant state it starts from does (or that of the
       accountant ``fn`` returns): its refusal, or what the accountant reports, would
       disclose something about the data. The message names the release (its index
@@ -273,10 +274,10 @@ def _raise_if_data_dependent(found, names):
   for i, kinds in sorted(found.found.items()):
     if "cost" in kinds:
       raise DataDependentCostError(
-        f"release #{i} has an eps or delta computed from the data "
-        f"({which(kinds['cost'][0])}): whether it is refused would then disclose "
-        "the data. Choose privacy parameters from public values or from earlier "
-        "released outputs only."
+        f"release #{i} has an eps, delta or other mechanism parameter (a "
+        f"sensitivity) computed from the data ({which(kinds['cost'][0])}): whether "
+        "it is refused would then disclose the data. Choose privacy parameters from "
+        "public values or from earlier released outputs only."
       )
     if "control" in kinds:
       inputs, where = kinds["control"]
@@ -317,16 +318,18 @@ def _argument_names(args, kwargs):
   return names
 
 
-def record(state: _PlanState, eps, delta, event=(), acct=None):
+def record(state: _PlanState, eps, delta, event=(), acct=None, valid=True):
   """Notes one release while planning and tags it for the dependence analysis.
 
   The refusal rule is applied after tracing, to the releases in the order they run.
-  A traced cost is tagged, and so is the state of ``acct``, the accountant the
-  release starts from (for every release: the tag also marks where it runs).
-  ``event`` is the mechanism's :meth:`~jaxdp.Mechanism.event`.
+  A traced cost is tagged, and so is a traced ``valid`` (the mechanism's parameter
+  check, which refuses too: a sensitivity computed from the data decides it), and
+  the state of ``acct``, the accountant the release starts from (for every release:
+  the tag also marks where it runs). ``event`` is the mechanism's
+  :meth:`~jaxdp.Mechanism.event`.
 
   Returns:
-    ``(eps, delta, acct)``, tagged.
+    ``(eps, delta, acct, valid)``, tagged.
   """
   index = len(state.raw)
   if _checks.is_concrete(eps) and _checks.is_concrete(delta):
@@ -334,10 +337,12 @@ def record(state: _PlanState, eps, delta, event=(), acct=None):
   else:
     state.raw.append(None)
     eps, delta = dependence.mark_cost(eps, index), dependence.mark_cost(delta, index)
+  if not _checks.is_concrete(valid):
+    valid = dependence.mark_cost(valid, index)
   if acct is not None:
     leaves, treedef = jax.tree_util.tree_flatten(acct)
     acct = jax.tree_util.tree_unflatten(treedef, dependence.mark_state(leaves, index))
-  return eps, delta, acct
+  return eps, delta, acct, valid
 
 
 def _release_key(index, raw):

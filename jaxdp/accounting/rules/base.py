@@ -219,7 +219,7 @@ class UnitRule:
     self.check_static_cost(acct, caps, eps, delta)
     state = planning.current()
     if state is not None:
-      eps, delta, acct = planning.record(state, eps, delta, event, acct)
+      eps, delta, acct, valid = planning.record(state, eps, delta, event, acct, valid)
     key, sub = jax.random.split(acct.key)
     ok, leaves = _charge(
       (

@@ -1,0 +1,46 @@
+"""Attacks on the functional accountant, ``plan`` and the secure allowlist through
+the public API (``import jaxdp`` and the guides): each test asserts a guarantee the
+docs state and failed on the code it was written against."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import jaxdp
+
+
+def _sensitivity_from_data(x):
+  """A Laplace sensitivity that is 1 on some data and inf (refused) on the rest."""
+  return jnp.where(x[0] > 0, jnp.inf, 1.0)
+
+
+def _fill_acct(seed):
+  return jaxdp.Accountant.create(
+    1.0, key=jax.random.key(seed), on_refusal=jaxdp.FillOnRefusal()
+  )
+
+
+def _outputs_only(acct, x):
+  # the accountant is dropped: only the output leaves the query function
+  _, out = jaxdp.release(
+    acct, jaxdp.LaplaceMechanism(eps=0.5, sensitivity=_sensitivity_from_data(x)), x
+  )
+  return out
+
+
+def test_plan_refuses_a_sensitivity_computed_from_the_data():
+  """plan rejects a release whose refusal depends on the data (trust model: "refusal
+  decided from an eps computed from the data"). A sensitivity computed from the data
+  decides the refusal just as well (an infinite one is out of range): the planned
+  query below answers on one dataset and is refused on its neighbour, and plan
+  passed it, reporting eps 0.5, because only eps and delta were tagged."""
+  acct = _fill_acct(0)
+  run = jax.jit(_outputs_only)
+  neighbours = (jnp.array([0.0, 1.0]), jnp.array([1.0, 1.0]))
+  answered = [
+    bool(jnp.all(jnp.isfinite(run(_fill_acct(seed), x))))
+    for seed, x in enumerate(neighbours, 1)
+  ]
+  assert answered == [True, False]  # the refusal discloses x[0] > 0
+  with pytest.raises(jaxdp.DataDependentCostError, match="argument 0"):
+    jaxdp.plan(_outputs_only, acct, neighbours[0])
