@@ -44,3 +44,25 @@ def test_plan_refuses_a_sensitivity_computed_from_the_data():
   assert answered == [True, False]  # the refusal discloses x[0] > 0
   with pytest.raises(jaxdp.DataDependentCostError, match="argument 0"):
     jaxdp.plan(_outputs_only, acct, neighbours[0])
+
+
+@pytest.mark.parametrize(
+  "composition, eps, group_size", [("zcdp", 1e20, 1), ("basic", 1e30, 10**9)]
+)
+def test_a_cost_past_float32_is_named_over_budget_not_underflowing(
+  composition, eps, group_size
+):
+  """A static cost beyond float32's range (rho = eps^2 / 2 = 5e39; k eps = 1e39) was
+  refused with a message saying it "underflows float32" and asking for a larger
+  eps: the opposite of what to do. It must read as more than the budget."""
+  acct = jaxdp.Accountant.create(
+    1.0,
+    delta_budget=1e-6 if composition == "zcdp" else 0.0,
+    composition=composition,
+    group_size=group_size,
+    key=jax.random.key(2),
+  )
+  with pytest.raises(jaxdp.BudgetExceededError) as info:
+    jaxdp.release(acct, jaxdp.LaplaceMechanism(eps=eps), jnp.zeros(()))
+  assert "underflow" not in str(info.value)
+  assert "more than the whole" in str(info.value)

@@ -260,7 +260,10 @@ class UnitRule:
       return
     ve, ce = budget.charge_host(eps, acct.unit_exponent, positive=True)
     vd, cd = budget.charge_host(delta, acct.delta_unit_exponent, positive=False)
-    if not ve and np.all(np.asarray(eps, np.float64) > 0):
+    e64 = np.asarray(eps, np.float64)
+    with np.errstate(over="ignore"):  # past float32's range: over budget, below
+      underflows = np.any(e64.astype(np.float32) == 0)
+    if not ve and np.all(e64 > 0) and underflows:
       raise BudgetExceededError(
         f"one release's cost {np.asarray(eps, np.float64)} (its {self.name} cost "
         f"for groups of {acct.group_size}) is positive but underflows float32, the "
