@@ -5,6 +5,7 @@ docs state and failed on the code it was written against."""
 import jax
 import jax.numpy as jnp
 import pytest
+from jax import lax
 
 import jaxdp
 
@@ -66,3 +67,30 @@ def test_a_cost_past_float32_is_named_over_budget_not_underflowing(
     jaxdp.release(acct, jaxdp.LaplaceMechanism(eps=eps), jnp.zeros(()))
   assert "underflow" not in str(info.value)
   assert "more than the whole" in str(info.value)
+
+
+def _mechanism_chosen_by_the_data(acct, x):
+  # both branches charge eps 0.5 from the same state, to different mechanisms
+  stat = jnp.zeros(())
+  return lax.cond(
+    x[0] > 0,
+    lambda a: jaxdp.release(a, jaxdp.LaplaceMechanism(eps=0.5), stat),
+    lambda a: jaxdp.release(a, jaxdp.LaplaceMechanism(eps=0.5, sensitivity=2.0**20), stat),
+    acct,
+  )
+
+
+def test_plan_refuses_a_cond_on_the_data_between_different_mechanisms():
+  """plan accepts a cond on the data only when "every branch makes the same releases
+  (same mechanisms and parameters, in the same order)". Releases were compared by
+  eps, delta and event only, so Laplace noise of sensitivity 1 in one branch and
+  2**20 in the other counted as the same: plan passed the query, charged eps 0.5,
+  and the output's size tells which branch ran (x[0] > 0), one bit of one row."""
+  run = jax.jit(_mechanism_chosen_by_the_data)
+  neighbours = (jnp.array([1.0, 1.0]), jnp.array([0.0, 1.0]))
+  small = [
+    bool(abs(run(_fill_acct(seed), x)[1]) < 1e3) for seed, x in enumerate(neighbours, 3)
+  ]
+  assert small == [True, False]
+  with pytest.raises(jaxdp.DataDependentCostError, match="cond"):
+    jaxdp.plan(_mechanism_chosen_by_the_data, _fill_acct(0), neighbours[0])
