@@ -94,3 +94,17 @@ def test_plan_refuses_a_cond_on_the_data_between_different_mechanisms():
   assert small == [True, False]
   with pytest.raises(jaxdp.DataDependentCostError, match="cond"):
     jaxdp.plan(_mechanism_chosen_by_the_data, _fill_acct(0), neighbours[0])
+
+
+def test_the_history_never_logs_a_release_as_cheaper_than_it_was():
+  """The history leaf (``events()``, ``to_dp_event()``) stored each event's value
+  rounded to the nearest float32: Laplace eps 0.7 was logged as 0.69999999 and a
+  Gaussian noise multiplier 17.6626750895 as 17.6626758575 (more noise than drawn),
+  so a composition of the logged events came out below the releases' true cost."""
+  acct = jaxdp.Accountant.create(100.0, delta_budget=1e-3, history=2, key=jax.random.key(4))
+  mechs = [jaxdp.LaplaceMechanism(eps=0.7), jaxdp.GaussianMechanism(0.3, 1e-6)]
+  for m in mechs:
+    acct, _ = jaxdp.release(acct, m, jnp.zeros(()))
+  (_, eps), (_, multiplier) = acct.events()
+  assert eps >= 0.7
+  assert multiplier <= mechs[1].event(1)[1]
