@@ -2,6 +2,8 @@
 the public API (``import jaxdp`` and the guides): each test asserts a guarantee the
 docs state and failed on the code it was written against."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -108,3 +110,31 @@ def test_the_history_never_logs_a_release_as_cheaper_than_it_was():
   (_, eps), (_, multiplier) = acct.events()
   assert eps >= 0.7
   assert multiplier <= mechs[1].event(1)[1]
+
+
+def _one_laplace(acct, x):
+  return jaxdp.release(acct, jaxdp.LaplaceMechanism(eps=0.5), x)
+
+
+def test_a_planned_accountant_answers_nothing_past_its_plan_after_2_31_refusals():
+  """The refusal counter added one per refused release and wrapped past int32 after
+  2**31 refusals (a long ``lax.scan`` of refused releases under ``FillOnRefusal``;
+  the counter is set here to stand for them). The planned rule found its next row
+  at ``answered + refusals``, which then wrapped negative and indexed the plan's
+  first row again: a release past the end of the plan was answered."""
+  acct = _fill_acct(5)
+  x = jnp.zeros(())
+  planned = jaxdp.Accountant.create(
+    1.0,
+    composition=jaxdp.accounting.rules.PlannedComposition(
+      plan=jaxdp.plan(_one_laplace, acct, x)
+    ),
+    key=jax.random.key(6),
+    on_refusal=jaxdp.FillOnRefusal(),
+  )
+  planned, _ = _one_laplace(planned, x)
+  assert bool(planned.last_answered)
+  worn = dataclasses.replace(planned, refusals=jnp.int32(2**31 - 1))
+  after, out = _one_laplace(worn, x)
+  assert not bool(after.last_answered) and bool(jnp.isnan(out))
+  assert int(after.refusals) == 2**31 - 1  # saturated, never wrapped

@@ -393,7 +393,7 @@ def _charge(leaves, eps, delta, valid, *, rule, caps, exponents):
   return ok, (
     jnp.where(ok, rule.add(caps, spent, ce), spent),
     jnp.where(ok, budget.add_units(spent_delta, cd), spent_delta),
-    answered + ok.astype(jnp.int32),
-    refusals + (~ok).astype(jnp.int32),
+    budget.add_units(answered, ok.astype(jnp.int32)),  # counters saturate, never wrap
+    budget.add_units(refusals, (~ok).astype(jnp.int32)),
     jnp.broadcast_to(ok, jnp.shape(last)),
   )
