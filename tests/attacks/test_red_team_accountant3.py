@@ -1,6 +1,6 @@
-"""Attacks on the functional accountant, ``plan`` and the secure allowlist through
-the public API (``import jaxdp`` and the guides): each test asserts a guarantee the
-docs state and failed on the code it was written against."""
+"""Attacks on the functional accountant and ``plan`` through the public API
+(``import jaxdp`` and the guides): each test asserts a guarantee the docs state
+and failed on the code it was written against."""
 
 import dataclasses
 
