@@ -7,12 +7,33 @@ from __future__ import annotations
 
 import itertools
 
+import jax
 import numpy as np
 from jax.extend import core as jex_core
 
+from jaxdp import _checks
 from jaxdp.accounting.jaxprs import FINAL, call_jaxpr, digest, split
 
-__all__ = ["ValueNumbering"]
+__all__ = ["ValueNumbering", "mechanism_key"]
+
+
+def mechanism_key(inputs):
+  """The mechanisms among a release's ``inputs`` as a hashable key: their classes,
+  static fields and leaf values, or None when a leaf is traced or a value unreadable
+  (a release that is then like no other)."""
+  mechs = [x for x in jax.tree.leaves(inputs, is_leaf=_is_mechanism) if _is_mechanism(x)]
+  leaves, treedef = jax.tree.flatten(mechs)
+  values = tuple(digest(x) if _checks.is_concrete(x) else None for x in leaves)
+  key = None if None in values else (treedef, values)
+  try:
+    hash(key)
+  except TypeError:  # an unhashable static field
+    return None
+  return key
+
+
+def _is_mechanism(x) -> bool:
+  return callable(getattr(x, "randomize", None))
 
 
 class ValueNumbering:

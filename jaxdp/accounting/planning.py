@@ -28,7 +28,7 @@ import jax
 import numpy as np
 
 from jaxdp import _checks
-from jaxdp.accounting import budget, dependence
+from jaxdp.accounting import budget, dependence, numbering
 from jaxdp.accounting.errors import DataDependentCostError
 from jaxdp.composition.events import events_epsilon, to_dp_event
 from jaxdp.composition.zcdp import zcdp_epsilon
@@ -130,6 +130,7 @@ def _fallback_epsilon(rows, delta):
 class _PlanState:
   acct: object  # the Accountant planned against
   raw: list  # per release, in tracing order: (eps, delta, event); None: a traced cost
+  mechanisms: dict = dataclasses.field(default_factory=dict)  # index -> what it noises
 
 
 _PLAN: contextvars.ContextVar[_PlanState | None] = contextvars.ContextVar(
@@ -189,8 +190,9 @@ def plan(fn: Callable, acct: Accountant, *args, **kwargs) -> Plan:
     per release, in the order they run.
 
   Raises:
-    DataDependentCostError: a release's eps or delta depends on the data arguments,
-      or whether it runs does (an enclosing cond/switch index or while_loop
+    DataDependentCostError: a release's eps or delta depends on the data arguments
+      (or another parameter its refusal checks, such as a sensitivity), or whether
+      it runs does (an enclosing cond/switch index or while_loop
       predicate), or the accountant state it starts from does (or that of the
       accountant ``fn`` returns): its refusal, or what the accountant reports, would
       disclose something about the data. The message names the release (its index
@@ -227,7 +229,7 @@ def plan(fn: Callable, acct: Accountant, *args, **kwargs) -> Plan:
       closed = jax.make_jaxpr(run)(*abstract)
   finally:
     _PLAN.reset(token)
-  found = dependence.analyse(closed, lambda i: _release_key(i, state.raw[i]))
+  found = dependence.analyse(closed, lambda i: _release_key(i, state))
   _raise_if_data_dependent(found, names)
   for i, where in sorted(found.unplanned.items()):
     raise ValueError(
@@ -273,10 +275,10 @@ def _raise_if_data_dependent(found, names):
   for i, kinds in sorted(found.found.items()):
     if "cost" in kinds:
       raise DataDependentCostError(
-        f"release #{i} has an eps or delta computed from the data "
-        f"({which(kinds['cost'][0])}): whether it is refused would then disclose "
-        "the data. Choose privacy parameters from public values or from earlier "
-        "released outputs only."
+        f"release #{i} has an eps, delta or other mechanism parameter (a "
+        f"sensitivity) computed from the data ({which(kinds['cost'][0])}): whether "
+        "it is refused would then disclose the data. Choose privacy parameters from "
+        "public values or from earlier released outputs only."
       )
     if "control" in kinds:
       inputs, where = kinds["control"]
@@ -317,16 +319,16 @@ def _argument_names(args, kwargs):
   return names
 
 
-def record(state: _PlanState, eps, delta, event=(), acct=None):
+def record(state: _PlanState, eps, delta, event=(), acct=None, valid=True):
   """Notes one release while planning and tags it for the dependence analysis.
 
   The refusal rule is applied after tracing, to the releases in the order they run.
-  A traced cost is tagged, and so is the state of ``acct``, the accountant the
-  release starts from (for every release: the tag also marks where it runs).
-  ``event`` is the mechanism's :meth:`~jaxdp.Mechanism.event`.
+  A traced cost is tagged, so is a traced ``valid`` (the parameter check, which
+  refuses too), and so is the state of ``acct``, the accountant the release starts
+  from (the tag also marks where it runs). ``event``: :meth:`~jaxdp.Mechanism.event`.
 
   Returns:
-    ``(eps, delta, acct)``, tagged.
+    ``(eps, delta, acct, valid)``, tagged.
   """
   index = len(state.raw)
   if _checks.is_concrete(eps) and _checks.is_concrete(delta):
@@ -334,19 +336,28 @@ def record(state: _PlanState, eps, delta, event=(), acct=None):
   else:
     state.raw.append(None)
     eps, delta = dependence.mark_cost(eps, index), dependence.mark_cost(delta, index)
+  if not _checks.is_concrete(valid):
+    valid = dependence.mark_cost(valid, index)
   if acct is not None:
     leaves, treedef = jax.tree_util.tree_flatten(acct)
     acct = jax.tree_util.tree_unflatten(treedef, dependence.mark_state(leaves, index))
-  return eps, delta, acct
+  return eps, delta, acct, valid
 
 
-def _release_key(index, raw):
-  """What a recorded release charges (equal keys: interchangeable releases)."""
-  if raw is None:
+def _release_key(index, state):
+  """What a recorded release charges and noises (equal keys: interchangeable)."""
+  raw, mechanisms = state.raw[index], state.mechanisms.get(index)
+  if raw is None or mechanisms is None:
     return ("traced", index)
-  eps, delta, event = raw
-  e = np.asarray(eps, np.float64)
-  return (e.shape, tuple(e.ravel().tolist()), float(delta), event)
+  e = np.asarray(raw[0], np.float64)
+  return (e.shape, tuple(e.ravel().tolist()), float(raw[1]), raw[2], mechanisms)
+
+
+def note_mechanisms(inputs) -> None:
+  """While planning: the last release's mechanisms (:func:`numbering.mechanism_key`)."""
+  state = _PLAN.get()
+  if state is not None and state.raw:
+    state.mechanisms[len(state.raw) - 1] = numbering.mechanism_key(inputs)
 
 
 def spend_host(rule, caps, exponents: tuple, counters: tuple, eps, delta):

@@ -197,12 +197,8 @@ def release_part_statistics(
 
 def _release_summed(acct, mech, row_shape, inputs, statistic, num_parts):
   """Charges ``mech`` for rows of ``row_shape`` and randomizes ``statistic()``."""
-  ok, sub, new = spend(
-    acct,
-    *mechanism_cost(acct, mech, row_shape),
-    mechanism_event(acct, mech),
-    inputs,
-  )
+  cost = mechanism_cost(acct, mech, row_shape)
+  ok, sub, new = spend(acct, *cost, mechanism_event(acct, mech), inputs)
   stat = statistic()
   summed = isinstance(mech, (PosetCountMechanism, QueryMechanism))  # stat: summed rows
   noise_mech = mech.inner if summed else mech
@@ -413,6 +409,7 @@ def spend(acct, eps, delta, valid, event, inputs):
   check_lineage(acct)
   acct = one_key_per_lane(acct, inputs)
   ok, sub, new = rule.spend(acct, eps, delta, valid, event)
+  planning.note_mechanisms(inputs)
   settled = ok if planning.current() is not None else policy.settle(ok)
   if settled is not ok:  # a run-time check: the counters depend on it too
     ok, new = settled, dataclasses.replace(new, last_answered=new.last_answered & settled)

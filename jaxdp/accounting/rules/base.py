@@ -219,7 +219,7 @@ class UnitRule:
     self.check_static_cost(acct, caps, eps, delta)
     state = planning.current()
     if state is not None:
-      eps, delta, acct = planning.record(state, eps, delta, event, acct)
+      eps, delta, acct, valid = planning.record(state, eps, delta, event, acct, valid)
     key, sub = jax.random.split(acct.key)
     ok, leaves = _charge(
       (
@@ -260,7 +260,10 @@ class UnitRule:
       return
     ve, ce = budget.charge_host(eps, acct.unit_exponent, positive=True)
     vd, cd = budget.charge_host(delta, acct.delta_unit_exponent, positive=False)
-    if not ve and np.all(np.asarray(eps, np.float64) > 0):
+    e64 = np.asarray(eps, np.float64)
+    with np.errstate(over="ignore"):  # past float32's range: over budget, below
+      underflows = np.any(e64.astype(np.float32) == 0)
+    if not ve and np.all(e64 > 0) and underflows:
       raise BudgetExceededError(
         f"one release's cost {np.asarray(eps, np.float64)} (its {self.name} cost "
         f"for groups of {acct.group_size}) is positive but underflows float32, the "
@@ -390,7 +393,7 @@ def _charge(leaves, eps, delta, valid, *, rule, caps, exponents):
   return ok, (
     jnp.where(ok, rule.add(caps, spent, ce), spent),
     jnp.where(ok, budget.add_units(spent_delta, cd), spent_delta),
-    answered + ok.astype(jnp.int32),
-    refusals + (~ok).astype(jnp.int32),
+    budget.add_units(answered, ok.astype(jnp.int32)),  # counters saturate, never wrap
+    budget.add_units(refusals, (~ok).astype(jnp.int32)),
     jnp.broadcast_to(ok, jnp.shape(last)),
   )

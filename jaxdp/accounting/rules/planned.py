@@ -94,7 +94,7 @@ class PlannedComposition(UnitRule):
       [r[1] if r and r[0] in FITS[kind] else np.nan for r in self.planned] + [np.nan],
       np.float64,
     )
-    index = jnp.minimum(acct.answered + acct.refusals, len(self.planned))
+    index = _next_row(acct, len(self.planned))
     more = kind == "gaussian"  # sigma must be at least the planned one; else at most
     if _checks.is_concrete(value):  # compared in float64, row by row, now
       v = float(value)
@@ -123,8 +123,8 @@ class PlannedComposition(UnitRule):
         acct,
         key=key,
         log=logged(acct, ok, event),
-        answered=acct.answered + ok.astype(jnp.int32),
-        refusals=acct.refusals + (~ok).astype(jnp.int32),
+        answered=budget.add_units(acct.answered, ok.astype(jnp.int32)),
+        refusals=budget.add_units(acct.refusals, (~ok).astype(jnp.int32)),
         last_answered=ok,
       ),
     )
@@ -148,8 +148,15 @@ class PlannedComposition(UnitRule):
     """The eps of the plan's next row when it is a Laplace or pure row, else 0."""
     f = jnp.result_type(float)
     rows = [r[1] if r and r[0] in ("laplace", "pure") else 0.0 for r in self.planned]
-    index = jnp.minimum(acct.answered + acct.refusals, len(self.planned))
+    index = _next_row(acct, len(self.planned))
     return (jnp.asarray(rows + [0.0], f)[index], jnp.zeros(jnp.shape(acct.answered), f))
+
+
+def _next_row(acct: Accountant, n: int) -> jax.Array:
+  """The index of the next release, ``answered + refusals`` capped at ``n`` (summed
+  after capping each: their int32 sum could wrap to a negative index)."""
+  answered, refusals = (jnp.clip(c, 0, n) for c in (acct.answered, acct.refusals))
+  return jnp.minimum(answered + refusals, n)
 
 
 def plan_events(plan: object) -> tuple:
