@@ -13,12 +13,22 @@ from __future__ import annotations
 
 import contextlib
 import json
+from typing import Any
 
+from jaxdp import _checks
 from jaxdp.ledger.chain import Chain, canonical, genesis, link, unsealed
 from jaxdp.ledger.errors import LedgerRollbackError, LedgerTamperedError
 from jaxdp.ledger.store import Store, Transaction
 
-__all__ = ["KINDS", "MAX_SEQ", "Index", "holds_entry", "initial_state", "verify_row"]
+__all__ = [
+  "KINDS",
+  "MAX_SEQ",
+  "Index",
+  "check_head",
+  "holds_entry",
+  "initial_state",
+  "verify_row",
+]
 
 # refusal: only where a rule counts them; fingerprint: another fingerprint of a
 # dataset's data (of the current scheme, for a dataset registered by jaxdp 0.1; or of
@@ -224,6 +234,28 @@ class Index:
 
 
 MAX_SEQ = 2**63 - 1  # the largest entry number sqlite stores (a signed 64-bit integer)
+
+
+def check_head(head: Any) -> tuple[int, str] | None:
+  """A ledger's ``expect_head`` (None or ``(seq, hash)``), or raises naming it (an entry
+  number is an integer, never truncated from a float or read from a string or a
+  bool).
+
+  Raises:
+    ArgTypeError: not a pair of an entry number >= 0 and a string.
+  """
+  if head is None:
+    return None
+  ok = isinstance(head, (tuple, list)) and len(head) == 2 and isinstance(head[1], str)
+  if ok:
+    try:
+      return _checks.check_int(head[0], "expect_head's entry", minimum=0), head[1]
+    except ValueError:
+      pass
+  raise _checks.ArgTypeError(
+    f"expect_head must be (seq, hash) as Ledger.head gives it: an entry number >= 0 "
+    f"and a string; got {head!r:.120}."
+  )
 
 
 def holds_entry(tx: Transaction, key: bytes, seq, digest) -> bool:

@@ -34,7 +34,7 @@ from jaxdp.ledger.fingerprint import (
   legacy_rows_fingerprint,
 )
 from jaxdp.ledger.identity import check_dataset, check_name
-from jaxdp.ledger.index import Index, holds_entry
+from jaxdp.ledger.index import Index, check_head, holds_entry
 from jaxdp.ledger.store import Store
 from jaxdp.ledger.summary import Charge, DatasetSummary, charge_of, refusal, summarize
 
@@ -75,6 +75,7 @@ class Ledger:
   Raises:
     LedgerError: the file cannot be opened, is not a ledger, or its hash chain does
       not verify (each a subclass, see :mod:`jaxdp.ledger.errors`).
+    ValueError: a bad ``timeout``, or ``expect_head`` not ``(int >= 0, str)``.
   """
 
   def __init__(
@@ -89,6 +90,7 @@ class Ledger:
     journal: str = "delete",
   ) -> None:
     timeout = _checks.check_positive(timeout, "timeout")
+    expect_head = check_head(expect_head)  # before a file is created
     self._store = Store(
       path,
       timeout=timeout,
@@ -138,11 +140,8 @@ class Ledger:
     with self._index.writing(self._store, write=False) as tx:
       self._known(dataset)
       rows = tx.entries_after(self._index.datasets[dataset]["seq"])
-    return [
-      charge_of(r, self._store.key)
-      for r in rows
-      if r[1] == dataset and r[2] != "fingerprint"
-    ]
+    key = self._store.key
+    return [charge_of(r, key) for r in rows if r[1] == dataset and r[2] != "fingerprint"]
 
   def committed(self, dataset: str) -> dict:
     """The dataset's state after the last entry this object read or wrote (spent

@@ -110,10 +110,13 @@ def commit(
 
   Raises:
     KeyError: no such dataset.
-    ValueError: ``acct``'s rule is not one a ledger stores (:func:`records.check_rule`).
+    ValueError: ``acct``'s rule is not one a ledger stores (:func:`records.check_rule`),
+      or ``rows`` is empty.
     BudgetMismatchError: ``acct`` has another budget than the dataset.
     BudgetExceededError: one release costs more than the whole budget.
   """
+  if isinstance(rows, list) and not rows:  # its key would fold in no entry's nonce
+    raise ValueError("mechs must hold at least one mechanism; got none: charge nothing.")
   records.check_rule(acct, rebuilds=False)  # the rebuild was checked at resume
   rule = bound_rule(acct)
   record = _budget_record(acct)
