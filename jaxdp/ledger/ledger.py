@@ -75,7 +75,7 @@ class Ledger:
   Raises:
     LedgerError: the file cannot be opened, is not a ledger, or its hash chain does
       not verify (each a subclass, see :mod:`jaxdp.ledger.errors`).
-    ValueError: a bad ``timeout``, or ``expect_head`` not ``(int >= 0, str)``.
+    ValueError: a bad ``timeout``, ``max_pages`` or ``expect_head`` (``(int, str)``).
   """
 
   def __init__(

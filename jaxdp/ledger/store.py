@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 
+from jaxdp import _checks
 from jaxdp.ledger import chain, creation, keyfile
 from jaxdp.ledger.creation import FORMAT
 from jaxdp.ledger.errors import (
@@ -279,6 +280,8 @@ class Store:
   ):
     if journal not in JOURNALS:
       raise ValueError(f"journal must be one of {JOURNALS}; got {journal!r}.")
+    if max_pages is not None:  # sqlite ignores a limit <= 0 silently
+      max_pages = _checks.check_int(max_pages, "max_pages", minimum=1)
     self.path, self.timeout = str(path), float(timeout)
     p = Path(path)
     key_there = keyfile.key_path(p).exists()  # first: a key is linked after its file

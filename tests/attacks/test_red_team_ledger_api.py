@@ -76,3 +76,12 @@ def test_the_release_keys_of_two_charges_from_one_accountant_differ(tmp_path):
   one = ledger.charge("d", acct, LAP)
   two = ledger.charge("d", dataclasses.replace(acct), LAP)
   assert not np.array_equal(jax.random.key_data(one.key), jax.random.key_data(two.key))
+
+
+@pytest.mark.parametrize("pages", [0, -1, True, 1.5, "9"])
+def test_a_bad_max_pages_is_refused_before_a_file_is_created(tmp_path, pages):
+  """`max_pages=0` or `-1` was passed to sqlite, which ignores it (no limit at
+  all), `1.5` and `True` were read as 1: a size limit is a positive integer."""
+  with pytest.raises(ValueError, match="max_pages must be"):
+    jaxdp.Ledger(tmp_path / "l.db", max_pages=pages)
+  assert not (tmp_path / "l.db").exists()
