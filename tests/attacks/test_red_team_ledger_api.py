@@ -1,5 +1,5 @@
 """Red-team attacks on the `jaxdp.Ledger` library API (not the CLI): batches,
-`expect_head` and dataset fingerprints."""
+`expect_head`, `max_pages`, release keys and dataset fingerprints."""
 
 import dataclasses
 
