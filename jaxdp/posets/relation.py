@@ -153,8 +153,8 @@ class Poset:
     d = _checks.check_int(d, "d", minimum=1)
     adj = np.zeros((d, d), dtype=bool)
     for n, edge in enumerate(edges):
-      try:
-        i, j = (int(v) for v in edge)
+      try:  # integers only: int() would truncate 0.7 to 0 and parse "1"
+        i, j = (_checks.check_int(v, f"edges[{n}]") for v in edge)
       except (TypeError, ValueError):
         raise ValueError(
           f"edges[{n}] must be a pair (i, j) of integers; got {edge!r}."
@@ -254,7 +254,7 @@ class Poset:
       The :class:`Poset` (a forest: every element has at most one element directly
       above it).
     """
-    parents = [int(p) for p in parents]
+    parents = [_checks.check_int(p, f"parents[{i}]") for i, p in enumerate(parents)]
     d = len(parents)
     edges = []
     for i, p in enumerate(parents):
