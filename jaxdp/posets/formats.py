@@ -67,6 +67,10 @@ def check_labels(labels: Any, d: int) -> tuple:
   Raises:
     ValueError: naming what is wrong and the labels.
   """
+  if isinstance(labels, (str, bytes)):  # tuple("xyz") would be one label per character
+    raise ValueError(
+      f"labels must be a sequence of {d} strings; got the string {labels!r}."
+    )
   labels = tuple(labels)
   if not labels:
     return labels

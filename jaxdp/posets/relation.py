@@ -120,7 +120,7 @@ class Poset:
     Raises:
       ValueError: naming the broken property and the indices involved.
     """
-    return cls(canonical.canonical_relation(order), name=name, labels=tuple(labels))
+    return cls(canonical.canonical_relation(order), name=name, labels=labels)
 
   @classmethod
   def from_edges(
@@ -175,7 +175,7 @@ class Poset:
     if cycle:
       path = " < ".join(f"p{c}" for c in cycle + [cycle[0]])
       raise ValueError(f"edges contain a cycle: {path}. A partial order has no cycles.")
-    return cls(graphs.transitive_closure(adj), name=name, labels=tuple(labels))
+    return cls(graphs.transitive_closure(adj), name=name, labels=labels)
 
   @classmethod
   def from_prerequisites(

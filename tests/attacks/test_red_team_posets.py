@@ -20,3 +20,14 @@ def test_from_parents_refuses_non_integer_parents(parents):
   # int(-1.5) is -1 ("no parent"), int(1.5) is 1: a wrong forest, silently
   with pytest.raises(ValueError, match=r"parents\["):
     Poset.from_parents(parents)
+
+
+def test_labels_refuse_a_single_string():
+  # tuple("xyz") is ("x", "y", "z"): one string was split into one label per character
+  with pytest.raises(ValueError, match="labels"):
+    Poset.from_edges(3, [(0, 1)], labels="xyz")
+
+
+def test_from_order_labels_refuse_a_single_string():
+  with pytest.raises(ValueError, match="labels"):
+    Poset.from_order([[1, 0], [0, 1]], labels="ab")
