@@ -192,6 +192,10 @@ class Poset:
 
     Returns:
       The :class:`Poset`, labelled with the question names.
+
+    Raises:
+      ArgTypeError: prerequisites given other than as a list or tuple (a string, or
+        a set, whose order varies from process to process).
     """
     labels = []
     for q, reqs in requires.items():
@@ -199,6 +203,12 @@ class Poset:
         raise _checks.ArgTypeError(
           f"requires[{q!r}] must be a list of question names; got the string "
           f"{reqs!r} (write [{reqs!r}])."
+        )
+      if not isinstance(reqs, (list, tuple)):  # a set's order varies by process
+        raise _checks.ArgTypeError(
+          f"requires[{q!r}] must be a list of question names; got a "
+          f"{type(reqs).__name__}, whose order would set the elements' order. "
+          "Pass a list."
         )
       for v in [q, *reqs]:
         if v not in labels:

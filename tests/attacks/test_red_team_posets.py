@@ -31,3 +31,11 @@ def test_labels_refuse_a_single_string():
 def test_from_order_labels_refuse_a_single_string():
   with pytest.raises(ValueError, match="labels"):
     Poset.from_order([[1, 0], [0, 1]], labels="ab")
+
+
+@pytest.mark.parametrize("reqs", [{"q1", "q2", "q3"}, frozenset({"q1"}), {"q1": 1}])
+def test_from_prerequisites_refuses_unordered_prerequisites(reqs):
+  # a set's order follows PYTHONHASHSEED: the questions (the data's columns) came out
+  # in another order in each process, e.g. ('q4', 'q3', 'q1', 'q2') or ('q4', 'q2', ...)
+  with pytest.raises(ValueError, match=r"requires\['q4'\]"):
+    Poset.from_prerequisites({"q4": reqs})
