@@ -88,8 +88,13 @@ class Poset:
   def from_key(cls, key: bytes) -> Poset:
     """The unnamed poset of canonical bytes ``key``, as the table caches build it: its
     relation is the one tuple :func:`~jaxdp.posets.canonical.relation_of` keeps for
-    the bytes, not checked again (the bytes of a poset built by a constructor are a
-    partial order; other bytes only reach caches under themselves)."""
+    the bytes, checked to be a partial order (bytes from elsewhere could hold a
+    cycle, which no sampler's ball is built for).
+
+    Raises:
+      ValueError: the bytes' relation breaks an order axiom (named).
+    """
+    graphs.validate_order(canonical.order_of(key), "order")
     poset = object.__new__(cls)
     object.__setattr__(poset, "relation", canonical.relation_of(key))
     object.__setattr__(poset, "name", "")

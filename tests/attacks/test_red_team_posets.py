@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from jaxdp import Poset
+from jaxdp.posets import canonical
 
 
 @pytest.mark.parametrize("edge", [(0.7, 1), (1.9, 0), ("1", 0), (np.float64(0.5), 1)])
@@ -39,3 +40,23 @@ def test_from_prerequisites_refuses_unordered_prerequisites(reqs):
   # in another order in each process, e.g. ('q4', 'q3', 'q1', 'q2') or ('q4', 'q2', ...)
   with pytest.raises(ValueError, match=r"requires\['q4'\]"):
     Poset.from_prerequisites({"q4": reqs})
+
+
+@pytest.mark.parametrize(
+  "relation, broken",
+  [
+    (((True, True, False), (True, True, False), (False, False, True)), "antisymmetric"),
+    (((True, True, False), (False, True, True), (False, False, True)), "transitive"),
+    (((False, False), (False, True)), "reflexive"),
+  ],
+)
+def test_from_key_refuses_bytes_that_are_not_a_partial_order(relation, broken):
+  # from_key is public and skipped the order axioms: a cycle p0 <= p1 <= p0 became a
+  # Poset that every sampler method accepted and an exact release noised
+  with pytest.raises(ValueError, match=broken):
+    Poset.from_key(canonical.relation_key(relation))
+
+
+def test_from_key_of_a_poset_is_that_poset():
+  p = Poset.nhis(2)
+  assert Poset.from_key(p.key) == p
