@@ -60,3 +60,12 @@ def test_from_key_refuses_bytes_that_are_not_a_partial_order(relation, broken):
 def test_from_key_of_a_poset_is_that_poset():
   p = Poset.nhis(2)
   assert Poset.from_key(p.key) == p
+
+
+@pytest.mark.parametrize("labels", ['"xyz"', '{"x": 0, "y": 1, "z": 2}'])
+def test_json_labels_must_be_a_list(tmp_path, labels):
+  # "labels": "xyz" was read as ("x", "y", "z"), and an object as its keys
+  path = tmp_path / "p.json"
+  path.write_text('{"d": 3, "edges": [[0, 1]], "labels": ' + labels + "}")
+  with pytest.raises(ValueError, match="labels"):
+    Poset.load(path)
