@@ -92,8 +92,7 @@ class Poset:
     cycle, which no sampler's ball is built for).
 
     Raises:
-      ValueError: the bytes' relation breaks an order axiom (named).
-    """
+      ValueError: the relation breaks an order axiom (named)."""
     graphs.validate_order(canonical.order_of(key), "order")
     poset = object.__new__(cls)
     object.__setattr__(poset, "relation", canonical.relation_of(key))
@@ -199,21 +198,16 @@ class Poset:
       The :class:`Poset`, labelled with the question names.
 
     Raises:
-      ArgTypeError: prerequisites given other than as a list or tuple (a string, or
-        a set, whose order varies from process to process).
+      ArgTypeError: prerequisites not in a list or tuple (a string, or a set).
     """
     labels = []
     for q, reqs in requires.items():
-      if isinstance(reqs, str):
+      if not isinstance(reqs, (list, tuple)):  # a string, or a set: its order varies
+        got = f"a {type(reqs).__name__}, whose order varies by process"
+        if isinstance(reqs, str):
+          got = f"the string {reqs!r} (write [{reqs!r}])"
         raise _checks.ArgTypeError(
-          f"requires[{q!r}] must be a list of question names; got the string "
-          f"{reqs!r} (write [{reqs!r}])."
-        )
-      if not isinstance(reqs, (list, tuple)):  # a set's order varies by process
-        raise _checks.ArgTypeError(
-          f"requires[{q!r}] must be a list of question names; got a "
-          f"{type(reqs).__name__}, whose order would set the elements' order. "
-          "Pass a list."
+          f"requires[{q!r}] must be a list of question names; got {got}."
         )
       for v in [q, *reqs]:
         if v not in labels:
