@@ -203,7 +203,7 @@ class Poset:
     labels = []
     for q, reqs in requires.items():
       if not isinstance(reqs, (list, tuple)):  # a string, or a set: its order varies
-        got = f"a {type(reqs).__name__}, whose order varies by process"
+        got = f"a {type(reqs).__name__} (a set's order varies by process)"
         if isinstance(reqs, str):
           got = f"the string {reqs!r} (write [{reqs!r}])"
         raise _checks.ArgTypeError(
