@@ -67,6 +67,10 @@ def check_labels(labels: Any, d: int) -> tuple:
   Raises:
     ValueError: naming what is wrong and the labels.
   """
+  if isinstance(labels, (str, bytes)):  # tuple("xyz") would be one label per character
+    raise ValueError(
+      f"labels must be a sequence of {d} strings; got the string {labels!r}."
+    )
   labels = tuple(labels)
   if not labels:
     return labels
@@ -128,7 +132,10 @@ def _parse(path: Path, text: str) -> PosetSpec:
         "a poset JSON object holds 'order', or 'd' and 'edges' (each with optional "
         f"'labels'), or 'requires' (with optional 'd'); got the keys {sorted(obj)}"
       )
-    labels = tuple(obj.get("labels", ()))
+    labels = obj.get("labels", [])
+    if not isinstance(labels, list):  # tuple() would split a string, key an object
+      raise ValueError(f"'labels' must be a list of question names; got {labels!r:.80}")
+    labels = tuple(labels)
     _check_printable(text, obj)
     if "requires" in obj:
       spec = PosetSpec("requires", (obj["requires"],))

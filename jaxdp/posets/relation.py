@@ -88,8 +88,12 @@ class Poset:
   def from_key(cls, key: bytes) -> Poset:
     """The unnamed poset of canonical bytes ``key``, as the table caches build it: its
     relation is the one tuple :func:`~jaxdp.posets.canonical.relation_of` keeps for
-    the bytes, not checked again (the bytes of a poset built by a constructor are a
-    partial order; other bytes only reach caches under themselves)."""
+    the bytes, checked to be a partial order (bytes from elsewhere could hold a
+    cycle, which no sampler's ball is built for).
+
+    Raises:
+      ValueError: the relation breaks an order axiom (named)."""
+    graphs.validate_order(canonical.order_of(key), "order")
     poset = object.__new__(cls)
     object.__setattr__(poset, "relation", canonical.relation_of(key))
     object.__setattr__(poset, "name", "")
@@ -120,7 +124,7 @@ class Poset:
     Raises:
       ValueError: naming the broken property and the indices involved.
     """
-    return cls(canonical.canonical_relation(order), name=name, labels=tuple(labels))
+    return cls(canonical.canonical_relation(order), name=name, labels=labels)
 
   @classmethod
   def from_edges(
@@ -153,8 +157,8 @@ class Poset:
     d = _checks.check_int(d, "d", minimum=1)
     adj = np.zeros((d, d), dtype=bool)
     for n, edge in enumerate(edges):
-      try:
-        i, j = (int(v) for v in edge)
+      try:  # integers only: int() would truncate 0.7 to 0 and parse "1"
+        i, j = (_checks.check_int(v, f"edges[{n}]") for v in edge)
       except (TypeError, ValueError):
         raise ValueError(
           f"edges[{n}] must be a pair (i, j) of integers; got {edge!r}."
@@ -175,7 +179,7 @@ class Poset:
     if cycle:
       path = " < ".join(f"p{c}" for c in cycle + [cycle[0]])
       raise ValueError(f"edges contain a cycle: {path}. A partial order has no cycles.")
-    return cls(graphs.transitive_closure(adj), name=name, labels=tuple(labels))
+    return cls(graphs.transitive_closure(adj), name=name, labels=labels)
 
   @classmethod
   def from_prerequisites(
@@ -192,13 +196,18 @@ class Poset:
 
     Returns:
       The :class:`Poset`, labelled with the question names.
+
+    Raises:
+      ArgTypeError: prerequisites not in a list or tuple (a string, or a set).
     """
     labels = []
     for q, reqs in requires.items():
-      if isinstance(reqs, str):
+      if not isinstance(reqs, (list, tuple)):  # a string, or a set: its order varies
+        got = f"a {type(reqs).__name__} (a set's order varies by process)"
+        if isinstance(reqs, str):
+          got = f"the string {reqs!r} (write [{reqs!r}])"
         raise _checks.ArgTypeError(
-          f"requires[{q!r}] must be a list of question names; got the string "
-          f"{reqs!r} (write [{reqs!r}])."
+          f"requires[{q!r}] must be a list of question names; got {got}."
         )
       for v in [q, *reqs]:
         if v not in labels:
@@ -254,7 +263,7 @@ class Poset:
       The :class:`Poset` (a forest: every element has at most one element directly
       above it).
     """
-    parents = [int(p) for p in parents]
+    parents = [_checks.check_int(p, f"parents[{i}]") for i, p in enumerate(parents)]
     d = len(parents)
     edges = []
     for i, p in enumerate(parents):
