@@ -17,7 +17,7 @@ from jaxdp import training
 N, Q = 100, 0.1
 
 
-def _tx(key, sigma=1.0, eps=3.0, clip=1.0, q=Q, n=N):
+def make_tx(key, sigma=1.0, eps=3.0, clip=1.0, q=Q, n=N):
   return training.dp_aggregate(
     clip,
     sigma,
@@ -58,7 +58,7 @@ def test_second_init_after_jitted_update_replays_noise_and_budget():
   # StaleAccountantError. After the guide's own jitted step it does not: the second
   # state starts at steps=0 with the original key, so it re-spends the whole budget
   # with exactly the noise of the first run (output differences = data differences).
-  tx = _tx(jax.random.key(11))
+  tx = make_tx(jax.random.key(11))
   update = jax.jit(tx.update)
   first, _ = update(_grads(), tx.init(None))
   with pytest.raises(jaxdp.StaleAccountantError):
@@ -73,7 +73,7 @@ def test_deepcopied_state_replays_noise_eagerly():
   # DPAggregateState docstring: a stale state given to update again "eagerly ...
   # raises StaleAccountantError". A copy.deepcopy of it (a checkpoint held in
   # memory) is the same state value, but is answered with the same noise.
-  tx = _tx(jax.random.key(12))
+  tx = make_tx(jax.random.key(12))
   state = tx.init(None)
   backup = copy.deepcopy(state)
   out1, _ = tx.update(_grads(), state)
@@ -84,7 +84,7 @@ def test_deepcopied_state_replays_noise_eagerly():
 
 @pytest.mark.xfail(strict=True, reason=_OWN_STATE)
 def test_array_copy_of_state_replays_noise_eagerly():
-  tx = _tx(jax.random.key(13))
+  tx = make_tx(jax.random.key(13))
   state = tx.init(None)
   twin = jax.tree_util.tree_map(jnp.copy, state)
   out1, _ = tx.update(_grads(), state)
@@ -101,7 +101,7 @@ def test_array_copy_of_state_replays_noise_eagerly():
 def test_replace_steps_resets_budget():
   # The budget lives in a plain pytree leaf: dataclasses.replace(state, steps=0) on
   # the latest (unused-key) state is accepted and answers max_steps more steps.
-  tx = _tx(jax.random.key(14))
+  tx = make_tx(jax.random.key(14))
   state = _exhaust(tx, tx.init(None))
   forged = dataclasses.replace(state, steps=jnp.zeros((), jnp.int32))
   try:
@@ -113,7 +113,7 @@ def test_replace_steps_resets_budget():
 
 @pytest.mark.xfail(strict=True, reason=_OWN_STATE)
 def test_negative_steps_extends_budget():
-  tx = _tx(jax.random.key(15))
+  tx = make_tx(jax.random.key(15))
   state = _exhaust(tx, tx.init(None))
   forged = dataclasses.replace(state, steps=jnp.int32(-(10**6)))
   try:
@@ -125,7 +125,7 @@ def test_negative_steps_extends_budget():
 
 @pytest.mark.xfail(strict=True, reason=_OWN_STATE)
 def test_tree_unflatten_rebuild_resets_budget():
-  tx = _tx(jax.random.key(16))
+  tx = make_tx(jax.random.key(16))
   state = _exhaust(tx, tx.init(None))
   leaves, treedef = jax.tree_util.tree_flatten(state)
   leaves = [leaves[0]] + [jnp.zeros_like(x) for x in leaves[1:]]
@@ -143,7 +143,7 @@ def test_two_transformations_from_one_key_jitted_share_noise():
   # identical noise to two runs while each spends only its own budget.
   key = jax.random.key(17)
   try:
-    t1, t2 = _tx(key), _tx(key)
+    t1, t2 = make_tx(key), make_tx(key)
     o1, _ = jax.jit(t1.update)(_grads(), t1.init(None))
     o2, _ = jax.jit(t2.update)(_grads(), t2.init(None))
   except jaxdp.StaleAccountantError:
@@ -162,7 +162,7 @@ def test_accepted_parameters_give_finite_update(clip, sigma, q, n):
   # Accepted by dp_aggregate (C in range, sigma > 0, q in (0, 1]) yet every answered
   # update is +-inf: sigma C (or 1 / (q n)) overflows float32.
   try:
-    tx = _tx(jax.random.key(18), sigma=sigma, eps=1.0, clip=clip, q=q, n=n)
+    tx = make_tx(jax.random.key(18), sigma=sigma, eps=1.0, clip=clip, q=q, n=n)
   except ValueError:
     return
   out, _ = tx.update({"w": jnp.ones((2, 2), jnp.float32)}, tx.init(None))
@@ -174,7 +174,7 @@ def test_vmap_over_stacked_copies_of_one_state_shares_noise():
   # The vmap check only asks whether the key is batched, not whether the lanes'
   # keys differ: jnp.stack of one state twice passes, every lane adds the same
   # noise, and the difference of two lanes' outputs is their data's difference.
-  tx = _tx(jax.random.key(19))
+  tx = make_tx(jax.random.key(19))
   state = tx.init(None)
   lanes = jax.tree_util.tree_map(lambda x: jnp.stack([x, x]), state)
   batch = {"w": jnp.stack([jnp.zeros((3, 2)), jnp.full((3, 2), 0.1)])}
@@ -194,7 +194,7 @@ def test_scan_body_returning_its_input_state_replays_noise_forever():
   # (`_, _ = ...`, a common optax slip) answers every step with the same noise and
   # never advances `steps`: unlimited steps, one noise draw. All of it happens in
   # one trace (the carry's key tracer is used, then returned as the next carry).
-  tx = _tx(jax.random.key(20))
+  tx = make_tx(jax.random.key(20))
   xs = jnp.zeros((8, 3, 2), jnp.float32)
 
   def body(state, x):

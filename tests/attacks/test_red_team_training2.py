@@ -10,21 +10,7 @@ import pytest
 
 import jaxdp
 from jaxdp import training
-
-N, Q = 100, 0.1
-
-
-def _tx(key, eps=3.0, q=Q):
-  return training.dp_aggregate(
-    1.0,
-    1.0,
-    sampling_rate=q,
-    dataset_size=N,
-    eps_budget=eps,
-    delta=1e-5,
-    key=key,
-    accounting=jaxdp.RdpAccounting(),
-  )
+from tests.attacks.test_red_team_training import N, Q, make_tx
 
 
 def _dot_precisions(jaxpr):
@@ -53,7 +39,7 @@ def test_clipped_sum_contracts_examples_at_highest_precision():
   traced program: every contraction must ask for ``HIGHEST``."""
   grads = {"w": jnp.ones((4, 3, 2), jnp.float32), "b": jnp.ones((4, 2), jnp.bfloat16)}
   highest = (jax.lax.Precision.HIGHEST, jax.lax.Precision.HIGHEST)
-  tx = _tx(jax.random.key(0))
+  tx = make_tx(jax.random.key(0))
   state = tx.init(None)
   update = lambda g, s: tx.update(g, s)[0]
   clip = lambda g: training.clip_per_example(g, 1.0)
@@ -72,13 +58,13 @@ def test_noise_key_reused_to_sample_the_batch_is_refused():
   the noise are then not independent, as the subsampling accounting assumes); every
   other use of a consumed key (a second transformation, an accountant) is refused."""
   key = jax.random.key(11)
-  _tx(key)
+  make_tx(key)
   with pytest.raises(jaxdp.StaleAccountantError, match="key"):
     training.poisson_batch(key, N, Q)
   key = jax.random.key(12)
   training.poisson_batch(key, N, Q)
   with pytest.raises(jaxdp.StaleAccountantError, match="key"):
-    _tx(key)
+    make_tx(key)
 
 
 def test_one_sampling_key_for_two_batches_is_refused():
@@ -155,7 +141,7 @@ def test_batch_sampled_at_a_larger_rate_than_charged_is_refused():
   max_batch_size(N, 0.1) = 46 of them, while a Poisson sample at 0.01 holds more than
   max_batch_size(N, 0.01) rows with probability at most 2**-64."""
   q_plan, q_used = 0.01, 0.1
-  tx = _tx(jax.random.key(18), q=q_plan, eps=30.0)
+  tx = make_tx(jax.random.key(18), q=q_plan, eps=30.0)
   state = tx.init(None)
   idx, mask = training.poisson_batch(jax.random.key(19), N, q_used)
   assert idx.shape[0] > training.max_batch_size(N, q_plan)
@@ -171,9 +157,9 @@ def test_numpy_raw_key_is_consumed_like_a_jax_key():
   transformations, or two accountants, from the same key object were both accepted:
   the same noise on every step, and a fresh budget for each."""
   key = np.array([0, 42], np.uint32)
-  _tx(key)
+  make_tx(key)
   with pytest.raises(jaxdp.StaleAccountantError, match="key"):
-    _tx(key)
+    make_tx(key)
   key = np.array([0, 43], np.uint32)
   jaxdp.Accountant.create(1.0, key=key)
   with pytest.raises(jaxdp.StaleAccountantError, match="key"):
