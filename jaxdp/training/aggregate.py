@@ -30,6 +30,7 @@ from jaxdp.accounting.errors import StaleAccountantError
 from jaxdp.composition.dpsgd import PldAccounting, RdpAccounting
 from jaxdp.training.clipping import clipped_sum
 from jaxdp.training.plan import TrainingPlan
+from jaxdp.training.sampling import max_batch_size
 from jaxdp.training.state import DPAggregateState
 from jaxdp.typing import KeyArray
 
@@ -85,7 +86,9 @@ def dp_aggregate(
     True, ``refusals`` + 1, the step count and the privacy spent unchanged.
 
   Raises:
-    ValueError: an argument is out of range, or no step fits the budget.
+    ValueError: an argument is out of range, or no step fits the budget; from
+      ``update``: a batch axis longer than :func:`max_batch_size` of
+      ``(dataset_size, sampling_rate)`` (sampled at a larger rate than the plan's).
   """
   _checks.check_key(key)
   plan = TrainingPlan.create(
@@ -172,12 +175,21 @@ def _one_key_per_lane(state: DPAggregateState, updates) -> DPAggregateState:
 
 
 def _check_batch(updates, plan: TrainingPlan) -> None:
+  """Refuses a batch axis longer than :func:`max_batch_size` of the plan's dataset
+  size and rate: a Poisson sample at the plan's rate fills more rows with probability
+  at most 2**-64, so a longer batch was sampled at a larger rate than the plan charges
+  (or padded past need, which the shape alone cannot tell apart)."""
   sizes = {jnp.shape(x)[0] for x in jax.tree_util.tree_leaves(updates) if jnp.ndim(x)}
-  if sizes and max(sizes) > plan.dataset_size:
+  limit = max_batch_size(plan.dataset_size, plan.sampling_rate)
+  if sizes and max(sizes) > limit:
     raise ValueError(
-      f"the per-example gradients hold {max(sizes)} examples, more than "
-      f"dataset_size={plan.dataset_size}: a Poisson sample of the dataset cannot. "
-      "Pass the gradients of a batch from jaxdp.training.poisson_batch."
+      f"the per-example gradients hold {max(sizes)} rows, more than "
+      f"max_batch_size(dataset_size={plan.dataset_size}, "
+      f"sampling_rate={plan.sampling_rate}) = {limit}: a Poisson sample at the "
+      "plan's rate fills more rows than that with probability at most 2**-64, so "
+      "this batch was sampled at a larger rate than the plan charges, or padded "
+      "past that size. Sample each batch with jaxdp.training.poisson_batch(key, "
+      "dataset_size, sampling_rate) at the plan's rate, with its default max_batch."
     )
 
 

@@ -96,6 +96,8 @@ def poisson_batch(
     n: the dataset size (static).
     sampling_rate: q in (0, 1] (static), the same as given to :func:`dp_aggregate`.
     max_batch: the padded size (static); default :func:`max_batch_size` of ``(n, q)``.
+      :func:`dp_aggregate` refuses a batch of more rows than that default, the
+      most that a sample at its rate fills (but with probability 2**-64).
 
   Returns:
     ``(indices, mask)``: int32 ``(max_batch,)`` indices of the sampled examples in

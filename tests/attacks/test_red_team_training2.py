@@ -124,17 +124,6 @@ def test_forgotten_mask_counts_example_zero_once_per_padded_row():
   assert float(total[0]) <= 1.0
 
 
-@pytest.mark.xfail(
-  strict=True,
-  reason=(
-    "not detected: dp_aggregate only refuses more rows than dataset_size, so a batch "
-    "sampled at a larger rate than the plan's (poisson_batch given another q) is "
-    "charged at the plan's rate. Fix: refuse a leading axis above "
-    "max_batch_size(dataset_size, sampling_rate) (a Poisson sample at the plan's rate "
-    "overflows it with probability <= 2**-64; poisson_batch's larger max_batch would "
-    "then need the same bound), or let poisson_batch take the rate from the plan"
-  ),
-)
 def test_batch_sampled_at_a_larger_rate_than_charged_is_refused():
   """The plan charges q = 0.01 per step; the loop samples at 0.1 (a typo, or a rate
   changed in one place only): every row of the batch can hold an example, up to
@@ -148,6 +137,14 @@ def test_batch_sampled_at_a_larger_rate_than_charged_is_refused():
   g = {"w": jnp.where(mask[:, None], 1.0, 0.0) * jnp.ones((idx.shape[0], 2))}
   with pytest.raises(ValueError, match="max_batch_size"):
     tx.update(g, state)
+  with pytest.raises(ValueError, match="max_batch_size"):  # under jit: a static shape
+    jax.jit(tx.update)(g, state)
+  # the refused update loses nothing: a batch at the plan's rate is then answered
+  idx, mask = training.poisson_batch(jax.random.key(20), N, q_plan)
+  assert idx.shape[0] == training.max_batch_size(N, q_plan)
+  g = {"w": jnp.where(mask[:, None], 1.0, 0.0) * jnp.ones((idx.shape[0], 2))}
+  _, state = tx.update(g, state)
+  assert int(state.steps) == 1
 
 
 def test_numpy_raw_key_is_consumed_like_a_jax_key():
