@@ -25,6 +25,7 @@ a fresh folder; pass ``--out results`` to update the committed results).
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
@@ -105,7 +106,11 @@ def contenders(sizes, batch, steps, n):
   )
   out = {
     "jaxdp": _runner(
-      training.per_example_grads(_loss), optax.chain(dp, optax.sgd(LR)), params, xs, ys
+      functools.partial(training.per_example_grads(_loss), mask=None),
+      optax.chain(dp, optax.sgd(LR)),
+      params,
+      xs,
+      ys,
     ),
     "optax.contrib": _runner(
       jax.vmap(jax.grad(_loss), in_axes=(None, 0, 0)),

@@ -102,26 +102,23 @@ def test_sampling_key_closed_over_by_a_loop_body_is_refused():
     jax.jit(lambda x: training.poisson_batch(key16, N, Q)[1] & x)(True)
 
 
-@pytest.mark.xfail(
-  strict=True,
-  reason=(
-    "not detected: poisson_batch pads its indices with example 0 and only the mask, "
-    "which the caller must pass to per_example_grads, zeroes the padding; forgotten, "
-    "example 0's gradient enters the sum once per padded row. Fix: an API that "
-    "cannot gather unmasked (per_example_grads taking the (indices, mask) batch and "
-    "gathering itself, or padding rows that contribute nothing without the mask)"
-  ),
-)
-def test_forgotten_mask_counts_example_zero_once_per_padded_row():
-  """The guide's step with ``mask=mask`` left out (nothing refuses it): with one-hot
-  data the clipped sum's coordinate 0 is how many times example 0 contributes; it must
-  be at most once (C = 1), whatever the caller forgot."""
+def test_forgotten_mask_is_refused_not_counted_as_example_zero():
+  """The guide's step with ``mask=mask`` left out: poisson_batch pads its indices
+  with example 0, so an unmasked sum would count example 0 once per padded row (with
+  one-hot data, coordinate 0 of the clipped sum). The mask is now a required
+  argument: leaving it out is refused, and with it example 0 counts at most once
+  (C = 1)."""
   x = jnp.eye(N, dtype=jnp.float32)
   loss = lambda w, xi: jnp.dot(w, xi)  # gradient = the example itself, norm 1
-  idx, _ = training.poisson_batch(jax.random.key(17), N, Q)
-  g = training.per_example_grads(loss)(jnp.zeros(N), x[idx])  # mask forgotten
-  total = training.clipped_sum(g, 1.0)
-  assert float(total[0]) <= 1.0
+  idx, mask = training.poisson_batch(jax.random.key(17), N, Q)
+  assert int(jnp.sum(~mask)) > 1  # padded rows, each example 0
+  grads_of = training.per_example_grads(loss)
+  with pytest.raises(ValueError, match="mask="):
+    grads_of(jnp.zeros(N), x[idx])  # mask forgotten
+  g = grads_of(jnp.zeros(N), x[idx], mask=mask)
+  assert float(training.clipped_sum(g, 1.0)[0]) <= 1.0
+  unmasked = grads_of(jnp.zeros(N), x[idx], mask=None)  # what a forgotten mask gave
+  assert float(training.clipped_sum(unmasked, 1.0)[0]) > 1.0
 
 
 def test_batch_sampled_at_a_larger_rate_than_charged_is_refused():

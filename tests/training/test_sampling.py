@@ -53,7 +53,7 @@ def test_per_example_grads_match_one_grad_per_example_and_mask_zeroes():
   params = {"w": jnp.arange(3.0), "b": jnp.float32(0.5)}
   x = jnp.arange(12.0).reshape(4, 3) / 10
   y = jnp.array([1.0, -1.0, 2.0, 0.0])
-  got = per_example_grads(loss)(params, x, y)
+  got = per_example_grads(loss)(params, x, y, mask=None)
   for i in range(4):
     one = jax.grad(loss)(params, x[i], y[i])
     np.testing.assert_allclose(got["w"][i], one["w"], rtol=1e-6)
