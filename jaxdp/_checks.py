@@ -16,6 +16,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend import core as jex_core
 
 
 class ArgTypeError(TypeError, ValueError):
@@ -49,6 +50,15 @@ def is_real(v: Any) -> bool:
 def is_concrete(x: Any) -> bool:
   """True if ``x`` holds a value now (not a tracer)."""
   return not isinstance(x, jax.core.Tracer)
+
+
+_EVAL_TRACE = type(jex_core.find_top_trace(()))
+
+
+def in_transformation() -> bool:
+  """True while a JAX transformation runs (``jit``, ``make_jaxpr``, ``eval_shape``,
+  ``vmap``, ``grad``, ...), whether or not any value at hand is a tracer."""
+  return type(jex_core.find_top_trace(())) is not _EVAL_TRACE
 
 
 def varying_axes(aval: Any) -> frozenset:

@@ -210,14 +210,11 @@ def _names(code) -> set:
   return out
 
 
-_EVAL_TRACE = type(jex_core.find_top_trace(()))
-
-
 def not_traced():
   """Refuses a query made inside a JAX transformation (``jit``, ``make_jaxpr``,
   ``eval_shape``, ``vmap``, ``grad``, or another query's row function): the data
   and the key would be staged into the caller's program."""
-  if type(jex_core.find_top_trace(())) is not _EVAL_TRACE:
+  if _checks.in_transformation():
     raise UnsafeQueryError(
       "a Session answers only outside JAX transformations (jit, make_jaxpr, "
       "eval_shape, vmap, grad, or a row function): inside one, the data would become "

@@ -35,7 +35,6 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.extend import core as jex_core
 
 from jaxdp import _checks
 from jaxdp.accounting import Accountant, budget, guard
@@ -47,8 +46,6 @@ from jaxdp.ledger.index import Index, initial_state, verify_row
 from jaxdp.ledger.store import Store
 
 __all__ = ["check_call", "check_lineage", "commit", "new_nonce", "plan_rows", "release_key"]
-
-_EVAL_TRACE = type(jex_core.find_top_trace(()))
 
 
 def check_call(acct: Any, label: Any) -> None:
@@ -62,7 +59,7 @@ def check_call(acct: Any, label: Any) -> None:
     ArgTypeError: ``acct`` or ``label`` of the wrong type, or a label holding a
       character that is not printable (a control, line-break or format character).
   """
-  if type(jex_core.find_top_trace(())) is not _EVAL_TRACE:
+  if _checks.in_transformation():
     raise LedgerError(
       "a ledger charges only outside JAX transformations (jit, vmap, ...): a charge "
       "made while tracing would be made once for every run of the program."
