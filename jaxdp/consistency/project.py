@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import numbers
 
 import jax
@@ -137,28 +138,32 @@ def consistent(
       "method='exact' runs on the host and needs concrete y (not under jit)."
     )
   if integer and concrete:
-    check_integer_range(wide, "y")
+    check_integer_range(wide(), "y")
   graph = constraint_graph(poset)
-  flat = y.reshape(-1, graph.dim)
+  flat = y if y.ndim == 2 else y.reshape(-1, graph.dim)
   if method == "exact" or (method == "auto" and concrete and y.ndim == 1):
-    w, rows = None, np.arange(flat.shape[0])
-    w_host, cert = _exact_rows(wide.reshape(flat.shape), rows, graph, tol)
+    z, rows = None, np.arange(flat.shape[0])
+    w_host, cert = _exact_rows(wide().reshape(flat.shape), rows, graph, tol)
     cert = Certificate(*(jnp.asarray(c) for c in cert))
   else:
-    w, _, cert = isotonic_batched(flat, graph, tol)
+    z, cert, all_ok = _batched(flat, graph, tol)
     rows = np.zeros(0, int)
-    if method == "auto" and concrete and not bool(jnp.all(cert.ok)):
-      rows = np.nonzero(~np.asarray(cert.ok))[0]
-      w_host, cert_bad = _exact_rows(wide.reshape(flat.shape), rows, graph, tol)
-      cert = Certificate(*(c.at[rows].set(jnp.asarray(v)) for c, v in zip(cert, cert_bad)))
-  cert = Certificate(*(c.reshape(y.shape[:-1]) for c in cert))
+    if concrete and not bool(all_ok):
+      host = wide()  # refuses non-finite input, naming the first entry
+      if method == "auto":
+        rows = np.nonzero(~np.asarray(cert.ok))[0]
+        w_host, cert_bad = _exact_rows(host.reshape(flat.shape), rows, graph, tol)
+        cert = Certificate(
+          *(c.at[rows].set(jnp.asarray(v)) for c, v in zip(cert, cert_bad))
+        )
+  if flat.shape[:-1] != y.shape[:-1]:
+    cert = Certificate(*(c.reshape(y.shape[:-1]) for c in cert))
   # the host rows are rounded (or cast) from their float64 solution: exact integers
   # up to integer_limit() in any float dtype (their range was checked above)
   out = jnp.result_type(int) if integer else y.dtype
-  if w is None:
+  if z is None:
     z = jnp.zeros(flat.shape, out)
   else:
-    z = jnp.maximum(w, 0.0)
     if integer:
       z = jnp.round(z)
       fits = jnp.all(jnp.isfinite(z) & (z < float(integer_limit()) + 1.0), axis=-1)
@@ -168,10 +173,20 @@ def consistent(
   if rows.size:
     host = np.maximum(w_host, 0.0)
     z = z.at[rows].set(jnp.asarray(np.round(host) if integer else host, out))
-  z = z.reshape(y.shape)
+  if z.shape != y.shape:
+    z = z.reshape(y.shape)
   if not certificate:
     return z
   return z, cert
+
+
+@functools.partial(jax.jit, static_argnames=("graph",))
+def _batched(flat: jax.Array, graph, tol) -> tuple[jax.Array, Certificate, jax.Array]:
+  """The batched solver's counts clipped at 0, its certificate, and whether every
+  vector is finite and certified: one program (one dispatch, one pass over the
+  counts)."""
+  w, _, cert = isotonic_batched(flat, graph, tol)
+  return jnp.maximum(w, 0.0), cert, jnp.all(cert.ok & jnp.all(jnp.isfinite(flat), -1))
 
 
 def integer_limit() -> int:
@@ -199,9 +214,12 @@ def check_integer_range(y: np.ndarray, name: str) -> None:
 
 def _as_float(y, poset):
   """``(y, wide)``: ``y`` checked and in the computation's float dtype, and, when
-  concrete, its values in float64 on the host (None when traced). Concrete input is
-  converted on the host, value by value: ``jnp.asarray`` would first store int64 as
-  int32 with x64 off, wrapping 2**32 + 7 to 7."""
+  concrete, a function giving its values in float64 on the host (None when traced).
+  Concrete input is converted on the host, value by value: ``jnp.asarray`` would
+  first store int64 as int32 with x64 off, wrapping 2**32 + 7 to 7. A JAX array
+  already in the float dtype JAX computes in stays on the device: ``wide`` reads it
+  (and refuses a non-finite entry) only when it is called, which the batched path
+  does when a vector is not certified (as a non-finite one is not)."""
   if not hasattr(y, "dtype"):
     try:
       y = np.asarray(y)
@@ -218,16 +236,25 @@ def _as_float(y, poset):
       f"(d = {poset.d}); got shape {tuple(y.shape)}."
     )
   if _checks.is_concrete(y):
+    if isinstance(y, jax.Array) and y.dtype == jnp.result_type(float):
+      return y, functools.cache(lambda: _host_checked(np.asarray(y)))
     wide = np.asarray(y)
     host = _host_float(wide)
     keep = isinstance(y, jax.Array) and y.dtype == host.dtype
-    return (y if keep else jnp.asarray(host)), wide.astype(np.float64)
+    wide = wide.astype(np.float64)
+    return (y if keep else jnp.asarray(host)), lambda: wide
   if jnp.issubdtype(y.dtype, jnp.signedinteger):  # its minimum marks a refused
     return jnp.where(  # release, as NaN does
       y == jnp.iinfo(y.dtype).min, jnp.nan, y.astype(jnp.result_type(float))
     ), None
   float_y = y.astype(jnp.result_type(float)) if jnp.issubdtype(y.dtype, jnp.integer) else y
   return float_y, None
+
+
+def _host_checked(y: np.ndarray) -> np.ndarray:
+  """Concrete ``y`` in float64, after :func:`_host_float`'s checks."""
+  _host_float(y)
+  return y.astype(np.float64)
 
 
 def _host_float(y: np.ndarray) -> np.ndarray:

@@ -4,6 +4,7 @@ off in the suite), and what cannot be converted faithfully is refused, naming th
 entry, its value and what to do."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -97,6 +98,19 @@ def test_other_dtypes_and_values_are_refused_clearly():
     jaxdp.consistent(np.array([10.0, 5, np.inf]), CHAIN)
   with pytest.raises(ValueError, match=r"y must be finite; y\[1, 0\] = nan"):
     jaxdp.consistent(np.array([[10.0, 5, 3], [np.nan, 1, 0]]), CHAIN)
+
+
+@pytest.mark.parametrize("method", ["auto", "batched"])
+def test_non_finite_jax_arrays_are_refused_after_the_batched_solve(method):
+  """A JAX array already in the float dtype stays on the device (no host copy on
+  the certified path); a vector with NaN or inf is refused after the solve with the
+  host's message, naming the first bad entry, by either method."""
+  y = jnp.asarray(np.array([[10.0, 5, 3], [9.0, 1, 0], [8.0, 2, 1]], np.float32))
+  with pytest.raises(ValueError, match=r"y must be finite; y\[1, 0\] = nan \(1 in all\)"):
+    jaxdp.consistent(y.at[1, 0].set(jnp.nan), CHAIN, method=method)
+  with pytest.raises(ValueError, match=r"y must be finite; y\[2, 2\] = -inf"):
+    jaxdp.consistent(y.at[2, 2].set(-jnp.inf), CHAIN, method=method)
+  np.testing.assert_array_equal(jaxdp.consistent(y, CHAIN, method=method), y)
 
 
 def test_error_bars_of_wide_integer_releases_are_not_wrapped():
