@@ -218,12 +218,12 @@ def release_parallel_unchecked(
 ) -> tuple[Accountant, list]:
   """Releases mechanisms on parts the **caller asserts** are disjoint, at the cost of one.
 
-  Nothing checks it: if one person is in two parts, the true cost is the sum, not the
-  maximum. Prefer :func:`release_partitioned` (disjoint by construction). Only an
-  array object passed twice is refused (``x`` and ``x + 0`` pass).
+  Nothing checks it but for one array object passed twice (``x + 0`` passes): one
+  person in two parts costs the sum. Prefer :func:`release_partitioned`.
 
   Args:
-    acct: the accountant (not secure). pairs: a sequence of ``(mech, data_part)``.
+    acct: the accountant (not secure).
+    pairs: a sequence of ``(mech, data_part)``.
 
   Returns:
     ``(acct, outputs)``, a tuple all invalid if refused (as :func:`release`).

@@ -4,10 +4,11 @@ scale (tests/attacks/test_red_team_exact_scale.py covers that).
 The attacks, as an analyst with the public API and the docs only: a secure accountant
 asked for parallel composition that only the caller asserts (the same statistic
 passed twice as two objects, charged once and released twice); errors that tell the
-caller to pass an option the mechanism does not have; and a secure accountant given a
-ChaCha20 key whose bytes the caller chose (kept as an expected failure: the fix needs
-an API decision). Each check compares with an independent expectation: the budget
-that two releases of one statistic cost, or the mechanism's own constructor.
+caller to pass an option the mechanism does not have, or a cast that rounds; and a
+secure accountant given a ChaCha20 key whose bytes the caller chose (kept as an
+expected failure: the fix needs an API decision). Each check compares with an
+independent expectation: the budget that two releases of one statistic cost, the
+mechanism's own constructor, or numpy's rounding of the suggested dtype.
 """
 
 import inspect
