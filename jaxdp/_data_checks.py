@@ -200,7 +200,8 @@ def as_exact_float(x, name: str = "data"):
     raise ValueError(
       f"{name} is a traced {x.dtype} array, which may hold integers beyond {limit:,}, "
       f"where {jnp.dtype(f)} rounds; noise would be added to a rounded statistic. "
-      f"Clip and cast first (jnp.clip({name}, -{limit}, {limit}).astype(jnp.float32): "
-      "clipping keeps the sensitivity), use a narrower integer dtype, or enable x64."
+      f"Clip and cast first (jnp.clip({name}, -{limit}, {limit}).astype(jnp."
+      f"{jnp.dtype(f).name}): clipping keeps the sensitivity), or use a narrower "
+      "integer dtype" + (", or enable x64." if limit < 2**53 else ".")
     )
   return x.astype(f)

@@ -188,7 +188,8 @@ class Accountant:
         float mechanism that says it is exact, is refused with a ValueError), and
         ``composition`` must be a name or an instance of exactly one of jaxdp's rule
         classes: a published release rests on jaxdp's proved composition theorems,
-        which a custom rule's ``allows`` or ``spend`` need not respect.
+        which a custom rule's ``allows`` or ``spend`` need not respect
+        (``release_parallel_unchecked``, disjoint on the caller's word, is refused).
       history: keep the first ``history`` answered releases' events (for
         :meth:`events` and :meth:`to_dp_event`); 0: none.
       on_refusal: :class:`~jaxdp.RaiseOnRefusal` (refusals raise

@@ -218,23 +218,26 @@ def release_parallel_unchecked(
 ) -> tuple[Accountant, list]:
   """Releases mechanisms on parts the **caller asserts** are disjoint, at the cost of one.
 
-  Nothing checks the assertion: if one person's data is in two parts, the true cost
-  is the sum, not the maximum, and the guarantee is void. Prefer
-  :func:`release_partitioned`, which makes the parts disjoint by construction. The
-  only check made is that no array object is passed twice.
+  Nothing checks it but for one array object passed twice (``x + 0`` passes): one
+  person in two parts costs the sum. Prefer :func:`release_partitioned`.
 
   Args:
-    acct: the accountant.
+    acct: the accountant (not secure).
     pairs: a sequence of ``(mech, data_part)``.
 
   Returns:
-    ``(acct, outputs)`` with outputs a tuple, all invalid (NaN, or an integer dtype's
-    minimum) if refused under :class:`~jaxdp.FillOnRefusal`.
+    ``(acct, outputs)``, a tuple all invalid if refused (as :func:`release`).
 
   Raises:
-    BudgetExceededError, ReleaseRefusedError, StaleAccountantError: as
-      :func:`release`.
+    ValueError: a secure ``acct`` (a release to publish rests on proved composition).
+    BudgetExceededError, ReleaseRefusedError, StaleAccountantError: as :func:`release`.
   """
+  if isinstance(acct, Accountant) and acct.secure:
+    raise ValueError(
+      "this accountant is secure (releases to publish) and refuses "
+      "release_parallel_unchecked: its parts are disjoint only on the caller's word. "
+      "Nothing was spent. Use release_partitioned(acct, mech, rows, part, num_parts)."
+    )
   if not pairs:
     raise ValueError("pairs must hold at least one (mechanism, data) pair.")
   if len({id(x) for _, x in pairs}) != len(pairs):

@@ -18,6 +18,11 @@ from jaxdp.samplers.sum_ball import SumBall
 
 SATURATION = 2**31 - 1  # B: the largest |output| of a saturating exact release
 WIDE_CLIP = SATURATION + exact.LIMIT  # C: beyond it, stat + noise saturates either way
+# the one exact mechanism that snaps real values (the others have no grid option)
+SNAP_HINT = (
+  "LaplaceMechanism(..., exact=True, grid=2.0**-k) snaps real values to a grid (in "
+  "a Session: sum(..., grid=2.0**-k)); the other exact mechanisms take integers only."
+)
 
 
 def float_statistic(data, name="data"):
@@ -179,8 +184,7 @@ def grid_units(data, grid, *, wide: bool = False):
     _data_checks.check_data(data)  # a dtype error first
     raise ValueError(
       f"exact=True needs an integer statistic (counts); got dtype {data.dtype}. Cast "
-      "counts to an integer dtype, or pass grid=2.0**-k to snap a real-valued "
-      "statistic to a grid."
+      f"counts to an integer dtype; {SNAP_HINT}"
     )
   if wide:  # clipping would not keep a poset- or vote-ball sensitivity
     too_big = (
@@ -334,8 +338,7 @@ def integer_part_sums(
   if not (jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == jnp.bool_):
     raise ValueError(
       f"rows: an exact release without a grid sums integer contributions; got dtype "
-      f"{x.dtype}. Return integers (or booleans) per row, or give the mechanism "
-      "grid=2.0**-k."
+      f"{x.dtype}. Return integers (or booleans) per row; {SNAP_HINT}"
     )
   scalar = x.ndim == 1
   x2 = x[:, None] if scalar else x
