@@ -417,8 +417,9 @@ def test_mechanisms_translate_are_publishable_and_refuse_bad_input():
 def test_a_callers_vmap_and_jit_give_each_key_its_own_draw():
   """Under a caller's jit of a vmap over three keys and three traced scales (20,000
   samples each, the size of the float-sampler comparison, whose compilation the
-  unbatched draws reuse) each member's noise equals its own unbatched draw at its
-  static scale: one compilation checks both the batching and the traced scale."""
+  unbatched draws reuse; two chunks, whose batched offsets must lower with x64 off)
+  each member's noise equals its own unbatched draw at its static scale: one
+  compilation checks both the batching and the traced scale."""
   keys = jax.random.split(_key(51), 3)
   scales = (3.0, 2.0, 0.75)
   draw = lambda k, s: exact.count_knorm(k, 4, 2, s, (20_000,))
