@@ -86,10 +86,13 @@ def chunked(fn, key, n: int, tail: tuple[int, ...], dtype, chunk: int = CHUNK):
   if n <= chunk:
     return fn(key, n)
   keys = jax.random.split(key, -(-n // chunk))
+  # offsets in int32 where they fit: an enclosing jit with x64 off lowers a batched
+  # update (a caller's vmap) with int32 bounds, which int64 offsets fail to match
+  offset = jnp.int32 if n <= jnp.iinfo(jnp.int32).max else jnp.int64
 
   def put(out, xs):
     i, k = xs
-    start = jnp.minimum(i * chunk, n - chunk)
+    start = jnp.minimum(i * chunk, n - chunk).astype(offset)
     return jax.lax.dynamic_update_slice_in_dim(out, fn(k, chunk), start, axis=0), None
 
   # The keys are scanned over (and indexed only inside eval_shape's trace): JAX's

@@ -415,17 +415,18 @@ def test_mechanisms_translate_are_publishable_and_refuse_bad_input():
 
 @SLOW
 def test_a_callers_vmap_and_jit_give_each_key_its_own_draw():
-  """Under a caller's vmap over three keys (20,000 samples each, the size of the
-  float-sampler comparison, whose compilation the unbatched draws reuse) each
-  member's noise equals its own unbatched draw, and a jitted draw with a traced
-  scale equals the static one."""
+  """Under a caller's jit of a vmap over three keys and three traced scales (20,000
+  samples each, the size of the float-sampler comparison, whose compilation the
+  unbatched draws reuse; two chunks, whose batched offsets must lower with x64 off)
+  each member's noise equals its own unbatched draw at its static scale: one
+  compilation checks both the batching and the traced scale."""
   keys = jax.random.split(_key(51), 3)
-  draw = lambda k: exact.count_knorm(k, 4, 2, 3.0, (20_000,))
+  scales = (3.0, 2.0, 0.75)
+  draw = lambda k, s: exact.count_knorm(k, 4, 2, s, (20_000,))
+  batched = jax.jit(jax.vmap(draw))(keys, jnp.asarray(scales))
   np.testing.assert_array_equal(
-    np.asarray(jax.vmap(draw)(keys)), np.stack([np.asarray(draw(k)) for k in keys])
+    np.asarray(batched), np.stack([np.asarray(draw(k, s)) for k, s in zip(keys, scales)])
   )
-  traced = jax.jit(lambda k, s: exact.count_knorm(k, 4, 2, s, (20_000,)))(keys[0], 3.0)
-  np.testing.assert_array_equal(np.asarray(traced), np.asarray(draw(keys[0])))
 
 
 @SLOW
@@ -451,31 +452,34 @@ def test_k1_is_iid_laplace():
 
 @SLOW
 def test_forced_host_paths_release_the_same_integers(monkeypatch):
-  """The jitted sampler with the fast pass's widening raised to 2^-9 (most of 300
-  samples refined on the host) and, separately, with every device decision left
-  undecided, releases the normal run's integers from the same key (d = 5, k = 2,
-  scale 40)."""
+  """The jitted sampler with every device decision left undecided (every proposal
+  decided on the host) and the fast pass's widening raised to 2^-9 (most of 300
+  samples refined on the host) releases the normal run's integers from the same key
+  (d = 5, k = 2, scale 40). Both host paths are forced in one compilation: a wrong
+  host decision or a wrong host rounding on any sample changes the release."""
   key = _key(31)
   normal = np.asarray(exact.count_knorm(key, 5, 2, 40.0, (300,)))
   jax.clear_caches()
   try:
     calls = record_host_refinements(monkeypatch, exact_refine)
-    monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-9)
-    forced = np.asarray(exact.count_knorm(key, 5, 2, 40.0, (300,)))
-    assert calls and calls[0] > 150, calls
-    np.testing.assert_array_equal(forced, normal)
-    monkeypatch.undo()
-    jax.clear_caches()
-    real = exact_count.decide_two
+    decisions = []
+    real_host, real = exact_count.host_count_decisions, exact_count.decide_two
+
+    def counting(status, pending, *args, **kwargs):
+      decisions.append(int(np.sum(np.asarray(pending))))
+      return real_host(status, pending, *args, **kwargs)
 
     def undecided(*args):
       status, lo, hi = real(*args)
       return jnp.full_like(status, slices.UNDECIDED), lo, hi
 
+    monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-9)
     monkeypatch.setattr(exact_count, "decide_two", undecided)
-    np.testing.assert_array_equal(
-      np.asarray(exact.count_knorm(key, 5, 2, 40.0, (300,))), normal
-    )
+    monkeypatch.setattr(exact_count, "host_count_decisions", counting)
+    forced = np.asarray(exact.count_knorm(key, 5, 2, 40.0, (300,)))
+    assert calls and calls[0] > 150, calls
+    assert decisions and decisions[0] == 300, decisions
+    np.testing.assert_array_equal(forced, normal)
   finally:
     monkeypatch.undo()
     jax.clear_caches()

@@ -344,31 +344,35 @@ def test_a_callers_vmap_gives_each_key_its_own_draw():
 
 @pytest.mark.slow
 def test_forced_host_paths_release_the_same_integers(monkeypatch):
-  """The jitted sampler with the fast pass's widening raised to 2^-9 (most of 300
-  samples refined on the host) and, separately, with every device decision left
-  undecided (every proposal decided on the host from 244 digits) releases the normal
-  run's integers from the same key (d = 5, k = 3, scale 40)."""
+  """The jitted sampler with every device decision left undecided (every proposal
+  decided on the host from 244 digits) and the fast pass's widening raised to 2^-9
+  (most of 300 samples refined on the host) releases the normal run's integers from
+  the same key (d = 5, k = 3, scale 40). Both host paths are forced in one
+  compilation: a wrong host decision or a wrong host rounding on any sample changes
+  the release."""
   key = _key(31)
   normal = np.asarray(exact.sum_knorm(key, 5, 3, 40.0, (300,)))
   jax.clear_caches()
   try:
     calls = record_host_refinements(monkeypatch, exact_refine)
-    monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-9)
-    forced = np.asarray(exact.sum_knorm(key, 5, 3, 40.0, (300,)))
-    assert calls and calls[0] > 150, calls
-    np.testing.assert_array_equal(forced, normal)
-    monkeypatch.undo()
-    jax.clear_caches()
-    real = exact_sum.decide_fast
+    decisions = []
+    real_host, real = exact_sum.host_decisions, exact_sum.decide_fast
+
+    def counting(status, pending, *args, **kwargs):
+      decisions.append(int(np.sum(np.asarray(pending))))
+      return real_host(status, pending, *args, **kwargs)
 
     def undecided(j, w, plan):
       status, lo, hi = real(j, w, plan)
       return jnp.full_like(status, slices.UNDECIDED), lo, hi
 
+    monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-9)
     monkeypatch.setattr(exact_sum, "decide_fast", undecided)
-    np.testing.assert_array_equal(
-      np.asarray(exact.sum_knorm(key, 5, 3, 40.0, (300,))), normal
-    )
+    monkeypatch.setattr(exact_sum, "host_decisions", counting)
+    forced = np.asarray(exact.sum_knorm(key, 5, 3, 40.0, (300,)))
+    assert calls and calls[0] > 150, calls
+    assert decisions and decisions[0] == 300, decisions
+    np.testing.assert_array_equal(forced, normal)
   finally:
     monkeypatch.undo()
     jax.clear_caches()
