@@ -1,11 +1,11 @@
 """Every command of the README and of docs/guides/cli.md, run at a small size in a scratch
 directory (so that the default out/<command>/ lands there).
 
-The README's first command (``python -m jaxdp``, the NHIS study) and ``--devices``, which
-needs a fresh interpreter, run as ``python -m jaxdp`` subprocesses: the entry point, its
-exit status and its streams. The others run ``jaxdp.cli.main`` in this process (what
-the command computes and writes is the same; the kernels this process has compiled are
-reused)."""
+``--devices``, which needs a fresh interpreter, runs as a ``python -m jaxdp`` subprocess:
+the entry point, its exit status and its streams (the README's first command, ``python
+-m jaxdp``, runs in-process in tests/cli/test_commands.py). The others run
+``jaxdp.cli.main`` in this process (what the command computes and writes is the same;
+the kernels this process has compiled are reused)."""
 
 import functools
 import json
@@ -60,11 +60,11 @@ def _results(path):
   return json.loads(Path(path).read_text())
 
 
-@pytest.mark.slow
-@pytest.mark.subprocess
-def test_nhis_with_eps_and_mechanisms(tmp_path):
+def test_nhis_with_eps_and_mechanisms(tmp_path, monkeypatch, capsys):
   """python -m jaxdp nhis --samples 1e7 --eps 0.5 --mechanisms poset,linf"""
-  _jaxdp(
+  _jaxdp_here(
+    monkeypatch,
+    capsys,
     tmp_path,
     "nhis",
     "--samples",
