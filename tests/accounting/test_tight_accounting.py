@@ -272,9 +272,11 @@ def test_export_events_and_the_design_note_figure():
     Accountant.create(20.0, key=jax.random.key(3), on_refusal=FillOnRefusal()),
   )
   event = p.to_dp_event()
-  assert len(event.events) == 100 and event.events[0] == dp_accounting.LaplaceDpEvent(10.0)
+  assert list(event.events) == [dp_accounting.LaplaceDpEvent(10.0)] * 100
   acc = dp_accounting.pld.PLDAccountant()
-  acc.compose(event)
+  # the 100 exported events, all equal, composed by dp_accounting's self-composition
+  # (the same figure as composing them one by one, in 0.1 s instead of 3 s)
+  acc.compose(event.events[0], 100)
   assert acc.get_epsilon(1e-6) == pytest.approx(4.6927, abs=1e-4)
   assert 4.6927 <= p.epsilon(1e-6) <= 4.6927 * 1.001
   zevent = jaxdp.plan(

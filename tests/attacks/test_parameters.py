@@ -62,109 +62,134 @@ def _batch(acct, n):
   return jax.vmap(lambda k: dataclasses.replace(acct, key=k))(jax.random.split(acct.key, n))
 
 
-# name: (mechanism from the traced parameter, accountant, data, bad values, good value)
-CASES = {
-  "laplace-exact-eps": (
-    lambda p: LaplaceMechanism(p, exact=True),
-    _secure,
-    INTS,
-    EXACT_EPS,
-    0.5,
+# family: (mechanism from its parameters, the parameters' good values). The cases of a
+# family share one compiled program (their parameters are all traced there).
+FAMILIES = {
+  "laplace-exact": (
+    lambda eps, sensitivity: LaplaceMechanism(eps, sensitivity, exact=True),
+    dict(eps=0.5, sensitivity=1.0),
   ),
+  "laplace-grid": (
+    lambda eps, sensitivity: LaplaceMechanism(eps, sensitivity, exact=True, grid=2.0**-4),
+    dict(eps=0.5, sensitivity=1.0),
+  ),
+  "laplace-float": (
+    lambda eps, sensitivity: LaplaceMechanism(eps, sensitivity),
+    dict(eps=0.5, sensitivity=1.0),
+  ),
+  "knorm-poset-exact": (
+    lambda eps, sensitivity: KNormMechanism(PosetBall(POSET), eps, sensitivity, exact=True),
+    dict(eps=0.5, sensitivity=1.0),
+  ),
+  "knorm-l1-exact": (
+    lambda eps: KNormMechanism(LpBall(3, 1), eps, exact=True),
+    dict(eps=0.5),
+  ),
+  "knorm-linf-exact": (
+    lambda eps, sensitivity: KNormMechanism(
+      LpBall(3, math.inf), eps, sensitivity, exact=True
+    ),
+    dict(eps=0.5, sensitivity=1.0),
+  ),
+  "knorm-poset-float": (lambda eps: KNormMechanism(PosetBall(POSET), eps), dict(eps=0.5)),
+  "knorm-l1-float": (lambda eps: KNormMechanism(LpBall(3, 1), eps), dict(eps=0.5)),
+  "knorm-linf-float": (
+    lambda sensitivity: KNormMechanism(LpBall(3, math.inf), 0.5, sensitivity),
+    dict(sensitivity=1.0),
+  ),
+  "knorm-l2-float": (
+    lambda eps, sensitivity: KNormMechanism(LpBall(3, 2), eps, sensitivity),
+    dict(eps=0.5, sensitivity=1.0),
+  ),
+  "gaussian": (
+    lambda eps, delta, sensitivity: GaussianMechanism(eps, delta, sensitivity),
+    dict(eps=0.5, delta=1e-5, sensitivity=1.0),
+  ),
+  "zcdp": (
+    lambda sigma, sensitivity: ZCDPGaussianMechanism(sigma, sensitivity),
+    dict(sigma=2.0, sensitivity=1.0),
+  ),
+  "poset-count-exact-poset": (
+    lambda eps: PosetCountMechanism(POSET, eps, exact=True),
+    dict(eps=0.5),
+  ),
+  "poset-count-exact-linf": (
+    lambda eps: PosetCountMechanism(POSET, eps, noise="linf", exact=True),
+    dict(eps=0.5),
+  ),
+  "poset-count-exact-laplace": (
+    lambda eps: PosetCountMechanism(POSET, eps, noise="laplace", exact=True),
+    dict(eps=0.5),
+  ),
+  "poset-count-float-l2": (
+    lambda eps: PosetCountMechanism(POSET, eps, noise="l2"),
+    dict(eps=0.5),
+  ),
+  "poset-count-float-poset": (lambda eps: PosetCountMechanism(POSET, eps), dict(eps=0.5)),
+}
+
+# name: (family, the traced parameter, accountant, data, bad values, good value)
+CASES = {
+  "laplace-exact-eps": ("laplace-exact", "eps", _secure, INTS, EXACT_EPS, 0.5),
   "laplace-exact-sensitivity": (
-    lambda p: LaplaceMechanism(0.5, p, exact=True),
+    "laplace-exact",
+    "sensitivity",
     _secure,
     INTS,
     EXACT_SENS,
     2.0,
   ),
-  "laplace-grid-eps": (
-    lambda p: LaplaceMechanism(p, exact=True, grid=2.0**-4),
-    _secure,
-    FLOATS,
-    EXACT_EPS,
-    0.5,
-  ),
+  "laplace-grid-eps": ("laplace-grid", "eps", _secure, FLOATS, EXACT_EPS, 0.5),
   "laplace-grid-sensitivity": (
-    lambda p: LaplaceMechanism(0.5, p, exact=True, grid=2.0**-4),
+    "laplace-grid",
+    "sensitivity",
     _secure,
     FLOATS,
     BAD + [1e5, 1e30],
     1.0,
   ),
-  "laplace-float-eps": (lambda p: LaplaceMechanism(p), _plain, FLOATS, BAD, 0.5),
+  "laplace-float-eps": ("laplace-float", "eps", _plain, FLOATS, BAD, 0.5),
   "laplace-float-sensitivity": (
-    lambda p: LaplaceMechanism(0.5, p),
+    "laplace-float",
+    "sensitivity",
     _plain,
     FLOATS,
     FLOAT_SENS,
     1.0,
   ),
-  "knorm-poset-exact-eps": (
-    lambda p: KNormMechanism(PosetBall(POSET), p, exact=True),
-    _secure,
-    INTS4,
-    EXACT_EPS,
-    0.5,
-  ),
+  "knorm-poset-exact-eps": ("knorm-poset-exact", "eps", _secure, INTS4, EXACT_EPS, 0.5),
   "knorm-poset-exact-sensitivity": (
-    lambda p: KNormMechanism(PosetBall(POSET), 0.5, p, exact=True),
+    "knorm-poset-exact",
+    "sensitivity",
     _secure,
     INTS4,
     EXACT_SENS,
     1.0,
   ),
-  "knorm-l1-exact-eps": (
-    lambda p: KNormMechanism(LpBall(3, 1), p, exact=True),
-    _secure,
-    INTS,
-    EXACT_EPS,
-    0.5,
-  ),
-  "knorm-linf-exact-eps": (
-    lambda p: KNormMechanism(LpBall(3, math.inf), p, exact=True),
-    _secure,
-    INTS,
-    EXACT_EPS,
-    0.5,
-  ),
+  "knorm-l1-exact-eps": ("knorm-l1-exact", "eps", _secure, INTS, EXACT_EPS, 0.5),
+  "knorm-linf-exact-eps": ("knorm-linf-exact", "eps", _secure, INTS, EXACT_EPS, 0.5),
   "knorm-linf-exact-sensitivity": (
-    lambda p: KNormMechanism(LpBall(3, math.inf), 0.5, p, exact=True),
+    "knorm-linf-exact",
+    "sensitivity",
     _secure,
     INTS,
     EXACT_SENS,
     1.0,
   ),
-  "knorm-poset-float-eps": (
-    lambda p: KNormMechanism(PosetBall(POSET), p),
-    _plain,
-    FLOATS4,
-    BAD,
-    0.5,
-  ),
-  "knorm-l1-float-eps": (
-    lambda p: KNormMechanism(LpBall(3, 1), p),
-    _plain,
-    FLOATS,
-    BAD,
-    0.5,
-  ),
+  "knorm-poset-float-eps": ("knorm-poset-float", "eps", _plain, FLOATS4, BAD, 0.5),
+  "knorm-l1-float-eps": ("knorm-l1-float", "eps", _plain, FLOATS, BAD, 0.5),
   "knorm-linf-float-sensitivity": (
-    lambda p: KNormMechanism(LpBall(3, math.inf), 0.5, p),
+    "knorm-linf-float",
+    "sensitivity",
     _plain,
     FLOATS,
     FLOAT_SENS,
     1.0,
   ),
-  "knorm-l2-float-eps": (
-    lambda p: KNormMechanism(LpBall(3, 2), p),
-    _plain,
-    FLOATS,
-    BAD,
-    0.5,
-  ),
+  "knorm-l2-float-eps": ("knorm-l2-float", "eps", _plain, FLOATS, BAD, 0.5),
   "knorm-l2-float-sensitivity": (
-    lambda p: KNormMechanism(LpBall(3, 2), 0.5, p),
+    "knorm-l2-float",
+    "sensitivity",
     _plain,
     FLOATS,
     FLOAT_SENS,
@@ -172,76 +197,64 @@ CASES = {
   ),
   # the classical calibration needs eps < 1
   "gaussian-eps": (
-    lambda p: GaussianMechanism(p, 1e-5),
+    "gaussian",
+    "eps",
     lambda: _plain(delta_budget=1e-3),
     FLOATS,
     BAD + [1.0, 1.5],
     0.5,
   ),
   "gaussian-delta": (
-    lambda p: GaussianMechanism(0.5, p),
+    "gaussian",
+    "delta",
     lambda: _plain(delta_budget=0.5),
     FLOATS,
     BAD + [1.0, 2.0],
     1e-5,
   ),
   "gaussian-sensitivity": (
-    lambda p: GaussianMechanism(0.5, 1e-5, p),
+    "gaussian",
+    "sensitivity",
     lambda: _plain(delta_budget=1e-3),
     FLOATS,
     FLOAT_SENS,
     2.0,
   ),
   "zcdp-sigma": (
-    lambda p: ZCDPGaussianMechanism(p),
+    "zcdp",
+    "sigma",
     lambda: _plain(composition="zcdp", delta_budget=1e-6),
     FLOATS,
     BAD,
     2.0,
   ),
   "zcdp-sensitivity": (
-    lambda p: ZCDPGaussianMechanism(2.0, p),
+    "zcdp",
+    "sensitivity",
     lambda: _plain(composition="zcdp", delta_budget=1e-6),
     FLOATS,
     BAD,
     1.0,
   ),
-  "poset-count-exact-poset": (
-    lambda p: PosetCountMechanism(POSET, p, exact=True),
-    _secure,
-    ROWS,
-    EXACT_EPS,
-    0.5,
-  ),
-  "poset-count-exact-linf": (
-    lambda p: PosetCountMechanism(POSET, p, noise="linf", exact=True),
-    _secure,
-    ROWS,
-    EXACT_EPS,
-    0.5,
-  ),
-  "poset-count-exact-laplace": (
-    lambda p: PosetCountMechanism(POSET, p, noise="laplace", exact=True),
-    _secure,
-    ROWS,
-    EXACT_EPS,
-    0.5,
-  ),
-  "poset-count-float-l2": (
-    lambda p: PosetCountMechanism(POSET, p, noise="l2"),
-    _plain,
-    ROWS,
-    BAD,
-    0.5,
-  ),
-  "poset-count-float-poset": (
-    lambda p: PosetCountMechanism(POSET, p),
-    _plain,
-    ROWS,
-    BAD,
-    0.5,
-  ),
+  **{
+    name: (name, "eps", acct, ROWS, EXACT_EPS if "exact" in name else BAD, 0.5)
+    for name, acct in (
+      ("poset-count-exact-poset", _secure),
+      ("poset-count-exact-linf", _secure),
+      ("poset-count-exact-laplace", _secure),
+      ("poset-count-float-l2", _plain),
+      ("poset-count-float-poset", _plain),
+    )
+  },
 }
+
+
+def _maker(name):
+  """The case's mechanism from its traced parameter, the others static (their good
+  values)."""
+  family, param = CASES[name][:2]
+  make, good = FAMILIES[family]
+  return lambda p: make(**{**good, param: p})
 
 
 def _fill(out):
@@ -265,26 +278,42 @@ def _assert_answered(acct, out, lane):
   assert not np.any(_fill(out)[lane]) and np.all(np.isfinite(np.asarray(out)[lane]))
 
 
+LANES = 1 + max(len(case[4]) for case in CASES.values())
+
+
+@functools.partial(jax.jit, static_argnums=4)
+def _release_lanes(accts, params, keys, data, family):
+  """A release and a standalone ``randomize`` per lane (vmapped): the mechanism of
+  ``family`` from the lane's parameters (all traced)."""
+  make = FAMILIES[family][0]
+
+  def lane(a, p, k):
+    mech = make(**p)
+    a, out = release(a, mech, data)
+    return a, out, mech.randomize(k, data)
+
+  return jax.vmap(lane)(accts, params, keys)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_bad_traced_parameter_is_refused_under_jit_and_vmap(name):
   """One jitted, vmapped call over a batch of accountants, keys and mechanisms: every
   bad lane is refused with nothing spent and outputs exactly the fill (never the fill
   plus the statistic), and so does a standalone ``randomize``; the good lane (last)
-  is answered."""
-  make, new_acct, data, bad, good = CASES[name]
-  values = jnp.asarray(bad + [good], jnp.float32)
-  n = len(values)
+  is answered. Every parameter of the mechanism is traced, the others at their good
+  values in every lane (the cases of a family share one compiled program; the scan
+  test below keeps the others static)."""
+  family, param, new_acct, data, bad, good = CASES[name]
+  # LANES lanes in every case (one program per family): the bad values, repeated
+  values = jnp.asarray([*bad, *bad][: LANES - 1] + [good], jnp.float32)
+  n = LANES
   keys = jax.random.split(jax.random.key(7), n)
-
-  @jax.jit
-  @functools.partial(jax.vmap, in_axes=(0, 0, 0, None))
-  def run(a, p, k, data):
-    mech = make(p)
-    a, out = release(a, mech, data)
-    return a, out, mech.randomize(k, data)
-
-  acct, out, alone = run(_batch(new_acct(), n), values, keys, data)
+  params = {
+    k: values if k == param else jnp.full(n, v, jnp.float32)
+    for k, v in FAMILIES[family][1].items()
+  }
+  acct, out, alone = _release_lanes(_batch(new_acct(), n), params, keys, data, family)
   lanes = np.arange(n - 1)
   _assert_refused(acct, out, lanes)
   assert np.all(_fill(alone)[lanes]), np.asarray(alone)[lanes]
@@ -337,7 +366,8 @@ def test_a_bad_traced_eps_is_refused_under_every_composition(composition):
 def test_a_bad_traced_parameter_is_refused_in_a_scan(name):
   """lax.scan threading one accountant through every value: only the good releases
   are answered and charged (as much as the same releases without the bad ones)."""
-  make, new_acct, data, bad, good = CASES[name]
+  _, _, new_acct, data, bad, good = CASES[name]
+  make = _maker(name)
   values = jnp.asarray([good] + bad + [good], jnp.float32)
 
   @jax.jit

@@ -1,11 +1,11 @@
 """Every command of the README and of docs/guides/cli.md, run at a small size in a scratch
 directory (so that the default out/<command>/ lands there).
 
-The README's first command (``python -m jaxdp``, the NHIS study) and ``--devices``, which
-needs a fresh interpreter, run as ``python -m jaxdp`` subprocesses: the entry point, its
-exit status and its streams. The others run ``jaxdp.cli.main`` in this process (what
-the command computes and writes is the same; the kernels this process has compiled are
-reused)."""
+``--devices``, which needs a fresh interpreter, runs as a ``python -m jaxdp`` subprocess:
+the entry point, its exit status and its streams (the README's first command, ``python
+-m jaxdp``, runs in-process in tests/cli/test_commands.py). The others run
+``jaxdp.cli.main`` in this process (what the command computes and writes is the same;
+the kernels this process has compiled are reused)."""
 
 import functools
 import json
@@ -60,11 +60,11 @@ def _results(path):
   return json.loads(Path(path).read_text())
 
 
-@pytest.mark.slow
-@pytest.mark.subprocess
-def test_nhis_with_eps_and_mechanisms(tmp_path):
+def test_nhis_with_eps_and_mechanisms(tmp_path, monkeypatch, capsys):
   """python -m jaxdp nhis --samples 1e7 --eps 0.5 --mechanisms poset,linf"""
-  _jaxdp(
+  _jaxdp_here(
+    monkeypatch,
+    capsys,
     tmp_path,
     "nhis",
     "--samples",
@@ -109,26 +109,28 @@ def test_nhis_with_the_chacha8_generator(tmp_path, monkeypatch, capsys):
 
 
 def test_poset_random_writes_under_out_poset(tmp_path, monkeypatch, capsys):
-  """python -m jaxdp poset --poset random:12:7  (writes out/poset/poset_random12.*)"""
+  """python -m jaxdp poset --poset random:12:7  (writes out/poset/poset_random12.*)
+
+  (scaled down: a random poset of 5 elements, 500 draws)"""
   _jaxdp_here(
     monkeypatch,
     capsys,
     tmp_path,
     "poset",
     "--poset",
-    "random:12:7",
+    "random:5:7",
     "--samples",
-    "2e3",
+    "500",
     "--insertion-samples",
-    "50",
+    "20",
     "--mechanisms",
     "poset",
     "--no-plot",
   )
   out = tmp_path / "out" / "poset"
-  (row,) = _results(out / "poset_random12.json")["results"]
-  assert row["d"] == 12 and 0 < row["exact_ratio"] <= 1
-  assert (out / "poset_random12.csv").exists() and (out / "poset_random12.md").exists()
+  (row,) = _results(out / "poset_random5.json")["results"]
+  assert row["d"] == 5 and 0 < row["exact_ratio"] <= 1
+  assert (out / "poset_random5.csv").exists() and (out / "poset_random5.md").exists()
 
 
 def test_dims_into_a_results_folder(tmp_path, monkeypatch, capsys):
