@@ -182,26 +182,18 @@ def wrapped_proposal(m: int, k: int, logvol: float) -> tuple[int, np.ndarray, fl
   return a, thresholds, log_acc(a)
 
 
-def round_slots(m: int, acceptance: float) -> tuple[int, ...]:
+def round_slots(m: int, acceptance: float) -> int:
   """Slots for :func:`rejection_fill`'s later rounds: twice the rows that the first
   round is expected to leave (a power of two, at least ``MIN_SLOTS``), at most its
-  default; then, once fewer rows than that are left, a quarter as many (where that is
-  at least ``MIN_SLOTS``), so that the last rows do not take rounds of idle slots."""
+  default."""
   left = 2 * m * (1.0 - acceptance)
-  b = min(
+  return min(
     m, max(MIN_ROUND, -(-m // 4)), max(MIN_SLOTS, 1 << math.ceil(math.log2(max(left, 1))))
   )
-  return (b, b // 4) if b // 4 >= MIN_SLOTS else (b,)
 
 
 def rejection_fill(
-  candidates,
-  key,
-  m: int,
-  dim: int,
-  groups: int,
-  dtype,
-  slots: int | tuple[int, ...] | None = None,
+  candidates, key, m: int, dim: int, groups: int, dtype, slots: int | None = None
 ):
   """``(m, dim)`` rows, each group of coordinates of a row filled by its first
   accepted proposal.
@@ -210,23 +202,19 @@ def rejection_fill(
   (``(b,)`` in [0, m), or None for all m rows in order): ``x`` ``(b, dim)``, ``ok``
   ``(b, groups)`` each group's acceptance and ``member`` ``(b, dim)`` each
   coordinate's group. The first round proposes once for every row; each later one
-  has ``slots`` slots (default ``min(m, max(MIN_ROUND, m / 4))``; a tuple: rounds of
-  its first size while at least that many rows are left, then of the next), given
-  in turn to the rows with a group not yet filled (a row gets several when fewer
-  than that are left). Every proposal is fresh and a group takes, of its row's slots
-  that accept it, the first, so each row is an exact draw of its target,
-  independently of the others. Terminates with probability one when every
-  acceptance is positive.
+  has ``slots`` slots (default ``min(m, max(MIN_ROUND, m / 4))``), given in turn to
+  the rows with a group not yet filled (a row gets several when fewer than that are
+  left). Every proposal is fresh and a group takes, of its row's slots that accept
+  it, the first, so each row is an exact draw of its target, independently of the
+  others. Terminates with probability one when every acceptance is positive.
   """
-  if slots is None:
-    slots = min(m, max(MIN_ROUND, -(-m // 4)))
-  sizes = [min(m, b) for b in ((slots,) if isinstance(slots, int) else slots)]
+  b = min(m, max(MIN_ROUND, -(-m // 4))) if slots is None else min(m, slots)
+  slot = jnp.arange(b)
 
   def cond(state):
     return ~jnp.all(state[1])
 
-  def body(state, b):
-    slot = jnp.arange(b)
+  def body(state):
     out, done, k = state
     k, sub = jax.random.split(k)
     pending = ~jnp.all(done, axis=1)
@@ -255,17 +243,8 @@ def rejection_fill(
   write = functools.reduce(
     jnp.logical_or, [(member == g) & ok[:, g : g + 1] for g in range(groups)]
   )
-  state = (jnp.where(write, x, 0).astype(dtype), ok, key)
-  for i, b in enumerate(sizes):
-    if i + 1 < len(sizes):  # while at least b rows are left
-
-      def cond_b(state, b=b):
-        return cond(state) & (jnp.sum(~jnp.all(state[1], axis=1)) >= b)
-
-    else:
-      cond_b = cond
-    state = jax.lax.while_loop(cond_b, functools.partial(body, b=b), state)
-  return state[0]
+  out = jnp.where(write, x, 0).astype(dtype)
+  return jax.lax.while_loop(cond, body, (out, ok, key))[0]
 
 
 @functools.lru_cache(maxsize=4096)

@@ -309,10 +309,9 @@ def check_uniform_in_slice(x, m, k):
   assert stats.chisquare(slices, euler / euler.sum() * n).pvalue > P_MIN
 
 
-def fill_slices(table, k, sizes, key, d, slots=None):
+def fill_slices(table, k, sizes, key, d):
   """Rows of two groups, the first ``sizes`` (``(n,)``, static) coordinates and the
-  rest, each filled by its first accepted proposal of ``table`` (later rounds of
-  ``slots`` slots, :func:`rejection_fill`)."""
+  rest, each filled by its first accepted proposal of ``table``."""
   sizes = jnp.asarray(sizes)
   pos = jnp.arange(d)[None, :] < sizes[:, None]
 
@@ -322,9 +321,7 @@ def fill_slices(table, k, sizes, key, d, slots=None):
     x, ok, _ = slice_proposals(u[:, :d], u[:, d:], pp, (jj, d - jj), table, k)
     return x, jnp.stack(ok, axis=1), (~pp).astype(jnp.int32)
 
-  fill = jax.jit(
-    lambda key: rejection_fill(candidates, key, len(sizes), d, 2, jnp.float32, slots)
-  )
+  fill = jax.jit(lambda key: rejection_fill(candidates, key, len(sizes), d, 2, jnp.float32))
   return np.asarray(fill(key))
 
 
@@ -350,13 +347,12 @@ def test_wrapped_halves_are_uniform_in_their_slices():
   whose sizes 8 and 9 take the wrapped simplex (a = 10 and 6, gathered per row) and 3
   and 4 the cube; 20,000 rows of each: each wrapped half's x_1 and floor(sum(x))
   against their exact laws (:func:`check_uniform_in_slice`). A wrong a or threshold
-  changes the slab weights. The later rounds have 2,048 slots, then 64 (the count
-  ball's two sizes of rounds): rows that the second size fills are drawn as exactly."""
+  changes the slab weights."""
   d, k, n = 12, 4, 20_000
   table = proposal_table(d, k)
   assert table.a[8] == 10 and table.a[9] == 6 and table.a[3] == table.a[4] == 0
   sizes = np.tile([3, 8], n)
-  x = fill_slices(table, k, sizes, jax.random.key(96), d, slots=(2048, 64))
+  x = fill_slices(table, k, sizes, jax.random.key(96), d)
   check_uniform_in_slice(x[sizes == 8][:, :8], 8, k)
   check_uniform_in_slice(x[sizes == 3][:, 3:], 9, k)
 
