@@ -129,11 +129,11 @@ class CountBall(SlicedBall):
     table = proposal_table(d, k)
     class_cdf = jnp.asarray(cdf(self.class_weights()), dtype)
     k_class, k_slices, k_gamma = jax.random.split(key, 3)
-    # Column-major, as the subset's scan reads them; the subset is stored row-major,
-    # as every consumer reads it across rows.
-    v = uniforms(k_class, (d + 2, m), dtype)
-    j = jnp.minimum(jnp.searchsorted(class_cdf, v[d + 1], side="right"), d)
-    pos = stored(uniform_subset(v[:d], j).T.astype(jnp.int8), key_word(k_class)) != 0
+    v = uniforms(k_class, (m, d + 2), dtype)
+    j = jnp.minimum(jnp.searchsorted(class_cdf, v[:, -1], side="right"), d)
+    # Stored row-major: the scan leaves the subset column-major, and every
+    # consumer read it across rows.
+    pos = stored(uniform_subset(v[:, :d], j).astype(jnp.int8), key_word(k_class)) != 0
 
     def candidates(key, rows):
       jj, pp = (j, pos) if rows is None else (j[rows], pos[rows])
@@ -155,7 +155,7 @@ class CountBall(SlicedBall):
     shapes = jnp.stack([j, d - j])
     gam = gamma_shapes(k_gamma, jnp.maximum(shapes, 1), d, dtype).astype(dtype)
     gam_pos, gam_neg = jnp.where(shapes > 0, gam, 0)
-    total = 1.0 if noise else gam_pos + gam_neg - jnp.log1p(-v[d])
+    total = 1.0 if noise else gam_pos + gam_neg - jnp.log1p(-v[:, d])
     scale_pos = gam_pos / (total * jnp.where(g_pos > 0, g_pos, 1))
     scale_neg = gam_neg / (total * jnp.where(g_neg > 0, g_neg, 1))
     z = x * jnp.where(pos, scale_pos[:, None], -scale_neg[:, None])
@@ -198,10 +198,10 @@ class CountBall(SlicedBall):
 
 
 def uniform_subset(w: jax.Array, j: jax.Array) -> jax.Array:
-  """A uniformly random j-subset of d items for each of n rows, as ``(d, n)`` bools
-  (column-major), by selection sampling: item i is taken with probability (j - taken
-  so far) / (d - i), from the uniforms ``w`` ``(d, n)``."""
-  d = w.shape[0]
+  """A uniformly random j-subset of the d columns of each row, as ``(n, d)`` bools,
+  by selection sampling: column i is taken with probability (j - taken so far) /
+  (d - i), from the uniforms ``w`` ``(n, d)``."""
+  d = w.shape[1]
 
   def step(taken, xs):
     wi, i = xs
@@ -209,5 +209,5 @@ def uniform_subset(w: jax.Array, j: jax.Array) -> jax.Array:
     take = (need >= d - i) | (wi * (d - i) < need)
     return taken + take, take
 
-  _, takes = jax.lax.scan(step, jnp.zeros_like(j), (w, jnp.arange(d)))
-  return takes
+  _, takes = jax.lax.scan(step, jnp.zeros_like(j), (w.T, jnp.arange(d)))
+  return takes.T
