@@ -12,6 +12,7 @@ import sys
 import pytest
 
 import jaxdp
+from tests.conftest import SLOWEST_FILES
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -226,3 +227,10 @@ def test_the_repository_root_holds_only_the_allowlisted_entries():
     pytest.skip("not a git checkout")
   assert "jaxdp" in tracked
   assert tracked - ROOT_ENTRIES == set(), "stray files at the root: remove them"
+
+
+def test_the_files_the_run_schedules_first_exist():
+  """tests/conftest.py's SLOWEST_FILES name files that exist (a renamed file would
+  silently fall back to collection order)."""
+  missing = [p for p in SLOWEST_FILES if not (ROOT / p).is_file()]
+  assert not missing, missing
