@@ -218,15 +218,15 @@ def release_parallel_unchecked(
 ) -> tuple[Accountant, list]:
   """Releases mechanisms on parts the **caller asserts** are disjoint, at the cost of one.
 
-  Nothing checks it but for one array object passed twice (``x + 0`` passes): one
-  person in two parts costs the sum. Prefer :func:`release_partitioned`.
+  Nothing checks the assertion but that no array object is passed twice (``x + 0``
+  is another); one person in two parts costs the sum. Prefer :func:`release_partitioned`.
 
   Args:
     acct: the accountant (not secure).
     pairs: a sequence of ``(mech, data_part)``.
 
   Returns:
-    ``(acct, outputs)``, a tuple all invalid if refused (as :func:`release`).
+    ``(acct, outputs)``, a tuple, all invalid if refused (as :func:`release`).
 
   Raises:
     ValueError: a secure ``acct`` (a release to publish rests on proved composition).
