@@ -304,10 +304,11 @@ def check_count_names(src: str, poset: Poset) -> None:
     )
 
 
-def check_row_count(src: str, rows: np.ndarray) -> None:
-  """Refuses more rows than the counts hold exactly (the mechanism's own limit,
-  :func:`jaxdp.mechanisms.statistics.exact_counts`), before the ledger is opened:
-  the release would refuse them after the charge, with the number of rows in its
+def check_row_count(src: str, rows: np.ndarray, top: int = 1) -> None:
+  """Refuses more rows than keep every total of entries up to ``top`` within the
+  exact integers of the float dtype (the mechanisms' own limit, as
+  :func:`jaxdp.mechanisms.statistics.exact_counts` applies it), before anything is
+  charged: the release would refuse them later, with the number of rows in its
   message.
 
   Raises:
@@ -315,10 +316,11 @@ def check_row_count(src: str, rows: np.ndarray) -> None:
   """
   dtype = jnp.result_type(float)
   limit = exact_limit(dtype)
-  if rows.shape[0] > limit:
+  if rows.shape[0] * top > limit:
+    per_row = "" if top == 1 else f" of entries up to {top}"
     raise UsageError(
-      f"--data {src}: more than {limit:,} rows, beyond the counts that {dtype} holds "
-      "exactly; split the data"
+      f"--data {src}: more rows than keep the totals{per_row} within {limit:,}, the "
+      f"integers that {dtype} holds exactly; split the data"
     )
 
 

@@ -19,7 +19,6 @@ import re
 import sys
 from pathlib import Path
 
-import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import (
@@ -31,10 +30,9 @@ from jaxdp import (
   raise_if_refused,
   release,
 )
-from jaxdp._data_checks import exact_limit
 from jaxdp.cli import outputs
 from jaxdp.cli.parser import UsageError
-from jaxdp.cli.release import csv_lines, is_header, run_release
+from jaxdp.cli.release import check_row_count, csv_lines, is_header, run_release
 from jaxdp.cli.release_out import MECHANISM, check_out_target, open_out
 from jaxdp.exact import MAX_COUNT_D, MAX_SUM_D, MAX_VOTE_D
 from jaxdp.reporting import error_bars, moments, noise_law
@@ -118,22 +116,6 @@ def read_rows(src: str) -> np.ndarray:
   return out
 
 
-def check_total_range(src: str, rows: np.ndarray, mech) -> None:
-  """Refuses more rows than keep every total exact (the mechanism's own limit, which
-  its error states with the number of rows), naming the limit only.
-
-  Raises:
-    UsageError: naming the limit, never the number of rows.
-  """
-  limit = exact_limit(jnp.result_type(float))
-  top = mech.sensitivities()["linf"]
-  if rows.shape[0] * top > limit:
-    raise UsageError(
-      f"--data {src}: more rows than keep totals of entries up to {top} within "
-      f"{limit:,}, the exact integers of the totals; split the data"
-    )
-
-
 def _class(query: str):
   return {"sum": SumQueryMechanism, "count": CountQueryMechanism}.get(
     query, VoteQueryMechanism
@@ -192,7 +174,7 @@ def _run_query(args, target) -> int:
   d = rows.shape[1]
   noise = args.noise or best_noise(args, d)
   mech = _mechanism(args, d, noise)  # sizes checked (k <= d, d >= 2 for a vote)
-  check_total_range(args.data, rows, mech)
+  check_row_count(args.data, rows, mech.sensitivities()["linf"])
   mech.statistic(rows)  # every row checked before the charge
   if args.error_samples * d > MAX_ENTRIES:
     raise UsageError(f"--error-samples {args.error_samples:,} is too many for {d} totals")
