@@ -28,7 +28,7 @@ from jaxdp.samplers.balls import PosetBall, exact_second_moment
 from jaxdp.samplers.norm_ball import NormBall
 from jaxdp.typing import KeyArray
 
-__all__ = ["SquaredError", "squared_error"]
+__all__ = ["SquaredError", "squared_error", "total_stderr"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +59,14 @@ class SquaredError:
   def total_stderr(self) -> float:
     """The total's standard error: :attr:`total_se`, else an upper bound (the
     coordinates' errors added)."""
-    return float(np.sum(self.stderr)) if self.total_se is None else self.total_se
+    return total_stderr(self.stderr, self.total_se)
+
+
+def total_stderr(stderr: np.ndarray, total_se: float | None) -> float:
+  """The standard error of a sum of per-coordinate squared errors: ``total_se`` (from
+  each simulated point's sum), else the coordinates' standard errors added, an upper
+  bound (one point's coordinates are correlated, so they do not add in quadrature)."""
+  return float(np.sum(stderr)) if total_se is None else total_se
 
 
 def squared_error(

@@ -84,7 +84,7 @@ class QueryOption:
   def total_stderr(self) -> float:
     """The standard error of :attr:`total` (the coordinates' errors are correlated:
     without :attr:`total_se` they are added, an upper bound)."""
-    return float(np.sum(self.stderr)) if self.total_se is None else self.total_se
+    return moments.total_stderr(self.stderr, self.total_se)
 
 
 @dataclasses.dataclass(frozen=True)
