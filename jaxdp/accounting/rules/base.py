@@ -265,7 +265,7 @@ class UnitRule:
       underflows = np.any(e64.astype(np.float32) == 0)
     if not ve and np.all(e64 > 0) and underflows:
       raise BudgetExceededError(
-        f"one release's cost {np.asarray(eps, np.float64)} (its {self.name} cost "
+        f"one release's cost {e64} (its {self.name} cost "
         f"for groups of {acct.group_size}) is positive but underflows float32, the "
         "precision of the budget's arithmetic: it cannot be charged, so the release "
         "would always be refused. Use a larger eps; no data was read."
