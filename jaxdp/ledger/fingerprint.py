@@ -4,13 +4,13 @@ of rows whose cells are in a canonical order.
 The data's first axis indexes its rows (people); the other axes are flattened into
 the row's cells (columns), and trailing unit axes dropped, so shapes ``(n, 1)`` and
 ``(n,)`` are one layout. Values are canonicalised: booleans and integers, and floats
-whose values are all integral (within int64), as int64 (uint64 above its range);
-other floats as float64 with -0.0 as 0.0 and one NaN. The columns are then put in a
-canonical order: each gets a colour, a hash of its multiset of values, refined a few
-times (as in colour refinement of graphs) by the multiset of its values paired with
-the colours of their rows; columns are ordered by colour, and across columns of one
-colour each row's values are sorted. Every step is a function of the data up to row
-and column order, so the fingerprint is too. The rows are then sorted
+whose values are all integral, as int64 (uint64 when some value is past int64's range
+and none is negative); other floats as float64 with -0.0 as 0.0 and one NaN. The columns
+are then put in a canonical order: each gets a colour, a hash of its multiset of values,
+refined a few times (as in colour refinement of graphs) by the multiset of its values
+paired with the colours of their rows; columns are ordered by colour, and across columns
+of one colour each row's values are sorted. Every step is a function of the data up to
+row and column order, so the fingerprint is too. The rows are then sorted
 lexicographically and hashed with the colours, the canonical dtype and the shape.
 
 So an int32 and an int64 copy, a float copy of integer data, a numpy and a JAX
@@ -84,13 +84,17 @@ def array_fingerprint(data: Any) -> str:
 
 
 def _values(x: np.ndarray) -> np.ndarray:
-  """Canonical values: integral floats as int64, else float64 with one zero, one NaN."""
+  """Canonical values: integral floats as :func:`_canonical` holds integers (int64,
+  or uint64 when some value is past int64's range and none is negative), else
+  float64 with one zero, one NaN."""
   if not np.issubdtype(x.dtype, np.floating):
     return _canonical(x)
   f = x.astype("<f8")
-  finite = np.isfinite(f)
-  if finite.all() and (np.floor(f) == f).all() and (np.abs(f) < 2.0**63).all():
-    return f.astype("<i8")
+  if np.isfinite(f).all() and (np.floor(f) == f).all():
+    if (np.abs(f) < 2.0**63).all():
+      return f.astype("<i8")
+    if (f >= 0).all() and (f < 2.0**64).all():
+      return f.astype("<u8")
   f = f + 0.0  # -0.0 -> 0.0
   f[np.isnan(f)] = np.nan  # one NaN
   return f
