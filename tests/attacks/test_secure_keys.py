@@ -4,13 +4,15 @@ from the operating system's entropy: ``key=None``, or the very key object that
 
 An allowlist by provenance, not a list of known test keys. The attacks, with the
 public API only: a key whose bytes the caller chose (``secure_key(bytes(32))``,
-``wrap_key_data`` of known words, ``os_key`` given its entropy), a child derived from
-an OS key, and an OS key passed into ``jit`` (a tracer, whose provenance the trace
-cannot show). Before the allowlist each was accepted, and its release's noise was
-reproducible by anyone who knows the bytes. ``allow_test_key=True`` lets a test use a
-fixed key. Every refusal comes before anything is drawn (nothing is compiled) and
-leaves the key unconsumed.
+``wrap_key_data`` of known words, ``os_key`` given its entropy, an unpickled key), a
+child derived from an OS key, and an OS key passed into ``jit`` (a tracer, whose
+provenance the trace cannot show). Before the allowlist each was accepted, and its
+release's noise was reproducible by anyone who knows the bytes.
+``allow_test_key=True`` lets a test use a fixed key. Every refusal comes before
+anything is drawn (nothing is compiled) and leaves the key unconsumed.
 """
+
+import pickle
 
 import jax
 import jax.numpy as jnp
@@ -32,6 +34,8 @@ KNOWN = {
     jnp.arange(8, dtype=jnp.uint32), impl=CHACHA20
   ),
   "split-child-of-an-os-key": lambda: jax.random.split(secure_key())[0],
+  # the same bytes as an OS key, but whoever unpickles can have chosen them
+  "unpickled-os-key": lambda: pickle.loads(pickle.dumps(secure_key())),
 }
 
 
