@@ -274,7 +274,8 @@ def study_key(seed: int = 0, generator: str = "threefry") -> jax.Array:
 
 
 def is_secure_key(key: KeyArray) -> bool:
-  """Whether ``key`` is a typed ChaCha20 key (as :func:`secure_key` makes)."""
+  """Whether ``key`` is a typed ChaCha20 key (as :func:`secure_key` makes), whatever
+  the origin of its bytes (:mod:`jaxdp.prng.provenance`)."""
   typed = isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
   return typed and jax.random.key_impl(key) == CHACHA20
 

@@ -81,8 +81,9 @@ import numpy as np
 
 from jaxdp import _checks
 from jaxdp.accounting import budget
-from jaxdp.accounting.guard import Lineage, accountant_key, register_tracked
+from jaxdp.accounting.guard import Lineage, register_tracked
 from jaxdp.accounting.history import KINDS
+from jaxdp.accounting.keys import accountant_key
 from jaxdp.accounting.planning import Plan
 from jaxdp.accounting.refusal import RaiseOnRefusal, check_policy
 from jaxdp.accounting.rules import (

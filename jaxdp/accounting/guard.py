@@ -26,14 +26,11 @@ import jax.numpy as jnp
 from jax.extend import core as jax_core
 
 from jaxdp import _checks
-from jaxdp import random as dprandom
 from jaxdp.accounting import planning
 from jaxdp.accounting.errors import StaleAccountantError
-from jaxdp.prng import provenance
 
 __all__ = [
   "Lineage",
-  "accountant_key",
   "check_lineage",
   "check_unused",
   "consume",
@@ -367,44 +364,6 @@ def own_key(key):
     own = jax.random.wrap_key_data(key)
   mark_used(key)
   return own
-
-
-def accountant_key(key, *, secure: bool, allow_test_key: bool):
-  """The key a new accountant owns (:meth:`jaxdp.Accountant.create`): for ``None``, a
-  fresh key from the OS (ChaCha20 when ``secure``); else :func:`own_key` of ``key``.
-  A secure accountant takes a ChaCha20 key only, and (an allowlist) only the key
-  object :func:`jaxdp.random.os_key` made from the OS's entropy
-  (:mod:`jaxdp.prng.provenance`) unless ``allow_test_key``: a key whose bytes someone
-  knows gives noise anyone who knows them can reproduce. Nothing is consumed when
-  ``key`` is refused.
-
-  Raises:
-    ValueError: a key a secure accountant refuses.
-    StaleAccountantError: ``key`` was already used by a release or an accountant.
-  """
-  if key is None:
-    return dprandom.secure_key() if secure else dprandom.os_key()
-  if secure and not dprandom.is_secure_key(key):
-    raise ValueError(
-      "secure=True needs a ChaCha20 key: pass key=None (a fresh key from the OS) "
-      "or jaxdp.random.secure_key(); got a key of another generator."
-    )
-  if secure and not allow_test_key and not provenance.is_os_born(key):
-    got = (
-      "a ChaCha20 key that jaxdp.random.secure_key() did not make from the OS (one "
-      "of given bytes, wrap_key_data, a split or fold_in child, or a copy)"
-      if _checks.is_concrete(key)
-      else "a key traced inside jit or another transformation, whose origin cannot "
-      "be told (create the accountant outside it and pass the accountant in)"
-    )
-    raise ValueError(
-      f"secure=True needs key=None (a fresh key from the OS) or the key object "
-      f"jaxdp.random.secure_key() returned; got {got}. A key whose bytes are known "
-      "gives noise anyone who knows them can reproduce: the release would not be "
-      "private. For a test with a fixed key, pass allow_test_key=True."
-    )
-  _checks.check_key(key)
-  return own_key(key)
 
 
 @contextlib.contextmanager

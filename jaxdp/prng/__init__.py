@@ -3,8 +3,8 @@
 :mod:`jaxdp.prng.threefry` holds the unrolled Threefry-2x32 word streams the samplers
 use; :mod:`jaxdp.prng.chacha` registers ChaCha20 (RFC 8439, for releases meant to be
 published) and ChaCha8 (for studies) through ``jax.extend.random``;
-:mod:`jaxdp.prng.provenance` marks the keys made from the OS's entropy, the only ones a
-secure accountant accepts.
+:mod:`jaxdp.prng.provenance` remembers the keys made from the OS's entropy, the only
+ones a secure accountant accepts.
 """
 
 from jaxdp.prng import chacha, provenance, threefry

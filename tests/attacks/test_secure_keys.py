@@ -115,3 +115,18 @@ def test_a_secure_session_refuses_a_key_whose_bytes_the_caller_chose():
     Session(ROWS, 1.0, secure=True, key=key, allow_test_key="yes")
   assert Session(ROWS, 1.0, secure=True, key=key, allow_test_key=True).secure
   assert Session(ROWS, 1.0, secure=True, key=secure_key()).secure
+
+
+def test_a_ledger_refuses_a_chosen_key_as_a_bad_argument_not_a_corrupt_ledger(tmp_path):
+  """Resuming a registered budget (``eps_budget=None``) rebuilds the accountant from
+  the stored record: a refused key there is the caller's argument, not a damaged
+  ledger, and ``allow_test_key`` reaches it."""
+  ledger = jaxdp.Ledger(tmp_path / "l.db")
+  ledger.accountant("d", ROWS, 1.0, secure=True)
+  key = secure_key(ZEROS)
+  for budget in (None, 1.0):
+    with pytest.raises(ValueError) as err:
+      ledger.accountant("d", ROWS, budget, key=key, secure=True)
+    _assert_explains(err)
+  acct = ledger.accountant("d", ROWS, key=key, secure=True, allow_test_key=True)
+  assert acct.secure
