@@ -44,6 +44,7 @@ import numpy as np
 
 from jaxdp import _checks
 from jaxdp.posets import Poset
+from jaxdp.prng import provenance
 from jaxdp.prng.chacha import CHACHA8, CHACHA20
 from jaxdp.prng.threefry import fast_key
 from jaxdp.samplers import dispatch
@@ -197,21 +198,22 @@ def os_key(impl: str | None = None, *, entropy: bytes | None = None) -> jax.Arra
       little-endian); ``None`` reads the OS generator (``secrets.token_bytes``).
 
   Returns:
-    A scalar typed key.
+    A scalar typed key (with ``entropy=None``, OS-born: :mod:`jaxdp.prng.provenance`).
 
   Raises:
     ValueError: ``entropy`` has the wrong length.
   """
   words = _key_shape(impl)
   size = 4 * math.prod(words)
-  if entropy is None:
-    entropy = secrets.token_bytes(size)
-  elif not isinstance(entropy, (bytes, bytearray)) or len(entropy) != size:
+  given = entropy is not None
+  if given and (not isinstance(entropy, (bytes, bytearray)) or len(entropy) != size):
     raise ValueError(
       f"entropy must be {size} bytes for this generator's key; got {entropy!r:.40}."
     )
-  data = np.frombuffer(bytes(entropy), dtype="<u4").astype(np.uint32).reshape(words)
-  return jax.random.wrap_key_data(data, impl=impl)
+  raw = bytes(entropy) if given else secrets.token_bytes(size)
+  data = np.frombuffer(raw, dtype="<u4").astype(np.uint32).reshape(words)
+  key = jax.random.wrap_key_data(data, impl=impl)
+  return key if given else provenance.mark_os_born(key)
 
 
 def secure_key(seed: bytes | None = None) -> jax.Array:
@@ -224,8 +226,8 @@ def secure_key(seed: bytes | None = None) -> jax.Array:
 
   Args:
     seed: ``None`` (use this): 32 bytes from ``secrets.token_bytes``. A 32-byte
-      ``bytes`` value: that key, for tests and test vectors only (a release whose key
-      is known is not private).
+      ``bytes`` value: that key, for tests only (a release whose key is known is not
+      private: a secure accountant takes it only with ``allow_test_key=True``).
 
   Returns:
     A scalar typed key of implementation ``chacha20``.
@@ -272,12 +274,10 @@ def study_key(seed: int = 0, generator: str = "threefry") -> jax.Array:
 
 
 def is_secure_key(key: KeyArray) -> bool:
-  """Whether ``key`` is a typed ChaCha20 key (as :func:`secure_key` makes)."""
-  return (
-    isinstance(key, jax.Array)
-    and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
-    and jax.random.key_impl(key) == CHACHA20
-  )
+  """Whether ``key`` is a typed ChaCha20 key (as :func:`secure_key` makes), whatever
+  the origin of its bytes (:mod:`jaxdp.prng.provenance`)."""
+  typed = isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+  return typed and jax.random.key_impl(key) == CHACHA20
 
 
 # ------------------------------------------------------------------ internals

@@ -108,10 +108,13 @@ class Session:
     delta_prime: as for :meth:`jaxdp.Accountant.create`.
     orders: as for :meth:`jaxdp.Accountant.create`.
     key: the PRNG key; ``None`` (the default, and the only choice for a real release)
-      draws one from the operating system.
+      draws one from the operating system. With ``secure``, only ``None`` or the key
+      object :func:`jaxdp.random.secure_key` made from the OS.
     secure: releases meant to be published: a ChaCha20 key and exact, integer (or
       grid) noise for every query (see ``secure`` in
       :meth:`jaxdp.Accountant.create`).
+    allow_test_key: with ``secure``, accept any ChaCha20 key (a test's fixed key;
+      as for :meth:`jaxdp.Accountant.create`).
     ledger: a :class:`~jaxdp.Ledger`: the budget is ``dataset``'s there, resumed now,
       each charge committed before its release runs (:mod:`jaxdp.ledger.link`).
     dataset: the dataset's name in ``ledger``.
@@ -119,8 +122,9 @@ class Session:
   Raises:
     ValueError: data of the wrong rank, or with more rows than the default float
       dtype counts exactly (2**24 in float32; enable x64 for more), a budget or
-      option out of range, or a ``composition`` that is not jaxdp's own (an
-      ``ArgTypeError``, which is also a ValueError).
+      option out of range, a ``composition`` that is not jaxdp's own (an
+      ``ArgTypeError``, which is also a ValueError), or with ``secure``, a key not
+      made by ``secure_key()`` from the OS and no ``allow_test_key``.
 
   Example:
     >>> s = Session(np.arange(1000), eps_budget=1.0)
@@ -140,6 +144,7 @@ class Session:
     max_releases: int | None = None,
     delta_prime: float = 0.0,
     secure: bool = False,
+    allow_test_key: bool = False,
     orders: Sequence[float] | None = None,
     ledger: Ledger | None = None,
     dataset: str | None = None,
@@ -171,6 +176,7 @@ class Session:
       max_releases=max_releases,
       delta_prime=delta_prime,
       secure=secure,
+      allow_test_key=allow_test_key,
       orders=orders,
       on_refusal=accounting.FillOnRefusal(),  # the session raises its own error
     )

@@ -4,8 +4,9 @@
 composition rule (:mod:`.rules`); :func:`release` and its variants (:mod:`.releases`)
 charge it; :func:`plan` (:mod:`.planning`) computes what a query function would
 spend without reading data. :mod:`.budget` is the integer-unit arithmetic,
-:mod:`.guard` the stale-key guard, :mod:`.refusal` what a refused release does and
-:mod:`.dependence` the data-dependence analysis that planning runs.
+:mod:`.guard` the stale-key guard, :mod:`.keys` the key a new accountant owns (a
+secure one: only a key made from the OS), :mod:`.refusal` what a refused release does
+and :mod:`.dependence` the data-dependence analysis that planning runs.
 """
 
 from jaxdp.accounting.accountant import Accountant

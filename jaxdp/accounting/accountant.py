@@ -80,10 +80,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
-from jaxdp import random as dprandom
 from jaxdp.accounting import budget
-from jaxdp.accounting.guard import Lineage, own_key, register_tracked
+from jaxdp.accounting.guard import Lineage, register_tracked
 from jaxdp.accounting.history import KINDS
+from jaxdp.accounting.keys import accountant_key
 from jaxdp.accounting.planning import Plan
 from jaxdp.accounting.refusal import RaiseOnRefusal, check_policy
 from jaxdp.accounting.rules import (
@@ -155,6 +155,7 @@ class Accountant:
     max_releases: int | None = None,
     delta_prime: float = 0.0,
     secure: bool = False,
+    allow_test_key: bool = False,
     orders: Sequence[float] | None = None,
     plan: Plan | None = None,
     history: int = 0,
@@ -170,7 +171,10 @@ class Accountant:
       key: PRNG key the accountant owns and splits; ``None``: a fresh key from the
         OS (:func:`jaxdp.random.os_key`, or :func:`~jaxdp.random.secure_key`). The
         key object is consumed: another accountant made from it, eagerly or in
-        the same traced program, raises :class:`StaleAccountantError`.
+        the same traced program, raises :class:`StaleAccountantError`. With
+        ``secure``, only the key object ``secure_key()`` made from the OS
+        (:mod:`jaxdp.prng.provenance`), not a key of given bytes, wrapped or derived
+        key data, or a key traced inside ``jit``.
       composition: a rule of :mod:`jaxdp.accounting.rules`, or its name:
         ``"basic"``, ``"advanced"``, ``"zcdp"``, ``"rdp"`` or ``"planned"``. The
         accountant holds the rule bound to its budgets (:meth:`UnitRule.bind
@@ -190,6 +194,9 @@ class Accountant:
         classes: a published release rests on jaxdp's proved composition theorems,
         which a custom rule's ``allows`` or ``spend`` need not respect
         (``release_parallel_unchecked``, disjoint on the caller's word, is refused).
+      allow_test_key: with ``secure``, accept any ChaCha20 key (a test's fixed key:
+        its releases are reproducible, so not private); the accountant keeps no
+        mark of it. True with ``secure=False`` is refused.
       history: keep the first ``history`` answered releases' events (for
         :meth:`events` and :meth:`to_dp_event`); 0: none.
       on_refusal: :class:`~jaxdp.RaiseOnRefusal` (refusals raise
@@ -200,9 +207,10 @@ class Accountant:
       The :class:`Accountant`.
 
     Raises:
-      ValueError: for a budget, group size or option out of range, or a custom
+      ValueError: for a budget, group size or option out of range, a custom
         composition rule with ``secure=True`` (an ``ArgTypeError``, which is also a
-        ValueError).
+        ValueError), or with ``secure=True``, a key not made by ``secure_key()``
+        from the OS and no ``allow_test_key`` (nothing is consumed).
       StaleAccountantError: ``key`` was already given to an accountant or used by
         a release.
     """
@@ -211,8 +219,14 @@ class Accountant:
     if 0 < delta_budget < budget.MIN_BUDGET:
       raise ValueError(f"delta_budget must be 0 or at least 2**-60; got {delta_budget!r}.")
     group_size = _checks.check_int(group_size, "group_size", minimum=1)
-    if not isinstance(secure, bool):
-      raise _checks.ArgTypeError(f"secure must be True or False; got {secure!r}.")
+    for name, flag in (("secure", secure), ("allow_test_key", allow_test_key)):
+      if not isinstance(flag, bool):
+        raise _checks.ArgTypeError(f"{name} must be True or False; got {flag!r}.")
+    if allow_test_key and not secure:
+      raise ValueError(
+        "allow_test_key=True applies to secure accountants only; with secure=False "
+        "every key is accepted: drop allow_test_key (or pass secure=True)."
+      )
     if secure:
       check_own_rule(composition, _SECURE_RULES)
     rule = make_rule(
@@ -227,16 +241,7 @@ class Accountant:
     history = _checks.check_int(history, "history", minimum=0)
     on_refusal = check_policy(on_refusal)
     with jax.ensure_compile_time_eval():  # concrete even when created inside a trace
-      if key is None:
-        key = dprandom.secure_key() if secure else dprandom.os_key()
-      elif secure and not dprandom.is_secure_key(key):
-        raise ValueError(
-          "secure=True needs a ChaCha20 key: pass key=None (a fresh key from the OS) "
-          "or jaxdp.random.secure_key(); got a key of another generator."
-        )
-      else:
-        _checks.check_key(key)
-        key = own_key(key)
+      key = accountant_key(key, secure=secure, allow_test_key=allow_test_key)
       zero = jnp.zeros((), jnp.int32)
       last = jnp.ones((), bool)
       spent = jnp.zeros(rule.state_shape(), jnp.int32)

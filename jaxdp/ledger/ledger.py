@@ -193,7 +193,7 @@ class Ledger:
       secure: as for :meth:`jaxdp.Accountant.create`.
       also: the same data in other forms (as for :meth:`resume`).
       **options: the other options of :meth:`jaxdp.Accountant.create` (not
-        ``history``: a ledger keeps charges, not an accountant's log).
+        ``history``: a ledger keeps charges; ``allow_test_key`` also when resuming).
 
     Returns:
       An :class:`~jaxdp.Accountant` holding the dataset's spent units and counters.
@@ -210,6 +210,7 @@ class Ledger:
     """
     check_name(dataset)
     if eps_budget is None:
+      allow = options.pop("allow_test_key", False)  # of the key, not of the budget
       if options:
         raise ValueError(
           f"eps_budget=None takes the registered budget; {', '.join(options)} cannot "
@@ -218,7 +219,7 @@ class Ledger:
       self._sync()
       self._known(dataset)
       entry = self._index.datasets[dataset]
-      acct = records.rebuild(entry["budget"], key=key, secure=secure)
+      acct = records.rebuild(entry["budget"], key=key, secure=secure, allow_test_key=allow)
     else:
       acct = Accountant.create(eps_budget, key=key, secure=secure, **options)
     return self.resume(dataset, data, acct, poset=poset, also=also)

@@ -29,6 +29,7 @@ from jaxdp.accounting import (
   RenyiFilter,
   ZCDPFilter,
 )
+from jaxdp.accounting.keys import check_secure_key
 from jaxdp.accounting.rules.planned import checked_rows
 from jaxdp.ledger.errors import BudgetMismatchError, LedgerCorruptError
 from jaxdp.ledger.fingerprint import array_fingerprint
@@ -176,15 +177,23 @@ def resume(acct: Accountant, state: dict) -> Accountant:
   )
 
 
-def rebuild(record: dict, *, key=None, secure: bool = False) -> Accountant:
-  """A fresh accountant for a stored budget record (no state yet).
+def rebuild(
+  record: dict, *, key=None, secure: bool = False, allow_test_key: bool = False
+) -> Accountant:
+  """A fresh accountant for a stored budget record (no state yet); ``key``,
+  ``secure`` and ``allow_test_key`` as for :meth:`jaxdp.Accountant.create`.
 
   Raises:
+    ValueError: a key a secure accountant refuses (the caller's argument, checked
+      before the record; nothing is consumed).
     LedgerCorruptError: the record does not describe an accountant jaxdp can build
       exactly (its rebuilt record differs).
   """
+  if secure is True and key is not None:
+    check_secure_key(key, allow_test_key=allow_test_key)
   eps, delta, params = record["eps"], record["delta"], record["params"]
   kw = dict(delta_budget=delta, group_size=record["group_size"], key=key, secure=secure)
+  kw.update(allow_test_key=allow_test_key)
   name = record["rule"]
   try:
     if name == "planned":

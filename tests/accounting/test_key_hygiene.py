@@ -327,7 +327,12 @@ def _accountant(name, key_kind):
   secure = key_kind == "chacha20" and getattr(mech, "exact", False) is True
   comp = "zcdp" if isinstance(mech, ZCDPGaussianMechanism) else "basic"
   return Accountant.create(
-    100.0, delta_budget=1e-2, composition=comp, secure=secure, key=KEYS[key_kind]()
+    100.0,
+    delta_budget=1e-2,
+    composition=comp,
+    secure=secure,
+    key=KEYS[key_kind](),
+    allow_test_key=secure,
   )
 
 

@@ -5,10 +5,10 @@ The attacks, as an analyst with the public API and the docs only: a secure accou
 asked for parallel composition that only the caller asserts (the same statistic
 passed twice as two objects, charged once and released twice); errors that tell the
 caller to pass an option the mechanism does not have, or a cast that rounds; and a
-secure accountant given a ChaCha20 key whose bytes the caller chose (kept as an
-expected failure: the fix needs an API decision). Each check compares with an
-independent expectation: the budget that two releases of one statistic cost, the
-mechanism's own constructor, or numpy's rounding of the suggested dtype.
+secure accountant given a ChaCha20 key whose bytes the caller chose. Each check
+compares with an independent expectation: the budget that two releases of one
+statistic cost, the mechanism's own constructor, or numpy's rounding of the
+suggested dtype.
 """
 
 import inspect
@@ -119,21 +119,17 @@ def test_float_rows_of_a_mechanism_without_a_grid_are_told_what_to_use():
   assert int(acct.spent_units) == 0
 
 
-@pytest.mark.xfail(
-  strict=True,
-  reason=(
-    "not detected: a secure accountant (or Session(secure=True)) accepts any ChaCha20 "
-    "key, including secure_key(bytes(32)) or wrap_key_data of known words, whose noise "
-    "anyone can reproduce; the key's provenance is not recorded. Fix (an API "
-    "decision): secure_key(seed) with given bytes returns a key marked as a test key "
-    "(remembered by identity, like a used key) that Accountant.create(secure=True) "
-    "refuses unless told allow_test_key=True; tests then pass that flag"
-  ),
-)
 def test_a_secure_accountant_refuses_a_key_whose_bytes_the_caller_chose():
+  """``secure_key(bytes(32))`` (for tests) was accepted, and its releases' noise is
+  reproducible by anyone who knows the bytes. A secure accountant, and a secure
+  Session, take only a key made from the OS (tests/attacks/test_secure_keys.py has
+  the other keys), or any ChaCha20 key with ``allow_test_key=True``."""
   known = jaxdp.random.secure_key(bytes(32))
-  with pytest.raises(ValueError, match="secure"):
+  with pytest.raises(ValueError, match="key=None.*reproduce.*allow_test_key=True"):
     Accountant.create(1.0, secure=True, key=known)
+  with pytest.raises(ValueError, match="key=None.*reproduce.*allow_test_key=True"):
+    jaxdp.Session(np.arange(4), 1.0, secure=True, key=known)
+  assert Accountant.create(1.0, secure=True, key=known, allow_test_key=True).secure
 
 
 def test_the_cast_a_wide_integer_error_suggests_keeps_every_integer_it_allows():

@@ -81,7 +81,7 @@ def test_a_loop_body_returning_its_input_accountant_is_not_a_free_replay(loop):
   documents it); ``jax_debug_key_reuse`` finds it, jaxdp's guard did not."""
   mech = jaxdp.CountQueryMechanism(4, 1, 0.1, exact=True)
   acct = jaxdp.Accountant.create(
-    0.1, secure=True, key=jaxdp.random.secure_key(bytes(range(32)))
+    0.1, secure=True, key=jaxdp.random.secure_key(bytes(range(32))), allow_test_key=True
   )
   try:
     fin, outs = loop(mech)(acct)
@@ -108,7 +108,7 @@ def test_a_stacked_statistic_is_not_several_releases_for_one_charge(ball):
   must be refused, charged for its rows, or given one noise."""
   mech = jaxdp.KNormMechanism(ball, 1.0, exact=True)
   acct = jaxdp.Accountant.create(
-    1.0, secure=True, key=jaxdp.random.secure_key(bytes(range(32)))
+    1.0, secure=True, key=jaxdp.random.secure_key(bytes(range(32))), allow_test_key=True
   )
   totals = np.array([5, 2, 7], np.int32)
   try:

@@ -79,6 +79,7 @@ def test_exact_outputs_move_by_exactly_the_statistics_change(
       delta_budget=1e-5,
       secure=secure,
       key=jax.random.wrap_key_data(words, impl=impl),
+      allow_test_key=secure,  # the same key bytes for both neighbours
       on_refusal=jaxdp.FillOnRefusal(),
     )
     if refuse:
