@@ -197,8 +197,7 @@ def _solve(y, graph, plan, tol):
   pushed, pulled = [], []  # per round: v - new on P (>= 0), new - v on Q (>= 0)
   for buckets in plan.rounds:
     ext = jnp.concatenate([v, jnp.zeros((b, 1), v.dtype)], 1)
-    down = jnp.zeros((b, dim + 1), v.dtype)
-    up = jnp.zeros((b, dim + 1), v.dtype)
+    parts = [v]
     for index, side in buckets:
       vv = ext[:, index]  # (B, G, M)
       in_p, in_q = jnp.asarray(side == 1), jnp.asarray(side == 2)
@@ -209,14 +208,28 @@ def _solve(y, graph, plan, tol):
         new = -_single_top(-vv, in_q, in_p)
       else:
         new = _junction(vv, in_p, in_q)
-      ext = ext.at[:, index].set(jnp.where(jnp.asarray(side > 0), new, vv))
-      down = down.at[:, index].set(jnp.where(jnp.asarray(side == 1), vv - new, 0.0))
-      up = up.at[:, index].set(jnp.where(jnp.asarray(side == 2), new - vv, 0.0))
-    v = ext[:, :dim]
-    pushed.append(down[:, :dim])
-    pulled.append(up[:, :dim])
+      parts.append(new.reshape(b, -1))
+    # a round's groups are disjoint: each node reads its group's clamp, or itself (one
+    # gather, no scatter); a clamp only lowers P and raises Q, so the excesses are
+    # the round's changes, by sign
+    new_v = jnp.concatenate(parts, 1)[:, _sources(buckets, dim)]
+    pushed.append(jnp.maximum(v - new_v, 0.0))
+    pulled.append(jnp.maximum(new_v - v, 0.0))
+    v = new_v
   lam = _multipliers(jnp.concatenate(pushed, 1), jnp.concatenate(pulled, 1), graph, plan)
   return v, lam, certify(y, v, lam, graph, tol)
+
+
+def _sources(buckets, dim: int) -> np.ndarray:
+  """Where each node's value after a round is, in ``[v, bucket 1's clamps flattened,
+  ...]``: its group's clamp, or ``v`` for a node in no group."""
+  src = np.arange(dim)
+  offset = dim
+  for index, side in buckets:
+    flat, used = index.reshape(-1), side.reshape(-1) > 0
+    src[flat[used]] = offset + np.nonzero(used)[0]
+    offset += flat.size
+  return src
 
 
 def _kind(side: np.ndarray) -> str:
