@@ -51,7 +51,7 @@ def check_key_source(key, *, secure: bool, allow_test_key: bool) -> None:
   """Raises a ValueError, consuming nothing, for a key an accountant cannot own:
   ``key=None`` inside a JAX transformation (the OS would be read once, while JAX
   traces: every call would get the same key), or a key :func:`check_secure_key`
-  refuses. Call it outside ``jax.ensure_compile_time_eval``, which hides the trace."""
+  refuses. Call it before ``jax.ensure_compile_time_eval``, which may hide the trace."""
   if key is None:
     _checks.check_os_read(
       "Accountant.create(key=None)",
