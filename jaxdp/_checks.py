@@ -61,6 +61,20 @@ def in_transformation() -> bool:
   return type(jex_core.find_top_trace(())) is not _EVAL_TRACE
 
 
+def check_os_read(what: str, instead: str) -> None:
+  """Raises ValueError when ``what``, a call that reads the operating system's
+  entropy in Python, runs inside a JAX transformation (:func:`in_transformation`):
+  there the OS is read once, while JAX traces, and the key it gives is a constant of
+  the program, the same in every call, lane and step. ``instead``: what to do."""
+  if in_transformation():
+    raise ValueError(
+      f"{what} reads the operating system's entropy in Python: inside jit, vmap, "
+      "lax.map or another JAX transformation that happens once, while JAX traces, so "
+      "every call of the compiled program (every vmap lane, every lax.map step) would "
+      f"get the same key, and the same noise. {instead}"
+    )
+
+
 def varying_axes(aval: Any) -> frozenset:
   """The ``shard_map`` mesh axes along which values of type ``aval`` (``jax.typeof(x)``
   or a ``ShapeDtypeStruct``, whose ``manual_axis_type`` is None outside ``shard_map``)

@@ -44,7 +44,6 @@ import numpy as np
 
 from jaxdp import _checks
 from jaxdp.posets import Poset
-from jaxdp.prng import provenance
 from jaxdp.prng.chacha import CHACHA8, CHACHA20
 from jaxdp.prng.threefry import fast_key
 from jaxdp.samplers import dispatch
@@ -73,6 +72,7 @@ __all__ = [
 ]
 
 GENERATORS = ("threefry", "rbg", "chacha8")
+_IMPLS = {"threefry": "threefry2x32", "chacha8": CHACHA8, "chacha20": CHACHA20}
 
 
 Ball = PosetBall | LpBall | NormBall
@@ -192,28 +192,29 @@ def os_key(impl: str | None = None, *, entropy: bytes | None = None) -> jax.Arra
   (``jax.random.wrap_key_data``): 64 bits for Threefry, the default.
 
   Args:
-    impl: a ``jax.random`` PRNG implementation name or object (default: JAX's
-      default implementation).
+    impl: ``"chacha20"``, ``"chacha8"``, ``"threefry"``, or a ``jax.random`` PRNG
+      implementation name or object (default: JAX's default implementation).
     entropy: for tests only: the exact key bytes (4 per 32-bit word of key data,
       little-endian); ``None`` reads the OS generator (``secrets.token_bytes``).
 
   Returns:
-    A scalar typed key (with ``entropy=None``, OS-born: :mod:`jaxdp.prng.provenance`).
+    A scalar typed key.
 
   Raises:
-    ValueError: ``entropy`` has the wrong length.
+    ValueError: ``entropy`` has the wrong length, or is ``None`` inside ``jit`` or
+      another transformation (the OS is read once, while JAX traces).
   """
-  words = _key_shape(impl)
-  size = 4 * math.prod(words)
-  given = entropy is not None
-  if given and (not isinstance(entropy, (bytes, bytearray)) or len(entropy) != size):
+  impl = _IMPLS.get(impl, impl) if isinstance(impl, str) else impl
+  size = 4 * math.prod(words := _key_shape(impl))
+  if entropy is None:
+    _checks.check_os_read("jaxdp.random.os_key()", "Make the key outside and pass it in.")
+  elif not isinstance(entropy, (bytes, bytearray)) or len(entropy) != size:
     raise ValueError(
       f"entropy must be {size} bytes for this generator's key; got {entropy!r:.40}."
     )
-  raw = bytes(entropy) if given else secrets.token_bytes(size)
+  raw = secrets.token_bytes(size) if entropy is None else bytes(entropy)
   data = np.frombuffer(raw, dtype="<u4").astype(np.uint32).reshape(words)
-  key = jax.random.wrap_key_data(data, impl=impl)
-  return key if given else provenance.mark_os_born(key)
+  return jax.random.wrap_key_data(data, impl=impl)
 
 
 def secure_key(seed: bytes | None = None) -> jax.Array:
@@ -225,15 +226,15 @@ def secure_key(seed: bytes | None = None) -> jax.Array:
   for what the generator is and is not.
 
   Args:
-    seed: ``None`` (use this): 32 bytes from ``secrets.token_bytes``. A 32-byte
-      ``bytes`` value: that key, for tests only (a release whose key is known is not
-      private: a secure accountant takes it only with ``allow_test_key=True``).
+    seed: ``None``: 32 bytes from ``secrets.token_bytes``. A 32-byte ``bytes``
+      value: that key, for tests only (noise whose key is known is not private).
+      A secure accountant makes its own key: it takes one only as a test's.
 
   Returns:
     A scalar typed key of implementation ``chacha20``.
 
   Raises:
-    ValueError: ``seed`` is not ``None`` or exactly 32 bytes.
+    ValueError: ``seed`` is not ``None`` or 32 bytes; ``None`` inside a transformation.
   """
   if seed is not None and not (isinstance(seed, (bytes, bytearray)) and len(seed) == 32):
     raise ValueError(
@@ -258,8 +259,7 @@ def study_key(seed: int = 0, generator: str = "threefry") -> jax.Array:
   Raises:
     ValueError: an unknown generator.
   """
-  impls = {"threefry": "threefry2x32", "rbg": "rbg", "chacha8": CHACHA8}
-  if generator not in impls:
+  if generator not in GENERATORS:
     raise ValueError(
       f"generator must be one of {GENERATORS}; got {generator!r} "
       "(releases to publish use secure_key())."
@@ -270,12 +270,12 @@ def study_key(seed: int = 0, generator: str = "threefry") -> jax.Array:
       f"seed must be in [-2**31, 2**31) (a study seed is a label, "
       f"and larger ones would collide); got {seed}."
     )
-  return jax.random.key(seed, impl=impls[generator])
+  return jax.random.key(seed, impl=_IMPLS.get(generator, generator))
 
 
 def is_secure_key(key: KeyArray) -> bool:
-  """Whether ``key`` is a typed ChaCha20 key (as :func:`secure_key` makes), whatever
-  the origin of its bytes (:mod:`jaxdp.prng.provenance`)."""
+  """Whether ``key`` is a typed ChaCha20 key. The generator only: not a test of where
+  the bytes came from (``secure_key(bytes(32))`` passes)."""
   typed = isinstance(key, jax.Array) and jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
   return typed and jax.random.key_impl(key) == CHACHA20
 

@@ -71,6 +71,7 @@ import numpy as np
 
 from jaxdp import _checks, _data_checks, accounting, session_mechanisms, session_rows
 from jaxdp.accounting import Accountant, BudgetExceededError, ReleaseRefusedError, guard
+from jaxdp.accounting.keys import consumed_on_success
 from jaxdp.accounting.rules import CompositionRule, check_own_rule
 from jaxdp.ledger import Ledger, link
 from jaxdp.mechanisms import LaplaceMechanism, Mechanism, PosetCountMechanism
@@ -108,8 +109,8 @@ class Session:
     delta_prime: as for :meth:`jaxdp.Accountant.create`.
     orders: as for :meth:`jaxdp.Accountant.create`.
     key: the PRNG key; ``None`` (the default, and the only choice for a real release)
-      draws one from the operating system. With ``secure``, only ``None`` or the key
-      object :func:`jaxdp.random.secure_key` made from the OS.
+      draws one from the operating system. With ``secure``, only ``None``. A given
+      key is consumed only if the session is made (a ledger's refusal keeps it).
     secure: releases meant to be published: a ChaCha20 key and exact, integer (or
       grid) noise for every query (see ``secure`` in
       :meth:`jaxdp.Accountant.create`).
@@ -123,8 +124,8 @@ class Session:
     ValueError: data of the wrong rank, or with more rows than the default float
       dtype counts exactly (2**24 in float32; enable x64 for more), a budget or
       option out of range, a ``composition`` that is not jaxdp's own (an
-      ``ArgTypeError``, which is also a ValueError), or with ``secure``, a key not
-      made by ``secure_key()`` from the OS and no ``allow_test_key``.
+      ``ArgTypeError``, which is also a ValueError), or with ``secure``, a given key
+      and no ``allow_test_key``.
 
   Example:
     >>> s = Session(np.arange(1000), eps_budget=1.0)
@@ -167,21 +168,22 @@ class Session:
         "a query's error or rounding could then depend on the number of rows. "
         "Enable x64 (jax.config.update('jax_enable_x64', True)) or split the data."
       )
-    self._acct = Accountant.create(
-      eps_budget,
-      delta_budget=delta_budget,
-      group_size=group_size,
-      key=key,
-      composition=composition,
-      max_releases=max_releases,
-      delta_prime=delta_prime,
-      secure=secure,
-      allow_test_key=allow_test_key,
-      orders=orders,
-      on_refusal=accounting.FillOnRefusal(),  # the session raises its own error
-    )
-    self._acct = dataclasses.replace(self._acct, lineage=None)  # held, never handed out
-    self._acct, self._link = link.attach(ledger, dataset, data, self._acct)
+    with consumed_on_success(key, secure=secure) as own:  # a ledger's refusal keeps it
+      acct = Accountant.create(
+        eps_budget,
+        delta_budget=delta_budget,
+        group_size=group_size,
+        key=own,
+        composition=composition,
+        max_releases=max_releases,
+        delta_prime=delta_prime,
+        secure=secure,
+        allow_test_key=allow_test_key,
+        orders=orders,
+        on_refusal=accounting.FillOnRefusal(),  # the session raises its own error
+      )
+      acct = dataclasses.replace(acct, lineage=None)  # held, never handed out
+      self._acct, self._link = link.attach(ledger, dataset, data, acct)
     self._held = session_rows.hold(data)  # in blocks of rows (jaxdp.session_rows)
     self._row = jax.ShapeDtypeStruct(data.shape[1:], data.dtype)
     self._lock = threading.RLock()

@@ -83,7 +83,7 @@ from jaxdp import _checks
 from jaxdp.accounting import budget
 from jaxdp.accounting.guard import Lineage, register_tracked
 from jaxdp.accounting.history import KINDS
-from jaxdp.accounting.keys import accountant_key
+from jaxdp.accounting.keys import accountant_key, check_key_source
 from jaxdp.accounting.planning import Plan
 from jaxdp.accounting.refusal import RaiseOnRefusal, check_policy
 from jaxdp.accounting.rules import (
@@ -127,7 +127,7 @@ class Accountant:
 
   spent_units: jax.Array
   spent_delta_units: jax.Array
-  key: jax.Array
+  key: jax.Array = dataclasses.field(repr=False)  # a key in a log is a secret
   refusals: jax.Array
   answered: jax.Array
   last_answered: jax.Array
@@ -169,12 +169,11 @@ class Accountant:
       group_size: size k of the groups to protect; every release is charged its
         group cost (k eps for pure DP; Dwork, Lemma 2.8).
       key: PRNG key the accountant owns and splits; ``None``: a fresh key from the
-        OS (:func:`jaxdp.random.os_key`, or :func:`~jaxdp.random.secure_key`). The
-        key object is consumed: another accountant made from it, eagerly or in
-        the same traced program, raises :class:`StaleAccountantError`. With
-        ``secure``, only the key object ``secure_key()`` made from the OS
-        (:mod:`jaxdp.prng.provenance`), not a key of given bytes, wrapped or derived
-        key data, or a key traced inside ``jit``.
+        OS (:func:`jaxdp.random.os_key`, or :func:`~jaxdp.random.secure_key`), not
+        inside ``jit``, ``vmap`` or ``lax.map`` (read once while JAX traces, it would
+        be one key for every call: create outside, pass in). A given key object is
+        consumed: another accountant made from it raises
+        :class:`StaleAccountantError`. With ``secure``, only ``None``.
       composition: a rule of :mod:`jaxdp.accounting.rules`, or its name:
         ``"basic"``, ``"advanced"``, ``"zcdp"``, ``"rdp"`` or ``"planned"``. The
         accountant holds the rule bound to its budgets (:meth:`UnitRule.bind
@@ -194,9 +193,9 @@ class Accountant:
         classes: a published release rests on jaxdp's proved composition theorems,
         which a custom rule's ``allows`` or ``spend`` need not respect
         (``release_parallel_unchecked``, disjoint on the caller's word, is refused).
-      allow_test_key: with ``secure``, accept any ChaCha20 key (a test's fixed key:
-        its releases are reproducible, so not private); the accountant keeps no
-        mark of it. True with ``secure=False`` is refused.
+      allow_test_key: with ``secure``, accept a given ChaCha20 key (a test's fixed
+        key: its releases are reproducible, so not private); the accountant keeps
+        no mark of it. True with ``secure=False`` is refused.
       history: keep the first ``history`` answered releases' events (for
         :meth:`events` and :meth:`to_dp_event`); 0: none.
       on_refusal: :class:`~jaxdp.RaiseOnRefusal` (refusals raise
@@ -209,8 +208,8 @@ class Accountant:
     Raises:
       ValueError: for a budget, group size or option out of range, a custom
         composition rule with ``secure=True`` (an ``ArgTypeError``, which is also a
-        ValueError), or with ``secure=True``, a key not made by ``secure_key()``
-        from the OS and no ``allow_test_key`` (nothing is consumed).
+        ValueError), ``key=None`` inside a transformation, or with ``secure=True`` a
+        given key and no ``allow_test_key`` (nothing is consumed).
       StaleAccountantError: ``key`` was already given to an accountant or used by
         a release.
     """
@@ -240,8 +239,9 @@ class Accountant:
     )
     history = _checks.check_int(history, "history", minimum=0)
     on_refusal = check_policy(on_refusal)
+    check_key_source(key, secure=secure, allow_test_key=allow_test_key)  # sees traces
     with jax.ensure_compile_time_eval():  # concrete even when created inside a trace
-      key = accountant_key(key, secure=secure, allow_test_key=allow_test_key)
+      key = accountant_key(key, secure=secure)
       zero = jnp.zeros((), jnp.int32)
       last = jnp.ones((), bool)
       spent = jnp.zeros(rule.state_shape(), jnp.int32)

@@ -35,6 +35,7 @@ __all__ = [
   "check_unused",
   "consume",
   "drawing",
+  "key_copy",
   "mark_used",
   "one_key_per_lane",
   "own_key",
@@ -358,12 +359,17 @@ def own_key(key):
     StaleAccountantError: ``key`` was already used by a release or an accountant.
   """
   check_unused(key)
-  if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
-    own = jax.random.wrap_key_data(jax.random.key_data(key), impl=jax.random.key_impl(key))
-  else:
-    own = jax.random.wrap_key_data(key)
+  own = key_copy(key)
   mark_used(key)
   return own
+
+
+def key_copy(key):
+  """A new typed key object with ``key``'s bits (``key`` typed, or raw key data of
+  the default generator); ``key`` itself is not consumed."""
+  if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+    return jax.random.wrap_key_data(jax.random.key_data(key), impl=jax.random.key_impl(key))
+  return jax.random.wrap_key_data(key)
 
 
 @contextlib.contextmanager

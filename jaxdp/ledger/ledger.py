@@ -24,6 +24,7 @@ from typing import Any
 
 from jaxdp import _checks
 from jaxdp.accounting import Accountant, ReleaseRefusedError, plan
+from jaxdp.accounting.keys import consumed_on_success
 from jaxdp.accounting.releases import mechanism_cost, mechanism_event
 from jaxdp.ledger import protocol, records
 from jaxdp.ledger.errors import LedgerError, LedgerRollbackError
@@ -138,8 +139,7 @@ class Ledger:
       KeyError: no such dataset.
     """
     with self._index.writing(self._store, write=False) as tx:
-      self._known(dataset)
-      rows = tx.entries_after(self._index.datasets[dataset]["seq"])
+      rows = tx.entries_after(self._known(dataset)["seq"])
     key = self._store.key
     return [charge_of(r, key) for r in rows if r[1] == dataset and r[2] != "fingerprint"]
 
@@ -157,9 +157,10 @@ class Ledger:
     with self._index.writing(self._store, write=False):
       pass
 
-  def _known(self, dataset: str) -> None:
+  def _known(self, dataset: str) -> dict:
     if dataset not in self._index.datasets:
       raise KeyError(f"ledger {self.path} has no dataset {dataset!r}.")
+    return self._index.datasets[dataset]
 
   # ---------------------------------------------------------------- datasets
   def accountant(
@@ -189,7 +190,7 @@ class Ledger:
       eps_budget: the budget on first use; ``None``: the registered one.
       poset: the poset of poset counts, if any (a use with another poset is charged
         to the same budget, with a warning: the people are the same).
-      key: as for :meth:`jaxdp.Accountant.create`.
+      key: as for :meth:`jaxdp.Accountant.create`, consumed only if the call succeeds.
       secure: as for :meth:`jaxdp.Accountant.create`.
       also: the same data in other forms (as for :meth:`resume`).
       **options: the other options of :meth:`jaxdp.Accountant.create` (not
@@ -209,20 +210,20 @@ class Ledger:
       LedgerError: the ledger cannot be read or written.
     """
     check_name(dataset)
-    if eps_budget is None:
-      allow = options.pop("allow_test_key", False)  # of the key, not of the budget
-      if options:
-        raise ValueError(
-          f"eps_budget=None takes the registered budget; {', '.join(options)} cannot "
-          "be given with it."
-        )
-      self._sync()
-      self._known(dataset)
-      entry = self._index.datasets[dataset]
-      acct = records.rebuild(entry["budget"], key=key, secure=secure, allow_test_key=allow)
-    else:
-      acct = Accountant.create(eps_budget, key=key, secure=secure, **options)
-    return self.resume(dataset, data, acct, poset=poset, also=also)
+    with consumed_on_success(key, secure=secure) as own:  # a refusal keeps the key
+      if eps_budget is None:
+        allow = options.pop("allow_test_key", False)  # of the key, not of the budget
+        if options:
+          raise ValueError(
+            f"eps_budget=None takes the registered budget; {', '.join(options)} "
+            "cannot be given with it."
+          )
+        self._sync()
+        budget = self._known(dataset)["budget"]
+        acct = records.rebuild(budget, key=own, secure=secure, allow_test_key=allow)
+      else:
+        acct = Accountant.create(eps_budget, key=own, secure=secure, **options)
+      return self.resume(dataset, data, acct, poset=poset, also=also)
 
   def resume(
     self,

@@ -189,7 +189,7 @@ def rebuild(
     LedgerCorruptError: the record does not describe an accountant jaxdp can build
       exactly (its rebuilt record differs).
   """
-  if secure is True and key is not None:
+  if secure is True:
     check_secure_key(key, allow_test_key=allow_test_key)
   eps, delta, params = record["eps"], record["delta"], record["params"]
   kw = dict(delta_budget=delta, group_size=record["group_size"], key=key, secure=secure)

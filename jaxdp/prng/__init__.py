@@ -2,12 +2,10 @@
 
 :mod:`jaxdp.prng.threefry` holds the unrolled Threefry-2x32 word streams the samplers
 use; :mod:`jaxdp.prng.chacha` registers ChaCha20 (RFC 8439, for releases meant to be
-published) and ChaCha8 (for studies) through ``jax.extend.random``;
-:mod:`jaxdp.prng.provenance` remembers the keys made from the OS's entropy, the only
-ones a secure accountant accepts.
+published) and ChaCha8 (for studies) through ``jax.extend.random``.
 """
 
-from jaxdp.prng import chacha, provenance, threefry
+from jaxdp.prng import chacha, threefry
 from jaxdp.prng.chacha import CHACHA8, CHACHA20
 
-__all__ = ["CHACHA8", "CHACHA20", "chacha", "provenance", "threefry"]
+__all__ = ["CHACHA8", "CHACHA20", "chacha", "threefry"]

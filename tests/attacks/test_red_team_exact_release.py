@@ -122,8 +122,8 @@ def test_float_rows_of_a_mechanism_without_a_grid_are_told_what_to_use():
 def test_a_secure_accountant_refuses_a_key_whose_bytes_the_caller_chose():
   """``secure_key(bytes(32))`` (for tests) was accepted, and its releases' noise is
   reproducible by anyone who knows the bytes. A secure accountant, and a secure
-  Session, take only a key made from the OS (tests/attacks/test_secure_keys.py has
-  the other keys), or any ChaCha20 key with ``allow_test_key=True``."""
+  Session, make their own key from the OS (tests/attacks/test_secure_keys.py has
+  the other keys), and take a given ChaCha20 key only with ``allow_test_key=True``."""
   known = jaxdp.random.secure_key(bytes(32))
   with pytest.raises(ValueError, match="key=None.*reproduce.*allow_test_key=True"):
     Accountant.create(1.0, secure=True, key=known)
