@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import threading
 import warnings
 from typing import Any
 
@@ -52,7 +53,18 @@ def is_concrete(x: Any) -> bool:
   return not isinstance(x, jax.core.Tracer)
 
 
-_EVAL_TRACE = type(jex_core.find_top_trace(()))
+def _eval_trace_type() -> type:
+  """The type of JAX's top trace outside every transformation, read in a new thread:
+  JAX keeps its trace state per thread, so this holds even when this module is first
+  imported inside a ``jit`` (where the importing thread's top trace is the jit's)."""
+  out = []
+  thread = threading.Thread(target=lambda: out.append(type(jex_core.find_top_trace(()))))
+  thread.start()
+  thread.join()
+  return out[0]
+
+
+_EVAL_TRACE = _eval_trace_type()
 
 
 def in_transformation() -> bool:

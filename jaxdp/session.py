@@ -168,7 +168,8 @@ class Session:
         "a query's error or rounding could then depend on the number of rows. "
         "Enable x64 (jax.config.update('jax_enable_x64', True)) or split the data."
       )
-    with consumed_on_success(key, secure=secure) as own:  # a ledger's refusal keeps it
+    # a ledger's refusal keeps the key; a bad flag or key is refused first
+    with consumed_on_success(key, secure=secure, allow_test_key=allow_test_key) as own:
       acct = Accountant.create(
         eps_budget,
         delta_budget=delta_budget,

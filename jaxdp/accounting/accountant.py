@@ -83,7 +83,7 @@ from jaxdp import _checks
 from jaxdp.accounting import budget
 from jaxdp.accounting.guard import Lineage, register_tracked
 from jaxdp.accounting.history import KINDS
-from jaxdp.accounting.keys import accountant_key, check_key_source
+from jaxdp.accounting.keys import accountant_key, check_flags, check_key_source
 from jaxdp.accounting.planning import Plan
 from jaxdp.accounting.refusal import RaiseOnRefusal, check_policy
 from jaxdp.accounting.rules import (
@@ -218,14 +218,7 @@ class Accountant:
     if 0 < delta_budget < budget.MIN_BUDGET:
       raise ValueError(f"delta_budget must be 0 or at least 2**-60; got {delta_budget!r}.")
     group_size = _checks.check_int(group_size, "group_size", minimum=1)
-    for name, flag in (("secure", secure), ("allow_test_key", allow_test_key)):
-      if not isinstance(flag, bool):
-        raise _checks.ArgTypeError(f"{name} must be True or False; got {flag!r}.")
-    if allow_test_key and not secure:
-      raise ValueError(
-        "allow_test_key=True applies to secure accountants only; with secure=False "
-        "every key is accepted: drop allow_test_key (or pass secure=True)."
-      )
+    check_flags(secure, allow_test_key)
     if secure:
       check_own_rule(composition, _SECURE_RULES)
     rule = make_rule(

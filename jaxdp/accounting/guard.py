@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 import weakref
 
 import jax
@@ -33,6 +34,7 @@ __all__ = [
   "Lineage",
   "check_lineage",
   "check_unused",
+  "claim",
   "consume",
   "drawing",
   "key_copy",
@@ -40,6 +42,7 @@ __all__ = [
   "one_key_per_lane",
   "own_key",
   "register_tracked",
+  "unclaim",
 ]
 
 
@@ -349,19 +352,41 @@ def mark_used(key):
   _TRACED_USED[ident] = weakref.ref(key, lambda ref: _forget(ident, ref))
 
 
-def own_key(key):
-  """A typed key object of the accountant's own with ``key``'s bits (``key`` typed or
-  raw key data), after consuming ``key``: an accountant consumes the key it is made
-  from, so two accountants made from one key object (eagerly, or in one traced
-  program) are refused like two releases from one accountant.
+_CLAIMS = threading.Lock()  # check and mark as one step: one key, one owner
+
+
+def claim(key):
+  """:func:`check_unused`, then :func:`mark_used`, as one step under a lock, so two
+  threads making accountants from one key object cannot both pass the check.
 
   Raises:
     StaleAccountantError: ``key`` was already used by a release or an accountant.
   """
-  check_unused(key)
-  own = key_copy(key)
-  mark_used(key)
-  return own
+  with _CLAIMS:
+    check_unused(key)
+    mark_used(key)
+
+
+def unclaim(key):
+  """Undoes :func:`claim` for a call refused after claiming ``key`` (nothing was made
+  from it)."""
+  with _CLAIMS:
+    if _checks.is_concrete(key) and getattr(key, "_jaxdp_used", False):
+      object.__delattr__(key, "_jaxdp_used")
+    _TRACED_USED.pop(id(key), None)
+
+
+def own_key(key):
+  """A typed key object of the accountant's own with ``key``'s bits (``key`` typed or
+  raw key data), after consuming ``key`` (:func:`claim`): an accountant consumes the
+  key it is made from, so two accountants made from one key object (eagerly, or in
+  one traced program) are refused like two releases from one accountant.
+
+  Raises:
+    StaleAccountantError: ``key`` was already used by a release or an accountant.
+  """
+  claim(key)
+  return key_copy(key)
 
 
 def key_copy(key):

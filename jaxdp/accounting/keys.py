@@ -21,9 +21,28 @@ import contextlib
 from jaxdp import _checks
 from jaxdp import random as dprandom
 from jaxdp.accounting.errors import StaleAccountantError
-from jaxdp.accounting.guard import check_unused, key_copy, mark_used, own_key
+from jaxdp.accounting.guard import claim, key_copy, unclaim
 
-__all__ = ["accountant_key", "check_key_source", "check_secure_key", "consumed_on_success"]
+__all__ = [
+  "accountant_key",
+  "check_flags",
+  "check_key_source",
+  "check_secure_key",
+  "consumed_on_success",
+]
+
+
+def check_flags(secure, allow_test_key) -> None:
+  """Raises for ``secure`` or ``allow_test_key`` not a bool (an ``ArgTypeError``, a
+  ValueError), and for ``allow_test_key=True`` without ``secure``."""
+  for name, flag in (("secure", secure), ("allow_test_key", allow_test_key)):
+    if not isinstance(flag, bool):
+      raise _checks.ArgTypeError(f"{name} must be True or False; got {flag!r}.")
+  if allow_test_key and not secure:
+    raise ValueError(
+      "allow_test_key=True applies to secure accountants only; with secure=False "
+      "every key is accepted: drop allow_test_key (or pass secure=True)."
+    )
 
 
 def check_secure_key(key, *, allow_test_key: bool) -> None:
@@ -62,9 +81,10 @@ def check_key_source(key, *, secure: bool, allow_test_key: bool) -> None:
     check_secure_key(key, allow_test_key=allow_test_key)
 
 
-def _check_fresh(key, secure: bool) -> None:
+def _claim(key, secure: bool) -> None:
+  """:func:`~jaxdp.accounting.guard.claim`, with a message for making an accountant."""
   try:
-    check_unused(key)
+    claim(key)
   except StaleAccountantError:
     advice = (
       "a secure accountant makes its own key: pass key=None (a test key must be new too)"
@@ -82,7 +102,8 @@ def _check_fresh(key, secure: bool) -> None:
 def accountant_key(key, *, secure: bool):
   """The key a new accountant owns (:meth:`jaxdp.Accountant.create`, after
   :func:`check_key_source`): for ``None``, a fresh key from the OS (ChaCha20 when
-  ``secure``); else ``key``, consumed (:func:`own_key`).
+  ``secure``); else a copy of ``key``, which is consumed (checked and marked used in
+  one step, :func:`~jaxdp.accounting.guard.claim`).
 
   Raises:
     StaleAccountantError: ``key`` was already used by a release or an accountant.
@@ -90,23 +111,31 @@ def accountant_key(key, *, secure: bool):
   if key is None:
     return dprandom.secure_key() if secure else dprandom.os_key()
   _checks.check_key(key)
-  _check_fresh(key, secure)
-  return own_key(key)
+  _claim(key, secure)
+  return key_copy(key)
 
 
 @contextlib.contextmanager
-def consumed_on_success(key, *, secure: bool):
+def consumed_on_success(key, *, secure, allow_test_key):
   """For a call that makes an accountant and then may refuse (a ledger's checks):
-  yields a private copy of ``key`` to make it from, and consumes ``key`` only if the
-  block returns, so a refused call leaves ``key`` usable. ``None`` yields ``None``.
+  checks the flags and the key (:func:`check_flags`, :func:`check_key_source`),
+  claims ``key`` (so no other call makes an accountant from it meanwhile), yields a
+  private copy to make the accountant from, and gives the claim back if the block
+  raises, so a refused call leaves ``key`` usable. ``None`` yields ``None``.
 
   Raises:
+    ValueError: a bad flag, or a key :func:`check_key_source` refuses.
     StaleAccountantError: ``key`` was already used by a release or an accountant.
   """
+  check_flags(secure, allow_test_key)
+  check_key_source(key, secure=secure, allow_test_key=allow_test_key)
   if key is None:
     yield None
     return
   _checks.check_key(key)
-  _check_fresh(key, secure)
-  yield key_copy(key)
-  mark_used(key)
+  _claim(key, secure)
+  try:
+    yield key_copy(key)
+  except BaseException:
+    unclaim(key)
+    raise

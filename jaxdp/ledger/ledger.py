@@ -210,12 +210,12 @@ class Ledger:
       LedgerError: the ledger cannot be read or written.
     """
     check_name(dataset)
-    with consumed_on_success(key, secure=secure) as own:  # a refusal keeps the key
+    allow = options.get("allow_test_key", False)
+    with consumed_on_success(key, secure=secure, allow_test_key=allow) as own:
       if eps_budget is None:
-        allow = options.pop("allow_test_key", False)  # of the key, not of the budget
-        if options:
+        if extra := sorted(set(options) - {"allow_test_key"}):  # that one: of the key
           raise ValueError(
-            f"eps_budget=None takes the registered budget; {', '.join(options)} "
+            f"eps_budget=None takes the registered budget; {', '.join(extra)} "
             "cannot be given with it."
           )
         self._sync()

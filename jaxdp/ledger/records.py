@@ -29,7 +29,7 @@ from jaxdp.accounting import (
   RenyiFilter,
   ZCDPFilter,
 )
-from jaxdp.accounting.keys import check_secure_key
+from jaxdp.accounting.keys import check_flags, check_secure_key
 from jaxdp.accounting.rules.planned import checked_rows
 from jaxdp.ledger.errors import BudgetMismatchError, LedgerCorruptError
 from jaxdp.ledger.fingerprint import array_fingerprint
@@ -184,12 +184,13 @@ def rebuild(
   ``secure`` and ``allow_test_key`` as for :meth:`jaxdp.Accountant.create`.
 
   Raises:
-    ValueError: a key a secure accountant refuses (the caller's argument, checked
-      before the record; nothing is consumed).
+    ValueError: a flag that is not a bool, or a key a secure accountant refuses (the
+      caller's arguments, checked before the record; nothing is consumed).
     LedgerCorruptError: the record does not describe an accountant jaxdp can build
       exactly (its rebuilt record differs).
   """
-  if secure is True:
+  check_flags(secure, allow_test_key)  # the caller's arguments, not the record's
+  if secure:
     check_secure_key(key, allow_test_key=allow_test_key)
   eps, delta, params = record["eps"], record["delta"], record["params"]
   kw = dict(delta_budget=delta, group_size=record["group_size"], key=key, secure=secure)

@@ -10,6 +10,11 @@ refused at trace time with a ValueError saying to create the accountant (or the 
 outside and pass it in.
 """
 
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -19,6 +24,7 @@ from jaxdp import Accountant
 from jaxdp.random import os_key, secure_key
 
 IN_TRACE = "once, while JAX traces.*outside"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("secure", [False, True])
@@ -68,3 +74,36 @@ def test_given_keys_and_accountants_passed_in_still_work_inside_jit():
   assert data.shape == (8,)
   made = jax.jit(lambda k: Accountant.create(1.0, key=k).spent_units)(jax.random.key(0))
   assert int(made) == 0
+
+
+def test_the_check_holds_when_jaxdp_is_first_imported_inside_jit():
+  """The "inside a transformation" check compared the top trace with the one seen
+  when jaxdp was imported: a first ``import jaxdp`` inside a jitted function (a lazy
+  import) recorded the jit's trace as "none", so ``Accountant.create(key=None)`` was
+  accepted inside ``jit`` (one key for every call) and refused eagerly. A fresh
+  process, as the import order is the point."""
+  code = textwrap.dedent(
+    """
+    import jax
+
+    @jax.jit
+    def step(x):
+      import jaxdp  # the process's first import of jaxdp, while JAX traces
+      return x
+
+    step(1.0)
+    import jaxdp
+
+    jaxdp.Accountant.create(1.0)  # eagerly: accepted
+    try:
+      jax.jit(lambda: jaxdp.Accountant.create(1.0, secure=True))()
+    except ValueError as e:
+      assert "while JAX traces" in str(e), e
+    else:
+      raise SystemExit("Accountant.create(key=None) inside jit was accepted")
+    """
+  )
+  out = subprocess.run(
+    [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300
+  )
+  assert out.returncode == 0, out.stderr[-2000:]

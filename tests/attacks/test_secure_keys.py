@@ -13,6 +13,7 @@ a ledger (or a Session with a ledger) that refuses a call consumes nothing.
 """
 
 import pickle
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -238,3 +239,72 @@ def test_os_key_takes_jaxdps_generator_names():
   given = os_key("chacha20", entropy=bytes(range(32)))
   expected = jax.random.key_data(secure_key(bytes(range(32))))
   assert np.array_equal(jax.random.key_data(given), expected)
+
+
+class _BlockingRows:
+  """Rows whose first read waits for ``release``: a call reading them stays inside
+  ``Ledger.accountant`` while another thread runs."""
+
+  def __init__(self, rows):
+    self.rows, self.reading, self.release = rows, threading.Event(), threading.Event()
+    self.shape, self.ndim, self.dtype = rows.shape, rows.ndim, rows.dtype
+
+  def __array__(self, dtype=None, copy=None):
+    self.reading.set()
+    assert self.release.wait(30)
+    return self.rows
+
+
+def test_two_threads_cannot_make_two_accountants_from_one_key(tmp_path):
+  """The key was marked used only when a call succeeded: a second thread calling
+  while the first was inside the ledger's checks passed the "unused" check too, and
+  both accountants held one key (the same noise twice: differences of neighbouring
+  data released exactly). The key is now claimed before the checks run."""
+  key = jax.random.key(12)
+  rows = _BlockingRows(ROWS)
+  result = {}
+
+  def make():  # a Ledger is used from the thread that opened it
+    result["first"] = jaxdp.Ledger(tmp_path / "a.db").accountant("d", rows, 1.0, key=key)
+
+  thread = threading.Thread(target=make)
+  thread.start()
+  try:
+    assert rows.reading.wait(30)  # the first call is inside, holding the key
+    with pytest.raises(StaleAccountantError):
+      Session(ROWS, 1.0, key=key)
+    with pytest.raises(StaleAccountantError):
+      jaxdp.Ledger(tmp_path / "b.db").accountant("d", ROWS, 1.0, key=key)
+  finally:
+    rows.release.set()
+    thread.join(30)
+  assert "first" in result  # the first call succeeded and owns the key
+
+
+def test_a_bad_flag_on_the_ledgers_resume_path_is_the_callers_error(tmp_path):
+  """``allow_test_key="no"`` or ``secure=1`` when resuming a registered budget was
+  reported as a corrupt ledger (``LedgerCorruptError``), which could lead an
+  operator to repair a healthy file."""
+  ledger = jaxdp.Ledger(tmp_path / "l.db")
+  ledger.accountant("d", ROWS, 1.0, secure=True)
+  key = secure_key(ZEROS)
+  for flags in ({"secure": True, "allow_test_key": "no"}, {"secure": 1}):
+    with pytest.raises(ValueError, match="must be True or False") as err:
+      ledger.accountant("d", ROWS, None, key=key, **flags)
+    assert not isinstance(err.value, jaxdp.ledger.LedgerCorruptError)
+  assert ledger.accountant("d", ROWS, key=key, secure=True, allow_test_key=True).secure
+
+
+def test_a_secure_session_refuses_a_stale_given_key_as_a_bad_argument():
+  """With ``secure=True`` a given key is refused as an argument (ValueError) before
+  its freshness is looked at, as ``Accountant.create`` does."""
+  key = jax.random.key(13)
+  Accountant.create(1.0, key=key)
+  for make in (
+    lambda: Session(ROWS, 1.0, secure=True, key=key),
+    lambda: Accountant.create(1.0, secure=True, key=key),
+  ):
+    with pytest.raises(ValueError) as err:
+      make()
+    assert not isinstance(err.value, StaleAccountantError)
+    _assert_explains(err)
