@@ -2,7 +2,8 @@
 
 :meth:`jaxdp.Accountant.create` makes a fresh key from the operating system for
 ``key=None`` (ChaCha20 for a secure accountant) and otherwise consumes the key object
-it is given (:func:`jaxdp.accounting.guard.own_key`). A secure accountant's releases
+it is given (checked and marked used in one step, :func:`jaxdp.accounting.guard.claim`,
+so two threads cannot both make an accountant from it). A secure accountant's releases
 are meant to be published, and noise is private only while no one knows or reuses
 its key, so a secure accountant makes its own: a key given to it is refused (a key
 someone holds or derived can be reused or reproduced; an OS key the caller holds may
