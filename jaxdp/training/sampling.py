@@ -88,8 +88,8 @@ def poisson_batch(
   given to :func:`dp_aggregate`): the key is consumed, so a second batch from the
   same key object (eagerly, or in one traced program) is refused, and so is a key
   already given to :func:`dp_aggregate` or an accountant, or a constant key inside a
-  traced program (a loop body or jitted step closing over it: every step the same
-  batch). At q = 1 the key is not used.
+  transformation (a loop body, jitted step or vmapped function closing over it: every
+  step or lane the same batch). At q = 1 the key is not used.
 
   Args:
     key: a PRNG key, used once.
@@ -149,10 +149,11 @@ def _check_fresh(key) -> None:
       "step, independent of the noise. Split a key of its own for every batch "
       "(jax.random.split(batch_key, steps)), never dp_aggregate's."
     ) from None
-  if _checks.is_concrete(key) and not _checks.is_concrete(jnp.zeros(())):
-    raise StaleAccountantError(  # jnp.zeros gives a tracer only inside a trace
+  if _checks.is_concrete(key) and _checks.in_transformation():
+    raise StaleAccountantError(
       "poisson_batch's key is a constant of the traced program (closed over by a "
-      "jitted function or loop body): every step of a lax.scan or loop, and every "
-      "call of a jitted step, would sample the same batch. Pass the batch key as an "
-      "argument (or the scan's xs: jax.random.split(batch_key, steps))."
+      "jitted function, loop body or vmapped function): every step of a lax.scan or "
+      "loop, every call of a jitted step and every vmap lane would sample the same "
+      "batch. Pass the batch key as an argument (or the scan's xs, or vmap's "
+      "argument: jax.random.split(batch_key, steps))."
     )

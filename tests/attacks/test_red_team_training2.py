@@ -102,6 +102,26 @@ def test_sampling_key_closed_over_by_a_loop_body_is_refused():
     jax.jit(lambda x: training.poisson_batch(key16, N, Q)[1] & x)(True)
 
 
+def test_sampling_key_closed_over_by_an_eager_vmap_is_refused():
+  """An eager ``jax.vmap`` over steps (or models) whose function closes over one batch
+  key: the key is concrete there and so is ``jnp.zeros``, so the "constant of a
+  traced program" check did not see the transformation, and every lane drew the same
+  batch, each charged as an independent Poisson sample."""
+  key = jax.random.key(18)
+
+  def lane(i):
+    idx, mask = training.poisson_batch(key, N, Q)
+    return jnp.sum(jnp.where(mask, idx, 0)) + i
+
+  with pytest.raises(jaxdp.StaleAccountantError, match="constant"):
+    jax.vmap(lane)(jnp.arange(3))
+  keys = jax.random.split(jax.random.key(19), 3)  # one key a lane: answered
+  idx, mask = jax.vmap(lambda k: training.poisson_batch(k, N, Q))(keys)
+  assert idx.shape[0] == 3 and not all(
+    np.array_equal(np.asarray(mask[0]), np.asarray(m)) for m in mask[1:]
+  )
+
+
 def test_forgotten_mask_is_refused_not_counted_as_example_zero():
   """The guide's step with ``mask=mask`` left out: poisson_batch pads its indices
   with example 0, so an unmasked sum would count example 0 once per padded row (with
