@@ -29,7 +29,6 @@ from jaxdp.accounting import (
   RenyiFilter,
   ZCDPFilter,
 )
-from jaxdp.accounting.keys import check_flags, check_secure_key
 from jaxdp.accounting.rules.planned import checked_rows
 from jaxdp.ledger.errors import BudgetMismatchError, LedgerCorruptError
 from jaxdp.ledger.fingerprint import array_fingerprint
@@ -181,20 +180,17 @@ def rebuild(
   record: dict, *, key=None, secure: bool = False, allow_test_key: bool = False
 ) -> Accountant:
   """A fresh accountant for a stored budget record (no state yet); ``key``,
-  ``secure`` and ``allow_test_key`` as for :meth:`jaxdp.Accountant.create`.
+  ``secure`` and ``allow_test_key`` as for :meth:`jaxdp.Accountant.create`, already
+  checked by the caller (:meth:`jaxdp.Ledger.accountant`: an error here is the
+  record's).
 
   Raises:
-    ValueError: a flag that is not a bool, or a key a secure accountant refuses (the
-      caller's arguments, checked before the record; nothing is consumed).
     LedgerCorruptError: the record does not describe an accountant jaxdp can build
       exactly (its rebuilt record differs).
   """
-  check_flags(secure, allow_test_key)  # the caller's arguments, not the record's
-  if secure:
-    check_secure_key(key, allow_test_key=allow_test_key)
   eps, delta, params = record["eps"], record["delta"], record["params"]
-  kw = dict(delta_budget=delta, group_size=record["group_size"], key=key, secure=secure)
-  kw.update(allow_test_key=allow_test_key)
+  kw = dict(delta_budget=delta, group_size=record["group_size"], key=key)
+  kw.update(secure=secure, allow_test_key=allow_test_key)
   name = record["rule"]
   try:
     if name == "planned":
