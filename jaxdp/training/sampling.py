@@ -127,21 +127,22 @@ def poisson_batch(
   if q == 1:  # nothing is drawn from the key: every batch is all of range(n)
     selected = jnp.ones((n,), jnp.bool_)
   else:
-    _check_fresh(key)
+    _claim(key)  # consumed: a second batch from it would be the same batch
     threshold = jnp.uint32(math.floor(q * 2**32))  # P(bits < t) = t / 2**32 <= q
     selected = jax.random.bits(key, (n,), jnp.uint32) < threshold
-    guard.mark_used(key)  # consumed: a second batch from it would be the same batch
   (indices,) = jnp.nonzero(selected, size=max_batch, fill_value=0)
   count = jnp.sum(selected, dtype=jnp.int32)
   mask = jnp.arange(max_batch) < count
   return indices.astype(jnp.int32), mask
 
 
-def _check_fresh(key) -> None:
-  """Refuses a batch key already used (by a batch, ``dp_aggregate`` or an accountant)
-  or closed over by a traced program, before anything is drawn."""
+def _claim(key) -> None:
+  """Consumes a batch key (checked and marked used in one step,
+  :func:`jaxdp.accounting.guard.claim`), before anything is drawn; refuses one already
+  used (by a batch, ``dp_aggregate`` or an accountant) or closed over by a traced
+  program (and then leaves it unconsumed)."""
   try:
-    guard.check_unused(key)
+    guard.claim(key)
   except StaleAccountantError:
     raise StaleAccountantError(
       "poisson_batch's key was already used (by an earlier poisson_batch, a "
@@ -150,6 +151,7 @@ def _check_fresh(key) -> None:
       "(jax.random.split(batch_key, steps)), never dp_aggregate's."
     ) from None
   if _checks.is_concrete(key) and _checks.in_transformation():
+    guard.unclaim(key)
     raise StaleAccountantError(
       "poisson_batch's key is a constant of the traced program (closed over by a "
       "jitted function, loop body or vmapped function): every step of a lax.scan or "
