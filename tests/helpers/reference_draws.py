@@ -7,8 +7,10 @@ installed jaxdp, each in a subprocess at XLA's optimisation level 0:
 flag the test suite compiles with where XLA has it). Floats can differ between the two
 in the last bits (a few entries do); integers cannot.
 ``tests/samplers/test_reference_draws.py`` recomputes every entry in the test process
-and compares it bit for bit with the file of the test process's flags
-(:func:`path_for`), so a refactoring that changes a single draw fails that test.
+and compares it with the file of the test process's flags (:func:`path_for`):
+integers bit for bit, floats to a tolerance far below a draw's size (XLA:CPU's code
+differs between processors in floats' last bits), so a refactoring that changes a
+single draw fails that test.
 Regenerate the files only for a deliberate change of the samplers' output (and say so
 in CHANGELOG.md). Only public names are used, so the script runs against any layout
 of the package. The entries come in groups (``GROUPS``, each computed on its own;

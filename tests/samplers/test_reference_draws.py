@@ -1,13 +1,23 @@
-"""The same keys give the same draws, bit for bit, as the stored reference.
+"""The same keys give the same draws as the stored reference.
 
 Every entry of the reference file written with this process's XLA emitters
 (``tests/helpers/data/reference_draws.npz``, XLA's default emitters, or
 ``reference_draws_elemental.npz``, the older emitters that ``tests/conftest.py``
 selects where XLA has them; both written by ``tests/helpers/reference_draws.py``) is
-recomputed in the test process and compared byte for byte (dtype, shape and bits),
-one group of entries per test. The two files hold the same entries; integer entries
-are equal in both and float entries agree to float32 rounding (the emitters can
-change a float's last bits, not a draw).
+recomputed in the test process, one group of entries per test, and compared:
+
+- dtype and shape always, and integer and boolean entries byte for byte;
+- float entries element by element to ``FLOAT_RTOL`` of the entry's largest
+  magnitude. XLA:CPU compiles for the host's processor, and the code it generates for
+  transcendental functions and reductions differs between processors (an Intel
+  Xeon with AVX-512 and an AMD EPYC give float32 draws that differ by up to about
+  2e-5 of their size in a few elements), so bits cannot be compared across machines.
+  A change of a draw (other uniforms, another row accepted, another order) moves an
+  element by the order of the draw itself, 10^4 times this tolerance.
+
+The two files hold the same entries; integer entries are equal in both and float
+entries agree to float32 rounding (the emitters can change a float's last bits, not
+a draw).
 """
 
 import os
@@ -18,6 +28,10 @@ import pytest
 
 from tests.conftest import FAST_EMITTERS
 from tests.helpers import reference_draws
+
+
+# Float entries agree to this fraction of the entry's largest magnitude.
+FLOAT_RTOL = 1e-4
 
 
 def _load(path):
@@ -50,12 +64,35 @@ def test_the_two_emitters_files_hold_the_same_draws():
       assert got.tobytes() == want.tobytes(), name
 
 
+def assert_same_draws(got, want, name):
+  """``got`` is ``want``: integers byte for byte, floats to ``FLOAT_RTOL``."""
+  assert got.dtype == want.dtype and got.shape == want.shape, name
+  if not np.issubdtype(want.dtype, np.floating):
+    assert got.tobytes() == want.tobytes(), name
+    return
+  assert np.array_equal(np.isfinite(got), np.isfinite(want)), name
+  scale = float(np.max(np.abs(want[np.isfinite(want)]), initial=0.0))
+  np.testing.assert_allclose(got, want, rtol=0, atol=FLOAT_RTOL * scale, err_msg=name)
+
+
 @pytest.mark.parametrize("group", list(reference_draws.GROUPS))
-def test_same_draws_bit_for_bit(group, stored):
+def test_same_draws(group, stored):
   with jax.enable_x64(False):
     fresh = reference_draws.group(group)
   assert sorted(fresh) == sorted(reference_draws.ENTRIES[group])
   for name, got in fresh.items():
-    want = stored[name]
-    assert got.dtype == want.dtype and got.shape == want.shape, name
-    assert got.tobytes() == want.tobytes(), name
+    assert_same_draws(got, stored[name], name)
+
+
+@pytest.mark.parametrize(
+  "change",
+  [
+    lambda a: a[::-1].copy(),  # another order
+    lambda a: np.where(np.arange(a.size).reshape(a.shape) == 3, -a, a),  # one sign
+    lambda a: a * (1 + 3 * FLOAT_RTOL),  # a scale error
+  ],
+)
+def test_a_changed_draw_fails_the_comparison(change, stored):
+  want = stored["poset_ball/nhis3"]
+  with pytest.raises(AssertionError):
+    assert_same_draws(change(want).astype(want.dtype), want, "poset_ball/nhis3")
