@@ -20,7 +20,14 @@ import jax.numpy as jnp
 
 from jaxdp.consistency.graph import ConstraintGraph
 
-__all__ = ["Certificate", "certify", "edge_differences", "operators", "transpose_apply"]
+__all__ = [
+  "Certificate",
+  "certify",
+  "certify_path",
+  "edge_differences",
+  "operators",
+  "transpose_apply",
+]
 
 DENSE_MAX = 4096  # dim * edges up to which A is applied as a dense matrix
 
@@ -82,12 +89,31 @@ def certify(
 ) -> Certificate:
   """The certificate of the isotonic part ``w`` with multipliers ``lam`` (any >= 0)."""
   apply_a, apply_at = operators(graph, w.dtype)
+  return _certificate(y, w, lam, apply_a, apply_at, tol, -1)
+
+
+def certify_path(y: jax.Array, w: jax.Array, lam: jax.Array, tol: float) -> Certificate:
+  """:func:`certify` on a path numbered from the bottom up (edges ``i -> i + 1``),
+  with the nodes on the first axis: ``y`` and ``w`` ``(dim, ...)``, ``lam`` ``(dim - 1,
+  ...)``. The same sums, taken over the first axis, so that a batch laid out in the
+  last axis is read in order."""
+
+  def apply_at(lam):
+    zero = jnp.zeros_like(lam[:1])
+    return jnp.concatenate([lam, zero]) - jnp.concatenate([zero, lam])
+
+  return _certificate(y, w, lam, lambda z: z[:-1] - z[1:], apply_at, tol, 0)
+
+
+def _certificate(y, w, lam, apply_a, apply_at, tol, axis):
   diff = apply_a(w)
-  violation = jnp.maximum(jnp.max(diff, axis=-1), 0.0)
+  violation = jnp.maximum(jnp.max(diff, axis=axis), 0.0)
   lam = jnp.maximum(lam, 0.0)
   r = y - apply_at(lam)
-  gap = 0.5 * jnp.sum((w - r) ** 2, axis=-1) + jnp.sum(lam * jnp.maximum(-diff, 0.0), -1)
+  gap = 0.5 * jnp.sum((w - r) ** 2, axis=axis) + jnp.sum(
+    lam * jnp.maximum(-diff, 0.0), axis=axis
+  )
   bound = jnp.sqrt(2.0 * gap)
-  tolerance = tol * jnp.maximum(1.0, jnp.max(jnp.abs(y), axis=-1))
+  tolerance = tol * jnp.maximum(1.0, jnp.max(jnp.abs(y), axis=axis))
   ok = (violation == 0) & (bound <= tolerance)
   return Certificate(violation, gap, bound, tolerance, ok)

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdp.consistency.certificate import Certificate, certify
+from jaxdp.consistency.certificate import Certificate, certify_path
 from jaxdp.consistency.graph import ConstraintGraph
 
 __all__ = ["CHUNK", "chain_isotonic", "chain_order"]
@@ -80,9 +80,9 @@ def chain_isotonic(
   block_sums, block_sizes = _blocks(up_t)  # adjacent violators pooled first
   sums, sizes, below = _chunked(_stack, block_sums.T, block_sizes.T)
   w_t, lam_t = _expand(up_t, sums, sizes, below)
+  # in the scans' layout (nodes first): the same numbers in any node order
+  cert = certify_path(up_t, w_t, lam_t[:-1], tol)
   w, lam = w_t.T, lam_t[:-1].T
-  path = ConstraintGraph(n, tuple(range(n - 1)), tuple(range(1, n)))
-  cert = certify(up, w, lam, path, tol)  # the same numbers in any node order
   inverse = np.argsort(order)
   edge = inverse[np.asarray(graph.lo)]  # the path edge above each graph edge's lo
   return _permute(w, inverse), _permute(lam, edge), cert

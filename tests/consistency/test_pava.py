@@ -128,6 +128,28 @@ def test_chain_batches_past_the_chunk():
   assert bool(jnp.all(cert.ok))
 
 
+def test_the_path_certificate_in_the_scans_layout_equals_certify():
+  """``certify_path`` (nodes on the first axis, as the chain solver lays them out)
+  gives ``certify``'s numbers on the same path, also for vectors that violate the
+  order, multipliers of both signs and an unconverged ``w``; 1e-5 relative (float32
+  sums in another order)."""
+  from jaxdp.consistency.certificate import certify, certify_path
+  from jaxdp.consistency.graph import ConstraintGraph
+
+  rng = np.random.default_rng(7)
+  n, b = 9, 6
+  path = ConstraintGraph(n, tuple(range(n - 1)), tuple(range(1, n)))
+  y = rng.normal(size=(b, n)).astype(np.float32) * 10
+  w = np.sort(rng.normal(size=(b, n)), axis=1).astype(np.float32) * 10
+  w[0, 3] = w[0, 4] + 1.0  # one violated edge
+  lam = rng.normal(size=(b, n - 1)).astype(np.float32)
+  want = certify(jnp.asarray(y), jnp.asarray(w), jnp.asarray(lam), path, 1e-3)
+  got = certify_path(jnp.asarray(y.T), jnp.asarray(w.T), jnp.asarray(lam.T), 1e-3)
+  for name, g, v in zip(want._fields, got, want):
+    np.testing.assert_allclose(np.asarray(g), np.asarray(v), rtol=1e-5, err_msg=name)
+  assert float(want.violation[0]) == pytest.approx(1.0) and float(want.gap.min()) > 0
+
+
 def test_chain_of_512_and_huge_values():
   poset, positions = chain(512, 4)
   rng = np.random.default_rng(1)
