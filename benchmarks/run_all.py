@@ -351,7 +351,8 @@ def main(argv=None):
         flush=True,
       )
   else:
-    print("--only: README.md and the docs page left alone", flush=True)
+    subset = "--only" if args.only else "--quick"
+    print(f"{subset} ran a subset: README.md and the docs page left alone", flush=True)
   print(f"results in {out}", flush=True)
   if failed:
     print(f"failed: {', '.join(failed)}", file=sys.stderr, flush=True)
