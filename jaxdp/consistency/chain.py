@@ -74,7 +74,6 @@ def chain_isotonic(
   order = chain_order(graph)
   if order is None:
     raise ValueError("the chain path needs a chain poset (a path with n on top).")
-  b, n = y.shape
   up = _permute(y, order)  # bottom-up
   up_t = up.T  # (n, B): the scans below step along the path, the batch in lanes
   block_sums, block_sizes = _blocks(up_t)  # adjacent violators pooled first

@@ -29,7 +29,6 @@ import pytest
 from tests.conftest import FAST_EMITTERS
 from tests.helpers import reference_draws
 
-
 # Float entries agree to this fraction of the entry's largest magnitude.
 FLOAT_RTOL = 1e-4
 
