@@ -8,7 +8,7 @@ import math
 import pytest
 
 import jaxdp
-from jaxdp.calibration import gaussian_sigma
+from jaxdp.composition.calibration import gaussian_sigma
 
 mp = pytest.importorskip("mpmath")
 
