@@ -125,7 +125,10 @@ class QueryMechanism(EpsMechanism):
     Integer rows (count, vote, and sum rows of an exact release) are summed in the
     default float dtype, with at most as many rows as keep every partial sum within
     its exact integer range (an error otherwise, never a rounded sum); real sum rows
-    are summed in float64 and rounded once. Exact releases get int32 sums.
+    are summed in float64 and rounded once. Exact releases get int32 sums clipped to
+    +-2^30 (which keeps the sum- and count-ball and l_p norms); for vote-ball noise,
+    whose norm clipping does not keep, wider ones (int64 with x64), which the release
+    refuses past 2^30 on the host and saturates after the noise under jit.
     """
     rows, ok = self._checked(data)
     return self._sums(rows, ok, lambda x: jnp.sum(x, axis=0))
@@ -163,7 +166,14 @@ class QueryMechanism(EpsMechanism):
       with jax.enable_x64(True):
         sums = total(rows.astype(jnp.float64)).astype(float_dtype)
     sums = jnp.where(ok, sums, jnp.nan)  # NaN: a failed run-time check
-    return as_int_counts(sums) if self.exact else sums
+    if not self.exact:
+      return sums
+    # the vote ball's norm is not kept by clipping the totals (clipping (2, 1, 0) to
+    # (2, 0, 0) takes it to 4/3): wide totals, which the release refuses on the host
+    # past 2^30 or saturates after the noise, as for the poset ball
+    return as_int_counts(
+      sums, wide=isinstance(self.ball, VoteBall) and self.noise == "ball"
+    )
 
   def _checked(self, data):
     """The rows as a JAX array, and whether a run-time check passed (True on the
