@@ -58,7 +58,7 @@ MAX_HULL_POINTS = 2_000_000
 MAX_MOMENT_D = 256
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class CountBall(SlicedBall):
   """The count ball in R^d: conv of +-x for 0/1 vectors x with at most k ones.
 

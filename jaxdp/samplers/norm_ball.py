@@ -60,6 +60,22 @@ class NormBall:
 
   name = "norm ball"
 
+  # Equality and hashing (the key of every cache and jit compilation keyed by a
+  # ball) compare each field's type as well as its value, so that a field replaced
+  # after construction (object.__setattr__) by an int subclass that compares equal
+  # to another value cannot stand for an honest ball in a shared cache.
+  def _identity(self) -> tuple:
+    values = (getattr(self, f.name) for f in dataclasses.fields(self))
+    return (type(self), *((type(v), v) for v in values))
+
+  def __eq__(self, other):
+    if type(other) is not type(self):
+      return NotImplemented
+    return self._identity() == other._identity()
+
+  def __hash__(self):
+    return hash(self._identity())
+
   @property
   def dim(self) -> int:
     """The dimension of the ball."""
@@ -107,7 +123,7 @@ class NormBall:
     return float(np.trace(self.second_moment()))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class SlicedBall(NormBall):
   """A ball of d coordinates of which one person changes at most k, each by at most
   1 (the sum and count balls): its parts in an orthant are cube slices

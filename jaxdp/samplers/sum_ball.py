@@ -36,7 +36,7 @@ __all__ = ["SumBall"]
 MAX_HULL_POINTS = 2_000_000
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class SumBall(SlicedBall):
   """The unit ball of ``max(||v||_inf, ||v||_1 / k)`` in R^d.
 

@@ -44,7 +44,7 @@ MAX_HULL_D = 9
 POINTS_WORK = 1 << 14
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class VoteBall(NormBall):
   """The vote ball in R^d (d >= 2 candidates, Borda scores 0..d-1).
 
