@@ -22,6 +22,7 @@ from jaxdp import _checks
 from jaxdp.posets import Poset
 from jaxdp.posets.canonical import by_relation
 from jaxdp.samplers import dispatch
+from jaxdp.samplers.field_identity import FieldIdentity
 
 __all__ = ["MAX_OBJECTS", "LpBall", "PosetBall", "enumerate_objects", "exact_second_moment"]
 
@@ -71,8 +72,8 @@ class PosetBall:
     return dispatch.num_objects(self.poset)
 
 
-@dataclasses.dataclass(frozen=True)
-class LpBall:
+@dataclasses.dataclass(frozen=True, eq=False)
+class LpBall(FieldIdentity):
   """The unit l_p ball in R^d (p >= 1, ``math.inf`` allowed).
 
   Attributes:

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
+from jaxdp.samplers.field_identity import FieldIdentity
 from jaxdp.samplers.gamma import gamma_radius
 from jaxdp.typing import ArrayLike, DTypeLike, KeyArray
 
@@ -51,30 +52,15 @@ def check_query_size(d, k=None) -> tuple[int, int | None]:
   return d, k
 
 
-class NormBall:
+class NormBall(FieldIdentity):
   """A symmetric convex body K in R^dim: the unit ball of the norm ``norm``.
 
-  Subclasses are frozen dataclasses and define :attr:`dim`, :meth:`norm`,
+  Subclasses are frozen dataclasses (``eq=False``: equality and hashing are
+  :class:`~jaxdp.samplers.field_identity.FieldIdentity`'s) and define :attr:`dim`, :meth:`norm`,
   :meth:`hull_points`, :meth:`points` and :attr:`name`.
   """
 
   name = "norm ball"
-
-  # Equality and hashing (the key of every cache and jit compilation keyed by a
-  # ball) compare each field's type as well as its value, so that a field replaced
-  # after construction (object.__setattr__) by an int subclass that compares equal
-  # to another value cannot stand for an honest ball in a shared cache.
-  def _identity(self) -> tuple:
-    values = (getattr(self, f.name) for f in dataclasses.fields(self))
-    return (type(self), *((type(v), v) for v in values))
-
-  def __eq__(self, other):
-    if type(other) is not type(self):
-      return NotImplemented
-    return self._identity() == other._identity()
-
-  def __hash__(self):
-    return hash(self._identity())
 
   @property
   def dim(self) -> int:

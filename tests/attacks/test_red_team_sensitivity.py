@@ -90,3 +90,33 @@ def test_a_forged_ball_does_not_poison_the_ellipse_of_an_honest_ball():
     assert len({forged, honest, jaxdp.CountBall(10, 5)}) == 2
   finally:
     ellipse_module._cached_ellipse.cache_clear()
+
+
+class _Two(float):
+  """A float that is 1.0 but compares and hashes as 2.0."""
+
+  def __eq__(self, other):
+    return other == 2.0
+
+  def __hash__(self):
+    return hash(2.0)
+
+
+@pytest.mark.parametrize(
+  "make, field, fake",
+  [
+    (lambda: jaxdp.SumBall(10, 5), "k", _Five(1)),
+    (lambda: jaxdp.VoteBall(5), "d", _Five(1)),
+    (lambda: jaxdp.LpBall(5, 2.0), "p", _Two(1.0)),
+  ],
+)
+def test_a_ball_with_a_forged_field_is_not_equal_to_the_honest_one(make, field, fake):
+  """The same forgery on the other balls that key caches and jit compilations: a
+  field replaced by a subclass that compares and hashes as the honest value. The
+  forged ball must differ from the honest one, so they share no cache entry; honest
+  balls built alike stay equal, with equal hashes."""
+  forged = make()
+  object.__setattr__(forged, field, fake)
+  honest = make()
+  assert forged != honest and honest == make() and hash(honest) == hash(make())
+  assert len({forged, honest, make()}) == 2
