@@ -137,10 +137,18 @@ def poisson_batch(
 
 
 def _claim(key) -> None:
-  """Consumes a batch key (checked and marked used in one step,
-  :func:`jaxdp.accounting.guard.claim`), before anything is drawn; refuses one already
-  used (by a batch, ``dp_aggregate`` or an accountant) or closed over by a traced
-  program (and then leaves it unconsumed)."""
+  """Refuses a batch key closed over by a traced program, then consumes it (checked
+  and marked used in one step, :func:`jaxdp.accounting.guard.claim`) before anything
+  is drawn, refusing one already used (by a batch, ``dp_aggregate`` or an
+  accountant); a refused key is left as it was."""
+  if _checks.is_concrete(key) and _checks.in_transformation():
+    raise StaleAccountantError(
+      "poisson_batch's key is a constant of the traced program (closed over by a "
+      "jitted function, loop body or vmapped function): every step of a lax.scan or "
+      "loop, every call of a jitted step and every vmap lane would sample the same "
+      "batch. Pass the batch key as an argument (or the scan's xs, or vmap's "
+      "argument: jax.random.split(batch_key, steps))."
+    )
   try:
     guard.claim(key)
   except StaleAccountantError:
@@ -150,12 +158,3 @@ def _claim(key) -> None:
       "step, independent of the noise. Split a key of its own for every batch "
       "(jax.random.split(batch_key, steps)), never dp_aggregate's."
     ) from None
-  if _checks.is_concrete(key) and _checks.in_transformation():
-    guard.unclaim(key)
-    raise StaleAccountantError(
-      "poisson_batch's key is a constant of the traced program (closed over by a "
-      "jitted function, loop body or vmapped function): every step of a lax.scan or "
-      "loop, every call of a jitted step and every vmap lane would sample the same "
-      "batch. Pass the batch key as an argument (or the scan's xs, or vmap's "
-      "argument: jax.random.split(batch_key, steps))."
-    )
