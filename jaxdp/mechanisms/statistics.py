@@ -306,8 +306,8 @@ def as_int_counts(counts, *, wide: bool = False):
   minimum for NaN).
 
   Without ``wide``: int32, clipped to +-2^30 (1-Lipschitz in every l_p norm, so an
-  l_p sensitivity holds). With ``wide`` (for poset-ball noise, whose norm clipping
-  does not keep): JAX's default integer, clipped only to +-:data:`WIDE_CLIP` with x64
+  l_p sensitivity holds). With ``wide`` (for poset-ball and vote-ball noise, whose
+  norms clipping does not keep): JAX's default integer, clipped only to +-:data:`WIDE_CLIP` with x64
   (int64), which :func:`saturating_add` releases exactly as the unclipped counts;
   without x64 the float32 counts are at most 2^24 (:func:`exact_counts`), so no clip
   binds.
