@@ -46,9 +46,9 @@ def analytic_gaussian_delta_bound(eps: float, s: float) -> float:
   error, so it is never below the exact delta.
 
   Phi(a) - e^eps Phi(b) with a, b = +-1/(2s) - eps s: at small eps the two terms are
-  about eps s^2 times delta, and their difference alone lost the digits a
-  calibration compares (a sigma whose exact delta was 1.000005 times the target
-  passed at eps = 1e-8, delta = 1e-16)."""
+  about eps s^2 times delta, and their float64 difference loses the digits a
+  calibration compares (at eps = 1e-8, delta = 1e-16 it is off by about 5e-6 of
+  delta)."""
   a, b = 1 / (2 * s) - eps * s, -1 / (2 * s) - eps * s
   first, tail = normal_cdf(a), normal_cdf(b)
   x = eps + math.log(tail) if tail > 0.0 else -math.inf
