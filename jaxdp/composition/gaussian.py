@@ -51,11 +51,6 @@ CF_FROM = 3.0  # the Mills ratio by its continued fraction from here
 SERIES_TERMS = 200
 
 
-def normal_cdf(x: float) -> float:
-  """The standard normal distribution function."""
-  return 0.5 * math.erfc(-x / math.sqrt(2))
-
-
 def _compound(*rels: float) -> float:
   """A bound on prod(1 + r) - 1 (<= expm1(sum r)), rounded up."""
   return math.expm1(sum(rels)) * 1.001
