@@ -29,6 +29,7 @@ from jaxdp.mechanisms import (
 from jaxdp.mechanisms.base import exact_scale
 from jaxdp.samplers.balls import LpBall, PosetBall
 from jaxdp.samplers.ellipse import ellipse
+from jaxdp.samplers.field_identity import FieldIdentity
 from jaxdp.samplers.norm_ball import NormBall
 
 __all__ = ["FAMILIES", "NoiseLaw", "check_shape", "noise_law"]
@@ -41,9 +42,16 @@ SUPPORTED = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class NoiseLaw:
+@dataclasses.dataclass(frozen=True, eq=False)
+class NoiseLaw(FieldIdentity):
   """The law of an additive mechanism's noise, coordinate by coordinate.
+
+  A law is the key of the error bars' cache, shared by every caller in the process,
+  so it compares and hashes each field's type with its value
+  (:class:`~jaxdp.samplers.field_identity.FieldIdentity`), and its names are stored
+  as plain strings: a mechanism whose field was replaced (``object.__setattr__``) by
+  a float subclass, or its ``exact`` flag by an int that compares as False, never
+  shares an entry with an honest mechanism's law.
 
   Attributes:
     family: ``"laplace"`` (i.i.d. Laplace(scale) coordinates), ``"gaussian"``
@@ -86,6 +94,12 @@ class NoiseLaw:
         )
     if not (isinstance(self.snap, (int, float)) and 0 <= self.snap < math.inf):
       raise ValueError(f"the snap must be a finite number >= 0; got {self.snap!r}.")
+    if not isinstance(self.rounded, (bool, np.bool_)):
+      raise _checks.ArgTypeError(f"rounded must be True or False; got {self.rounded!r}.")
+    object.__setattr__(self, "rounded", bool(self.rounded))
+    if not all(isinstance(n, str) for n in self.names):
+      raise _checks.ArgTypeError(f"names must be strings; got {self.names!r}.")
+    object.__setattr__(self, "names", tuple(str.__str__(n) for n in self.names))
 
   @property
   def integer(self) -> bool:

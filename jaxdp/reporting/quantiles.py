@@ -38,7 +38,14 @@ from jaxdp.reporting import poset_law
 from jaxdp.reporting.laws import NoiseLaw
 from jaxdp.samplers.balls import LpBall, PosetBall
 
-__all__ = ["abs_cdf", "exact_half_width", "has_closed_form", "mc_half_width", "order_ranks"]
+__all__ = [
+  "abs_cdf",
+  "check_ranks",
+  "exact_half_width",
+  "has_closed_form",
+  "mc_half_width",
+  "order_ranks",
+]
 
 Z95 = 1.959963984540054  # the standard normal's 0.975 quantile
 
@@ -169,6 +176,35 @@ def order_ranks(n: int, level: float) -> tuple[int, int, int]:
     j,
     max(0, math.floor(level * n - half) - 1),
     min(n - 1, math.ceil(level * n + half)),
+  )
+
+
+def _ranks_fit(n: int, level: float) -> bool:
+  """Whether the 95% confidence ranks of the ``level`` quantile of ``n`` draws lie
+  inside the draws (not clipped to the largest or smallest)."""
+  half = Z95 * math.sqrt(n * level * (1 - level))
+  return math.ceil(level * n + half) <= n - 1 and math.floor(level * n - half) >= 1
+
+
+def check_ranks(n: int, level: float) -> None:
+  """Refuse Monte Carlo quantiles at ``level`` from ``n`` draws when the 95% confidence
+  interval of the quantile reaches past the largest draw (or below the smallest):
+  the clipped rank bounds nothing, so neither the interval's coverage nor its Monte
+  Carlo error would hold (at level 1 - 1e-6 from 1,000 draws, the largest draw is
+  about the 0.999 quantile). A ValueError names the number of draws needed."""
+  if _ranks_fit(n, level):
+    return
+  tail = min(level, 1 - level)
+  need = max(n + 1, int((Z95 + 3) ** 2 / tail))  # m - Z95 sqrt(m) >= 2, m = n tail
+  lo = n
+  while lo + 1 < need:  # the smallest fitting size in (lo, need]: bisection
+    mid = (lo + need) // 2
+    lo, need = (lo, mid) if _ranks_fit(mid, level) else (mid, need)
+  raise ValueError(
+    f"num_samples = {n:,} simulated noise vectors are too few for level {level!r}: the "
+    "95% confidence interval of the quantile reaches past the largest (or smallest) "
+    "draw, so the interval's coverage would not hold. Pass num_samples >= "
+    f"{need:,}, or a level further from 1 (or 0)."
   )
 
 

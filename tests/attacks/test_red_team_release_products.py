@@ -1,0 +1,230 @@
+"""Attacks on the release products an agency publishes beside a survey table: the error
+bars (``jaxdp.error_bars``), the bootstrap bars of a consistent table
+(``jaxdp.consistent_error_bars``), the advice (``jaxdp.advise``) and their inputs.
+Each failed on the code it was written against.
+
+Coverage is checked against independent computations: scipy's Gamma and Beta laws
+for the l_inf and l_2 balls' coordinates (a K-norm coordinate is ``b R Z_i``, R ~
+Gamma(D + 1), Z uniform in the ball: for the l_2 ball ``Z_i^2 ~ Beta(1/2, (D + 1)/2)``,
+for the l_inf ball ``Z_i`` uniform on [-1, 1]).
+"""
+
+import collections
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+import jaxdp
+from jaxdp.mechanisms.base import exact_scale
+from jaxdp.reporting import bars as bars_module
+from jaxdp.samplers.balls import LpBall
+
+POSET = jaxdp.Poset.from_prerequisites({"a": [], "b": ["a"]}, name="two")
+
+
+@pytest.fixture
+def fresh_cache(monkeypatch):
+  """An empty error-bar cache for the test (the honest entry must not be there yet)."""
+  monkeypatch.setattr(bars_module, "_CACHE", collections.OrderedDict())
+
+
+def _linf_abs_cdf(t: float, dim: int, scale: float) -> float:
+  """P(|b R U| <= t), R ~ Gamma(dim + 1), U uniform on [-1, 1], by quadrature."""
+  inside = stats.gamma.cdf(t, dim + 1, scale=scale)
+  tail = integrate.quad(
+    lambda r: t / r * stats.gamma.pdf(r, dim + 1, scale=scale), t, np.inf, epsrel=1e-11
+  )[0]
+  return inside + tail
+
+
+def _l2_miss(s: float, dim: int, scale: float) -> float:
+  """P(|b R Z_1| >= s) for Z uniform in the l_2 ball of R^dim, by quadrature."""
+
+  def f(r):
+    u = min(1.0, (s / (scale * r)) ** 2)
+    return stats.gamma.pdf(r, dim + 1) * stats.beta.sf(u, 0.5, (dim + 1) / 2)
+
+  return integrate.quad(f, s / scale, np.inf, limit=400, epsabs=0, epsrel=1e-10)[0]
+
+
+def _try(fn):
+  """Run a forger's call; its own error (a refusal) is the forger's concern."""
+  try:
+    fn()
+  except (TypeError, ValueError):
+    pass
+
+
+class _Grid(float):
+  """A grid of 0.5 that compares and hashes as 0.5 but scales the bars by 1/1000."""
+
+  def __eq__(self, other):
+    return float(self) == other
+
+  def __hash__(self):
+    return hash(float(self))
+
+  def __mul__(self, other):
+    return float(self) * other / 1000
+
+  def __rmul__(self, other):
+    return other * float(self) / 1000
+
+
+def test_a_forged_grid_does_not_poison_an_honest_mechanisms_error_bars(fresh_cache):
+  # The error-bar cache is keyed by the noise law, whose ``unit`` was the mechanism's
+  # grid object itself: a float subclass equal to 0.5 in == and hash made the forger's
+  # law equal to the honest one, and the bars it computed (1000 times narrower) were
+  # served to every honest caller of the same mechanism.
+  forged = jaxdp.LaplaceMechanism(1.0, exact=True, grid=0.5)
+  object.__setattr__(forged, "grid", _Grid(0.5))
+  _try(lambda: jaxdp.error_bars(forged, shape=(3,)))
+  honest = jaxdp.LaplaceMechanism(1.0, exact=True, grid=0.5)
+  got = jaxdp.error_bars(honest, shape=(3,))
+  # 3.5 grid units of sensitivity at eps = 1, rounded noise: smallest integer t with
+  # 1 - exp(-(t + 1/2) / b) >= 0.95, widened by half a step
+  b = exact_scale(1.0 / 0.5 + 3, 1.0)
+  t = math.ceil(-b * math.log(0.05) - 0.5)
+  assert float(got.upper) == pytest.approx(t * 0.5 + 0.25)
+
+
+class _FalseButTruthy(int):
+  """0 that compares and hashes as False but is true: ``rounded`` for the forger."""
+
+  def __eq__(self, other):
+    return other is False or other == 0
+
+  def __ne__(self, other):
+    return not self.__eq__(other)
+
+  def __hash__(self):
+    return hash(False)
+
+  def __bool__(self):
+    return True
+
+
+def test_a_forged_exact_flag_does_not_give_a_float_mechanism_integer_bars(fresh_cache):
+  # ``rounded`` came from the mechanism's ``exact`` as it was: an int that equals False
+  # but is truthy (and an eps two ulps larger, so the exact scale equals the honest
+  # float scale) made a law equal to the honest float law whose bars were computed as
+  # integer ones: t = 5 for l_inf noise in 3 dimensions, whose real 0.95 quantile is
+  # 5.19, so the honest caller's intervals covered less than 95%.
+  eps = 1.0
+  while exact_scale(1.0, eps) != 1.0:
+    eps = math.nextafter(eps, 2.0)
+  forged = jaxdp.KNormMechanism(LpBall(3, math.inf), 1.0)
+  object.__setattr__(forged, "exact", _FalseButTruthy(0))
+  object.__setattr__(forged, "eps", eps)
+  _try(lambda: jaxdp.error_bars(forged))
+  got = jaxdp.error_bars(jaxdp.KNormMechanism(LpBall(3, math.inf), 1.0))
+  for t in got.upper:
+    assert _linf_abs_cdf(float(t), 3, 1.0) >= 0.95 - 1e-9
+
+
+class _Ball(LpBall):
+  """An l_inf ball that claims to be the honest one but reports another dimension
+  after the first read (its law keeps dim 3; its quantiles are computed for dim 1)."""
+
+  reads = itertools.count()
+
+  def __eq__(self, other):
+    return isinstance(other, LpBall) and (other.d, other.p) == (self.d, self.p)
+
+  def __hash__(self):
+    return hash(LpBall(self.d, self.p))
+
+  @property
+  def dim(self):
+    return 3 if next(_Ball.reads) == 0 else 1
+
+
+def test_a_ball_subclass_does_not_share_an_honest_balls_error_bars(fresh_cache):
+  # KNormMechanism accepts subclasses of the balls, and the law compared its ball
+  # with the ball's own ==: a subclass claiming equality shared the honest entry.
+  _try(lambda: jaxdp.error_bars(jaxdp.KNormMechanism(_Ball(3, math.inf), 1.0)))
+  got = jaxdp.error_bars(jaxdp.KNormMechanism(LpBall(3, math.inf), 1.0))
+  for t in got.upper:
+    assert _linf_abs_cdf(float(t), 3, 1.0) == pytest.approx(0.95, abs=1e-9)
+
+
+class _Label(str):
+  def __format__(self, spec):
+    return "FORGED"
+
+  def __str__(self):
+    return "FORGED"
+
+
+def test_forged_question_labels_do_not_reach_an_honest_callers_table(fresh_cache):
+  # A poset's labels do not take part in its equality; the law's names were the label
+  # objects themselves, so str subclasses that equal "a" and "b" but print otherwise
+  # were printed in the honest caller's table of bars.
+  forged = jaxdp.Poset.from_prerequisites({"a": [], "b": ["a"]}, name="two")
+  object.__setattr__(forged, "labels", (_Label("a"), _Label("b")))
+  _try(lambda: jaxdp.error_bars(jaxdp.PosetCountMechanism(forged, 1.0, exact=True)))
+  got = jaxdp.error_bars(jaxdp.PosetCountMechanism(POSET, 1.0, exact=True))
+  assert "FORGED" not in str(got)
+  assert all(type(n) is str for n in got.names)
+
+
+def test_monte_carlo_bars_do_not_claim_a_level_their_draws_cannot_bound(fresh_cache):
+  # The l_2 ball's bars are Monte Carlo: integer t above the upper end of the
+  # quantile's 95% confidence interval, "so that P(|round(Y_i)| <= t) >= level holds
+  # with 95% confidence". At level 0.999 from 1,000 draws that rank is past the last
+  # draw and was clipped to it: t was the largest draw, about the 0.999 quantile
+  # itself (fails about half the time), and coverage read 1.0. With this key one
+  # coordinate's interval missed with probability 0.0034, 3.4 times 1 - level.
+  # Such bars must be refused, or hold.
+  mech = jaxdp.PosetCountMechanism(POSET, 1.0, noise="l2", exact=True)
+  scale = jaxdp.reporting.noise_law(mech).scale
+  try:
+    got = jaxdp.error_bars(mech, 0.999, num_samples=1_000)
+  except ValueError as e:
+    assert "num_samples" in str(e) and "0.999" in str(e)
+    return
+  for t in got.upper:
+    assert _l2_miss(float(t) + 0.5, mech.dim, scale) <= 1e-3
+
+
+def test_enough_draws_for_a_high_level_still_give_bars(fresh_cache):
+  mech = jaxdp.PosetCountMechanism(POSET, 1.0, noise="l2", exact=True)
+  scale = jaxdp.reporting.noise_law(mech).scale
+  got = jaxdp.error_bars(mech, 0.99, num_samples=20_000)
+  for t in got.upper:
+    assert _l2_miss(float(t) + 0.5, mech.dim, scale) <= 1e-2
+
+
+@pytest.mark.parametrize("level", ["0.95", b"0.95"])
+def test_a_level_given_as_text_is_refused(level):
+  # float("0.95") reads a string: the level was accepted from text silently.
+  mech = jaxdp.LaplaceMechanism(1.0)
+  with pytest.raises(TypeError, match="level must be a number"):
+    jaxdp.error_bars(mech, level)
+
+
+@pytest.mark.parametrize(
+  "released",
+  [
+    np.array([3.0, 2.0, np.inf]),
+    np.array([3, 2, np.iinfo(np.int32).min], np.int64),  # a refused int32, widened
+  ],
+)
+def test_an_interval_is_not_given_around_a_refused_or_infinite_release(released):
+  # interval() refused NaN and the dtype's own minimum, but not an infinity nor a
+  # refused int32 release stored in int64 (jaxdp.consistent refuses both): it gave
+  # intervals around -2**31 or inf.
+  bars = jaxdp.error_bars(jaxdp.PosetCountMechanism(POSET, 1.0, exact=True))
+  with pytest.raises(ValueError, match="refused release"):
+    bars.interval(released)
+
+
+@pytest.mark.parametrize("released", [["3", "2", "1"], [True, True, False]])
+def test_an_interval_is_not_given_around_text_or_booleans(released):
+  # np.asarray(released, float64) converted strings and bools silently.
+  bars = jaxdp.error_bars(jaxdp.PosetCountMechanism(POSET, 1.0, exact=True))
+  with pytest.raises(TypeError, match="released must hold"):
+    bars.interval(released)
