@@ -69,7 +69,8 @@ def consistent_error_bars(
     ValueError: a vector of the wrong shape, non-finite or negative values, not
       consistent (beyond the float32 tolerance of :func:`jaxdp.consistent`), not
       integral or past :func:`jaxdp.consistency.integer_limit` with
-      ``integer=True``; a bad level, key or sample count.
+      ``integer=True``; a bad level, key or sample count (too few replicates for
+      the level: the upper end's confidence rank past the largest replicate).
   """
   if not isinstance(mechanism, PosetCountMechanism):
     raise _checks.ArgTypeError(
@@ -85,6 +86,7 @@ def consistent_error_bars(
   if not isinstance(integer, bool):
     raise _checks.ArgTypeError(f"integer must be True or False; got {integer!r}.")
   n = check_samples(num_samples, mechanism.dim)
+  quantiles.check_ranks(n, level, (1 + level) / 2)  # the ends must be inside the draws
   poset = mechanism.poset
   kind = np.asarray(released).dtype
   if kind == np.bool_ or not (np.issubdtype(kind, np.number) or kind == np.object_):

@@ -186,20 +186,22 @@ def _ranks_fit(n: int, level: float) -> bool:
   return math.ceil(level * n + half) <= n - 1 and math.floor(level * n - half) >= 1
 
 
-def check_ranks(n: int, level: float) -> None:
+def check_ranks(n: int, level: float, quantile: float | None = None) -> None:
   """Refuse Monte Carlo quantiles at ``level`` from ``n`` draws when the 95% confidence
   interval of the quantile reaches past the largest draw (or below the smallest):
   the clipped rank bounds nothing, so neither the interval's coverage nor its Monte
   Carlo error would hold (at level 1 - 1e-6 from 1,000 draws, the largest draw is
-  about the 0.999 quantile). A ValueError names the number of draws needed."""
-  if _ranks_fit(n, level):
+  about the 0.999 quantile). ``quantile``: the one estimated, if not ``level`` (a
+  two-sided interval's ``(1 + level) / 2``). A ValueError names the draws needed."""
+  q = level if quantile is None else quantile
+  if _ranks_fit(n, q):
     return
-  tail = min(level, 1 - level)
+  tail = min(q, 1 - q)
   need = max(n + 1, int((Z95 + 3) ** 2 / tail))  # m - Z95 sqrt(m) >= 2, m = n tail
   lo = n
   while lo + 1 < need:  # the smallest fitting size in (lo, need]: bisection
     mid = (lo + need) // 2
-    lo, need = (lo, mid) if _ranks_fit(mid, level) else (mid, need)
+    lo, need = (lo, mid) if _ranks_fit(mid, q) else (mid, need)
   raise ValueError(
     f"num_samples = {n:,} simulated noise vectors are too few for level {level!r}: the "
     "95% confidence interval of the quantile reaches past the largest (or smallest) "

@@ -228,3 +228,53 @@ def test_an_interval_is_not_given_around_text_or_booleans(released):
   bars = jaxdp.error_bars(jaxdp.PosetCountMechanism(POSET, 1.0, exact=True))
   with pytest.raises(TypeError, match="released must hold"):
     bars.interval(released)
+
+
+def test_bootstrap_bars_refuse_a_level_their_replicates_cannot_reach():
+  # The bootstrap's ends are the (1 -+ level) / 2 percentiles of the replicates, with
+  # the order-statistic ranks of their 95% confidence intervals as mc_error. At level
+  # 0.999 from 1,000 replicates the upper rank (about 999.5 + 1.4) was clipped to the
+  # last replicate: the end was the largest of 1,000 values, nominally at 0.999, and
+  # mc_error the half-distance between clipped ranks.
+  mech = jaxdp.PosetCountMechanism(POSET, 1.0, exact=True)
+  z = np.array([50, 20, 5])
+  with pytest.raises(ValueError, match="num_samples = 1,000 .* level 0.999"):
+    jaxdp.consistent_error_bars(z, mech, 0.999, integer=True, num_samples=1_000)
+  bars = jaxdp.consistent_error_bars(z, mech, 0.9, integer=True, num_samples=1_000)
+  assert bars.mc_error.shape == (3,)
+
+
+def test_release_refuses_too_few_bootstrap_replicates_before_the_release(
+  tmp_path, capsys, monkeypatch
+):
+  # With the bootstrap's check, `jaxdp release --consistent --level 0.9999` and the
+  # default 20,000 replicates would fail after the release (its budget spent): the
+  # command must refuse it before.
+  from jaxdp.cli import main
+  from jaxdp.cli import release as cli_release
+
+  def refuse(*args, **kwargs):
+    raise AssertionError("the release ran")
+
+  monkeypatch.setattr(cli_release, "release", refuse)
+  np.save(tmp_path / "a.npy", np.zeros((20, 4), np.int8))
+  argv = ["release", "--poset", "nhis1", "--data", str(tmp_path / "a.npy"), "--eps", "1"]
+  assert main([*argv, "--consistent", "--level", "0.9999"]) == 2
+  assert "num_samples = 20,000" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+  "counts, error, match",
+  [
+    ([True, True, False], TypeError, "assumed_counts must hold numbers"),
+    (["10", "3", "1"], TypeError, "assumed_counts must hold numbers"),
+    ([1e300, 1e299, 1e298], ValueError, "at most 2\\*\\*53.*1e\\+300 at index 0"),
+    ([10.0, -1.0, 0.0], ValueError, "-1.0 at index 1"),
+  ],
+)
+def test_advice_refuses_assumed_counts_that_are_not_counts(counts, error, match):
+  # Booleans and strings were converted to counts silently; at 1e300 respondents
+  # float64 swallows the noise, and the error after consistency read 0 (no error at
+  # all) for every mechanism. The message did not name the bad value.
+  with pytest.raises(error, match=match):
+    jaxdp.advise(POSET, 1.0, assumed_counts=counts, num_samples=500)
