@@ -13,6 +13,7 @@ import collections
 import itertools
 import math
 
+import jax
 import numpy as np
 import pytest
 from scipy import integrate, stats
@@ -278,3 +279,30 @@ def test_advice_refuses_assumed_counts_that_are_not_counts(counts, error, match)
   # all) for every mechanism. The message did not name the bad value.
   with pytest.raises(error, match=match):
     jaxdp.advise(POSET, 1.0, assumed_counts=counts, num_samples=500)
+
+
+@pytest.mark.parametrize(
+  "poset",
+  [jaxdp.Poset.nhis(1), jaxdp.Poset.from_edges(4, [(0, 2), (1, 2), (1, 3)])],
+  ids=["series-parallel", "N"],
+)
+@pytest.mark.parametrize("jitted", [False, True])
+def test_consistent_takes_an_empty_batch(poset, jitted):
+  # An empty batch of a series-parallel poset (NHIS) failed with "ZeroDivisionError:
+  # integer modulo by zero" (a reshape(0, -1) in the junction solver); the other
+  # paths returned an empty batch.
+  y = np.zeros((0, poset.d + 1), np.float32)
+
+  def run(v):
+    return jaxdp.consistent(v, poset, integer=True)
+
+  z = (jax.jit(run) if jitted else run)(y)
+  assert z.shape == (0, poset.d + 1)
+  z, cert = jaxdp.consistent(y, poset, certificate=True)
+  assert z.shape == (0, poset.d + 1) and cert.ok.shape == (0,)
+
+
+def test_consistent_refuses_a_certificate_flag_that_is_not_a_bool():
+  # certificate="no" is truthy: a pair came back where counts were expected.
+  with pytest.raises(TypeError, match="certificate must be True or False; got 'no'"):
+    jaxdp.consistent(np.ones(3), POSET, certificate="no")
