@@ -86,7 +86,6 @@ def consistent_error_bars(
   if not isinstance(integer, bool):
     raise _checks.ArgTypeError(f"integer must be True or False; got {integer!r}.")
   n = check_samples(num_samples, mechanism.dim)
-  quantiles.check_ranks(n, level, (1 + level) / 2)  # the ends must be inside the draws
   poset = mechanism.poset
   kind = np.asarray(released).dtype
   if kind == np.bool_ or not (np.issubdtype(kind, np.number) or kind == np.object_):
@@ -109,6 +108,7 @@ def consistent_error_bars(
     raise ValueError("released must be finite (a refused release cannot be bootstrapped).")
   law = noise_law(mechanism)
   check_released(z, poset, law.names, integer)
+  quantiles.check_ranks(n, level, (1 + level) / 2)  # the ends must be inside the draws
   noise = simulate.noise_draws(simulate.simulation_key(key), law, n)
   if integer or law.rounded:
     noise = np.rint(noise)
