@@ -19,7 +19,7 @@ import numpy as np
 
 from jaxdp import _checks
 from jaxdp.reporting import quantiles, simulate
-from jaxdp.reporting.laws import NoiseLaw, noise_law
+from jaxdp.reporting.laws import NoiseLaw, check_shape, noise_law
 from jaxdp.typing import ArrayLike, KeyArray
 
 __all__ = [
@@ -225,6 +225,8 @@ def error_bars(
     ValueError: a bad level, key or sample count, or traced parameters.
   """
   level = check_level(level)
+  if shape is not None:  # checked even where the law does not need it
+    shape = check_shape(shape)
   law = noise_law(mechanism, shape)
   dim = law.dim or 1
   if num_samples is None:  # never past MAX_ENTRIES: a law with thousands of coordinates

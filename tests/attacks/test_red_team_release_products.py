@@ -306,3 +306,11 @@ def test_consistent_refuses_a_certificate_flag_that_is_not_a_bool():
   # certificate="no" is truthy: a pair came back where counts were expected.
   with pytest.raises(TypeError, match="certificate must be True or False; got 'no'"):
     jaxdp.consistent(np.ones(3), POSET, certificate="no")
+
+
+@pytest.mark.parametrize("shape", ["abc", (2.5,), (-1,), 7])
+def test_error_bars_check_a_shape_they_do_not_need(shape):
+  # shape is read only by an exact Laplace mechanism on a grid; for every other
+  # mechanism any value, a string included, was accepted and ignored.
+  with pytest.raises((TypeError, ValueError), match="shape"):
+    jaxdp.error_bars(jaxdp.LaplaceMechanism(1.0), shape=shape)
