@@ -35,7 +35,8 @@ def raw_bars(args, mech) -> ErrorBars:
       f"simulation holds every draw); at most {limit:,}"
     )
   if getattr(args, "consistent", False):  # the bootstrap's replicates, checked now
-    quantiles.check_ranks(args.error_samples, args.level, (1 + args.level) / 2)
+    tails = (1 - args.level) / 2, (1 + args.level) / 2
+    quantiles.check_ranks(args.error_samples, args.level, *tails)
   return error_bars(mech, args.level, num_samples=args.error_samples)
 
 

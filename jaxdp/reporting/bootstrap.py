@@ -108,7 +108,7 @@ def consistent_error_bars(
     raise ValueError("released must be finite (a refused release cannot be bootstrapped).")
   law = noise_law(mechanism)
   check_released(z, poset, law.names, integer)
-  quantiles.check_ranks(n, level, (1 + level) / 2)  # the ends must be inside the draws
+  quantiles.check_ranks(n, level, (1 - level) / 2, (1 + level) / 2)  # both ends
   noise = simulate.noise_draws(simulate.simulation_key(key), law, n)
   if integer or law.rounded:
     noise = np.rint(noise)

@@ -176,8 +176,8 @@ def test_monte_carlo_bars_do_not_claim_a_level_their_draws_cannot_bound(fresh_ca
   # The l_2 ball's bars are Monte Carlo: integer t above the upper end of the
   # quantile's 95% confidence interval, "so that P(|round(Y_i)| <= t) >= level holds
   # with 95% confidence". At level 0.999 from 1,000 draws that rank is past the last
-  # draw and was clipped to it: t was the largest draw, about the 0.999 quantile
-  # itself (fails about half the time), and coverage read 1.0. With this key one
+  # draw and was clipped to it: t was the largest draw, below the 0.999 quantile with
+  # probability 0.999^1000 = 0.37, and coverage read 1.0. With this key one
   # coordinate's interval missed with probability 0.0034, 3.4 times 1 - level.
   # Such bars must be refused, or hold.
   mech = jaxdp.PosetCountMechanism(POSET, 1.0, noise="l2", exact=True)
@@ -235,8 +235,9 @@ def test_bootstrap_bars_refuse_a_level_their_replicates_cannot_reach():
   # The bootstrap's ends are the (1 -+ level) / 2 percentiles of the replicates, with
   # the order-statistic ranks of their 95% confidence intervals as mc_error. At level
   # 0.999 from 1,000 replicates the upper rank (about 999.5 + 1.4) was clipped to the
-  # last replicate: the end was the largest of 1,000 values, nominally at 0.999, and
-  # mc_error the half-distance between clipped ranks.
+  # last replicate: the end was the largest of 1,000 values (below the 0.9995
+  # quantile with probability 0.61), and mc_error the half-distance between clipped
+  # ranks.
   mech = jaxdp.PosetCountMechanism(POSET, 1.0, exact=True)
   z = np.array([50, 20, 5])
   with pytest.raises(ValueError, match="num_samples = 1,000 .* level 0.999"):

@@ -118,7 +118,7 @@ def test_error_bars_of_wide_integer_releases_are_not_wrapped():
   keeps its values (integer=True refuses it past the integer dtype, as above)."""
   mech = jaxdp.PosetCountMechanism(CHAIN, eps=1.0)
   released = np.array([2**32 + 7, 2**32, 3], np.int64)
-  bars = jaxdp.consistent_error_bars(released, mech, num_samples=300)
+  bars = jaxdp.consistent_error_bars(released, mech, num_samples=200)
   low, high = bars.interval(released)
   assert np.all(low <= released) and np.all(released <= high)
   assert low[0] > 2**31  # not a wrapped value
