@@ -222,7 +222,9 @@ def error_bars(
 
   Raises:
     TypeError: an unsupported mechanism.
-    ValueError: a bad level, key or sample count, or traced parameters.
+    ValueError: a bad level, key or sample count (Monte Carlo bars: too few draws
+      for the level, :func:`~jaxdp.reporting.quantiles.check_ranks`), or traced
+      parameters.
   """
   level = check_level(level)
   if shape is not None:  # checked even where the law does not need it
