@@ -32,7 +32,7 @@ from jaxdp.samplers.ellipse import ellipse
 from jaxdp.samplers.field_identity import FieldIdentity
 from jaxdp.samplers.norm_ball import NormBall
 
-__all__ = ["FAMILIES", "NoiseLaw", "check_shape", "noise_law"]
+__all__ = ["FAMILIES", "NoiseLaw", "check_shape", "noise_law", "private_ball"]
 
 FAMILIES = ("laplace", "gaussian", "discrete_gaussian", "knorm", "elliptic")
 SUPPORTED = (
@@ -140,6 +140,17 @@ def ball_name(ball) -> str:
   return "l_inf ball" if ball.p == math.inf else f"l_{ball.p:g} ball"
 
 
+def private_ball(ball: Any) -> Any:
+  """A copy of ``ball`` that no caller holds (a poset ball's on a fresh poset of its
+  relation): a law is the key of a shared cache, hashed when the bars it describes
+  are stored, so it must hold nothing another thread could change meanwhile
+  (``object.__setattr__`` on the caller's ball or poset)."""
+  if isinstance(ball, PosetBall):
+    poset = ball.poset
+    return dataclasses.replace(ball, poset=type(poset).from_key(poset.key))
+  return dataclasses.replace(ball)
+
+
 def _static(mech, *names):
   for name in names:
     if not _checks.is_concrete(getattr(mech, name)):
@@ -207,7 +218,7 @@ def noise_law(mechanism: Any, shape: tuple[int, ...] | None = None) -> NoiseLaw:
     return NoiseLaw("laplace", scale, rounded=True, unit=grid or 1.0, snap=snap)
   if isinstance(mechanism, KNormMechanism):
     eps, sens = _static(mechanism, "eps", "sensitivity")
-    ball = mechanism.ball
+    ball = private_ball(mechanism.ball)
     scale = exact_scale(sens, eps) if mechanism.exact else sens / eps
     family = "laplace" if isinstance(ball, LpBall) and ball.p == 1 else "knorm"
     return NoiseLaw(
@@ -219,7 +230,7 @@ def noise_law(mechanism: Any, shape: tuple[int, ...] | None = None) -> NoiseLaw:
     )
   if isinstance(mechanism, (EllipticGaussianMechanism, EllipticZCDPGaussianMechanism)):
     (sigma,) = _static(mechanism, "sigma")
-    return NoiseLaw("elliptic", sigma, mechanism.ball, mechanism.dim)
+    return NoiseLaw("elliptic", sigma, private_ball(mechanism.ball), mechanism.dim)
   if isinstance(mechanism, (GaussianMechanism, ZCDPGaussianMechanism)):
     (sigma,) = _static(mechanism, "sigma")
     return NoiseLaw("gaussian", sigma)

@@ -315,3 +315,32 @@ def test_error_bars_check_a_shape_they_do_not_need(shape):
   # mechanism any value, a string included, was accepted and ignored.
   with pytest.raises((TypeError, ValueError), match="shape"):
     jaxdp.error_bars(jaxdp.LaplaceMechanism(1.0), shape=shape)
+
+
+def test_a_poset_changed_while_its_bars_are_computed_does_not_file_them_as_another(
+  fresh_cache, monkeypatch
+):
+  # The law (the cache's key) held the caller's poset itself, and the key was hashed
+  # when the bars were stored, after they were computed: another thread that changed
+  # the poset's relation meanwhile (object.__setattr__) filed the chain's bars under
+  # the antichain's relation, for every honest caller of the antichain, whose
+  # follow-ups' noise is wider (+-5 at 95%, against the chain's +-3 and +-4).
+  chain = jaxdp.Poset.from_edges(3, [(0, 1), (1, 2)])
+  antichain = jaxdp.Poset.from_edges(3, [])
+  victim = jaxdp.Poset.from_edges(3, [(0, 1), (1, 2)])
+  compute = bars_module._compute
+
+  def racing(*args):
+    out = compute(*args)
+    object.__setattr__(victim, "relation", antichain.relation)  # the other thread
+    return out
+
+  monkeypatch.setattr(bars_module, "_compute", racing)
+  _try(lambda: jaxdp.error_bars(jaxdp.PosetCountMechanism(victim, 1.0, exact=True)))
+  monkeypatch.setattr(bars_module, "_compute", compute)
+  got = jaxdp.error_bars(jaxdp.PosetCountMechanism(antichain, 1.0, exact=True))
+  monkeypatch.setattr(bars_module, "_CACHE", collections.OrderedDict())
+  want = jaxdp.error_bars(jaxdp.PosetCountMechanism(antichain, 1.0, exact=True))
+  other = jaxdp.error_bars(jaxdp.PosetCountMechanism(chain, 1.0, exact=True))
+  assert not np.array_equal(want.upper, other.upper)  # the attack would show
+  np.testing.assert_array_equal(got.upper, want.upper)
