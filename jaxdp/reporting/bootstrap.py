@@ -18,6 +18,8 @@ References:
 
 from __future__ import annotations
 
+import numbers
+
 import jax
 import numpy as np
 
@@ -88,6 +90,11 @@ def consistent_error_bars(
   n = check_samples(num_samples, mechanism.dim)
   poset = mechanism.poset
   kind = np.asarray(released).dtype
+  if kind == np.object_ and not all(  # Python ints past int64: numbers, not text
+    isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+    for v in np.asarray(released).flat
+  ):
+    kind = np.dtype(str)
   if kind == np.bool_ or not (np.issubdtype(kind, np.number) or kind == np.object_):
     raise _checks.ArgTypeError(
       f"released must hold counts (the output of jaxdp.consistent); got dtype {kind}."

@@ -344,3 +344,12 @@ def test_a_poset_changed_while_its_bars_are_computed_does_not_file_them_as_anoth
   other = jaxdp.error_bars(jaxdp.PosetCountMechanism(chain, 1.0, exact=True))
   assert not np.array_equal(want.upper, other.upper)  # the attack would show
   np.testing.assert_array_equal(got.upper, want.upper)
+
+
+@pytest.mark.parametrize("bad", [[10, 5, "2"], [10, 5, True]])
+def test_bootstrap_refuses_text_and_booleans_inside_an_object_array(bad):
+  # An object array (numpy's dtype for mixed Python values) passed the dtype check and
+  # was converted by np.asarray(..., float64): the string "2" was bootstrapped as 2.
+  mech = jaxdp.PosetCountMechanism(POSET, 1.0, exact=True)
+  with pytest.raises(TypeError, match="released must hold counts"):
+    jaxdp.consistent_error_bars(np.array(bad, dtype=object), mech, 0.9, num_samples=500)
