@@ -18,7 +18,7 @@ from jaxdp import _version
 from jaxdp.cli.parser import UsageError
 from jaxdp.consistency import consistent
 from jaxdp.posets import Poset
-from jaxdp.reporting import ErrorBars, consistent_error_bars, error_bars
+from jaxdp.reporting import ErrorBars, consistent_error_bars, error_bars, quantiles
 from jaxdp.reporting.bars import MAX_ENTRIES
 
 COUNT_NAME = "respondents"  # the first count's name: the number of rows
@@ -34,6 +34,9 @@ def raw_bars(args, mech) -> ErrorBars:
       f"--error-samples {args.error_samples:,} is too many for {mech.dim} counts (the "
       f"simulation holds every draw); at most {limit:,}"
     )
+  if getattr(args, "consistent", False):  # the bootstrap's replicates, checked now
+    tails = (1 - args.level) / 2, (1 + args.level) / 2
+    quantiles.check_ranks(args.error_samples, args.level, *tails)
   return error_bars(mech, args.level, num_samples=args.error_samples)
 
 

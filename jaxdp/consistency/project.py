@@ -107,7 +107,8 @@ def consistent(
     fields of shape ``y.shape[:-1]``.
 
   Raises:
-    ArgTypeError: ``poset`` is not a Poset, ``y`` not numeric (bool included).
+    ArgTypeError: ``poset`` is not a Poset, ``y`` not numeric (bool included),
+      ``integer`` or ``certificate`` not a bool.
     ValueError: ``y``'s last axis is not ``d + 1``, ``y`` has NaN or inf, finite
       values beyond the computation's float dtype (float64 past float32's range
       with x64 off, Python ints past float64's), or, for signed integer ``y``, its
@@ -127,6 +128,8 @@ def consistent(
     raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
   if not isinstance(integer, bool):
     raise _checks.ArgTypeError(f"integer must be True or False; got {integer!r}.")
+  if not isinstance(certificate, bool):
+    raise _checks.ArgTypeError(f"certificate must be True or False; got {certificate!r}.")
   y, wide = _as_float(y, poset)
   concrete = wide is not None
   if tol is None:
@@ -140,6 +143,8 @@ def consistent(
   if integer and concrete:
     check_integer_range(wide(), "y")
   graph = constraint_graph(poset)
+  if y.size == 0:  # an empty batch: nothing to solve (the solvers' chunks need a row)
+    return _empty(y, integer, certificate)
   flat = y if y.ndim == 2 else y.reshape(-1, graph.dim)
   if method == "exact" or (method == "auto" and concrete and y.ndim == 1):
     z, rows = None, np.arange(flat.shape[0])
@@ -178,6 +183,15 @@ def consistent(
   if not certificate:
     return z
   return z, cert
+
+
+def _empty(y, integer, certificate):
+  """The result for ``y`` with no vectors: empty counts, and an empty certificate."""
+  z = jnp.zeros(y.shape, jnp.result_type(int) if integer else y.dtype)
+  if not certificate:
+    return z
+  zeros = jnp.zeros(y.shape[:-1], y.dtype)
+  return z, Certificate(zeros, zeros, zeros, zeros, jnp.ones(y.shape[:-1], bool))
 
 
 @functools.partial(jax.jit, static_argnames=("graph",))

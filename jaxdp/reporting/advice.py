@@ -55,6 +55,7 @@ NOISE_LABELS = {
   "elliptic": "Gaussian, elliptic (analytic)",
 }
 DEFAULT_RESPONDENTS = 10_000
+MAX_COUNT = 2.0**53  # float64 holds every integer count up to here
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,14 +223,24 @@ def default_counts(poset: Poset, respondents: int = DEFAULT_RESPONDENTS) -> np.n
 def check_counts(poset: Poset, counts) -> np.ndarray:
   """``counts`` as a feasible float64 ``(d + 1,)`` vector, else a ValueError naming the
   first broken constraint."""
-  x = np.asarray(counts, dtype=np.float64)
+  raw = np.asarray(counts)
+  if not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
+    raise _checks.ArgTypeError(
+      f"assumed_counts must hold numbers (true counts); got dtype {raw.dtype}."
+    )
+  x = raw.astype(np.float64)
   if x.shape != (poset.d + 1,):
     raise ValueError(
       f"assumed_counts must have shape ({poset.d + 1},) (respondents, then one count "
       f"per question); got {x.shape}."
     )
-  if not np.all(np.isfinite(x)) or np.any(x < 0):
-    raise ValueError("assumed_counts must be finite and >= 0.")
+  bad = ~(np.isfinite(x) & (x >= 0) & (x <= MAX_COUNT))
+  if np.any(bad):
+    i = int(np.argmax(bad))
+    raise ValueError(
+      "assumed_counts must be finite, >= 0 and at most 2**53 (float64 holds every "
+      f"count exactly up to it); got {float(x[i])!r} at index {i}."
+    )
   names = poset.element_names
   if np.any(x[1:] > x[0]):
     q = int(np.argmax(x[1:] > x[0]))

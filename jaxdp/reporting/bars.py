@@ -19,7 +19,7 @@ import numpy as np
 
 from jaxdp import _checks
 from jaxdp.reporting import quantiles, simulate
-from jaxdp.reporting.laws import NoiseLaw, noise_law
+from jaxdp.reporting.laws import NoiseLaw, check_shape, noise_law
 from jaxdp.typing import ArrayLike, KeyArray
 
 __all__ = [
@@ -85,15 +85,28 @@ class ErrorBars:
       Two float64 arrays of ``released``'s shape.
 
     Raises:
+      TypeError: ``released`` not real numbers (bools, strings).
       ValueError: a shape that does not match the bars' coordinates, or ``released``
-        holding NaN or its signed integer dtype's minimum (a refused release).
+        holding NaN, an infinity, or its signed integer dtype's minimum or int32's
+        (a refused release, also when stored wider).
     """
-    if _checks.holds_invalid(released):
-      raise ValueError(
-        "released holds NaN or its integer dtype's minimum, the mark of a refused "
-        "release: it has no interval. Check the release first (jaxdp.raise_if_refused)."
+    raw = np.asarray(released)
+    if not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
+      raise _checks.ArgTypeError(
+        f"released must hold the released numbers; got dtype {raw.dtype}."
       )
-    y = np.asarray(released, dtype=np.float64)
+    wide_mark = np.issubdtype(raw.dtype, np.signedinteger) and raw.dtype.itemsize > 4
+    if (
+      _checks.holds_invalid(raw)
+      or (wide_mark and np.any(raw == np.iinfo(np.int32).min))
+      or np.any(np.isinf(raw))
+    ):
+      raise ValueError(
+        "released holds NaN, an infinity or an integer dtype's minimum (its own or "
+        "int32's), the mark of a refused release: it has no interval. Check the "
+        "release first (jaxdp.raise_if_refused)."
+      )
+    y = raw.astype(np.float64)
     if np.ndim(self.lower) and y.shape[-1:] != np.shape(self.lower):
       raise ValueError(
         f"released must have last dimension {np.size(self.lower)} (one value per "
@@ -146,6 +159,8 @@ def format_table(header, rows) -> str:
 def check_level(level) -> float:
   """``level`` as a float strictly between 0 and 1, else a ValueError naming it."""
   try:
+    if isinstance(level, (str, bytes)):  # float("0.95") would read a string
+      raise TypeError
     value = float(level)
   except (TypeError, ValueError):
     raise _checks.ArgTypeError(
@@ -207,9 +222,13 @@ def error_bars(
 
   Raises:
     TypeError: an unsupported mechanism.
-    ValueError: a bad level, key or sample count, or traced parameters.
+    ValueError: a bad level, key or sample count (Monte Carlo bars: too few draws
+      for the level, :func:`~jaxdp.reporting.quantiles.check_ranks`), or traced
+      parameters.
   """
   level = check_level(level)
+  if shape is not None:  # checked even where the law does not need it
+    shape = check_shape(shape)
   law = noise_law(mechanism, shape)
   dim = law.dim or 1
   if num_samples is None:  # never past MAX_ENTRIES: a law with thousands of coordinates
@@ -218,6 +237,8 @@ def error_bars(
   if key is not None:
     key = simulate.simulation_key(key)
   closed = quantiles.has_closed_form(law)
+  if not closed:
+    quantiles.check_ranks(n, level)
   cache_key = (law, closed, level, n, _key_identity(key))
   with _CACHE_LOCK:
     bars = _CACHE.get(cache_key)

@@ -18,6 +18,8 @@ References:
 
 from __future__ import annotations
 
+import numbers
+
 import jax
 import numpy as np
 
@@ -69,7 +71,8 @@ def consistent_error_bars(
     ValueError: a vector of the wrong shape, non-finite or negative values, not
       consistent (beyond the float32 tolerance of :func:`jaxdp.consistent`), not
       integral or past :func:`jaxdp.consistency.integer_limit` with
-      ``integer=True``; a bad level, key or sample count.
+      ``integer=True``; a bad level, key or sample count (too few replicates for
+      the level: the upper end's confidence rank past the largest replicate).
   """
   if not isinstance(mechanism, PosetCountMechanism):
     raise _checks.ArgTypeError(
@@ -87,6 +90,11 @@ def consistent_error_bars(
   n = check_samples(num_samples, mechanism.dim)
   poset = mechanism.poset
   kind = np.asarray(released).dtype
+  if kind == np.object_ and not all(  # Python ints past int64: numbers, not text
+    isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_))
+    for v in np.asarray(released).flat
+  ):
+    kind = np.dtype(str)
   if kind == np.bool_ or not (np.issubdtype(kind, np.number) or kind == np.object_):
     raise _checks.ArgTypeError(
       f"released must hold counts (the output of jaxdp.consistent); got dtype {kind}."
@@ -107,6 +115,7 @@ def consistent_error_bars(
     raise ValueError("released must be finite (a refused release cannot be bootstrapped).")
   law = noise_law(mechanism)
   check_released(z, poset, law.names, integer)
+  quantiles.check_ranks(n, level, (1 - level) / 2, (1 + level) / 2)  # both ends
   noise = simulate.noise_draws(simulate.simulation_key(key), law, n)
   if integer or law.rounded:
     noise = np.rint(noise)

@@ -29,9 +29,10 @@ from jaxdp.mechanisms import (
 from jaxdp.mechanisms.base import exact_scale
 from jaxdp.samplers.balls import LpBall, PosetBall
 from jaxdp.samplers.ellipse import ellipse
+from jaxdp.samplers.field_identity import FieldIdentity
 from jaxdp.samplers.norm_ball import NormBall
 
-__all__ = ["FAMILIES", "NoiseLaw", "check_shape", "noise_law"]
+__all__ = ["FAMILIES", "NoiseLaw", "check_shape", "noise_law", "private_ball"]
 
 FAMILIES = ("laplace", "gaussian", "discrete_gaussian", "knorm", "elliptic")
 SUPPORTED = (
@@ -41,9 +42,16 @@ SUPPORTED = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class NoiseLaw:
+@dataclasses.dataclass(frozen=True, eq=False)
+class NoiseLaw(FieldIdentity):
   """The law of an additive mechanism's noise, coordinate by coordinate.
+
+  A law is the key of the error bars' cache, shared by every caller in the process,
+  so it compares and hashes each field's type with its value
+  (:class:`~jaxdp.samplers.field_identity.FieldIdentity`), and its names are stored
+  as plain strings: a mechanism whose field was replaced (``object.__setattr__``) by
+  a float subclass, or its ``exact`` flag by an int that compares as False, never
+  shares an entry with an honest mechanism's law.
 
   Attributes:
     family: ``"laplace"`` (i.i.d. Laplace(scale) coordinates), ``"gaussian"``
@@ -86,6 +94,12 @@ class NoiseLaw:
         )
     if not (isinstance(self.snap, (int, float)) and 0 <= self.snap < math.inf):
       raise ValueError(f"the snap must be a finite number >= 0; got {self.snap!r}.")
+    if not isinstance(self.rounded, (bool, np.bool_)):
+      raise _checks.ArgTypeError(f"rounded must be True or False; got {self.rounded!r}.")
+    object.__setattr__(self, "rounded", bool(self.rounded))
+    if not all(isinstance(n, str) for n in self.names):
+      raise _checks.ArgTypeError(f"names must be strings; got {self.names!r}.")
+    object.__setattr__(self, "names", tuple(str.__str__(n) for n in self.names))
 
   @property
   def integer(self) -> bool:
@@ -124,6 +138,17 @@ def ball_name(ball) -> str:
   if ball is None:
     return "no ball"
   return "l_inf ball" if ball.p == math.inf else f"l_{ball.p:g} ball"
+
+
+def private_ball(ball: Any) -> Any:
+  """A copy of ``ball`` that no caller holds (a poset ball's on a fresh poset of its
+  relation): a law is the key of a shared cache, hashed when the bars it describes
+  are stored, so it must hold nothing another thread could change meanwhile
+  (``object.__setattr__`` on the caller's ball or poset)."""
+  if isinstance(ball, PosetBall):
+    poset = ball.poset
+    return dataclasses.replace(ball, poset=type(poset).from_key(poset.key))
+  return dataclasses.replace(ball)
 
 
 def _static(mech, *names):
@@ -193,7 +218,7 @@ def noise_law(mechanism: Any, shape: tuple[int, ...] | None = None) -> NoiseLaw:
     return NoiseLaw("laplace", scale, rounded=True, unit=grid or 1.0, snap=snap)
   if isinstance(mechanism, KNormMechanism):
     eps, sens = _static(mechanism, "eps", "sensitivity")
-    ball = mechanism.ball
+    ball = private_ball(mechanism.ball)
     scale = exact_scale(sens, eps) if mechanism.exact else sens / eps
     family = "laplace" if isinstance(ball, LpBall) and ball.p == 1 else "knorm"
     return NoiseLaw(
@@ -205,7 +230,7 @@ def noise_law(mechanism: Any, shape: tuple[int, ...] | None = None) -> NoiseLaw:
     )
   if isinstance(mechanism, (EllipticGaussianMechanism, EllipticZCDPGaussianMechanism)):
     (sigma,) = _static(mechanism, "sigma")
-    return NoiseLaw("elliptic", sigma, mechanism.ball, mechanism.dim)
+    return NoiseLaw("elliptic", sigma, private_ball(mechanism.ball), mechanism.dim)
   if isinstance(mechanism, (GaussianMechanism, ZCDPGaussianMechanism)):
     (sigma,) = _static(mechanism, "sigma")
     return NoiseLaw("gaussian", sigma)

@@ -38,9 +38,17 @@ from jaxdp.reporting import poset_law
 from jaxdp.reporting.laws import NoiseLaw
 from jaxdp.samplers.balls import LpBall, PosetBall
 
-__all__ = ["abs_cdf", "exact_half_width", "has_closed_form", "mc_half_width", "order_ranks"]
+__all__ = [
+  "abs_cdf",
+  "check_ranks",
+  "exact_half_width",
+  "has_closed_form",
+  "mc_half_width",
+  "order_ranks",
+]
 
 Z95 = 1.959963984540054  # the standard normal's 0.975 quantile
+LOG_TAIL = math.log(0.025)  # a one-sided end of a 95% confidence interval
 
 
 def has_closed_form(law: NoiseLaw) -> bool:
@@ -170,6 +178,41 @@ def order_ranks(n: int, level: float) -> tuple[int, int, int]:
     max(0, math.floor(level * n - half) - 1),
     min(n - 1, math.ceil(level * n + half)),
   )
+
+
+def _ranks_fit(n: int, level: float) -> bool:
+  """Whether the 95% confidence ranks of the ``level`` quantile of ``n`` draws bound
+  it: each lies inside the draws, or, clipped to the largest (smallest) draw, that
+  draw is still below (above) the quantile with probability at most 2.5%
+  (``level^n``, ``(1 - level)^n``), as an unclipped rank's is."""
+  half = Z95 * math.sqrt(n * level * (1 - level))
+  top = math.ceil(level * n + half) <= n - 1 or n * math.log(level) <= LOG_TAIL
+  bottom = math.floor(level * n - half) >= 1 or n * math.log1p(-level) <= LOG_TAIL
+  return top and bottom
+
+
+def check_ranks(n: int, level: float, *quantile: float) -> None:
+  """Refuse Monte Carlo quantiles at ``level`` from ``n`` draws when the 95% confidence
+  rank of a quantile is clipped to the largest (or smallest) draw and that draw no
+  longer bounds it (:func:`_ranks_fit`): then neither the interval's coverage nor its
+  Monte Carlo error would hold (at level 0.999 from 1,000 draws the largest draw is
+  below the quantile with probability 0.37). ``quantile``: those estimated, if not
+  ``level`` (a two-sided interval's ``(1 -+ level) / 2``). A ValueError names the
+  draws needed."""
+  for q in quantile or (level,):
+    if _ranks_fit(n, q):
+      continue
+    need = max(n + 1, int((Z95 + 3) ** 2 / min(q, 1 - q)))  # enough: m - Z95 sqrt(m) > 2
+    lo = n
+    while lo + 1 < need:  # the smallest fitting size in (lo, need]: bisection
+      mid = (lo + need) // 2
+      lo, need = (lo, mid) if _ranks_fit(mid, q) else (mid, need)
+    raise ValueError(
+      f"num_samples = {n:,} simulated noise vectors are too few for level {level!r}: "
+      "the 95% confidence bound of the quantile lies past the largest (or smallest) "
+      "draw, so the interval's coverage would not hold. Pass num_samples >= "
+      f"{need:,}, or a level further from 1 (or 0)."
+    )
 
 
 def mc_half_width(
