@@ -140,7 +140,7 @@ def check_positive(
 def read_only(tree):
   """``tree`` with every numpy array in it marked read-only, in place.
 
-  Host tables cached by ``functools.lru_cache`` are shared by every later draw: an
+  Host tables cached by :func:`jaxdp._cache.value_cache` are shared by every later draw: an
   edit by caller code would silently change the law of every release after it.
   """
   for leaf in jax.tree_util.tree_leaves(tree):

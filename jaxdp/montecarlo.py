@@ -21,7 +21,6 @@ References:
 
 from __future__ import annotations
 
-import functools
 import math
 import sys
 import time
@@ -34,6 +33,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxdp import _checks
+from jaxdp._cache import value_cache
 from jaxdp.typing import KeyArray
 
 __all__ = ["Estimate", "Moments", "estimate", "merge_moments"]
@@ -159,7 +159,7 @@ def estimate(
   )
 
 
-@functools.lru_cache(maxsize=16)
+@value_cache(maxsize=16)
 def _chunk_fn(draw, statistic, block_size, blocks, devices):
   """The jitted per-chunk function, cached (by value for hashable callables) so
   repeated estimates compile once."""

@@ -32,7 +32,6 @@ multiplications and a subtraction, so static and traced costs give the same unit
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
@@ -40,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
+from jaxdp._cache import value_cache
 
 UNIT_BITS = 30
 SLACK_BITS = 22
@@ -117,7 +117,7 @@ def charge_host(x: float, exponent: int, *, positive: bool):
 _SCALARS = (float, np.float64, np.float32)
 
 
-@functools.lru_cache(maxsize=1024)
+@value_cache(maxsize=1024)
 def _charge_scalar(x: float, exponent: int, positive: bool):
   return _charge_host(x, exponent, positive=positive)
 

@@ -7,12 +7,12 @@ References:
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax.numpy as jnp
 
 from jaxdp import _checks
+from jaxdp._cache import value_cache
 from jaxdp.composition.search import bisect, safe_exp
 from jaxdp.typing import Scalar
 
@@ -46,7 +46,7 @@ def advanced_composition(
   return total, k * delta + delta_prime
 
 
-@functools.lru_cache(maxsize=256)
+@value_cache(maxsize=256)
 def advanced_caps(eps_budget, delta_budget, k, delta_prime):
   """Largest per-release (eps, delta) whose k-fold composition fits the budget.
 

@@ -44,7 +44,6 @@ References:
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
@@ -52,6 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
+from jaxdp._cache import value_cache
 from jaxdp.typing import ArrayLike, Scalar
 
 __all__ = [
@@ -232,7 +232,7 @@ def rdp_epsilon(rdp: ArrayLike, orders: ArrayLike, delta: float) -> jax.Array:
   return jnp.maximum(jnp.min(jnp.asarray(rdp) + tail, axis=-1), 0.0)
 
 
-@functools.lru_cache(maxsize=256)
+@value_cache(maxsize=256)
 def filter_budgets(eps: float, delta: float, orders: tuple) -> tuple:
   """Per-order budgets of the Rényi filter over ``orders`` for a total (eps, delta).
 

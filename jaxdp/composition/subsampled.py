@@ -51,7 +51,6 @@ References:
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
@@ -60,6 +59,7 @@ import numpy as np
 from jax.scipy.special import log_ndtr
 
 from jaxdp import _checks
+from jaxdp._cache import value_cache
 from jaxdp.composition.renyi import TRACED_MARGIN, check_orders
 from jaxdp.typing import ArrayLike, Scalar
 
@@ -128,7 +128,7 @@ def _log_comb(a, i):
   return sign, _LGAMMA(a + 1.0) - _LGAMMA(i + 1) - log_gk
 
 
-@functools.lru_cache(maxsize=64)
+@value_cache(maxsize=64)
 def _tables(orders: tuple, n_pairs: int):
   """Static constants of the terms, one row per order (padding: sign 0, mask False):
   for the integer orders (k, C's log, mask) and for the fractional ones (i, sign and

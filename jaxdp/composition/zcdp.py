@@ -7,7 +7,6 @@ References:
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
@@ -15,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
+from jaxdp._cache import value_cache
 from jaxdp.composition.search import bisect
 from jaxdp.typing import Scalar
 
@@ -52,7 +52,7 @@ def zcdp_epsilon(rho: Scalar, delta: float) -> jax.Array:
   return jnp.where(rho > 0, eps, 0.0)
 
 
-@functools.lru_cache(maxsize=256)
+@value_cache(maxsize=256)
 def zcdp_budget(eps: float, delta: float) -> float:
   """The largest rho whose :func:`zcdp_epsilon` at ``delta`` is at most ``eps``."""
   return bisect(lambda r: zcdp_epsilon(r, delta) <= eps, 0.0, eps)  # increasing in rho

@@ -24,19 +24,18 @@ References:
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdp._cache import value_cache
 from jaxdp.consistency.certificate import Certificate, certify_path
 from jaxdp.consistency.graph import ConstraintGraph
 
 __all__ = ["CHUNK", "chain_isotonic", "chain_order"]
 
 
-@functools.lru_cache(maxsize=64)
+@value_cache(maxsize=64)
 def chain_order(graph: ConstraintGraph) -> np.ndarray | None:
   """The nodes of a path-shaped graph from the bottom up (node 0, ``n``, last), or
   None when the graph is not a path (the poset not a chain)."""

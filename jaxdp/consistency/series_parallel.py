@@ -38,13 +38,13 @@ References:
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdp._cache import value_cache
 from jaxdp.consistency.certificate import Certificate, certify
 from jaxdp.consistency.graph import ConstraintGraph
 from jaxdp.posets.decomposition import decompose, prime_nodes
@@ -79,7 +79,7 @@ class SPPlan(NamedTuple):
   junction: np.ndarray
 
 
-@functools.lru_cache(maxsize=64)
+@value_cache(maxsize=64)
 def sp_plan(graph: ConstraintGraph) -> SPPlan | None:
   """The :class:`SPPlan` of ``graph``, or None when its order is not series-parallel."""
   dim = graph.dim

@@ -26,13 +26,13 @@ References:
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdp._cache import value_cache
 from jaxdp.consistency.graph import ConstraintGraph
 
 __all__ = [
@@ -70,7 +70,7 @@ class TreePlan(NamedTuple):
   levels: np.ndarray
 
 
-@functools.lru_cache(maxsize=64)
+@value_cache(maxsize=64)
 def tree_plan(graph: ConstraintGraph) -> TreePlan:
   """The :class:`TreePlan` of a tree graph.
 
@@ -131,7 +131,7 @@ def tree_isotonic(y: jax.Array, graph: ConstraintGraph) -> tuple[jax.Array, jax.
   return windowed_isotonic(y, graph)
 
 
-@functools.lru_cache(maxsize=64)
+@value_cache(maxsize=64)
 def tree_schedule(graph: ConstraintGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
   """``(parent, node, below)``: the parent of each node (the root its own), and per
   step the node whose block grows and the mask of the nodes strictly below it."""

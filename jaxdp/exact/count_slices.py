@@ -30,7 +30,6 @@ References:
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import NamedTuple
 
@@ -39,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from jaxdp._cache import value_cache
 from jaxdp.exact.intervals import FAST_BITS
 from jaxdp.exact.slices import (
   ACCEPT,
@@ -70,7 +70,7 @@ class CountPlans(NamedTuple):
   thresholds: tuple[tuple[int, ...], ...]
 
 
-@functools.cache
+@value_cache(maxsize=None)
 def class_weights(d: int, k: int) -> tuple[int, ...]:
   """The exact integer weights w_j = C(d, j) E(j) E(d - j), j = 0..d (module
   docstring), E from the Eulerian recurrence A(m, i) = (i + 1) A(m - 1, i) +
@@ -85,7 +85,7 @@ def class_weights(d: int, k: int) -> tuple[int, ...]:
   return tuple(math.comb(d, j) * e[j] * e[d - j] for j in range(d + 1))
 
 
-@functools.cache
+@value_cache(maxsize=None)
 def count_plans(d: int, k: int) -> CountPlans:
   """The slice plans and the class thresholds of CountBall(d, k) (1 <= k <= d <= 1024)."""
   w = class_weights(d, k)

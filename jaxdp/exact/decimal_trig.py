@@ -12,7 +12,8 @@ References:
 from __future__ import annotations
 
 import decimal
-import functools
+
+from jaxdp._cache import value_cache
 
 GUARD = 15  # extra digits of the internal computations
 
@@ -34,7 +35,7 @@ def _atan_inverse(n: int, ctx: decimal.Context) -> decimal.Decimal:
   return total
 
 
-@functools.lru_cache(maxsize=8)
+@value_cache(maxsize=8)
 def decimal_pi(prec: int) -> decimal.Decimal:
   """pi to ``prec`` significant digits (error below 10^-(prec - 1))."""
   ctx = _context(prec)

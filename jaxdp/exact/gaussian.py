@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
+from jaxdp._cache import value_cache
 from jaxdp.exact.refine import HOST_DIGITS, settle
 from jaxdp.prng.threefry import fast_key
 from jaxdp.samplers.chunks import chunked
@@ -132,7 +133,7 @@ class Law(NamedTuple):
     return _CTX.subtract(1, _CTX.divide(self.tail[min(y + 1, m)], self.total))
 
 
-@functools.lru_cache(maxsize=16)
+@value_cache(maxsize=16)
 def law(a: int) -> Law:
   """The :class:`Law` for s^2 = a / 4 (kept for the 16 most recent a)."""
   with decimal.localcontext(_CTX):

@@ -12,9 +12,9 @@ in magnitude, so statistic + noise stays inside int32.
 
 from __future__ import annotations
 
-import functools
 import math
 
+from jaxdp._cache import value_cache
 from jaxdp.exact.intervals import LIMIT
 
 MAX_SCALE = 2.0**20  # the largest scale at any dimension
@@ -29,7 +29,7 @@ def _chernoff_log(t: float, k: float) -> float:
   return value + 1e-12 * (k * abs(math.log(t / k)) + k + t + 1.0)
 
 
-@functools.cache
+@value_cache(maxsize=None)
 def tail_quantile(dim: int) -> float:
   """A float t with ``P(Gamma(dim + 1) > t) <= 2^-128`` (Chernoff's bound, solved by
   bisection; the float64 rounding is covered by a margin, so t is an upper quantile).
@@ -51,7 +51,7 @@ def tail_quantile(dim: int) -> float:
   return math.nextafter(hi, math.inf)
 
 
-@functools.cache
+@value_cache(maxsize=None)
 def max_scale(dim: int) -> float:
   """The largest exact noise scale for D-dimensional K-norm noise (``dim = 0``: Laplace):
   ``min(MAX_SCALE, NOISE_LIMIT / t(D))`` rounded down (:func:`tail_quantile`).

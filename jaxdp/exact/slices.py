@@ -39,13 +39,13 @@ References:
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdp._cache import value_cache
 from jaxdp.exact.intervals import FAST_BITS
 from jaxdp.samplers.cube_slice import log_slice_volumes
 
@@ -88,7 +88,7 @@ def _log_comb(n, r):
   return math.lgamma(n + 1) - math.lgamma(r + 1) - math.lgamma(n - r + 1)
 
 
-@functools.cache
+@value_cache(maxsize=None)
 def slice_plan(d: int, k: int, a: int | None = None) -> SlicePlan:
   """The proposal with the larger acceptance for S(d, k): the cube, or the wrapped
   simplex with the best a in [k, ``MAX_WRAP``] (the acceptance is unimodal in a).

@@ -8,13 +8,13 @@ References:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Any
 
 import jax
 
 from jaxdp import _checks, exact
+from jaxdp._cache import value_cache
 from jaxdp.composition import renyi, zcdp_budget
 from jaxdp.mechanisms.base import HUGE, TINY, EpsMechanism, noisy, pytree
 from jaxdp.mechanisms.statistics import grid_units, integer_part_sums
@@ -123,7 +123,7 @@ class DiscreteGaussianMechanism(EpsMechanism):
     return integer_part_sums(rows, part, num_parts, self.sensitivity, p=2)
 
 
-@functools.lru_cache(maxsize=256)
+@value_cache(maxsize=256)
 def discrete_gaussian_sigma(eps: float, delta: float, sensitivity: float) -> float:
   rho = zcdp_budget(eps, delta)
   return sensitivity / math.sqrt(2 * rho) if rho > 0 else math.inf  # eps too small

@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from jaxdp._cache import value_cache
+
 __all__ = ["by_relation", "canonical_relation", "order_of", "relation_key", "relation_of"]
 
 F = TypeVar("F", bound=Callable)
@@ -94,7 +96,7 @@ def relation_key(relation: Any) -> bytes:
   return key
 
 
-@functools.lru_cache(maxsize=256)
+@value_cache(maxsize=256)
 def order_of(key: bytes) -> np.ndarray:
   """The read-only ``(d, d)`` bool order matrix of a :func:`relation_key`."""
   d = int.from_bytes(key[:4], "little")
@@ -104,7 +106,7 @@ def order_of(key: bytes) -> np.ndarray:
   return arr
 
 
-@functools.lru_cache(maxsize=32)
+@value_cache(maxsize=32)
 def relation_of(key: bytes) -> tuple[tuple[bool, ...], ...]:
   """The canonical relation of a :func:`relation_key`: one tuple per key, so the
   keys of the posets the caches build are found by identity."""
@@ -112,7 +114,7 @@ def relation_of(key: bytes) -> tuple[tuple[bool, ...], ...]:
 
 
 def by_relation(maxsize: int) -> Callable[[F], F]:
-  """``functools.lru_cache`` for ``fn(poset, *args)``, keyed by the poset's class
+  """:func:`~jaxdp._cache.value_cache` for ``fn(poset, *args)``, keyed by the poset's class
   and :func:`relation_key` (and ``args``), never by the object.
 
   On a miss ``fn`` runs on a fresh poset of the same class built from the key
@@ -121,7 +123,7 @@ def by_relation(maxsize: int) -> Callable[[F], F]:
   """
 
   def wrap(fn):
-    @functools.lru_cache(maxsize=maxsize)
+    @value_cache(maxsize=maxsize)
     def cached(cls, key, *args, **kwargs):
       return fn(cls.from_key(key), *args, **kwargs)
 

@@ -23,11 +23,11 @@ References:
 from __future__ import annotations
 
 import collections
-import functools
 import math
 
 import numpy as np
 
+from jaxdp._cache import value_cache
 from jaxdp.posets import Poset
 from jaxdp.posets.canonical import by_relation
 from jaxdp.samplers.balls import PosetBall, enumerate_objects, simplex_vertices
@@ -71,7 +71,7 @@ def sign_counts(poset: Poset) -> tuple[tuple[tuple[int, int, float], ...], ...]:
   return tuple(tuple((a, c, w / n) for (a, c), w in sorted(h.items())) for h in hist)
 
 
-@functools.lru_cache(maxsize=4096)
+@value_cache(maxsize=4096)
 def _terms(a: int, c: int) -> tuple[np.ndarray, np.ndarray]:
   """The log coefficients and powers of x of ``P(G_a - G_c > x) e^x``."""
   logs, powers = [], []

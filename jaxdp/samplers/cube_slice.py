@@ -45,6 +45,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdp._cache import value_cache
+
 __all__ = [
   "MIN_ROUND",
   "MIN_SLOTS",
@@ -104,7 +106,7 @@ def _optimal_rate(m: int, k: int) -> float:
   return 0.5 * (lo + hi)
 
 
-@functools.lru_cache(maxsize=64)
+@value_cache(maxsize=64)
 def slice_table(d: int, k: int) -> SliceTable:
   """The proposal for each S(m, k), m = 0, ..., d (see the module docstring)."""
   logvol = log_slice_volumes(d, k)
@@ -138,7 +140,7 @@ class SliceTable(NamedTuple):
   logvol: np.ndarray
 
 
-@functools.lru_cache(maxsize=64)
+@value_cache(maxsize=64)
 def shuffle_proposal(m: int, k: int) -> tuple[int, np.ndarray, float]:
   """The wrapped simplex proposal for S(m, k): ``(a, thresholds, log_acc)``
   (:func:`wrapped_proposal`)."""
@@ -247,7 +249,7 @@ def rejection_fill(
   return jax.lax.while_loop(cond, body, (out, ok, key))[0]
 
 
-@functools.lru_cache(maxsize=4096)
+@value_cache(maxsize=4096)
 def slice_moments(m: int, k: int) -> tuple[Fraction, Fraction, Fraction, Fraction]:
   """Exact ``(vol, E[x_1], E[x_1^2], E[x_1 x_2])`` for x uniform in S(m, k).
 

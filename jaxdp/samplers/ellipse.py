@@ -32,7 +32,6 @@ References:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import Any
 
@@ -41,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
+from jaxdp._cache import value_cache
 from jaxdp.samplers.balls import PosetBall
 from jaxdp.samplers.count_ball import CountBall
 from jaxdp.samplers.sum_ball import SumBall
@@ -262,7 +262,7 @@ def ellipse(ball: Any) -> Ellipse:
   return dataclasses.replace(_cached_ellipse(ball))
 
 
-@functools.lru_cache(maxsize=64)
+@value_cache(maxsize=64)
 def _cached_ellipse(ball) -> Ellipse:
   """:func:`ellipse` of a checked ball, kept (balls are immutable and hashable)."""
   if isinstance(ball, SumBall):

@@ -42,12 +42,13 @@ References:
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from jaxdp._cache import value_cache
 
 __all__ = ["F32_SELECT_MAX_D", "centred_points", "centred_sq_norm", "sort_columns"]
 
@@ -120,7 +121,7 @@ def centred_points(v: jax.Array) -> jax.Array:
   return d * (r - jnp.mean(r, axis=0, keepdims=True))
 
 
-@functools.lru_cache(maxsize=64)
+@value_cache(maxsize=64)
 def centred_sq_norm(d: int) -> float:
   """E||X - c||^2 for X uniform in the permutohedron of (0, ..., d - 1), c its
   centroid, in float64.

@@ -23,13 +23,13 @@ and the cube instead.
 
 from __future__ import annotations
 
-import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdp._cache import value_cache
 from jaxdp.samplers.cube_slice import slice_table, wrapped_proposal
 from jaxdp.samplers.words import paired_words, unit_floats
 
@@ -64,7 +64,7 @@ class ProposalTable(NamedTuple):
   log_acc: np.ndarray
 
 
-@functools.lru_cache(maxsize=64)
+@value_cache(maxsize=64)
 def proposal_table(d: int, k: int) -> ProposalTable:
   """The proposal of each S(m, k), m = 0..d, that accepts most (see the module
   docstring)."""

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
+from jaxdp._cache import value_cache
 from jaxdp.accounting import budget, planning
 from jaxdp.accounting.errors import BudgetExceededError
 from jaxdp.accounting.history import logged
@@ -350,7 +351,7 @@ def bound_rule(acct: Accountant) -> CompositionRule:
   return rule
 
 
-@functools.lru_cache(maxsize=256)
+@value_cache(maxsize=256)
 def _check_bound(rule, eps_budget, delta_budget, exponents, shape):
   """Raises unless ``rule`` was bound to these budgets and is unchanged since."""
   name = type(rule).__name__

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import TYPE_CHECKING
 
@@ -12,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
+from jaxdp._cache import value_cache
 from jaxdp.accounting import budget, planning
 from jaxdp.accounting.history import logged
 from jaxdp.accounting.rules.base import UnitRule
@@ -284,7 +284,7 @@ def checked_rows(rows: tuple, eps_budget: float, delta_budget: float) -> tuple:
   return rows
 
 
-@functools.lru_cache(maxsize=64)
+@value_cache(maxsize=64)
 def planned_epsilon(rows, delta):
   """The tightest figure of a plan's rows (() for a refused row) at ``delta``."""
   return events_epsilon([r for r in rows if r], delta)
