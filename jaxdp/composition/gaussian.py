@@ -30,9 +30,9 @@ References:
 
 from __future__ import annotations
 
-import functools
 import math
 
+from jaxdp._cache import value_cache
 from jaxdp.composition.search import bisect
 
 __all__ = [
@@ -49,11 +49,17 @@ SQRT_HALF_PI = math.sqrt(math.pi / 2)
 SQRT_E = math.sqrt(math.e)
 CF_FROM = 3.0  # the Mills ratio by its continued fraction from here
 SERIES_TERMS = 200
+MIN_DELTA = 2.0**-1022  # the smallest normal float64
+
+
+def _expm1_up(x: float) -> float:
+  """math.expm1, with inf instead of OverflowError (an error bound past any use)."""
+  return math.expm1(x) if x < 700.0 else math.inf
 
 
 def _compound(*rels: float) -> float:
   """A bound on prod(1 + r) - 1 (<= expm1(sum r)), rounded up."""
-  return math.expm1(sum(rels)) * 1.001
+  return _expm1_up(sum(rels)) * 1.001
 
 
 def _mills_cf(t: float, n: int) -> float:
@@ -95,8 +101,10 @@ def _scaled_tail(t: float, dt: float, shift: float = 0.0) -> tuple[float, float]
     return 0.0, TINY / 4  # e^(z + dz) R(t) < e^-760 sqrt(pi / 2)
   r, rel_r = _mills(t)
   k = 1 / (t - dt) if t - dt > 1 else 1 + dt
-  rel = _compound(math.expm1(dz), LIBM, rel_r, math.expm1(1.01 * k * dt), 3 * EPS)
+  rel = _compound(_expm1_up(dz), LIBM, rel_r, _expm1_up(1.01 * k * dt), 3 * EPS)
   value = math.exp(z) * r * INV_SQRT_2PI
+  if rel == math.inf:  # argument errors past any bound: nothing known but 0 <= it
+    return value, math.inf
   return value, value * rel + 2.0**-1070
 
 
@@ -155,7 +163,7 @@ def _series(eps: float, s: float) -> tuple[float, float] | None:
   R(u + v) by 2.03 u_r, phi(v) by 1.6 v^2 u_r. F <= 2 u e^(u v) <= 2 e^16, so an
   underflowed phi(v) leaves less than TINY."""
   u, v = 0.5 / s, eps * s
-  if not (u <= 1.0 and u * v <= 16.0):
+  if not (u <= 1.0 and u * v <= 16.0 and v < 1e150):  # (v * v below float64's range)
     return None
   z, dz = -v * v / 2, 1.6 * v * v * EPS
   if z + dz < -760:
@@ -174,9 +182,11 @@ def _series(eps: float, s: float) -> tuple[float, float] | None:
   br = f - g
   br_err = f_err + g * rel_g + EPS * abs(br)
   p = math.exp(z) * INV_SQRT_2PI
-  rel_p = _compound(math.expm1(dz), LIBM, 2 * EPS)
+  rel_p = _compound(_expm1_up(dz), LIBM, 2 * EPS)
   value = p * br
   err = p * (br_err * (1 + rel_p) + (rel_p + EPS) * abs(br)) + 2.0**-1070
+  # a subnormal phi(v) is also off by up to two roundings to the subnormal grid
+  err += 2.0**-1073 * (abs(br) + br_err)
   return value, err
 
 
@@ -198,16 +208,31 @@ def analytic_gaussian_delta_bound(eps: float, s: float) -> float:
   """An upper bound of the exact delta of :func:`analytic_gaussian_delta`: each
   evaluation plus twice its error bound (the factor covers the rounding of the bound's
   own arithmetic), plus TINY; the smaller. Within about 1e-9 relative of the exact
-  delta where that is above 1e-300 (see the module docstring)."""
+  delta where that is above 1e-300 and eps <= 1e6 (see the module docstring); above,
+  the arguments' rounding (eps s u_r) loosens it (to the trivial 1 near a = 0 at eps
+  about 5e15)."""
   return min(1.0, min(v + 2 * e for v, e in _evaluations(eps, s)) + TINY)
 
 
-@functools.lru_cache(maxsize=256)
+@value_cache(maxsize=256)
 def analytic_gaussian_sigma(eps: float, delta: float) -> float:
   """The smallest standard deviation (sensitivity 1) that is (eps, delta)-DP; rounded
   up, so the returned sigma is never below the exact one (the bisection compares
-  :func:`analytic_gaussian_delta_bound`, an upper bound of delta)."""
+  :func:`analytic_gaussian_delta_bound`, an upper bound of delta).
+
+  Raises:
+    ValueError: eps not finite and >= 0, or delta not in [2^-1022, 1) (below the
+      smallest normal float64 the bound, which is at least TINY, cannot reach it).
+  """
+  if not 0 <= eps < math.inf:
+    raise ValueError(f"eps must be finite and >= 0; got {eps!r}.")
+  if not MIN_DELTA <= delta < 1:
+    raise ValueError(f"delta must be in [2**-1022, 1); got {delta!r}.")
+  feasible = lambda s: analytic_gaussian_delta_bound(eps, s) <= delta
   hi = 1.0
-  while analytic_gaussian_delta_bound(eps, hi) > delta:  # decreases in sigma
+  while not feasible(hi):  # delta decreases in sigma
     hi *= 2
-  return bisect(lambda s: analytic_gaussian_delta_bound(eps, s) <= delta, hi, 1e-6)
+  lo = min(hi / 2, 1e-6)
+  while feasible(lo) and lo > 1e-300:  # a very large eps: sigma below 1e-6
+    lo /= 2
+  return bisect(feasible, hi, lo)
