@@ -12,23 +12,30 @@ relations follow by transitivity.
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import numpy as np
 
 from jaxdp import _checks
+from jaxdp._cache import value_cache
 from jaxdp.posets import Poset
 from jaxdp.posets.canonical import by_relation
+from jaxdp.samplers.field_identity import FieldIdentity
 
 __all__ = ["ConstraintGraph", "constraint_graph"]
 
 
-@dataclasses.dataclass(frozen=True)
-class ConstraintGraph:
+@dataclasses.dataclass(frozen=True, eq=False)
+class ConstraintGraph(FieldIdentity):
   """Edges ``z[lo[e]] <= z[hi[e]]`` on the ``dim = d + 1`` nodes of a count vector.
 
-  Hashable (a static argument of ``jax.jit``); build it with
-  :func:`constraint_graph`.
+  Hashable (a static argument of ``jax.jit``, and the key of the solvers' host
+  plans, shared by every caller in the process); build it with
+  :func:`constraint_graph`. It compares and hashes its fields' types with their
+  values, element by element
+  (:class:`~jaxdp.samplers.field_identity.FieldIdentity`), and its derived arrays
+  are computed from the plain values of its fields (properties, which an instance
+  attribute cannot shadow): a graph whose edges were replaced by int subclasses
+  that compare as other nodes never shares an honest graph's compilation or plans.
 
   Attributes:
     dim: number of nodes, ``d + 1`` (node 0 is n).
@@ -50,58 +57,84 @@ class ConstraintGraph:
   def is_tree(self) -> bool:
     return self.num_edges == self.dim - 1 and sorted(self.lo) == list(range(1, self.dim))
 
-  @functools.cached_property
+  @property
   def incidence(self) -> np.ndarray:
     """``A`` of shape ``(E, dim)``: ``(A z)_e = z_lo - z_hi`` (feasible iff ``A z <= 0``)."""
-    a = np.zeros((self.num_edges, self.dim))
-    a[np.arange(self.num_edges), self.lo] = 1.0
-    a[np.arange(self.num_edges), self.hi] = -1.0
-    a.setflags(write=False)
-    return a
+    return _incidence(self.dim, self.lo, self.hi)
 
-  @functools.cached_property
+  @property
   def lipschitz(self) -> float:
     """The largest eigenvalue of ``A A^T`` (the graph Laplacian's), slightly padded:
     the step ``1 / lipschitz`` of projected gradient on the dual."""
-    a = self.incidence
-    top = float(np.linalg.eigvalsh(a.T @ a)[-1])
-    return top * (1 + 1e-6) + 1e-12
+    return _lipschitz(self.dim, self.lo, self.hi)
 
-  @functools.cached_property
+  @property
   def edge_steps(self) -> np.ndarray:
     """Per-edge steps ``1 / (deg(lo) + deg(hi))``: the inverse row sums of ``|A A^T|``,
     a diagonal that dominates ``A A^T`` (Gershgorin), so projected gradient in that
     metric converges; faster than the uniform ``1 / lipschitz`` on uneven degrees."""
-    deg = np.bincount(np.r_[self.lo, self.hi], minlength=self.dim)
-    out = 1.0 / (deg[list(self.lo)] + deg[list(self.hi)])
-    out.setflags(write=False)
-    return out
+    return _edge_steps(self.dim, self.lo, self.hi)
 
-  @functools.cached_property
+  @property
   def subtree(self) -> np.ndarray:
     """For a tree: ``S[e, i] = 1`` iff node ``i`` lies below or at ``lo[e]``; the
     multipliers of a block-constant candidate ``z`` are then ``S (y - z)``."""
     if not self.is_tree:
       raise ValueError("subtree sums exist only for a tree-shaped constraint graph.")
-    parent = np.full(self.dim, -1)
-    parent[list(self.lo)] = list(self.hi)
-    s = np.zeros((self.num_edges, self.dim))
-    edge_of = {lo: e for e, lo in enumerate(self.lo)}
-    for i in range(1, self.dim):
-      j = i
-      while j != 0:  # every ancestor edge of i counts i
-        s[edge_of[j], i] = 1.0
-        j = parent[j]
-    s.setflags(write=False)
-    return s
+    return _subtree(self.dim, self.lo, self.hi)
 
-  @functools.cached_property
+  @property
   def up(self) -> tuple[tuple[int, ...], ...]:
     """``up[i]``: the nodes directly above node ``i``."""
-    out = [[] for _ in range(self.dim)]
-    for a, b in zip(self.lo, self.hi):
-      out[a].append(b)
-    return tuple(tuple(v) for v in out)
+    return _up(self.dim, self.lo, self.hi)
+
+
+# The derived arrays, of plain (dim, lo, hi) (value_cache passes plain values).
+@value_cache(maxsize=128)
+def _incidence(dim: int, lo: tuple, hi: tuple) -> np.ndarray:
+  a = np.zeros((len(lo), dim))
+  a[np.arange(len(lo)), lo] = 1.0
+  a[np.arange(len(lo)), hi] = -1.0
+  a.setflags(write=False)
+  return a
+
+
+@value_cache(maxsize=128)
+def _lipschitz(dim: int, lo: tuple, hi: tuple) -> float:
+  a = _incidence(dim, lo, hi)
+  top = float(np.linalg.eigvalsh(a.T @ a)[-1])
+  return top * (1 + 1e-6) + 1e-12
+
+
+@value_cache(maxsize=128)
+def _edge_steps(dim: int, lo: tuple, hi: tuple) -> np.ndarray:
+  deg = np.bincount(np.r_[lo, hi], minlength=dim)
+  out = 1.0 / (deg[list(lo)] + deg[list(hi)])
+  out.setflags(write=False)
+  return out
+
+
+@value_cache(maxsize=128)
+def _subtree(dim: int, lo: tuple, hi: tuple) -> np.ndarray:
+  parent = np.full(dim, -1)
+  parent[list(lo)] = list(hi)
+  s = np.zeros((len(lo), dim))
+  edge_of = {low: e for e, low in enumerate(lo)}
+  for i in range(1, dim):
+    j = i
+    while j != 0:  # every ancestor edge of i counts i
+      s[edge_of[j], i] = 1.0
+      j = parent[j]
+  s.setflags(write=False)
+  return s
+
+
+@value_cache(maxsize=128)
+def _up(dim: int, lo: tuple, hi: tuple) -> tuple[tuple[int, ...], ...]:
+  out = [[] for _ in range(dim)]
+  for a, b in zip(lo, hi):
+    out[a].append(b)
+  return tuple(tuple(v) for v in out)
 
 
 def constraint_graph(poset: Poset) -> ConstraintGraph:

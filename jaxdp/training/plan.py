@@ -26,6 +26,7 @@ from typing import Any
 from jaxdp import _checks
 from jaxdp.composition import search
 from jaxdp.composition.dpsgd import PldAccounting, RdpAccounting
+from jaxdp.samplers.field_identity import FieldIdentity
 from jaxdp.training.clipping import check_clip
 from jaxdp.training.sampling import check_rate
 
@@ -34,12 +35,16 @@ __all__ = ["TrainingPlan", "check_policy", "noise_multiplier_for"]
 _INT32_MAX = 2**31 - 1
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainingPlan:
+@dataclasses.dataclass(frozen=True, eq=False)
+class TrainingPlan(FieldIdentity):
   """What a DP training run is allowed to do (hashable: a static pytree field).
 
   Build it with :meth:`create` (which checks every argument and computes
-  ``max_steps``).
+  ``max_steps``). The plan is a static field of the state the compiled step takes,
+  shared by every run in the process, so it compares and hashes its fields' types
+  with their values (:class:`~jaxdp.samplers.field_identity.FieldIdentity`): a plan
+  whose noise multiplier was replaced (``object.__setattr__``) by a float subclass
+  that compares as another never shares an honest plan's compiled step.
 
   Attributes:
     l2_norm_clip: C, the l2 bound on each example's gradient.

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the accountant imports the rules
 __all__ = ["AdvancedComposition"]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class AdvancedComposition(UnitRule):
   """At most ``max_releases`` releases, each within fixed per-release caps.
 

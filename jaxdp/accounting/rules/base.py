@@ -2,9 +2,15 @@
 
 A rule decides what a release costs, whether it is answered and what the accountant
 guarantees afterwards. The :class:`~jaxdp.Accountant` holds one rule instance as a
-static field (hashable, compared by value) and asks it; it never asks which rule it
-holds. A new rule is a new class: subclass :class:`UnitRule` (spending counted in the
-integer units of :mod:`jaxdp.accounting.budget`) and override what differs.
+static field (hashable) and asks it; it never asks which rule it holds. A rule is a
+static argument of the compiled charge, shared by every accountant in the process, so
+jaxdp's rules compare and hash their fields' types with their values and refuse to
+equal a rule with instance attributes of its own
+(:class:`~jaxdp.samplers.field_identity.FieldIdentity`): a forged field or a
+shadowed ``allows`` never shares an honest rule's compilation. A new rule is a new
+class: subclass :class:`UnitRule` (spending counted in the integer units of
+:mod:`jaxdp.accounting.budget`; declare it ``eq=False`` to keep that equality) and
+override what differs.
 """
 
 from __future__ import annotations
@@ -20,10 +26,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
-from jaxdp._cache import value_cache
+from jaxdp._cache import plain, value_cache
 from jaxdp.accounting import budget, planning
 from jaxdp.accounting.errors import BudgetExceededError
 from jaxdp.accounting.history import logged
+from jaxdp.samplers.field_identity import FieldIdentity
 from jaxdp.typing import ArrayLike, KeyArray, Scalar
 
 if TYPE_CHECKING:  # the accountant imports the rules
@@ -98,8 +105,8 @@ class CompositionRule(Protocol):
     """The largest ``(eps, delta)`` one more release could be charged now."""
 
 
-@dataclasses.dataclass(frozen=True)
-class UnitRule:
+@dataclasses.dataclass(frozen=True, eq=False)
+class UnitRule(FieldIdentity):
   """Basic composition's behaviour, counted in integer units; subclasses override.
 
   Defaults: the cost is ``mech.cost(group_size)``; the eps and delta budgets each
@@ -234,8 +241,8 @@ class UnitRule:
       delta,
       valid,
       rule=self,
-      caps=caps,
-      exponents=(acct.unit_exponent, acct.delta_unit_exponent),
+      caps=Capacity(*map(plain, caps)),  # plain values: static arguments compare
+      exponents=plain((acct.unit_exponent, acct.delta_unit_exponent)),  # by ==
     )
     spent, spent_delta, answered, refusals, last = leaves
     return (

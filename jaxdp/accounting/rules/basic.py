@@ -9,7 +9,7 @@ from jaxdp.accounting.rules.base import UnitRule
 __all__ = ["BasicComposition"]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class BasicComposition(UnitRule):
   """Epsilons and deltas add; a release is answered iff it fits what is left.
 

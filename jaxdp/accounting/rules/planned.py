@@ -35,7 +35,7 @@ FITS = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class PlannedComposition(UnitRule):
   """The i-th release is answered iff it is dominated by the plan's i-th row.
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the accountant imports the rules
 __all__ = ["RenyiFilter"]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class RenyiFilter(UnitRule):
   """Each release is charged its Rényi curve; answered iff some order still holds it.
 

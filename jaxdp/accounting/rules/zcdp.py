@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the accountant imports the rules
 __all__ = ["ZCDPFilter"]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class ZCDPFilter(UnitRule):
   """Each release is charged its rho against the largest rho that fits the budget.
 
