@@ -28,6 +28,7 @@ from jaxdp.mechanisms import COUNT_NOISES, PosetCountMechanism
 from jaxdp.posets import Poset, random_dags
 from jaxdp.reporting import simulate
 from jaxdp.samplers.balls import LpBall
+from jaxdp.samplers.field_identity import FieldIdentity
 
 __all__ = [
   "norm_ratio",
@@ -69,26 +70,31 @@ def norm_ratio(
 
 
 # Draws and statistics as frozen dataclasses: equal values hash equal, so repeated
-# studies reuse montecarlo's compiled chunk function instead of compiling again.
-@dataclasses.dataclass(frozen=True)
-class _PosetBallDraw:
+# studies reuse montecarlo's compiled chunk function instead of compiling again. That
+# cache is the process's: they compare their fields' types with their values
+# (FieldIdentity), and a draw holds the mechanism's plain description, not the
+# mechanism, so a forged field never shares an honest study's compiled function.
+@dataclasses.dataclass(frozen=True, eq=False)
+class _PosetBallDraw(FieldIdentity):
   poset: Poset
 
   def __call__(self, key, m):
     return dprandom.poset_ball(key, self.poset, (m,))
 
 
-@dataclasses.dataclass(frozen=True)
-class _NoiseDraw:
-  mech: object  # a count mechanism's inner noise mechanism (hashable)
-  dim: int
+@dataclasses.dataclass(frozen=True, eq=False)
+class _NoiseDraw(FieldIdentity):
+  poset: Poset
+  eps: float
+  noise: str  # the count mechanism's noise; its inner mechanism draws
 
   def __call__(self, key, m):
-    return self.mech.randomize(key, jnp.zeros((m, self.dim)))  # the noise itself
+    inner = PosetCountMechanism(self.poset, self.eps, noise=self.noise).inner
+    return inner.randomize(key, jnp.zeros((m, self.poset.d + 1)))  # the noise itself
 
 
-@dataclasses.dataclass(frozen=True)
-class _SquaredNorm:
+@dataclasses.dataclass(frozen=True, eq=False)
+class _SquaredNorm(FieldIdentity):
   start: int  # first coordinate counted
   scale: float  # divided by
 
@@ -148,10 +154,10 @@ def mechanism_mse(
   """
   out = {}
   for i, noise in enumerate(noises):
-    inner = PosetCountMechanism(poset, eps, noise=noise).inner
+    mech = PosetCountMechanism(poset, eps, noise=noise)  # checks eps and noise
     est = montecarlo.estimate(
       jax.random.fold_in(key, i),
-      _NoiseDraw(inner, poset.d + 1),
+      _NoiseDraw(poset, mech.eps, noise),
       _SquaredNorm(0, 1.0),
       num_samples,
       chunk_size=min(1 << 18, _round_up(num_samples, 16)),

@@ -20,9 +20,11 @@ import numpy as np
 import pytest
 
 import jaxdp
+from jaxdp import montecarlo
 from jaxdp.consistency import ConstraintGraph, constraint_graph, solver
 from jaxdp.consistency.chain import chain_order
 from jaxdp.consistency.series_parallel import sp_plan
+from jaxdp.experiments import studies
 from jaxdp.samplers.field_identity import FieldIdentity
 
 
@@ -163,3 +165,16 @@ def test_a_forged_constraint_graph_does_not_certify_an_honest_wrong_projection()
   z, cert = jax.jit(lambda y: jaxdp.consistent(y, poset, certificate=True))(y)
   np.testing.assert_allclose(np.asarray(z), np.asarray(want), atol=1e-4)
   assert float(z[0, 1]) == pytest.approx(8.0, abs=1e-4)
+
+
+def test_a_forged_study_statistic_leaves_honest_studies_alone():
+  """montecarlo caches its compiled chunk function by the draw's and statistic's
+  values: the studies' statistic ``_SquaredNorm(1, d / 3)`` with a scale that
+  claims to be d / 3 but is 10^9 made every honest ``norm_ratio`` of that poset
+  about 10^-9 (the exact ratio is of order 1)."""
+  poset = jaxdp.Poset.from_edges(3, [(0, 1)])
+  forged = studies._SquaredNorm(1, _ClaimsF(1e9, poset.d / 3.0))
+  draw = studies._PosetBallDraw(poset)
+  montecarlo.estimate(jax.random.key(9), draw, forged, 256, chunk_size=256)
+  ratio, _ = studies.norm_ratio(jax.random.key(10), poset, 256)
+  assert 0.1 < ratio < 10
