@@ -37,6 +37,7 @@ import jax
 import numpy as np
 
 from jaxdp import _checks
+from jaxdp._cache import plain
 from jaxdp.accounting import Accountant, budget, guard
 from jaxdp.accounting.planning import spend_host
 from jaxdp.accounting.rules import UnitRule, bound_rule
@@ -127,16 +128,20 @@ _RECORDS: dict = {}
 
 
 def _budget_record(acct: Accountant) -> dict:
-  """:func:`records.budget_record` of ``acct``, kept per rule (compared by value),
-  budgets, group size and unit exponents: what it is a function of, once the rule
-  is bound (:func:`bound_rule`). Read only."""
-  static = (
+  """:func:`records.budget_record` of ``acct``, kept per rule (compared by its fields'
+  types and values), budgets, group size and unit exponents (their plain values):
+  what it is a function of, once the rule is bound (:func:`bound_rule`). Read only."""
+  static = (  # plain values: a subclass claiming the honest value keys its own
     acct.rule,
-    acct.eps_budget,
-    acct.delta_budget,
-    acct.group_size,
-    acct.unit_exponent,
-    acct.delta_unit_exponent,
+    *plain(
+      (
+        acct.eps_budget,
+        acct.delta_budget,
+        acct.group_size,
+        acct.unit_exponent,
+        acct.delta_unit_exponent,
+      )
+    ),
   )
   if static not in _RECORDS:
     if len(_RECORDS) >= 256:

@@ -178,3 +178,29 @@ def test_a_forged_study_statistic_leaves_honest_studies_alone():
   montecarlo.estimate(jax.random.key(9), draw, forged, 256, chunk_size=256)
   ratio, _ = studies.norm_ratio(jax.random.key(10), poset, 256)
   assert 0.1 < ratio < 10
+
+
+def test_a_forged_ledger_accountant_cannot_spend_past_the_datasets_budget(tmp_path):
+  """The ledger kept each accountant's budget record in a process-wide dict keyed by
+  its rule, budgets and exponents compared by value: a ledger accountant of the
+  dataset's budget 1 whose eps_budget, unit exponent and rule's recorded budget
+  claim 1 but are those of a budget of 1024 found the honest record (filed by an
+  honest charge), passed the ledger's budget check and charged 6 x 0.5 eps, in
+  units 1024 times too small, against a dataset budget of 1."""
+  data = np.array([[1, 0], [0, 1], [1, 1]])
+  ledger = jaxdp.Ledger(tmp_path / "l.db")
+  ledger.charge("d", ledger.accountant("d", data, 1.0), jaxdp.LaplaceMechanism(0.1))
+  forged = ledger.accountant("d", data, 1.0)
+  rule = forged.rule
+  object.__setattr__(rule, "bound", (_ClaimsF(1024.0, 1.0),) + rule.bound[1:])
+  object.__setattr__(forged, "eps_budget", _ClaimsF(1024.0, 1.0))
+  object.__setattr__(forged, "unit_exponent", _Claims(-20, -30))
+  charged = 0
+  for _ in range(6):
+    try:
+      forged = ledger.charge("d", forged, jaxdp.LaplaceMechanism(0.5))
+    except (ValueError, jaxdp.BudgetExceededError):  # BudgetMismatchError included
+      break
+    charged += 1
+  assert 0.1 + 0.5 * charged <= 1.0
+  ledger.close()
