@@ -140,12 +140,17 @@ def _up(dim: int, lo: tuple, hi: tuple) -> tuple[tuple[int, ...], ...]:
 def constraint_graph(poset: Poset) -> ConstraintGraph:
   """The constraint graph of ``poset``'s count vectors (cached per relation).
 
+  Returns:
+    A copy of the graph kept for the relation (equal to it): changing the copy's
+    fields (``object.__setattr__``) never reaches the kept one, which every later
+    caller's :func:`~jaxdp.consistent` of an equal poset reads.
+
   Raises:
     ArgTypeError: if ``poset`` is not a :class:`~jaxdp.Poset`.
   """
   if not isinstance(poset, Poset):
     raise _checks.ArgTypeError(f"poset must be a jaxdp.Poset; got {poset!r}.")
-  return _constraint_graph(poset)
+  return dataclasses.replace(_constraint_graph(poset))
 
 
 @by_relation(128)

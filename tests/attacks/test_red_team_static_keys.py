@@ -204,3 +204,15 @@ def test_a_forged_ledger_accountant_cannot_spend_past_the_datasets_budget(tmp_pa
     charged += 1
   assert 0.1 + 0.5 * charged <= 1.0
   ledger.close()
+
+
+def test_a_graph_changed_in_place_leaves_the_kept_graph_alone():
+  """``constraint_graph`` returned the graph kept for the relation: a caller who
+  replaced its upper node of the first edge (``object.__setattr__``) changed the
+  graph every later ``jaxdp.consistent`` of an equal poset solved on."""
+  poset = jaxdp.Poset.from_edges(4, [(0, 2), (1, 3), (1, 2)])
+  mine = constraint_graph(poset)
+  dim, lo, hi = mine.dim, mine.lo, mine.hi
+  object.__setattr__(mine, "hi", (0,) + hi[1:])
+  kept = constraint_graph(poset)
+  assert (kept.dim, kept.lo, kept.hi) == (dim, lo, hi)
