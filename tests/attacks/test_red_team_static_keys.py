@@ -99,7 +99,8 @@ def _release(acct, eps=0.6):
 def test_a_rule_with_a_shadowed_allows_keeps_an_honest_budget():
   """The rule is a static argument of the compiled charge: a forger's bound
   BasicComposition whose ``allows`` always says yes compared equal to every honest
-  accountant's rule of the same budget, which then answered past its budget."""
+  accountant's rule of the same budget, secure ones included, which then answered
+  past its budget."""
   forged = jaxdp.Accountant.create(1.0, key=jax.random.key(3))
   object.__setattr__(forged.rule, "allows", lambda *a: jnp.bool_(True))
   _release(forged)
@@ -107,6 +108,12 @@ def test_a_rule_with_a_shadowed_allows_keeps_an_honest_budget():
   honest, _ = _release(honest)
   with pytest.raises(jaxdp.ReleaseRefusedError):
     _release(honest)
+  key = jaxdp.random.secure_key(bytes(32))  # a secure accountant: the same charge
+  secure = jaxdp.Accountant.create(1.0, secure=True, key=key, allow_test_key=True)
+  exact = jaxdp.LaplaceMechanism(eps=0.6, exact=True)
+  secure, _ = jaxdp.release(secure, exact, jnp.int32(1))
+  with pytest.raises(jaxdp.ReleaseRefusedError):
+    jaxdp.release(secure, exact, jnp.int32(1))
 
 
 def test_a_forged_unit_exponent_does_not_undercharge_an_honest_accountant():
