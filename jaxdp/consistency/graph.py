@@ -17,9 +17,9 @@ import numpy as np
 
 from jaxdp import _checks
 from jaxdp._cache import value_cache
+from jaxdp._identity import FieldIdentity
 from jaxdp.posets import Poset
 from jaxdp.posets.canonical import by_relation
-from jaxdp.samplers.field_identity import FieldIdentity
 
 __all__ = ["ConstraintGraph", "constraint_graph"]
 
@@ -32,7 +32,7 @@ class ConstraintGraph(FieldIdentity):
   plans, shared by every caller in the process); build it with
   :func:`constraint_graph`. It compares and hashes its fields' types with their
   values, element by element
-  (:class:`~jaxdp.samplers.field_identity.FieldIdentity`), and its derived arrays
+  (:class:`~jaxdp._identity.FieldIdentity`), and its derived arrays
   are computed from the plain values of its fields (properties, which an instance
   attribute cannot shadow): a graph whose edges were replaced by int subclasses
   that compare as other nodes never shares an honest graph's compilation or plans.
@@ -59,7 +59,7 @@ class ConstraintGraph(FieldIdentity):
 
   @property
   def incidence(self) -> np.ndarray:
-    """``A`` of shape ``(E, dim)``: ``(A z)_e = z_lo - z_hi`` (feasible iff ``A z <= 0``)."""
+    """``A``, ``(E, dim)``: ``(A z)_e = z_lo - z_hi`` (feasible iff ``A z <= 0``)."""
     return _incidence(self.dim, self.lo, self.hi)
 
   @property

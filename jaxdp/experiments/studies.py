@@ -23,12 +23,12 @@ import numpy as np
 
 from jaxdp import montecarlo
 from jaxdp import random as dprandom
+from jaxdp._identity import FieldIdentity
 from jaxdp.experiments import baselines
 from jaxdp.mechanisms import COUNT_NOISES, PosetCountMechanism
 from jaxdp.posets import Poset, random_dags
 from jaxdp.reporting import simulate
 from jaxdp.samplers.balls import LpBall
-from jaxdp.samplers.field_identity import FieldIdentity
 
 __all__ = [
   "norm_ratio",

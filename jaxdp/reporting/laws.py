@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from jaxdp import _checks, exact
+from jaxdp._identity import FieldIdentity
 from jaxdp.mechanisms import (
   DiscreteGaussianMechanism,
   EllipticGaussianMechanism,
@@ -29,7 +30,6 @@ from jaxdp.mechanisms import (
 from jaxdp.mechanisms.base import exact_scale
 from jaxdp.samplers.balls import LpBall, PosetBall
 from jaxdp.samplers.ellipse import ellipse
-from jaxdp.samplers.field_identity import FieldIdentity
 from jaxdp.samplers.norm_ball import NormBall
 
 __all__ = ["FAMILIES", "NoiseLaw", "check_shape", "noise_law", "private_ball"]
@@ -48,7 +48,7 @@ class NoiseLaw(FieldIdentity):
 
   A law is the key of the error bars' cache, shared by every caller in the process,
   so it compares and hashes each field's type with its value
-  (:class:`~jaxdp.samplers.field_identity.FieldIdentity`), and its names are stored
+  (:class:`~jaxdp._identity.FieldIdentity`), and its names are stored
   as plain strings: a mechanism whose field was replaced (``object.__setattr__``) by
   a float subclass, or its ``exact`` flag by an int that compares as False, never
   shares an entry with an honest mechanism's law.

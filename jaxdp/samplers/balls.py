@@ -19,10 +19,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from jaxdp import _checks
+from jaxdp._identity import FieldIdentity
 from jaxdp.posets import Poset
 from jaxdp.posets.canonical import by_relation
 from jaxdp.samplers import dispatch
-from jaxdp.samplers.field_identity import FieldIdentity
 
 __all__ = ["MAX_OBJECTS", "LpBall", "PosetBall", "enumerate_objects", "exact_second_moment"]
 

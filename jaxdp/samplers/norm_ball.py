@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
-from jaxdp.samplers.field_identity import FieldIdentity
+from jaxdp._identity import FieldIdentity
 from jaxdp.samplers.gamma import gamma_radius
 from jaxdp.typing import ArrayLike, DTypeLike, KeyArray
 
@@ -56,7 +56,7 @@ class NormBall(FieldIdentity):
   """A symmetric convex body K in R^dim: the unit ball of the norm ``norm``.
 
   Subclasses are frozen dataclasses (``eq=False``: equality and hashing are
-  :class:`~jaxdp.samplers.field_identity.FieldIdentity`'s) and define :attr:`dim`, :meth:`norm`,
+  :class:`~jaxdp._identity.FieldIdentity`'s) and define :attr:`dim`, :meth:`norm`,
   :meth:`hull_points`, :meth:`points` and :attr:`name`.
   """
 

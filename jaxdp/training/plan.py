@@ -24,9 +24,9 @@ import math
 from typing import Any
 
 from jaxdp import _checks
+from jaxdp._identity import FieldIdentity
 from jaxdp.composition import search
 from jaxdp.composition.dpsgd import PldAccounting, RdpAccounting
-from jaxdp.samplers.field_identity import FieldIdentity
 from jaxdp.training.clipping import check_clip
 from jaxdp.training.sampling import check_rate
 
@@ -42,7 +42,7 @@ class TrainingPlan(FieldIdentity):
   Build it with :meth:`create` (which checks every argument and computes
   ``max_steps``). The plan is a static field of the state the compiled step takes,
   shared by every run in the process, so it compares and hashes its fields' types
-  with their values (:class:`~jaxdp.samplers.field_identity.FieldIdentity`): a plan
+  with their values (:class:`~jaxdp._identity.FieldIdentity`): a plan
   whose noise multiplier was replaced (``object.__setattr__``) by a float subclass
   that compares as another never shares an honest plan's compiled step.
 

@@ -9,7 +9,7 @@ compiled program. Whatever the forger's object computed while JAX traced it (les
 noise, another budget check, another constraint graph) then runs for every honest
 caller. The objects that key process-wide compilations and caches compare their
 fields' types (into tuples too) and refuse to equal an instance with attributes of
-its own (:class:`~jaxdp.samplers.field_identity.FieldIdentity`).
+its own (:class:`~jaxdp._identity.FieldIdentity`).
 """
 
 import contextlib
@@ -21,11 +21,11 @@ import pytest
 
 import jaxdp
 from jaxdp import montecarlo
+from jaxdp._identity import FieldIdentity
 from jaxdp.consistency import ConstraintGraph, constraint_graph, solver
 from jaxdp.consistency.chain import chain_order
 from jaxdp.consistency.series_parallel import sp_plan
 from jaxdp.experiments import studies
-from jaxdp.samplers.field_identity import FieldIdentity
 
 
 class _Claims(int):

@@ -6,7 +6,7 @@ static field (hashable) and asks it; it never asks which rule it holds. A rule i
 static argument of the compiled charge, shared by every accountant in the process, so
 jaxdp's rules compare and hash their fields' types with their values and refuse to
 equal a rule with instance attributes of its own
-(:class:`~jaxdp.samplers.field_identity.FieldIdentity`): a forged field or a
+(:class:`~jaxdp._identity.FieldIdentity`): a forged field or a
 shadowed ``allows`` never shares an honest rule's compilation. A new rule is a new
 class: subclass :class:`UnitRule` (spending counted in the integer units of
 :mod:`jaxdp.accounting.budget`; declare it ``eq=False`` to keep that equality) and
@@ -27,10 +27,10 @@ import numpy as np
 
 from jaxdp import _checks
 from jaxdp._cache import plain, value_cache
+from jaxdp._identity import FieldIdentity
 from jaxdp.accounting import budget, planning
 from jaxdp.accounting.errors import BudgetExceededError
 from jaxdp.accounting.history import logged
-from jaxdp.samplers.field_identity import FieldIdentity
 from jaxdp.typing import ArrayLike, KeyArray, Scalar
 
 if TYPE_CHECKING:  # the accountant imports the rules
