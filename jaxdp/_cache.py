@@ -22,6 +22,7 @@ __all__ = ["plain", "value_cache"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 _PLAIN = frozenset({int, float, bool, str, bytes, type(None)})
+_SCALARS = _PLAIN | {type}  # passed on as they are (a class is keyed by identity)
 
 
 def plain(x: Any) -> Any:
@@ -54,6 +55,8 @@ def value_cache(maxsize: int | None) -> Callable[[F], F]:
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
+      if not kwargs and all(type(a) in _SCALARS for a in args):  # the common case
+        return cached(*args)
       return cached(*map(plain, args), **{k: plain(v) for k, v in kwargs.items()})
 
     call.cache_clear = cached.cache_clear

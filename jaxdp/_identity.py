@@ -36,16 +36,23 @@ class FieldIdentity:
   compared field's :func:`typed` value."""
 
   def _identity(self) -> tuple:
-    fields = dataclasses.fields(self)
-    names = {f.name for f in fields}
+    names = {f.name for f in dataclasses.fields(self)}
     extra = tuple(sorted(k for k in getattr(self, "__dict__", {}) if k not in names))
-    values = (typed(getattr(self, f.name)) for f in fields if f.compare)
+    values = (typed(getattr(self, f.name)) for f in _compared(self))
     return (type(self), extra, *values)
 
   def __eq__(self, other):
+    if other is self:  # (jit compares its static arguments on every call)
+      return True
     if type(other) is not type(self):
       return NotImplemented
     return self._identity() == other._identity()
 
   def __hash__(self):
-    return hash(self._identity())
+    # consistent with ==, which is stricter: equal objects have equal field values
+    return hash((type(self), *(getattr(self, f.name) for f in _compared(self))))
+
+
+def _compared(obj) -> tuple:
+  """The dataclass fields of ``obj`` that ``==`` compares."""
+  return tuple(f for f in dataclasses.fields(obj) if f.compare)
