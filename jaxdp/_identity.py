@@ -49,8 +49,7 @@ class FieldIdentity:
     return self._identity() == other._identity()
 
   def __hash__(self):
-    # consistent with ==, which is stricter: equal objects have equal field values
-    return hash((type(self), *(getattr(self, f.name) for f in _compared(self))))
+    return hash(self._identity())
 
 
 def _compared(obj) -> tuple:
