@@ -336,6 +336,11 @@ class Session:
   def histogram(self, bin_of: Callable, num_bins: int, eps: float) -> jax.Array:
     """Noisy counts of rows per bin (``bin_of(row)`` in ``[0, num_bins)``), cost eps.
     Raises as :meth:`release`."""
+    num_bins = _checks.check_int(num_bins, "num_bins", minimum=1)
+    if num_bins > accounting.MAX_PARTS:
+      raise ValueError(
+        f"num_bins must be at most {accounting.MAX_PARTS:,}; got {num_bins:,}."
+      )
     return self._release(
       LaplaceMechanism(eps, exact=self.secure),
       lambda r: jnp.ones((), bool),

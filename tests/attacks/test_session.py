@@ -396,7 +396,7 @@ def test_the_fingerprint_tells_minus_zero_from_zero():
 def test_a_huge_number_of_parts_is_refused_before_compiling():
   """``histogram(num_bins=2**40)`` hung (a noise array of 2^40 entries)."""
   s = Session(np.arange(10), 1.0, key=jax.random.key(0))
-  with pytest.raises(ValueError, match="num_parts must be at most"):
+  with pytest.raises(ValueError, match="num_bins must be at most"):
     s.histogram(lambda v: v % 3, 2**40, eps=0.1)
   with pytest.raises(ValueError, match="num_parts must be at most"):
     jaxdp.release_partitioned(
@@ -407,6 +407,16 @@ def test_a_huge_number_of_parts_is_refused_before_compiling():
       2**25,
     )
   assert s.answered == 0
+
+
+def test_a_bad_number_of_bins_is_named_as_num_bins():
+  """``histogram(f, num_bins=True)`` said ``num_parts must be an integer``, naming an
+  argument the caller never passed."""
+  s = Session(np.arange(10), 1.0, key=jax.random.key(0))
+  for bad in (True, 2.5, 0):
+    with pytest.raises(ValueError, match=f"num_bins must be .*{bad!r}"):
+      s.histogram(lambda v: v % 3, bad, eps=0.1)
+  assert s.answered == 0 and s.spent == 0
 
 
 def test_the_secure_sums_clip_past_2_30_is_documented():
