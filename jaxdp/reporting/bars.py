@@ -19,7 +19,7 @@ import numpy as np
 
 from jaxdp import _checks
 from jaxdp.reporting import quantiles, simulate
-from jaxdp.reporting.laws import NoiseLaw, check_shape, noise_law
+from jaxdp.reporting.laws import NoiseLaw, noise_law
 from jaxdp.typing import ArrayLike, KeyArray
 
 __all__ = [
@@ -204,7 +204,8 @@ def error_bars(
     mechanism: a count or additive mechanism with static parameters
       (:func:`jaxdp.reporting.noise_law` lists them).
     level: the probability that an interval covers its true value, in (0, 1).
-    shape: the statistic's shape (only an exact Laplace mechanism on a grid needs it).
+    shape: the statistic's shape (checked whenever given; only an exact Laplace
+      mechanism on a grid needs it).
     key: the simulation's PRNG key (Monte Carlo bars only; default: a fixed public
       key, so bars are reproducible). Never pass a key a release used.
     num_samples: simulated noise vectors for Monte Carlo bars (at least 100; default
@@ -227,8 +228,6 @@ def error_bars(
       parameters.
   """
   level = check_level(level)
-  if shape is not None:  # checked even where the law does not need it
-    shape = check_shape(shape)
   law = noise_law(mechanism, shape)
   dim = law.dim or 1
   if num_samples is None:  # never past MAX_ENTRIES: a law with thousands of coordinates

@@ -181,8 +181,8 @@ def noise_law(mechanism: Any, shape: tuple[int, ...] | None = None) -> NoiseLaw:
       :class:`~jaxdp.ZCDPGaussianMechanism`, :class:`~jaxdp.EllipticGaussianMechanism`,
       :class:`~jaxdp.EllipticZCDPGaussianMechanism` or
       :class:`~jaxdp.DiscreteGaussianMechanism` with static (not traced) parameters.
-    shape: the statistic's shape; needed only by an exact Laplace mechanism on a grid
-      (whose noise is widened by one grid step per entry).
+    shape: the statistic's shape (checked whenever given); needed only by an exact
+      Laplace mechanism on a grid (whose noise is widened by one grid step per entry).
 
   Returns:
     The :class:`NoiseLaw`.
@@ -192,6 +192,8 @@ def noise_law(mechanism: Any, shape: tuple[int, ...] | None = None) -> NoiseLaw:
     ValueError: traced parameters, or a missing or bad ``shape`` where it is needed
       (a tuple of ints >= 0).
   """
+  if shape is not None:  # checked whether or not this mechanism's law needs it
+    shape = check_shape(shape)
   if isinstance(mechanism, PosetCountMechanism):
     names = ("respondents",) + tuple(mechanism.poset.element_names)
     inner = noise_law(mechanism.inner, (mechanism.dim,))
@@ -212,7 +214,7 @@ def noise_law(mechanism: Any, shape: tuple[int, ...] | None = None) -> NoiseLaw:
         "(its noise is scaled for one grid step of slack per entry); pass the "
         "statistic's shape, e.g. shape=(10,)."
       )
-    slack = 0 if grid is None else math.prod(check_shape(shape))
+    slack = 0 if grid is None else math.prod(shape)
     scale = exact_scale(sens / (grid or 1.0) + slack, eps)
     snap = 0.0 if grid is None else grid / 2  # snapping moves an entry <= half a step
     return NoiseLaw("laplace", scale, rounded=True, unit=grid or 1.0, snap=snap)
