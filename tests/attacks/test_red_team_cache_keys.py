@@ -20,43 +20,9 @@ import jaxdp
 from jaxdp._cache import plain, value_cache
 from jaxdp.samplers.cube_slice import slice_table
 from jaxdp.samplers.slice_kernel import proposal_table
+from tests.helpers.forged import claiming
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class _ClaimsFive(int):
-  """An int worth its own value that compares and hashes as 5."""
-
-  def __eq__(self, other):
-    return other == 5 if type(other) is int else NotImplemented
-
-  def __ne__(self, other):
-    return not self.__eq__(other)
-
-  def __hash__(self):
-    return hash(5)
-
-
-class _ClaimsOne(float):
-  """A float worth its own value that compares and hashes as 1.0, and converts to
-  itself."""
-
-  def __eq__(self, other):
-    return float.__eq__(1.0, other)
-
-  def __hash__(self):
-    return hash(1.0)
-
-  def __float__(self):
-    return self
-
-
-class _ClaimsA(str):
-  def __eq__(self, other):
-    return str.__eq__("a", other)
-
-  def __hash__(self):
-    return hash("a")
 
 
 def test_a_forged_value_is_cached_under_its_own_value():
@@ -64,24 +30,24 @@ def test_a_forged_value_is_cached_under_its_own_value():
   def twice(x, scale=1):
     return x * 2 * scale
 
-  assert twice(_ClaimsFive(1)) == 2
+  assert twice(claiming(1, 5)) == 2
   assert twice(5) == 10  # not the forged entry's 2
-  assert twice((_ClaimsFive(1), 3)) == (1, 3, 1, 3)
+  assert twice((claiming(1, 5), 3)) == (1, 3, 1, 3)
   assert twice((5, 3)) == (5, 3, 5, 3)
-  assert twice(_ClaimsOne(3.0)) == 6.0
+  assert twice(claiming(3.0, 1.0)) == 6.0
   assert twice(1.0) == 2.0
-  assert twice(_ClaimsA("b")) == "bb"
+  assert twice(claiming("b", "a")) == "bb"
   assert twice("a") == "aa"
-  assert twice(2, scale=_ClaimsFive(1)) == 4
+  assert twice(2, scale=claiming(1, 5)) == 4
   assert twice(2, scale=5) == 20
   assert twice.cache_info().misses == 10
 
 
 def test_plain_values_are_builtins_of_the_real_value():
-  values = [plain(_ClaimsFive(1)), plain(_ClaimsOne(3.0)), plain(_ClaimsA("b"))]
+  values = [plain(claiming(1, 5)), plain(claiming(3.0, 1.0)), plain(claiming("b", "a"))]
   assert [type(v) for v in values] == [int, float, str]
   assert values == [1, 3.0, "b"]
-  nested = plain((_ClaimsFive(2), (_ClaimsOne(0.5),)))
+  nested = plain((claiming(2, 5), (claiming(0.5, 1.0),)))
   assert nested == (2, (0.5,)) and type(nested[0]) is int and type(nested[1][0]) is float
   assert plain(np.float64(0.25)) == 0.25 and type(plain(np.float64(0.25))) is float
   assert plain(None) is None and plain(True) is True
@@ -93,7 +59,7 @@ def test_a_forged_count_ball_does_not_poison_the_slice_tables():
   fresh computation, and honest K-norm noise has mean norm d = 13 (its norm is
   Gamma(13)): 20,000 draws, within 5 standard errors."""
   forged = jaxdp.CountBall(13, 5)
-  object.__setattr__(forged, "k", _ClaimsFive(1))
+  object.__setattr__(forged, "k", claiming(1, 5))
   jax.block_until_ready(jaxdp.random.knorm(jax.random.key(3), forged, 1.0, (64,)))
   for cached in (slice_table, proposal_table):
     fresh = cached.__wrapped__(13, 5)
@@ -110,7 +76,7 @@ def test_a_forged_eps_does_not_poison_the_analytic_gaussian_sigma():
   converts to itself) gets its own sigma; the honest (1, 1e-6) mechanism keeps
   its own (4.2247, Balle & Wang's calibration)."""
   forged = jaxdp.GaussianMechanism(1.0, 1.1e-6, calibration="analytic")
-  object.__setattr__(forged, "eps", _ClaimsOne(10.0))
+  object.__setattr__(forged, "eps", claiming(10.0, 1.0, converts_to_self=True))
   with pytest.warns(DeprecationWarning):  # float() of a float subclass
     assert forged.sigma < 1.0
   honest = jaxdp.GaussianMechanism(1.0, 1.1e-6, calibration="analytic")

@@ -12,6 +12,7 @@ import pytest
 
 import jaxdp
 from jaxdp import VoteBall, exact
+from tests.helpers.forged import claiming
 
 
 def test_exact_vote_totals_are_not_clipped_before_vote_ball_noise(monkeypatch):
@@ -47,16 +48,6 @@ def test_exact_vote_totals_are_not_clipped_before_vote_ball_noise(monkeypatch):
       mech.randomize(jax.random.key(0), rows)  # past the limit: refused, not clipped
 
 
-class _Five(int):
-  """An int that is 1 but compares and hashes as 5."""
-
-  def __eq__(self, other):
-    return other == 5
-
-  def __hash__(self):
-    return hash(5)
-
-
 def test_a_forged_ball_does_not_poison_the_ellipse_of_an_honest_ball():
   """Attack: one caller makes ``CountBall(10, 5)`` and sets its ``k`` (frozen
   dataclass, ``object.__setattr__``) to an int subclass that is 1 but compares and
@@ -74,7 +65,7 @@ def test_a_forged_ball_does_not_poison_the_ellipse_of_an_honest_ball():
   from jaxdp.samplers import ellipse as ellipse_module
 
   forged = jaxdp.CountBall(10, 5)
-  object.__setattr__(forged, "k", _Five(1))
+  object.__setattr__(forged, "k", claiming(1, 5))
   ellipse_module._cached_ellipse.cache_clear()
   try:
     try:
@@ -92,22 +83,12 @@ def test_a_forged_ball_does_not_poison_the_ellipse_of_an_honest_ball():
     ellipse_module._cached_ellipse.cache_clear()
 
 
-class _Two(float):
-  """A float that is 1.0 but compares and hashes as 2.0."""
-
-  def __eq__(self, other):
-    return other == 2.0
-
-  def __hash__(self):
-    return hash(2.0)
-
-
 @pytest.mark.parametrize(
   "make, field, fake",
   [
-    (lambda: jaxdp.SumBall(10, 5), "k", _Five(1)),
-    (lambda: jaxdp.VoteBall(5), "d", _Five(1)),
-    (lambda: jaxdp.LpBall(5, 2.0), "p", _Two(1.0)),
+    (lambda: jaxdp.SumBall(10, 5), "k", claiming(1, 5)),
+    (lambda: jaxdp.VoteBall(5), "d", claiming(1, 5)),
+    (lambda: jaxdp.LpBall(5, 2.0), "p", claiming(1.0, 2.0)),
   ],
 )
 def test_a_ball_with_a_forged_field_is_not_equal_to_the_honest_one(make, field, fake):

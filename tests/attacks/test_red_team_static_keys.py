@@ -26,47 +26,7 @@ from jaxdp.consistency import ConstraintGraph, constraint_graph, solver
 from jaxdp.consistency.chain import chain_order
 from jaxdp.consistency.series_parallel import sp_plan
 from jaxdp.experiments import studies
-
-
-class _Claims(int):
-  """An int worth its own value that compares equal to ``claim`` too, and hashes as
-  ``claim``."""
-
-  def __new__(cls, value, claim):
-    out = int.__new__(cls, value)
-    out.claim = claim
-    return out
-
-  def __eq__(self, other):
-    return type(other) is int and other in (self.claim, int.__int__(self))
-
-  def __ne__(self, other):
-    return not self.__eq__(other)
-
-  def __hash__(self):
-    return hash(self.claim)
-
-
-class _ClaimsF(float):
-  """A float worth its own value that compares equal to ``claim`` too, hashes as
-  ``claim`` and prints as it."""
-
-  def __new__(cls, value, claim):
-    out = float.__new__(cls, value)
-    out.claim = claim
-    return out
-
-  def __eq__(self, other):
-    return type(other) is float and other in (self.claim, float.__float__(self))
-
-  def __ne__(self, other):
-    return not self.__eq__(other)
-
-  def __hash__(self):
-    return hash(self.claim)
-
-  def __repr__(self):
-    return repr(self.claim)
+from tests.helpers.forged import claiming
 
 
 def test_field_identity_types_tuples_and_refuses_instance_attributes():
@@ -75,7 +35,7 @@ def test_field_identity_types_tuples_and_refuses_instance_attributes():
   object.__setattr__(shadowed, "knorm_points", honest.knorm_points)
   assert shadowed != honest and honest == jaxdp.SumBall(6, 2)
   g = constraint_graph(jaxdp.Poset.from_edges(3, [(0, 1)]))
-  forged = ConstraintGraph(g.dim, (_Claims(2, g.lo[0]),) + g.lo[1:], g.hi)
+  forged = ConstraintGraph(g.dim, (claiming(2, g.lo[0]),) + g.lo[1:], g.hi)
   assert isinstance(g, FieldIdentity) and forged != g
   assert {g: 1}.get(forged) is None  # a cache keyed by g does not answer the forger
   assert g == ConstraintGraph(g.dim, g.lo, g.hi)
@@ -126,8 +86,8 @@ def test_a_forged_unit_exponent_does_not_undercharge_an_honest_accountant():
   forged = jaxdp.Accountant.create(1024.0, key=jax.random.key(5))
   assert forged.unit_exponent == -20
   rule = forged.rule
-  object.__setattr__(rule, "bound", (_ClaimsF(1024.0, 1.0),) + rule.bound[1:])
-  object.__setattr__(forged, "unit_exponent", _Claims(-20, -30))
+  object.__setattr__(rule, "bound", (claiming(1024.0, 1.0),) + rule.bound[1:])
+  object.__setattr__(forged, "unit_exponent", claiming(-20, -30))
   _release(forged)
   honest = jaxdp.Accountant.create(1.0, key=jax.random.key(6))
   honest, _ = _release(honest)
@@ -149,7 +109,7 @@ def test_a_forged_training_plan_leaves_honest_dp_sgd_noise_alone():
   )
   forger = jaxdp.training.dp_aggregate(1.0, 1.1, key=jax.random.key(7), **kw)
   state = forger.init(None)
-  object.__setattr__(state.plan, "noise_multiplier", _ClaimsF(1e-9, 1.1))
+  object.__setattr__(state.plan, "noise_multiplier", claiming(1e-9, 1.1))
   grads = {"w": jnp.zeros((4, 3))}
   jax.block_until_ready(forger.update(grads, state)[0])
   honest = jaxdp.training.dp_aggregate(1.0, 1.1, key=jax.random.key(8), **kw)
@@ -165,7 +125,7 @@ def test_a_forged_constraint_graph_does_not_certify_an_honest_wrong_projection()
   poset = jaxdp.Poset.from_edges(4, [(0, 2), (1, 2), (1, 3)])
   g = constraint_graph(poset)
   y = np.array([[10.0, 9.0, 1.0, 7.0, 2.0]], np.float32)  # c_0 = 9 > c_2 = 7
-  forged = ConstraintGraph(g.dim, g.lo, (_Claims(0, g.hi[0]),) + g.hi[1:])
+  forged = ConstraintGraph(g.dim, g.lo, (claiming(0, g.hi[0]),) + g.hi[1:])
   for use in (sp_plan, chain_order, lambda g: solver.isotonic_batched(y, g, 1e-6)):
     with contextlib.suppress(Exception):  # what it computes is the forger's concern
       jax.block_until_ready(use(forged))
@@ -181,7 +141,7 @@ def test_a_forged_study_statistic_leaves_honest_studies_alone():
   claims to be d / 3 but is 10^9 made every honest ``norm_ratio`` of that poset
   about 10^-9 (the exact ratio is of order 1)."""
   poset = jaxdp.Poset.from_edges(3, [(0, 1)])
-  forged = studies._SquaredNorm(1, _ClaimsF(1e9, poset.d / 3.0))
+  forged = studies._SquaredNorm(1, claiming(1e9, poset.d / 3.0))
   draw = studies._PosetBallDraw(poset)
   montecarlo.estimate(jax.random.key(9), draw, forged, 256, chunk_size=256)
   ratio, _ = studies.norm_ratio(jax.random.key(10), poset, 256)
@@ -200,9 +160,9 @@ def test_a_forged_ledger_accountant_cannot_spend_past_the_datasets_budget(tmp_pa
   ledger.charge("d", ledger.accountant("d", data, 1.0), jaxdp.LaplaceMechanism(0.1))
   forged = ledger.accountant("d", data, 1.0)
   rule = forged.rule
-  object.__setattr__(rule, "bound", (_ClaimsF(1024.0, 1.0),) + rule.bound[1:])
-  object.__setattr__(forged, "eps_budget", _ClaimsF(1024.0, 1.0))
-  object.__setattr__(forged, "unit_exponent", _Claims(-20, -30))
+  object.__setattr__(rule, "bound", (claiming(1024.0, 1.0),) + rule.bound[1:])
+  object.__setattr__(forged, "eps_budget", claiming(1024.0, 1.0))
+  object.__setattr__(forged, "unit_exponent", claiming(-20, -30))
   charged = 0
   for _ in range(6):
     try:
