@@ -246,25 +246,6 @@ def test_bootstrap_bars_refuse_a_level_their_replicates_cannot_reach():
   assert bars.mc_error.shape == (3,)
 
 
-def test_release_refuses_too_few_bootstrap_replicates_before_the_release(
-  tmp_path, capsys, monkeypatch
-):
-  # With the bootstrap's check, `jaxdp release --consistent --level 0.9999` and the
-  # default 20,000 replicates would fail after the release (its budget spent): the
-  # command must refuse it before.
-  from jaxdp.cli import main
-  from jaxdp.cli import release as cli_release
-
-  def refuse(*args, **kwargs):
-    raise AssertionError("the release ran")
-
-  monkeypatch.setattr(cli_release, "release", refuse)
-  np.save(tmp_path / "a.npy", np.zeros((20, 4), np.int8))
-  argv = ["release", "--poset", "nhis1", "--data", str(tmp_path / "a.npy"), "--eps", "1"]
-  assert main([*argv, "--consistent", "--level", "0.9999"]) == 2
-  assert "num_samples = 20,000" in capsys.readouterr().err
-
-
 @pytest.mark.parametrize(
   "counts, error, match",
   [

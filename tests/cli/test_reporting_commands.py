@@ -120,18 +120,39 @@ def test_release_publishes_intervals_consistent_counts_poset_and_version(
     assert 0 <= lo <= cons["counts"][name] <= hi
 
 
-def test_too_many_error_samples_are_refused_before_the_release(
-  tmp_path, capsys, monkeypatch
-):
-  """The simulation's size is checked before the release (and any ledger charge):
-  an error after it would lose a release whose budget is spent."""
+def _refused_before_the_release(tmp_path, capsys, monkeypatch, poset, d, *options):
+  """Runs ``jaxdp release`` on zero answers of ``poset`` (``d`` questions) with
+  ``options``, its release replaced by a failure; checks that it exits with status 2
+  without releasing, and returns its stderr."""
 
   def refuse(*args, **kwargs):
     raise AssertionError("the release ran")
 
   monkeypatch.setattr(cli_release, "release", refuse)
-  np.save(tmp_path / "a.npy", np.zeros((20, 15), np.int8))
-  argv = ["release", "--poset", "nhis3", "--data", str(tmp_path / "a.npy"), "--eps", "1"]
-  assert main([*argv, "--consistent", "--error-samples", "1e7"]) == 2
-  err = capsys.readouterr().err
+  np.save(tmp_path / "a.npy", np.zeros((20, d), np.int8))
+  argv = ["release", "--poset", poset, "--data", str(tmp_path / "a.npy"), "--eps", "1"]
+  assert main([*argv, *options]) == 2
+  return capsys.readouterr().err
+
+
+def test_too_many_error_samples_are_refused_before_the_release(
+  tmp_path, capsys, monkeypatch
+):
+  """The simulation's size is checked before the release (and any ledger charge):
+  an error after it would lose a release whose budget is spent."""
+  err = _refused_before_the_release(
+    tmp_path, capsys, monkeypatch, "nhis3", 15, "--consistent", "--error-samples", "1e7"
+  )
   assert "--error-samples 10,000,000 is too many for 16 counts" in err
+
+
+def test_too_few_bootstrap_replicates_are_refused_before_the_release(
+  tmp_path, capsys, monkeypatch
+):
+  """With the bootstrap's check, ``--consistent --level 0.9999`` and the default
+  20,000 replicates would fail after the release (its budget spent): the command
+  refuses it before."""
+  err = _refused_before_the_release(
+    tmp_path, capsys, monkeypatch, "nhis1", 4, "--consistent", "--level", "0.9999"
+  )
+  assert "num_samples = 20,000" in err
