@@ -260,20 +260,22 @@ class Session:
       ReleaseRefusedError: the release would exceed the budget (nothing was spent).
         None of these errors depends on the data or on the number of rows.
     """
-    return self._release(mech, rows, by, num_parts, ("rows", "by"))
+    return self._release(mech, rows, by, num_parts, ("rows", "by", "num_parts"))
 
   def _release(self, mech, rows, by, num_parts, names, scalar=False):
+    """The release of :meth:`release`; ``names``: the caller's names for ``rows``,
+    ``by`` and ``num_parts``, which its errors use."""
     with self._lock:  # one query at a time: threads would read one key and budget
       not_traced()
       if (by is None) != (num_parts is None):
-        raise ValueError("by and num_parts go together: pass both or neither.")
+        raise ValueError(f"{names[1]} and {names[2]} go together: pass both or neither.")
       mech = session_mechanisms.own_mechanism(mech)  # checked, and the session's own
       num_parts = (
-        1 if num_parts is None else _checks.check_int(num_parts, "num_parts", minimum=1)
+        1 if num_parts is None else _checks.check_int(num_parts, names[2], minimum=1)
       )
       if num_parts > accounting.MAX_PARTS:
         raise ValueError(
-          f"num_parts must be at most {accounting.MAX_PARTS:,}; got {num_parts:,}."
+          f"{names[2]} must be at most {accounting.MAX_PARTS:,}; got {num_parts:,}."
         )
       rows_q = checked_query(rows, names[0], self._row) if rows is not None else None
       by_q = checked_query(by, names[1], self._row) if by is not None else None
@@ -328,7 +330,7 @@ class Session:
       lambda r: jnp.asarray(predicate(r)).astype(bool),
       None,
       None,
-      ("predicate", "by"),
+      ("predicate", "by", "num_parts"),
       scalar=True,
     )
     return int(out) if self.secure else float(out)
@@ -336,17 +338,12 @@ class Session:
   def histogram(self, bin_of: Callable, num_bins: int, eps: float) -> jax.Array:
     """Noisy counts of rows per bin (``bin_of(row)`` in ``[0, num_bins)``), cost eps.
     Raises as :meth:`release`."""
-    num_bins = _checks.check_int(num_bins, "num_bins", minimum=1)
-    if num_bins > accounting.MAX_PARTS:
-      raise ValueError(
-        f"num_bins must be at most {accounting.MAX_PARTS:,}; got {num_bins:,}."
-      )
     return self._release(
       LaplaceMechanism(eps, exact=self.secure),
       lambda r: jnp.ones((), bool),
       bin_of,
       num_bins,
-      ("rows", "bin_of"),
+      ("rows", "bin_of", "num_bins"),
     )
 
   def sum(
@@ -362,7 +359,11 @@ class Session:
     mech = LaplaceMechanism(
       eps, bound, exact=self.secure, grid=grid if self.secure else None
     )
-    return float(self._release(mech, value_of, None, None, ("value_of", "by"), scalar=True))
+    return float(
+      self._release(
+        mech, value_of, None, None, ("value_of", "by", "num_parts"), scalar=True
+      )
+    )
 
   def poset_counts(
     self,
@@ -393,7 +394,7 @@ class Session:
     mech = PosetCountMechanism(
       poset, eps, noise=noise, on_invalid="clip", exact=self.secure
     )
-    return self._release(mech, columns, by, num_parts, ("columns", "by"))
+    return self._release(mech, columns, by, num_parts, ("columns", "by", "num_parts"))
 
 
 _NO_COPY = (
