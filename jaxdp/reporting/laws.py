@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from jaxdp import _checks, exact
+from jaxdp._cache import plain
 from jaxdp._identity import FieldIdentity
 from jaxdp.mechanisms import (
   DiscreteGaussianMechanism,
@@ -99,7 +100,7 @@ class NoiseLaw(FieldIdentity):
     object.__setattr__(self, "rounded", bool(self.rounded))
     if not all(isinstance(n, str) for n in self.names):
       raise _checks.ArgTypeError(f"names must be strings; got {self.names!r}.")
-    object.__setattr__(self, "names", tuple(str.__str__(n) for n in self.names))
+    object.__setattr__(self, "names", plain(tuple(self.names)))  # plain str each
 
   @property
   def integer(self) -> bool:
