@@ -23,10 +23,11 @@ __all__ = ["FieldIdentity", "typed"]
 
 
 def typed(value: Any) -> Any:
-  """``(type, value)``, and for a tuple ``(tuple, its elements typed)``: equal for
-  two values only when their types are, all the way into tuples."""
-  if type(value) is tuple:
-    return (tuple, tuple(typed(v) for v in value))
+  """``(type, value)``, and for a tuple (a named tuple too) ``(its type, its elements
+  typed)``: equal for two values only when their types are, all the way into
+  tuples."""
+  if isinstance(value, tuple):
+    return (type(value), tuple(typed(v) for v in value))
   return (type(value), value)
 
 

@@ -12,7 +12,9 @@ fields' types (into tuples too) and refuse to equal an instance with attributes 
 its own (:class:`~jaxdp._identity.FieldIdentity`).
 """
 
+import collections
 import contextlib
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -39,6 +41,20 @@ def test_field_identity_types_tuples_and_refuses_instance_attributes():
   assert isinstance(g, FieldIdentity) and forged != g
   assert {g: 1}.get(forged) is None  # a cache keyed by g does not answer the forger
   assert g == ConstraintGraph(g.dim, g.lo, g.hi)
+
+
+def test_field_identity_types_the_elements_of_a_named_tuple():
+  """A named tuple field (a tuple subclass) is compared element by element with
+  their types too, as a plain tuple is."""
+  pair = collections.namedtuple("Pair", "a b")
+
+  @dataclasses.dataclass(frozen=True, eq=False)
+  class Holder(FieldIdentity):
+    pair: tuple
+
+  forged = Holder(pair(claiming(1, 5), 2))
+  assert forged != Holder(pair(5, 2)) and {Holder(pair(5, 2)): 1}.get(forged) is None
+  assert Holder(pair(5, 2)) == Holder(pair(5, 2)) != Holder((5, 2))
 
 
 def test_a_ball_with_a_shadowed_method_leaves_honest_knorm_noise_alone():
