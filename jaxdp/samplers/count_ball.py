@@ -19,7 +19,12 @@ Gamma(d + 1): :meth:`CountBall.knorm_points`), and x and y by rejection
 (:mod:`jaxdp.samplers.slice_kernel`: each half from the proposal that accepts most
 for its size, the wrapped simplex, the tilted exponentials or the cube, gathered per
 row; each half retried on its own until accepted); a row whose computed norm rounds
-above 1 is drawn again in full, so every point lies in the ball as computed.
+above 1 is drawn again in full, so every point lies in the ball as computed. Only
+the directions u and w are used, and a half of any density h(g(x)) has a direction
+of the cone measure, so the halves take the proposals for the cone measure
+(``proposal_table(d, k, cone=True)``: the wrapped simplex accepted against
+h(g(x)) = C(a + m - 1 - floor(k g(x)), m), which accepts more than against the
+uniform law, :func:`~jaxdp.samplers.cube_slice.shell_proposal`).
 
 References:
   M. Joseph, A. Yu, "Some constructions of private, efficient, and optimal K-norm
@@ -98,7 +103,7 @@ class CountBall(SlicedBall):
     """The probability that a row's first proposal accepts both halves (the
     proposals of :func:`~jaxdp.samplers.slice_kernel.proposal_table`)."""
     weights = np.exp(self.class_weights() - np.max(self.class_weights()))
-    acc = np.exp(proposal_table(self.d, self.k).log_acc)
+    acc = np.exp(proposal_table(self.d, self.k, cone=True).log_acc)
     return float(np.sum(weights * acc * acc[::-1]) / np.sum(weights))
 
   def points(self, key: KeyArray, m: int, dtype: DTypeLike) -> jax.Array:
@@ -126,7 +131,7 @@ class CountBall(SlicedBall):
     """``m`` candidate points (or K-norm noise vectors) and whether each lies in the
     ball as computed."""
     d, k = self.d, self.k
-    table = proposal_table(d, k)
+    table = proposal_table(d, k, cone=True)
     class_cdf = jnp.asarray(cdf(self.class_weights()), dtype)
     k_class, k_slices, k_gamma = jax.random.split(key, 3)
     v = uniforms(k_class, (m, d + 2), dtype)

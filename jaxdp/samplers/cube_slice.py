@@ -26,6 +26,12 @@ the host for each (m, k) by their exact acceptance probabilities:
   k near 0.37 m); the best of the first two alone has minima 0.09, 0.02 and 0.006
   (near k = m / 6).
 
+When only the direction x / g(x) is wanted (g(x) = max(max(x), sum(x) / k), the
+count ball's halves), any density of the form h(g(x)) on S(m, k) gives it the cone
+measure, and the wrapped simplex accepted against h(g(x)) = C(a + m - 1 - floor(k
+g(x)), m) accepts more (:func:`shell_proposal`: 0.50 instead of 0.38 at m = 25,
+k = 10; 0.86 instead of 0.51 at m = 40, k = 10).
+
 :mod:`jaxdp.samplers.slice_kernel` picks, for each size, the one that accepts most
 and draws them in one kernel. Every draw ends: :func:`rejection_fill` retries
 rejected rows only, never a biased fallback.
@@ -54,10 +60,12 @@ __all__ = [
   "log_slice_volumes",
   "rejection_fill",
   "round_slots",
+  "shell_proposal",
   "shuffle_proposal",
   "slice_moments",
   "slice_table",
   "wrapped_proposal",
+  "wrapped_thresholds",
 ]
 
 # rejection_fill's rows per round, at least (a smaller batch takes all of them).
@@ -175,13 +183,64 @@ def wrapped_proposal(m: int, k: int, logvol: float) -> tuple[int, np.ndarray, fl
     else:
       hi = mid
   a = lo
+  return a, wrapped_thresholds(m, k, a), log_acc(a)
+
+
+def wrapped_thresholds(m: int, k: int, a: int) -> np.ndarray:
+  """``thresholds[i]`` = log C(a + m - 1 - i, m) - log C(a + m - k, m), i = 0..k - 1
+  (read-only): the wrapped simplex's log density on the slab i over its least, on
+  the slab k - 1."""
   # thresholds[k - 1 - c] = sum_{t = 1..c} log((a + m - k + t) / (a - k + t)), from
   # the ratios C(n, m) / C(n - 1, m) = n / (n - m) at n = a + m - k + t.
   t = np.arange(1, k, dtype=np.float64)
   steps = np.log((a + m - k + t) / (a - k + t))
   thresholds = np.concatenate([np.cumsum(steps)[::-1], [0.0]])
   thresholds.setflags(write=False)
-  return a, thresholds, log_acc(a)
+  return thresholds
+
+
+def shell_proposal(m: int, k: int, logvol: float) -> tuple[int, np.ndarray, float]:
+  """The wrapped simplex for the cone measure of S(m, k), m > k, given ``logvol`` =
+  log vol S(m, k): ``(a, thresholds, log_acc)``, the thresholds those of
+  :func:`wrapped_thresholds`.
+
+  Only the direction x / g(x) is wanted (g(x) = max(max(x), sum(x) / k), the gauge
+  of S(m, k)), and it follows the cone measure of S(m, k) for any density of the
+  form h(g(x)) (polar coordinates: dx = m vol S t^(m - 1) dt dmu(u) for x = t u).
+  The wrapped simplex's density, prop. to C(a + m - 1 - floor(sum(x)), m), falls with
+  the sum, and sum(x) <= k g(x); so h(g(x)) = C(a + m - 1 - floor(k g(x)), m) is at
+  most it on S(m, k): accepting x when an Exp(1) variate is at least
+  ``thresholds[floor(sum(x))] - thresholds[floor(k g(x))]`` leaves x with density
+  h(g(x)). Its acceptance, vol S m! / a^m E[C(a + m - 1 - floor(k g), m)] for g ~
+  Beta(m, 1) (g(x) for x uniform in S(m, k)), is at least the uniform target's, whose
+  threshold is ``thresholds[floor(sum(x))]`` alone; a is the integer >= k that
+  maximises it, found as in :func:`wrapped_proposal`.
+  """
+  i = np.arange(k, dtype=np.float64)
+  # log P(floor(k g) = i) = log(((i + 1) / k)^m - (i / k)^m)
+  log_p = m * np.log((i + 1) / k) + np.log1p(-((i / (i + 1)) ** m))
+
+  def log_acc(a):
+    n = a + m - 1 - i
+    terms = log_p + _log_comb(n, m)
+    top = np.max(terms)
+    mean = top + math.log(np.sum(np.exp(terms - top)))
+    return logvol + math.lgamma(m + 1) - m * math.log(a) + mean
+
+  lo, hi = k, k + 64 * m  # the least a in [lo, hi] where the acceptance stops rising
+  while lo < hi:
+    mid = (lo + hi) // 2
+    if log_acc(mid + 1) > log_acc(mid):
+      lo = mid + 1
+    else:
+      hi = mid
+  return lo, wrapped_thresholds(m, k, lo), log_acc(lo)
+
+
+def _log_comb(n: np.ndarray, r: int) -> np.ndarray:
+  """log C(n, r) for float arrays n >= r."""
+  lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
+  return lgamma(n + 1) - math.lgamma(r + 1) - lgamma(n - r + 1)
 
 
 def round_slots(m: int, acceptance: float) -> int:

@@ -10,7 +10,10 @@ wrapped simplex as the sum ball does.
 
 Every proposal's density on the cube is a function of sum(x) (the wrapped simplex's
 of the slab floor(sum(x))), and its acceptance, a comparison of a fresh Exp(1)
-variate with a threshold of sum(x), corrects it to the uniform law of S(m, k).
+variate with a threshold of sum(x), corrects it to the uniform law of S(m, k); a
+table for the cone measure (``cone``) may instead take the wrapped simplex of
+:func:`~jaxdp.samplers.cube_slice.shell_proposal`, whose threshold is that of
+floor(sum(x)) less that of floor(k g(x)), with g(x) = max(max(x), sum(x) / k).
 
 The wrapped simplex's thresholds grow with k - 1 - floor(sum(x)); the table keeps
 the last ``WINDOW`` slabs below k and rejects the others. A slab is left out only when
@@ -30,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp._cache import value_cache
-from jaxdp.samplers.cube_slice import slice_table, wrapped_proposal
+from jaxdp.samplers.cube_slice import shell_proposal, slice_table, wrapped_proposal
 from jaxdp.samplers.words import paired_words, unit_floats
 
 __all__ = [
@@ -55,25 +58,33 @@ class ProposalTable(NamedTuple):
   0 for the cube), ``scale`` (1 - exp(-lam), the fraction of [0, 1) whose uniforms
   map to Exp(lam) truncated to [0, 1]; 1 when lam = 0 or a > 0), ``thresholds``
   (``(d + 1, width)``: column c the wrapped simplex's threshold of the slab k - 1 - c;
-  ``MAX_EXPONENTIAL`` where it is at least that) and ``log_acc`` (log acceptance)."""
+  ``MAX_EXPONENTIAL`` where it is at least that), ``log_acc`` (log acceptance) and
+  ``shell`` (bool, or None for none: the wrapped simplex of
+  :func:`~jaxdp.samplers.cube_slice.shell_proposal`, for the cone measure only, its
+  thresholds kept whole)."""
 
   a: np.ndarray
   lam: np.ndarray
   scale: np.ndarray
   thresholds: np.ndarray
   log_acc: np.ndarray
+  shell: np.ndarray | None = None
 
 
 @value_cache(maxsize=64)
-def proposal_table(d: int, k: int) -> ProposalTable:
+def proposal_table(d: int, k: int, cone: bool = False) -> ProposalTable:
   """The proposal of each S(m, k), m = 0..d, that accepts most (see the module
-  docstring)."""
+  docstring); with ``cone``, for a point whose direction x / g(x) follows the cone
+  measure of S(m, k) (its radius g(x) not uniform's), which the wrapped simplex of
+  :func:`~jaxdp.samplers.cube_slice.shell_proposal` accepts more often (k <=
+  ``WINDOW``)."""
   tilt = slice_table(d, k)
   width = min(k, WINDOW)
   a = np.zeros(d + 1, np.int64)
   lam = np.zeros(d + 1)
   thresholds = np.full((d + 1, width), MAX_EXPONENTIAL)
   log_acc = np.zeros(d + 1)
+  shell = np.zeros(d + 1, bool)
   for m in range(k + 1, d + 1):  # m <= k: the cube, always accepted
     lam[m], log_acc[m] = tilt.lam[m], tilt.log_acc[m]
     wrap_a, thr, wrap_acc = wrapped_proposal(m, k, tilt.logvol[m])
@@ -81,8 +92,13 @@ def proposal_table(d: int, k: int) -> ProposalTable:
     if wrap_acc >= tilt.log_acc[m] and fits:  # (the scaled simplex is a = k)
       a[m], lam[m], log_acc[m] = wrap_a, 0.0, wrap_acc
       thresholds[m] = np.minimum(thr[::-1][:width], MAX_EXPONENTIAL)
+    if cone and k <= width:
+      shell_a, thr, shell_acc = shell_proposal(m, k, tilt.logvol[m])
+      if shell_acc > log_acc[m]:
+        a[m], lam[m], log_acc[m], shell[m] = shell_a, 0.0, shell_acc, True
+        thresholds[m] = thr[::-1]  # differences are compared: none is clipped
   scale = np.where((a > 0) | (lam == 0), 1.0, -np.expm1(-lam))
-  out = ProposalTable(a, lam, scale, thresholds, log_acc)
+  out = ProposalTable(a, lam, scale, thresholds, log_acc, shell)
   for arr in out:
     arr.setflags(write=False)  # shared by every caller of the cache
   return out
@@ -103,9 +119,10 @@ def slice_proposals(u, extra, pos, sizes, table: ProposalTable, k: int):
 
   Returns:
     ``(x, ok, g)``: ``x`` ``(n, d)`` the proposals (each group's coordinates a
-    uniform point of its S(m, k) when accepted), ``ok`` and ``g`` tuples of ``(n,)``
-    arrays: each group's acceptance and its norm max(max(x), sum(x) / k) (0 for an
-    empty group).
+    uniform point of its S(m, k) when accepted; with a ``table`` for the cone
+    measure, a point whose direction x / g(x) follows it), ``ok`` and ``g`` tuples
+    of ``(n,)`` arrays: each group's acceptance and its norm g(x) = max(max(x),
+    sum(x) / k) (0 for an empty group).
   """
   dtype = u.dtype
   groups = 1 if pos is None else 2
@@ -117,13 +134,16 @@ def slice_proposals(u, extra, pos, sizes, table: ProposalTable, k: int):
   else:
     flat_thr = jnp.asarray(table.thresholds.reshape(-1), dtype)
     offsets = [size * width for size in sizes]
-  par = []  # per group: (a, lam, scale, cube, wrap), (n,) arrays or Python scalars
+  has_shell = table.shell is not None and bool(np.any(table.shell))
+  par = []  # per group: (a, lam, scale, cube, wrap, shell), (n,) arrays or scalars
   for size in sizes:
     if isinstance(size, int):
       wrap_a, lam, scale = (float(t[size]) for t in (table.a, table.lam, table.scale))
+      shell = has_shell and bool(table.shell[size])
     else:
       wrap_a, lam, scale = (jnp.asarray(t, dtype)[size] for t in table[:3])
-    par.append((wrap_a, lam, scale, (wrap_a == 0) & (lam == 0), wrap_a > 0))
+      shell = jnp.asarray(table.shell)[size] if has_shell else False
+    par.append((wrap_a, lam, scale, (wrap_a == 0) & (lam == 0), wrap_a > 0, shell))
 
   def per_coordinate(i):  # a per-group parameter broadcast over the coordinates
     if groups == 1:
@@ -136,7 +156,7 @@ def slice_proposals(u, extra, pos, sizes, table: ProposalTable, k: int):
     (totals,) = group_reduce(e, pos, (jnp.add,))
   factors = []
   for g in range(groups):
-    wrap_a, lam, _, cube, wrap = par[g]
+    wrap_a, lam, _, cube, wrap, _ = par[g]
     tilted = 1 / jnp.where(cube | wrap, 1.0, lam)
     if isinstance(wrap, bool) and not wrap:  # a static size without a wrapped simplex
       factors.append(tilted)
@@ -148,11 +168,16 @@ def slice_proposals(u, extra, pos, sizes, table: ProposalTable, k: int):
   sums, bigs = group_reduce(x, pos, (jnp.add, jnp.maximum))
   oks, norms = [], []
   for g in range(groups):
-    wrap_a, lam, _, _, wrap = par[g]
+    wrap_a, lam, _, _, wrap, shell = par[g]
     s, big = sums[g], bigs[g]
     col = k - 1 - jnp.floor(s).astype(jnp.int32)  # the slab's column (wrapped)
     thr = flat_thr[offsets[g] + jnp.clip(col, 0, width - 1)]
     thr = jnp.where(col < width, thr, jnp.inf)
+    if not isinstance(shell, bool) or shell:
+      # the column of floor(k g(x)) = max(floor(sum(x)), floor(k max(x)))
+      col_g = jnp.minimum(col, k - 1 - jnp.floor(k * big).astype(jnp.int32))
+      least = flat_thr[offsets[g] + jnp.clip(col_g, 0, width - 1)]
+      thr = thr - jnp.where(shell, least, 0)
     t = jnp.where(wrap, thr, lam * (k - s))
     oks.append((big <= 1) & (s <= k) & (e_extra[:, 2 * g + 1] >= t))
     norms.append(jnp.maximum(big, s / k))
