@@ -35,8 +35,14 @@ KEY = bytes(range(64, 96))
 SLOW = pytest.mark.slow
 
 
-def _key(i=0):
-  return jax.random.fold_in(dprandom.secure_key(KEY), 3000 + i)
+def _key(i=0, secure=True):
+  """Key i: a secure (ChaCha20) key where the mechanisms (and a release) are tested; a
+  Threefry key (kernels compiling about twice as fast) where it only supplies the
+  uniform bits of a law or of an equality check (batching, forced host paths)."""
+  base = (
+    dprandom.secure_key(KEY) if secure else jax.random.key(int.from_bytes(KEY[:4], "big"))
+  )
+  return jax.random.fold_in(base, 3000 + i)
 
 
 # One compiled program per plan table rather than one per eager operation.
@@ -100,7 +106,7 @@ def test_subsets_are_uniform():
   p > 1e-4), every row exactly cls coordinates; cls 0 and 5 give none and all."""
   n = 30_000
   cls = jnp.asarray(np.repeat([2, 0, 5], [n, 10, 10]), jnp.int32)
-  keys = jax.random.split(_key(1), n + 20)
+  keys = jax.random.split(_key(1, secure=False), n + 20)
   with jax.enable_x64(True):
     pos = np.asarray(_choose_subset(keys, cls, 5))
   assert (pos.sum(axis=1) == np.asarray(cls)).all()
@@ -117,7 +123,7 @@ def test_tied_subset_keys_are_drawn_again(monkeypatch):
   0 and d give none and all. Without the redraw the tied rows would get no
   coordinate."""
   d, m = 6, 42
-  keys = jax.random.split(_key(71), m)
+  keys = jax.random.split(_key(71, secure=False), m)
   cls = np.arange(m) % (d + 1)
   real, traced = jax.random.bits, []
 
@@ -175,7 +181,7 @@ def test_noise_follows_the_exact_law(tab):
   against the exact uniform law on its slice; ||Y||_K against Gamma(5) (KS); all
   p > 1e-4."""
   d, k, n = 5, 2, 40_000
-  cls, pos, _, lo, hi, e = (np.asarray(v) for v in _accepted(_key(2), tab, n))
+  cls, pos, _, lo, hi, e = (np.asarray(v) for v in _accepted(_key(2, secure=False), tab, n))
   x = (lo + hi).astype(np.float64) * 2.0**-53
   w = np.array([float(v) for v in _exact_weights(d, k)])
   counts = np.bincount(cls, minlength=d + 1)
@@ -201,7 +207,9 @@ def test_a_missing_bernoulli_step_fails_the_law():
   tab = _forced(5, 2, 5)
   skew = tab.plans[3]._replace(p_top=(2**64 - 1,), p_full=(2**256 - 1,))
   tab = tab._replace(plans=(*tab.plans[:3], skew, *tab.plans[4:]))
-  cls, pos, _, lo, hi, _ = (np.asarray(v) for v in _accepted(_key(3), tab, 40_000))
+  cls, pos, _, lo, hi, _ = (
+    np.asarray(v) for v in _accepted(_key(3, secure=False), tab, 40_000)
+  )
   x = (lo + hi).astype(np.float64) * 2.0**-53
   rows = cls == 3
   pts = x[rows][pos[rows]].reshape(rows.sum(), 3)
@@ -323,7 +331,7 @@ def test_rounded_noise_matches_the_float_sampler():
   scale 2): coordinate 0 (clipped to [-6, 6]) and the number of positive
   coordinates, two-sample chi-square, p > 1e-4."""
   n, ball = 20_000, jaxdp.CountBall(4, 2)
-  ex = np.asarray(exact.count_knorm(_key(5), 4, 2, 2.0, (n,)))
+  ex = np.asarray(exact.count_knorm(_key(5, secure=False), 4, 2, 2.0, (n,)))
   fl = np.asarray(
     jax.jit(ball.knorm_points, static_argnums=(1, 2))(jax.random.key(9), n, jnp.float32)
   )
@@ -396,7 +404,7 @@ def test_mechanisms_translate_are_publishable_and_refuse_bad_input():
     exact.count_knorm(key, 4, 5, 1.0)
   bad = jax.jit(
     lambda e: jaxdp.KNormMechanism(jaxdp.CountBall(4, 2), e, exact=True).randomize(
-      key, jnp.zeros(4, jnp.int32)
+      _key(41, secure=False), jnp.zeros(4, jnp.int32)
     )
   )(jnp.float32(jnp.nan))
   assert (np.asarray(bad) == np.iinfo(np.int32).min).all()
@@ -420,7 +428,7 @@ def test_a_callers_vmap_and_jit_give_each_key_its_own_draw():
   unbatched draws reuse; two chunks, whose batched offsets must lower with x64 off)
   each member's noise equals its own unbatched draw at its static scale: one
   compilation checks both the batching and the traced scale."""
-  keys = jax.random.split(_key(51), 3)
+  keys = jax.random.split(_key(51, secure=False), 3)
   scales = (3.0, 2.0, 0.75)
   draw = lambda k, s: exact.count_knorm(k, 4, 2, s, (20_000,))
   batched = jax.jit(jax.vmap(draw))(keys, jnp.asarray(scales))
@@ -437,7 +445,7 @@ def test_k1_is_iid_laplace():
   (P(n) = e^(-|n|/b) sinh(1/(2b)) for n != 0, 1 - e^(-1/(2b)) at 0), chi-square
   with |n| >= 6 pooled, p > 1e-4; the signs of coordinates 0 and 1 independent."""
   b, n = 1.5, 20_000
-  x = np.asarray(exact.count_knorm(_key(71), 4, 1, b, (n,)))
+  x = np.asarray(exact.count_knorm(_key(71, secure=False), 4, 1, b, (n,)))
   top = 6
   probs = [math.exp(-abs(v) / b) * math.sinh(1 / (2 * b)) for v in range(-top + 1, top)]
   probs[top - 1] = 1 - math.exp(-1 / (2 * b))
@@ -457,7 +465,7 @@ def test_forced_host_paths_release_the_same_integers(monkeypatch):
   samples refined on the host) releases the normal run's integers from the same key
   (d = 5, k = 2, scale 40). Both host paths are forced in one compilation: a wrong
   host decision or a wrong host rounding on any sample changes the release."""
-  key = _key(31)
+  key = _key(31, secure=False)
   normal = np.asarray(exact.count_knorm(key, 5, 2, 40.0, (300,)))
   jax.clear_caches()
   try:
@@ -499,7 +507,7 @@ def test_an_undecided_class_is_an_error_not_a_guess(monkeypatch):
   monkeypatch.setattr(exact_count, "choose_class", tied)
   try:
     with pytest.raises(Exception, match="orthant class could not be decided with 256"):
-      jax.block_until_ready(exact.count_knorm(_key(61), 4, 2, 1.0, (10,)))
+      jax.block_until_ready(exact.count_knorm(_key(61, secure=False), 4, 2, 1.0, (10,)))
   finally:
     monkeypatch.undo()
     jax.clear_caches()

@@ -28,8 +28,14 @@ KEY = bytes(range(64, 96))
 BITS = 244
 
 
-def _key(i=0):
-  return jax.random.fold_in(dprandom.secure_key(KEY), 3000 + i)
+def _key(i=0, secure=True):
+  """Key i: a secure (ChaCha20) key where the mechanisms (and a release) are tested; a
+  Threefry key (kernels compiling about twice as fast) where it only supplies the
+  uniform bits of a law or of an equality check (batching, forced host paths)."""
+  base = (
+    dprandom.secure_key(KEY) if secure else jax.random.key(int.from_bytes(KEY[:4], "big"))
+  )
+  return jax.random.fold_in(base, 3000 + i)
 
 
 # One compiled program per shape rather than one per eager operation.
@@ -93,7 +99,7 @@ def test_lift_choice_engineered_at_a_tie():
   minimum, the device (32 digits) leaves the choice undecided, and the host decides
   every case as the brute force does."""
   rng = np.random.default_rng(3)
-  ties, sides = 0, set()
+  ties, sides, tied_rows = 0, set(), []
   for t in range(60):
     y, z = (int.from_bytes(rng.bytes(31), "big") >> 5 for _ in range(2))  # < 2^243
     x = (y + z + (1 << BITS)) // 2 + (3 if t % 2 else -3)
@@ -106,10 +112,13 @@ def test_lift_choice_engineered_at_a_tie():
     if want_k < 2:  # the tie between lifting x and lifting nothing is the minimum
       ties += 1
       sides.add(want_k)
-      with jax.enable_x64(True):
-        j = jnp.asarray([[a >> (BITS - 32) for a in v]], jnp.int64)
-        assert not bool(_vote_lift(j, 32)[2][0])
+      tied_rows.append([a >> (BITS - 32) for a in v])
   assert ties >= 10 and sides == {0, 1}
+  # every tied row at once, padded to the 200 rows of the brute-force test's compile
+  j = np.zeros((200, 3), np.int64)
+  j[:ties] = tied_rows
+  with jax.enable_x64(True):
+    assert not np.asarray(_vote_lift(jnp.asarray(j), 32)[2])[:ties].any()
 
 
 def _reference_vote(words, extra, scale, d, unrounded=False):
@@ -159,8 +168,8 @@ def test_fast_pass_and_refinement_equal_high_precision(d):
     s = float(
       (mpmath.floor(abs(y) * 37) + mpmath.mpf(0.5)) / abs(y) * (1 + mpmath.mpf(2.0**-60))
     )
-    with jax.enable_x64(True):
-      assert not bool(_vote_round(jnp.asarray(words[t : t + 1]), jnp.float64(s), d)[1][0])
+    with jax.enable_x64(True):  # all rows (the shape compiled above), row t checked
+      assert not bool(_vote_round(jnp.asarray(words), jnp.float64(s), d)[1][t])
     assert list(exact_vote.refine_vote_sample(words[t], extra[t], s, d)) == _reference_vote(
       words[t], extra[t], s, d
     )
@@ -175,13 +184,12 @@ def test_law_second_moment_norms_and_the_float_sampler():
   each, p > 1e-4)."""
   d, n = 4, 40_000
   ball = jaxdp.VoteBall(d)
-  words = np.asarray(jax.random.bits(_key(1), (n, 2 * d + 2, 2), jnp.uint32))
+  words = np.asarray(jax.random.bits(_key(1, secure=False), (n, 2 * d + 2, 2), jnp.uint32))
   with jax.enable_x64(True):
     vw = jnp.asarray(words[:, d + 1 : 2 * d + 1])
     lift, k, decided = (np.asarray(a) for a in _vote_lift(vw[..., 0].astype(jnp.int64), 32))
-    v = (np.asarray(_digits52(vw)) + 0.5) * 2.0**-52
-    t = (np.asarray(_digits52(jnp.asarray(words[:, 2 * d + 1]))) + 0.5) * 2.0**-52
-    e = -np.log1p(-(np.asarray(_digits52(jnp.asarray(words[:, : d + 1]))) + 0.5) * 2.0**-52)
+    u = (np.asarray(_digits52(jnp.asarray(words))) + 0.5) * 2.0**-52  # (n, 2d + 2)
+  v, t, e = u[:, d + 1 : 2 * d + 1], u[:, 2 * d + 1], -np.log1p(-u[:, : d + 1])
   assert decided.all()
   z = (
     d * v
@@ -196,8 +204,10 @@ def test_law_second_moment_norms_and_the_float_sampler():
   assert norm.max() <= 1 + 1e-9
   assert stats.kstest(norm, stats.beta(d, 1).cdf).pvalue > 1e-4
   assert stats.kstest(norm * e.sum(1), stats.gamma(d).cdf).pvalue > 1e-4
-  y = np.asarray(exact.vote_knorm(_key(2), 3, 2.0, (20_000,)))[:, 0]
-  f = np.rint(np.asarray(dprandom.knorm(_key(3), jaxdp.VoteBall(3), 0.5, (20_000,))))[:, 0]
+  y = np.asarray(exact.vote_knorm(_key(2, secure=False), 3, 2.0, (20_000,)))[:, 0]
+  f = np.rint(
+    np.asarray(dprandom.knorm(_key(3, secure=False), jaxdp.VoteBall(3), 0.5, (20_000,)))
+  )[:, 0]
   values = np.union1d(y, f)
   table = np.stack([[np.sum(y == c) for c in values], [np.sum(f == c) for c in values]])
   assert stats.chi2_contingency(table[:, table.min(axis=0) >= 5]).pvalue > 1e-4
@@ -253,29 +263,11 @@ def test_vote_mechanisms_translate_are_publishable_and_refuse_bad_input():
 def test_a_callers_vmap_gives_each_key_its_own_draw():
   """Under a caller's vmap over three keys each member's noise equals its own
   unbatched draw."""
-  keys = jax.random.split(_key(6), 3)
+  keys = jax.random.split(_key(6, secure=False), 3)
   draw = lambda k: exact.vote_knorm(k, 4, 3.0, (500,))
   np.testing.assert_array_equal(
     np.asarray(jax.vmap(draw)(keys)), np.stack([np.asarray(draw(k)) for k in keys])
   )
-
-
-@pytest.mark.slow
-def test_forced_refinement_releases_the_same_integers(monkeypatch):
-  """MARGIN widened to 2^-9: most of 500 samples (d = 4, scale 20) are refined on the
-  host inside the jitted kernel, and the release equals the normal run's."""
-  key = _key(4)
-  normal = np.asarray(exact.vote_knorm(key, 4, 20.0, (500,)))
-  jax.clear_caches()
-  try:
-    calls = record_host_refinements(monkeypatch, exact_refine)
-    monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-9)
-    forced = np.asarray(exact.vote_knorm(key, 4, 20.0, (500,)))
-    assert calls and calls[0] > 250, calls
-    np.testing.assert_array_equal(forced, normal)
-  finally:
-    monkeypatch.undo()
-    jax.clear_caches()
 
 
 class _ShiftingScale:
@@ -292,7 +284,26 @@ class _ShiftingScale:
 def test_a_static_scale_is_read_once():
   """Checked at 40 and drawn with 1e-3 if read again: the noise must be the scale-40
   noise from the same key."""
-  key = jax.random.key(91)
+  # the key type and size of the vmap test's draws: its compilation
+  key = _key(91, secure=False)
   want = np.asarray(exact.vote_knorm(key, 4, 40.0, (500,)))
   got = np.asarray(exact.vote_knorm(key, 4, _ShiftingScale(40.0, 1e-3), (500,)))
   np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.slow
+def test_forced_refinement_releases_the_same_integers(monkeypatch):
+  """MARGIN widened to 2^-9: most of 500 samples (d = 4, scale 20) are refined on the
+  host inside the jitted kernel, and the release equals the normal run's."""
+  key = _key(4, secure=False)
+  normal = np.asarray(exact.vote_knorm(key, 4, 20.0, (500,)))
+  jax.clear_caches()
+  try:
+    calls = record_host_refinements(monkeypatch, exact_refine)
+    monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-9)
+    forced = np.asarray(exact.vote_knorm(key, 4, 20.0, (500,)))
+    assert calls and calls[0] > 250, calls
+    np.testing.assert_array_equal(forced, normal)
+  finally:
+    monkeypatch.undo()
+    jax.clear_caches()

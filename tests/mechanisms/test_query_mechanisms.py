@@ -2,6 +2,7 @@
 (on the host and at run time under jit), clipping into a query ball, error bars'
 coverage, and the secure allowlist."""
 
+import functools
 import itertools
 import math
 import re
@@ -125,6 +126,14 @@ def test_ball_norm_is_the_gauge_of_the_rows_hull(ball, query, k):
   np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
+@functools.cache
+def _jit_randomize(query):
+  """``jax.jit(mech.randomize)`` of the row tests' mechanism (``_mech(query, 3, 2,
+  "ball")``, rows traced): one jitted function per query, so that its cases (rows of
+  one shape and dtype) share one compiled program."""
+  return jax.jit(_mech(query, 3, 2, "ball").randomize)
+
+
 @pytest.mark.parametrize(
   "query, rows, match",
   [
@@ -159,7 +168,7 @@ def test_bad_rows_are_refused_on_the_host_and_under_jit(query, rows, match):
     jax.jit(lambda k: mech.randomize(k, rows))(jax.random.key(0))
   first = re.search(r"row (\d)", match).group(1)  # the first bad row, named at run time
   with pytest.raises(Exception, match=rf"data row {first} is not a {query} row"):
-    jax.jit(mech.randomize)(jax.random.key(0), jnp.asarray(rows)).block_until_ready()
+    _jit_randomize(query)(jax.random.key(0), jnp.asarray(rows)).block_until_ready()
 
 
 def test_traced_good_rows_release_as_on_the_host():
