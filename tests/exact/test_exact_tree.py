@@ -292,33 +292,28 @@ def test_a_tree_batch_of_several_chunks_keeps_its_temporaries_to_one_chunk():
   assert temp <= min(exact_samplers.TREE_CHUNK_BYTES, 1 << 23)
 
 
-# jax.clear_caches() makes every later test trace and compile again: these come last.
+# jax.clear_caches() makes every later test trace and compile again: this comes last.
 @pytest.mark.slow
-def test_forced_refinement_gives_the_same_objects(monkeypatch):
-  """Every choice forced through the refined pass (WIDEN = 2^31: the first pass
-  decides almost nothing) gives the same objects."""
+def test_forced_refinement_gives_the_same_objects_and_the_same_release(monkeypatch):
+  """Two checks under one cache clearing (each forced run is its own compilation):
+
+  - every choice forced through the refined pass (WIDEN = 2^31: the first pass
+    decides almost nothing) gives the same objects (40,000, the chi-square test's
+    compilation for the normal ones);
+  - with every choice refined (WIDEN = 2^31) and the noise forced to the host
+    refinement (MARGIN = 2^-3), the exact release has the same integers: 1000
+    samples, nearly all of them refined on the host (999 with this key; over 900
+    asserted). A refinement that differed from the exact rounding on one sample in
+    100 still fails with probability above 0.9999."""
   key = _key(4)
   normal = _objects(N_ON_TOP, key, 40_000)  # the chi-square test's compilation
-  jax.clear_caches()
-  monkeypatch.setattr(exact_tree, "WIDEN", 1 << 31)
-  forced = _objects(N_ON_TOP, key, 40_000)
-  jax.clear_caches()
-  for x, y in zip(normal, forced):
-    np.testing.assert_array_equal(x, y)
-
-
-@pytest.mark.slow
-def test_forced_refinement_gives_the_same_release(monkeypatch):
-  """With every choice refined (WIDEN = 2^31) and the noise forced to the host
-  refinement (MARGIN = 2^-3), the exact release has the same integers: 1000 samples,
-  nearly all of them refined on the host (999 with this key; over 900 asserted). A
-  refinement that differed from the exact rounding on one sample in 100 still fails with
-  probability above 0.9999."""
   poset, n = N_ON_TOP, 1000
-  key = _key(4)
   noise = np.asarray(exact.poset_knorm(key, poset, 0.75, (n,), path="tree"))
   jax.clear_caches()
   monkeypatch.setattr(exact_tree, "WIDEN", 1 << 31)
+  forced = _objects(N_ON_TOP, key, 40_000)
+  for x, y in zip(normal, forced):
+    np.testing.assert_array_equal(x, y)
   monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-3)
   calls = record_host_refinements(monkeypatch, exact_refine)
   got = np.asarray(exact.poset_knorm(key, poset, 0.75, (n,), path="tree"))
