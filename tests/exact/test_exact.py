@@ -94,22 +94,33 @@ def test_uniform_below_is_uniform_and_in_range():
   assert stats.chisquare(np.bincount(r & 7, minlength=8)).pvalue > 1e-4
 
 
+@functools.cache
+def _nhis3_objects(n=4000):
+  """(tables, seq, size_a, coefficients) of n uniform NHIS-3 objects from _key(4),
+  drawn and compiled once for the two tests that read them (numpy arrays)."""
+  poset = jaxdp.Poset.nhis(3)
+  tables, total = exact_tables(poset)
+  with jax.enable_x64(True):
+    t = jax.tree_util.tree_map(jnp.asarray, tables)
+    seq, size_a = _unrank(_uniform_below(_key(4), total, n), t, poset.d)
+    coeff = _coefficients(seq, size_a, t.up)
+  return tables, np.asarray(seq), np.asarray(size_a), np.asarray(coeff)
+
+
 @pytest.mark.slow
 def test_coefficients_match_the_float_samplers_chain_construction():
   """Row i of the coefficient matrix is vertex i: checked against chain_noise (the
-  audited float construction) on unit weights for 2000 NHIS-3 objects."""
-  poset = jaxdp.Poset.nhis(3)
-  tables, total = exact_tables(poset)
-  d = poset.d
+  audited float construction) on unit weights for 4000 NHIS-3 objects (the fast-pass
+  test's objects: one draw, one compilation)."""
+  d = jaxdp.Poset.nhis(3).d
+  tables, seq, size_a, coeff = _nhis3_objects()
+  n = len(size_a)
   with jax.enable_x64(True):
-    t = jax.tree_util.tree_map(jnp.asarray, tables)
-    rank = _uniform_below(_key(2), total, 2000)
-    seq, size_a = _unrank(rank, t, d)
-    coeff = np.asarray(_coefficients(seq, size_a, t.up))
-    units = jnp.eye(d + 2)[:, None, :] * jnp.ones((1, 2000, 1))  # (d+2, 2000, d+2)
-    ref = jax.jit(jax.vmap(lambda u: chain_noise(seq, size_a, u, t.up, jnp.float64)))(
+    up = jnp.asarray(tables.up)
+    units = jnp.eye(d + 2)[:, None, :] * jnp.ones((1, n, 1))  # (d+2, n, d+2)
+    ref = jax.jit(jax.vmap(lambda u: chain_noise(seq, size_a, u, up, jnp.float64)))(
       units
-    )  # (d+2, 2000, d+1)
+    )  # (d+2, n, d+1)
     np.testing.assert_array_equal(coeff, np.asarray(ref).transpose(1, 0, 2))
 
 
@@ -188,24 +199,22 @@ def test_poset_fast_pass_matches_high_precision_on_4000_samples():
   mpmath's, and at least 99.9% are settled. The kernel's chain form (chain_round)
   agrees with the coefficient form on all 4000 at both scales."""
   poset = jaxdp.Poset.nhis(3)
-  tables, total = exact_tables(poset)
+  tables, seq, size_a, coeff = _nhis3_objects()  # from _key(4)
   n, d = 4000, poset.d
+  assert len(size_a) == n
   rng = np.random.default_rng(12)
   words = rng.integers(0, 2**32, (n, d + 2, 2), dtype=np.uint64).astype(np.uint32)
   extra = rng.integers(0, 2**32, (n, d + 2, exact.REFINE_WORDS), dtype=np.uint64).astype(
     np.uint32
   )
   with jax.enable_x64(True):
-    t = jax.tree_util.tree_map(jnp.asarray, tables)
-    seq, size_a = _unrank(_uniform_below(_key(4), total, n), t, d)
-    coeff = _coefficients(seq, size_a, t.up)
+    up = jnp.asarray(tables.up)
     outs = [jax.jit(exact.knorm_round)(jnp.asarray(words), coeff, s) for s in (0.5, 7.0)]
     # the kernel's chain form gives the same integers and the same settled flags
     for s, (k, settled) in zip((0.5, 7.0), outs):
-      k2, settled2 = jax.jit(exact.chain_round)(jnp.asarray(words), seq, size_a, t.up, s)
+      k2, settled2 = jax.jit(exact.chain_round)(jnp.asarray(words), seq, size_a, up, s)
       np.testing.assert_array_equal(k2, k)
       np.testing.assert_array_equal(settled2, settled)
-  coeff = np.asarray(coeff)
   for (k, settled), s, half in zip(outs, (0.5, 7.0), (slice(0, n // 2), slice(n // 2, n))):
     k, settled = np.asarray(k), np.asarray(settled)
     assert settled.mean() > 0.999
@@ -295,10 +304,11 @@ def test_exact_releases_translate_with_the_statistic():
     a - b, np.asarray(mech.statistic(rows)) - np.asarray(mech.statistic(rows[1:]))
   )
   lap = jaxdp.LaplaceMechanism(0.3, exact=True)
+  # three entries, as the integer-dtype tests' statistics: one compilation for both
   np.testing.assert_array_equal(
-    np.asarray(lap.randomize(key, jnp.array([5, 9])))
-    - np.asarray(lap.randomize(key, jnp.array([4, 9]))),
-    [1, 0],
+    np.asarray(lap.randomize(key, jnp.array([5, 9, 0])))
+    - np.asarray(lap.randomize(key, jnp.array([4, 9, 0]))),
+    [1, 0, 0],
   )
 
 
@@ -367,12 +377,13 @@ def test_secure_accountant_refuses_float_mechanisms_and_other_keys():
   assert float(acct.spent_eps) == 0.0
   with pytest.raises(ValueError, match="ChaCha20"):
     jaxdp.Accountant.create(1.0, secure=True, key=jax.random.key(0))
+  # three entries, as the other Laplace releases of this file: one compilation
   acct, out = jaxdp.release(
-    acct, jaxdp.LaplaceMechanism(0.6, exact=True), jnp.array([3, 4])
+    acct, jaxdp.LaplaceMechanism(0.6, exact=True), jnp.array([3, 4, 5])
   )
   assert out.dtype == jnp.int32 and bool(acct.last_answered)
   acct, out = jaxdp.release(
-    acct, jaxdp.LaplaceMechanism(0.6, exact=True), jnp.array([3, 4])
+    acct, jaxdp.LaplaceMechanism(0.6, exact=True), jnp.array([3, 4, 5])
   )
   assert not bool(acct.last_answered)
   assert np.all(np.asarray(out) == np.iinfo(np.int32).min)
@@ -575,7 +586,8 @@ def test_exact_statistics_of_any_integer_dtype_keep_their_value(dtype):
 @pytest.mark.parametrize(
   "draw, kernel",
   [
-    (lambda k, s: exact.laplace(k, (29,), scale=s), exact.samplers._laplace_kernel),
+    # 4000 draws: the forced-refinement test's normal draw, the same compilation
+    (lambda k, s: exact.laplace(k, (4000,), scale=s), exact.samplers._laplace_kernel),
     (lambda k, s: exact.linf_knorm(k, 3, s, (29,)), exact.samplers._linf_kernel),
     (lambda k, s: exact.l2_knorm(k, 3, s, (29,)), exact.l2._l2_kernel),
   ],
@@ -601,6 +613,7 @@ def test_forced_refinement_through_the_kernel_gives_the_same_release(monkeypatch
   the host refinement inside the jitted kernel; the released integers must equal
   the normal run's from the same key (both are the exact rounding)."""
   key = _key(5)
+  # the kernel test_a_new_static_scale_compiles_nothing[laplace] compiled
   normal = np.asarray(exact.laplace(key, (4000,), scale=0.75))
   jax.clear_caches()
   monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-3)

@@ -44,12 +44,26 @@ def _random_words(rng, n, d, width=1):
   return words, extra.astype(np.uint32)
 
 
-def _reference_l2(words, extra, scale, d, unrounded=False):
+def _reference_l2(words, extra, scale, d, unrounded=False, parts=None):
   """round(scale * T * G / |G|) in mpmath at 300 bits, G_(2j, 2j+1) =
   sqrt(-2 log(1 - V_j)) (cos, sin)(2 pi U_j) for the first ceil(d/2) uniforms V and
   the angles U, T the sum of -log(1 - V) over the first d uniforms; each uniform's
   digits (the word's 32, or two words' 52, then 192 from ``extra``) then the
-  midpoint; with ``unrounded`` the real values instead."""
+  midpoint; with ``unrounded`` the real values instead. ``parts``: the same
+  sample's ``_reference_l2_parts`` when already computed (the same numbers)."""
+  t, g, norm = _reference_l2_parts(words, extra, d) if parts is None else parts
+  mpmath.mp.prec = 300
+  s = mpmath.mpf(float(scale))
+  if unrounded:
+    return [s * t * x / norm for x in g]
+  return [int(mpmath.floor(s * t * x / norm + mpmath.mpf(0.5))) for x in g]
+
+
+def _reference_l2_parts(words, extra, d):
+  """(T, G, |G|) of ``_reference_l2`` at 300 bits. Each -log(1 - V_j) is computed
+  once and used in T and in G's radius (doubling and negating are exact), and cos
+  and sin come from one ``mpmath.cos_sin`` (the very values of mpmath.cos and
+  mpmath.sin: both read the same routine's pair)."""
   mpmath.mp.prec = 300
 
   def value(w, x):
@@ -62,18 +76,16 @@ def _reference_l2(words, extra, scale, d, unrounded=False):
 
   vals = [value(w, x) for w, x in zip(words, extra)]
   h = -(-d // 2)
-  t = mpmath.fsum(-mpmath.log(1 - v) for v in vals[:d])
+  logs = [-mpmath.log(1 - v) for v in vals[:d]]
+  t = mpmath.fsum(logs)
   g = []
   for j in range(h):
-    rad = mpmath.sqrt(-2 * mpmath.log(1 - vals[j]))
-    ang = 2 * mpmath.pi * vals[d + j]
-    g += [rad * mpmath.cos(ang), rad * mpmath.sin(ang)]
+    rad = mpmath.sqrt(2 * logs[j])
+    cos, sin = mpmath.cos_sin(2 * mpmath.pi * vals[d + j])
+    g += [rad * cos, rad * sin]
   g = g[:d]
   norm = mpmath.sqrt(mpmath.fsum(x * x for x in g))
-  s = mpmath.mpf(float(scale))
-  if unrounded:
-    return [s * t * x / norm for x in g]
-  return [int(mpmath.floor(s * t * x / norm + mpmath.mpf(0.5))) for x in g]
+  return t, g, norm
 
 
 @pytest.mark.parametrize(
@@ -99,8 +111,9 @@ def test_fast_pass_cos_sin_error_is_far_below_the_margin(bits, log2_bound, pad):
   mpmath.mp.prec = 200
   worst = 0.0
   for mi, ci, si in zip(mid, c, s):
-    ang = 2 * mpmath.pi * mpmath.mpf(float(mi))
-    worst = max(worst, abs(float(mpmath.cos(ang) - ci)), abs(float(mpmath.sin(ang) - si)))
+    # mpmath's cos and sin of 2 pi t at once (the same values as mpmath.cos, mpmath.sin)
+    ref_c, ref_s = mpmath.cos_sin(2 * mpmath.pi * mpmath.mpf(float(mi)))
+    worst = max(worst, abs(float(ref_c - ci)), abs(float(ref_s - si)))
   assert worst <= bound, worst
   assert getattr(exact_l2, pad) >= bound + math.pi * 2.0**-bits + 2.0**-52
   assert exact_l2.trig_pad(bits) == getattr(exact_l2, pad)
@@ -316,14 +329,15 @@ def test_l2_fast_pass_is_right_next_to_a_rounding_boundary(d):
   fast = jax.jit(exact_l2.l2_round_marked, static_argnums=2)
   unsettled = 0
   for i in range(len(words)):
-    y = _reference_l2(words[i], extra[i], 1.0, d, unrounded=True)
+    parts = _reference_l2_parts(words[i], extra[i], d)  # for both references
+    y = _reference_l2(words[i], extra[i], 1.0, d, unrounded=True, parts=parts)
     c = int(rng.integers(0, d))
     target = math.floor(abs(float(y[c])) * 4.0) + 0.5  # a half-integer near 4|y_c|
     eps = float(rng.uniform(-(2.0**-26), 2.0**-26))
     s = target / abs(float(y[c])) * (1 + eps)
     with jax.enable_x64(True):
       k = np.asarray(fast(jnp.asarray(words[i : i + 1]), s, d))[0]
-    ref = _reference_l2(words[i], extra[i], s, d)
+    ref = _reference_l2(words[i], extra[i], s, d, parts=parts)
     for kc, rc in zip(k, ref):
       assert kc == UNSETTLED or kc == rc, (i, list(k), ref)
     unsettled += int(k[c] == UNSETTLED)
