@@ -213,8 +213,9 @@ def shell_proposal(m: int, k: int, logvol: float) -> tuple[int, np.ndarray, floa
   ``thresholds[floor(sum(x))] - thresholds[floor(k g(x))]`` leaves x with density
   h(g(x)). Its acceptance, vol S m! / a^m E[C(a + m - 1 - floor(k g), m)] for g ~
   Beta(m, 1) (g(x) for x uniform in S(m, k)), is at least the uniform target's, whose
-  threshold is ``thresholds[floor(sum(x))]`` alone; a is the integer >= k that
-  maximises it, found as in :func:`wrapped_proposal`.
+  threshold is ``thresholds[floor(sum(x))]`` alone. a is searched in [k, k + 64 m]
+  as in :func:`wrapped_proposal` (bisection on the sign of the increment); any
+  integer a >= k keeps the draw exact, a better one only accepts more.
   """
   i = np.arange(k, dtype=np.float64)
   # log P(floor(k g) = i) = log(((i + 1) / k)^m - (i / k)^m)

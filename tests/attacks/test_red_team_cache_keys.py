@@ -56,14 +56,19 @@ def test_plain_values_are_builtins_of_the_real_value():
 def test_a_forged_count_ball_does_not_poison_the_slice_tables():
   """A CountBall(13, 5) whose k is an int worth 1 claiming to be 5, used for one
   draw, leaves the tables of S(m, 5) (m <= 13) to the honest ball: each equals a
-  fresh computation, and honest K-norm noise has mean norm d = 13 (its norm is
-  Gamma(13)): 20,000 draws, within 5 standard errors."""
+  fresh computation (the count ball's proposals are the cone measure's, ``cone=True``),
+  and honest K-norm noise has mean norm d = 13 (its norm is Gamma(13)): 20,000 draws,
+  within 5 standard errors."""
   forged = jaxdp.CountBall(13, 5)
   object.__setattr__(forged, "k", claiming(1, 5))
   jax.block_until_ready(jaxdp.random.knorm(jax.random.key(3), forged, 1.0, (64,)))
-  for cached in (slice_table, proposal_table):
-    fresh = cached.__wrapped__(13, 5)
-    for got, want in zip(cached(13, 5), fresh):
+  for cached, kwargs in (
+    (slice_table, {}),
+    (proposal_table, {}),
+    (proposal_table, {"cone": True}),
+  ):
+    fresh = cached.__wrapped__(13, 5, **kwargs)
+    for got, want in zip(cached(13, 5, **kwargs), fresh):
       np.testing.assert_array_equal(got, want)
   honest = jaxdp.CountBall(13, 5)
   z = jaxdp.random.knorm(jax.random.key(4), honest, 1.0, (20_000,))
