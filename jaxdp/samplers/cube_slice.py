@@ -175,15 +175,21 @@ def wrapped_proposal(m: int, k: int, logvol: float) -> tuple[int, np.ndarray, fl
   def log_acc(a):
     return logvol + math.lgamma(m + 1) + log_comb(a + m - k, m) - m * math.log(a)
 
-  lo, hi = k, k + 64 * m  # the least a in [lo, hi] where the acceptance stops rising
+  a = _best_a(log_acc, m, k)
+  return a, wrapped_thresholds(m, k, a), log_acc(a)
+
+
+def _best_a(log_acc, m: int, k: int) -> int:
+  """The least a in [k, k + 64 m] where ``log_acc(a)`` stops rising (bisection on the
+  sign of its increment: the maximiser when it is unimodal)."""
+  lo, hi = k, k + 64 * m
   while lo < hi:
     mid = (lo + hi) // 2
     if log_acc(mid + 1) > log_acc(mid):
       lo = mid + 1
     else:
       hi = mid
-  a = lo
-  return a, wrapped_thresholds(m, k, a), log_acc(a)
+  return lo
 
 
 def wrapped_thresholds(m: int, k: int, a: int) -> np.ndarray:
@@ -228,14 +234,8 @@ def shell_proposal(m: int, k: int, logvol: float) -> tuple[int, np.ndarray, floa
     mean = top + math.log(np.sum(np.exp(terms - top)))
     return logvol + math.lgamma(m + 1) - m * math.log(a) + mean
 
-  lo, hi = k, k + 64 * m  # the least a in [lo, hi] where the acceptance stops rising
-  while lo < hi:
-    mid = (lo + hi) // 2
-    if log_acc(mid + 1) > log_acc(mid):
-      lo = mid + 1
-    else:
-      hi = mid
-  return lo, wrapped_thresholds(m, k, lo), log_acc(lo)
+  a = _best_a(log_acc, m, k)
+  return a, wrapped_thresholds(m, k, a), log_acc(a)
 
 
 def _log_comb(n: np.ndarray, r: int) -> np.ndarray:

@@ -21,14 +21,13 @@ from scipy import stats
 
 import jaxdp
 from jaxdp import exact
-from jaxdp import random as dprandom
 from jaxdp.exact import count_ball as exact_count
 from jaxdp.exact import count_slices, slices
 from jaxdp.exact import intervals as exact_intervals
 from jaxdp.exact import refine as exact_refine
 from jaxdp.mechanisms.statistics import count_norm_within, integer_part_sums
 from jaxdp.samplers.cube_slice import slice_moments
-from tests.helpers.exactness import record_host_refinements, slice_cell_pvalue
+from tests.helpers.exactness import indexed_key, record_host_refinements, slice_cell_pvalue
 
 mpmath = pytest.importorskip("mpmath")
 KEY = bytes(range(64, 96))
@@ -36,13 +35,8 @@ SLOW = pytest.mark.slow
 
 
 def _key(i=0, secure=True):
-  """Key i: a secure (ChaCha20) key where the mechanisms (and a release) are tested; a
-  Threefry key (kernels compiling about twice as fast) where it only supplies the
-  uniform bits of a law or of an equality check (batching, forced host paths)."""
-  base = (
-    dprandom.secure_key(KEY) if secure else jax.random.key(int.from_bytes(KEY[:4], "big"))
-  )
-  return jax.random.fold_in(base, 3000 + i)
+  """Key i of this file (:func:`~tests.helpers.exactness.indexed_key`)."""
+  return indexed_key(KEY, 3000, i, secure)
 
 
 # One compiled program per plan table rather than one per eager operation.

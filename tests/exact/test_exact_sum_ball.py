@@ -25,20 +25,15 @@ from jaxdp.exact import intervals as exact_intervals
 from jaxdp.exact import refine as exact_refine
 from jaxdp.exact import slices
 from jaxdp.exact import sum_ball as exact_sum
-from tests.helpers.exactness import record_host_refinements, slice_cell_pvalue
+from tests.helpers.exactness import indexed_key, record_host_refinements, slice_cell_pvalue
 
 mpmath = pytest.importorskip("mpmath")
 KEY = bytes(range(32, 64))
 
 
 def _key(i=0, secure=True):
-  """Key i: a secure (ChaCha20) key where the mechanisms (and a release) are tested; a
-  Threefry key (kernels compiling about twice as fast) where it only supplies the
-  uniform bits of a law or of an equality check (batching, forced host paths)."""
-  base = (
-    dprandom.secure_key(KEY) if secure else jax.random.key(int.from_bytes(KEY[:4], "big"))
-  )
-  return jax.random.fold_in(base, 2000 + i)
+  """Key i of this file (:func:`~tests.helpers.exactness.indexed_key`)."""
+  return indexed_key(KEY, 2000, i, secure)
 
 
 # One compiled program per plan rather than one per eager operation.

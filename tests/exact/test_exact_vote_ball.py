@@ -21,7 +21,11 @@ from jaxdp import random as dprandom
 from jaxdp.exact import intervals as exact_intervals
 from jaxdp.exact import refine as exact_refine
 from jaxdp.exact import vote_ball as exact_vote
-from tests.helpers.exactness import record_host_refinements, second_moment_zscores
+from tests.helpers.exactness import (
+  indexed_key,
+  record_host_refinements,
+  second_moment_zscores,
+)
 
 mpmath = pytest.importorskip("mpmath")
 KEY = bytes(range(64, 96))
@@ -29,13 +33,8 @@ BITS = 244
 
 
 def _key(i=0, secure=True):
-  """Key i: a secure (ChaCha20) key where the mechanisms (and a release) are tested; a
-  Threefry key (kernels compiling about twice as fast) where it only supplies the
-  uniform bits of a law or of an equality check (batching, forced host paths)."""
-  base = (
-    dprandom.secure_key(KEY) if secure else jax.random.key(int.from_bytes(KEY[:4], "big"))
-  )
-  return jax.random.fold_in(base, 3000 + i)
+  """Key i of this file (:func:`~tests.helpers.exactness.indexed_key`)."""
+  return indexed_key(KEY, 3000, i, secure)
 
 
 # One compiled program per shape rather than one per eager operation.

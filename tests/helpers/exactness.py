@@ -9,6 +9,7 @@ import numpy as np
 from scipy import stats
 
 from jaxdp import exact
+from jaxdp import random as dprandom
 
 
 def brute_objects(poset):
@@ -170,3 +171,14 @@ def slice_cell_pvalue(x, d, k, side):
   assert counts[[i for i, p in enumerate(probs) if p == 0]].sum() == 0
   expected = np.array([float(probs[i] / total) for i in keep]) * len(x)
   return stats.chisquare(counts[keep], expected).pvalue
+
+
+def indexed_key(seed: bytes, offset: int, i: int = 0, secure: bool = True):
+  """Key ``offset + i`` folded into ``seed``'s key: a secure (ChaCha20) key where the
+  mechanisms (and a release) are tested; a Threefry key (kernels compiling about
+  twice as fast) where it only supplies the uniform bits of a law or of an equality
+  check (batching, forced host paths)."""
+  base = (
+    dprandom.secure_key(seed) if secure else jax.random.key(int.from_bytes(seed[:4], "big"))
+  )
+  return jax.random.fold_in(base, offset + i)

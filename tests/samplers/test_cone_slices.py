@@ -17,7 +17,8 @@ from jaxdp.samplers.cube_slice import (
   shell_proposal,
   slice_moments,
 )
-from jaxdp.samplers.slice_kernel import proposal_table, slice_proposals
+from jaxdp.samplers.slice_kernel import proposal_table
+from tests.helpers.slices import two_group_candidates
 
 Z_MAX = 5.0  # every stated test: within 5 standard errors
 
@@ -87,15 +88,7 @@ def fill_halves(d, k, sizes, key):
   """Rows of two groups (the first ``sizes`` coordinates and the rest), each filled
   by its first accepted proposal of the count ball's table; also the first round's
   acceptance of each group."""
-  table = proposal_table(d, k, cone=True)
-  sizes = jnp.asarray(sizes)
-  pos = jnp.arange(d)[None, :] < sizes[:, None]
-
-  def candidates(key, rows):
-    jj, pp = (sizes, pos) if rows is None else (sizes[rows], pos[rows])
-    u = jax.random.uniform(key, (jj.shape[0], d + 4))
-    x, ok, _ = slice_proposals(u[:, :d], u[:, d:], pp, (jj, d - jj), table, k)
-    return x, jnp.stack(ok, axis=1), (~pp).astype(jnp.int32)
+  candidates = two_group_candidates(proposal_table(d, k, cone=True), k, sizes, d)
 
   @jax.jit
   def fill(key):

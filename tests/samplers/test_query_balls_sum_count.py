@@ -25,8 +25,8 @@ from jaxdp.samplers.slice_kernel import (
   MAX_EXPONENTIAL,
   ProposalTable,
   proposal_table,
-  slice_proposals,
 )
+from tests.helpers.slices import two_group_candidates
 
 P_MIN = 1e-4  # every stated test rejects at this p-value
 
@@ -312,15 +312,7 @@ def check_uniform_in_slice(x, m, k):
 def fill_slices(table, k, sizes, key, d):
   """Rows of two groups, the first ``sizes`` (``(n,)``, static) coordinates and the
   rest, each filled by its first accepted proposal of ``table``."""
-  sizes = jnp.asarray(sizes)
-  pos = jnp.arange(d)[None, :] < sizes[:, None]
-
-  def candidates(key, rows):
-    jj, pp = (sizes, pos) if rows is None else (sizes[rows], pos[rows])
-    u = jax.random.uniform(key, (jj.shape[0], d + 4))
-    x, ok, _ = slice_proposals(u[:, :d], u[:, d:], pp, (jj, d - jj), table, k)
-    return x, jnp.stack(ok, axis=1), (~pp).astype(jnp.int32)
-
+  candidates = two_group_candidates(table, k, sizes, d)
   fill = jax.jit(lambda key: rejection_fill(candidates, key, len(sizes), d, 2, jnp.float32))
   return np.asarray(fill(key))
 
