@@ -169,11 +169,8 @@ def wrapped_proposal(m: int, k: int, logvol: float) -> tuple[int, np.ndarray, fl
   the sign of its increment (the acceptance is unimodal in a).
   """
 
-  def log_comb(n, r):
-    return math.lgamma(n + 1) - math.lgamma(r + 1) - math.lgamma(n - r + 1)
-
   def log_acc(a):
-    return logvol + math.lgamma(m + 1) + log_comb(a + m - k, m) - m * math.log(a)
+    return logvol + math.lgamma(m + 1) + _log_comb(a + m - k, m) - m * math.log(a)
 
   a = _best_a(log_acc, m, k)
   return a, wrapped_thresholds(m, k, a), log_acc(a)
@@ -238,8 +235,10 @@ def shell_proposal(m: int, k: int, logvol: float) -> tuple[int, np.ndarray, floa
   return a, wrapped_thresholds(m, k, a), log_acc(a)
 
 
-def _log_comb(n: np.ndarray, r: int) -> np.ndarray:
-  """log C(n, r) for float arrays n >= r."""
+def _log_comb(n, r: int):
+  """log C(n, r) for n >= r: a float for a number n, an array for an array."""
+  if np.ndim(n) == 0:
+    return math.lgamma(n + 1) - math.lgamma(r + 1) - math.lgamma(n - r + 1)
   lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
   return lgamma(n + 1) - math.lgamma(r + 1) - lgamma(n - r + 1)
 
