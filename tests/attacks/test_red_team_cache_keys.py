@@ -6,7 +6,7 @@ hashes as another, reaching a cached function (a ball's ``k`` replaced with
 ``object.__setattr__`` after its checks, used for one draw), filled the honest
 value's entry with tables computed from its real value: every later caller with the
 honest ball drew from the wrong law (or never finished drawing). Every such cache
-now goes through :func:`jaxdp._cache.value_cache`, which passes plain values.
+goes through :func:`jaxdp._cache.value_cache`, which passes plain values.
 """
 
 import re

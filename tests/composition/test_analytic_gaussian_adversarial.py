@@ -7,7 +7,7 @@ the series' u = 1 and u v = 16, the sinh switch at 2^-500, the underflow shortcu
 z = -760, eps near 709 and subnormal, a = 0).
 
 Regressions of what the search found (each test says what failed): a delta below
-about 1.3e-313 made analytic_gaussian_sigma loop forever (now refused below 2^-1022);
+about 1.3e-313 made analytic_gaussian_sigma loop forever (refused below 2^-1022);
 an OverflowError at eps near 1e16 and a = 0; the series' own error bound NaN for huge
 s and too small where phi(v) is subnormal (the final bound held in both); and, for
 tightness, the bisection's floor at sigma = 1e-6 at eps above about 5e11.
@@ -139,7 +139,7 @@ def test_sigma_returns_or_refuses_tiny_delta(eps, delta):
 )
 def test_bound_does_not_overflow_near_a_zero(eps, s, exact):
   """The argument error dz (about 6 eps u_r) made math.expm1 raise OverflowError; the
-  bound is now 1 there (an upper bound, not a tight one)."""
+  bound is 1 there (an upper bound, not a tight one)."""
   assert analytic_gaussian_delta_bound(eps, s) >= _exact(eps, s)
   assert float(_exact(eps, s)) == pytest.approx(exact, rel=1e-12)
 
@@ -158,7 +158,7 @@ def test_series_error_bound_is_not_nan():
 def test_series_error_bound_holds_where_phi_is_subnormal(eps, s):
   """phi(v) = exp(-v^2/2) / sqrt(2 pi) is subnormal (v near 38), so its relative error
   is not rel_p: the series' stated error was up to 170 times too small (the final
-  bound held, the error being below TINY); it now adds the subnormal grid's roundings."""
+  bound held, the error being below TINY); its error adds the subnormal grid's roundings."""
   exact = _exact(eps, s)
   assert analytic_gaussian_delta_bound(eps, s) >= exact
   for value, err in gaussian._evaluations(eps, s):

@@ -258,8 +258,7 @@ def test_forest_kernel_reads_one_word_per_exponential_and_forced_refinement_agre
   pass's margin widened to 2^-8, so that most of 128 samples (over 64 asserted) go to
   the host, but not all, and the host recomputes them from the same one-word cells
   plus 192 digits, rounding them from the chain positions (with this key 99 go to
-  the host and 29 stay device-settled; the one-word check had 28 device-settled
-  samples of 64 at 2^-12 when it ran on its own):
+  the host and 29 stay device-settled):
 
   - the kernel reads one word per exponential: every released coordinate
     (device-settled or refined) equals the rounding of the 100-digit decimal sum
