@@ -20,12 +20,17 @@ from jaxdp.typing import DTypeLike, KeyArray, Shape
 
 __all__ = [
   "count_ball",
+  "narrow",
+  "narrow_points",
   "query_chunk",
   "query_draws",
   "sum_ball",
   "toward_zero",
   "vote_ball",
 ]
+
+# Fresh draws a round for the rows that rounding leaves outside the ball.
+REDRAW_ROWS = 64
 
 
 def sum_ball(
@@ -80,10 +85,50 @@ def query_draws(key, eps, *, ball, n, uniform, dtype):
 
   def fn(k, m):
     if uniform:
-      return toward_zero(ball.points(k, m, cdt), dtype)
+      return narrow_points(ball, k, m, cdt, dtype)
     return _checks.guard_positive(eps, ball.knorm_points(k, m, cdt) / eps).astype(dtype)
 
   return chunked(fn, key, n, (dim,), dtype, chunk=query_chunk(dim))
+
+
+def narrow_points(ball, key, m, cdt, dtype):
+  """``(m, ball.dim)`` uniform points of ``ball`` in ``dtype``, drawn in ``cdt``.
+
+  In ``cdt`` itself: ``ball.points``. In a narrower dtype (float16, bfloat16) each
+  row is rounded by :func:`narrow`, and a row that is still outside the ball (its
+  norm computed in ``cdt``) is replaced by the first fresh draw that is not
+  (``REDRAW_ROWS`` fresh draws a round), so every row is a draw of the rounded
+  uniform point given that it lies in the ball, independently of the others.
+  """
+  if jnp.dtype(dtype) == jnp.dtype(cdt):
+    return ball.points(key, m, cdt)
+  k_first, k_more = jax.random.split(key)
+
+  def draw(k, rows):
+    z = narrow(ball, ball.points(k, rows, cdt), dtype)
+    return z, ball.norm(z.astype(cdt)) > 1
+
+  def body(state):
+    z, out, k = state
+    k, sub = jax.random.split(k)
+    idx = jnp.nonzero(out, size=REDRAW_ROWS, fill_value=m)[0]
+    new, new_out = draw(sub, REDRAW_ROWS)
+    target = jnp.where(new_out, m, idx)  # fill_value m: dropped
+    return z.at[target].set(new, mode="drop"), out.at[target].set(False, mode="drop"), k
+
+  z, out = draw(k_first, m)
+  return jax.lax.while_loop(lambda s: jnp.any(s[1]), body, (z, out, k_more))[0]
+
+
+def narrow(ball, z, dtype):
+  """Points ``z`` of ``ball`` in ``dtype``: each row rounded to nearest, or, when
+  that row's norm (computed in ``z``'s dtype) exceeds 1, rounded by
+  :func:`toward_zero`. Rounding every row toward zero would shrink every point by
+  about half a unit in the last place (E[|z|^2] about 0.5% low in bfloat16); only
+  the rows that rounding to nearest pushes out of the ball are shrunk."""
+  out = z.astype(dtype)
+  inside = ball.norm(out.astype(z.dtype)) <= 1
+  return jnp.where(inside[:, None], out, toward_zero(z, dtype))
 
 
 def toward_zero(z, dtype):
