@@ -21,6 +21,7 @@ from jaxdp.samplers.cube_slice import (
   slice_table,
 )
 from jaxdp.samplers.norm_ball import MAX_QUERY_D, rejection_points
+from jaxdp.samplers.query_draws import narrow_points
 from jaxdp.samplers.slice_kernel import (
   MAX_EXPONENTIAL,
   ProposalTable,
@@ -262,6 +263,36 @@ def test_narrow_dtypes_stay_in_ball_unshrunk():
       exact = float(np.trace(ball.second_moment())) / ball.dim
       se = np.std(per_row) / np.sqrt(per_row.size)
       assert abs(np.mean(per_row) - exact) < 4 * se, (dtype, ball.name)
+
+
+class _EdgeInterval:
+  """A stand-in ball [-0.3, 0.3] (0.3 is no bfloat16 number) whose points are 0.2999
+  or 0.1, each with probability 1/2: 0.2999 rounds to nearest as 0.30078 (outside),
+  and toward zero as 0.29883 (inside)."""
+
+  dim = 1
+
+  def points(self, key, m, dtype):
+    edge = jax.random.bernoulli(key, 0.5, (m, 1))
+    return jnp.where(edge, 0.2999, 0.1).astype(dtype)
+
+  def norm(self, v):
+    return jnp.abs(v[..., 0]) / 0.3
+
+
+def test_narrow_points_redraws_rows_that_round_out():
+  """A row that rounding to nearest pushes out of the ball is replaced by a fresh
+  draw that rounds inside, never kept shrunk toward zero: of 4,096 bfloat16 rows of
+  :class:`_EdgeInterval`, every one is bfloat16(0.1) (shrinking would keep about half
+  at 0.29883), while float32 rows keep both values."""
+  ball = _EdgeInterval()
+  z = jax.jit(lambda k: narrow_points(ball, k, 4096, jnp.float32, jnp.bfloat16))(
+    jax.random.key(5)
+  )
+  assert z.dtype == jnp.bfloat16 and z.shape == (4096, 1)
+  np.testing.assert_array_equal(np.asarray(z, np.float32), np.float32(jnp.bfloat16(0.1)))
+  wide = narrow_points(ball, jax.random.key(5), 4096, jnp.float32, jnp.float32)
+  assert 1500 < int(jnp.sum(wide == np.float32(0.2999))) < 2600
 
 
 @pytest.mark.parametrize(
