@@ -38,6 +38,9 @@ def sum_ball(
   """Exactly uniform points of the sum ball {v : ||v||_inf <= 1, ||v||_1 <= k} in R^d
   (:class:`~jaxdp.SumBall`).
 
+  In float16 or bfloat16 a point is the nearest rounding of a uniform point, given
+  that it lies in the ball (:func:`~jaxdp.samplers.query_draws.narrow_points`).
+
   Returns:
     Array of shape ``(*shape, d)``.
   """
@@ -49,6 +52,9 @@ def count_ball(
 ) -> jax.Array:
   """Exactly uniform points of the count ball in R^d (:class:`~jaxdp.CountBall`).
 
+  In float16 or bfloat16 a point is the nearest rounding of a uniform point, given
+  that it lies in the ball (:func:`~jaxdp.samplers.query_draws.narrow_points`).
+
   Returns:
     Array of shape ``(*shape, d)``.
   """
@@ -59,6 +65,9 @@ def vote_ball(
   key: KeyArray, d: int, shape: Shape = (), dtype: DTypeLike | None = None
 ) -> jax.Array:
   """Exactly uniform points of the vote ball in R^d (:class:`~jaxdp.VoteBall`).
+
+  In float16 or bfloat16 a point is the nearest rounding of a uniform point, given
+  that it lies in the ball (:func:`~jaxdp.samplers.query_draws.narrow_points`).
 
   Returns:
     Array of shape ``(*shape, d)``.
