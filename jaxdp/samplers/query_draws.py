@@ -14,6 +14,7 @@ from jaxdp import _checks
 from jaxdp.prng.threefry import fast_key
 from jaxdp.samplers.chunks import CHUNK, chunked, device_chunk
 from jaxdp.samplers.count_ball import CountBall
+from jaxdp.samplers.cube_slice import rejection_fill
 from jaxdp.samplers.sum_ball import SumBall
 from jaxdp.samplers.vote_ball import VoteBall
 from jaxdp.typing import DTypeLike, KeyArray, Shape
@@ -28,7 +29,7 @@ __all__ = [
   "vote_ball",
 ]
 
-# The fewest fresh draws a round for the rows that rounding pushes out of the ball.
+# The fewest slots a round for the rows that rounding pushes out of the ball.
 MIN_REDRAW_ROWS = 64
 
 
@@ -104,36 +105,28 @@ def narrow_points(ball, key, m, cdt, dtype):
 
   In ``cdt`` itself: ``ball.points``. In a narrower dtype (float16, bfloat16) each
   row is rounded to nearest, and a row that rounding pushes out of the ball (its
-  norm computed in ``cdt`` above 1) is replaced by the first fresh rounded draw that
-  is not (:func:`redraw_rows` draws a round). Every row is thus the nearest rounding
-  of a uniform point, given that it lies in the ball, independently of the others.
-  Rounding toward zero instead would keep the sum and count balls' points inside
-  without redraws, but shrinks them: E[|z|^2] about 0.5% low in bfloat16 when every
-  row is so rounded, and still low by about 2e-4 when only the rows pushed out are.
+  norm computed in ``cdt`` above 1) is replaced by a fresh rounded draw that is not
+  (:func:`~jaxdp.samplers.cube_slice.rejection_fill`, :func:`redraw_rows` slots a
+  round). Every row is thus the nearest rounding of a uniform point, given that it
+  lies in the ball, independently of the others. Rounding toward zero instead would
+  keep the sum and count balls' points inside without redraws, but shrinks them:
+  E[|z|^2] about 0.5% low in bfloat16 when every row is so rounded, and still low
+  in wide balls when only the rows pushed out are.
   """
   if jnp.dtype(dtype) == jnp.dtype(cdt):
     return ball.points(key, m, cdt)
-  k_first, k_more = jax.random.split(key)
-  rows = redraw_rows(m)
 
-  def draw(k, n):
+  def candidates(k, rows):
+    n = m if rows is None else rows.shape[0]
     z = ball.points(k, n, cdt).astype(dtype)
-    return z, ball.norm(z.astype(cdt)) > 1
+    inside = ball.norm(z.astype(cdt)) <= 1
+    return z, inside[:, None], jnp.zeros(z.shape, jnp.int32)
 
-  def body(state):
-    z, out, k = state
-    k, sub = jax.random.split(k)
-    idx = jnp.nonzero(out, size=rows, fill_value=m)[0]
-    new, new_out = draw(sub, rows)
-    target = jnp.where(new_out, m, idx)  # fill_value m: dropped
-    return z.at[target].set(new, mode="drop"), out.at[target].set(False, mode="drop"), k
-
-  z, out = draw(k_first, m)
-  return jax.lax.while_loop(lambda s: jnp.any(s[1]), body, (z, out, k_more))[0]
+  return rejection_fill(candidates, key, m, ball.dim, 1, dtype, slots=redraw_rows(m))
 
 
 def redraw_rows(m: int) -> int:
-  """Fresh draws a round of :func:`narrow_points` for ``m`` rows: ``m / 32`` (a
+  """Slots a round of :func:`narrow_points`'s redraws for ``m`` rows: ``m / 32`` (a
   power of two, at least ``MIN_REDRAW_ROWS``, at most ``m``). In bfloat16, rounding
   pushes out a few percent of the rows of a wide ball (up to about 8% of the vote
   ball's at d = 200), so a round or two replaces them all."""
