@@ -152,8 +152,8 @@ def slice_proposals(u, extra, pos, sizes, table: ProposalTable, k: int):
       return par[0][i] if isinstance(par[0][i], (bool, float)) else par[0][i][:, None]
     return jnp.where(pos, par[0][i][:, None], par[1][i][:, None])
 
-  # 1 - u is exact (u on the uniforms' grid), and XLA:CPU's log is about twice as
-  # fast as its log1p; a tilted row's u * scale is not exact, so it takes log1p
+  # 1 - u is exact (u on the uniforms' grid), and XLA:CPU's log is faster than its
+  # log1p; a tilted row's u * scale is not exact, so it takes log1p
   if np.all(table.scale == 1):
     e = -jnp.log(1.0 - u)
   else:

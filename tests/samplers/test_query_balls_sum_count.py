@@ -249,7 +249,7 @@ def test_narrow_dtypes_stay_in_ball_unshrunk():
   """float16 / bfloat16 points lie in the ball, and their mean |z|^2 / d matches the
   exact second moment within 4 standard errors (32,768 rows). Rounding every row
   toward zero fails both: about 0.5% low in bfloat16 (12 and 8 standard errors for
-  the sum and count balls here), and vote ball points outside (norms to 1.0017)."""
+  the sum and count balls here), and vote ball points outside (float16: 1.0002)."""
   for dtype in (jnp.float16, jnp.bfloat16):
     for draw, ball, args in (
       (jaxdp.random.sum_ball, jaxdp.SumBall(50, 15), (50, 15)),
