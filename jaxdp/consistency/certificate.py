@@ -93,16 +93,16 @@ def certify(
 
 
 def certify_path(y: jax.Array, w: jax.Array, lam: jax.Array, tol: float) -> Certificate:
-  """:func:`certify` on a path numbered from the bottom up (edges ``i -> i + 1``),
+  """:func:`certify` on a path numbered from the top down (edges ``i + 1 -> i``),
   with the nodes on the first axis: ``y`` and ``w`` ``(dim, ...)``, ``lam`` ``(dim - 1,
-  ...)``. The same sums, taken over the first axis, so that a batch laid out in the
-  last axis is read in order."""
+  ...)`` (``lam[i]`` on the edge below node ``i``). The same sums, taken over the
+  first axis, so that a batch laid out in the last axis is read in order."""
 
   def apply_at(lam):
     zero = jnp.zeros_like(lam[:1])
-    return jnp.concatenate([lam, zero]) - jnp.concatenate([zero, lam])
+    return jnp.concatenate([zero, lam]) - jnp.concatenate([lam, zero])
 
-  return _certificate(y, w, lam, lambda z: z[:-1] - z[1:], apply_at, tol, 0)
+  return _certificate(y, w, lam, lambda z: z[1:] - z[:-1], apply_at, tol, 0)
 
 
 def _certificate(y, w, lam, apply_a, apply_at, tol, axis):

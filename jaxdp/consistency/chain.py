@@ -4,13 +4,16 @@ When the poset is a chain, the constraint graph (``n`` on top) is a path, and th
 isotonic regression along it, read from the bottom up, is nondecreasing. Pool-
 adjacent-violators pools two adjacent blocks whenever the lower one's mean is at
 least the upper one's, and the result does not depend on the order of the pools.
-One scan from the top down pools first: each maximal non-increasing run of values,
-and each run into the block above it when the run's mean is at least that block's
-(fewer blocks, so fewer steps below). Then a stack of blocks (sum and size): each
-step either pushes the next block, or, when the block below the top has a larger
-mean, pools the two. Every vector takes at most ``2 dim - 1`` steps, each a constant
-number of array operations on the whole batch (the stack of every vector a column
-of one array, its top block carried apart), so the batch runs as one
+The solver keeps each vector with its nodes from the top down, the order in which a
+questionnaire numbers them (so that such a chain needs no permutation). One scan
+from the top down pools first: each maximal non-increasing run of values (read
+from the bottom up), and each run into the block above it when the run's mean is
+at least that block's (fewer blocks, so fewer steps below). Then a stack of blocks
+(sum and size), filled from the bottom up: each step either pushes the next block,
+or, when the block below the top has a larger mean, pools the two. Every vector
+takes at most ``2 dim - 1`` steps, each a constant number of array operations on
+the whole batch (the stack of every vector in its column of the blocks' array, in
+the rows already read, its top block carried apart), so the batch runs as one
 ``lax.while_loop`` that stops when no vector has a step left: ``O(dim)`` work per
 vector, no tolerance and no iteration count.
 
@@ -32,7 +35,7 @@ from jaxdp._cache import value_cache
 from jaxdp.consistency.certificate import Certificate, certify_path
 from jaxdp.consistency.graph import ConstraintGraph
 
-__all__ = ["CHUNK", "chain_isotonic", "chain_order"]
+__all__ = ["chain_isotonic", "chain_order"]
 
 
 @value_cache(maxsize=64)
@@ -53,9 +56,6 @@ def chain_order(graph: ConstraintGraph) -> np.ndarray | None:
   return out
 
 
-CHUNK = 128  # vectors per pool-adjacent-violators loop (lane-major stacks stay in cache)
-
-
 def chain_isotonic(
   y: jax.Array, graph: ConstraintGraph, tol: float
 ) -> tuple[jax.Array, jax.Array, Certificate]:
@@ -73,135 +73,122 @@ def chain_isotonic(
   order = chain_order(graph)
   if order is None:
     raise ValueError("the chain path needs a chain poset (a path with n on top).")
-  up = _permute(y, order)  # bottom-up
-  up_t = up.T  # (n, B): the scans below step along the path, the batch in lanes
-  block_sums, block_sizes = _blocks(up_t)  # adjacent violators pooled first
-  sums, sizes, below = _chunked(_stack, block_sums.T, block_sizes.T)
-  w_t, lam_t = _expand(up_t, sums, sizes, below)
+  down = order[::-1]  # the nodes from the top (node 0) down
+  # (dim, B): every step below reads a row (a node), the batch in lanes
+  x = _rows(y.T, down)
+  sums, sizes, below = _stack(*_blocks(x))  # adjacent violators pooled first
+  w_t, lam_t = _expand(x, sums, sizes, below)
   # in the scans' layout (nodes first): the same numbers in any node order
-  cert = certify_path(up_t, w_t, lam_t[:-1], tol)
-  w, lam = w_t.T, lam_t[:-1].T
-  inverse = np.argsort(order)
-  edge = inverse[np.asarray(graph.lo)]  # the path edge above each graph edge's lo
-  return _permute(w, inverse), _permute(lam, edge), cert
+  cert = certify_path(x, w_t, lam_t[1:], tol)
+  inverse = np.argsort(down)
+  edge = inverse[np.asarray(graph.lo)]  # the row of each graph edge's lower node
+  return _rows(w_t, inverse).T, _rows(lam_t, edge).T, cert
 
 
-def _permute(x: jax.Array, index: np.ndarray) -> jax.Array:
-  """``x[:, index]`` for a static index; a flip (or nothing) when it is one."""
-  if np.array_equal(index, np.arange(x.shape[1])):
-    return x
-  if np.array_equal(index, np.arange(x.shape[1])[::-1]):
-    return x[:, ::-1]
-  return x[:, index]
-
-
-def _chunked(fn, *xs):
-  """``fn(*xs)`` on ``CHUNK`` rows at a time (``lax.map``; padded with copies of
-  the first row, dropped again): the loop stops when its slowest vector is done."""
-  b = xs[0].shape[0]
-  if b <= CHUNK:
-    return fn(*xs)
-  k = -(-b // CHUNK)
-  pad = [
-    jnp.concatenate([x, jnp.broadcast_to(x[:1], (k * CHUNK - b,) + x.shape[1:])])
-    for x in xs
-  ]
-  out = jax.lax.map(lambda t: fn(*t), [x.reshape((k, CHUNK) + x.shape[1:]) for x in pad])
-  return jax.tree.map(lambda a: a.reshape((k * CHUNK,) + a.shape[2:])[:b], out)
+def _rows(x: jax.Array, index: np.ndarray) -> jax.Array:
+  """``x[index]`` for a static index; a slice (or nothing) when it is a range."""
+  start = int(index[0]) if len(index) else 0
+  if np.array_equal(index, np.arange(start, start + len(index))):
+    return x[start : start + len(index)]
+  return x[index]
 
 
 def _stack(block_sums: jax.Array, block_sizes: jax.Array):
-  """Pool-adjacent-violators over the blocks of :func:`_blocks` (``(B, n)`` each: at
-  each block's first position, its sum and size). Each step, per vector, either
-  pools the top two blocks (the lower has the larger mean) or pushes the next block;
-  the stacks are lane-major (each vector's blocks contiguous), in flat arrays.
+  """Pool-adjacent-violators over the blocks of :func:`_blocks` (``(n, B)`` each,
+  from the top down: at each block's lowest row, its sum and size). Each step, per
+  vector, either pools the top two blocks (the lower has the larger mean) or pushes
+  the next block up. The stack is kept in the rows already read: ``k`` blocks
+  stored take at least ``k`` rows, from the last up, and the next block is read
+  above them.
 
   Returns:
-    ``(sums, sizes, below)``: ``(B, n + 1)`` block sums and sizes from the bottom
-    (rows past ``below`` unused) and the index of each vector's top block.
+    ``(sums, sizes, below)``: ``(n, B)`` each vector's stack of blocks, the one at
+    the bottom of the path on the last row, the next one up on the row above and
+    so on (the rows above the top block's unused), and ``(B,)`` the index of each
+    vector's top block.
   """
-  b, n = block_sums.shape
-  base = jnp.arange(b) * (n + 1)
-  rbase = jnp.arange(b) * n
-  flat_s, flat_c = block_sums.reshape(-1), block_sizes.reshape(-1)
+  n, b = block_sums.shape
+  last = (n - 1) * b + jnp.arange(b)  # each vector's bottom row, in the flat arrays
 
   def step(state):
-    i, below, s1, c1, ss, cs, _ = state  # below: blocks stored under the top one
-    at = base + jnp.maximum(below - 1, 0)
+    i, below, s1, c1, ss, cs, _ = state  # i rows read; below: blocks under the top
+    at = last - b * jnp.maximum(below - 1, 0)
     s2, c2 = ss[at], cs[at]
     # the means the result is made of: pooling on them keeps it exactly ordered
     pool = (below >= 1) & (s2 / jnp.maximum(c2, 1.0) > s1 / c1)
     push = ~pool & (i < n)
-    where = base + jnp.where(push, below, n)  # column n: a write never read
-    ss = ss.at[where].set(s1, unique_indices=True)
-    cs = cs.at[where].set(c1, unique_indices=True)
-    nxt = rbase + jnp.minimum(i, n - 1)
-    s3, c3 = flat_s[nxt], flat_c[nxt]
+    where = jnp.where(push, last - b * below, at)  # no push: the same value again
+    ss = ss.at[where].set(jnp.where(push, s1, s2), unique_indices=True)
+    cs = cs.at[where].set(jnp.where(push, c1, c2), unique_indices=True)
+    nxt = last - b * jnp.minimum(i, n - 1)
+    s3, c3 = ss[nxt], cs[nxt]
     s1 = jnp.where(pool, s1 + s2, jnp.where(push, s3, s1))
     c1 = jnp.where(pool, c1 + c2, jnp.where(push, c3, c1))
     i = i + jnp.where(push, c3, 0.0).astype(jnp.int32)
     return i, below + push - pool, s1, c1, ss, cs, jnp.any(pool | push)
 
-  ss = jnp.zeros((b * (n + 1),), block_sums.dtype)
-  s1, c1 = block_sums[:, 0], block_sizes[:, 0]
-  state = (c1.astype(jnp.int32), jnp.zeros(b, jnp.int32), s1, c1, ss, ss, jnp.array(True))
+  s1, c1 = block_sums[-1], block_sizes[-1]
+  ss, cs = block_sums.reshape(-1), block_sizes.reshape(-1)
+  state = (c1.astype(jnp.int32), jnp.zeros(b, jnp.int32), s1, c1, ss, cs, jnp.array(True))
   _, below, s1, c1, ss, cs, _ = jax.lax.while_loop(lambda s: s[-1], step, state)
-  ss = ss.at[base + below].set(s1, unique_indices=True)
-  cs = cs.at[base + below].set(c1, unique_indices=True)
-  return ss.reshape(b, n + 1), cs.reshape(b, n + 1), below
+  ss = ss.at[last - b * below].set(s1, unique_indices=True)
+  cs = cs.at[last - b * below].set(c1, unique_indices=True)
+  return ss.reshape(n, b), cs.reshape(n, b), below
 
 
-def _expand(up_t: jax.Array, sums: jax.Array, sizes: jax.Array, below: jax.Array):
-  """``(w, lam)`` along the path (``(n, B)`` each) from the blocks: one scan from the
-  top down, each node taking its block's mean; ``lam`` of the edge above node
-  ``k`` is minus the sum of ``up - w`` over the nodes of its block above ``k``
-  (0 at a block's top node), the sum below ``k`` in exact arithmetic (a block sums
-  to 0), kept small by starting from each block's top."""
-  b, width = sums.shape
+def _expand(x: jax.Array, sums: jax.Array, sizes: jax.Array, below: jax.Array):
+  """``(w, lam)`` along the path (``(n, B)`` each, from the top down) from the
+  stacks of :func:`_stack`: one scan from the top down, each node taking its
+  block's mean; ``lam`` of the edge above node ``k`` is minus the sum of ``x - w``
+  over the nodes of its block above ``k`` (0 at a block's top node), the sum below
+  ``k`` in exact arithmetic (a block sums to 0), kept small by starting from each
+  block's top."""
+  n, b = sums.shape
   # each block's mean and size in one complex number: one gather a row, not two
   blocks = jax.lax.complex(sums / jnp.maximum(sizes, 1.0), sizes).reshape(-1)
-  base = jnp.arange(b) * width
+  last = (n - 1) * b + jnp.arange(b)
 
   def down(carry, row):
     j, left, m, acc = carry
     new = left == 0  # the block below starts here
     j = j - new
-    block = blocks[base + jnp.maximum(j, 0)]
+    block = blocks[last - b * jnp.maximum(j, 0)]
     m = jnp.where(new, block.real, m)
     left = jnp.where(new, block.imag.astype(jnp.int32), left) - 1
     acc = jnp.where(new, 0.0, acc)
     lam = -acc
     return (j, left, m, acc + (row - m)), (m, lam)
 
-  zero = jnp.zeros_like(up_t[0])
+  zero = jnp.zeros_like(x[0])
   carry = (below + 1, jnp.zeros_like(below), zero, zero)
-  return jax.lax.scan(down, carry, up_t, reverse=True)[1]
+  return jax.lax.scan(down, carry, x)[1]
 
 
 def _blocks(x: jax.Array) -> tuple[jax.Array, jax.Array]:
   """``(sums, sizes)``, ``(n, B)`` each: the sum and the size of each block of a first
-  pooling of ``x`` (``(n, B)``, bottom-up), at the block's first row (other rows:
-  unused).
+  pooling of ``x`` (``(n, B)``, from the top down), at the block's lowest row (other
+  rows: the part of the block down to the row).
 
   One scan from the top down pools adjacent violators (Barlow et al. 1972, Section
   1.2: any order of pools gives the isotonic regression): each maximal run
-  ``x[i] >= x[i + 1] >= ... >= x[j]``, then each run (at its first row ``i``: ``i =
-  0`` or not ``x[i - 1] >= x[i]``) with the block above it (from ``j + 1``) when the
-  run's mean is at least the block's.
+  ``x[i] >= x[i - 1] >= ... >= x[j]`` (``i > j``: from the bottom up), then each run
+  with the block above it (the block ending on row ``j - 1``) when the run's mean is
+  at least the block's. A row that does not continue the run above it (``x[t] <
+  x[t - 1]``, or NaN) starts a run, and the block on the row above becomes the
+  block above: the scan reads ``x`` alone.
   """
-  more = jnp.concatenate([x[:-1] >= x[1:], jnp.zeros_like(x[:1], bool)], 0)
-  first = jnp.concatenate([jnp.ones_like(x[:1], bool), ~more[:-1]], 0)  # NaN too
 
-  def back(carry, row):
-    s, c, bs, bc, bm = carry  # the run from this row on; the block above the run
-    xi, more_i, first_i = row
-    s, c = xi + jnp.where(more_i, s, 0.0), 1.0 + jnp.where(more_i, c, 0.0)
+  def step(carry, xi):
+    prev, s, c, so, co, bs, bc, bm = carry
+    more = xi >= prev  # the run goes on
+    bs, bc = jnp.where(more, bs, so), jnp.where(more, bc, co)
+    bm = jnp.where(more, bm, so / jnp.maximum(co, 1.0))
+    s, c = xi + jnp.where(more, s, 0.0), 1.0 + jnp.where(more, c, 0.0)
     pool = s / c >= bm
-    s_out, c_out = s + jnp.where(pool, bs, 0.0), c + jnp.where(pool, bc, 0.0)
-    bs, bc = jnp.where(first_i, s_out, bs), jnp.where(first_i, c_out, bc)
-    bm = jnp.where(first_i, s_out / c_out, bm)
-    return (s, c, bs, bc, bm), (s_out, c_out)
+    so, co = s + jnp.where(pool, bs, 0.0), c + jnp.where(pool, bc, 0.0)
+    return (xi, s, c, so, co, bs, bc, bm), (so, co)
 
   zero = jnp.zeros_like(x[0])
-  carry = (zero, zero, zero, zero, jnp.full_like(zero, jnp.inf))  # no block above n
-  return jax.lax.scan(back, carry, (x, more, first), reverse=True)[1]
+  # above the top row: no run (NaN), and an empty block (pooling it changes nothing)
+  carry = (jnp.full_like(zero, jnp.nan),) + (zero,) * 7
+  return jax.lax.scan(step, carry, x)[1]

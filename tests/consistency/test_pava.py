@@ -15,7 +15,6 @@ import jaxdp
 from jaxdp import Poset
 from jaxdp.consistency import chain as chain_module
 from jaxdp.consistency import constraint_graph, series_parallel, solver, tree
-from jaxdp.consistency.chain import CHUNK as CHAIN_CHUNK
 from jaxdp.consistency.chain import chain_order
 from jaxdp.consistency.series_parallel import pairwise_size, sp_plan
 from tests.consistency.test_consistent import (
@@ -116,12 +115,12 @@ def test_chain_first_pools_match_scikit_learn():
         assert bool(jnp.all(cert.ok)) and float(jnp.max(cert.violation)) == 0.0
 
 
-def test_chain_batches_past_the_chunk():
-  """Batches that are no multiple of the chain loop's chunk (padded lanes must
-  neither stall the loop nor leak into the result), in float32."""
+def test_chain_batch_of_many_vectors():
+  """A batch of 133 vectors in float32: the loop runs until its slowest vector is
+  done, and the vectors done before it keep their result."""
   poset, positions = chain(20, 4)
   rng = np.random.default_rng(4)
-  y = hard_vectors(rng, CHAIN_CHUNK + 5, 21).astype(np.float32)
+  y = hard_vectors(rng, 133, 21).astype(np.float32)
   z, cert = jaxdp.consistent(y, poset, method="batched", certificate=True)
   want = sklearn_projection(y.astype(np.float64), positions)
   np.testing.assert_allclose(np.asarray(z), want, atol=1e-5 * np.abs(y).max())
@@ -129,19 +128,19 @@ def test_chain_batches_past_the_chunk():
 
 
 def test_the_path_certificate_in_the_scans_layout_equals_certify():
-  """``certify_path`` (nodes on the first axis, as the chain solver lays them out)
-  gives ``certify``'s numbers on the same path, also for vectors that violate the
-  order, multipliers of both signs and an unconverged ``w``; 1e-5 relative (float32
-  sums in another order)."""
+  """``certify_path`` (nodes on the first axis from the top down, as the chain
+  solver lays them out) gives ``certify``'s numbers on the same path, also for
+  vectors that violate the order, multipliers of both signs and an unconverged
+  ``w``; 1e-5 relative (float32 sums in another order)."""
   from jaxdp.consistency.certificate import certify, certify_path
   from jaxdp.consistency.graph import ConstraintGraph
 
   rng = np.random.default_rng(7)
   n, b = 9, 6
-  path = ConstraintGraph(n, tuple(range(n - 1)), tuple(range(1, n)))
+  path = ConstraintGraph(n, tuple(range(1, n)), tuple(range(n - 1)))  # 0 on top
   y = rng.normal(size=(b, n)).astype(np.float32) * 10
-  w = np.sort(rng.normal(size=(b, n)), axis=1).astype(np.float32) * 10
-  w[0, 3] = w[0, 4] + 1.0  # one violated edge
+  w = np.sort(rng.normal(size=(b, n)), axis=1)[:, ::-1].astype(np.float32) * 10
+  w[0, 4] = w[0, 3] + 1.0  # one violated edge
   lam = rng.normal(size=(b, n - 1)).astype(np.float32)
   want = certify(jnp.asarray(y), jnp.asarray(w), jnp.asarray(lam), path, 1e-3)
   got = certify_path(jnp.asarray(y.T), jnp.asarray(w.T), jnp.asarray(lam.T), 1e-3)
