@@ -38,7 +38,8 @@ class Certificate(NamedTuple):
   Attributes:
     violation: the largest ``z_lo - z_hi`` over the constraints, clipped at 0
       (0 means every order constraint holds exactly in floating point).
-    gap: the duality gap of the isotonic part (>= 0).
+    gap: the duality gap of the isotonic part (>= 0; inf where it is past the
+      dtype's range, in counts squared, while ``distance_bound`` is not).
     distance_bound: ``sqrt(2 gap)``: ``||z - z*||_2`` is at most this (in counts),
       for ``z*`` the exact Euclidean projection, when ``violation`` is 0.
     tolerance: the bound required: ``tol * max(1, max_i |y_i|)``.
@@ -110,10 +111,16 @@ def _certificate(y, w, lam, apply_a, apply_at, tol, axis):
   violation = jnp.maximum(jnp.max(diff, axis=axis), 0.0)
   lam = jnp.maximum(lam, 0.0)
   r = y - apply_at(lam)
-  gap = 0.5 * jnp.sum((w - r) ** 2, axis=axis) + jnp.sum(
-    lam * jnp.maximum(-diff, 0.0), axis=axis
+  top = jnp.maximum(1.0, jnp.max(jnp.abs(y), axis=axis))
+  # The gap's terms are squares: they are summed over a power of two near max|y|
+  # squared (exact scaling), so that huge counts do not overflow the bound.
+  inv = jnp.ldexp(jnp.ones_like(top), -jnp.frexp(top)[1])
+  inv_b = jnp.expand_dims(inv, axis)
+  scaled = 0.5 * jnp.sum(((w - r) * inv_b) ** 2, axis=axis) + jnp.sum(
+    (lam * inv_b) * (jnp.maximum(-diff, 0.0) * inv_b), axis=axis
   )
-  bound = jnp.sqrt(2.0 * gap)
-  tolerance = tol * jnp.maximum(1.0, jnp.max(jnp.abs(y), axis=axis))
+  gap = scaled / (inv * inv)
+  bound = jnp.sqrt(2.0 * scaled) / inv
+  tolerance = tol * top
   ok = (violation == 0) & (bound <= tolerance)
   return Certificate(violation, gap, bound, tolerance, ok)

@@ -144,17 +144,29 @@ def _expand(x: jax.Array, sums: jax.Array, sizes: jax.Array, below: jax.Array):
   ``k`` in exact arithmetic (a block sums to 0), kept small by starting from each
   block's top."""
   n, b = sums.shape
-  # each block's mean and size in one complex number: one gather a row, not two
-  blocks = jax.lax.complex(sums / jnp.maximum(sizes, 1.0), sizes).reshape(-1)
+  means = sums / jnp.maximum(sizes, 1.0)
+  if means.dtype in (jnp.float32, jnp.float64):
+    # each block's mean and size in one complex number: one gather a row, not two
+    blocks = jax.lax.complex(means, sizes).reshape(-1)
+
+    def block_at(at):
+      block = blocks[at]
+      return block.real, block.imag
+
+  else:  # float16, bfloat16: no complex dtype
+
+    def block_at(at):
+      return means.reshape(-1)[at], sizes.reshape(-1)[at]
+
   last = (n - 1) * b + jnp.arange(b)
 
   def down(carry, row):
     j, left, m, acc = carry
     new = left == 0  # the block below starts here
     j = j - new
-    block = blocks[last - b * jnp.maximum(j, 0)]
-    m = jnp.where(new, block.real, m)
-    left = jnp.where(new, block.imag.astype(jnp.int32), left) - 1
+    mean, size = block_at(last - b * jnp.maximum(j, 0))
+    m = jnp.where(new, mean, m)
+    left = jnp.where(new, size.astype(jnp.int32), left) - 1
     acc = jnp.where(new, 0.0, acc)
     lam = -acc
     return (j, left, m, acc + (row - m)), (m, lam)
@@ -179,16 +191,21 @@ def _blocks(x: jax.Array) -> tuple[jax.Array, jax.Array]:
   """
 
   def step(carry, xi):
-    prev, s, c, so, co, bs, bc, bm = carry
+    prev, s, e, c, so, co, bs, bc, bm = carry
     more = xi >= prev  # the run goes on
     bs, bc = jnp.where(more, bs, so), jnp.where(more, bc, co)
     bm = jnp.where(more, bm, so / jnp.maximum(co, 1.0))
-    s, c = xi + jnp.where(more, s, 0.0), 1.0 + jnp.where(more, c, 0.0)
+    # the run's sum, compensated (Kahan): a long run of ties keeps its exact mean
+    t = jnp.where(more, s, 0.0)
+    add = xi - jnp.where(more, e, 0.0)
+    s = t + add
+    e = (s - t) - add
+    c = 1.0 + jnp.where(more, c, 0.0)
     pool = s / c >= bm
     so, co = s + jnp.where(pool, bs, 0.0), c + jnp.where(pool, bc, 0.0)
-    return (xi, s, c, so, co, bs, bc, bm), (so, co)
+    return (xi, s, e, c, so, co, bs, bc, bm), (so, co)
 
   zero = jnp.zeros_like(x[0])
   # above the top row: no run (NaN), and an empty block (pooling it changes nothing)
-  carry = (jnp.full_like(zero, jnp.nan),) + (zero,) * 7
+  carry = (jnp.full_like(zero, jnp.nan),) + (zero,) * 8
   return jax.lax.scan(step, carry, x)[1]

@@ -111,7 +111,8 @@ def consistent(
       ``integer`` or ``certificate`` not a bool.
     ValueError: ``y``'s last axis is not ``d + 1``, ``y`` has NaN or inf, finite
       values beyond the computation's float dtype (float64 past float32's range
-      with x64 off, Python ints past float64's), or, for signed integer ``y``, its
+      with x64 off, Python ints past float64's) or past its largest value over
+      ``d + 1`` (a vector's sums could overflow; concrete input), or, for signed integer ``y``, its
       dtype's minimum or JAX integer dtype's (a refused release's mark, also when
       stored wider), or
       values beyond :func:`integer_limit` with ``integer=True`` (concrete input);
@@ -299,6 +300,14 @@ def _host_float(y: np.ndarray) -> np.ndarray:
     f"{{entry}} is beyond {float(jnp.finfo(target).max):.4g}, the largest {target} "
     f"(JAX's dtype for {y.dtype} with x64 off); rescale the counts, or "
     "enable x64 (jax.config.update('jax_enable_x64', True))",
+  )
+  # a vector's sums (block sums, the exact path's) must stay finite too
+  limit = float(jnp.finfo(target).max) / y.shape[-1]
+  _refuse_first(
+    np.abs(narrowed) > limit,
+    y,
+    f"{{entry}} is beyond {limit:.4g}, the largest {target} over the {y.shape[-1]} "
+    "counts of a vector: their sums could overflow; rescale the counts",
   )
   return narrowed
 
