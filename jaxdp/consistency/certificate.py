@@ -23,7 +23,8 @@ from jaxdp.consistency.graph import ConstraintGraph
 __all__ = [
   "Certificate",
   "certify",
-  "certify_path",
+  "from_sums",
+  "gap_scale",
   "edge_differences",
   "operators",
   "transpose_apply",
@@ -93,32 +94,30 @@ def certify(
   return _certificate(y, w, lam, apply_a, apply_at, tol, -1)
 
 
-def certify_path(y: jax.Array, w: jax.Array, lam: jax.Array, tol: float) -> Certificate:
-  """:func:`certify` on a path numbered from the top down (edges ``i + 1 -> i``),
-  with the nodes on the first axis: ``y`` and ``w`` ``(dim, ...)``, ``lam`` ``(dim - 1,
-  ...)`` (``lam[i]`` on the edge below node ``i``). The same sums, taken over the
-  first axis, so that a batch laid out in the last axis is read in order."""
-
-  def apply_at(lam):
-    zero = jnp.zeros_like(lam[:1])
-    return jnp.concatenate([zero, lam]) - jnp.concatenate([lam, zero])
-
-  return _certificate(y, w, lam, lambda z: z[1:] - z[:-1], apply_at, tol, 0)
-
-
 def _certificate(y, w, lam, apply_a, apply_at, tol, axis):
   diff = apply_a(w)
   violation = jnp.maximum(jnp.max(diff, axis=axis), 0.0)
   lam = jnp.maximum(lam, 0.0)
   r = y - apply_at(lam)
   top = jnp.maximum(1.0, jnp.max(jnp.abs(y), axis=axis))
-  # The gap's terms are squares: they are summed over a power of two near max|y|
-  # squared (exact scaling), so that huge counts do not overflow the bound.
-  inv = jnp.ldexp(jnp.ones_like(top), -jnp.frexp(top)[1])
+  inv = gap_scale(top)
   inv_b = jnp.expand_dims(inv, axis)
   scaled = 0.5 * jnp.sum(((w - r) * inv_b) ** 2, axis=axis) + jnp.sum(
     (lam * inv_b) * (jnp.maximum(-diff, 0.0) * inv_b), axis=axis
   )
+  return from_sums(violation, scaled, inv, top, tol)
+
+
+def gap_scale(top: jax.Array) -> jax.Array:
+  """1 over a power of two near ``top`` (``max(1, max|y|)`` per vector): the gap's
+  terms are squares, summed scaled by its square (an exact scaling), so that huge
+  counts do not overflow the bound."""
+  return jnp.ldexp(jnp.ones_like(top), -jnp.frexp(top)[1])
+
+
+def from_sums(violation, scaled, inv, top, tol: float) -> Certificate:
+  """The certificate from the largest edge difference (clipped at 0), the gap
+  scaled by ``inv ** 2`` (:func:`gap_scale`) and ``top = max(1, max|y|)``."""
   gap = scaled / (inv * inv)
   bound = jnp.sqrt(2.0 * scaled) / inv
   tolerance = tol * top

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp._cache import value_cache
-from jaxdp.consistency.certificate import Certificate, certify_path
+from jaxdp.consistency.certificate import Certificate, from_sums, gap_scale
 from jaxdp.consistency.graph import ConstraintGraph
 
 __all__ = ["chain_isotonic", "chain_order"]
@@ -77,9 +77,10 @@ def chain_isotonic(
   # (dim, B): every step below reads a row (a node), the batch in lanes
   x = _rows(y.T, down)
   sums, sizes, below = _stack(*_blocks(x))  # adjacent violators pooled first
-  w_t, lam_t = _expand(x, sums, sizes, below)
-  # in the scans' layout (nodes first): the same numbers in any node order
-  cert = certify_path(x, w_t, lam_t[1:], tol)
+  top = jnp.maximum(1.0, jnp.max(jnp.abs(y), axis=-1))
+  inv = gap_scale(top)
+  (w_t, lam_t), (violation, scaled) = _expand(x, sums, sizes, below, inv)
+  cert = from_sums(violation, scaled, inv, top, tol)
   inverse = np.argsort(down)
   edge = inverse[np.asarray(graph.lo)]  # the row of each graph edge's lower node
   return _rows(w_t, inverse).T, _rows(lam_t, edge).T, cert
@@ -136,44 +137,55 @@ def _stack(block_sums: jax.Array, block_sizes: jax.Array):
   return ss.reshape(n, b), cs.reshape(n, b), below
 
 
-def _expand(x: jax.Array, sums: jax.Array, sizes: jax.Array, below: jax.Array):
+def _expand(
+  x: jax.Array, sums: jax.Array, sizes: jax.Array, below: jax.Array, inv: jax.Array
+):
   """``(w, lam)`` along the path (``(n, B)`` each, from the top down) from the
-  stacks of :func:`_stack`: one scan from the top down, each node taking its
-  block's mean; ``lam`` of the edge above node ``k`` is minus the sum of ``x - w``
-  over the nodes of its block above ``k`` (0 at a block's top node), the sum below
-  ``k`` in exact arithmetic (a block sums to 0), kept small by starting from each
-  block's top."""
+  stacks of :func:`_stack`, and the certificate's sums: one scan from the top down,
+  each node taking its block's mean; ``lam`` of the edge above node ``k`` is minus
+  the sum of ``x - w`` over the nodes of its block above ``k`` (0 at a block's top
+  node), the sum below ``k`` in exact arithmetic (a block sums to 0), kept small by
+  starting from each block's top.
+
+  The certificate (:func:`~jaxdp.consistency.certificate.certify`'s sums, with
+  ``lam`` clipped at 0) is summed as the scan goes: node ``k``'s residual ``w_k -
+  x_k + lam_k - lam_(k+1)``, scaled by ``inv``
+  (:func:`~jaxdp.consistency.certificate.gap_scale`), once the edge below it is
+  known, and the largest ``w_lo - w_hi``. The gap's other sum, of ``lam * (w_hi -
+  w_lo)`` over the edges, is 0 here: ``lam`` is 0 on the edge above a block's top
+  node, and ``w`` is constant within a block.
+
+  Returns:
+    ``((w, lam), (violation, scaled gap))``.
+  """
   n, b = sums.shape
-  means = sums / jnp.maximum(sizes, 1.0)
-  if means.dtype in (jnp.float32, jnp.float64):
-    # each block's mean and size in one complex number: one gather a row, not two
-    blocks = jax.lax.complex(means, sizes).reshape(-1)
-
-    def block_at(at):
-      block = blocks[at]
-      return block.real, block.imag
-
-  else:  # float16, bfloat16: no complex dtype
-
-    def block_at(at):
-      return means.reshape(-1)[at], sizes.reshape(-1)[at]
-
+  flat_sums, flat_sizes = sums.reshape(-1), sizes.reshape(-1)
   last = (n - 1) * b + jnp.arange(b)
 
   def down(carry, row):
-    j, left, m, acc = carry
+    t, j, left, m_up, acc, x_up, lam_up, violation, squares = carry
     new = left == 0  # the block below starts here
     j = j - new
-    mean, size = block_at(last - b * jnp.maximum(j, 0))
-    m = jnp.where(new, mean, m)
+    at = last - b * jnp.maximum(j, 0)
+    size = flat_sizes[at]
+    m = jnp.where(new, flat_sums[at] / jnp.maximum(size, 1.0), m_up)
     left = jnp.where(new, size.astype(jnp.int32), left) - 1
     acc = jnp.where(new, 0.0, acc)
     lam = -acc
-    return (j, left, m, acc + (row - m)), (m, lam)
+    # the node above: its residual, and the edge between it and this node
+    above = t > 0
+    res = (m_up - x_up + jnp.maximum(lam_up, 0.0) - jnp.maximum(lam, 0.0)) * inv
+    squares = squares + jnp.where(above, res * res, 0.0)
+    violation = jnp.where(above, jnp.maximum(violation, m - m_up), violation)
+    carry = (t + 1, j, left, m, acc + (row - m), row, lam, violation, squares)
+    return carry, (m, lam)
 
   zero = jnp.zeros_like(x[0])
-  carry = (below + 1, jnp.zeros_like(below), zero, zero)
-  return jax.lax.scan(down, carry, x)[1]
+  init = (jnp.int32(0), below + 1, jnp.zeros_like(below)) + (zero,) * 6
+  out, (w, lam) = jax.lax.scan(down, init, x)
+  m, x_last, lam_last, violation, squares = out[3], *out[5:]
+  res = (m - x_last + jnp.maximum(lam_last, 0.0)) * inv  # the bottom node
+  return (w, lam), (violation, 0.5 * (squares + res * res))
 
 
 def _blocks(x: jax.Array) -> tuple[jax.Array, jax.Array]:
