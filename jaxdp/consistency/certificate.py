@@ -23,9 +23,9 @@ from jaxdp.consistency.graph import ConstraintGraph
 __all__ = [
   "Certificate",
   "certify",
+  "edge_differences",
   "from_sums",
   "gap_scale",
-  "edge_differences",
   "operators",
   "transpose_apply",
 ]
@@ -109,9 +109,9 @@ def _certificate(y, w, lam, apply_a, apply_at, tol, axis):
 
 
 def gap_scale(top: jax.Array) -> jax.Array:
-  """1 over a power of two near ``top`` (``max(1, max|y|)`` per vector): the gap's
-  terms are squares, summed scaled by its square (an exact scaling), so that huge
-  counts do not overflow the bound."""
+  """``2^-e`` for ``top = f 2^e``, ``0.5 <= f < 1`` (``top = max(1, max|y|)`` per
+  vector): the gap's squares are summed scaled by its square, an exact scaling,
+  so that huge counts do not overflow the distance bound."""
   return jnp.ldexp(jnp.ones_like(top), -jnp.frexp(top)[1])
 
 

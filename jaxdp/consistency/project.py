@@ -112,9 +112,9 @@ def consistent(
     ValueError: ``y``'s last axis is not ``d + 1``, ``y`` has NaN or inf, finite
       values beyond the computation's float dtype (float64 past float32's range
       with x64 off, Python ints past float64's) or past its largest value over
-      ``d + 1`` (a vector's sums could overflow; concrete input), or, for signed integer ``y``, its
-      dtype's minimum or JAX integer dtype's (a refused release's mark, also when
-      stored wider), or
+      ``d + 1`` (a vector's sums could overflow; concrete input), or, for signed
+      integer ``y``, its dtype's minimum or JAX integer dtype's (a refused
+      release's mark, also when stored wider), or
       values beyond :func:`integer_limit` with ``integer=True`` (concrete input);
       ``method`` or ``tol`` is invalid.
 

@@ -17,8 +17,8 @@ def identity_chain(d):
 
 @pytest.mark.parametrize("dtype", [np.float16, jnp.bfloat16])
 def test_chain_accepts_narrow_floats(dtype):
-  """float16 and bfloat16 counts are projected in their own dtype, as on forests
-  (the chain path has no complex dtype to pack a block's mean and size in)."""
+  """float16 and bfloat16 counts are projected on a chain in their own dtype, as on
+  forests."""
   poset = identity_chain(3)
   y = np.array([[6.0, 3.0, 4.0, 1.0], [5.0, 5.0, 2.0, 3.0]], dtype)
   z = jaxdp.consistent(y, poset, method="batched")
