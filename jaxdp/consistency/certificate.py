@@ -115,7 +115,9 @@ def gap_scale(top: jax.Array) -> jax.Array:
   return jnp.ldexp(jnp.ones_like(top), -jnp.frexp(top)[1])
 
 
-def from_sums(violation, scaled, inv, top, tol: float) -> Certificate:
+def from_sums(
+  violation: jax.Array, scaled: jax.Array, inv: jax.Array, top: jax.Array, tol: float
+) -> Certificate:
   """The certificate from the largest edge difference (clipped at 0), the gap
   scaled by ``inv ** 2`` (:func:`gap_scale`) and ``top = max(1, max|y|)``."""
   gap = scaled / (inv * inv)
