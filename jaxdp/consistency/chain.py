@@ -207,7 +207,7 @@ def _blocks(x: jax.Array) -> tuple[jax.Array, jax.Array]:
     more = xi >= prev  # the run goes on
     bs, bc = jnp.where(more, bs, so), jnp.where(more, bc, co)
     bm = jnp.where(more, bm, so / jnp.maximum(co, 1.0))
-    # the run's sum, compensated (Kahan): a long run of ties keeps its exact mean
+    # the run's sum, compensated (Kahan): a long run of ties keeps its mean to rounding
     t = jnp.where(more, s, 0.0)
     add = xi - jnp.where(more, e, 0.0)
     s = t + add
