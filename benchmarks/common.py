@@ -54,15 +54,26 @@ def interleaved_best(fns: dict, rounds: int = 15, clock=time.perf_counter) -> di
   that call every function once in turn, after one warm-up call each: a ratio of two
   of them compares calls made under the same load, which separate best-of runs on a
   shared machine do not."""
+  times = interleaved_times(fns, rounds, clock=clock)
+  return {name: min(t) for name, t in times.items()}
+
+
+def interleaved_times(
+  fns: dict, rounds: int, args=lambda r: (), clock=time.perf_counter
+) -> dict:
+  """Every time of each ``fns[name](*args(r))`` (blocked until ready) in rounds ``r =
+  1..rounds`` that call every function once in turn, after a warm-up call each with
+  ``args(0)``: a list per name (e.g. ``args = lambda r: (fold_in(key, r),)`` for a
+  fresh key a round)."""
   for fn in fns.values():
-    jax.block_until_ready(fn())
-  best = dict.fromkeys(fns, float("inf"))
-  for _ in range(rounds):
+    jax.block_until_ready(fn(*args(0)))
+  times = {name: [] for name in fns}
+  for r in range(1, rounds + 1):
     for name, fn in fns.items():
       t0 = clock()
-      jax.block_until_ready(fn())
-      best[name] = min(best[name], clock() - t0)
-  return best
+      jax.block_until_ready(fn(*args(r)))
+      times[name].append(clock() - t0)
+  return times
 
 
 def peak_ratio(fn, key, out_bytes: int) -> float | None:

@@ -20,37 +20,17 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import time
 from pathlib import Path
 
 import jax
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, write_results
+from common import interleaved_times, machine, write_results
 from folders import add_out
 
 import jaxdp
 from jaxdp.samplers.slice_kernel import proposal_table
-
-
-def timed_over_keys(fns: dict, rounds: int, key) -> tuple[dict, dict]:
-  """``(median, best)`` seconds of each ``fns[name](key_r)`` over ``rounds`` rounds
-  that call every function in turn with the round's key ``fold_in(key, r)`` (after
-  a warm-up call each with ``key``)."""
-  for fn in fns.values():
-    jax.block_until_ready(fn(key))
-  times = {name: [] for name in fns}
-  for r in range(rounds):
-    key_r = jax.random.fold_in(key, r + 1)
-    for name, fn in fns.items():
-      t0 = time.perf_counter()
-      jax.block_until_ready(fn(key_r))
-      times[name].append(time.perf_counter() - t0)
-  return (
-    {name: float(np.median(t)) for name, t in times.items()},
-    {name: min(t) for name, t in times.items()},
-  )
 
 
 def main(argv=None):
@@ -74,7 +54,10 @@ def main(argv=None):
     fns[f"knorm sum k={k}"] = lambda key, b=sb: jaxdp.random.knorm(key, b, 1.0, (n,))
     fns[f"count_ball k={k}"] = lambda key, k=k: jaxdp.random.count_ball(key, d, k, (n,))
     fns[f"knorm count k={k}"] = lambda key, b=cb: jaxdp.random.knorm(key, b, 1.0, (n,))
-  median, best = timed_over_keys(fns, args.rounds, jax.random.key(0))
+  key = jax.random.key(0)
+  times = interleaved_times(fns, args.rounds, lambda r: (jax.random.fold_in(key, r),))
+  median = {name: float(np.median(t)) for name, t in times.items()}
+  best = {name: min(t) for name, t in times.items()}
   rows = []
   for name, seconds in median.items():
     k = int(name.split("k=")[1]) if "k=" in name else None
