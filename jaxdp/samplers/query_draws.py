@@ -110,8 +110,8 @@ def narrow_points(ball, key, m, cdt, dtype):
   round). Every row is thus the nearest rounding of a uniform point, given that it
   lies in the ball, independently of the others. Rounding toward zero instead would
   keep the sum and count balls' points inside without redraws, but shrinks them:
-  E[|z|^2] about 0.5% low in bfloat16 when every row is so rounded, and still low
-  in wide balls when only the rows pushed out are.
+  E[|z|^2] comes out low, whether every row or only the rows pushed out are so
+  rounded.
   """
   if jnp.dtype(dtype) == jnp.dtype(cdt):
     return ball.points(key, m, cdt)

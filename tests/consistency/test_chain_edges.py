@@ -31,8 +31,8 @@ def test_chain_accepts_narrow_floats(dtype):
 def test_float32_constant_vector_on_a_long_chain_is_certified():
   """A constant vector is its own projection; on a chain of 512 in float32 its 513
   ties make one run, whose compensated sum keeps the mean: the vector comes back
-  and is certified (a plain float32 sum moved it by 2.6e-6 relative, with a
-  distance bound 13 times the tolerance)."""
+  and is certified (a plain float32 sum of the run moves it, and leaves its
+  distance bound above the tolerance)."""
   poset = identity_chain(512)
   y = np.full((1, 513), 1.2576826, np.float32)
   z, cert = jax.jit(lambda v: jaxdp.consistent(v, poset, certificate=True))(y)
@@ -53,9 +53,8 @@ def test_float32_huge_counts_are_certified():
 
 def test_counts_whose_sums_overflow_are_refused():
   """Concrete counts past the dtype's largest value over the d + 1 counts of a
-  vector are refused, naming the entry: block sums (and the exact path's sums) of
-  such counts overflow (float32 gave inf counts, float64's exact path raised
-  OverflowError)."""
+  vector are refused, naming the entry: block sums of such counts overflow (to inf
+  in float32's batched solver; the exact path's float64 sums raise OverflowError)."""
   poset = identity_chain(3)
   y = np.array([[3e38, 3e38, 3e38, 3e38]], np.float32)  # already consistent
   with pytest.raises(ValueError, match=r"y\[0, 0\] = .* rescale the counts"):

@@ -248,8 +248,8 @@ def test_float64_draws():
 def test_narrow_dtypes_stay_in_ball_unshrunk():
   """float16 / bfloat16 points lie in the ball, and their mean |z|^2 / d matches the
   exact second moment within 4 standard errors (32,768 rows). Rounding every row
-  toward zero fails both: about 0.5% low in bfloat16 (12 and 8 standard errors for
-  the sum and count balls here), and vote ball points outside (float16: 1.0002)."""
+  toward zero fails both: in bfloat16 the sum and count balls' means fall more than
+  4 standard errors low, and vote ball points land outside."""
   for dtype in (jnp.float16, jnp.bfloat16):
     for draw, ball, args in (
       (jaxdp.random.sum_ball, jaxdp.SumBall(50, 15), (50, 15)),
