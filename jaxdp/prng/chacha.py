@@ -43,7 +43,7 @@ from jax.extend.random import define_prng_impl
 
 from jaxdp.typing import ArrayLike
 
-__all__ = ["CHACHA20", "CHACHA8", "block", "MAX_BLOCKS", "sequential_blocks"]
+__all__ = ["CHACHA20", "CHACHA8", "block", "MAX_BLOCKS"]
 
 SIGMA = (0x61707865, 0x3320646E, 0x79622D32, 0x6B206574)  # "expand 32-byte k"
 MAX_BLOCKS = 1 << 32  # the RFC's 32-bit block counter
@@ -81,10 +81,83 @@ def _double_round(_, words):
   return tuple(x)
 
 
+def _state(key, counter, nonce) -> tuple[jax.Array, ...]:
+  """The 16 input words of the blocks at ``counter``, one ``(n,)`` array each."""
+  counter = jnp.asarray(counter, jnp.uint32)
+  n = counter.shape[0]
+  key = jnp.asarray(key, jnp.uint32)
+  state = [jnp.full((n,), w, jnp.uint32) for w in SIGMA]
+  state += [jnp.broadcast_to(key[i], (n,)) for i in range(8)]
+  state += [counter] + [jnp.broadcast_to(jnp.asarray(w, jnp.uint32), (n,)) for w in nonce]
+  # One type for all 16 words: under shard_map the constants are replicated while the
+  # key and counter may vary over a mesh axis, and the rounds mix every word into
+  # every other. Stacking promotes all words to the union of the axes they vary over
+  # (XLA drops the stack and slices).
+  return tuple(jnp.stack(state))
+
+
+def _vector_rounds(state, rounds: int):
+  """The rounds as array operations, one double round per loop step: an accelerator
+  runs each step as one pass over all blocks."""
+  out = lax.fori_loop(0, rounds // 2, _double_round, state)
+  return jnp.stack([o + s for o, s in zip(out, state)], axis=1)
+
+
+RAW, DONE = 1, 3  # tags of an input state and of a finished block; 0 is the identity
+
+
+def _combine(rounds: int):
+  """The reducer of :func:`_scalar_rounds`: ``f(a, b)`` is the block of ``b`` when
+  ``b`` is an input state (tag RAW), else ``a`` when ``b`` is the identity or ``a`` a
+  finished block, else ``b``. It is associative, ``init`` is a right identity, and
+  every order in which a reduce may combine the two copies of an input state (with
+  or without ``init``) ends in that state's block, tagged DONE."""
+
+  def f(a, b):
+    (tag_a, *words_a), (tag_b, *words_b) = a, b
+    x = list(words_b)
+    for _ in range(rounds // 2):
+      x = list(_double_round(0, x))
+    raw = tag_b == np.uint32(RAW)
+    keep_a = (tag_b == np.uint32(0)) | (tag_a == np.uint32(DONE))
+    tag = jnp.where(raw, np.uint32(DONE), jnp.where(keep_a, tag_a, tag_b))
+    out = [
+      jnp.where(raw, o + s, jnp.where(keep_a, wa, s))
+      for o, s, wa in zip(x, words_b, words_a)
+    ]
+    return (tag, *out)
+
+  return f
+
+
+def _scalar_rounds(state, rounds: int):
+  """The rounds as one scalar function per block, kept in registers: the computation
+  of a variadic reduce over two copies of each block's input state (XLA:CPU emits a
+  reduce's computation inline in its loop; as array operations the rounds are dozens
+  of passes over memory per double round)."""
+  n = state[0].shape[0]
+  pair = lambda w: jnp.broadcast_to(w[:, None], (n, 2))
+  tags = jnp.broadcast_to(jnp.asarray([RAW, RAW], jnp.uint32), (n, 2))
+  zero = jnp.zeros((), jnp.uint32)
+  tag, *words = lax.reduce((tags, *map(pair, state)), (zero,) * 17, _combine(rounds), (1,))
+  # Adds 0 (every tag is DONE): a program that drops the tag output sends XLA:CPU's
+  # compiler into a stall.
+  return jnp.stack(words, axis=1) + (tag - np.uint32(DONE))[:, None]
+
+
+SCALAR_MIN_BLOCKS = 1 << 12  # on the CPU, draws of this many blocks or more run scalar
+
+
 def block(
   key: ArrayLike, counter: ArrayLike, nonce: ArrayLike, rounds: int = 20
 ) -> jax.Array:
   """The ChaCha20 block function (ChaCha``rounds``), vectorised over counters.
+
+  On the CPU, from ``SCALAR_MIN_BLOCKS`` blocks, each block's rounds run as one
+  scalar function (:func:`_scalar_rounds`); smaller draws, and every draw on an
+  accelerator, run the rounds as array operations, one double round per loop step
+  (the scalar program costs a fixed time per call, about that of a few thousand
+  blocks). Both compute RFC 8439's function; the tests pin each to its vectors.
 
   Args:
     key: ``(8,)`` uint32 key words (the 32-byte key read little-endian).
@@ -98,70 +171,26 @@ def block(
   References:
     RFC 8439, Section 2.3.
   """
-  counter = jnp.asarray(counter, jnp.uint32)
-  n = counter.shape[0]
-  key = jnp.asarray(key, jnp.uint32)
-  state = [jnp.full((n,), w, jnp.uint32) for w in SIGMA]
-  state += [jnp.broadcast_to(key[i], (n,)) for i in range(8)]
-  state += [counter] + [jnp.broadcast_to(jnp.asarray(w, jnp.uint32), (n,)) for w in nonce]
-  # One type for all 16 words: under shard_map the constants are replicated while the
-  # key and counter may vary over a mesh axis, and a loop's carry must keep its type
-  # through the body, which mixes every word into every other. Stacking promotes all
-  # words to the union of the axes they vary over (XLA drops the stack and slices).
-  state = tuple(jnp.stack(state))
-  # A loop, not 10 unrolled double rounds: unrolled, XLA:CPU fuses the whole graph
-  # into its consumers and compiles for minutes (and draws ChaCha20 words at about
-  # 0.6x the loop's rate on its own).
-  out = lax.fori_loop(0, rounds // 2, _double_round, state)
-  return jnp.stack([o + s for o, s in zip(out, state)], axis=1)
+  state = _state(key, counter, nonce)
+  if state[0].shape[0] < SCALAR_MIN_BLOCKS:
+    return _vector_rounds(state, rounds)
+  # chosen when the program is lowered, for the platform it is lowered for (which
+  # need not be JAX's default backend): no conditional in the compiled program
+  return lax.platform_dependent(
+    *state,
+    cpu=lambda *s: _scalar_rounds(s, rounds),
+    default=lambda *s: _vector_rounds(s, rounds),
+  )
 
 
-CPU_CHUNK = 1 << 14  # blocks per loop step on CPU: the 16 state words stay in cache
-
-
-def sequential_blocks(num_blocks: int, platform: str) -> bool:
-  """Whether a draw of ``num_blocks`` blocks on ``platform`` ("cpu", "gpu", "tpu")
-  runs as a sequential map over chunks of ``CPU_CHUNK`` blocks.
-
-  Only on the CPU, for more than ``CPU_CHUNK`` blocks: there the map is 2-3x faster
-  than one pass over all blocks, which streams the state through memory ten times.
-  An accelerator computes all blocks in one vectorised pass (a sequential map would
-  leave it idle between steps).
-  """
-  return platform == "cpu" and num_blocks > CPU_CHUNK
-
-
-def _blocks(key, num_blocks: int, domain: int, rounds: int = 20, platform=None):
-  """``(num_blocks, 16)`` words of the blocks at counters 0.. under ``domain``, for
-  ``platform`` (default: the platform the program is lowered for; see
-  :func:`sequential_blocks`)."""
+def _blocks(key, num_blocks: int, domain: int, rounds: int = 20):
+  """``(num_blocks, 16)`` words of the blocks at counters 0.. under ``domain``."""
   if num_blocks > MAX_BLOCKS:
     raise ValueError(
       f"a ChaCha{rounds} draw of {num_blocks:,} blocks exceeds the 2**32-block stream "
       "of one key; split the key and draw in pieces."
     )
-  nonce = (domain, 0, 0)
-
-  def one_pass(key):
-    return block(key, lax.iota(jnp.uint32, num_blocks), nonce, rounds)
-
-  def mapped(key):
-    steps, rest = divmod(num_blocks, CPU_CHUNK)
-    counters = lax.iota(jnp.uint32, steps * CPU_CHUNK).reshape(steps, CPU_CHUNK)
-    out = lax.map(lambda c: block(key, c, nonce, rounds), counters)
-    out = out.reshape(steps * CPU_CHUNK, 16)
-    if not rest:
-      return out
-    # the last, partial step on its own: a full one would compute up to CPU_CHUNK
-    # blocks that are thrown away
-    tail = block(key, steps * CPU_CHUNK + lax.iota(jnp.uint32, rest), nonce, rounds)
-    return jnp.concatenate([out, tail])
-
-  if platform is not None or not sequential_blocks(num_blocks, "cpu"):
-    return (mapped if sequential_blocks(num_blocks, platform or "cpu") else one_pass)(key)
-  # chosen when the program is lowered, for the platform it is lowered for (which
-  # need not be JAX's default backend): no conditional in the compiled program
-  return lax.platform_dependent(key, cpu=mapped, default=one_pass)
+  return block(key, lax.iota(jnp.uint32, num_blocks), (domain, 0, 0), rounds)
 
 
 def _seed(seed):

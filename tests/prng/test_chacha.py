@@ -64,14 +64,57 @@ def test_rfc8439_a1_keystream_through_jax_random_bits(key, counter, expected):
   assert got.hex() == expected
 
 
+RFC_232 = (
+  "e4e7f110 15593bd1 1fdd0f50 c47120a3 c7f4d1c7 0368c033 9aaa2204 4e6cd4c3 "
+  "466482d2 09aa9f07 05d7c214 a2028bd9 d19c12b5 b94e16de e883d0cb 4e3c50a2"
+).split()
+
+
 def test_rfc8439_232_block_function():
   key = _words(bytes(range(32)))
   nonce = _words(_hex("000000090000004a00000000"))
   out = np.asarray(chacha.block(key, jnp.array([1], jnp.uint32), tuple(nonce)))[0]
-  assert [f"{int(w):08x}" for w in out] == (
-    "e4e7f110 15593bd1 1fdd0f50 c47120a3 c7f4d1c7 0368c033 9aaa2204 4e6cd4c3 "
-    "466482d2 09aa9f07 05d7c214 a2028bd9 d19c12b5 b94e16de e883d0cb 4e3c50a2"
-  ).split()
+  assert [f"{int(w):08x}" for w in out] == RFC_232
+
+
+@pytest.mark.parametrize("rounds_fn", ["_scalar_rounds", "_vector_rounds"])
+def test_rfc8439_232_through_each_implementation_of_the_rounds(rounds_fn):
+  """Both forms of the rounds (the CPU's scalar reduce for large draws, the array
+  loop elsewhere) give RFC 8439's block 2.3.2, here on 3 copies of its input."""
+  key = _words(bytes(range(32)))
+  nonce = tuple(_words(_hex("000000090000004a00000000")))
+  state = chacha._state(key, jnp.array([1, 1, 1], jnp.uint32), nonce)
+  out = np.asarray(jax.jit(getattr(chacha, rounds_fn), static_argnums=1)(state, 20))
+  for row in out:
+    assert [f"{int(w):08x}" for w in row] == RFC_232
+
+
+def test_the_scalar_rounds_reducer_gives_the_block_in_every_order():
+  """The reduce's computation gives the block, tagged DONE, however a reduce combines
+  the two copies of an input state with its identity: left or right folds, with
+  ``init`` on either side or not at all, and the finished block combined with
+  either (each order XLA may choose for a reduce of two elements)."""
+  key = _words(bytes(range(32)))
+  nonce = tuple(_words(_hex("000000090000004a00000000")))
+  words = [w[0] for w in chacha._state(key, jnp.array([1], jnp.uint32), nonce)]
+  f = jax.jit(chacha._combine(20))
+  x = (jnp.uint32(chacha.RAW), *words)
+  e = (jnp.uint32(0),) * 17
+  orders = {
+    "f(f(e, x), x)": lambda: f(f(e, x), x),
+    "f(x, x)": lambda: f(x, x),
+    "f(f(x, e), x)": lambda: f(f(x, e), x),
+    "f(x, f(x, e))": lambda: f(x, f(x, e)),
+    "f(f(x, x), e)": lambda: f(f(x, x), e),
+    "f(e, f(x, x))": lambda: f(e, f(x, x)),
+    "f(f(e, x), f(e, x))": lambda: f(f(e, x), f(e, x)),
+    "f(f(e, x), f(x, e))": lambda: f(f(e, x), f(x, e)),
+    "f(f(x, e), f(x, e))": lambda: f(f(x, e), f(x, e)),
+  }
+  for name, run in orders.items():
+    tag, *out = run()
+    assert int(tag) == chacha.DONE, name
+    assert [f"{int(w):08x}" for w in out] == RFC_232, name
 
 
 def test_rfc8439_242_encryption():
@@ -116,17 +159,24 @@ def test_matches_an_independent_implementation_on_random_keys():
     )
 
 
-def test_large_draws_use_the_chunked_path_and_stay_the_stream():
-  """More than CPU_CHUNK blocks (the chunked path on CPU) equals block-by-block."""
-  k = dprandom.secure_key(bytes(range(32)))
-  n_blocks = chacha.CPU_CHUNK + 3
+def test_large_draws_run_scalar_and_stay_the_stream():
+  """A draw of more than SCALAR_MIN_BLOCKS blocks (the CPU's scalar rounds) is
+  OpenSSL's ChaCha20 keystream (via ``cryptography``) word for word, and equals the
+  array rounds block by block."""
+  algorithms = pytest.importorskip("cryptography.hazmat.primitives.ciphers").algorithms
+  from cryptography.hazmat.primitives.ciphers import Cipher
+
+  key_bytes = bytes(range(32))
+  k = dprandom.secure_key(key_bytes)
+  n_blocks = chacha.SCALAR_MIN_BLOCKS + 3
   bits = np.asarray(jax.random.bits(k, (16 * n_blocks - 5,), jnp.uint32))
-  for i in (0, chacha.CPU_CHUNK - 1, chacha.CPU_CHUNK, n_blocks - 1):
-    ref = np.asarray(
-      chacha.block(jax.random.key_data(k), jnp.array([i], jnp.uint32), (0, 0, 0))
-    )[0]
-    got = bits[16 * i : 16 * (i + 1)]
-    np.testing.assert_array_equal(got, ref[: got.size])
+  enc = Cipher(algorithms.ChaCha20(key_bytes, bytes(16)), mode=None).encryptor()
+  assert bits.astype("<u4").tobytes() == enc.update(bytes(4 * bits.size))
+  state = chacha._state(
+    jax.random.key_data(k), jnp.arange(n_blocks, dtype=jnp.uint32), (0, 0, 0)
+  )
+  ref = np.asarray(jax.jit(chacha._vector_rounds, static_argnums=1)(state, 20))
+  np.testing.assert_array_equal(bits, ref.reshape(-1)[: bits.size])
 
 
 def test_split_and_fold_in_streams_do_not_collide():
@@ -200,6 +250,16 @@ def test_chacha8_is_the_published_8_round_keystream():
   key = jax.random.wrap_key_data(jnp.zeros(8, jnp.uint32), impl=jaxdp.chacha.CHACHA8)
   words = np.asarray(jax.random.bits(key, (32,), jnp.uint32))
   assert words.astype("<u4").tobytes() == expected
+  # a draw long enough for the CPU's scalar rounds: the same two blocks first, and
+  # every block equal to the array rounds'
+  n_blocks = chacha.SCALAR_MIN_BLOCKS + 1
+  long = np.asarray(jax.random.bits(key, (16 * n_blocks,), jnp.uint32))
+  assert long[:32].astype("<u4").tobytes() == expected
+  state = chacha._state(
+    jnp.zeros(8, jnp.uint32), jnp.arange(n_blocks, dtype=jnp.uint32), (0, 0, 0)
+  )
+  ref = np.asarray(jax.jit(chacha._vector_rounds, static_argnums=1)(state, 8))
+  np.testing.assert_array_equal(long, ref.reshape(-1))
 
 
 @pytest.mark.slow

@@ -180,10 +180,10 @@ def test_every_key_kind_runs_the_monte_carlo_engine(kind):
 @pytest.mark.parametrize("kind", ["chacha8", "chacha20"])
 def test_chacha_under_shard_map_draws_what_it_draws_outside(kind):
   """Keys derived inside ``shard_map`` from a mesh-varying index: ``split``,
-  ``fold_in`` and a draw long enough to run in cache-sized chunks on the CPU give the
-  same words as outside it."""
+  ``fold_in`` and a draw long enough to run the CPU's scalar rounds give the same
+  words as outside it."""
   key = KEY_KINDS[kind](0)
-  num_words = 16 * chacha.CPU_CHUNK + 5
+  num_words = 16 * chacha.SCALAR_MIN_BLOCKS + 5
 
   def draw(ids):
     k1, k2 = jax.random.split(jax.random.fold_in(key, ids[0]))

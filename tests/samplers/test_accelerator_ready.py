@@ -29,7 +29,7 @@ LOOPS = ("scan", "while")
 # function that makes it), with its reason. A ``scan`` has a static trip count:
 # XLA:GPU runs it without reading a predicate on the host.
 SITES = {
-  ("scan", "chacha.block"): "static: ChaCha's 10 (ChaCha8: 4) double rounds",
+  ("scan", "chacha._vector_rounds"): "static: ChaCha's 10 (ChaCha8: 4) double rounds",
   ("scan", "general_points._draw"): "static: the linear extension's d steps",
   ("scan", "choices.unrank"): "static: d unranking steps",
   ("scan", "intervals.chain_round"): "static: d steps of the chain's prefix sums",
@@ -154,8 +154,8 @@ def _hot_paths():
     "exact_linf": lambda n: lambda k: exact.linf_knorm(k, 3, 2.0, (n,)),
     "exact_l2": lambda n: lambda k: exact.l2_knorm(k, 3, 2.0, (n,)),
     "discrete_gaussian": lambda n: lambda k: exact.discrete_gaussian(k, (n,), sigma=3.0),
-    # ChaCha's words, as a ChaCha20/ChaCha8 key's random_bits computes them (more
-    # than CPU_CHUNK blocks: the CPU's map over chunks)
+    # ChaCha's words, as a ChaCha20/ChaCha8 key's random_bits computes them (at least
+    # SCALAR_MIN_BLOCKS blocks: the CPU's scalar rounds)
     "chacha20_words": lambda n: lambda k: chacha._random_bits(k, 32, (n * 2**13,), 20),
     "chacha8_words": lambda n: lambda k: chacha._random_bits(k, 32, (n * 2**13,), 8),
   }
@@ -208,36 +208,39 @@ def test_hot_path_holds_only_allowlisted_loops_syncs_primitives_and_float64(name
 
 def test_the_gpu_program_has_no_conditional_where_the_cpu_uses_one_as_a_boundary():
   """The general kernel's step loop stores three values per step behind a
-  conditional on the CPU (a fusion boundary there), and ChaCha's CPU words map over
-  chunks of blocks; lowered for a GPU the same programs hold an optimization barrier
-  instead and one vectorised pass, so the audit sees the platform's own program."""
+  conditional on the CPU (a fusion boundary there), and ChaCha's CPU words run their
+  rounds as a reduce's scalar computation; lowered for a GPU the same programs hold
+  an optimization barrier and the double rounds' loop instead, so the audit sees the
+  platform's own program."""
   gen = Poset.from_edges(4, [(0, 2), (1, 2), (1, 3)])
   j = jax.make_jaxpr(_hot_paths()["general"](64))(jax.random.key(0))
   cpu, gpu = _audit(j, "cpu"), _audit(j, "cuda")
   assert gen.d == 4 and len(cpu[3]) == 3  # three conditionals in the d-step loop
   assert not gpu[3] and "optimization_barrier" in gpu[1]
   words = jax.make_jaxpr(_hot_paths()["chacha20_words"](64))(_key("chacha20"))
-  assert _audit(words, "cpu")[0][("scan", "chacha._blocks.mapped")] == 1
-  assert ("scan", "chacha._blocks.mapped") not in _audit(words, "cuda")[0]
+  cpu, gpu = _audit(words, "cpu"), _audit(words, "cuda")
+  assert "reduce" in cpu[1] and ("scan", "chacha._vector_rounds") not in cpu[0]
+  assert "reduce" not in gpu[1] and gpu[0][("scan", "chacha._vector_rounds")] == 1
 
 
-def test_chacha_runs_one_vectorised_pass_off_the_cpu():
-  """sequential_blocks chooses the map over chunks only on the CPU and only past
-  CPU_CHUNK blocks; the program it gives a "gpu" draw of 4 CPU_CHUNK blocks holds
-  the ten double rounds' loop and no loop over chunks, the "cpu" one a map of 4."""
-  big = 4 * chacha.CPU_CHUNK
-  assert chacha.sequential_blocks(big, "cpu")
-  assert not chacha.sequential_blocks(chacha.CPU_CHUNK, "cpu")
-  for platform in ("gpu", "tpu", "cuda", "rocm"):
-    assert not chacha.sequential_blocks(big, platform)
+@pytest.mark.parametrize("rounds", [20, 8])
+def test_chacha_runs_scalar_only_for_large_cpu_draws(rounds):
+  """From SCALAR_MIN_BLOCKS blocks the program lowered for the CPU computes the
+  rounds in a reduce (no loop), and the one lowered for an accelerator in one
+  vectorised pass (the double rounds' loop, no reduce); a smaller draw runs that
+  loop on every platform."""
   key = jnp.arange(8, dtype=jnp.uint32)
-  gpu = jax.make_jaxpr(lambda k: chacha._blocks(k, big, 0, 20, platform="gpu"))(key)
-  cpu = jax.make_jaxpr(lambda k: chacha._blocks(k, big, 0, 20, platform="cpu"))(key)
-  lengths = lambda j: sorted(
-    e.params["length"] for e in _eqns(j) if e.primitive.name == "scan"
-  )
-  assert lengths(gpu) == [10]
-  assert lengths(cpu) == [4, 10]
+  for num_blocks in (chacha.SCALAR_MIN_BLOCKS, 4 * chacha.SCALAR_MIN_BLOCKS):
+    j = jax.make_jaxpr(lambda k, n=num_blocks: chacha._blocks(k, n, 0, rounds))(key)
+    cpu, gpu = _audit(j, "cpu"), _audit(j, "cuda")
+    assert "reduce" in cpu[1] and not [s for s in cpu[0] if s[0] in LOOPS]
+    assert "reduce" not in gpu[1] and dict(gpu[0]) == {("scan", "chacha._vector_rounds"): 1}
+    lengths = [e.params["length"] for e in _eqns(j) if e.primitive.name == "scan"]
+    assert lengths == [rounds // 2]  # the accelerator's branch
+  small = chacha.SCALAR_MIN_BLOCKS - 1
+  j = jax.make_jaxpr(lambda k: chacha._blocks(k, small, 0, rounds))(key)
+  assert "reduce" not in _audit(j, "cpu")[1]
+  assert dict(_audit(j, "cpu")[0]) == {("scan", "chacha._vector_rounds"): 1}
 
 
 def _eqns(jaxpr):
