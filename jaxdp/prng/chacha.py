@@ -183,14 +183,44 @@ def block(
   )
 
 
+LOOP_BLOCKS = 1 << 16  # on the CPU, draws of twice this or more run in steps of it
+
+
 def _blocks(key, num_blocks: int, domain: int, rounds: int = 20):
-  """``(num_blocks, 16)`` words of the blocks at counters 0.. under ``domain``."""
+  """``(num_blocks, 16)`` words of the blocks at counters 0.. under ``domain``.
+
+  On the CPU a draw of ``2 * LOOP_BLOCKS`` blocks or more fills its output in place,
+  ``LOOP_BLOCKS`` blocks a step and then the rest, so that the rounds' temporaries
+  are a step's size, not the draw's (each call maps fresh pages for them)."""
   if num_blocks > MAX_BLOCKS:
     raise ValueError(
       f"a ChaCha{rounds} draw of {num_blocks:,} blocks exceeds the 2**32-block stream "
       "of one key; split the key and draw in pieces."
     )
-  return block(key, lax.iota(jnp.uint32, num_blocks), (domain, 0, 0), rounds)
+  nonce = (domain, 0, 0)
+
+  def words(key, start, n):
+    return block(key, start + lax.iota(jnp.uint32, n), nonce, rounds).reshape(-1)
+
+  def in_steps(key):
+    steps, rest = divmod(num_blocks, LOOP_BLOCKS)
+
+    def step(i, out):
+      start = i.astype(jnp.uint32) * np.uint32(LOOP_BLOCKS)
+      return lax.dynamic_update_slice(out, words(key, start, LOOP_BLOCKS), (16 * start,))
+
+    out = lax.fori_loop(0, steps, step, jnp.zeros(16 * num_blocks, jnp.uint32))
+    if rest:
+      start = steps * LOOP_BLOCKS
+      out = lax.dynamic_update_slice(out, words(key, np.uint32(start), rest), (16 * start,))
+    return out.reshape(num_blocks, 16)
+
+  one_pass = lambda key: words(key, np.uint32(0), num_blocks).reshape(num_blocks, 16)
+  if num_blocks < 2 * LOOP_BLOCKS:
+    return one_pass(key)
+  # chosen when the program is lowered, for the platform it is lowered for: an
+  # accelerator computes all blocks in one pass
+  return lax.platform_dependent(key, cpu=in_steps, default=one_pass)
 
 
 def _seed(seed):

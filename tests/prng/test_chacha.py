@@ -160,14 +160,20 @@ def test_matches_an_independent_implementation_on_random_keys():
 
 
 def test_large_draws_run_scalar_and_stay_the_stream():
-  """A draw of more than SCALAR_MIN_BLOCKS blocks (the CPU's scalar rounds) is
-  OpenSSL's ChaCha20 keystream (via ``cryptography``) word for word, and equals the
-  array rounds block by block."""
+  """A draw of more than SCALAR_MIN_BLOCKS blocks (the CPU's scalar rounds), and one
+  of more than 2 LOOP_BLOCKS (computed in steps), is OpenSSL's ChaCha20 keystream
+  (via ``cryptography``) word for word; the first equals the array rounds block by
+  block."""
   algorithms = pytest.importorskip("cryptography.hazmat.primitives.ciphers").algorithms
   from cryptography.hazmat.primitives.ciphers import Cipher
 
   key_bytes = bytes(range(32))
   k = dprandom.secure_key(key_bytes)
+  # in steps of LOOP_BLOCKS, and a rest: OpenSSL's keystream too
+  n_steps = 2 * chacha.LOOP_BLOCKS + 3
+  bits = np.asarray(jax.random.bits(k, (16 * n_steps - 7,), jnp.uint32))
+  enc = Cipher(algorithms.ChaCha20(key_bytes, bytes(16)), mode=None).encryptor()
+  assert bits.astype("<u4").tobytes() == enc.update(bytes(4 * bits.size))
   n_blocks = chacha.SCALAR_MIN_BLOCKS + 3
   bits = np.asarray(jax.random.bits(k, (16 * n_blocks - 5,), jnp.uint32))
   enc = Cipher(algorithms.ChaCha20(key_bytes, bytes(16)), mode=None).encryptor()
