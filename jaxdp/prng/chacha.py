@@ -33,6 +33,7 @@ References:
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -130,11 +131,19 @@ def _combine(rounds: int):
   return f
 
 
+@functools.partial(jax.jit, static_argnums=1, inline=False)
 def _scalar_rounds(state, rounds: int):
   """The rounds as one scalar function per block, kept in registers: the computation
   of a variadic reduce over two copies of each block's input state (XLA:CPU emits a
   reduce's computation inline in its loop; as array operations the rounds are dozens
-  of passes over memory per double round)."""
+  of passes over memory per double round).
+
+  A function of its own (not inlined when traced): a caller whose program discards
+  every output of the reduce (``bits * 0``) otherwise crashes the compiler's
+  simplification of the reduce. The optimization barrier keeps a key that is a
+  constant of the caller's program (closed over) from being folded: XLA would
+  evaluate the rounds while compiling, in its interpreter."""
+  state = lax.optimization_barrier(tuple(state))
   n = state[0].shape[0]
   pair = lambda w: jnp.broadcast_to(w[:, None], (n, 2))
   tags = jnp.broadcast_to(jnp.asarray([RAW, RAW], jnp.uint32), (n, 2))
