@@ -110,9 +110,10 @@ RAW, DONE = 1, 3  # tags of an input state and of a finished block; 0 is the ide
 def _combine(rounds: int):
   """The reducer of :func:`_scalar_rounds`: ``f(a, b)`` is the block of ``b`` when
   ``b`` is an input state (tag RAW), else ``a`` when ``b`` is the identity or ``a`` a
-  finished block, else ``b``. It is associative, ``init`` is a right identity, and
-  every order in which a reduce may combine the two copies of an input state (with
-  or without ``init``) ends in that state's block, tagged DONE."""
+  finished block, else ``b``. On the values a reduce of two copies of one input
+  state can produce (the identity, the state, its block) it is associative with
+  ``init`` a right identity, and every order in which a reduce may combine the two
+  copies (with or without ``init``) ends in that state's block, tagged DONE."""
 
   def f(a, b):
     (tag_a, *words_a), (tag_b, *words_b) = a, b
@@ -193,14 +194,17 @@ def block(
 
 
 LOOP_BLOCKS = 1 << 16  # on the CPU, draws of twice this or more run in steps of it
+STEPS_MAX_BLOCKS = (1 << 27) - 1  # ... up to this many: word offsets below 2^31
 
 
 def _blocks(key, num_blocks: int, domain: int, rounds: int = 20):
   """``(num_blocks, 16)`` words of the blocks at counters 0.. under ``domain``.
 
-  On the CPU a draw of ``2 * LOOP_BLOCKS`` blocks or more fills its output in place,
-  ``LOOP_BLOCKS`` blocks a step and then the rest, so that the rounds' temporaries
-  are a step's size, not the draw's (each call maps fresh pages for them)."""
+  On the CPU a draw of ``2 * LOOP_BLOCKS`` to ``STEPS_MAX_BLOCKS`` blocks fills its
+  output in place, ``LOOP_BLOCKS`` blocks a step and then the rest, so that the
+  rounds' temporaries are a step's size, not the draw's (each call maps fresh pages
+  for them). Beyond, a word's offset in the output would not fit the uint32 index
+  of a step: such a draw (8 GiB or more) runs in one pass."""
   if num_blocks > MAX_BLOCKS:
     raise ValueError(
       f"a ChaCha{rounds} draw of {num_blocks:,} blocks exceeds the 2**32-block stream "
@@ -225,7 +229,7 @@ def _blocks(key, num_blocks: int, domain: int, rounds: int = 20):
     return out.reshape(num_blocks, 16)
 
   one_pass = lambda key: words(key, np.uint32(0), num_blocks).reshape(num_blocks, 16)
-  if num_blocks < 2 * LOOP_BLOCKS:
+  if not 2 * LOOP_BLOCKS <= num_blocks <= STEPS_MAX_BLOCKS:
     return one_pass(key)
   # chosen when the program is lowered, for the platform it is lowered for: an
   # accelerator computes all blocks in one pass

@@ -226,9 +226,10 @@ def test_the_gpu_program_has_no_conditional_where_the_cpu_uses_one_as_a_boundary
 @pytest.mark.parametrize("rounds", [20, 8])
 def test_chacha_runs_scalar_only_for_large_cpu_draws(rounds):
   """From SCALAR_MIN_BLOCKS blocks the program lowered for the CPU computes the
-  rounds in a reduce (no loop; from 2 LOOP_BLOCKS, a loop over steps of the draw),
-  and the one lowered for an accelerator in one vectorised pass (the double rounds'
-  loop, no reduce); a smaller draw runs that loop on every platform."""
+  rounds in a reduce (no loop; from 2 LOOP_BLOCKS to STEPS_MAX_BLOCKS, a loop over
+  steps of the draw), and the one lowered for an accelerator in one vectorised pass
+  (the double rounds' loop, no reduce); a smaller draw runs that loop on every
+  platform."""
   key = jnp.arange(8, dtype=jnp.uint32)
   for num_blocks in (chacha.SCALAR_MIN_BLOCKS, 4 * chacha.SCALAR_MIN_BLOCKS):
     j = jax.make_jaxpr(lambda k, n=num_blocks: chacha._blocks(k, n, 0, rounds))(key)
@@ -244,6 +245,11 @@ def test_chacha_runs_scalar_only_for_large_cpu_draws(rounds):
     ("scan", "chacha._blocks.in_steps")
   ]
   assert "reduce" not in gpu[1] and dict(gpu[0]) == {("scan", "chacha._vector_rounds"): 1}
+  # past STEPS_MAX_BLOCKS (a word offset of 2^31 or more), one pass again (traced
+  # only: no 8 GiB draw is made)
+  huge = chacha.STEPS_MAX_BLOCKS + 1
+  j = jax.make_jaxpr(lambda k: chacha._blocks(k, huge, 0, rounds))(key)
+  assert not [s for s in _audit(j, "cpu")[0] if s[0] in LOOPS]
   small = chacha.SCALAR_MIN_BLOCKS - 1
   j = jax.make_jaxpr(lambda k: chacha._blocks(k, small, 0, rounds))(key)
   assert "reduce" not in _audit(j, "cpu")[1]
