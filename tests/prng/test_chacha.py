@@ -30,6 +30,14 @@ def _words(b):
   return np.frombuffer(b, "<u4")
 
 
+def _openssl(key_bytes, n_bytes):
+  """The first ``n_bytes`` of OpenSSL's ChaCha20 keystream (via ``cryptography``) for
+  ``key_bytes``, nonce 0 and counter 0 (the test is skipped without the package)."""
+  ciphers = pytest.importorskip("cryptography.hazmat.primitives.ciphers")
+  cipher = ciphers.Cipher(ciphers.algorithms.ChaCha20(key_bytes, bytes(16)), mode=None)
+  return cipher.encryptor().update(bytes(n_bytes))
+
+
 A1 = [  # (key, counter, 64-byte keystream block) from RFC 8439 appendix A.1, nonce 0
   (
     bytes(32),
@@ -137,14 +145,10 @@ def test_rfc8439_242_encryption():
 def test_matches_an_independent_implementation_on_random_keys():
   """OpenSSL's ChaCha20 (via ``cryptography``) on 8 random keys, 5 blocks each, and
   the 8-, 16-, 32- and 64-bit views of the stream."""
-  algorithms = pytest.importorskip("cryptography.hazmat.primitives.ciphers").algorithms
-  from cryptography.hazmat.primitives.ciphers import Cipher
-
   rng = np.random.default_rng(20261130)
   for _ in range(8):
     key = rng.bytes(32)
-    enc = Cipher(algorithms.ChaCha20(key, bytes(16)), mode=None).encryptor()
-    ref = enc.update(bytes(320))
+    ref = _openssl(key, 320)
     k = dprandom.secure_key(key)
     assert _stream_bytes(key, 320) == ref
     w32 = np.asarray(jax.random.bits(k, (80,), jnp.uint32)).astype("<u4").tobytes()
@@ -160,24 +164,19 @@ def test_matches_an_independent_implementation_on_random_keys():
 
 
 def test_large_draws_run_scalar_and_stay_the_stream():
-  """A draw of more than SCALAR_MIN_BLOCKS blocks (the CPU's scalar rounds), and one
-  of more than 2 LOOP_BLOCKS (computed in steps), is OpenSSL's ChaCha20 keystream
-  (via ``cryptography``) word for word; the first equals the array rounds block by
-  block."""
-  algorithms = pytest.importorskip("cryptography.hazmat.primitives.ciphers").algorithms
-  from cryptography.hazmat.primitives.ciphers import Cipher
-
+  """A draw of more than 2 LOOP_BLOCKS blocks (computed in steps, then a rest) and
+  one just past SCALAR_MIN_BLOCKS (the CPU's scalar rounds in one pass) are OpenSSL's
+  ChaCha20 keystream (via ``cryptography``) word for word; the latter also equals
+  the array rounds block by block."""
   key_bytes = bytes(range(32))
   k = dprandom.secure_key(key_bytes)
   # in steps of LOOP_BLOCKS, and a rest: OpenSSL's keystream too
   n_steps = 2 * chacha.LOOP_BLOCKS + 3
   bits = np.asarray(jax.random.bits(k, (16 * n_steps - 7,), jnp.uint32))
-  enc = Cipher(algorithms.ChaCha20(key_bytes, bytes(16)), mode=None).encryptor()
-  assert bits.astype("<u4").tobytes() == enc.update(bytes(4 * bits.size))
+  assert bits.astype("<u4").tobytes() == _openssl(key_bytes, 4 * bits.size)
   n_blocks = chacha.SCALAR_MIN_BLOCKS + 3
   bits = np.asarray(jax.random.bits(k, (16 * n_blocks - 5,), jnp.uint32))
-  enc = Cipher(algorithms.ChaCha20(key_bytes, bytes(16)), mode=None).encryptor()
-  assert bits.astype("<u4").tobytes() == enc.update(bytes(4 * bits.size))
+  assert bits.astype("<u4").tobytes() == _openssl(key_bytes, 4 * bits.size)
   state = chacha._state(
     jax.random.key_data(k), jnp.arange(n_blocks, dtype=jnp.uint32), (0, 0, 0)
   )
