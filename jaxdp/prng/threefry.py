@@ -42,6 +42,10 @@ __all__ = ["THREEFRY_UNROLLED", "hash2x32", "fast_key", "words64"]
 ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))  # Threefry-2x32, even and odd groups
 PARITY = 0x1BD11BDA  # the key schedule's parity constant
 MAX_COUNT = 1 << 32  # counters kept in one 32-bit word; larger draws go to JAX's code
+# Fewer elements than this go to JAX's code too (the same words, its rounds rolled
+# into a loop on the CPU): a program makes many small draws (splits, fold_in), and
+# the written-out rounds of each would add to what XLA compiles, not to its speed.
+SMALL_COUNT = 1 << 10
 
 
 def _rotl(x, r: int):
@@ -97,8 +101,18 @@ def _materialised(keys):
   return lax.optimization_barrier(keys)
 
 
+def _jax_code(count: int) -> bool:
+  """Whether a draw of ``count`` elements goes to JAX's own Threefry code: the same
+  words (with ``jax_threefry_partitionable`` on, where :func:`fast_key` swaps keys)
+  when it is too small to gain from the written-out rounds, or too large for one
+  counter word."""
+  if count >= MAX_COUNT:  # counters need both words
+    return True
+  return count < SMALL_COUNT and jax.config.jax_threefry_partitionable
+
+
 def _random_bits(key, bit_width: int, shape):
-  if math.prod(shape) >= MAX_COUNT:  # counters need both words: JAX's own code
+  if _jax_code(math.prod(shape)):
     return threefry_prng_impl.random_bits(key, bit_width, shape)
   b0, b1 = _hash_index(key, shape)
   if bit_width == 64:
@@ -115,12 +129,14 @@ def _random_bits(key, bit_width: int, shape):
 
 
 def _split(key, shape):
-  if math.prod(shape) >= MAX_COUNT:
+  if _jax_code(math.prod(shape)):
     return threefry_prng_impl.split(key, shape)
   return _materialised(jnp.stack(_hash_index(key, shape), axis=-1))
 
 
 def _fold_in(key, data):
+  if _jax_code(1):
+    return threefry_prng_impl.fold_in(key, data)
   data = jnp.asarray(data).astype(jnp.uint32)
   return _materialised(jnp.stack(hash2x32(key[0], key[1], jnp.zeros((), jnp.uint32), data)))
 

@@ -6,6 +6,9 @@ References: Random123 1.09 ``kat_vectors`` (threefry2x32_20 lines), the vectors
 JAX's own tests use; ``jax.random`` with Threefry keys as the second implementation.
 """
 
+import math
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -35,8 +38,21 @@ def _unrolled(key):
   return jax.random.wrap_key_data(jax.random.key_data(key), impl=threefry.THREEFRY_UNROLLED)
 
 
-@pytest.mark.parametrize("shape", [(), (1,), (7,), (3, 5), (2, 3, 4), (40_001,)])
-def test_bits_and_split_are_jax_threefry(shape):
+@pytest.fixture(params=["unrolled", "default"])
+def small_count(request, monkeypatch):
+  """Both ways a small draw can go: through the unrolled hash (``SMALL_COUNT`` 0, so
+  that the tests compare it with JAX's code at every size), and as shipped (below
+  ``SMALL_COUNT`` elements, JAX's own code)."""
+  if request.param == "unrolled":
+    monkeypatch.setattr(threefry, "SMALL_COUNT", 0)
+  return threefry.SMALL_COUNT
+
+
+@pytest.mark.parametrize(
+  "shape", [(), (1,), (7,), (3, 5), (2, 3, 4), (1023,), (1024,), (40_001,)]
+)
+def test_bits_and_split_are_jax_threefry(shape, small_count):
+  del small_count
   k = jax.random.key(20261130)
   u = _unrolled(k)
   for dtype in (jnp.uint8, jnp.uint16, jnp.uint32):
@@ -50,7 +66,8 @@ def test_bits_and_split_are_jax_threefry(shape):
 
 
 @pytest.mark.slow
-def test_64_bit_draws_fold_in_vmap_and_distributions_are_jax_threefry():
+def test_64_bit_draws_fold_in_vmap_and_distributions_are_jax_threefry(small_count):
+  del small_count
   k = jax.random.key(7)
   u = _unrolled(k)
   with jax.enable_x64(True):
@@ -115,21 +132,34 @@ def test_samplers_draw_the_same_values_with_the_swap(monkeypatch):
     np.testing.assert_array_equal(fast[name], np.asarray(f()), err_msg=name)
 
 
-def test_samplers_do_not_lower_jax_rolled_threefry():
-  """On the CPU the samplers must use the unrolled hash: JAX's own lowering there is
-  a ``while`` loop over the rounds (in the lowered text of a draw that has no loop
-  of its own), which is what made Threefry draws slower than numpy's."""
+def _loop_sizes(text):
+  """The element counts of the arrays every ``while`` loop of a lowered program
+  carries (JAX's rolled Threefry rounds on the CPU are such a loop)."""
+  sizes = []
+  for line in text.splitlines():
+    if "stablehlo.while" in line:
+      dims = re.findall(r"tensor<((?:\d+x)+)", line.split(" : ", 1)[-1])
+      sizes += [math.prod(int(n) for n in d.rstrip("x").split("x")) for d in dims]
+  return sizes
+
+
+def test_samplers_do_not_draw_large_arrays_with_jax_rolled_threefry():
+  """On the CPU the samplers must draw with the unrolled hash: JAX's own lowering
+  there is a ``while`` loop over the rounds, which is what made Threefry draws slower
+  than numpy's. Only draws of fewer than ``SMALL_COUNT`` elements (splits, fold_in,
+  a few words) take JAX's code, which compiles to less."""
   if jax.default_backend() != "cpu":
     pytest.skip("the swap is for the CPU backend")
   key = jax.random.key(0)
-  text = lambda f: jax.jit(f).lower(key).as_text()
-  assert "while" in text(lambda k: jax.random.laplace(k, (10,)))  # the check sees it
+  sizes = lambda f: _loop_sizes(jax.jit(f).lower(key).as_text())
+  assert max(sizes(lambda k: jax.random.laplace(k, (4096,)))) == 4096  # the check sees it
   for draw in (
-    lambda k: dprandom.laplace(k, (10,)),
-    lambda k: dprandom.gaussian(k, (10,)),
-    lambda k: dprandom.lp_ball(k, 4, jnp.inf, (10,)),
+    lambda k: dprandom.laplace(k, (4096,)),
+    lambda k: dprandom.gaussian(k, (4096,)),
+    lambda k: dprandom.lp_ball(k, 4, jnp.inf, (4096,)),
+    lambda k: dprandom.poset_ball(k, jaxdp.Poset.nhis(1), (4096,)),
   ):
-    assert "while" not in text(draw)
+    assert all(size < threefry.SMALL_COUNT for size in sizes(draw))
 
 
 def test_words64_are_jax_64_bit_draws_or_two_32_bit_draws():
