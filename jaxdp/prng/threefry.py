@@ -6,7 +6,8 @@ words in memory between loop steps, and Threefry draws run at a fraction of the
 speed of numpy's PCG64. :data:`THREEFRY_UNROLLED` is a ``jax.random`` PRNG
 implementation that computes the *same* function with the rounds written out, so
 the whole hash fuses into the kernel that consumes its words (as JAX's own lowering
-does on other backends).
+does on other backends). Draws of fewer than :data:`SMALL_COUNT` elements (splits,
+fold_in) go to JAX's own code: the same words, with less for XLA to compile.
 
 The contract (pinned by the tests against ``jax.random`` with Threefry keys): for
 the same key data, ``random_bits`` (8, 16, 32 and 64 bits), ``split`` and
