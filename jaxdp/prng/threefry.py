@@ -6,8 +6,9 @@ words in memory between loop steps, and Threefry draws run at a fraction of the
 speed of numpy's PCG64. :data:`THREEFRY_UNROLLED` is a ``jax.random`` PRNG
 implementation that computes the *same* function with the rounds written out, so
 the whole hash fuses into the kernel that consumes its words (as JAX's own lowering
-does on other backends). Draws of fewer than :data:`SMALL_COUNT` elements (splits,
-fold_in) go to JAX's own code: the same words, with less for XLA to compile.
+does on other backends). Hashes of fewer than ``SMALL_COUNT`` elements (splits,
+fold_in, a few words) go to JAX's ``threefry2x32`` primitive: the same function, with
+less for XLA to compile.
 
 The contract (pinned by the tests against ``jax.random`` with Threefry keys): for
 the same key data, ``random_bits`` (8, 16, 32 and 64 bits), ``split`` and
@@ -34,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.extend.random import define_prng_impl, threefry_prng_impl
+from jax.extend.random import define_prng_impl, threefry2x32_p, threefry_prng_impl
 
 from jaxdp.typing import ArrayLike, KeyArray, Shape
 
@@ -43,9 +44,10 @@ __all__ = ["THREEFRY_UNROLLED", "hash2x32", "fast_key", "words64"]
 ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))  # Threefry-2x32, even and odd groups
 PARITY = 0x1BD11BDA  # the key schedule's parity constant
 MAX_COUNT = 1 << 32  # counters kept in one 32-bit word; larger draws go to JAX's code
-# Fewer elements than this go to JAX's code too (the same words, its rounds rolled
-# into a loop on the CPU): a program makes many small draws (splits, fold_in), and
-# the written-out rounds of each would add to what XLA compiles, not to its speed.
+# Hashes of fewer elements than this go to JAX's threefry2x32 primitive (the same
+# function, its rounds rolled into a loop on the CPU): a program makes many small
+# draws (splits, fold_in), and the written-out rounds of each would add to what XLA
+# compiles, not to its speed.
 SMALL_COUNT = 1 << 10
 
 
@@ -89,10 +91,22 @@ def _counters(shape):
   )
 
 
+def _hash(k0, k1, x0, x1):
+  """:func:`hash2x32`, through JAX's ``threefry2x32`` primitive for fewer than
+  ``SMALL_COUNT`` elements: the same function, its rounds rolled into a loop on the
+  CPU, so that a program's many small draws (splits, fold_in, a few words) add less
+  for XLA to compile."""
+  shape = jnp.broadcast_shapes(jnp.shape(x0), jnp.shape(x1))
+  if math.prod(shape) < SMALL_COUNT:
+    args = (jnp.broadcast_to(jnp.asarray(w, jnp.uint32), shape) for w in (k0, k1, x0, x1))
+    return tuple(threefry2x32_p.bind(*args))
+  return hash2x32(k0, k1, x0, x1)
+
+
 def _hash_index(key, shape):
   """The hash of each element's flat index (high counter word 0) under ``key``."""
   lo = _counters(shape)
-  return hash2x32(key[0], key[1], jnp.zeros_like(lo), lo)
+  return _hash(key[0], key[1], jnp.zeros_like(lo), lo)
 
 
 def _materialised(keys):
@@ -102,18 +116,8 @@ def _materialised(keys):
   return lax.optimization_barrier(keys)
 
 
-def _jax_code(count: int) -> bool:
-  """Whether a draw of ``count`` elements goes to JAX's own Threefry code: the same
-  words (with ``jax_threefry_partitionable`` on, where :func:`fast_key` swaps keys)
-  when it is too small to gain from the written-out rounds, or too large for one
-  counter word."""
-  if count >= MAX_COUNT:  # counters need both words
-    return True
-  return count < SMALL_COUNT and jax.config.jax_threefry_partitionable
-
-
 def _random_bits(key, bit_width: int, shape):
-  if _jax_code(math.prod(shape)):
+  if math.prod(shape) >= MAX_COUNT:  # counters need both words: JAX's own code
     return threefry_prng_impl.random_bits(key, bit_width, shape)
   b0, b1 = _hash_index(key, shape)
   if bit_width == 64:
@@ -130,16 +134,14 @@ def _random_bits(key, bit_width: int, shape):
 
 
 def _split(key, shape):
-  if _jax_code(math.prod(shape)):
+  if math.prod(shape) >= MAX_COUNT:
     return threefry_prng_impl.split(key, shape)
   return _materialised(jnp.stack(_hash_index(key, shape), axis=-1))
 
 
 def _fold_in(key, data):
-  if _jax_code(1):
-    return threefry_prng_impl.fold_in(key, data)
   data = jnp.asarray(data).astype(jnp.uint32)
-  return _materialised(jnp.stack(hash2x32(key[0], key[1], jnp.zeros((), jnp.uint32), data)))
+  return _materialised(jnp.stack(_hash(key[0], key[1], jnp.zeros((), jnp.uint32), data)))
 
 
 THREEFRY_UNROLLED = define_prng_impl(

@@ -42,7 +42,7 @@ def _unrolled(key):
 def small_count(request, monkeypatch):
   """Both ways a small draw can go: through the unrolled hash (``SMALL_COUNT`` 0, so
   that the tests compare it with JAX's code at every size), and as shipped (below
-  ``SMALL_COUNT`` elements, JAX's own code)."""
+  ``SMALL_COUNT`` elements, JAX's ``threefry2x32`` primitive)."""
   if request.param == "unrolled":
     monkeypatch.setattr(threefry, "SMALL_COUNT", 0)
   return threefry.SMALL_COUNT
@@ -146,8 +146,8 @@ def _loop_sizes(text):
 def test_samplers_do_not_draw_large_arrays_with_jax_rolled_threefry():
   """On the CPU the samplers must draw with the unrolled hash: JAX's own lowering
   there is a ``while`` loop over the rounds, which is what made Threefry draws slower
-  than numpy's. Only draws of fewer than ``SMALL_COUNT`` elements (splits, fold_in,
-  a few words) take JAX's code, which compiles to less."""
+  than numpy's. Only hashes of fewer than ``SMALL_COUNT`` elements (splits, fold_in,
+  a few words) take JAX's primitive, which compiles to less."""
   if jax.default_backend() != "cpu":
     pytest.skip("the swap is for the CPU backend")
   key = jax.random.key(0)
