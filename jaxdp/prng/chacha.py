@@ -124,7 +124,8 @@ def _vector_rounds(state, rounds: int):
   """The rounds as array operations on the state's four rows (each ``(4, n)``: four
   quarter rounds in one operation), one double round per loop step: an accelerator
   runs each step as one pass over all blocks, and a program holds a quarter of the
-  operations of one array per word (what it compiles: a draw of a few blocks)."""
+  operations that one array per word would take (less to compile, which is most of
+  a small draw's cost)."""
   words = jnp.stack(state)
   rows = tuple(words[4 * i : 4 * i + 4] for i in range(4))
   out = lax.fori_loop(0, rounds // 2, _row_double_round, rows)
