@@ -5,7 +5,6 @@ kernel; call them inside ``jax.enable_x64(True)``)."""
 from __future__ import annotations
 
 import jax
-import jax.extend
 import jax.numpy as jnp
 import numpy as np
 
@@ -187,27 +186,17 @@ def stored_call(fn, args, word):
   get ``fn``'s value behind ``lax.optimization_barrier``, as :func:`stored`.
   """
 
-  # fn is traced once, and the branches replay its jaxpr: traced in each branch and
-  # once more for its output types, fn was traced three times
-  closed, shapes = jax.make_jaxpr(fn, return_shape=True)(*args)
-  replay = jax.extend.core.jaxpr_as_fun(closed)
-  treedef = jax.tree_util.tree_structure(shapes)
-
-  def traced(*a):
-    return jax.tree_util.tree_unflatten(treedef, replay(*jax.tree_util.tree_leaves(a)))
-
   def zeros(*a):  # of fn's types, varying over the same shard_map axes
-    del a
     return jax.tree_util.tree_map(
-      lambda s: varying_like(s, jnp.zeros(s.shape, s.dtype)), shapes
+      lambda s: varying_like(s, jnp.zeros(s.shape, s.dtype)), jax.eval_shape(fn, *a)
     )
 
   def conditional(word, *a):
-    return jax.lax.cond((word | np.uint32(1)) != 0, traced, zeros, *a)
+    return jax.lax.cond((word | np.uint32(1)) != 0, fn, zeros, *a)
 
   def barrier(word, *a):
     del word
-    return jax.lax.optimization_barrier(traced(*a))
+    return jax.lax.optimization_barrier(fn(*a))
 
   return jax.lax.platform_dependent(word, *args, cpu=conditional, default=barrier)
 
