@@ -55,15 +55,18 @@ def _rotl(x, r: int):
   return (x << np.uint32(r)) | (x >> np.uint32(32 - r))
 
 
-def _quarter(x, a: int, b: int, c: int, d: int):
-  x[a] = x[a] + x[b]
-  x[d] = _rotl(x[d] ^ x[a], 16)
-  x[c] = x[c] + x[d]
-  x[b] = _rotl(x[b] ^ x[c], 12)
-  x[a] = x[a] + x[b]
-  x[d] = _rotl(x[d] ^ x[a], 8)
-  x[c] = x[c] + x[d]
-  x[b] = _rotl(x[b] ^ x[c], 7)
+def _quarter(a, b, c, d):
+  """The quarter round on words a, b, c and d; on rows of the state (``(4, n)``
+  arrays), four quarter rounds at once, one on each column."""
+  a = a + b
+  d = _rotl(d ^ a, 16)
+  c = c + d
+  b = _rotl(b ^ c, 12)
+  a = a + b
+  d = _rotl(d ^ a, 8)
+  c = c + d
+  b = _rotl(b ^ c, 7)
+  return a, b, c, d
 
 
 def _double_round(_, words):
@@ -78,7 +81,7 @@ def _double_round(_, words):
     (2, 7, 8, 13),
     (3, 4, 9, 14),
   ):  # diagonals
-    _quarter(x, *q)
+    x[q[0]], x[q[1]], x[q[2]], x[q[3]] = _quarter(*(x[i] for i in q))
   return tuple(x)
 
 
@@ -97,26 +100,12 @@ def _state(key, counter, nonce) -> tuple[jax.Array, ...]:
   return tuple(jnp.stack(state))
 
 
-def _row_quarter(a, b, c, d):
-  """Four quarter rounds at once: on the four columns of the state's rows a, b, c
-  and d (each ``(4, n)``: row ``i`` holds words ``4 i`` to ``4 i + 3``)."""
-  a = a + b
-  d = _rotl(d ^ a, 16)
-  c = c + d
-  b = _rotl(b ^ c, 12)
-  a = a + b
-  d = _rotl(d ^ a, 8)
-  c = c + d
-  b = _rotl(b ^ c, 7)
-  return a, b, c, d
-
-
 def _row_double_round(_, rows):
   """A double round on the state's rows: the column round, then the diagonal round as
   a column round on rows b, c and d rotated left by 1, 2 and 3 words (word 5 under
   word 0, and so on), rotated back after."""
-  a, b, c, d = _row_quarter(*rows)
-  a, b, c, d = _row_quarter(a, jnp.roll(b, -1, 0), jnp.roll(c, -2, 0), jnp.roll(d, -3, 0))
+  a, b, c, d = _quarter(*rows)
+  a, b, c, d = _quarter(a, jnp.roll(b, -1, 0), jnp.roll(c, -2, 0), jnp.roll(d, -3, 0))
   return a, jnp.roll(b, 1, 0), jnp.roll(c, 2, 0), jnp.roll(d, 3, 0)
 
 
