@@ -24,7 +24,8 @@ the directions u and w are used, and a half of any density h(g(x)) has a directi
 of the cone measure, so the halves take the proposals for the cone measure
 (``proposal_table(d, k, cone=True)``: the wrapped simplex accepted against
 h(g(x)) = C(a + m - 1 - floor(k g(x)), m), which accepts more than against the
-uniform law, :func:`~jaxdp.samplers.cube_slice.shell_proposal`).
+uniform law, :func:`~jaxdp.samplers.cube_slice.shell_proposal`; near m = 2 k the
+cube folded by its complement, :func:`~jaxdp.samplers.cube_slice.fold_proposal`).
 
 References:
   M. Joseph, A. Yu, "Some constructions of private, efficient, and optimal K-norm
@@ -134,11 +135,11 @@ class CountBall(SlicedBall):
     table = proposal_table(d, k, cone=True)
     class_cdf = jnp.asarray(cdf(self.class_weights()), dtype)
     k_class, k_slices, k_gamma = jax.random.split(key, 3)
-    v = uniforms(k_class, (m, d + 2), dtype)
-    j = jnp.minimum(jnp.searchsorted(class_cdf, v[:, -1], side="right"), d)
-    # Stored row-major: the scan leaves the subset column-major, and every
-    # consumer read it across rows.
-    pos = stored(uniform_subset(v[:, :d], j).astype(jnp.int8), key_word(k_class)) != 0
+    # Column-major: the subset's scan reads one coordinate's uniforms a step.
+    v = uniforms(k_class, (d + 2, m), dtype)
+    j = jnp.minimum(jnp.searchsorted(class_cdf, v[d + 1], side="right"), d)
+    # Stored row-major: every consumer reads the subset across rows.
+    pos = stored(uniform_subset(v[:d], j).astype(jnp.int8), key_word(k_class)) != 0
 
     def candidates(key, rows):
       jj, pp = (j, pos) if rows is None else (j[rows], pos[rows])
@@ -147,8 +148,8 @@ class CountBall(SlicedBall):
       ok_pos = ok[0] & ((jj == 0) | (g[0] > 0))
       ok_neg = ok[1] & ((jj == d) | (g[1] > 0))
       # The halves' norms ride along as two more columns, one in each group.
-      halves = jnp.broadcast_to(jnp.arange(2, dtype=jnp.int32), (jj.shape[0], 2))
-      member = jnp.concatenate([(~pp).astype(jnp.int32), halves], 1)
+      halves = jnp.broadcast_to(jnp.arange(2, dtype=jnp.int8), (jj.shape[0], 2))
+      member = jnp.concatenate([(~pp).astype(jnp.int8), halves], 1)
       out = jnp.concatenate([x, g[0][:, None], g[1][:, None]], 1)
       return out, jnp.stack([ok_pos, ok_neg], axis=1), member
 
@@ -160,7 +161,7 @@ class CountBall(SlicedBall):
     shapes = jnp.stack([j, d - j])
     gam = gamma_shapes(k_gamma, jnp.maximum(shapes, 1), d, dtype).astype(dtype)
     gam_pos, gam_neg = jnp.where(shapes > 0, gam, 0)
-    total = 1.0 if noise else gam_pos + gam_neg - jnp.log1p(-v[:, d])
+    total = 1.0 if noise else gam_pos + gam_neg - jnp.log1p(-v[d])
     scale_pos = gam_pos / (total * jnp.where(g_pos > 0, g_pos, 1))
     scale_neg = gam_neg / (total * jnp.where(g_neg > 0, g_neg, 1))
     z = x * jnp.where(pos, scale_pos[:, None], -scale_neg[:, None])
@@ -203,10 +204,10 @@ class CountBall(SlicedBall):
 
 
 def uniform_subset(w: jax.Array, j: jax.Array) -> jax.Array:
-  """A uniformly random j-subset of the d columns of each row, as ``(n, d)`` bools,
-  by selection sampling: column i is taken with probability (j - taken so far) /
-  (d - i), from the uniforms ``w`` ``(n, d)``."""
-  d = w.shape[1]
+  """A uniformly random j-subset of the d columns of each of n rows, as ``(n, d)``
+  bools, by selection sampling: column i is taken with probability (j - taken so
+  far) / (d - i), from the uniforms ``w`` ``(d, n)`` (row i for column i)."""
+  d = w.shape[0]
 
   def step(taken, xs):
     wi, i = xs
@@ -214,5 +215,5 @@ def uniform_subset(w: jax.Array, j: jax.Array) -> jax.Array:
     take = (need >= d - i) | (wi * (d - i) < need)
     return taken + take, take
 
-  _, takes = jax.lax.scan(step, jnp.zeros_like(j), (w.T, jnp.arange(d)))
+  _, takes = jax.lax.scan(step, jnp.zeros_like(j), (w, jnp.arange(d)))
   return takes.T

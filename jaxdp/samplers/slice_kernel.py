@@ -13,7 +13,9 @@ of the slab floor(sum(x))), and its acceptance, a comparison of a fresh Exp(1)
 variate with a threshold of sum(x), corrects it to the uniform law of S(m, k); a
 table for the cone measure (``cone``) may instead take the wrapped simplex of
 :func:`~jaxdp.samplers.cube_slice.shell_proposal`, whose threshold is that of
-floor(sum(x)) less that of floor(k g(x)), with g(x) = max(max(x), sum(x) / k).
+floor(sum(x)) less that of floor(k g(x)), with g(x) = max(max(x), sum(x) / k), or
+the folded cube of :func:`~jaxdp.samplers.cube_slice.fold_proposal` (x = 1 - u for
+uniform u whose sum exceeds k, the threshold log 2 when sum(x) <= m - k < k g(x)).
 
 The wrapped simplex's thresholds grow with k - 1 - floor(sum(x)); the table keeps
 the last ``WINDOW`` slabs below k and rejects the others. A slab is left out only when
@@ -26,6 +28,7 @@ and the cube instead.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import jax
@@ -33,7 +36,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp._cache import value_cache
-from jaxdp.samplers.cube_slice import shell_proposal, slice_table, wrapped_proposal
+from jaxdp.samplers.cube_slice import (
+  fold_proposal,
+  shell_proposal,
+  slice_table,
+  wrapped_proposal,
+)
 from jaxdp.samplers.words import paired_words, unit_floats
 
 __all__ = [
@@ -41,6 +49,7 @@ __all__ = [
   "WINDOW",
   "ProposalTable",
   "group_reduce",
+  "group_sums",
   "proposal_table",
   "slice_proposals",
   "uniforms",
@@ -50,6 +59,7 @@ __all__ = [
 WINDOW = 128
 # Above every Exp(1) variate from a float32 or float64 uniform in [0, 1).
 MAX_EXPONENTIAL = 40.0
+LOG_2 = math.log(2.0)  # the folded cube's threshold (an Exp(1) variate above: 1/2)
 
 
 class ProposalTable(NamedTuple):
@@ -61,7 +71,9 @@ class ProposalTable(NamedTuple):
   ``MAX_EXPONENTIAL`` where it is at least that), ``log_acc`` (log acceptance) and
   ``shell`` (bool, or None for none: the wrapped simplex of
   :func:`~jaxdp.samplers.cube_slice.shell_proposal`, for the cone measure only, its
-  thresholds kept whole)."""
+  thresholds kept whole) and ``fold`` (bool, or None for none: the cube folded by
+  its complement, :func:`~jaxdp.samplers.cube_slice.fold_proposal`, for the cone
+  measure only; ``a`` and ``lam`` 0 as for the cube)."""
 
   a: np.ndarray
   lam: np.ndarray
@@ -69,6 +81,7 @@ class ProposalTable(NamedTuple):
   thresholds: np.ndarray
   log_acc: np.ndarray
   shell: np.ndarray | None = None
+  fold: np.ndarray | None = None
 
 
 @value_cache(maxsize=64)
@@ -76,8 +89,9 @@ def proposal_table(d: int, k: int, cone: bool = False) -> ProposalTable:
   """The proposal of each S(m, k), m = 0..d, that accepts most (see the module
   docstring); with ``cone``, for a point whose direction x / g(x) follows the cone
   measure of S(m, k) (its radius g(x) not uniform's), which the wrapped simplex of
-  :func:`~jaxdp.samplers.cube_slice.shell_proposal` accepts more often (k <=
-  ``WINDOW``)."""
+  :func:`~jaxdp.samplers.cube_slice.shell_proposal` (k <= ``WINDOW``) and, near
+  m = 2 k, the folded cube of :func:`~jaxdp.samplers.cube_slice.fold_proposal`
+  accept more often."""
   tilt = slice_table(d, k)
   width = min(k, WINDOW)
   a = np.zeros(d + 1, np.int64)
@@ -85,6 +99,7 @@ def proposal_table(d: int, k: int, cone: bool = False) -> ProposalTable:
   thresholds = np.full((d + 1, width), MAX_EXPONENTIAL)
   log_acc = np.zeros(d + 1)
   shell = np.zeros(d + 1, bool)
+  fold = np.zeros(d + 1, bool)
   for m in range(k + 1, d + 1):  # m <= k: the cube, always accepted
     lam[m], log_acc[m] = tilt.lam[m], tilt.log_acc[m]
     wrap_a, thr, wrap_acc = wrapped_proposal(m, k, tilt.logvol[m])
@@ -97,8 +112,12 @@ def proposal_table(d: int, k: int, cone: bool = False) -> ProposalTable:
       if shell_acc > log_acc[m]:
         a[m], lam[m], log_acc[m], shell[m] = shell_a, 0.0, shell_acc, True
         thresholds[m] = thr[::-1]  # differences are compared: none is clipped
+    if cone:
+      fold_acc = fold_proposal(m, k, tilt.logvol[m])
+      if fold_acc > log_acc[m]:
+        a[m], lam[m], log_acc[m], shell[m], fold[m] = 0, 0.0, fold_acc, False, True
   scale = np.where((a > 0) | (lam == 0), 1.0, -np.expm1(-lam))
-  out = ProposalTable(a, lam, scale, thresholds, log_acc, shell)
+  out = ProposalTable(a, lam, scale, thresholds, log_acc, shell, fold)
   for arr in out:
     arr.setflags(write=False)  # shared by every caller of the cache
   return out
@@ -137,15 +156,19 @@ def slice_proposals(u, extra, pos, sizes, table: ProposalTable, k: int):
     flat_thr = jnp.asarray(table.thresholds.reshape(-1), dtype)
     offsets = [size * width for size in sizes]
   has_shell = table.shell is not None and bool(np.any(table.shell))
-  par = []  # per group: (a, lam, scale, cube, wrap, shell), (n,) arrays or scalars
+  has_fold = table.fold is not None and bool(np.any(table.fold))
+  par = []  # per group: (a, lam, scale, cube, wrap, shell, fold), arrays or scalars
   for size in sizes:
     if isinstance(size, int):
       wrap_a, lam, scale = (float(t[size]) for t in (table.a, table.lam, table.scale))
       shell = has_shell and bool(table.shell[size])
+      fold = has_fold and bool(table.fold[size])
     else:
       wrap_a, lam, scale = (jnp.asarray(t, dtype)[size] for t in table[:3])
       shell = jnp.asarray(table.shell)[size] if has_shell else False
-    par.append((wrap_a, lam, scale, (wrap_a == 0) & (lam == 0), wrap_a > 0, shell))
+      fold = jnp.asarray(table.fold)[size] if has_fold else False
+    cube = (wrap_a == 0) & (lam == 0)
+    par.append((wrap_a, lam, scale, cube, wrap_a > 0, shell, fold))
 
   def per_coordinate(i):  # a per-group parameter broadcast over the coordinates
     if groups == 1:
@@ -158,12 +181,21 @@ def slice_proposals(u, extra, pos, sizes, table: ProposalTable, k: int):
     e = -jnp.log(1.0 - u)
   else:
     e = -jnp.log1p(-u * per_coordinate(2))
+  wrapped = any(not isinstance(p[4], bool) or p[4] for p in par)
+  folded = has_fold and any(not isinstance(p[6], bool) or p[6] for p in par)
+  # the wrapped simplex's totals of e and the folded cube's sums of u, in one pass
+  summed = group_sums([e] * wrapped + [u] * folded, pos)
+  if folded:  # 1 - u (exact) for a folded group whose uniforms sum above k
+    flips = [p[6] & (total > k) for p, total in zip(par, summed[-1])]
+    flip = (
+      flips[0][:, None] if groups == 1 else jnp.where(pos, *(f[:, None] for f in flips))
+    )
+    u = jnp.where(flip, 1.0 - u, u)
+  totals = summed[0] if wrapped else None
   e_extra = -jnp.log(1.0 - extra)
-  if any(not isinstance(p[4], bool) or p[4] for p in par):  # some wrapped simplex
-    (totals,) = group_reduce(e, pos, (jnp.add,))
   factors = []
   for g in range(groups):
-    wrap_a, lam, _, cube, wrap, _ = par[g]
+    wrap_a, lam, _, cube, wrap, _, _ = par[g]
     tilted = 1 / jnp.where(cube | wrap, 1.0, lam)
     if isinstance(wrap, bool) and not wrap:  # a static size without a wrapped simplex
       factors.append(tilted)
@@ -174,8 +206,8 @@ def slice_proposals(u, extra, pos, sizes, table: ProposalTable, k: int):
   x = jnp.where(per_coordinate(3), u, jnp.where(per_coordinate(4), y - jnp.floor(y), y))
   sums, bigs = group_reduce(x, pos, (jnp.add, jnp.maximum))
   oks, norms = [], []
-  for g in range(groups):
-    wrap_a, lam, _, _, wrap, shell = par[g]
+  for g, size in enumerate(sizes):
+    wrap_a, lam, _, _, wrap, shell, fold = par[g]
     s, big = sums[g], bigs[g]
     col = k - 1 - jnp.floor(s).astype(jnp.int32)  # the slab's column (wrapped)
     thr = flat_thr[offsets[g] + jnp.clip(col, 0, width - 1)]
@@ -186,6 +218,8 @@ def slice_proposals(u, extra, pos, sizes, table: ProposalTable, k: int):
       least = flat_thr[offsets[g] + jnp.clip(col_g, 0, width - 1)]
       thr = thr - jnp.where(shell, least, 0)
     t = jnp.where(wrap, thr, lam * (k - s))
+    if not isinstance(fold, bool) or fold:  # h / f = 1/2 when sum <= m - k < k g(x)
+      t = jnp.where(fold & (s <= size - k) & (k * big > size - k), LOG_2, t)
     oks.append((big <= 1) & (s <= k) & (e_extra[:, 2 * g + 1] >= t))
     norms.append(jnp.maximum(big, s / k))
   return x, tuple(oks), tuple(norms)
@@ -205,6 +239,29 @@ def group_reduce(x, pos, ops):
 
   out = jax.lax.reduce(operands, (zero,) * len(operands), combine, (1,))
   return [tuple(out[i * per : (i + 1) * per]) for i in range(len(ops))]
+
+
+def group_sums(arrays, pos):
+  """The sums over each row of each of ``arrays`` (non-negative, ``(n, d)``), on the
+  coordinates in ``pos`` and on the rest (or on all when ``pos`` is None), in one
+  pass: per array, a tuple of ``(n,)`` arrays, one per group."""
+  if not arrays:
+    return []
+  zero = jnp.zeros((), arrays[0].dtype)
+  parts = tuple(
+    part
+    for x in arrays
+    for part in (
+      (x,) if pos is None else (jnp.where(pos, x, zero), jnp.where(pos, zero, x))
+    )
+  )
+  out = jax.lax.reduce(parts, (zero,) * len(parts), _add_all, (1,))
+  per = len(out) // len(arrays)
+  return [tuple(out[i * per : (i + 1) * per]) for i in range(len(arrays))]
+
+
+def _add_all(a, b):
+  return tuple(x + y for x, y in zip(a, b))
 
 
 def uniforms(key, shape, dtype):

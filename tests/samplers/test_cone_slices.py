@@ -12,6 +12,7 @@ import pytest
 
 import jaxdp
 from jaxdp.samplers.cube_slice import (
+  fold_proposal,
   log_slice_volumes,
   rejection_fill,
   shell_proposal,
@@ -73,15 +74,37 @@ def test_shell_proposal_takes_the_best_a_and_states_its_exact_acceptance(m, k):
   np.testing.assert_allclose(thresholds, want, rtol=1e-12, atol=1e-12)
 
 
-def test_the_cone_table_takes_the_shell_where_it_accepts_more_and_only_then():
-  """For the count ball (d = 16, k = 4) the sizes 7 to 16 take the shell proposal
-  (each accepting more than the uniform target's best proposal); sizes at most k
-  stay the cube, and the sum ball's table (uniform points) has no shell."""
-  cone, uniform = proposal_table(16, 4, cone=True), proposal_table(16, 4)
-  assert not np.any(uniform.shell)
-  assert np.array_equal(np.flatnonzero(cone.shell), np.arange(7, 17))
-  assert np.all(cone.log_acc[7:] > uniform.log_acc[7:])
+def test_the_cone_table_takes_the_best_proposal_for_each_size():
+  """For the count ball (d = 16, k = 4): sizes 5 to 8 take the folded cube and 9 to
+  16 the shell proposal, each the one of the largest stated acceptance among the
+  folded cube, the shell and the uniform target's best, and above the uniform
+  target's best; sizes at most k stay the cube; the sum ball's table (uniform
+  points) has neither."""
+  d, k = 16, 4
+  cone, uniform = proposal_table(d, k, cone=True), proposal_table(d, k)
+  assert not np.any(uniform.shell) and not np.any(uniform.fold)
+  assert np.array_equal(np.flatnonzero(cone.fold), np.arange(5, 9))
+  assert np.array_equal(np.flatnonzero(cone.shell), np.arange(9, 17))
+  logvol = log_slice_volumes(d, k)
+  for m in range(k + 1, d + 1):
+    options = [
+      fold_proposal(m, k, logvol[m]),
+      shell_proposal(m, k, logvol[m])[2],
+      uniform.log_acc[m],
+    ]
+    assert cone.log_acc[m] == max(options) > uniform.log_acc[m]
   assert np.all(cone.a[:5] == 0) and np.all(cone.lam[:5] == 0)
+  assert np.all(cone.a[5:9] == 0) and np.all(cone.lam[5:9] == 0)
+
+
+def test_fold_acceptance_at_m_2k_is_one():
+  """At m = 2 k the folded cube accepts every proposal: vol S(2 k, k) = 1/2 (the
+  Irwin-Hall law is symmetric about k), and the fold maps the upper half of the cube
+  onto the lower one, so its stated acceptance 2 vol S is 1."""
+  for k in (1, 3, 10, 40):
+    assert irwin_hall(2 * k, k) == Fraction(1, 2)
+    log_acc = fold_proposal(2 * k, k, log_slice_volumes(2 * k, k)[2 * k])
+    assert abs(log_acc) < 1e-9
 
 
 def fill_halves(d, k, sizes, key):
@@ -100,57 +123,94 @@ def fill_halves(d, k, sizes, key):
   return np.asarray(x, np.float64), np.asarray(first)
 
 
-@pytest.mark.statistical
-def test_shell_halves_follow_the_cone_measure():
-  """d = 16, k = 4, 30,000 rows of sizes 7 and 9 (halves 7 | 9 and 9 | 7, the shell
-  proposal with a = 22 and 5, gathered per row). For each half size m, the
-  direction u = x / g(x) of its 30,000 halves against the cone measure's exact law:
-  the probability of the sum face (sum(u) = k, :func:`sum_face_probability`),
-  E[u_1] = E[x_1] (m + 1) / m and E[u_1^2] = E[x_1^2] (m + 2) / m for x uniform in
-  S(m, k) (x = g u, g ~ Beta(m, 1) independent of u; exact moments from
-  :func:`slice_moments`), each within 5 standard errors. The first round's
-  acceptance of each size is the table's, within 5 binomial standard errors.
-  Accepting every proposal in S(m, k) moves the sum face's probability by 9.6 and
-  47 standard errors (m = 7, 9); the uniform target's thresholds (floor(sum(x))
-  alone) keep the law but move the first round's acceptance by 11 to 54."""
-  d, k, n = 16, 4, 30_000
-  sizes = np.tile([7, 9], n // 2)
-  x, first = fill_halves(d, k, sizes, jax.random.key(2024))
+def cone_half_scores(d, k, sizes, n, key):
+  """Rows of two groups of sizes j | d - j for j in ``sizes`` (n / len(sizes) rows
+  each, the count ball's table): per half size m, the z-scores (observed minus exact,
+  over the standard error) of the first round's acceptance (the table's) and of the
+  direction u = x / g(x) of its halves against the cone measure's exact law: the
+  probability of the sum face (sum(u) = k, :func:`sum_face_probability`), E[u_1] =
+  E[x_1] (m + 1) / m and E[u_1^2] = E[x_1^2] (m + 2) / m for x uniform in S(m, k)
+  (x = g u, g ~ Beta(m, 1) independent of u; exact moments from
+  :func:`slice_moments`). An acceptance of 1 scores the rejections' count."""
+  row_sizes = np.tile(sizes, n // len(sizes))
+  x, first = fill_halves(d, k, row_sizes, key)
   table = proposal_table(d, k, cone=True)
-  halves = {7: [], 9: []}
-  for j in (7, 9):
-    rows = x[sizes == j]
-    halves[j].append(rows[:, :j])
-    halves[d - j].append(rows[:, j:])
-    acc = first[sizes == j]
-    for group, m in ((0, j), (1, d - j)):
-      p = math.exp(table.log_acc[m])
-      assert abs(acc[:, group].mean() - p) < Z_MAX * math.sqrt(p * (1 - p) / len(acc))
+  halves, accepted = {}, {}
+  for j in sizes:
+    rows, acc = x[row_sizes == j], first[row_sizes == j]
+    for group, m, part in ((0, j, rows[:, :j]), (1, d - j, rows[:, j:])):
+      halves.setdefault(m, []).append(part)
+      accepted.setdefault(m, []).append(acc[:, group])
+  scores = {}
   for m, parts in halves.items():
+    acc = np.concatenate(accepted[m])
+    p = math.exp(table.log_acc[m])
+    if p > 1 - 1e-9:  # (log_acc rounds within 1e-15 of 0)
+      z = [float(np.sum(~acc))]
+    else:
+      z = [(acc.mean() - p) / math.sqrt(p * (1 - p) / len(acc))]
     h = np.concatenate(parts)
-    assert len(h) == n
     s, big = h.sum(axis=1), h.max(axis=1)
     assert np.all(big <= 1) and np.all(s <= k + 1e-5)
     g = np.maximum(big, s / k)
     u = h / g[:, None]
     on_sum = k * big < s
-    p = float(sum_face_probability(m, k))
-    assert abs(on_sum.mean() - p) < Z_MAX * math.sqrt(p * (1 - p) / n)
+    q = float(sum_face_probability(m, k))
+    z.append((on_sum.mean() - q) / math.sqrt(q * (1 - q) / len(h)))
     _, ex1, ex2, _ = slice_moments(m, k)
     for got, want in (
       (u[:, 0], ex1 * Fraction(m + 1, m)),
       (u[:, 0] ** 2, ex2 * Fraction(m + 2, m)),
     ):
-      assert abs(got.mean() - float(want)) < Z_MAX * got.std() / math.sqrt(n)
+      z.append((got.mean() - float(want)) / (got.std() / math.sqrt(len(h))))
+    scores[m] = z
+  return scores
 
 
 @pytest.mark.statistical
-def test_count_ball_noise_with_shell_halves_has_the_exact_second_moment():
-  """K-norm noise of CountBall(16, 4) (every half of more than 6 coordinates from
-  the shell proposal): E[Y Y^T] = (d + 1)(d + 2) E[Z Z^T] at eps = 1 (the ball's
-  exact second moment, :meth:`CountBall.second_moment`), the diagonal's and the
-  off-diagonal's means within 5 standard errors, 200,000 draws. Accepting every
-  proposal in S(m, k) moves them by 24 and 15 standard errors."""
+def test_shell_halves_follow_the_cone_measure():
+  """d = 20, k = 4, 30,000 rows of sizes 9 and 11 (halves 9 | 11 and 11 | 9, the
+  shell proposal with a = 5 and 4, gathered per row): for each half size, 30,000
+  halves, the first round's acceptance and the direction's law
+  (:func:`cone_half_scores`) within 5 standard errors. Accepting every proposal in
+  S(m, k) moves the sum face's probability by 45 and 49 standard errors (m = 9,
+  11) and the first round's acceptance by 74 and 75; the uniform target's
+  thresholds (floor(sum(x)) alone) keep the law but move the acceptance by 79 and
+  131."""
+  table = proposal_table(20, 4, cone=True)
+  assert table.shell[9] and table.shell[11] and (table.a[9], table.a[11]) == (5, 4)
+  scores = cone_half_scores(20, 4, [9, 11], 30_000, jax.random.key(2024))
+  assert sorted(scores) == [9, 11]
+  for z in scores.values():
+    assert max(abs(v) for v in z) < Z_MAX
+
+
+@pytest.mark.statistical
+def test_folded_halves_follow_the_cone_measure():
+  """d = 14, k = 4, 30,000 rows of sizes 6 and 7 (halves 6 | 8 and 7 | 7, all three
+  sizes the folded cube): for each half size, its first round's acceptance and the
+  direction's law (:func:`cone_half_scores`) within 5 standard errors (15,000,
+  30,000 and 15,000 halves); at m = 8 = 2 k every proposal is accepted. Without the
+  thinning by one half (every folded point in S(m, k) accepted) the first round's
+  acceptance moves by 33 and 76 standard errors (m = 6, 7) and the sum face's
+  probability by 20 (m = 7); without the fold (the cube alone) the acceptance moves
+  by 7 and 49, and m = 8 rejects about half its proposals."""
+  table = proposal_table(14, 4, cone=True)
+  assert np.array_equal(np.flatnonzero(table.fold), np.arange(5, 9))
+  scores = cone_half_scores(14, 4, [6, 7], 30_000, jax.random.key(31))
+  assert sorted(scores) == [6, 7, 8]
+  assert scores[8][0] == 0  # no m = 8 proposal rejected
+  for z in scores.values():
+    assert max(abs(v) for v in z) < Z_MAX
+
+
+@pytest.mark.statistical
+def test_count_ball_noise_with_shell_and_folded_halves_has_the_exact_second_moment():
+  """K-norm noise of CountBall(16, 4) (halves of 5 to 8 coordinates from the folded
+  cube, of 9 to 16 from the shell proposal): E[Y Y^T] = (d + 1)(d + 2) E[Z Z^T] at
+  eps = 1 (the ball's exact second moment, :meth:`CountBall.second_moment`), the
+  diagonal's and the off-diagonal's means within 5 standard errors, 200,000 draws.
+  Accepting every proposal in S(m, k) moves them by 19 and 12 standard errors."""
   ball, n = jaxdp.CountBall(16, 4), 200_000
   y = np.asarray(jaxdp.random.knorm(jax.random.key(77), ball, 1.0, (n,)), np.float64)
   want = (ball.d + 1) * (ball.d + 2) * ball.second_moment()
