@@ -49,7 +49,6 @@ __all__ = [
   "WINDOW",
   "ProposalTable",
   "group_reduce",
-  "group_sums",
   "proposal_table",
   "slice_proposals",
   "uniforms",
@@ -184,7 +183,7 @@ def slice_proposals(u, extra, pos, sizes, table: ProposalTable, k: int):
   wrapped = any(not isinstance(p[4], bool) or p[4] for p in par)
   folded = has_fold and any(not isinstance(p[6], bool) or p[6] for p in par)
   # the wrapped simplex's totals of e and the folded cube's sums of u, in one pass
-  summed = group_sums([e] * wrapped + [u] * folded, pos)
+  summed = group_reduce([e] * wrapped + [u] * folded, pos, [jnp.add] * (wrapped + folded))
   if folded:  # 1 - u (exact) for a folded group whose uniforms sum above k
     flips = [p[6] & (total > k) for p, total in zip(par, summed[-1])]
     flip = (
@@ -204,7 +203,7 @@ def slice_proposals(u, extra, pos, sizes, table: ProposalTable, k: int):
   factors = [f if isinstance(f, float) else jnp.reshape(f, (-1, 1)) for f in factors]
   y = e * (factors[0] if groups == 1 else jnp.where(pos, *factors))
   x = jnp.where(per_coordinate(3), u, jnp.where(per_coordinate(4), y - jnp.floor(y), y))
-  sums, bigs = group_reduce(x, pos, (jnp.add, jnp.maximum))
+  sums, bigs = group_reduce([x, x], pos, [jnp.add, jnp.maximum])
   oks, norms = [], []
   for g, size in enumerate(sizes):
     wrap_a, lam, _, _, wrap, shell, fold = par[g]
@@ -225,43 +224,25 @@ def slice_proposals(u, extra, pos, sizes, table: ProposalTable, k: int):
   return x, tuple(oks), tuple(norms)
 
 
-def group_reduce(x, pos, ops):
-  """Each of ``ops`` (``jnp.add``, ``jnp.maximum``) over each row of non-negative
-  ``x`` (``(n, d)``), on the coordinates in ``pos`` and on the rest (or on all when
-  ``pos`` is None), in one pass: per op, a tuple of ``(n,)`` arrays, one per group."""
-  zero = jnp.zeros((), x.dtype)
-  parts = (x,) if pos is None else (jnp.where(pos, x, zero), jnp.where(pos, zero, x))
-  operands = tuple(part for _ in ops for part in parts)
-  per = len(parts)
-
-  def combine(a, b):
-    return tuple(ops[i // per](a[i], b[i]) for i in range(len(a)))
-
-  out = jax.lax.reduce(operands, (zero,) * len(operands), combine, (1,))
-  return [tuple(out[i * per : (i + 1) * per]) for i in range(len(ops))]
-
-
-def group_sums(arrays, pos):
-  """The sums over each row of each of ``arrays`` (non-negative, ``(n, d)``), on the
-  coordinates in ``pos`` and on the rest (or on all when ``pos`` is None), in one
-  pass: per array, a tuple of ``(n,)`` arrays, one per group."""
+def group_reduce(arrays, pos, ops):
+  """Each ``ops[i]`` (``jnp.add`` or ``jnp.maximum``) over each row of
+  ``arrays[i]`` (non-negative, ``(n, d)``), on the coordinates in ``pos`` and on the
+  rest (or on all when ``pos`` is None), in one pass: per array, a tuple of ``(n,)``
+  arrays, one per group."""
   if not arrays:
     return []
   zero = jnp.zeros((), arrays[0].dtype)
-  parts = tuple(
-    part
-    for x in arrays
-    for part in (
-      (x,) if pos is None else (jnp.where(pos, x, zero), jnp.where(pos, zero, x))
-    )
-  )
-  out = jax.lax.reduce(parts, (zero,) * len(parts), _add_all, (1,))
-  per = len(out) // len(arrays)
+  per = 1 if pos is None else 2
+  operands, flat_ops = [], []
+  for x, op in zip(arrays, ops):
+    operands += [x] if pos is None else [jnp.where(pos, x, zero), jnp.where(pos, zero, x)]
+    flat_ops += [op] * per
+
+  def combine(a, b):
+    return tuple(op(u, v) for op, u, v in zip(flat_ops, a, b))
+
+  out = jax.lax.reduce(tuple(operands), (zero,) * len(operands), combine, (1,))
   return [tuple(out[i * per : (i + 1) * per]) for i in range(len(arrays))]
-
-
-def _add_all(a, b):
-  return tuple(x + y for x, y in zip(a, b))
 
 
 def uniforms(key, shape, dtype):
