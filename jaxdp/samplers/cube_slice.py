@@ -252,7 +252,8 @@ def fold_proposal(m: int, k: int, logvol: float) -> float:
   follows the cone measure (:func:`shell_proposal`). The acceptance is the integral
   of h over S(m, k): vol S (1 + ((m - k) / k)^m) for m < 2 k (the set k g(z) <= m - k
   is S(m, k) scaled by (m - k) / k), 2 vol S for m >= 2 k (then h = 2 on S(m, k)):
-  1 at m = 2 k, where the fold maps the cube's upper half onto S(m, k).
+  1 at m = 2 k, where the fold maps the cube's upper half onto S(m, k) (up to the
+  rounding of float sums within an ulp of k).
   """
   if m >= 2 * k:
     return logvol + math.log(2.0)
