@@ -61,6 +61,9 @@ class NormBall(FieldIdentity):
   """
 
   name = "norm ball"
+  # A draw's working set per coordinate of a row of uniform points, in bytes: it
+  # sizes the CPU's chunks of draws (:func:`~jaxdp.samplers.query_draws.query_chunk`).
+  points_bytes = 64
 
   @property
   def dim(self) -> int:

@@ -15,6 +15,7 @@ from jaxdp.prng.threefry import fast_key
 from jaxdp.samplers.chunks import CHUNK, chunked, device_chunk
 from jaxdp.samplers.count_ball import CountBall
 from jaxdp.samplers.cube_slice import rejection_fill
+from jaxdp.samplers.norm_ball import NormBall
 from jaxdp.samplers.sum_ball import SumBall
 from jaxdp.samplers.vote_ball import VoteBall
 from jaxdp.typing import DTypeLike, KeyArray, Shape
@@ -97,7 +98,8 @@ def query_draws(key, eps, *, ball, n, uniform, dtype):
       return narrow_points(ball, k, m, cdt, dtype)
     return _checks.guard_positive(eps, ball.knorm_points(k, m, cdt) / eps).astype(dtype)
 
-  return chunked(fn, key, n, (dim,), dtype, chunk=query_chunk(dim))
+  per = ball.points_bytes if uniform else NormBall.points_bytes
+  return chunked(fn, key, n, (dim,), dtype, chunk=query_chunk(dim, per))
 
 
 def narrow_points(ball, key, m, cdt, dtype):
@@ -133,11 +135,14 @@ def redraw_rows(m: int) -> int:
   return min(m, max(MIN_REDRAW_ROWS, 1 << max(0, (m // 32).bit_length() - 1)))
 
 
-def query_chunk(dim: int) -> int:
-  """Rows per chunk: :func:`~jaxdp.samplers.chunks.device_chunk`'s, and on the CPU at
-  most ``CHUNK * 64 / dim`` (a power of two, at least 1024), so that a chunk of a
-  wide ball (d up to 4096) stays a few megabytes."""
-  chunk = device_chunk(64 * dim)
+def query_chunk(dim: int, bytes_per_coordinate: int = 64) -> int:
+  """Rows per chunk for a draw whose working set is ``bytes_per_coordinate`` bytes
+  per coordinate of a row: :func:`~jaxdp.samplers.chunks.device_chunk`'s, and on
+  the CPU at most ``CHUNK * 64 / dim`` rows at 64 bytes (a power of two, at least
+  1024; fewer at more bytes), so that a chunk of a wide ball (d up to 4096) stays a
+  few megabytes."""
+  row_bytes = bytes_per_coordinate * dim
+  chunk = device_chunk(row_bytes)
   if chunk > CHUNK:
     return chunk
-  return min(CHUNK, 1 << max(10, (CHUNK * 64 // dim).bit_length() - 1))
+  return min(CHUNK, 1 << max(10, (CHUNK * 4096 // row_bytes).bit_length() - 1))
