@@ -15,7 +15,6 @@ from jaxdp.prng.threefry import fast_key
 from jaxdp.samplers.chunks import CHUNK, chunked, device_chunk
 from jaxdp.samplers.count_ball import CountBall
 from jaxdp.samplers.cube_slice import rejection_fill
-from jaxdp.samplers.norm_ball import NormBall
 from jaxdp.samplers.sum_ball import SumBall
 from jaxdp.samplers.vote_ball import VoteBall
 from jaxdp.typing import DTypeLike, KeyArray, Shape
@@ -98,8 +97,8 @@ def query_draws(key, eps, *, ball, n, uniform, dtype):
       return narrow_points(ball, k, m, cdt, dtype)
     return _checks.guard_positive(eps, ball.knorm_points(k, m, cdt) / eps).astype(dtype)
 
-  per = ball.points_bytes if uniform else NormBall.points_bytes
-  return chunked(fn, key, n, (dim,), dtype, chunk=query_chunk(dim, per))
+  chunk = query_chunk(dim, ball.points_bytes) if uniform else query_chunk(dim)
+  return chunked(fn, key, n, (dim,), dtype, chunk=chunk)
 
 
 def narrow_points(ball, key, m, cdt, dtype):
