@@ -115,6 +115,7 @@ def proposal_table(d: int, k: int, cone: bool = False) -> ProposalTable:
       fold_acc = fold_proposal(m, k, tilt.logvol[m])
       if fold_acc > log_acc[m]:
         a[m], lam[m], log_acc[m], shell[m], fold[m] = 0, 0.0, fold_acc, False, True
+        thresholds[m] = MAX_EXPONENTIAL  # no wrapped simplex's thresholds to keep
   scale = np.where((a > 0) | (lam == 0), 1.0, -np.expm1(-lam))
   out = ProposalTable(a, lam, scale, thresholds, log_acc, shell, fold)
   for arr in out:
