@@ -44,11 +44,7 @@ __all__ = ["THREEFRY_UNROLLED", "hash2x32", "fast_key", "words64"]
 ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))  # Threefry-2x32, even and odd groups
 PARITY = 0x1BD11BDA  # the key schedule's parity constant
 MAX_COUNT = 1 << 32  # counters kept in one 32-bit word; larger draws go to JAX's code
-# Hashes of fewer elements than this go to JAX's threefry2x32 primitive (the same
-# function, its rounds rolled into a loop on the CPU): a program makes many small
-# draws (splits, fold_in), and the written-out rounds of each would add to what XLA
-# compiles, not to its speed.
-SMALL_COUNT = 1 << 10
+SMALL_COUNT = 1 << 10  # hashes of fewer elements take JAX's primitive (:func:`_hash`)
 
 
 def _rotl(x, r: int):
