@@ -67,13 +67,11 @@ def round_settled(lo, hi, spread, scale):
   Returns (k int32, settled bool per coordinate): settled iff the widened interval
   lies strictly inside (k - 1/2, k + 1/2) and |k| < LIMIT. Comparisons with k +- 1/2
   are exact (|k| < 2^52)."""
-  return _round(lo, hi, spread, scale, 0.0)
-
-
-def round_marked(lo, hi, spread, scale):
-  """:func:`round_settled`'s k with ``UNSETTLED`` where a coordinate is not settled
-  (no settled coordinate is ``UNSETTLED``: |k| < LIMIT)."""
-  return _round(lo, hi, spread, scale, float(UNSETTLED))[0]
+  pad = MARGIN * scale * spread
+  x_lo, x_hi = lo * scale - pad, hi * scale + pad
+  k = jnp.floor(0.5 * (x_lo + x_hi) + 0.5)
+  settled = (k - 0.5 < x_lo) & (x_hi < k + 0.5) & (jnp.abs(k) < LIMIT)
+  return jnp.where(settled, k, 0.0).astype(jnp.int32), settled
 
 
 def unmark(k: ArrayLike) -> tuple[jax.Array, jax.Array]:
@@ -81,15 +79,6 @@ def unmark(k: ArrayLike) -> tuple[jax.Array, jax.Array]:
   marked)."""
   marked = k == UNSETTLED
   return jnp.where(marked, 0, k), ~jnp.any(marked, axis=1)
-
-
-def _round(lo, hi, spread, scale, fill):
-  pad = MARGIN * scale * spread
-  x_lo, x_hi = lo * scale - pad, hi * scale + pad
-  k = jnp.floor(0.5 * (x_lo + x_hi) + 0.5)
-  settled = (k - 0.5 < x_lo) & (x_hi < k + 0.5) & (jnp.abs(k) < LIMIT)
-  k = jnp.where(settled, k, fill)
-  return k.astype(jnp.int32), settled
 
 
 def linf_round(words: ArrayLike, scale: Scalar, d: int) -> tuple[jax.Array, jax.Array]:
@@ -123,18 +112,54 @@ def laplace_round(
   return k, settled[:, 0], coeff
 
 
+def exp_centers(words):
+  """(..., 2) or (..., 1) uint32 words -> (C, H) float64 with ``E = -log(1 - V)`` in
+  [C - H, C + H] (V's digits as in :func:`exp_intervals`): C the midpoint of
+  :func:`exp_intervals`' interval, H its half-width ``2^-b / (2 (u - 2^-b))``,
+  inf when V may be 1. C's rounding and the log's error are below 2^-51 of C + H."""
+  bits = fast_bits(words)
+  j = digits52(words) if bits == FAST_BITS else words[..., 0].astype(jnp.float64)
+  u_hi = 1.0 - j * 2.0**-bits  # exact: multiples of 2^-b in [2^-b, 1]
+  half = 2.0 ** -(bits + 1) / (u_hi - 2.0**-bits)  # the difference is exact
+  # stored: XLA would otherwise recompute the log in every consumer
+  return stored((half - log_normal(u_hi), half), words.reshape(-1)[0])
+
+
+def center_width(c, h):
+  """(m, M) centres and half-widths -> (m, 1): ``H + MARGIN (C + H)`` summed over
+  all M exponentials, the widening of every coordinate of a signed sum of them.
+
+  A coordinate ``sum_i s_i E_i`` (s_i in {-1, 0, 1}) lies within ``sum_i |s_i| H_i``
+  of ``sum_i s_i C_i``, at most the total H; computing the sum in float64 (directly
+  or as a difference of prefix sums of up to 514 terms, in any order) errs by less
+  than 2^-41 of ``sum_i (C_i + H_i)``, the centres' and the log's errors by 2^-51 of
+  it, and the total H by 2^-44 of it: ``MARGIN`` = 2^-40 covers them and the
+  scaling and comparisons of :func:`round_center`."""
+  total_h = jnp.sum(h, axis=1, keepdims=True)
+  return total_h + MARGIN * (jnp.sum(c, axis=1, keepdims=True) + total_h)
+
+
+def round_center(x, width, scale):
+  """Rounds ``scale * x`` (m, D) known to within ``scale * width`` (m, 1)
+  (:func:`center_width`): k (m, D) int32, ``UNSETTLED`` where the interval does not
+  lie strictly inside (k - 1/2, k + 1/2) or |k| >= LIMIT (no settled coordinate is
+  ``UNSETTLED``; an infinite or NaN x or width is unsettled). Comparisons with
+  k +- 1/2 are exact (|k| < 2^52)."""
+  x, pad = x * scale, width * scale
+  k = jnp.floor(x + 0.5)
+  settled = (k - 0.5 < x - pad) & (x + pad < k + 0.5) & (jnp.abs(k) < LIMIT)
+  return jnp.where(settled, k, float(UNSETTLED)).astype(jnp.int32)
+
+
 def knorm_round(
   words: ArrayLike, coeff: ArrayLike, scale: Scalar
 ) -> tuple[jax.Array, jax.Array]:
   """The fast pass for ``scale * sum_i coeff[i] E_i``: words (m, M, 2), coeff
-  (m, M, D) in {-1, 0, 1} -> (k (m, D) int32, settled (m,): all D coordinates)."""
-  e_lo, e_hi = (e[:, :, None] for e in exp_intervals(words))  # (m, M, 1)
-  pos, neg = coeff > 0, coeff < 0
-  lo = jnp.sum(jnp.where(pos, e_lo, jnp.where(neg, -e_hi, 0.0)), axis=1)
-  hi = jnp.sum(jnp.where(pos, e_hi, jnp.where(neg, -e_lo, 0.0)), axis=1)
-  spread = jnp.sum(jnp.where(pos | neg, e_hi, 0.0), axis=1)
-  k, settled = round_settled(lo, hi, spread, scale)
-  return k, jnp.all(settled, axis=1)
+  (m, M, D) in {-1, 0, 1} -> (k (m, D) int32, settled (m,): all D coordinates), from
+  the centres of :func:`exp_centers` widened by :func:`center_width`."""
+  c, h = exp_centers(words)  # (m, M)
+  x = jnp.sum(coeff * c[:, :, None], axis=1)
+  return unmark(round_center(x, center_width(c, h), scale))
 
 
 def chain_round(
@@ -143,34 +168,23 @@ def chain_round(
   """:func:`knorm_round` for the poset ball without the coefficient matrix: the
   vertices' filters form chains, so coordinate j of ``sum_i c_i E_i`` accumulates
   the E of every chain filter containing j (the float sampler's ``chain_noise``,
-  on intervals). Same results as ``knorm_round(words, simplex_coefficients(...))``."""
+  on centres). Same results as ``knorm_round(words, simplex_coefficients(...))``."""
   m, d = seq.shape
-  e_lo, e_hi = exp_intervals(words)  # (m, d + 2)
+  c, h = exp_centers(words)  # (m, d + 2)
 
   def step(i, state):
-    f, lo, hi, spread = state
+    f, x = state
     in_a = (i < size_a)[:, None]
     f = jnp.where((size_a == i)[:, None], False, f) | up[seq[:, i]]
-    ea_lo, ea_hi = e_lo[:, i + 1, None], e_hi[:, i + 1, None]  # A's F_(i+1)
-    eb_lo, eb_hi = e_lo[:, i + 2, None], e_hi[:, i + 2, None]  # B's G_(i-k+1)
-    lo = lo + jnp.where(f, jnp.where(in_a, ea_lo, -eb_hi), 0.0)
-    hi = hi + jnp.where(f, jnp.where(in_a, ea_hi, -eb_lo), 0.0)
-    spread = spread + jnp.where(f, jnp.where(in_a, ea_hi, eb_hi), 0.0)
-    return f, lo, hi, spread
+    # A's F_(i+1) adds its E, B's G_(i-k+1) subtracts its own
+    return f, x + jnp.where(f, jnp.where(in_a, c[:, i + 1, None], -c[:, i + 2, None]), 0.0)
 
-  zero = jnp.zeros((m, d), jnp.float64)
-  _, lo, hi, spread = lax.fori_loop(0, d, step, (jnp.zeros((m, d), bool), zero, zero, zero))
+  init = (jnp.zeros((m, d), bool), jnp.zeros((m, d), jnp.float64))
+  _, x = lax.fori_loop(0, d, step, init)
   on_a = jnp.arange(d + 2)[None, :] <= size_a[:, None]  # root: +E on A
-  root_lo = jnp.sum(jnp.where(on_a, e_lo, -e_hi), axis=1, keepdims=True)
-  root_hi = jnp.sum(jnp.where(on_a, e_hi, -e_lo), axis=1, keepdims=True)
-  root_sp = jnp.sum(e_hi, axis=1, keepdims=True)
-  k, settled = round_settled(
-    jnp.concatenate([root_lo, lo], 1),
-    jnp.concatenate([root_hi, hi], 1),
-    jnp.concatenate([root_sp, spread], 1),
-    scale,
-  )
-  return k, jnp.all(settled, axis=1)
+  root = jnp.sum(jnp.where(on_a, c, -c), axis=1, keepdims=True)
+  x = jnp.concatenate([root, x], 1)
+  return unmark(round_center(x, center_width(c, h), scale))
 
 
 DOT_PREFIX_MAX = 64  # up to this many terms, prefix sums by one matrix product
@@ -200,28 +214,19 @@ def tree_round_marked(
   words: ArrayLike, low: ArrayLike, size_a: ArrayLike, scale: Scalar
 ) -> jax.Array:
   """:func:`chain_round` from the first chain position below each coordinate: words
-  (m, d + 2, 2) or (m, d + 2, 1) (:func:`exp_intervals`); ``low`` (m, 2, d), per
+  (m, d + 2, 2) or (m, d + 2, 1) (:func:`exp_centers`); ``low`` (m, 2, d), per
   part the first position (in the part's extension) of an element below or equal to
   j (the part's size where none), so coordinate j is the sum of A's exponentials
-  ``low_A(j) + 1 .. k`` minus B's ``k + 2 + low_B(j) .. d + 1``. The sums are
-  differences of prefix sums, so every coordinate is widened by ``MARGIN * scale``
-  times the sum of all d + 2 upper ends, which bounds the float64 rounding of prefix
-  sums of up to 514 terms in any order (a parallel scan here; below 2^-41 of that
-  sum) plus the platform's ``log`` error. Returns k (m, d + 1) int32, ``UNSETTLED``
-  where a coordinate is not settled (:func:`round_marked`)."""
-  m, _, d = low.shape
-  e_lo, e_hi = exp_intervals(words)  # (m, d + 2)
-  p_lo, p_hi = prefix_sums(e_lo), prefix_sums(e_hi)
+  ``low_A(j) + 1 .. k`` minus B's ``k + 2 + low_B(j) .. d + 1``: differences of
+  prefix sums of the centres (one matrix product, or a parallel scan beyond
+  ``DOT_PREFIX_MAX`` terms), every coordinate widened by :func:`center_width`.
+  Returns k (m, d + 1) int32, ``UNSETTLED`` where a coordinate is not settled
+  (:func:`round_center`)."""
+  c, h = exp_centers(words)  # (m, d + 2)
+  p = prefix_sums(c)
   k = size_a[:, None]
-  at = lambda p, i: jnp.take_along_axis(p, i, axis=1)
-  a_from, b_from = low[:, 0] + 1, k + 2 + low[:, 1]
-  a_end, top = at(p_lo, k + 1), p_lo[:, -1:]
-  a_end_hi, top_hi = at(p_hi, k + 1), p_hi[:, -1:]
-  lo = (a_end - at(p_lo, a_from)) - (top_hi - at(p_hi, b_from))
-  hi = (a_end_hi - at(p_hi, a_from)) - (top - at(p_lo, b_from))
-  root_lo = a_end - (top_hi - a_end_hi)
-  root_hi = a_end_hi - (top - a_end)
-  spread = jnp.broadcast_to(top_hi, (m, d + 1))
-  return round_marked(
-    jnp.concatenate([root_lo, lo], 1), jnp.concatenate([root_hi, hi], 1), spread, scale
-  )
+  at = lambda i: jnp.take_along_axis(p, i, axis=1)
+  a_end, top = at(k + 1), p[:, -1:]
+  x = (a_end - at(low[:, 0] + 1)) - (top - at(k + 2 + low[:, 1]))
+  root = a_end - (top - a_end)
+  return round_center(jnp.concatenate([root, x], 1), center_width(c, h), scale)

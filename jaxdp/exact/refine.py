@@ -40,7 +40,7 @@ def settle(k, settled, words, scale, key, refine_one, *operands):
 
 def settle_marked(k, words, scale, key, refine_one, *operands):
   """:func:`settle` for k (m, D) marked ``UNSETTLED`` where the fast pass did not
-  settle a coordinate (:func:`~jaxdp.exact.intervals.round_marked`): one int32
+  settle a coordinate (:func:`~jaxdp.exact.intervals.round_center`): one int32
   minimum over the chunk decides whether to refine (XLA:CPU reduces booleans per
   sample far more slowly), the per-sample flags are computed only then."""
 

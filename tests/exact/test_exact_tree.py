@@ -12,6 +12,7 @@ import itertools
 
 import jax
 import jax.numpy as jnp
+import mpmath
 import numpy as np
 import pytest
 from scipy import stats
@@ -130,6 +131,61 @@ def test_tree_rounding_equals_the_chain_rounding():
   for i in range(50):
     coeff = exact_refine.tree_coefficients(low[i], int(k[i]))
     np.testing.assert_array_equal(coeff, np.asarray(ref)[i])
+
+
+@jax.jit
+def _three_roundings(words, seq, k, low, up, coeff, scale):
+  marked = exact_intervals.tree_round_marked(words, low, k, scale)
+  return (
+    marked,
+    exact_intervals.chain_round(words, seq, k, up, scale),
+    exact.knorm_round(words, coeff, scale),
+  )
+
+
+def test_fast_passes_settle_a_coordinate_only_when_its_whole_cell_rounds_alike():
+  """One word per exponential (32 digits, as the forest kernel reads them), with
+  uniforms log-spread toward 1 so that cells are wide (E up to about 22, cells up to
+  0.4 wide): a coordinate that tree_round_marked, chain_round or knorm_round settles
+  rounds to the same integer at both ends of its exact cell (sum of the exponentials'
+  ends, mpmath at 80 digits), on 400 samples of N_ON_TOP (2,400 coordinates) at
+  scale 2.5; at least 5% of the samples stay unsettled and 20% settle. Rounding the
+  centres with the half-widths left out of the widening settles some coordinates
+  whose cells straddle a rounding boundary, and fails."""
+  poset, n, scale = N_ON_TOP, 400, 2.5
+  seq, k, low = (x[:n] for x in _objects(poset, _key(1), 40_000)[:3])
+  rng = np.random.default_rng(21)
+  j = 2**32 - 1 - (2.0 ** rng.uniform(0, 32, (n, poset.d + 2))).astype(np.uint64)
+  words = j.astype(np.uint32)[..., None]
+  with jax.enable_x64(True):
+    up = jnp.asarray(poset.order)
+    coeff = jax.jit(exact.simplex_coefficients)(seq, k, up)
+    marked, (k2, s2), (k3, s3) = _three_roundings(
+      jnp.asarray(words), seq, k, low, up, coeff, scale
+    )
+  k1, s1 = (np.asarray(x) for x in exact_intervals.unmark(marked))
+  coeff = np.asarray(coeff)
+  mpmath.mp.dps = 80
+  e = [
+    [
+      (
+        -mpmath.log(1 - mpmath.mpf(int(v)) / 2**32),
+        -mpmath.log(1 - mpmath.mpf(int(v) + 1) / 2**32),
+      )
+      for v in row
+    ]
+    for row in j
+  ]
+  for name, kk, ss in (("tree", k1, s1), ("chain", k2, s2), ("knorm", k3, s3)):
+    kk, ss = np.asarray(kk), np.asarray(ss)
+    assert 0.05 < 1 - ss.mean() < 0.8, (name, ss.mean())
+    for i in np.nonzero(ss)[0]:
+      for col in range(poset.d + 1):
+        c = coeff[i, :, col]
+        lo = sum(e[i][t][0] if c[t] > 0 else -e[i][t][1] for t in range(len(c)) if c[t])
+        hi = sum(e[i][t][1] if c[t] > 0 else -e[i][t][0] for t in range(len(c)) if c[t])
+        ends = {int(mpmath.floor(scale * x + mpmath.mpf(1) / 2)) for x in (lo, hi)}
+        assert ends == {int(kk[i, col])}, (name, i, col, ends, kk[i, col])
 
 
 def test_lazy_choice_is_decided_only_when_the_whole_cell_agrees():
