@@ -6,13 +6,16 @@ LLVM's optimisation level 0, without LLVM's expensive passes (about a third less
 wall time on 2 cores) and, where the installed XLA still has them, with XLA:CPU's
 older elemental emitters instead of its fusion emitters (``FAST_EMITTERS``: backend
 compilation about a third faster, the suite about 40% shorter; a short subprocess
-checks first that XLA accepts the flag, which it would otherwise reject fatally).
-The program XLA compiles is the same; the code generated for it differs, so floats
-can differ in the last bits (transcendental functions, mostly) from the default
-configuration. A test that compares runs bit for bit must give its subprocesses the
-same flags; the reference draws (``tests/samplers/test_reference_draws.py``) are
-stored once per emitter and compared with the file of the flags in use; benchmarks
-run with XLA's defaults.
+checks first that XLA accepts the flag, which it would otherwise reject fatally),
+and with each program's LLVM module generated in one piece (``SERIAL_CODEGEN``: XLA
+splits it into up to 32 parts for parallel code generation by default, which two
+workers on two cores only pay for; backend compilation about a sixth faster; checked
+the same way). The program XLA compiles is the same; the code generated for it
+differs, so floats can differ in the last bits (transcendental functions, mostly)
+from the default configuration. A test that compares runs bit for bit must give its
+subprocesses the same flags; the reference draws
+(``tests/samplers/test_reference_draws.py``) are stored once per emitter and
+compared with the file of the flags in use; benchmarks run with XLA's defaults.
 
 The run also shares one persistent compilation cache (a temporary directory, removed
 at the end, unless JAX_COMPILATION_CACHE_DIR names one) between the pytest-xdist
@@ -29,6 +32,7 @@ import sys
 import tempfile
 
 FAST_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
+SERIAL_CODEGEN = "--xla_cpu_parallel_codegen_split_count=1"
 
 
 def _accepted(flag):
@@ -48,8 +52,9 @@ if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
   # set once by the first process (the xdist controller); workers and subprocesses
   # inherit XLA_FLAGS
   fast = " --xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
-  if _accepted(FAST_EMITTERS):
-    fast += " " + FAST_EMITTERS
+  for flag in (FAST_EMITTERS, SERIAL_CODEGEN):
+    if _accepted(flag):
+      fast += " " + flag
   os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + fast).strip()
 
 if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
