@@ -220,13 +220,35 @@ def tree_round_marked(
   ``low_A(j) + 1 .. k`` minus B's ``k + 2 + low_B(j) .. d + 1``: differences of
   prefix sums of the centres (one matrix product, or a parallel scan beyond
   ``DOT_PREFIX_MAX`` terms), every coordinate widened by :func:`center_width`.
-  Returns k (m, d + 1) int32, ``UNSETTLED`` where a coordinate is not settled
-  (:func:`round_center`)."""
+
+  When that leaves a coordinate of the batch unsettled, every coordinate is rounded
+  again with its own terms' half-widths (the same differences of prefix sums of H)
+  in place of the total H: one wide term (a large E, likelier with one word per
+  exponential) then leaves only the coordinates that hold it unsettled, and fewer
+  samples go to the host. Returns k (m, d + 1) int32, ``UNSETTLED`` where a
+  coordinate is not settled (:func:`round_center`)."""
   c, h = exp_centers(words)  # (m, d + 2)
-  p = prefix_sums(c)
   k = size_a[:, None]
-  at = lambda i: jnp.take_along_axis(p, i, axis=1)
-  a_end, top = at(k + 1), p[:, -1:]
-  x = (a_end - at(low[:, 0] + 1)) - (top - at(k + 2 + low[:, 1]))
-  root = a_end - (top - a_end)
-  return round_center(jnp.concatenate([root, x], 1), center_width(c, h), scale)
+  a_from, b_from = low[:, 0] + 1, k + 2 + low[:, 1]
+
+  def signed_sums(p):  # per coordinate: A's terms a_from..k less B's b_from..d + 1
+    at = lambda i: jnp.take_along_axis(p, i, axis=1)
+    a_end, top = at(k + 1), p[:, -1:]
+    root = a_end - (top - a_end)
+    return jnp.concatenate([root, (a_end - at(a_from)) - (top - at(b_from))], 1)
+
+  def own_sums(p):  # per coordinate: the sum of the same terms, unsigned
+    at = lambda i: jnp.take_along_axis(p, i, axis=1)
+    a_end, top = at(k + 1), p[:, -1:]
+    return jnp.concatenate([top, (a_end - at(a_from)) + (top - at(b_from))], 1)
+
+  x = signed_sums(prefix_sums(c))
+  marked = round_center(x, center_width(c, h), scale)
+
+  def narrow(_):
+    # each within 2^-41 of the total H of its terms' half-widths: in the margin
+    own = own_sums(prefix_sums(h))
+    total = jnp.sum(c, axis=1, keepdims=True) + jnp.sum(h, axis=1, keepdims=True)
+    return round_center(x, own + MARGIN * total, scale)
+
+  return lax.cond(jnp.min(marked) == UNSETTLED, narrow, lambda k: k, marked)

@@ -227,6 +227,33 @@ def test_fast_passes_settle_a_coordinate_only_when_its_whole_cell_rounds_alike(d
         np.testing.assert_array_equal(rounded, kk[i], err_msg=f"{name} sample {i}")
 
 
+def test_one_wide_exponential_leaves_only_the_coordinates_that_hold_it_unsettled():
+  """One word per exponential, every uniform's first 32 digits 0 (E below 2^-32)
+  except one at 2^32 - 2 (E in [21.49, 22.18]): tree_round_marked leaves exactly the
+  coordinates whose sum holds that exponential unsettled (root included) and settles
+  the rest to 0, on 50 samples of N_ON_TOP with the wide term at each position
+  (the chain rounding, whose widening is the total half-width, settles none of those
+  samples' coordinates)."""
+  poset, n = N_ON_TOP, 50
+  seq, k, low = (x[:n] for x in _objects(poset, _key(1), 4096)[:3])
+  wide = np.arange(n) % (poset.d + 2)
+  j = np.zeros((n, poset.d + 2), np.uint64)
+  j[np.arange(n), wide] = 2**32 - 2
+  words = j.astype(np.uint32)[..., None]
+  with jax.enable_x64(True):
+    up = jnp.asarray(poset.order)
+    coeff = np.asarray(jax.jit(exact.simplex_coefficients)(seq, k, up))
+    marked, (_, chain_settled), _ = _three_roundings(
+      jnp.asarray(words), seq, k, low, up, jnp.asarray(coeff), 2.5
+    )
+  marked = np.asarray(marked)
+  holds = coeff[np.arange(n), wide] != 0  # (n, d + 1): the coordinate sums it
+  assert holds[:, 0].all() and (~holds).any()
+  np.testing.assert_array_equal(marked == exact_intervals.UNSETTLED, holds)
+  np.testing.assert_array_equal(marked[~holds], 0)
+  assert not np.asarray(chain_settled).any()
+
+
 def test_lazy_choice_is_decided_only_when_the_whole_cell_agrees():
   """One choice row of exact weights, 4000 uniforms (a third of them with leading
   digits equal to a boundary's): a decided first pass (32 digits, against the
