@@ -36,10 +36,10 @@ The host share of every exact row is measured on the fast pass from ChaCha20 bit
 fence and of each l_2 case, ``--n-host`` (10^6) of each tree-path poset,
 where also the samples whose discrete choices the first pass left undecided are
 counted, and 10^7 discrete Gaussian draws at sigma 1 and 2047. Writes
-<out>/secure.json and .md. ``--only nhis3`` writes the NHIS-3 K-norm rows alone
-and the exact sampler at eps = 1, 0.1 and 0.01 (its rate and its samples of 10^6
-left for the host) (<out>/secure_nhis3.*), ``--only tree`` the two tree-path posets' rows and host
-shares with the load average around them (<out>/secure_tree.*), ``--only l2``
+<out>/secure.json and .md. ``--only nhis3`` writes the NHIS-3 K-norm rows alone,
+with the exact sampler's rate and its samples of 10^6 left for the host at eps = 1,
+0.1 and 0.01 (<out>/secure_nhis3.*), ``--only tree`` the two tree-path posets' rows
+and host shares with the load average around them (<out>/secure_tree.*), ``--only l2``
 the l_2 K-norm rows and their host shares with the load average around them
 (<out>/secure_l2.*), ``--only fence`` the 22-element fence's rows, their peak
 memory and host share with the load average around them (<out>/secure_fence.*),
