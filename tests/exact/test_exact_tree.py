@@ -227,6 +227,47 @@ def test_fast_passes_settle_a_coordinate_only_when_its_whole_cell_rounds_alike(d
         np.testing.assert_array_equal(rounded, kk[i], err_msg=f"{name} sample {i}")
 
 
+def test_a_rounding_boundary_at_the_centre_of_a_cell_is_never_settled():
+  """Two words per exponential (cells about 2^-52 wide, as narrow as the float64
+  sums' own error), 200 samples of N_ON_TOP, each with its own scale: the one that
+  puts a half-integer (+-2.5) at the exact centre (mpmath, 80 digits) of one
+  coordinate's cell (the root in half the samples), so the cell straddles a
+  rounding boundary; at least 100 still do with the scale rounded to float64. That
+  coordinate must stay unsettled in tree_round_marked (both roundings) and its
+  sample in chain_round and knorm_round. Leaving out the 2^-40 margin of the second
+  rounding settles some of them; the first rounding's total half-width exceeds the
+  sums' error at this size with or without its margin, so no sample here tells."""
+  poset, n = N_ON_TOP, 200
+  d = poset.d
+  seq, k, low = (x[:n] for x in _objects(poset, _key(1), 4096)[:3])
+  rng = np.random.default_rng(22)
+  j = rng.integers(0, 2**52 - 1, (n, d + 2), dtype=np.uint64)
+  words = np.stack([j >> np.uint64(20), (j & np.uint64(0xFFFFF)) << np.uint64(12)], -1)
+  with jax.enable_x64(True):
+    up = jnp.asarray(poset.order)
+    coeff = np.asarray(jax.jit(exact.simplex_coefficients)(seq, k, up))
+  cols = np.where(np.arange(n) % 2 == 0, 0, np.arange(n) % (d + 1))  # half the root
+  scale = np.empty((n, 1))
+  for i, col in enumerate(cols):
+    lo, hi = (_exact_end(j[i], 52, coeff[i, :, col], upper) for upper in (False, True))
+    centre = (lo + hi) / 2
+    scale[i, 0] = float(mpmath.mpf(2.5) / abs(centre)) if abs(centre) > 0.01 else 1.0
+  with jax.enable_x64(True):
+    marked, (_, s2), (_, s3) = _three_roundings(
+      jnp.asarray(words.astype(np.uint32)), seq, k, low, up, jnp.asarray(coeff), scale
+    )
+  # the scale is a float64 near 2.5 / |centre|: check the coordinates whose scaled
+  # cell still straddles +-2.5 (exactly, in mpmath)
+  inside = np.zeros(n, bool)
+  for i, col in enumerate(cols):
+    ends = [scale[i, 0] * _exact_end(j[i], 52, coeff[i, :, col], u) for u in (0, 1)]
+    inside[i] = min(abs(e) for e in ends) < 2.5 < max(abs(e) for e in ends)
+  assert inside.sum() >= 100
+  marked = np.asarray(marked)
+  assert np.all(marked[np.arange(n), cols][inside] == exact_intervals.UNSETTLED)
+  assert not np.asarray(s2)[inside].any() and not np.asarray(s3)[inside].any()
+
+
 def test_one_wide_exponential_leaves_only_the_coordinates_that_hold_it_unsettled():
   """One word per exponential, every uniform's first 32 digits 0 (E below 2^-32)
   except one at 2^32 - 2 (E in [21.49, 22.18]): tree_round_marked leaves exactly the
