@@ -221,12 +221,13 @@ def tree_round_marked(
   prefix sums of the centres (one matrix product, or a parallel scan beyond
   ``DOT_PREFIX_MAX`` terms), every coordinate widened by :func:`center_width`.
 
-  When that leaves a coordinate of the batch unsettled, every coordinate is rounded
-  again with its own terms' half-widths (the same differences of prefix sums of H)
-  in place of the total H: one wide term (a large E, likelier with one word per
-  exponential) then leaves only the coordinates that hold it unsettled, and fewer
-  samples go to the host. Returns k (m, d + 1) int32, ``UNSETTLED`` where a
-  coordinate is not settled (:func:`round_center`)."""
+  When that leaves a coordinate of the batch unsettled (on the CPU; on other
+  platforms always), every coordinate is rounded again with its own terms'
+  half-widths (the same differences of prefix sums of H) in place of the total H:
+  one wide term (a large E, likelier with one word per exponential) then leaves
+  only the coordinates that hold it unsettled, and fewer samples go to the host.
+  Returns k (m, d + 1) int32, ``UNSETTLED`` where a coordinate is not settled
+  (:func:`round_center`)."""
   c, h = exp_centers(words)  # (m, d + 2)
   k = size_a[:, None]
   a_from, b_from = low[:, 0] + 1, k + 2 + low[:, 1]
@@ -251,4 +252,7 @@ def tree_round_marked(
     total = jnp.sum(c, axis=1, keepdims=True) + jnp.sum(h, axis=1, keepdims=True)
     return round_center(x, own + MARGIN * total, scale)
 
-  return lax.cond(jnp.min(marked) == UNSETTLED, narrow, lambda k: k, marked)
+  # on the CPU only when needed; elsewhere always (a cond's predicate would be read
+  # on the host once per chunk, as :func:`~jaxdp.samplers.words.stored` explains)
+  when_needed = lambda k: lax.cond(jnp.min(k) == UNSETTLED, narrow, lambda k: k, k)
+  return lax.platform_dependent(marked, cpu=when_needed, default=narrow)
