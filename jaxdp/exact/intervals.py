@@ -35,13 +35,19 @@ def exp_intervals(words):
   ``-log(1 - x) <= x / (1 - x)``). The log is fdlibm's (:func:`log_normal`, error
   below 1 ulp); it and the two roundings of the upper end are below 2^-51 of E_hi,
   inside the fast pass's ``MARGIN``, whatever b."""
-  bits = fast_bits(words)
-  j = digits52(words) if bits == FAST_BITS else words[..., 0].astype(jnp.float64)
-  u_hi = 1.0 - j * 2.0**-bits  # exact: multiples of 2^-b in [2^-b, 1]
-  u_lo = u_hi - 2.0**-bits  # exact, may be 0 (then E_hi = inf)
+  u_hi, u_lo = _cell(words)
   e_lo = -log_normal(u_hi)
   # stored: XLA would otherwise recompute the log in every consumer
-  return stored((e_lo, e_lo + 2.0**-bits / u_lo), words.reshape(-1)[0])
+  return stored((e_lo, e_lo + (u_hi - u_lo) / u_lo), words.reshape(-1)[0])
+
+
+def _cell(words):
+  """(u, u - 2^-b) for u = 1 - j 2^-b, j V's first b digits (:func:`fast_bits`):
+  both exact (multiples of 2^-b in [0, 1]); u - 2^-b is 0 when V may be 1."""
+  bits = fast_bits(words)
+  j = digits52(words) if bits == FAST_BITS else words[..., 0].astype(jnp.float64)
+  u = 1.0 - j * 2.0**-bits
+  return u, u - 2.0**-bits
 
 
 def fast_bits(words) -> int:
@@ -117,17 +123,17 @@ def exp_centers(words):
   [C - H, C + H] (V's digits as in :func:`exp_intervals`): C the midpoint of
   :func:`exp_intervals`' interval, H its half-width ``2^-b / (2 (u - 2^-b))``,
   inf when V may be 1. C's rounding and the log's error are below 2^-51 of C + H."""
-  bits = fast_bits(words)
-  j = digits52(words) if bits == FAST_BITS else words[..., 0].astype(jnp.float64)
-  u_hi = 1.0 - j * 2.0**-bits  # exact: multiples of 2^-b in [2^-b, 1]
-  half = 2.0 ** -(bits + 1) / (u_hi - 2.0**-bits)  # the difference is exact
+  u_hi, u_lo = _cell(words)
+  half = 0.5 * (u_hi - u_lo) / u_lo  # u_hi - u_lo = 2^-b exactly
   # stored: XLA would otherwise recompute the log in every consumer
   return stored((half - log_normal(u_hi), half), words.reshape(-1)[0])
 
 
-def center_width(c, h):
+def center_width(c, h, own=None):
   """(m, M) centres and half-widths -> (m, 1): ``H + MARGIN (C + H)`` summed over
-  all M exponentials, the widening of every coordinate of a signed sum of them.
+  all M exponentials, the widening of every coordinate of a signed sum of them; with
+  ``own`` (m, D), each coordinate's own terms' half-widths in place of the total H
+  (computed like the sums: within 2^-41 of the total H, inside the margin).
 
   A coordinate ``sum_i s_i E_i`` (s_i in {-1, 0, 1}) lies within ``sum_i |s_i| H_i``
   of ``sum_i s_i C_i``, at most the total H; computing the sum in float64 (directly
@@ -136,7 +142,8 @@ def center_width(c, h):
   it, and the total H by 2^-44 of it: ``MARGIN`` = 2^-40 covers them and the
   scaling and comparisons of :func:`round_center`."""
   total_h = jnp.sum(h, axis=1, keepdims=True)
-  return total_h + MARGIN * (jnp.sum(c, axis=1, keepdims=True) + total_h)
+  margin = MARGIN * (jnp.sum(c, axis=1, keepdims=True) + total_h)
+  return (total_h if own is None else own) + margin
 
 
 def round_center(x, width, scale):
@@ -230,29 +237,24 @@ def tree_round_marked(
   (:func:`round_center`)."""
   c, h = exp_centers(words)  # (m, d + 2)
   k = size_a[:, None]
-  a_from, b_from = low[:, 0] + 1, k + 2 + low[:, 1]
 
-  def signed_sums(p):  # per coordinate: A's terms a_from..k less B's b_from..d + 1
+  def parts(p):
+    """From prefix sums p: the sums of A's terms and of all terms, and per coordinate
+    the sums of A's terms low_A + 1..k and of B's from k + 2 + low_B on."""
     at = lambda i: jnp.take_along_axis(p, i, axis=1)
     a_end, top = at(k + 1), p[:, -1:]
-    root = a_end - (top - a_end)
-    return jnp.concatenate([root, (a_end - at(a_from)) - (top - at(b_from))], 1)
+    return a_end, top, a_end - at(low[:, 0] + 1), top - at(k + 2 + low[:, 1])
 
-  def own_sums(p):  # per coordinate: the sum of the same terms, unsigned
-    at = lambda i: jnp.take_along_axis(p, i, axis=1)
-    a_end, top = at(k + 1), p[:, -1:]
-    return jnp.concatenate([top, (a_end - at(a_from)) + (top - at(b_from))], 1)
-
-  x = signed_sums(prefix_sums(c))
+  a_all, top, a_part, b_part = parts(prefix_sums(c))
+  x = jnp.concatenate([a_all - (top - a_all), a_part - b_part], 1)
   marked = round_center(x, center_width(c, h), scale)
 
   def narrow(_):
-    # each within 2^-41 of the total H of its terms' half-widths: in the margin
-    own = own_sums(prefix_sums(h))
-    total = jnp.sum(c, axis=1, keepdims=True) + jnp.sum(h, axis=1, keepdims=True)
-    return round_center(x, own + MARGIN * total, scale)
+    _, top_h, a_h, b_h = parts(prefix_sums(h))
+    own = jnp.concatenate([top_h, a_h + b_h], 1)  # the root holds every term
+    return round_center(x, center_width(c, h, own), scale)
 
   # on the CPU only when needed; elsewhere always (a cond's predicate would be read
   # on the host once per chunk, as :func:`~jaxdp.samplers.words.stored` explains)
-  when_needed = lambda k: lax.cond(jnp.min(k) == UNSETTLED, narrow, lambda k: k, k)
+  when_needed = lambda out: lax.cond(jnp.min(out) == UNSETTLED, narrow, lambda o: o, out)
   return lax.platform_dependent(marked, cpu=when_needed, default=narrow)
