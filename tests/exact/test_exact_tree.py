@@ -248,8 +248,11 @@ def test_a_rounding_boundary_at_the_centre_of_a_cell_is_never_settled():
     coeff = np.asarray(jax.jit(exact.simplex_coefficients)(seq, k, up))
   cols = np.where(np.arange(n) % 2 == 0, 0, np.arange(n) % (d + 1))  # half the root
   scale = np.empty((n, 1))
-  for i, col in enumerate(cols):
-    lo, hi = (_exact_end(j[i], 52, coeff[i, :, col], upper) for upper in (False, True))
+  cells = [
+    [_exact_end(j[i], 52, coeff[i, :, col], upper) for upper in (False, True)]
+    for i, col in enumerate(cols)
+  ]
+  for i, (lo, hi) in enumerate(cells):
     centre = (lo + hi) / 2
     scale[i, 0] = float(mpmath.mpf(2.5) / abs(centre)) if abs(centre) > 0.01 else 1.0
   with jax.enable_x64(True):
@@ -259,9 +262,9 @@ def test_a_rounding_boundary_at_the_centre_of_a_cell_is_never_settled():
   # the scale is a float64 near 2.5 / |centre|: check the coordinates whose scaled
   # cell still straddles +-2.5 (exactly, in mpmath)
   inside = np.zeros(n, bool)
-  for i, col in enumerate(cols):
-    ends = [scale[i, 0] * _exact_end(j[i], 52, coeff[i, :, col], u) for u in (0, 1)]
-    inside[i] = min(abs(e) for e in ends) < 2.5 < max(abs(e) for e in ends)
+  for i, cell in enumerate(cells):
+    ends = [abs(scale[i, 0] * end) for end in cell]
+    inside[i] = min(ends) < 2.5 < max(ends)
   assert inside.sum() >= 100
   marked = np.asarray(marked)
   assert np.all(marked[np.arange(n), cols][inside] == exact_intervals.UNSETTLED)
