@@ -9,7 +9,12 @@ its key's number of retries, which one fixed key would hide):
 over both balls for each k, with the l_1 ball's K-norm noise
 (Laplace coordinates) in the same dimension as a reference, and the exact probability
 that a first proposal is accepted, from the host tables: the sum ball's slice S(d, k),
-the count ball's two halves together (``CountBall.row_acceptance``).
+the count ball's two halves together (``CountBall.row_acceptance``). Also from the
+tables, the proposals a row takes on average (:func:`proposals`): the count ball
+proposes both halves of a row together and retries each until accepted, so a row
+takes the larger of two geometric counts; proposing each half alone would take fewer,
+counted in rows of d coordinates ("halves apart": the sampler's own rejection work
+if its two halves were decoupled).
 
 Writes <out>/query_balls.{json,md} and <out>/query_balls_table.md (the table with the
 machine, which the K-norm guide includes).
@@ -66,6 +71,7 @@ def main(argv=None):
       acc = math.exp(proposal_table(d, k).log_acc[d])
     elif k:  # both halves of a row (their sizes vary by row)
       acc = jaxdp.CountBall(d, k).row_acceptance()
+    together, apart = proposals(name, d, k)
     rows.append(
       {
         "draw": name,
@@ -75,10 +81,17 @@ def main(argv=None):
         "best_seconds": best[name],
         "samples_per_s": n / seconds,
         "first_acceptance": acc,
+        "proposals_per_row": together,
+        "proposals_halves_apart": apart,
       }
     )
-  table = "| draw | d | samples/s | first acceptance |\n|---|---|---|---|\n" + "\n".join(
-    f"| {r['draw']} | {d} | {r['samples_per_s']:,.0f} | {r['first_acceptance']:.3f} |"
+  head = (
+    "| draw | d | samples/s | first acceptance | proposals a row | halves apart |\n"
+    "|---|---|---|---|---|---|\n"
+  )
+  table = head + "\n".join(
+    f"| {r['draw']} | {d} | {r['samples_per_s']:,.0f} | {r['first_acceptance']:.3f} | "
+    f"{r['proposals_per_row']:.2f} | {r['proposals_halves_apart']:.2f} |"
     for r in rows
   )
   m = machine()
@@ -89,6 +102,32 @@ def main(argv=None):
     "from a fresh key."
   )
   Path(args.out, "query_balls_table.md").write_text(f"{table}\n\n{where}\n")
+
+
+def proposals(name: str, d: int, k: int | None) -> tuple[float, float]:
+  """Expected proposals a row takes, from the host tables: ``(together, apart)``.
+
+  The sum ball (and the l_1 reference, k None) proposes a row whole: 1 / acceptance
+  for both. The count ball draws the class j of a row (the number of its positive
+  coordinates) and proposes its halves of sizes j and d - j together, retrying each
+  until accepted (acceptances p and q): E[max(G_p, G_q)] = 1/p + 1/q - 1/(1 - (1 - p)
+  (1 - q)) for geometric G. Apart: (j / p + (d - j) / q) / d, the same work if each
+  half were proposed alone, in rows of d coordinates. Both averaged over j.
+  """
+  if k is None:
+    return 1.0, 1.0
+  if "sum" in name:
+    acc = math.exp(proposal_table(d, k).log_acc[d])
+    return 1.0 / acc, 1.0 / acc
+  weights = jaxdp.CountBall(d, k).class_weights()
+  weights = np.exp(weights - np.max(weights))
+  weights /= np.sum(weights)
+  p = np.exp(proposal_table(d, k, cone=True).log_acc)
+  q = p[::-1]
+  j = np.arange(d + 1)
+  together = 1 / p + 1 / q - 1 / (1 - (1 - p) * (1 - q))
+  apart = (j / p + (d - j) / q) / d
+  return float(weights @ together), float(weights @ apart)
 
 
 if __name__ == "__main__":
