@@ -34,28 +34,57 @@ def settle(k, settled, words, scale, key, refine_one, *operands):
   fast-pass words and 192 more digits per uniform; ``operands`` are per-sample arrays,
   or functions computing them (run only when refining)."""
   settled = settled | jnp.isnan(scale)
-  refine = lambda k: _refine(k, settled, words, scale, key, refine_one, operands)
+  extra = lambda: jax.random.bits(key, (*words.shape[:-1], REFINE_WORDS), jnp.uint32)
+  refine = lambda k: _host(k, settled, words, extra, scale, refine_one, operands)
   return lax.cond(batch_all(settled), lambda k: k, refine, k)
 
 
-def settle_marked(k, words, scale, key, refine_one, *operands):
+def settle_marked(k, words, scale, key, refine_one, *operands, redo=None):
   """:func:`settle` for k (m, D) marked ``UNSETTLED`` where the fast pass did not
   settle a coordinate (:func:`~jaxdp.exact.intervals.round_center`): one int32
   minimum over the chunk decides whether to refine (XLA:CPU reduces booleans per
-  sample far more slowly), the per-sample flags are computed only then."""
+  sample far more slowly), the per-sample flags are computed only then.
+
+  With ``redo`` (a fast pass that read one word per uniform), the device first
+  rounds again from 52 digits per uniform: ``redo(words2)`` with ``words2`` (..., 2)
+  the fast-pass word and the first word of the refinement's digits, marked like k
+  (the first 52 of the digits :func:`host_refine` reads, so every coordinate it
+  settles is the exact rounding of the same noise). Only the samples it leaves
+  unsettled go to the host, under a second such minimum."""
+
+  shape = words.shape[:-1]
+
+  def host(k, extra):
+    k, settled = unmark(k)
+    return _host(k, settled | jnp.isnan(scale), words, extra, scale, refine_one, operands)
 
   def refine(k):
-    k, settled = unmark(k)
-    return _refine(k, settled | jnp.isnan(scale), words, scale, key, refine_one, operands)
+    if redo is None:
+      return host(k, lambda: jax.random.bits(key, (*shape, REFINE_WORDS), jnp.uint32))
+    k_first, k_rest = jax.random.split(key)
+    first = jax.random.bits(k_first, (*shape, 1), jnp.uint32)
+    k = jnp.where(k == UNSETTLED, redo(jnp.concatenate([words, first], -1)), k)
+    # the further digits are drawn only for a chunk the host refines
+    rest = lambda: jax.random.bits(k_rest, (*shape, REFINE_WORDS - 1), jnp.uint32)
+    extra = lambda: jnp.concatenate([first, rest()], -1)
+    return lax.cond(_all_settled(k, scale), _unmarked, lambda k: host(k, extra), k)
 
-  done = batch_all((jnp.min(k) != UNSETTLED) | jnp.isnan(scale))
-  return lax.cond(done, lambda k: unmark(k)[0], refine, k)
+  return lax.cond(_all_settled(k, scale), _unmarked, refine, k)
 
 
-def _refine(k, settled, words, scale, key, refine_one, operands):
+def _all_settled(k, scale):
+  return batch_all((jnp.min(k) != UNSETTLED) | jnp.isnan(scale))
+
+
+def _unmarked(k):
+  return unmark(k)[0]
+
+
+def _host(k, settled, words, extra, scale, refine_one, operands):
+  """The host callback for the unsettled samples; ``extra()`` their further digits
+  and the callable ``operands`` are computed only here."""
   ops = [o() if callable(o) else o for o in operands]
-  extra = jax.random.bits(key, (*words.shape[:-1], REFINE_WORDS), jnp.uint32)
-  return refine_callback(refine_one, k, settled, words, extra, scale, *ops)
+  return refine_callback(refine_one, k, settled, words, extra(), scale, *ops)
 
 
 def refine_callback(refine_one, k, settled, words, extra, scale, *operands):

@@ -278,7 +278,8 @@ def _poset_kernel(
         k = tree_round_marked(words, low, size_a, scale)
         failed = jnp.zeros((m,), bool)  # no object choice is left undecided
         refine = refine_tree_sample
-        return settle_marked(k, words, scale, k_ref, refine, low, size_a, failed)
+        redo = lambda words2: tree_round_marked(words2, low, size_a, scale)
+        return settle_marked(k, words, scale, k_ref, refine, low, size_a, failed, redo=redo)
       k_rank, k_bits, k_ref = jax.random.split(k_chunk, 3)
       words = jax.random.bits(k_bits, (m, d + 2, 2), jnp.uint32)
       if wide:  # 128-bit ranks (uint64 limbs), the same bijection

@@ -43,6 +43,9 @@ SITES = {
   ("cond", "gamma.gamma_radius"): "once per chunk: more rejections than the buffer",
   ("cond", "refine.settle"): "exact mode: the rare host refinement, once per chunk",
   ("cond", "refine.settle_marked"): "exact mode: the rare host refinement, once per chunk",
+  ("cond", "refine.settle_marked.refine"): (
+    "exact mode: after the device's 52-digit second pass, in a chunk that needed it"
+  ),
   ("pure_callback", "refine.refine_callback"): "exact mode: the host refinement",
   ("cond", "tree.size_counts"): "exact mode: the rare refined pass of the choices",
   ("while", "choices.uniform_below_each"): "exact rejection: a 2nd round is rare",
