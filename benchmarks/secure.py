@@ -41,16 +41,16 @@ with the exact sampler's rate at eps = 1, 0.1 and 0.01 and, of 10^6 samples, tho
 its one-word fast pass leaves and those the host refines (<out>/secure_nhis3.*),
 ``--only tree`` the two tree-path posets' rows and host shares with the load
 average around them (<out>/secure_tree.*), ``--only l2``
-the l_2 K-norm rows and their host shares with the load average around them
-(<out>/secure_l2.*), ``--only fence`` the 22-element fence's rows, their peak
-memory and host share with the load average around them (<out>/secure_fence.*),
+the l_2 K-norm rows and their host shares with the load average around them, and
+D = 17 at the three eps as for NHIS-3 (<out>/secure_l2.*), ``--only fence`` the
+22-element fence's rows, their peak memory and host share with the load average
+around them (<out>/secure_fence.*),
 ``--only dg`` the discrete Gaussian beside its floor (<out>/secure_dg.*).
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import math
 import os
 import sys
@@ -75,6 +75,7 @@ import jaxdp
 from jaxdp import exact
 from jaxdp import random as dprandom
 from jaxdp.exact import gaussian as exact_gaussian
+from jaxdp.exact import l2 as exact_l2
 from jaxdp.exact import refine as exact_refine
 from jaxdp.exact import samplers as exact_samplers
 from jaxdp.exact import tree as exact_tree
@@ -123,10 +124,19 @@ def _unsettled_poset(key, poset, n, scale, second_pass=True):
   52-digit second pass where the fast pass read one word per uniform): the
   unsettled samples each call of ``host_refine`` receives. Without ``second_pass``
   (a one-word kernel only: NHIS-3's), that pass settles nothing, so the count is the
-  samples the one-word pass left. The jit caches are cleared around it so the
+  samples the one-word pass left."""
+  draw = lambda: exact.poset_knorm(key, poset, scale, (n,))
+  return _host_count(draw, None if second_pass else (exact_samplers, "tree_round_marked"))
+
+
+def _host_count(draw, fast=None):
+  """The samples ``draw()`` sends to ``host_refine``. With ``fast`` (module, name of
+  the fast pass that the device's second pass calls again on two words per
+  uniform), that pass settles nothing. The jit caches are cleared around it so the
   kernel is traced with the counting callback."""
   calls = []
-  real, real_round = exact_refine.host_refine, exact_samplers.tree_round_marked
+  real = exact_refine.host_refine
+  real_round = None if fast is None else getattr(*fast)
 
   def counting(*args):  # host_refine(refine_one, k, settled, ...)
     calls.append(int(np.sum(~np.asarray(args[2]))))
@@ -138,12 +148,14 @@ def _unsettled_poset(key, poset, n, scale, second_pass=True):
 
   jax.clear_caches()
   exact_refine.host_refine = counting
-  if not second_pass:
-    exact_samplers.tree_round_marked = first_pass_only
+  if fast is not None:
+    setattr(*fast, first_pass_only)
   try:
-    jax.block_until_ready(exact.poset_knorm(key, poset, scale, (n,)))
+    jax.block_until_ready(draw())
   finally:
-    exact_refine.host_refine, exact_samplers.tree_round_marked = real, real_round
+    exact_refine.host_refine = real
+    if fast is not None:
+      setattr(*fast, real_round)
     jax.clear_caches()
   return sum(calls)
 
@@ -324,27 +336,46 @@ def _nhis3_rows(rows, mem, cc, fry, n):
 
 
 def _nhis3_scales(cc, n):
-  """The exact NHIS-3 K-norm at eps = 1, 0.1 and 0.01 (scale 1 / eps): samples per
-  second (one compilation, the scale an argument, best of 5) and, of 10^6 samples
-  (another key), those its one-word fast pass left unsettled and those that reached
-  the host refinement after the device's 52-digit second pass."""
+  """:func:`_exact_scales` of the exact NHIS-3 K-norm (the forest kernel)."""
   nhis = jaxdp.Poset.nhis(3)
+  draw = lambda k, s, m: exact.poset_knorm(k, nhis, s, (m,))
+  return _exact_scales(cc, n, draw, (exact_samplers, "tree_round_marked"))
+
+
+def _exact_scales(cc, n, draw, fast):
+  """An exact one-word kernel ``draw(key, scale, n)`` at eps = 1, 0.1 and 0.01
+  (scale 1 / eps): samples per second (one compilation, the scale an argument, best
+  of 5) and, of 10^6 samples (another key), those its one-word fast pass left
+  unsettled and those that reached the host refinement after the device's 52-digit
+  second pass (``fast``: :func:`_host_count`)."""
   with jax.enable_x64(True):
     scale = jnp.float64(1.0)
-    fn = jax.jit(lambda k, s: exact.poset_knorm(k, nhis, s, (n,))).lower(cc, scale)
-    fn = fn.compile()
-  out = []
+    fn = jax.jit(lambda k, s: draw(k, s, n)).lower(cc, scale).compile()
+  out, key = [], jax.random.fold_in(cc, 7)
   for eps in (1.0, 0.1, 0.01):
     with jax.enable_x64(True):
       s = jnp.float64(1.0 / eps)
     per_s = n / best_time(lambda s=s: fn(cc, s), 5)
-    count = functools.partial(_unsettled_poset, jax.random.fold_in(cc, 7), nhis)
-    host = count(1_000_000, 1.0 / eps)
-    first = count(1_000_000, 1.0 / eps, second_pass=False)
+    once = lambda s=1.0 / eps: draw(key, s, 1_000_000)
+    host, first = _host_count(once), _host_count(once, fast)
     out.append(
       {"eps": eps, "scale": 1.0 / eps, "per_s": per_s, "host": host, "one_word": first}
     )
   return out
+
+
+def _scales_table(name, scales):
+  """Markdown lines of :func:`_exact_scales`' rows."""
+  lines = [
+    f"| {name} | per second | left by the one-word pass, of 10^6 | refined on the "
+    "host, of 10^6 |",
+    "|---|---:|---:|---:|",
+  ]
+  return lines + [
+    f"| eps = {r['eps']:g} (scale {r['scale']:g}) | {r['per_s']:,.0f} | "
+    f"{r['one_word']:,} | {r['host']:,} |"
+    for r in scales
+  ]
 
 
 def _nhis3_only(args, n, cc, fry, payload):
@@ -355,18 +386,7 @@ def _nhis3_only(args, n, cc, fry, payload):
   scales = payload["nhis3_small_eps"] = _nhis3_scales(cc, n)
   payload["loadavg_after"] = list(os.getloadavg())
   before, after = payload["loadavg_before"][0], payload["loadavg_after"][0]
-  lines = _rows_table(rows)
-  lines += [
-    "",
-    "| exact NHIS-3 K-norm, ChaCha20 | per second | left by the one-word pass, of "
-    "10^6 | refined on the host, of 10^6 |",
-    "|---|---:|---:|---:|",
-  ]
-  lines += [
-    f"| eps = {r['eps']:g} (scale {r['scale']:g}) | {r['per_s']:,.0f} | "
-    f"{r['one_word']:,} | {r['host']:,} |"
-    for r in scales
-  ]
+  lines = _rows_table(rows) + [""] + _scales_table("exact NHIS-3 K-norm, ChaCha20", scales)
   lines += [
     "",
     f"Batch {n:,}, one run, the three timed in turn (best of 5 rounds); exact / "
@@ -444,12 +464,16 @@ def _l2_only(args, n, cc, payload):
   rows = []
   payload["loadavg_before"] = list(os.getloadavg())
   p = payload["l2_knorm"] = _l2_knorm_rows(rows, {}, cc, n)
+  draw = lambda k, s, m: exact.l2_knorm(k, 17, s, (m,))
+  scales = _exact_scales(cc, n, draw, (exact_l2, "l2_round_marked"))
+  payload["l2_d17_small_eps"] = scales
   payload["loadavg_after"] = list(os.getloadavg())
   lines = _rows_table(rows)
   lines += ["", "| exact row | samples | left for the host refinement |", "|---|---:|---:|"]
   lines += [
     f"| l2 K-norm, D = {d} | 1,000,000 | {p[f'unsettled_of_1e6_d{d}']} |" for d in (17, 5)
   ]
+  lines += [""] + _scales_table("exact l2 K-norm, D = 17, ChaCha20", scales)
   before, after = payload["loadavg_before"][0], payload["loadavg_after"][0]
   ratios = ", ".join(
     f"D = {d}: {p[str(d)]['exact_chacha20'] / p[str(d)]['float_chacha20']:.2f}"

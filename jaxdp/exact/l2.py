@@ -273,6 +273,8 @@ def _l2_kernel(key, scale, *, d, n):
       k_bits, k_ref = jax.random.split(k_chunk)
       words = jax.random.bits(k_bits, (m, l2_rows(d), 1), jnp.uint32)  # one per uniform
       k = l2_round_marked(words, scale, d)
-      return settle_marked(k, words, scale, k_ref, functools.partial(refine_l2_sample, d=d))
+      refine = functools.partial(refine_l2_sample, d=d)
+      redo = lambda words2: l2_round_marked(words2, scale, d)  # 52 digits per uniform
+      return settle_marked(k, words, scale, k_ref, refine, redo=redo)
 
     return run_chunks(chunk, key, scale, n, (d,), l2_chunk(d))

@@ -24,9 +24,9 @@ from jaxdp.exact import intervals as exact_intervals
 from jaxdp.exact import refine as exact_refine
 from jaxdp.exact import samplers as exact_samplers
 from jaxdp.exact.choices import trie_subset
-from jaxdp.exact.intervals import UNSETTLED, exp_intervals
+from jaxdp.exact.intervals import exp_intervals
 from jaxdp.samplers.exact_tables import exact_tables
-from tests.helpers.exactness import brute_objects, object_index
+from tests.helpers.exactness import brute_objects, object_index, without_second_pass
 
 
 def _key(i):
@@ -307,27 +307,10 @@ def test_the_device_rounds_again_from_52_digits_before_the_host(monkeypatch):
   same digits, so every integer is the exact rounding of the same noise. A second
   pass that read other digits than the host (or in another order) would release
   other integers for the samples it settles."""
-  poset, n, scale = jaxdp.Poset.nhis(3), 4096, 1e5
-  key = _key(52)
-  counts = []
-  real_host, real_round = exact_refine.host_refine, exact_samplers.tree_round_marked
-
-  def count(refine_one, k, settled, *rest):
-    counts.append(int(np.sum(~np.asarray(settled))))
-    return real_host(refine_one, k, settled, *rest)
-
-  def first_pass_only(words, *args):
-    k = real_round(words, *args)
-    return k if words.shape[-1] == 1 else jnp.full_like(k, UNSETTLED)
-
-  monkeypatch.setattr(exact_refine, "host_refine", count)
-  jax.clear_caches()
-  normal = np.asarray(exact.poset_knorm(key, poset, scale, (n,)))
-  with_second, counts[:] = sum(counts), []
-  monkeypatch.setattr(exact_samplers, "tree_round_marked", first_pass_only)
-  jax.clear_caches()
-  host_only = np.asarray(exact.poset_knorm(key, poset, scale, (n,)))
-  jax.clear_caches()
-  without = sum(counts)
+  poset, n, scale, key = jaxdp.Poset.nhis(3), 4096, 1e5, _key(52)
+  draw = lambda: exact.poset_knorm(key, poset, scale, (n,))
+  (normal, with_second), (host_only, without) = without_second_pass(
+    monkeypatch, exact_refine, draw, exact_samplers, "tree_round_marked"
+  )
   assert without >= 16 and with_second <= without // 4, (with_second, without)
   np.testing.assert_array_equal(normal, host_only)

@@ -25,10 +25,11 @@ from jaxdp.exact import l2 as exact_l2
 from jaxdp.exact import refine as exact_refine
 from jaxdp.exact.intervals import UNSETTLED
 from jaxdp.mechanisms.poset_count import sqrt_up
-from tests.helpers.exactness import record_host_refinements
+from tests.helpers.exactness import record_host_refinements, without_second_pass
 
 mpmath = pytest.importorskip("mpmath")
 KEY = bytes(range(32))
+SECOND_PASS_SCALE = 1e4  # the one-word pass leaves some samples of 4,096 unsettled
 
 
 def _key(i=0):
@@ -191,6 +192,21 @@ def test_forced_refinement_gives_the_same_release(monkeypatch):
   jax.clear_caches()
   assert calls and calls[0] > 60, calls
   np.testing.assert_array_equal(forced, normal)
+
+
+def test_the_device_rounds_again_from_52_digits_before_the_host(monkeypatch):
+  """d = 17 at scale 10^4, 4,096 samples (this key): the one-word fast pass leaves
+  samples unsettled, the device rounds them again from 52 digits per uniform, and
+  the host sees at most a quarter of the samples it sees when that pass settles
+  nothing (at least 16 asserted there); the two releases are equal (the host reads
+  the same digits). It fails when the host does not reuse the second pass's word."""
+  d, n, key = 17, 4096, _key(52)
+  draw = lambda: exact.l2_knorm(key, d, SECOND_PASS_SCALE, (n,))
+  (normal, with_second), (host_only, without) = without_second_pass(
+    monkeypatch, exact_refine, draw, exact_l2, "l2_round_marked"
+  )
+  assert without >= 16 and with_second <= without // 4, (with_second, without)
+  np.testing.assert_array_equal(normal, host_only)
 
 
 def _cell_probabilities(s, lim):

@@ -131,6 +131,36 @@ def record_host_refinements(monkeypatch, refine_module):
   return calls
 
 
+def without_second_pass(monkeypatch, refine_module, draw, module, name):
+  """``draw()`` twice, counting the samples the host refines: as it is, then with the
+  device's 52-digit second pass settling nothing (``module.name``, the fast pass it
+  calls again on two words per uniform, returns every coordinate unsettled on two
+  words). Returns ``((release, host count), (release, host count))``; the jit
+  caches are cleared around each run, so the kernel is traced with the patches."""
+  import jax
+  import jax.numpy as jnp
+
+  from jaxdp.exact.intervals import UNSETTLED
+
+  calls = record_host_refinements(monkeypatch, refine_module)
+  real = getattr(module, name)
+
+  def first_pass_only(words, *args):
+    k = real(words, *args)
+    return k if words.shape[-1] == 1 else jnp.full_like(k, UNSETTLED)
+
+  out = []
+  for patch in (False, True):
+    if patch:
+      monkeypatch.setattr(module, name, first_pass_only)
+    jax.clear_caches()
+    release = np.asarray(draw())
+    out.append((release, sum(calls)))
+    calls.clear()
+  jax.clear_caches()
+  return tuple(out)
+
+
 def batch_temp_bytes(key, poset, chunk, path):
   """XLA's temporary bytes of one compiled exact poset K-norm draw of two chunks and
   a partial one (``2 * chunk + 5`` samples) on ``path``, after checking that the
