@@ -219,7 +219,8 @@ def _unsettled_l2(key, d, n, scale):
 
 def _l2_knorm_rows(rows, mem, cc, n):
   """Float and exact l_2 K-norm noise (ChaCha20 keys) at D = 17 and 5, eps = 1, and
-  the share of exact samples the fast pass left for the host (10^6 each)."""
+  the exact samples the one-word fast pass leaves unsettled (10^6 each; the device's
+  second pass settles most of them before the host)."""
   out = {}
   for name, dim in (("NHIS-3 counts", 17), ("NHIS-1 counts", 5)):
     ball = jaxdp.LpBall(dim, 2.0)
@@ -469,7 +470,7 @@ def _l2_only(args, n, cc, payload):
   payload["l2_d17_small_eps"] = scales
   payload["loadavg_after"] = list(os.getloadavg())
   lines = _rows_table(rows)
-  lines += ["", "| exact row | samples | left for the host refinement |", "|---|---:|---:|"]
+  lines += ["", "| exact row | samples | left by the one-word pass |", "|---|---:|---:|"]
   lines += [
     f"| l2 K-norm, D = {d} | 1,000,000 | {p[f'unsettled_of_1e6_d{d}']} |" for d in (17, 5)
   ]
