@@ -1,7 +1,8 @@
 """The host refinement of the exact samplers: samples the fast pass could not settle
 are recomputed from 244 binary digits per uniform (224 where the fast pass read one
 word per uniform) with Python's ``decimal`` (correctly rounded ``ln``) and rounded
-exactly, or refused.
+exactly, or refused. Where the fast pass read one word per uniform, the device first
+rounds such a chunk again from 52 digits (:func:`settle_marked`'s ``redo``).
 
 References:
   C. Haney et al., "Precision-based attacks and interval refining: how to break, then

@@ -5,11 +5,13 @@ import math
 from fractions import Fraction
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
 from jaxdp import exact
 from jaxdp import random as dprandom
+from jaxdp.exact.intervals import UNSETTLED
 
 
 def brute_objects(poset):
@@ -137,11 +139,6 @@ def without_second_pass(monkeypatch, refine_module, draw, module, name):
   calls again on two words per uniform, returns every coordinate unsettled on two
   words). Returns ``((release, host count), (release, host count))``; the jit
   caches are cleared around each run, so the kernel is traced with the patches."""
-  import jax
-  import jax.numpy as jnp
-
-  from jaxdp.exact.intervals import UNSETTLED
-
   calls = record_host_refinements(monkeypatch, refine_module)
   real = getattr(module, name)
 
