@@ -20,6 +20,7 @@ import numpy as np
 from jax import lax
 
 from jaxdp.exact.decimal_trig import cos_sin, decimal_pi
+from jaxdp.exact.host_call import host_call
 from jaxdp.exact.intervals import FAST_BITS, LIMIT, ONE_WORD_BITS, UNSETTLED, unmark
 
 REFINE_WORDS = 6  # 192 more digits per uniform for the host refinement
@@ -91,8 +92,9 @@ def _host(k, settled, words, extra, scale, refine_one, operands):
 def refine_callback(refine_one, k, settled, words, extra, scale, *operands):
   """k (int32, k's shape) with every unsettled sample refined by :func:`host_refine`
   on the host, from inside a traced program (one callback for a caller's whole
-  ``vmap`` batch); ``extra`` holds the further digits of each sample's words."""
-  return jax.pure_callback(
+  ``vmap`` batch); ``extra`` holds the further digits of each sample's words. The
+  scale (float64) reaches the host bit for bit (:func:`~jaxdp.exact.host_call.host_call`)."""
+  return host_call(
     functools.partial(host_refine, refine_one),
     jax.ShapeDtypeStruct(k.shape, jnp.int32),
     k,
@@ -101,7 +103,6 @@ def refine_callback(refine_one, k, settled, words, extra, scale, *operands):
     extra,
     scale,
     *operands,
-    vmap_method="broadcast_all",
   )
 
 
@@ -121,13 +122,7 @@ def raise_if(flag, error, *info):
 
   return lax.cond(
     ~batch_all(~flag),
-    lambda: jax.pure_callback(
-      check,
-      jax.ShapeDtypeStruct((), jnp.bool_),
-      flag,
-      *info,
-      vmap_method="broadcast_all",
-    ),
+    lambda: host_call(check, jax.ShapeDtypeStruct((), jnp.bool_), flag, *info),
     lambda: jnp.ones((), bool),
   )
 

@@ -35,6 +35,7 @@ import numpy as np
 from jax import lax
 
 from jaxdp import _checks
+from jaxdp.exact.host_call import host_call
 from jaxdp.exact.intervals import FAST_BITS, digits52, exp_intervals, round_settled
 from jaxdp.exact.refine import (
   REFINE_WORDS,
@@ -190,9 +191,7 @@ def first_accepted(keys, rows: int, fast, host_decide, operands=()):
     def host(status):
       extra = extra_words(digit_keys, rows)
       shape = jax.ShapeDtypeStruct(status.shape, jnp.int32)
-      return jax.pure_callback(
-        host_decide, shape, status, pending, words, extra, *ops, vmap_method="broadcast_all"
-      )
+      return host_call(host_decide, shape, status, pending, words, extra, *ops)
 
     return words, lax.cond(batch_all(~pending), lambda s: s, host, status)
 

@@ -314,3 +314,37 @@ def test_the_device_rounds_again_from_52_digits_before_the_host(monkeypatch):
   )
   assert without >= 16 and with_second <= without // 4, (with_second, without)
   np.testing.assert_array_equal(normal, host_only)
+
+
+def test_the_host_refinement_rounds_with_the_float64_scale(monkeypatch):
+  """NHIS-3 through the forest kernel at scale 10^6 / 3 (no float32 number), the fast
+  passes' margin widened to 2^-8 so that most of 64 samples reach the host: the host
+  receives the scale as the float64 the device used, bit for bit (JAX hands a
+  callback's operands over with 64-bit types off unless the caller turned them on
+  globally, which would cut it to float32), and every released coordinate equals the
+  decimal rounding at that scale from the kernel's own words. It fails when the scale
+  reaches the host as float32 (the dtype, and then the integers)."""
+  poset, n, scale = jaxdp.Poset.nhis(3), 64, 1e6 / 3
+  key = _key(53)
+  seen = []
+  real = exact_refine.host_refine
+
+  def keep(refine_one, k, settled, words, extra, s, *ops):
+    seen.append((np.asarray(s), np.asarray(settled), words, extra, ops))
+    return real(refine_one, k, settled, words, extra, s, *ops)
+
+  jax.clear_caches()
+  monkeypatch.setattr(exact_refine, "host_refine", keep)
+  monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-8)
+  release = np.asarray(exact.poset_knorm(key, poset, scale, (n,)))
+  jax.clear_caches()
+  assert len(seen) == 1
+  got_scale, settled, words, extra, (low, size_a, _) = seen[0]
+  assert got_scale.dtype == np.float64 and float(got_scale) == scale, got_scale
+  assert np.sum(~settled) > n // 2
+  for i in np.nonzero(~settled)[0]:
+    coeff = exact_refine.tree_coefficients(np.asarray(low[i]), int(size_a[i]))
+    want = exact_refine.refine_sample(
+      np.asarray(words[i]), np.asarray(extra[i]), scale, coeff
+    )
+    np.testing.assert_array_equal(release[i], want)

@@ -46,13 +46,14 @@ SITES = {
   ("cond", "refine.settle_marked.refine"): (
     "exact mode: after the device's 52-digit second pass, in a chunk that needed it"
   ),
-  ("pure_callback", "refine.refine_callback"): "exact mode: the host refinement",
+  ("pure_callback", "host_call.host_call"): (
+    "exact mode: the host refinement and the failure checks"
+  ),
   ("cond", "tree.size_counts"): "exact mode: the rare refined pass of the choices",
   ("while", "choices.uniform_below_each"): "exact rejection: a 2nd round is rare",
   ("while", "wide.uniform_below_wide"): "exact rejection: a 2nd round is rare",
   ("while", "interleave.interleave"): "exact: redraws tied sort keys (rare)",
   ("cond", "refine.raise_if"): "exact mode: the failure check (p < 1/63!)",
-  ("pure_callback", "refine.raise_if.<lambda>"): "exact mode: the failure check",
 }
 
 # The primitives a hot path may hold (besides SITES'): all run on the device with no
