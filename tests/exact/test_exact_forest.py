@@ -252,6 +252,28 @@ def test_one_word_host_bounds_contain_the_300_bit_values():
 # One compilation of the patched kernel serves both checks below (the margin is a
 # constant of the program, so each margin is a compilation of its own).
 @pytest.mark.slow
+def _forced_host_run(monkeypatch, key, poset, scale, n):
+  """``exact.poset_knorm`` with the fast passes' margin widened to 2^-8, so that most
+  samples reach the host: the release, the host's last operands (settled, words,
+  extra, low, size_a and the scale it received, as numpy arrays) and the number of
+  samples of each host call."""
+  seen, calls = {}, []
+  real = exact_refine.host_refine
+
+  def keep(refine_one, k, settled, words, extra, s, *ops):
+    calls.append(int(np.sum(~np.asarray(settled))))
+    seen.update(settled=np.asarray(settled), words=np.asarray(words), scale=np.asarray(s))
+    seen.update(extra=np.asarray(extra), low=np.asarray(ops[0]), size_a=np.asarray(ops[1]))
+    return real(refine_one, k, settled, words, extra, s, *ops)
+
+  jax.clear_caches()
+  monkeypatch.setattr(exact_refine, "host_refine", keep)
+  monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-8)
+  release = np.asarray(exact.poset_knorm(key, poset, scale, (n,)))
+  jax.clear_caches()
+  return release, seen, calls
+
+
 def test_forest_kernel_reads_one_word_per_exponential_and_forced_refinement_agrees(
   monkeypatch,
 ):
@@ -272,22 +294,7 @@ def test_forest_kernel_reads_one_word_per_exponential_and_forced_refinement_agre
   n, d = 128, poset.d
   key, scale = jax.random.key(8), 0.75
   normal = np.asarray(exact.poset_knorm(key, poset, scale, (n,)))
-  seen, calls = {}, []
-  real = exact_refine.host_refine
-
-  def keep(refine_one, k, settled, words, extra, scale, *ops):
-    calls.append(int(np.sum(~np.asarray(settled))))
-    seen.update(
-      settled=np.asarray(settled), words=np.asarray(words), extra=np.asarray(extra)
-    )
-    seen.update(low=np.asarray(ops[0]), size_a=np.asarray(ops[1]))
-    return real(refine_one, k, settled, words, extra, scale, *ops)
-
-  jax.clear_caches()
-  monkeypatch.setattr(exact_refine, "host_refine", keep)
-  monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-8)
-  forced = np.asarray(exact.poset_knorm(key, poset, scale, (n,)))
-  jax.clear_caches()
+  forced, seen, calls = _forced_host_run(monkeypatch, key, poset, scale, n)
   assert seen["words"].shape == (n, d + 2, 1)
   assert len(calls) == 1 and n // 2 < calls[0] < n, calls
   for i in range(n):
@@ -325,26 +332,10 @@ def test_the_host_refinement_rounds_with_the_float64_scale(monkeypatch):
   decimal rounding at that scale from the kernel's own words. It fails when the scale
   reaches the host as float32 (the dtype, and then the integers)."""
   poset, n, scale = jaxdp.Poset.nhis(3), 64, 1e6 / 3
-  key = _key(53)
-  seen = []
-  real = exact_refine.host_refine
-
-  def keep(refine_one, k, settled, words, extra, s, *ops):
-    seen.append((np.asarray(s), np.asarray(settled), words, extra, ops))
-    return real(refine_one, k, settled, words, extra, s, *ops)
-
-  jax.clear_caches()
-  monkeypatch.setattr(exact_refine, "host_refine", keep)
-  monkeypatch.setattr(exact_intervals, "MARGIN", 2.0**-8)
-  release = np.asarray(exact.poset_knorm(key, poset, scale, (n,)))
-  jax.clear_caches()
-  assert len(seen) == 1
-  got_scale, settled, words, extra, (low, size_a, _) = seen[0]
-  assert got_scale.dtype == np.float64 and float(got_scale) == scale, got_scale
-  assert np.sum(~settled) > n // 2
-  for i in np.nonzero(~settled)[0]:
-    coeff = exact_refine.tree_coefficients(np.asarray(low[i]), int(size_a[i]))
-    want = exact_refine.refine_sample(
-      np.asarray(words[i]), np.asarray(extra[i]), scale, coeff
-    )
+  release, seen, calls = _forced_host_run(monkeypatch, _key(53), poset, scale, n)
+  assert len(calls) == 1 and calls[0] > n // 2, calls
+  assert seen["scale"].dtype == np.float64 and float(seen["scale"]) == scale, seen
+  for i in np.nonzero(~seen["settled"])[0]:
+    coeff = exact_refine.tree_coefficients(seen["low"][i], int(seen["size_a"][i]))
+    want = exact_refine.refine_sample(seen["words"][i], seen["extra"][i], scale, coeff)
     np.testing.assert_array_equal(release[i], want)
