@@ -36,7 +36,7 @@ def settle(k, settled, words, scale, key, refine_one, *operands):
   fast-pass words and 192 more digits per uniform; ``operands`` are per-sample arrays,
   or functions computing them (run only when refining)."""
   settled = settled | jnp.isnan(scale)
-  extra = lambda: jax.random.bits(key, (*words.shape[:-1], REFINE_WORDS), jnp.uint32)
+  extra = _further_words(key, words.shape[:-1])
   refine = lambda k: _host(k, settled, words, extra, scale, refine_one, operands)
   return lax.cond(batch_all(settled), lambda k: k, refine, k)
 
@@ -62,16 +62,22 @@ def settle_marked(k, words, scale, key, refine_one, *operands, redo=None):
 
   def refine(k):
     if redo is None:
-      return host(k, lambda: jax.random.bits(key, (*shape, REFINE_WORDS), jnp.uint32))
+      return host(k, _further_words(key, shape))
     k_first, k_rest = jax.random.split(key)
     first = jax.random.bits(k_first, (*shape, 1), jnp.uint32)
     k = jnp.where(k == UNSETTLED, redo(jnp.concatenate([words, first], -1)), k)
     # the further digits are drawn only for a chunk the host refines
-    rest = lambda: jax.random.bits(k_rest, (*shape, REFINE_WORDS - 1), jnp.uint32)
+    rest = _further_words(k_rest, shape, REFINE_WORDS - 1)
     extra = lambda: jnp.concatenate([first, rest()], -1)
     return lax.cond(_all_settled(k, scale), _unmarked, lambda k: host(k, extra), k)
 
   return lax.cond(_all_settled(k, scale), _unmarked, refine, k)
+
+
+def _further_words(key, shape, count=REFINE_WORDS):
+  """The host's further digits: ``count`` uint32 words per uniform of ``shape``,
+  drawn when the returned function is called (inside the branch that needs them)."""
+  return lambda: jax.random.bits(key, (*shape, count), jnp.uint32)
 
 
 def _all_settled(k, scale):
